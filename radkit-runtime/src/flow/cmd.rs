@@ -1,0 +1,242 @@
+//! Commands: the side effects a skill asks the engine to perform, and their identities and policies.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Artifact, Message};
+
+/// Deterministic identity of one command: `(task id, step visit, ordinal within the visit)`.
+///
+/// The same logical command gets the same id on every replay and every worker, so tools receive it as
+/// their idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct InvocationId(String);
+
+impl InvocationId {
+    /// The id of the `ordinal`-th command issued in the `visit`-th step activation of `task_id`.
+    pub fn derive(task_id: &str, visit: u64, ordinal: u32) -> Self {
+        InvocationId(format!("{task_id}:{visit}:{ordinal}"))
+    }
+
+    /// The id as a string (use it as an idempotency key).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for InvocationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What may happen to a command that was issued but has no receipt when the engine restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectPolicy {
+    /// Safe to repeat with the same InvocationId: the effect deduplicates on it. Reissued.
+    Idempotent,
+    /// May happen more than once. Reissued with the same InvocationId.
+    AtLeastOnce,
+    /// Must never happen twice. Never reissued: the outcome is reported as unknown.
+    AtMostOnce,
+    /// Reissued like `AtLeastOnce`; its compensation runs (in reverse order) on failure or cancel.
+    Compensate,
+}
+
+impl EffectPolicy {
+    /// True when a command without a receipt may be run again after a crash.
+    pub fn reissue_allowed(self) -> bool {
+        !matches!(self, EffectPolicy::AtMostOnce)
+    }
+}
+
+/// How often and how patiently a command is retried on transient errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// Total attempts including the first (at least 1).
+    pub max_attempts: u32,
+    /// Delay before the second attempt, in milliseconds; doubled every attempt.
+    pub initial_backoff_ms: u64,
+    /// Upper bound of one delay, in milliseconds.
+    pub max_backoff_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { max_attempts: 3, initial_backoff_ms: 100, max_backoff_ms: 10_000 }
+    }
+}
+
+impl RetryPolicy {
+    /// Exactly one attempt.
+    pub const NONE: RetryPolicy = RetryPolicy { max_attempts: 1, initial_backoff_ms: 0, max_backoff_ms: 0 };
+
+    /// The delay before attempt `attempt` (2 = first retry): exponential, capped, with full jitter
+    /// in the upper half so that retrying workers do not fall into step.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(2).min(32);
+        let base = self.initial_backoff_ms.saturating_mul(1u64 << exp).min(self.max_backoff_ms);
+        let jitter = if base > 1 { fastrand::u64(0..=base / 2) } else { 0 };
+        Duration::from_millis(base - base / 2 + jitter)
+    }
+}
+
+/// The side effect itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CmdKind {
+    /// Call the model registered under `model` with `input`; `schema` asks for structured output.
+    Llm {
+        /// Registered model name.
+        model: String,
+        /// Input (text, content parts, or any JSON).
+        input: serde_json::Value,
+        /// JSON Schema the answer must match.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<serde_json::Value>,
+    },
+    /// Call the tool registered under `tool` with `args`.
+    Tool {
+        /// Registered tool name.
+        tool: String,
+        /// Arguments.
+        args: serde_json::Value,
+    },
+    /// Ask the user; the task waits in `input-required` and the reply is the receipt.
+    AskUser {
+        /// Name of the answer slot.
+        slot: String,
+        /// The question.
+        message: Message,
+    },
+    /// Send a message to the client.
+    EmitMessage {
+        /// The message.
+        message: Message,
+    },
+    /// A `working` status update with a progress text.
+    Progress {
+        /// What the step is doing.
+        text: String,
+    },
+    /// Send an artifact, or one chunk of it.
+    EmitArtifact {
+        /// The artifact (chunk).
+        artifact: Artifact,
+        /// Append to an earlier chunk with the same id.
+        append: bool,
+        /// Last chunk.
+        last_chunk: bool,
+    },
+    /// Wait; the timer is persisted and fires after a restart too.
+    Sleep {
+        /// How long, in milliseconds.
+        millis: u64,
+    },
+}
+
+impl CmdKind {
+    /// Short kind name (`llm`, `tool`, ...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            CmdKind::Llm { .. } => "llm",
+            CmdKind::Tool { .. } => "tool",
+            CmdKind::AskUser { .. } => "ask_user",
+            CmdKind::EmitMessage { .. } => "emit_message",
+            CmdKind::Progress { .. } => "progress",
+            CmdKind::EmitArtifact { .. } => "emit_artifact",
+            CmdKind::Sleep { .. } => "sleep",
+        }
+    }
+
+    /// What the determinism guard compares on replay: the kind and the target it names. Inputs are not
+    /// compared, because they may legitimately carry fresh ids (message and artifact ids).
+    pub fn fingerprint(&self) -> String {
+        match self {
+            CmdKind::Llm { model, .. } => format!("llm `{model}`"),
+            CmdKind::Tool { tool, .. } => format!("tool `{tool}`"),
+            CmdKind::AskUser { slot, .. } => format!("ask_user `{slot}`"),
+            other => other.kind_name().to_owned(),
+        }
+    }
+
+    /// True for effects the engine performs itself by writing the journal (emits, progress): their
+    /// journal entry is their receipt.
+    pub fn is_journal_effect(&self) -> bool {
+        matches!(self, CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. })
+    }
+}
+
+/// A command: an effect with its policy and retry rules. Its [`InvocationId`] is assigned by the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cmd {
+    /// The effect.
+    pub kind: CmdKind,
+    /// Crash policy.
+    pub policy: EffectPolicy,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+}
+
+impl Cmd {
+    /// A command with the default policy for its kind: LLM calls are `AtLeastOnce`, tools `AtMostOnce`
+    /// until the tool registry says otherwise, engine effects `Idempotent`.
+    pub fn new(kind: CmdKind) -> Self {
+        let policy = match kind {
+            CmdKind::Llm { .. } => EffectPolicy::AtLeastOnce,
+            CmdKind::Tool { .. } => EffectPolicy::AtMostOnce,
+            _ => EffectPolicy::Idempotent,
+        };
+        let retry = match kind {
+            CmdKind::Llm { .. } | CmdKind::Tool { .. } => RetryPolicy::default(),
+            _ => RetryPolicy::NONE,
+        };
+        Cmd { kind, policy, retry }
+    }
+
+    /// An LLM call.
+    pub fn llm(model: impl Into<String>, input: serde_json::Value) -> Self {
+        Cmd::new(CmdKind::Llm { model: model.into(), input, schema: None })
+    }
+
+    /// A tool call.
+    pub fn tool(tool: impl Into<String>, args: serde_json::Value) -> Self {
+        Cmd::new(CmdKind::Tool { tool: tool.into(), args })
+    }
+
+    /// Ask the user.
+    pub fn ask_user(slot: impl Into<String>, message: Message) -> Self {
+        Cmd::new(CmdKind::AskUser { slot: slot.into(), message })
+    }
+
+    /// Emit a message.
+    pub fn emit_message(message: Message) -> Self {
+        Cmd::new(CmdKind::EmitMessage { message })
+    }
+
+    /// Emit a whole artifact.
+    pub fn emit_artifact(artifact: Artifact) -> Self {
+        Cmd::new(CmdKind::EmitArtifact { artifact, append: false, last_chunk: true })
+    }
+
+    /// Sleep.
+    pub fn sleep(duration: Duration) -> Self {
+        Cmd::new(CmdKind::Sleep { millis: duration.as_millis().min(u64::MAX as u128) as u64 })
+    }
+
+    /// With another effect policy.
+    pub fn policy(mut self, policy: EffectPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// With another retry policy.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+}

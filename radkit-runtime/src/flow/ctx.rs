@@ -1,0 +1,241 @@
+//! `StepCtx`: a step's only door to the world. Every call becomes a journaled command through the
+//! engine's [`Invoker`], so a step re-run on replay gets the recorded outcome instead of a second effect.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{Cmd, CmdKind, EffectPolicy, RetryPolicy, StepError, StepResult, Transition};
+use crate::model::{Artifact, Content, Message, Part};
+
+/// Runs or replays commands for one step visit. Implemented by the engine; tests may implement it to
+/// drive a skill without an engine.
+#[async_trait]
+pub trait Invoker: Send + Sync {
+    /// Run `cmd` (or return its recorded outcome on replay) and return the outcome's value.
+    async fn invoke(&self, cmd: Cmd) -> Result<serde_json::Value, StepError>;
+}
+
+/// The context handed to every step and reducer call.
+#[derive(Clone)]
+pub struct StepCtx {
+    task_id: Arc<str>,
+    context_id: Arc<str>,
+    step: String,
+    invoker: Arc<dyn Invoker>,
+}
+
+impl std::fmt::Debug for StepCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepCtx").field("task_id", &self.task_id).field("step", &self.step).finish_non_exhaustive()
+    }
+}
+
+impl StepCtx {
+    /// A context for one step visit of a task.
+    pub fn new(task_id: Arc<str>, context_id: Arc<str>, step: String, invoker: Arc<dyn Invoker>) -> Self {
+        StepCtx { task_id, context_id, step, invoker }
+    }
+
+    /// The task's id.
+    pub fn task_id(&self) -> &str {
+        &self.task_id
+    }
+
+    /// The task's context id.
+    pub fn context_id(&self) -> &str {
+        &self.context_id
+    }
+
+    /// The running step's name.
+    pub fn step(&self) -> &str {
+        &self.step
+    }
+
+    /// Run any command through the journal and return its outcome value.
+    pub async fn run(&self, cmd: Cmd) -> Result<serde_json::Value, StepError> {
+        self.invoker.invoke(cmd).await
+    }
+
+    /// Call the model registered as `model`: `ctx.llm("critic").run::<Critique>(input).await?`.
+    pub fn llm(&self, model: impl Into<String>) -> LlmCall<'_> {
+        LlmCall { ctx: self, model: model.into(), retry: None }
+    }
+
+    /// Call the tool registered as `tool`: `ctx.tool("charge_card").call::<Args, Out>(args).await?`.
+    pub fn tool(&self, tool: impl Into<String>) -> ToolCall<'_> {
+        ToolCall { ctx: self, tool: tool.into(), retry: None, policy: None }
+    }
+
+    /// Report progress: a `working` status update carrying `text`, journaled.
+    pub async fn progress(&self, text: impl Into<String>) -> Result<(), StepError> {
+        self.run(Cmd::new(CmdKind::Progress { text: text.into() })).await.map(drop)
+    }
+
+    /// Send a message to the client now, journaled.
+    pub async fn emit_message(&self, message: Message) -> Result<(), StepError> {
+        self.run(Cmd::emit_message(message)).await.map(drop)
+    }
+
+    /// Send a whole artifact now, journaled.
+    pub async fn emit_artifact(&self, artifact: Artifact) -> Result<(), StepError> {
+        self.run(Cmd::emit_artifact(artifact)).await.map(drop)
+    }
+
+    /// Stream an artifact named `name` in text chunks: `send` appends, `finish` sends the last chunk.
+    pub fn partial_artifact(&self, name: impl Into<String>) -> ArtifactStream<'_> {
+        let name = name.into();
+        let id = format!("{}-{}-{}", self.task_id, self.step, name);
+        ArtifactStream { ctx: self, id, name, sent: false }
+    }
+
+    /// Sleep durably: the timer is journaled, the step suspends without holding memory, and it is re-run
+    /// when the timer fires (also after a restart).
+    pub async fn sleep(&self, duration: Duration) -> Result<(), StepError> {
+        self.run(Cmd::sleep(duration)).await.map(drop)
+    }
+
+    /// Ask the user and wait (durably) for the answer, returned as `Content`.
+    pub async fn ask(&self, slot: impl Into<String>, question: impl Into<String>) -> Result<Content, StepError> {
+        let value = self.run(Cmd::ask_user(slot, Message::agent_text(question))).await?;
+        let message: Message = serde_json::from_value(value)?;
+        Ok(Content::from(message))
+    }
+
+    /// Finish the task successfully with a message and artifacts.
+    pub fn complete<S>(&self, message: impl Into<String>, artifacts: Vec<Artifact>) -> StepResult<S> {
+        Ok(Transition::complete(message).artifacts(artifacts))
+    }
+
+    /// Finish the task as failed.
+    pub fn fail<S>(&self, reason: impl Into<String>) -> StepResult<S> {
+        Ok(Transition::fail(reason))
+    }
+
+    /// Decline the task (a business outcome).
+    pub fn reject<S>(&self, reason: impl Into<String>) -> StepResult<S> {
+        Ok(Transition::reject(reason))
+    }
+}
+
+fn schema_of<T: JsonSchema>() -> Option<serde_json::Value> {
+    let schema = serde_json::to_value(schemars::schema_for!(T)).ok()?;
+    match schema.get("type") {
+        Some(serde_json::Value::String(t)) if t == "string" => None,
+        _ => Some(schema),
+    }
+}
+
+fn decode<T: DeserializeOwned>(what: &str, value: serde_json::Value) -> Result<T, StepError> {
+    match serde_json::from_value::<T>(value.clone()) {
+        Ok(t) => Ok(t),
+        Err(first) => match &value {
+            serde_json::Value::String(text) => serde_json::from_str(text.trim())
+                .map_err(|e| StepError::Decode(format!("{what}: the answer is not the expected type: {e}"))),
+            _ => Err(StepError::Decode(format!("{what}: the answer is not the expected type: {first}"))),
+        },
+    }
+}
+
+/// A pending model call; see [`StepCtx::llm`].
+#[must_use = "call `.run(input).await`"]
+pub struct LlmCall<'a> {
+    ctx: &'a StepCtx,
+    model: String,
+    retry: Option<RetryPolicy>,
+}
+
+impl LlmCall<'_> {
+    /// With another retry policy.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+
+    /// Run the model on `input` and decode its answer as `T`. A `String` asks for text; any other type
+    /// sends its JSON Schema and asks for structured output.
+    pub async fn run<T: DeserializeOwned + JsonSchema>(self, input: impl Serialize) -> Result<T, StepError> {
+        let input = serde_json::to_value(input)?;
+        let mut cmd = Cmd::new(CmdKind::Llm { model: self.model.clone(), input, schema: schema_of::<T>() });
+        if let Some(retry) = self.retry {
+            cmd = cmd.retry(retry);
+        }
+        let value = self.ctx.run(cmd).await?;
+        decode(&format!("model `{}`", self.model), value)
+    }
+}
+
+/// A pending tool call; see [`StepCtx::tool`].
+#[must_use = "call `.call(args).await`"]
+pub struct ToolCall<'a> {
+    ctx: &'a StepCtx,
+    tool: String,
+    retry: Option<RetryPolicy>,
+    policy: Option<EffectPolicy>,
+}
+
+impl ToolCall<'_> {
+    /// With another retry policy.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+
+    /// Override the policy the tool declared (rarely right: the tool knows best).
+    pub fn policy(mut self, policy: EffectPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Call the tool with `args` and decode its output as `O`.
+    pub async fn call<A: Serialize, O: DeserializeOwned>(self, args: A) -> Result<O, StepError> {
+        let mut cmd = Cmd::tool(self.tool.clone(), serde_json::to_value(args)?);
+        if let Some(retry) = self.retry {
+            cmd = cmd.retry(retry);
+        }
+        if let Some(policy) = self.policy {
+            cmd = cmd.policy(policy);
+        }
+        let value = self.ctx.run(cmd).await?;
+        decode(&format!("tool `{}`", self.tool), value)
+    }
+}
+
+/// An artifact streamed in chunks; see [`StepCtx::partial_artifact`].
+pub struct ArtifactStream<'a> {
+    ctx: &'a StepCtx,
+    id: String,
+    name: String,
+    sent: bool,
+}
+
+impl ArtifactStream<'_> {
+    fn chunk(&self, text: String) -> Artifact {
+        Artifact {
+            artifact_id: self.id.clone(),
+            name: Some(self.name.clone()),
+            description: None,
+            parts: vec![Part::text(text)],
+            metadata: None,
+            extensions: None,
+        }
+    }
+
+    /// Send one chunk.
+    pub async fn send(&mut self, text: impl Into<String>) -> Result<(), StepError> {
+        let kind = CmdKind::EmitArtifact { artifact: self.chunk(text.into()), append: self.sent, last_chunk: false };
+        self.ctx.run(Cmd::new(kind)).await?;
+        self.sent = true;
+        Ok(())
+    }
+
+    /// Send the last chunk.
+    pub async fn finish(self, text: impl Into<String>) -> Result<(), StepError> {
+        let kind = CmdKind::EmitArtifact { artifact: self.chunk(text.into()), append: self.sent, last_chunk: true };
+        self.ctx.run(Cmd::new(kind)).await.map(drop)
+    }
+}

@@ -1,0 +1,18 @@
+//! The engine contract: what a skill may say (`Transition`, `Cmd`) and hear (`Event`), whichever of the
+//! three authoring surfaces wrote it. Nothing here performs I/O; the engine implements [`Invoker`].
+
+mod cmd;
+mod ctx;
+mod error;
+mod event;
+mod skill;
+pub mod step_table;
+mod transition;
+
+pub use cmd::{Cmd, CmdKind, EffectPolicy, InvocationId, RetryPolicy};
+pub use ctx::{ArtifactStream, Invoker, LlmCall, StepCtx, ToolCall};
+pub use error::{EffectError, ErrorKind, StepError};
+pub use event::{Event, Outcome, Receipt};
+pub use skill::{erase, ErasedSkill, FlowSkill, SkillInfo, StepInfo};
+pub use step_table::{Step, StepInput, StepState, StepTable};
+pub use transition::{Next, StepResult, Transition};

@@ -1,0 +1,165 @@
+//! The journal: the append-only log of one task, the single source of truth. Task status, history and
+//! artifacts are projections of it (see `engine::projection`). This module owns the entry shapes only.
+
+use serde::{Deserialize, Serialize};
+
+use crate::flow::{Cmd, EffectError, Event, InvocationId, Receipt};
+use crate::model::{Artifact, Message, TaskState};
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Entry {
+    /// The task exists: which skill, which version, for whom.
+    TaskCreated {
+        /// Skill id.
+        skill_id: String,
+        /// Skill version at creation.
+        skill_version: String,
+        /// Context id.
+        context_id: String,
+        /// The principal that created the task (visibility is scoped to it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
+    },
+    /// A user message arrived (part of the history).
+    MessageReceived {
+        /// The message.
+        message: Message,
+    },
+    /// An event was delivered to a state: one step visit begins.
+    Activated {
+        /// Visit number, from 1; part of every InvocationId issued in the visit.
+        visit: u64,
+        /// Step name.
+        step: String,
+        /// The state (payload) the step runs with.
+        state: serde_json::Value,
+        /// The event.
+        event: Event,
+    },
+    /// A command was issued (written before it runs).
+    CommandIssued {
+        /// Its id.
+        id: InvocationId,
+        /// The command.
+        cmd: Cmd,
+    },
+    /// One attempt failed and will be retried.
+    AttemptFailed {
+        /// Which command.
+        id: InvocationId,
+        /// Attempt number.
+        attempt: u32,
+        /// The error.
+        error: EffectError,
+    },
+    /// The command's final outcome.
+    ReceiptRecorded {
+        /// The receipt.
+        receipt: Receipt,
+    },
+    /// A timer was set for a sleep command.
+    TimerSet {
+        /// The sleep command.
+        id: InvocationId,
+        /// When it fires (ms since the Unix epoch).
+        fire_at_ms: i64,
+    },
+    /// The task waits for user input.
+    AwaitingInput {
+        /// Slot name.
+        slot: String,
+        /// The question.
+        message: Message,
+        /// The state the reply is delivered to; `None` when an `ask` command inside a step waits.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume: Option<serde_json::Value>,
+        /// The ask command being answered, when `resume` is `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ask: Option<InvocationId>,
+    },
+    /// A message was sent to the client.
+    MessageEmitted {
+        /// The message.
+        message: Message,
+    },
+    /// A `working` progress update.
+    Progress {
+        /// The update's message.
+        message: Message,
+    },
+    /// An artifact (chunk) was sent to the client.
+    ArtifactEmitted {
+        /// The artifact.
+        artifact: Artifact,
+        /// Append to an earlier chunk.
+        append: bool,
+        /// Last chunk.
+        last_chunk: bool,
+    },
+    /// The task's state changed (non-terminal).
+    StatusChanged {
+        /// New state.
+        state: TaskState,
+    },
+    /// A cancel was requested.
+    CancelRequested,
+    /// A compensation ran for a `Compensate` command.
+    Compensated {
+        /// The compensated command.
+        id: InvocationId,
+        /// Its outcome.
+        outcome: Result<serde_json::Value, EffectError>,
+    },
+    /// The task ended.
+    Terminal {
+        /// Final state.
+        state: TaskState,
+        /// Final agent message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<Message>,
+    },
+}
+
+impl Entry {
+    /// The entry's kind name (stored in its own column for queries and timelines).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Entry::TaskCreated { .. } => "task_created",
+            Entry::MessageReceived { .. } => "message_received",
+            Entry::Activated { .. } => "activated",
+            Entry::CommandIssued { .. } => "command_issued",
+            Entry::AttemptFailed { .. } => "attempt_failed",
+            Entry::ReceiptRecorded { .. } => "receipt_recorded",
+            Entry::TimerSet { .. } => "timer_set",
+            Entry::AwaitingInput { .. } => "awaiting_input",
+            Entry::MessageEmitted { .. } => "message_emitted",
+            Entry::Progress { .. } => "progress",
+            Entry::ArtifactEmitted { .. } => "artifact_emitted",
+            Entry::StatusChanged { .. } => "status_changed",
+            Entry::CancelRequested => "cancel_requested",
+            Entry::Compensated { .. } => "compensated",
+            Entry::Terminal { .. } => "terminal",
+        }
+    }
+}
+
+/// A stored entry with its position and time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalRecord {
+    /// Position, from 1, strictly increasing without gaps.
+    pub seq: u64,
+    /// When it was appended (ms since the Unix epoch).
+    pub at_ms: i64,
+    /// The entry.
+    pub entry: Entry,
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,179 @@
+//! `Message` and `Part`: one turn of communication and its content pieces.
+
+use serde::{Deserialize, Serialize};
+
+use super::{new_id, Metadata};
+
+/// Who sent a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The client.
+    User,
+    /// The agent.
+    Agent,
+}
+
+/// A file, either inline (base64 `bytes`) or by `uri`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FileContent {
+    /// Inline base64 content.
+    Bytes {
+        /// Base64-encoded content.
+        bytes: String,
+        /// MIME type.
+        #[serde(rename = "mimeType", default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        /// File name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// Content by reference.
+    Uri {
+        /// Where the file lives.
+        uri: String,
+        /// MIME type.
+        #[serde(rename = "mimeType", default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        /// File name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+}
+
+/// One piece of content: text, file or structured data (`kind` discriminates).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Part {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+        /// Part metadata.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Metadata>,
+    },
+    /// A file.
+    File {
+        /// The file.
+        file: FileContent,
+        /// Part metadata.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Metadata>,
+    },
+    /// A JSON object.
+    Data {
+        /// The data (a JSON object per the schema).
+        data: serde_json::Map<String, serde_json::Value>,
+        /// Part metadata.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Metadata>,
+    },
+}
+
+impl Part {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Part::Text { text: text.into(), metadata: None }
+    }
+
+    /// A data part holding a JSON object.
+    pub fn data(data: serde_json::Map<String, serde_json::Value>) -> Self {
+        Part::Data { data, metadata: None }
+    }
+
+    /// The text of a text part.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Part::Text { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+}
+
+/// One turn of communication between client and agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    /// Sender.
+    pub role: Role,
+    /// Content.
+    pub parts: Vec<Part>,
+    /// Unique id, chosen by the sender.
+    pub message_id: String,
+    /// The task this message belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The context (conversation) id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    /// Tasks this message refers to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_task_ids: Option<Vec<String>>,
+    /// Extension URIs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Vec<String>>,
+    /// Metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    /// Always `"message"`.
+    #[serde(default = "message_kind")]
+    pub kind: MessageKind,
+}
+
+/// The constant `kind` discriminator of a message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MessageKind {
+    /// `"message"`
+    #[default]
+    #[serde(rename = "message")]
+    Message,
+}
+
+fn message_kind() -> MessageKind {
+    MessageKind::Message
+}
+
+impl Message {
+    /// A message with the given role and parts and a fresh id.
+    pub fn new(role: Role, parts: Vec<Part>) -> Self {
+        Message {
+            role,
+            parts,
+            message_id: new_id(),
+            task_id: None,
+            context_id: None,
+            reference_task_ids: None,
+            extensions: None,
+            metadata: None,
+            kind: MessageKind::Message,
+        }
+    }
+
+    /// A user message of one text part.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self::new(Role::User, vec![Part::text(text)])
+    }
+
+    /// An agent message of one text part.
+    pub fn agent_text(text: impl Into<String>) -> Self {
+        Self::new(Role::Agent, vec![Part::text(text)])
+    }
+
+    /// All text parts joined with newlines.
+    pub fn joined_texts(&self) -> String {
+        joined(&self.parts)
+    }
+}
+
+pub(crate) fn joined(parts: &[Part]) -> String {
+    let mut out = String::new();
+    for text in parts.iter().filter_map(Part::as_text) {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(text);
+    }
+    out
+}

@@ -1,0 +1,23 @@
+//! A2A 0.3 wire types. This module owns the JSON shape clients see and nothing else: it never touches
+//! the engine, the store or HTTP. Field names follow `../shared/a2a/a2a-v0.3.0.schema.json` exactly.
+
+mod card;
+mod content;
+mod message;
+mod task;
+
+pub use card::{AgentCapabilities, AgentCard, AgentSkill, SecurityScheme};
+pub use content::Content;
+pub use message::{FileContent, Message, Part, Role};
+pub use task::{Artifact, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent};
+
+/// Arbitrary JSON object carried in `metadata` fields.
+pub type Metadata = serde_json::Map<String, serde_json::Value>;
+
+/// The A2A protocol version this crate speaks.
+pub const PROTOCOL_VERSION: &str = "0.3.0";
+
+/// A fresh random identifier (UUID v4) for messages, artifacts and tasks.
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

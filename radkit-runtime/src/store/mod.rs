@@ -1,0 +1,138 @@
+//! Stores persist task rows and journals. They know nothing of skills, steps or HTTP: an append is a
+//! batch of opaque entries for one task at an expected position, plus the task row's new summary.
+//!
+//! Every store passes the same conformance suite (`store::conformance`).
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::journal::{Entry, JournalRecord};
+use crate::model::TaskState;
+
+pub mod conformance;
+pub mod memory;
+pub mod sqlite;
+
+pub use memory::MemoryStore;
+pub use sqlite::{Durability, SqliteStore};
+
+/// The summary row of one task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// Task id.
+    pub id: String,
+    /// Context id.
+    pub context_id: String,
+    /// Skill id.
+    pub skill_id: String,
+    /// Skill version at creation.
+    pub skill_version: String,
+    /// Creator (tasks are visible only to it when auth is on).
+    pub principal: Option<String>,
+    /// Current state (a projection of the journal, kept for queries).
+    pub state: TaskState,
+    /// Creation time, ms since the epoch.
+    pub created_at_ms: i64,
+    /// Last append time, ms since the epoch.
+    pub updated_at_ms: i64,
+    /// When a timer of this task fires, if one is pending.
+    pub wake_at_ms: Option<i64>,
+    /// Seq of the last journal entry (0 when empty).
+    pub last_seq: u64,
+}
+
+/// One atomic append to one task's journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Append {
+    /// The task.
+    pub task_id: String,
+    /// Seq of the first entry; must be the task's `last_seq + 1`, else [`StoreError::Conflict`].
+    pub first_seq: u64,
+    /// The entries, in order.
+    pub entries: Vec<Entry>,
+    /// The task row to create (with `first_seq == 1`), if this append creates the task.
+    pub create: Option<TaskRecord>,
+    /// New state for the row, if it changed.
+    pub state: Option<TaskState>,
+    /// New timer for the row: `Some(None)` clears it.
+    pub wake_at_ms: Option<Option<i64>>,
+    /// Lease fencing token the writer holds; stores with leases refuse stale tokens.
+    pub fence: Option<u64>,
+}
+
+impl Append {
+    /// An append of `entries` to `task_id` at `first_seq`, changing nothing else.
+    pub fn new(task_id: impl Into<String>, first_seq: u64, entries: Vec<Entry>) -> Self {
+        Append { task_id: task_id.into(), first_seq, entries, create: None, state: None, wake_at_ms: None, fence: None }
+    }
+}
+
+/// Which tasks to list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskQuery {
+    /// Only tasks not in a terminal state.
+    pub non_terminal: bool,
+    /// Only tasks of this principal.
+    pub principal: Option<String>,
+    /// Only tasks whose timer is due at or before this time.
+    pub wake_due_ms: Option<i64>,
+    /// At most this many (newest first when set; all when `None`).
+    pub limit: Option<usize>,
+}
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The append's `first_seq` is not the task's next seq (a gap or a duplicate), or the task to
+    /// create exists already, or the task to append to does not exist.
+    #[error("journal conflict on task {task_id}: expected seq {expected}, got {got}")]
+    Conflict {
+        /// Task.
+        task_id: String,
+        /// The seq the store expected.
+        expected: u64,
+        /// The seq the append carried.
+        got: u64,
+    },
+    /// The writer's lease was taken over (fencing token is stale).
+    #[error("lease on task {task_id} lost: fencing token {token} is stale")]
+    Fenced {
+        /// Task.
+        task_id: String,
+        /// The stale token.
+        token: u64,
+    },
+    /// A stored entry could not be decoded.
+    #[error("corrupt journal entry for task {task_id} at seq {seq}: {reason}")]
+    Corrupt {
+        /// Task.
+        task_id: String,
+        /// Position.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The backend failed (I/O, connection, SQL).
+    #[error("store backend error: {0}")]
+    Backend(String),
+    /// The store is shut down.
+    #[error("store is closed")]
+    Closed,
+}
+
+/// Persistence of tasks and journals.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Atomically append entries (and create or update the task row). Appends from many tasks may be
+    /// committed together (group commit); each caller learns its own result.
+    async fn append(&self, append: Append) -> Result<(), StoreError>;
+
+    /// The task row.
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
+
+    /// Journal entries of a task with `seq > after_seq`, in order.
+    async fn journal(&self, task_id: &str, after_seq: u64) -> Result<Vec<JournalRecord>, StoreError>;
+
+    /// Task rows matching `query`.
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;
+}

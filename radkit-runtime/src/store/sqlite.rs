@@ -1,0 +1,2 @@
+pub struct SqliteStore;
+pub enum Durability { Full, Normal }
