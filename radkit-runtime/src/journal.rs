@@ -44,6 +44,9 @@ pub enum Entry {
         id: InvocationId,
         /// The command.
         cmd: Cmd,
+        /// Issued by a transition (its result comes back as an event), not from inside a step.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        transition: bool,
     },
     /// One attempt failed and will be retried.
     AttemptFailed {
@@ -58,6 +61,17 @@ pub enum Entry {
     ReceiptRecorded {
         /// The receipt.
         receipt: Receipt,
+    },
+    /// A step visit ended with a transition (`to`, `goto`, `ignore`; awaits and ends have their own
+    /// entries after this one).
+    Transitioned {
+        /// The visit that ended.
+        visit: u64,
+        /// `to`, `goto`, `await_input`, `complete`, `fail`, `reject` or `ignore`.
+        next: String,
+        /// The new state, for `to`, `goto` and `await_input`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<serde_json::Value>,
     },
     /// A timer was set for a sleep command.
     TimerSet {
@@ -132,6 +146,7 @@ impl Entry {
             Entry::CommandIssued { .. } => "command_issued",
             Entry::AttemptFailed { .. } => "attempt_failed",
             Entry::ReceiptRecorded { .. } => "receipt_recorded",
+            Entry::Transitioned { .. } => "transitioned",
             Entry::TimerSet { .. } => "timer_set",
             Entry::AwaitingInput { .. } => "awaiting_input",
             Entry::MessageEmitted { .. } => "message_emitted",
