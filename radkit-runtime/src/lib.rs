@@ -12,3 +12,9 @@ pub use flow::*;
 pub use model::{Artifact, Content, Message, Part, Role, Task, TaskState};
 pub mod journal;
 pub mod store;
+pub mod effects;
+pub mod llm;
+pub mod tools;
+pub mod engine;
+
+pub use engine::{Engine, EngineBuilder, EngineError};

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{Cmd, CmdKind, EffectPolicy, RetryPolicy, StepError, StepResult, Transition};
+use super::{Cmd, CmdKind, RetryPolicy, StepError, StepResult, Transition};
 use crate::model::{Artifact, Content, Message, Part};
 
 /// Runs or replays commands for one step visit. Implemented by the engine; tests may implement it to
@@ -68,7 +68,7 @@ impl StepCtx {
 
     /// Call the tool registered as `tool`: `ctx.tool("charge_card").call::<Args, Out>(args).await?`.
     pub fn tool(&self, tool: impl Into<String>) -> ToolCall<'_> {
-        ToolCall { ctx: self, tool: tool.into(), retry: None, policy: None }
+        ToolCall { ctx: self, tool: tool.into(), retry: None }
     }
 
     /// Report progress: a `working` status update carrying `text`, journaled.
@@ -175,7 +175,6 @@ pub struct ToolCall<'a> {
     ctx: &'a StepCtx,
     tool: String,
     retry: Option<RetryPolicy>,
-    policy: Option<EffectPolicy>,
 }
 
 impl ToolCall<'_> {
@@ -185,20 +184,11 @@ impl ToolCall<'_> {
         self
     }
 
-    /// Override the policy the tool declared (rarely right: the tool knows best).
-    pub fn policy(mut self, policy: EffectPolicy) -> Self {
-        self.policy = Some(policy);
-        self
-    }
-
     /// Call the tool with `args` and decode its output as `O`.
     pub async fn call<A: Serialize, O: DeserializeOwned>(self, args: A) -> Result<O, StepError> {
         let mut cmd = Cmd::tool(self.tool.clone(), serde_json::to_value(args)?);
         if let Some(retry) = self.retry {
             cmd = cmd.retry(retry);
-        }
-        if let Some(policy) = self.policy {
-            cmd = cmd.policy(policy);
         }
         let value = self.ctx.run(cmd).await?;
         decode(&format!("tool `{}`", self.tool), value)

@@ -88,6 +88,10 @@ pub enum StepError {
     #[doc(hidden)]
     #[error("step suspended")]
     Suspended,
+    /// The engine stopped (shutdown or an injected crash) while the step ran; nothing more is written.
+    #[doc(hidden)]
+    #[error("engine halted")]
+    Halted,
 }
 
 impl StepError {

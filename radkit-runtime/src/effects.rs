@@ -1,0 +1,96 @@
+//! `Effects`: the registry of models and tools the engine performs commands with. It maps a command to
+//! the code that performs it and knows nothing of journals.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::flow::{CmdKind, EffectError, EffectPolicy, InvocationId};
+use crate::llm::{LlmRequest, Model};
+use crate::tools::Tool;
+
+/// Registered models and tools.
+#[derive(Clone, Default)]
+pub struct Effects {
+    models: HashMap<String, Arc<dyn Model>>,
+    default_model: Option<Arc<dyn Model>>,
+    tools: HashMap<String, Arc<dyn Tool>>,
+}
+
+/// What an effect returned: its value and accounting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Performed {
+    /// The value.
+    pub value: serde_json::Value,
+    /// Usage (tokens) to record on the receipt.
+    pub usage: Option<serde_json::Value>,
+}
+
+impl Effects {
+    /// No models, no tools.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Register `model` under `name` (`ctx.llm(name)`).
+    pub fn model(mut self, name: impl Into<String>, model: impl Model) -> Self {
+        self.models.insert(name.into(), Arc::new(model));
+        self
+    }
+
+    /// Use `model` for every name without a model of its own.
+    pub fn default_model(mut self, model: impl Model) -> Self {
+        self.default_model = Some(Arc::new(model));
+        self
+    }
+
+    /// Register `tool` under `name` (`ctx.tool(name)`).
+    pub fn tool(mut self, name: impl Into<String>, tool: impl Tool) -> Self {
+        self.tools.insert(name.into(), Arc::new(tool));
+        self
+    }
+
+    /// The tool registered as `name`.
+    pub fn find_tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// The policy a command runs under: a registered tool's declared policy wins.
+    pub fn policy_for(&self, kind: &CmdKind, requested: EffectPolicy) -> EffectPolicy {
+        match kind {
+            CmdKind::Tool { tool, .. } => self.tools.get(tool).map(|t| t.policy()).unwrap_or(requested),
+            _ => requested,
+        }
+    }
+
+    /// Perform an `llm` or `tool` command once.
+    pub async fn perform(&self, id: &InvocationId, kind: &CmdKind) -> Result<Performed, EffectError> {
+        match kind {
+            CmdKind::Llm { model, input, schema } => {
+                let provider = self
+                    .models
+                    .get(model)
+                    .or(self.default_model.as_ref())
+                    .ok_or_else(|| EffectError::permanent(format!("no model registered as `{model}`")))?;
+                let request = LlmRequest { model: model.clone(), input: input.clone(), schema: schema.clone(), invocation_id: id.clone() };
+                let response = provider.complete(request).await?;
+                Ok(Performed { value: response.output, usage: response.usage })
+            }
+            CmdKind::Tool { tool, args } => {
+                let t = self.tools.get(tool).ok_or_else(|| EffectError::permanent(format!("no tool registered as `{tool}`")))?;
+                Ok(Performed { value: t.call(args.clone(), id).await?, usage: None })
+            }
+            other => Err(EffectError::permanent(format!("`{}` is performed by the engine, not an effect", other.kind_name()))),
+        }
+    }
+
+    /// Run the compensation of tool command `kind` that returned `output`.
+    pub async fn compensate(&self, id: &InvocationId, kind: &CmdKind, output: serde_json::Value) -> Result<serde_json::Value, EffectError> {
+        match kind {
+            CmdKind::Tool { tool, args } => {
+                let t = self.tools.get(tool).ok_or_else(|| EffectError::permanent(format!("no tool registered as `{tool}`")))?;
+                t.compensate(args.clone(), output, id).await
+            }
+            _ => Err(EffectError::permanent("only tool commands have compensations")),
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! Errors the engine returns to its callers (the server, the CLI, tests).
+
+use crate::model::TaskState;
+use crate::store::StoreError;
+
+/// Why an engine request failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// No such task (or not visible to the caller).
+    #[error("task {0} not found")]
+    TaskNotFound(String),
+    /// The task is finished and takes no more input or cancel.
+    #[error("task {task_id} is already {} and cannot be changed", state.as_str())]
+    TaskFinished {
+        /// Task.
+        task_id: String,
+        /// Its final state.
+        state: TaskState,
+    },
+    /// The task is not waiting for input.
+    #[error("task {task_id} is {} and does not wait for input", state.as_str())]
+    NotAwaitingInput {
+        /// Task.
+        task_id: String,
+        /// Its state.
+        state: TaskState,
+    },
+    /// No skill with that id, or no skill could be chosen.
+    #[error("{0}")]
+    UnknownSkill(String),
+    /// The request is malformed.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The task was created by another version of its skill.
+    #[error("task {task_id} was created by version {recorded} of skill `{skill_id}`, but this agent runs version {running}; finish or migrate it with the old version")]
+    VersionMismatch {
+        /// Task.
+        task_id: String,
+        /// Skill.
+        skill_id: String,
+        /// Version recorded at creation.
+        recorded: String,
+        /// Version running now.
+        running: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The engine is halted.
+    #[error("engine halted")]
+    Halted,
+}

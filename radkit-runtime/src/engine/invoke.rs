@@ -1,0 +1,170 @@
+//! `StepInvoker`: performs the `ctx` calls of one step visit. A call with a receipt returns the
+//! recorded outcome; a call without one is journaled, flushed, performed (with retries) and receipted.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::fault::Boundary;
+use super::run::{CmdRec, TaskRun};
+use super::Inner;
+use crate::flow::{Cmd, CmdKind, InvocationId, Invoker, Receipt, StepError};
+use crate::journal::{now_ms, Entry};
+use crate::model::{Message, TaskState};
+
+/// The invoker of one visit.
+pub(crate) struct StepInvoker {
+    pub engine: Arc<Inner>,
+    pub run: Arc<TaskRun>,
+    pub visit: u64,
+    pub step: String,
+    pub ordinal: Arc<AtomicU32>,
+}
+
+/// What the table says about a command at a position.
+enum Found {
+    Receipt(Receipt),
+    NoReceipt(CmdRec),
+    New,
+}
+
+#[async_trait]
+impl Invoker for StepInvoker {
+    async fn invoke(&self, mut cmd: Cmd) -> Result<serde_json::Value, StepError> {
+        let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
+        let id = InvocationId::derive(&self.run.task_id, self.visit, ordinal);
+        cmd.policy = self.engine.effects.policy_for(&cmd.kind, cmd.policy);
+        let found = {
+            let st = self.run.lock();
+            if st.cancel_requested {
+                return Err(StepError::Canceled);
+            }
+            match st.commands.get(&id) {
+                Some(rec) if rec.cmd.kind.fingerprint() != cmd.kind.fingerprint() => {
+                    return Err(StepError::NonDeterminism {
+                        skill: self.run.skill_id.clone(),
+                        step: self.step.clone(),
+                        position: ordinal,
+                        recorded: rec.cmd.kind.fingerprint(),
+                        issued: cmd.kind.fingerprint(),
+                    });
+                }
+                Some(rec) => match &rec.receipt {
+                    Some(receipt) => Found::Receipt(receipt.clone()),
+                    None => Found::NoReceipt(rec.clone()),
+                },
+                None => Found::New,
+            }
+        };
+        match found {
+            Found::Receipt(receipt) => outcome(&cmd, receipt),
+            Found::NoReceipt(rec) => self.resume_issued(id, rec).await,
+            Found::New => self.issue(id, cmd).await,
+        }
+    }
+}
+
+fn outcome(cmd: &Cmd, receipt: Receipt) -> Result<serde_json::Value, StepError> {
+    receipt.outcome.map_err(|error| StepError::Effect { what: cmd.kind.fingerprint(), error })
+}
+
+impl StepInvoker {
+    fn halted<T>(&self) -> Result<T, StepError> {
+        Err(StepError::Halted)
+    }
+
+    async fn flush(&self) -> Result<(), StepError> {
+        self.run.flush().await.map_err(|e| match e {
+            super::run::FlushError::Halted => StepError::Halted,
+            super::run::FlushError::Store(e) => StepError::Failed(format!("journal write failed: {e}")),
+        })
+    }
+
+    /// A command seen for the first time: journal it, then perform it.
+    async fn issue(&self, id: InvocationId, cmd: Cmd) -> Result<serde_json::Value, StepError> {
+        let run = &self.run;
+        match &cmd.kind {
+            CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. } => {
+                {
+                    let mut st = run.lock();
+                    super::driver::journal_effect(&mut st, &id, &cmd);
+                }
+                // Emissions are what clients stream: make them visible now.
+                self.flush().await?;
+                Ok(serde_json::Value::Null)
+            }
+            CmdKind::Sleep { millis } => {
+                let fire_at = now_ms().saturating_add(i64::try_from(*millis).unwrap_or(i64::MAX));
+                {
+                    let mut st = run.lock();
+                    st.commands.insert(id.clone(), CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: false, fire_at_ms: Some(fire_at), recovered: false });
+                    st.push(Entry::CommandIssued { id: id.clone(), cmd: cmd.clone(), transition: false });
+                    st.push(Entry::TimerSet { id, fire_at_ms: fire_at });
+                    st.set_wake(Some(fire_at));
+                }
+                self.flush().await?;
+                self.engine.schedule_timer(run.task_id.to_string(), fire_at);
+                if self.engine.crash_at(Boundary::TimerWait, run, None, None) {
+                    return self.halted();
+                }
+                Err(StepError::Suspended)
+            }
+            CmdKind::AskUser { slot, message } => {
+                {
+                    let mut st = run.lock();
+                    st.commands.insert(id.clone(), CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: false, fire_at_ms: None, recovered: false });
+                    st.push(Entry::CommandIssued { id: id.clone(), cmd: cmd.clone(), transition: false });
+                    st.push(Entry::AwaitingInput { slot: slot.clone(), message: message.clone(), resume: None, ask: Some(id) });
+                    st.set_status(TaskState::InputRequired);
+                }
+                self.flush().await?;
+                if self.engine.crash_at(Boundary::AwaitingInput, run, None, None) {
+                    return self.halted();
+                }
+                Err(StepError::Suspended)
+            }
+            CmdKind::Llm { .. } | CmdKind::Tool { .. } => {
+                {
+                    let mut st = run.lock();
+                    st.commands.insert(id.clone(), CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: false, fire_at_ms: None, recovered: false });
+                    st.push(Entry::CommandIssued { id: id.clone(), cmd: cmd.clone(), transition: false });
+                }
+                self.flush().await?;
+                let receipt = self.engine.perform(run, &id, &cmd, 0).await.ok_or(StepError::Halted)?;
+                outcome(&cmd, receipt)
+            }
+        }
+    }
+
+    /// A command journaled before a crash (or a suspension) without a receipt.
+    async fn resume_issued(&self, id: InvocationId, rec: CmdRec) -> Result<serde_json::Value, StepError> {
+        match &rec.cmd.kind {
+            CmdKind::Sleep { .. } => {
+                let fire_at = rec.fire_at_ms.unwrap_or(0);
+                if fire_at > now_ms() {
+                    self.engine.schedule_timer(self.run.task_id.to_string(), fire_at);
+                    return Err(StepError::Suspended);
+                }
+                let receipt = Receipt { id, attempt: 1, outcome: Ok(serde_json::Value::Null), usage: None };
+                {
+                    let mut st = self.run.lock();
+                    st.record_receipt(receipt);
+                    st.set_wake(None);
+                }
+                Ok(serde_json::Value::Null)
+            }
+            CmdKind::AskUser { .. } => Err(StepError::Suspended),
+            _ if !rec.cmd.policy.reissue_allowed() => Err(StepError::OutcomeUnknown { what: rec.cmd.kind.fingerprint(), id }),
+            _ => {
+                let receipt = self.engine.perform(&self.run, &id, &rec.cmd, rec.attempts).await.ok_or(StepError::Halted)?;
+                outcome(&rec.cmd, receipt)
+            }
+        }
+    }
+}
+
+/// The reply to an `ask` as a receipt value.
+pub(crate) fn reply_value(message: &Message) -> serde_json::Value {
+    serde_json::to_value(message).unwrap_or(serde_json::Value::Null)
+}

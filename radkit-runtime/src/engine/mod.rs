@@ -1,0 +1,559 @@
+//! The journal-first executor. It owns task lifecycles: creating tasks, driving step visits, replaying
+//! journals after a crash, waking timers, accepting input and cancels. It talks to skills through the
+//! `flow` contract and to persistence through `Store`; it knows nothing of HTTP.
+
+mod driver;
+mod error;
+pub mod fault;
+mod invoke;
+mod perform;
+pub mod projection;
+mod replay;
+mod run;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::broadcast;
+
+pub use error::EngineError;
+pub use fault::{Boundary, Fault, FaultHook};
+pub use projection::{project, stream_event, StreamEvent};
+
+use self::replay::{replay, Wait};
+use self::run::{RunState, TaskRun, Work};
+use crate::effects::Effects;
+use crate::flow::{erase, ErasedSkill, Event, FlowSkill, InvocationId, Receipt, SkillInfo};
+use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::model::{new_id, Message, Role, Task, TaskState};
+use crate::store::{Store, TaskQuery, TaskRecord};
+
+/// Engine settings.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// Step visits a task may make before it is failed as a runaway loop.
+    pub max_steps: u64,
+    /// Crash injection (tests).
+    pub fault: Option<FaultHook>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { max_steps: 10_000, fault: None }
+    }
+}
+
+/// Builds an [`Engine`].
+pub struct EngineBuilder {
+    store: Arc<dyn Store>,
+    skills: HashMap<String, Arc<dyn ErasedSkill>>,
+    order: Vec<String>,
+    effects: Effects,
+    config: EngineConfig,
+    duplicate: Option<String>,
+}
+
+impl EngineBuilder {
+    /// Serve `skill`.
+    pub fn skill(self, skill: impl FlowSkill) -> Self {
+        self.erased_skill(erase(skill))
+    }
+
+    /// Serve an already erased skill (what the registry hands out).
+    pub fn erased_skill(mut self, skill: Arc<dyn ErasedSkill>) -> Self {
+        let id = skill.info().id.clone();
+        if self.skills.insert(id.clone(), skill).is_some() {
+            self.duplicate.get_or_insert(id);
+        } else {
+            self.order.push(id);
+        }
+        self
+    }
+
+    /// Perform commands with these models and tools.
+    pub fn effects(mut self, effects: Effects) -> Self {
+        self.effects = effects;
+        self
+    }
+
+    /// Limit step visits per task.
+    pub fn max_steps(mut self, max_steps: u64) -> Self {
+        self.config.max_steps = max_steps;
+        self
+    }
+
+    /// Crash at the boundaries where `hook` says so (tests).
+    pub fn fault_hook(mut self, hook: impl Fn(&Fault) -> bool + Send + Sync + 'static) -> Self {
+        self.config.fault = Some(Arc::new(hook));
+        self
+    }
+
+    /// Build the engine without recovering tasks.
+    pub fn build(self) -> Result<Engine, EngineError> {
+        if let Some(id) = self.duplicate {
+            return Err(EngineError::UnknownSkill(format!("skill id `{id}` is registered twice")));
+        }
+        let inner = Inner {
+            store: self.store,
+            skills: self.skills,
+            order: self.order,
+            effects: self.effects,
+            config: self.config,
+            halted: Arc::new(AtomicBool::new(false)),
+            live: Mutex::new(HashMap::new()),
+        };
+        Ok(Engine { inner: Arc::new(inner) })
+    }
+
+    /// Build the engine and recover every non-terminal task.
+    pub async fn start(self) -> Result<Engine, EngineError> {
+        let engine = self.build()?;
+        engine.recover().await?;
+        Ok(engine)
+    }
+}
+
+struct Live {
+    tx: broadcast::Sender<Arc<JournalRecord>>,
+    gate: Arc<tokio::sync::Mutex<()>>,
+    run: Option<Arc<TaskRun>>,
+}
+
+pub(crate) struct Inner {
+    store: Arc<dyn Store>,
+    skills: HashMap<String, Arc<dyn ErasedSkill>>,
+    order: Vec<String>,
+    pub(crate) effects: Effects,
+    config: EngineConfig,
+    halted: Arc<AtomicBool>,
+    live: Mutex<HashMap<String, Live>>,
+}
+
+/// The durable engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+/// A live view of one task: its journal so far, then every record as it is committed.
+pub struct Subscription {
+    /// Task id.
+    pub task_id: String,
+    /// Context id.
+    pub context_id: String,
+    backlog: std::collections::VecDeque<JournalRecord>,
+    rx: broadcast::Receiver<Arc<JournalRecord>>,
+    last_seq: u64,
+    engine: Engine,
+    terminal_seen: bool,
+}
+
+impl Subscription {
+    /// The next record, in seq order, each exactly once; `None` after the terminal entry.
+    pub async fn next(&mut self) -> Option<JournalRecord> {
+        loop {
+            if self.terminal_seen {
+                return None;
+            }
+            if let Some(record) = self.backlog.pop_front() {
+                if record.seq <= self.last_seq {
+                    continue;
+                }
+                return Some(self.seen(record));
+            }
+            match self.rx.recv().await {
+                Ok(record) if record.seq <= self.last_seq => continue,
+                Ok(record) if record.seq == self.last_seq + 1 => return Some(self.seen((*record).clone())),
+                // A gap (we lagged, or records were committed by another process): read the store.
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    match self.engine.inner.store.journal(&self.task_id, self.last_seq).await {
+                        Ok(records) => self.backlog.extend(records),
+                        Err(_) => return None,
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    fn seen(&mut self, record: JournalRecord) -> JournalRecord {
+        self.last_seq = record.seq;
+        if matches!(record.entry, Entry::Terminal { .. }) {
+            self.terminal_seen = true;
+        }
+        record
+    }
+
+    /// True when every record committed so far was returned (as far as this process knows).
+    pub fn caught_up(&self) -> bool {
+        self.backlog.is_empty() && self.rx.is_empty()
+    }
+}
+
+impl Engine {
+    /// An engine over `store`.
+    pub fn builder(store: impl Store) -> EngineBuilder {
+        Self::builder_arc(Arc::new(store))
+    }
+
+    /// An engine over a shared store.
+    pub fn builder_arc(store: Arc<dyn Store>) -> EngineBuilder {
+        EngineBuilder { store, skills: HashMap::new(), order: Vec::new(), effects: Effects::new(), config: EngineConfig::default(), duplicate: None }
+    }
+
+    /// The skills served, in registration order.
+    pub fn skills(&self) -> Vec<SkillInfo> {
+        self.inner.order.iter().filter_map(|id| self.inner.skills.get(id)).map(|s| s.info().clone()).collect()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// Stop writing at once (what a crash does). Used by tests and shutdown.
+    pub fn halt(&self) {
+        self.inner.halt();
+    }
+
+    /// True once halted.
+    pub fn is_halted(&self) -> bool {
+        self.inner.halted.load(Ordering::SeqCst)
+    }
+
+    /// Send a user message: a message without `task_id` starts a task of `skill_id` (or of the only
+    /// skill); one with `task_id` answers a task waiting for input. Returns the task id.
+    pub async fn send(&self, principal: Option<&str>, skill_id: Option<&str>, message: Message) -> Result<String, EngineError> {
+        if message.parts.is_empty() {
+            return Err(EngineError::InvalidInput("message has no parts".to_owned()));
+        }
+        if message.role != Role::User {
+            return Err(EngineError::InvalidInput("message role must be `user`".to_owned()));
+        }
+        match message.task_id.clone() {
+            Some(task_id) => self.answer(principal, &task_id, message).await.map(|()| task_id),
+            None => self.start_task(principal, skill_id, message).await,
+        }
+    }
+
+    fn choose_skill(&self, skill_id: Option<&str>, message: &Message) -> Result<Arc<dyn ErasedSkill>, EngineError> {
+        let from_meta = message.metadata.as_ref().and_then(|m| m.get("skillId").or_else(|| m.get("skill_id"))).and_then(|v| v.as_str());
+        match skill_id.or(from_meta) {
+            Some(id) => self.inner.skills.get(id).cloned().ok_or_else(|| {
+                EngineError::UnknownSkill(format!("no skill `{id}`; skills are {}", self.inner.order.join(", ")))
+            }),
+            None if self.inner.order.len() == 1 => Ok(self.inner.skills[&self.inner.order[0]].clone()),
+            None => Err(EngineError::UnknownSkill(format!(
+                "this agent has {} skills; name one in message metadata `skillId` ({})",
+                self.inner.order.len(),
+                self.inner.order.join(", ")
+            ))),
+        }
+    }
+
+    async fn start_task(&self, principal: Option<&str>, skill_id: Option<&str>, mut message: Message) -> Result<String, EngineError> {
+        let skill = self.choose_skill(skill_id, &message)?;
+        let info = skill.info();
+        let task_id = new_id();
+        let context_id = message.context_id.clone().unwrap_or_else(new_id);
+        message.task_id = Some(task_id.clone());
+        message.context_id = Some(context_id.clone());
+        let initial = skill.initial_state().map_err(|e| EngineError::InvalidInput(e.to_string()))?;
+        let now = now_ms();
+        let record = TaskRecord {
+            id: task_id.clone(),
+            context_id: context_id.clone(),
+            skill_id: info.id.clone(),
+            skill_version: info.version.clone(),
+            principal: principal.map(str::to_owned),
+            state: TaskState::Submitted,
+            created_at_ms: now,
+            updated_at_ms: now,
+            wake_at_ms: None,
+            last_seq: 0,
+        };
+        let mut state = RunState::new(1, TaskState::Submitted, initial);
+        state.push(Entry::TaskCreated {
+            skill_id: info.id.clone(),
+            skill_version: info.version.clone(),
+            context_id: context_id.clone(),
+            principal: record.principal.clone(),
+        });
+        state.push(Entry::MessageReceived { message: message.clone() });
+        state.queue.push_back(Work::Activate { event: Event::UserMessage { message }, rerun: None });
+        let (tx, gate) = self.inner.live_handles(&task_id);
+        let mut run = TaskRun::new(task_id.clone().into(), context_id.into(), info.id.clone(), state, self.inner.store.clone(), self.inner.halted.clone(), tx);
+        run.create = Mutex::new(Some(record));
+        let run = Arc::new(run);
+        let guard = gate.lock_owned().await;
+        run.flush().await.map_err(|e| match e {
+            run::FlushError::Halted => EngineError::Halted,
+            run::FlushError::Store(e) => EngineError::Store(e),
+        })?;
+        self.inner.spawn_drive(run, guard);
+        Ok(task_id)
+    }
+
+    async fn visible(&self, principal: Option<&str>, task_id: &str) -> Result<TaskRecord, EngineError> {
+        match self.inner.store.task(task_id).await? {
+            Some(t) if principal.is_none() || t.principal.as_deref() == principal => Ok(t),
+            _ => Err(EngineError::TaskNotFound(task_id.to_owned())),
+        }
+    }
+
+    async fn answer(&self, principal: Option<&str>, task_id: &str, mut message: Message) -> Result<(), EngineError> {
+        let record = self.visible(principal, task_id).await?;
+        if record.state.is_terminal() {
+            return Err(EngineError::TaskFinished { task_id: task_id.to_owned(), state: record.state });
+        }
+        let (_, gate) = self.inner.live_handles(task_id);
+        let guard = gate.lock_owned().await;
+        let (run, wait, open_visit) = self.inner.load(task_id).await?;
+        let ask = match wait {
+            Wait::Input { ask } => ask,
+            Wait::Terminal(state) => return Err(EngineError::TaskFinished { task_id: task_id.to_owned(), state }),
+            _ => {
+                let state = run.lock().status;
+                return Err(EngineError::NotAwaitingInput { task_id: task_id.to_owned(), state });
+            }
+        };
+        message.context_id = Some(run.context_id.to_string());
+        {
+            let mut st = run.lock();
+            st.push(Entry::MessageReceived { message: message.clone() });
+            st.set_status(TaskState::Working);
+            match ask {
+                Some(id) => {
+                    let transition = st.commands.get(&id).map(|c| c.transition).unwrap_or(false);
+                    let value = invoke::reply_value(&message);
+                    st.record_receipt(Receipt { id: id.clone(), attempt: 1, outcome: Ok(value), usage: None });
+                    if transition {
+                        st.queue.push_front(Work::Execute(id));
+                    } else if let Some((visit, event)) = open_visit {
+                        st.queue.push_front(Work::Activate { event, rerun: Some(visit) });
+                    }
+                }
+                None => st.queue.push_back(Work::Activate { event: Event::UserMessage { message }, rerun: None }),
+            }
+        }
+        run.flush().await.map_err(|e| match e {
+            run::FlushError::Halted => EngineError::Halted,
+            run::FlushError::Store(e) => EngineError::Store(e),
+        })?;
+        if self.inner.crash_at(Boundary::Resuming, &run, None, None) {
+            return Ok(());
+        }
+        self.inner.spawn_drive(run, guard);
+        Ok(())
+    }
+
+    /// The task as A2A shows it.
+    pub async fn task(&self, principal: Option<&str>, task_id: &str, history_length: Option<usize>) -> Result<Task, EngineError> {
+        self.visible(principal, task_id).await?;
+        let records = self.inner.store.journal(task_id, 0).await?;
+        project(task_id, &records, history_length).ok_or_else(|| EngineError::TaskNotFound(task_id.to_owned()))
+    }
+
+    /// The task's journal.
+    pub async fn journal(&self, principal: Option<&str>, task_id: &str) -> Result<Vec<JournalRecord>, EngineError> {
+        self.visible(principal, task_id).await?;
+        Ok(self.inner.store.journal(task_id, 0).await?)
+    }
+
+    /// Cancel a task: compensations of `Compensate` commands run newest first, then the task ends
+    /// `canceled`. A finished task answers [`EngineError::TaskFinished`].
+    pub async fn cancel(&self, principal: Option<&str>, task_id: &str) -> Result<Task, EngineError> {
+        let record = self.visible(principal, task_id).await?;
+        if record.state.is_terminal() {
+            return Err(EngineError::TaskFinished { task_id: task_id.to_owned(), state: record.state });
+        }
+        let running = self.inner.running(task_id);
+        match running {
+            Some(run) => {
+                run.lock().cancel_requested = true;
+            }
+            None => {
+                let (_, gate) = self.inner.live_handles(task_id);
+                let guard = gate.lock_owned().await;
+                let (run, wait, _) = self.inner.load(task_id).await?;
+                if let Wait::Terminal(state) = wait {
+                    return Err(EngineError::TaskFinished { task_id: task_id.to_owned(), state });
+                }
+                {
+                    let mut st = run.lock();
+                    st.push(Entry::CancelRequested);
+                    st.cancel_requested = true;
+                    st.queue.clear();
+                }
+                self.inner.spawn_drive(run, guard);
+            }
+        }
+        self.wait_settled(principal, task_id).await
+    }
+
+    /// Follow a task: its journal so far, then live records until the terminal entry.
+    pub async fn subscribe(&self, principal: Option<&str>, task_id: &str) -> Result<Subscription, EngineError> {
+        let record = self.visible(principal, task_id).await?;
+        let (tx, _) = self.inner.live_handles(task_id);
+        let rx = tx.subscribe();
+        let backlog = self.inner.store.journal(task_id, 0).await?;
+        Ok(Subscription {
+            task_id: task_id.to_owned(),
+            context_id: record.context_id,
+            backlog: backlog.into(),
+            rx,
+            last_seq: 0,
+            engine: self.clone(),
+            terminal_seen: false,
+        })
+    }
+
+    /// Wait until the task is input-required or finished, and return it.
+    pub async fn wait_settled(&self, principal: Option<&str>, task_id: &str) -> Result<Task, EngineError> {
+        let mut sub = self.subscribe(principal, task_id).await?;
+        while let Some(record) = sub.next().await {
+            if let Entry::AwaitingInput { .. } = record.entry {
+                if sub.caught_up() {
+                    let row = self.inner.store.task(task_id).await?;
+                    if row.map(|r| r.state == TaskState::InputRequired).unwrap_or(false) {
+                        break;
+                    }
+                }
+            }
+        }
+        self.task(principal, task_id, None).await
+    }
+
+    /// Rehydrate every non-terminal task from its journal and continue it. Returns how many.
+    pub async fn recover(&self) -> Result<usize, EngineError> {
+        let tasks = self.inner.store.list(TaskQuery { non_terminal: true, ..TaskQuery::default() }).await?;
+        let mut resumed = 0;
+        for task in tasks {
+            match self.inner.resume(&task.id).await {
+                Ok(()) => resumed += 1,
+                Err(e) => tracing::error!(task = %task.id, error = %e, "task not resumed"),
+            }
+        }
+        Ok(resumed)
+    }
+}
+
+impl Inner {
+    pub(crate) fn halt(&self) {
+        self.halted.store(true, Ordering::SeqCst);
+    }
+
+    /// Ask the fault hook; no side effect.
+    pub(crate) fn wants_crash(&self, boundary: Boundary, run: &TaskRun, id: Option<&InvocationId>, what: Option<&str>) -> bool {
+        match &self.config.fault {
+            Some(hook) => hook(&Fault {
+                boundary,
+                task_id: run.task_id.to_string(),
+                command: id.cloned(),
+                what: what.map(str::to_owned),
+            }),
+            None => false,
+        }
+    }
+
+    /// Ask the fault hook and halt if it says so.
+    pub(crate) fn crash_at(&self, boundary: Boundary, run: &TaskRun, id: Option<&InvocationId>, what: Option<&str>) -> bool {
+        let crash = self.wants_crash(boundary, run, id, what);
+        if crash {
+            tracing::warn!(task = %run.task_id, ?boundary, "injected crash");
+            self.halt();
+        }
+        crash
+    }
+
+    fn live_handles(&self, task_id: &str) -> (broadcast::Sender<Arc<JournalRecord>>, Arc<tokio::sync::Mutex<()>>) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = live.entry(task_id.to_owned()).or_insert_with(|| Live {
+            tx: broadcast::channel(1024).0,
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+            run: None,
+        });
+        (entry.tx.clone(), entry.gate.clone())
+    }
+
+    fn running(&self, task_id: &str) -> Option<Arc<TaskRun>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).get(task_id).and_then(|l| l.run.clone())
+    }
+
+    /// Load and replay a task (the caller holds its gate).
+    async fn load(&self, task_id: &str) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
+        let records = self.store.journal(task_id, 0).await?;
+        let first_skill = records.iter().find_map(|r| match &r.entry {
+            Entry::TaskCreated { skill_id, .. } => Some(skill_id.clone()),
+            _ => None,
+        });
+        let skill = first_skill.as_ref().and_then(|id| self.skills.get(id)).cloned();
+        let Some(skill) = skill else {
+            return Err(EngineError::UnknownSkill(format!("task {task_id} belongs to skill `{}`, which this agent does not serve", first_skill.unwrap_or_default())));
+        };
+        let replayed = replay(&records, || skill.initial_state().unwrap_or(serde_json::Value::Null))
+            .map_err(|reason| EngineError::Store(crate::store::StoreError::Corrupt { task_id: task_id.to_owned(), seq: 0, reason }))?;
+        let info = skill.info();
+        if replayed.header.skill_version != info.version && !matches!(replayed.wait, Wait::Terminal(_)) {
+            return Err(EngineError::VersionMismatch {
+                task_id: task_id.to_owned(),
+                skill_id: info.id.clone(),
+                recorded: replayed.header.skill_version,
+                running: info.version.clone(),
+            });
+        }
+        let (tx, _) = self.live_handles(task_id);
+        let run = TaskRun::new(task_id.into(), replayed.header.context_id.into(), info.id.clone(), replayed.run, self.store.clone(), self.halted.clone(), tx);
+        Ok((Arc::new(run), replayed.wait, replayed.open_visit))
+    }
+
+    /// Load a task and drive it if it has work (recovery, timers).
+    async fn resume(self: &Arc<Self>, task_id: &str) -> Result<(), EngineError> {
+        let (_, gate) = self.live_handles(task_id);
+        let guard = gate.lock_owned().await;
+        let (run, wait, _) = self.load(task_id).await?;
+        match wait {
+            Wait::Runnable => self.spawn_drive(run, guard),
+            Wait::Timer(at) => self.schedule_timer(task_id.to_owned(), at),
+            Wait::Input { .. } | Wait::Terminal(_) => {}
+        }
+        Ok(())
+    }
+
+    fn spawn_drive(self: &Arc<Self>, run: Arc<TaskRun>, guard: tokio::sync::OwnedMutexGuard<()>) {
+        let task_id = run.task_id.to_string();
+        if let Some(live) = self.live.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&task_id) {
+            live.run = Some(run.clone());
+        }
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let _stop = engine.drive(run).await;
+            let mut live = engine.live.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(entry) = live.get_mut(&task_id) {
+                entry.run = None;
+            }
+            drop(guard);
+            if let Some(entry) = live.get(&task_id) {
+                if entry.tx.receiver_count() == 0 && Arc::strong_count(&entry.gate) == 1 {
+                    live.remove(&task_id);
+                }
+            }
+        });
+    }
+
+    /// Wake `task_id` at `at_ms` (the timer is durable in the journal; this is only the alarm clock).
+    pub(crate) fn schedule_timer(self: &Arc<Self>, task_id: String, at_ms: i64) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let delay = u64::try_from(at_ms.saturating_sub(now_ms())).unwrap_or(0);
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            if engine.halted.load(Ordering::SeqCst) {
+                return;
+            }
+            if let Err(e) = engine.resume(&task_id).await {
+                tracing::error!(task = %task_id, error = %e, "timer wake failed");
+            }
+        });
+    }
+}

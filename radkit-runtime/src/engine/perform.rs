@@ -1,0 +1,85 @@
+//! Performing one `llm` or `tool` command: attempts with exponential backoff and jitter, every failed
+//! attempt journaled, the receipt recorded, crash hooks at each boundary.
+
+use std::sync::Arc;
+
+use super::fault::Boundary;
+use super::run::TaskRun;
+use super::Inner;
+use crate::flow::{Cmd, EffectError, InvocationId, Receipt};
+use crate::journal::Entry;
+
+impl Inner {
+    /// Perform `cmd` until it succeeds, fails permanently or runs out of attempts, and record its
+    /// receipt (buffered; flushed before anything that depends on it leaves, and at once for
+    /// `AtMostOnce` commands). `None` means the engine halted.
+    pub(crate) async fn perform(self: &Arc<Self>, run: &Arc<TaskRun>, id: &InvocationId, cmd: &Cmd, prior_attempts: u32) -> Option<Receipt> {
+        let what = cmd.kind.fingerprint();
+        if self.crash_at(Boundary::CommandJournaled, run, Some(id), Some(&what)) {
+            return None;
+        }
+        let max = cmd.retry.max_attempts.max(1);
+        let mut attempt = prior_attempts;
+        loop {
+            attempt += 1;
+            if run.is_halted() {
+                return None;
+            }
+            let started = std::time::Instant::now();
+            let result = if self.crash_at(Boundary::DuringEffect, run, Some(id), Some(&what)) {
+                // The process "dies" while the effect is in flight: the effect may still complete.
+                let engine = self.clone();
+                let (id2, kind) = (id.clone(), cmd.kind.clone());
+                tokio::spawn(async move {
+                    let _ = engine.effects.perform(&id2, &kind).await;
+                });
+                return None;
+            } else {
+                self.effects.perform(id, &cmd.kind).await
+            };
+            tracing::debug!(task = %run.task_id, invocation = %id, policy = ?cmd.policy, attempt, latency_us = started.elapsed().as_micros() as u64, ok = result.is_ok(), "command attempt");
+            if self.crash_at(Boundary::EffectReturned, run, Some(id), Some(&what)) {
+                return None;
+            }
+            match result {
+                Err(error) if error.is_transient() && attempt < max && attempt - prior_attempts < max => {
+                    {
+                        let mut st = run.lock();
+                        if let Some(rec) = st.commands.get_mut(id) {
+                            rec.attempts = attempt;
+                        }
+                        st.push(Entry::AttemptFailed { id: id.clone(), attempt, error });
+                    }
+                    let delay = cmd.retry.backoff(attempt + 1);
+                    tokio::time::sleep(delay).await;
+                }
+                result => {
+                    let (outcome, usage) = match result {
+                        Ok(performed) => (Ok(performed.value), performed.usage),
+                        Err(e) => (Err::<serde_json::Value, EffectError>(e), None),
+                    };
+                    let receipt = Receipt { id: id.clone(), attempt, outcome, usage };
+                    {
+                        let mut st = run.lock();
+                        if let Some(rec) = st.commands.get_mut(id) {
+                            rec.attempts = attempt;
+                        }
+                        st.record_receipt(receipt.clone());
+                    }
+                    let crash = self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
+                    if crash || !cmd.policy.reissue_allowed() {
+                        // Narrow the window in which an at-most-once outcome could be lost; and make the
+                        // receipt durable before an injected crash at this boundary.
+                        let flushed = run.flush().await;
+                        if crash {
+                            self.halt();
+                            return None;
+                        }
+                        flushed.ok()?;
+                    }
+                    return Some(receipt);
+                }
+            }
+        }
+    }
+}

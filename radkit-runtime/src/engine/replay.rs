@@ -1,0 +1,204 @@
+//! Replay: rebuild a task's run state from its journal. Pure: records in, state and next work out.
+//! Receipts become table entries (so re-run steps short-circuit), the open visit is re-run, outstanding
+//! transition commands are queued, and waits (input, timers) are recognised.
+
+use std::collections::HashSet;
+
+use super::run::{CmdRec, RunState, Work};
+use crate::flow::{CmdKind, EffectPolicy, Event, InvocationId};
+use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::model::{Message, TaskState};
+
+/// Who the task is.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Header {
+    pub skill_id: String,
+    pub skill_version: String,
+    pub context_id: String,
+    pub principal: Option<String>,
+}
+
+/// What the task waits for after replay.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Wait {
+    /// Work is queued (or nothing is outstanding: the driver decides).
+    Runnable,
+    /// A user message; `ask` is the `ask_user` command to answer, if any.
+    Input { ask: Option<InvocationId> },
+    /// A timer firing at this time.
+    Timer(i64),
+    /// Finished.
+    Terminal(TaskState),
+}
+
+/// The result of replaying a journal.
+pub(crate) struct Replayed {
+    pub header: Header,
+    pub run: RunState,
+    pub wait: Wait,
+    /// The visit interrupted before its transition, if any (to re-run when a wait ends).
+    pub open_visit: Option<(u64, Event)>,
+}
+
+/// Replay `records`; `initial` gives the skill's initial state when no visit happened yet.
+pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_json::Value) -> Result<Replayed, String> {
+    let mut header = None;
+    let mut status = TaskState::Submitted;
+    let mut cancel_requested = false;
+    let mut commands = std::collections::HashMap::new();
+    let mut compensable: Vec<InvocationId> = Vec::new();
+    let mut transition_order: Vec<InvocationId> = Vec::new();
+    let mut delivered: HashSet<InvocationId> = HashSet::new();
+    let mut state: Option<serde_json::Value> = None;
+    let mut visit = 0u64;
+    let mut open: Option<(u64, serde_json::Value, Event)> = None;
+    let mut pending_goto = false;
+    let mut awaiting: Option<(Option<serde_json::Value>, Option<InvocationId>)> = None;
+    let mut unconsumed: Option<Message> = None;
+    let mut activated = false;
+    let mut last_seq = 0;
+
+    for record in records {
+        last_seq = record.seq;
+        match &record.entry {
+            Entry::TaskCreated { skill_id, skill_version, context_id, principal } => {
+                header = Some(Header {
+                    skill_id: skill_id.clone(),
+                    skill_version: skill_version.clone(),
+                    context_id: context_id.clone(),
+                    principal: principal.clone(),
+                });
+            }
+            Entry::MessageReceived { message } => unconsumed = Some(message.clone()),
+            Entry::Activated { visit: v, state: s, event, .. } => {
+                visit = visit.max(*v);
+                open = Some((*v, s.clone(), event.clone()));
+                state = Some(s.clone());
+                pending_goto = false;
+                activated = true;
+                match event {
+                    Event::UserMessage { .. } => {
+                        unconsumed = None;
+                        awaiting = None;
+                    }
+                    Event::CommandResult { id, .. } | Event::TimerFired { id } => {
+                        delivered.insert(id.clone());
+                    }
+                    _ => {}
+                }
+            }
+            Entry::CommandIssued { id, cmd, transition } => {
+                if *transition {
+                    transition_order.push(id.clone());
+                }
+                commands.insert(
+                    id.clone(),
+                    CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: *transition, fire_at_ms: None, recovered: true },
+                );
+            }
+            Entry::AttemptFailed { id, attempt, .. } => {
+                if let Some(rec) = commands.get_mut(id) {
+                    rec.attempts = *attempt;
+                }
+            }
+            Entry::ReceiptRecorded { receipt } => {
+                if let Some(rec) = commands.get_mut(&receipt.id) {
+                    if rec.cmd.policy == EffectPolicy::Compensate && receipt.outcome.is_ok() {
+                        compensable.push(receipt.id.clone());
+                    }
+                    if matches!(rec.cmd.kind, CmdKind::AskUser { .. }) {
+                        awaiting = None;
+                    }
+                    rec.attempts = receipt.attempt;
+                    rec.receipt = Some(receipt.clone());
+                }
+            }
+            Entry::Transitioned { next, state: s, .. } => {
+                open = None;
+                if let Some(s) = s {
+                    state = Some(s.clone());
+                }
+                pending_goto = next == "goto";
+            }
+            Entry::TimerSet { id, fire_at_ms } => {
+                if let Some(rec) = commands.get_mut(id) {
+                    rec.fire_at_ms = Some(*fire_at_ms);
+                }
+            }
+            Entry::AwaitingInput { resume, ask, .. } => awaiting = Some((resume.clone(), ask.clone())),
+            Entry::StatusChanged { state } | Entry::Terminal { state, .. } => status = *state,
+            Entry::CancelRequested => cancel_requested = true,
+            Entry::Compensated { id, .. } => compensable.retain(|c| c != id),
+            Entry::MessageEmitted { .. } | Entry::Progress { .. } | Entry::ArtifactEmitted { .. } => {}
+        }
+    }
+
+    let header = header.ok_or_else(|| "journal has no task_created entry".to_owned())?;
+    let mut run = RunState::new(last_seq + 1, status, state.unwrap_or_else(initial));
+    run.visit = visit;
+    run.compensable = compensable;
+    run.cancel_requested = cancel_requested;
+    let mut wait = Wait::Runnable;
+    let mut open_visit = None;
+
+    if status.is_terminal() {
+        wait = Wait::Terminal(status);
+    } else if let Some((v, s, event)) = open {
+        // A visit without its transition: interrupted by a crash, or suspended by an in-step wait.
+        run.state = s;
+        let mut in_step_wait = None;
+        for rec in commands.values().filter(|c| !c.transition && c.receipt.is_none()) {
+            match rec.cmd.kind {
+                CmdKind::AskUser { .. } => in_step_wait = Some(Wait::Input { ask: None }),
+                CmdKind::Sleep { .. } => match rec.fire_at_ms {
+                    Some(at) if at > now_ms() && in_step_wait.is_none() => in_step_wait = Some(Wait::Timer(at)),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        if let Some(Wait::Input { .. }) = in_step_wait {
+            let ask = commands
+                .iter()
+                .find(|(_, c)| !c.transition && c.receipt.is_none() && matches!(c.cmd.kind, CmdKind::AskUser { .. }))
+                .map(|(id, _)| id.clone());
+            in_step_wait = Some(Wait::Input { ask });
+        }
+        match in_step_wait {
+            Some(w) => wait = w,
+            None => run.queue.push_back(Work::Activate { event: event.clone(), rerun: Some(v) }),
+        }
+        open_visit = Some((v, event));
+    } else if !activated {
+        if let Some(message) = unconsumed.take() {
+            run.queue.push_back(Work::Activate { event: Event::UserMessage { message }, rerun: None });
+        }
+    } else {
+        if pending_goto {
+            run.queue.push_back(Work::Activate { event: Event::Enter, rerun: None });
+        }
+        if let Some((Some(_), _)) = awaiting {
+            match unconsumed.take() {
+                Some(message) => run.queue.push_back(Work::Activate { event: Event::UserMessage { message }, rerun: None }),
+                None => wait = Wait::Input { ask: None },
+            }
+        }
+        for id in transition_order.into_iter().filter(|id| !delivered.contains(id)) {
+            let Some(rec) = commands.get(&id) else { continue };
+            match (&rec.cmd.kind, &rec.receipt) {
+                (CmdKind::AskUser { .. }, None) => wait = Wait::Input { ask: Some(id.clone()) },
+                (CmdKind::Sleep { .. }, None) if rec.fire_at_ms.unwrap_or(0) > now_ms() => {
+                    if wait == Wait::Runnable {
+                        wait = Wait::Timer(rec.fire_at_ms.unwrap_or(0));
+                    }
+                }
+                _ => run.queue.push_back(Work::Execute(id.clone())),
+            }
+        }
+        if !run.queue.is_empty() {
+            wait = Wait::Runnable;
+        }
+    }
+    run.commands = commands;
+    Ok(Replayed { header, run, wait, open_visit })
+}

@@ -1,0 +1,199 @@
+//! `TaskRun`: the in-memory side of one task while it runs — its journal buffer, its command table
+//! and its cursor. Entries are buffered and committed by `flush`, which the engine calls before any
+//! effect is released (output commit): a command is durable before it runs, and a receipt is durable
+//! before anything that depends on it leaves the process.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::broadcast;
+
+use crate::flow::{Cmd, Event, InvocationId, Receipt};
+use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::model::TaskState;
+use crate::store::{Append, Store, StoreError};
+
+/// What the engine knows of one command of the task.
+#[derive(Debug, Clone)]
+pub(crate) struct CmdRec {
+    pub cmd: Cmd,
+    pub receipt: Option<Receipt>,
+    pub attempts: u32,
+    pub transition: bool,
+    pub fire_at_ms: Option<i64>,
+    /// Journaled by an earlier run of the engine (before a crash or a wait).
+    pub recovered: bool,
+}
+
+/// Work queued for the driver.
+#[derive(Debug, Clone)]
+pub(crate) enum Work {
+    /// Deliver an event; `rerun` re-runs an already journaled visit.
+    Activate { event: Event, rerun: Option<u64> },
+    /// Perform (or deliver the recorded result of) a transition-issued command.
+    Execute(InvocationId),
+}
+
+/// Mutable state of a running task.
+pub(crate) struct RunState {
+    pub next_seq: u64,
+    pending: Vec<Entry>,
+    pending_state: Option<TaskState>,
+    pending_wake: Option<Option<i64>>,
+    pub status: TaskState,
+    pub commands: HashMap<InvocationId, CmdRec>,
+    /// `Compensate` commands with successful receipts, in issue order.
+    pub compensable: Vec<InvocationId>,
+    pub state: serde_json::Value,
+    pub visit: u64,
+    pub queue: VecDeque<Work>,
+    pub cancel_requested: bool,
+}
+
+impl RunState {
+    pub fn new(next_seq: u64, status: TaskState, state: serde_json::Value) -> Self {
+        RunState {
+            next_seq,
+            pending: Vec::new(),
+            pending_state: None,
+            pending_wake: None,
+            status,
+            commands: HashMap::new(),
+            compensable: Vec::new(),
+            state,
+            visit: 0,
+            queue: VecDeque::new(),
+            cancel_requested: false,
+        }
+    }
+
+    /// Buffer an entry.
+    pub fn push(&mut self, entry: Entry) {
+        self.next_seq += 1;
+        self.pending.push(entry);
+    }
+
+    /// Buffer a status change (journaled, and stored on the task row).
+    pub fn set_status(&mut self, state: TaskState) {
+        if self.status != state {
+            self.status = state;
+            self.pending_state = Some(state);
+            if !state.is_terminal() {
+                self.push(Entry::StatusChanged { state });
+            }
+        }
+    }
+
+    /// Set or clear the task row's wake time.
+    pub fn set_wake(&mut self, at: Option<i64>) {
+        self.pending_wake = Some(at);
+    }
+
+    /// Record a receipt in the table and the buffer.
+    pub fn record_receipt(&mut self, receipt: Receipt) {
+        if let Some(rec) = self.commands.get_mut(&receipt.id) {
+            if rec.cmd.policy == crate::flow::EffectPolicy::Compensate && receipt.outcome.is_ok() {
+                self.compensable.push(receipt.id.clone());
+            }
+            rec.receipt = Some(receipt.clone());
+        }
+        self.push(Entry::ReceiptRecorded { receipt });
+    }
+
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty() || self.pending_state.is_some() || self.pending_wake.is_some()
+    }
+}
+
+/// One running task.
+pub(crate) struct TaskRun {
+    pub task_id: Arc<str>,
+    pub context_id: Arc<str>,
+    pub skill_id: String,
+    state: Mutex<RunState>,
+    flush_lock: tokio::sync::Mutex<()>,
+    store: Arc<dyn Store>,
+    halted: Arc<AtomicBool>,
+    tx: broadcast::Sender<Arc<JournalRecord>>,
+    pub fence: Option<u64>,
+    /// The task row to create with the first flush.
+    pub create: Mutex<Option<crate::store::TaskRecord>>,
+}
+
+/// Why a flush failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FlushError {
+    #[error("engine halted")]
+    Halted,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl TaskRun {
+    pub fn new(
+        task_id: Arc<str>,
+        context_id: Arc<str>,
+        skill_id: String,
+        state: RunState,
+        store: Arc<dyn Store>,
+        halted: Arc<AtomicBool>,
+        tx: broadcast::Sender<Arc<JournalRecord>>,
+    ) -> Self {
+        TaskRun {
+            task_id,
+            context_id,
+            skill_id,
+            state: Mutex::new(state),
+            flush_lock: tokio::sync::Mutex::new(()),
+            store,
+            halted,
+            tx,
+            fence: None,
+            create: Mutex::new(None),
+        }
+    }
+
+    /// Lock the run state. Never held across an await.
+    pub fn lock(&self) -> MutexGuard<'_, RunState> {
+        // A poisoned lock means a panic while holding it: the state is still consistent because every
+        // mutation is a single push or insert, so keep going.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_halted(&self) -> bool {
+        self.halted.load(Ordering::SeqCst)
+    }
+
+    /// Commit everything buffered, then publish it to live subscribers.
+    pub async fn flush(&self) -> Result<(), FlushError> {
+        let _serial = self.flush_lock.lock().await;
+        let (first_seq, entries, state, wake) = {
+            let mut st = self.lock();
+            if !st.has_pending() {
+                return Ok(());
+            }
+            let entries = std::mem::take(&mut st.pending);
+            let first_seq = st.next_seq - entries.len() as u64;
+            (first_seq, entries, st.pending_state.take(), st.pending_wake.take())
+        };
+        if self.is_halted() {
+            return Err(FlushError::Halted);
+        }
+        let publish = self.tx.receiver_count() > 0;
+        let copy = if publish { Some(entries.clone()) } else { None };
+        let mut append = Append::new(self.task_id.to_string(), first_seq, entries);
+        append.state = state;
+        append.wake_at_ms = wake;
+        append.fence = self.fence;
+        append.create = self.create.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.store.append(append).await?;
+        if let Some(entries) = copy {
+            let at_ms = now_ms();
+            for (i, entry) in entries.into_iter().enumerate() {
+                let _ = self.tx.send(Arc::new(JournalRecord { seq: first_seq + i as u64, at_ms, entry }));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,41 @@
+//! Model providers. The engine calls a [`Model`] to perform an `llm` command; the model never sees the
+//! journal, and its answer becomes the command's receipt.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::flow::{EffectError, InvocationId};
+
+pub mod scripted;
+
+pub use scripted::ScriptedModel;
+
+/// One model call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmRequest {
+    /// The registered model name the step asked for (`ctx.llm("critic")`).
+    pub model: String,
+    /// The input the step passed.
+    pub input: serde_json::Value,
+    /// JSON Schema the answer must match (structured output), if any.
+    pub schema: Option<serde_json::Value>,
+    /// The command's id (an idempotency key for gateways that support one).
+    pub invocation_id: InvocationId,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmResponse {
+    /// The answer: a JSON string for text, any JSON for structured output.
+    pub output: serde_json::Value,
+    /// Token usage, recorded on the receipt.
+    pub usage: Option<serde_json::Value>,
+}
+
+/// A language model.
+#[diagnostic::on_unimplemented(message = "`{Self}` is not a radkit model", note = "implement `radkit::llm::Model` (one async `complete` method)")]
+#[async_trait]
+pub trait Model: Send + Sync + 'static {
+    /// Answer one request. Transient errors (timeouts, 429, 5xx) are retried by the engine.
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError>;
+}
