@@ -1,1 +1,5 @@
+//! radkit: durable agent skills served over A2A. This facade re-exports the runtime and the macros.
 
+pub use radkit_runtime::*;
+
+pub mod demo;
