@@ -1,10 +1,229 @@
-//! `radkit bench`.
+//! `radkit bench`: the engine's own benchmarks. Each workload runs on a fresh SQLite file with FULL
+//! durability and prints one JSON line. Build with `--release`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use futures::future::BoxFuture;
+use radkit::effects::Effects;
+use radkit::engine::{Boundary, Fault};
+use radkit::flow::step_table::{goto, Step, StepInput, StepTable};
+use radkit::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
+use radkit::model::{Message, TaskState};
+use radkit::store::{Durability, SqliteStore};
+use radkit::tools::FnTool;
+use radkit::Engine;
 
 /// Arguments of `radkit bench`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    workload: Workload,
+}
+
+#[derive(clap::Subcommand)]
+enum Workload {
+    /// One task, N durable steps in sequence.
+    Sequential {
+        /// Steps.
+        #[arg(long, default_value_t = 1000)]
+        steps: u64,
+    },
+    /// Many tasks at once.
+    Concurrent {
+        /// Tasks.
+        #[arg(long, default_value_t = 100)]
+        flows: u64,
+        /// Steps per task.
+        #[arg(long, default_value_t = 20)]
+        steps: u64,
+    },
+    /// Reopen a task with N receipts in a fresh engine; time until its next command.
+    Resume {
+        /// Receipts before the reopen.
+        #[arg(long, default_value_t = 1000)]
+        steps: u64,
+        /// Internal: run the reopen half in this process on this file.
+        #[arg(long, hide = true)]
+        child: Option<std::path::PathBuf>,
+    },
+}
+
+struct Ticker;
+
+/// One durable step: one idempotent no-op command, then the next step.
+fn tick<'a>(_: &'a Ticker, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let (n, total): (u64, u64) = match &input.message {
+            Some(m) => (0, m.joined_texts().trim().parse().unwrap_or(1)),
+            None => input.payload()?,
+        };
+        let _: u64 = ctx.tool("noop").call(n).await?;
+        if n + 1 >= total {
+            return ctx.complete(format!("{total} steps"), vec![]);
+        }
+        goto("tick", (n + 1, total))
+    })
+}
+
+static TICK_STEPS: &[Step<Ticker>] = &[Step::new("tick", tick).start().takes_user_message()];
+
+fn engine_parts() -> anyhow::Result<(StepTable<Ticker>, Effects)> {
+    let skill = StepTable::new(SkillInfo::new("bench", "Bench"), Ticker, TICK_STEPS).map_err(anyhow::Error::msg)?;
+    let noop = FnTool::new(EffectPolicy::Idempotent, |args, _key| async move { Ok(args) });
+    Ok((skill, Effects::new().tool("noop", noop)))
+}
+
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn fresh_db() -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("bench.sqlite");
+    Ok((dir, path))
+}
+
+fn report(workload: &str, steps: u64, elapsed: Duration, extra: serde_json::Value) {
+    let seconds = elapsed.as_secs_f64();
+    let mut line = serde_json::json!({
+        "workload": workload,
+        "steps": steps,
+        "seconds": seconds,
+        "us_per_step": seconds * 1e6 / steps.max(1) as f64,
+        "steps_per_sec": steps as f64 / seconds.max(1e-9),
+        "peak_rss_bytes": peak_rss_bytes(),
+        "durability": "FULL",
+    });
+    if let (Some(obj), serde_json::Value::Object(more)) = (line.as_object_mut(), extra) {
+        obj.extend(more);
+    }
+    println!("{line}");
+}
+
+async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow::Result<()> {
+    let mut ids = Vec::new();
+    for _ in 0..flows {
+        ids.push(engine.send(None, None, Message::user_text(steps.to_string())).await?);
+    }
+    for id in ids {
+        let task = engine.wait_settled(None, &id).await?;
+        if task.status.state != TaskState::Completed {
+            bail!("bench task ended {:?}", task.status);
+        }
+    }
+    Ok(())
+}
 
 /// Run `radkit bench`.
-pub async fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`radkit bench` is not built yet")
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    match args.workload {
+        Workload::Sequential { steps } => {
+            let (_dir, path) = fresh_db()?;
+            let (skill, effects) = engine_parts()?;
+            let engine = Engine::builder(SqliteStore::open(&path, Durability::Full)?).skill(skill).effects(effects).start().await?;
+            let started = Instant::now();
+            run_tasks(&engine, 1, steps).await?;
+            report("sequential", steps, started.elapsed(), serde_json::json!({}));
+        }
+        Workload::Concurrent { flows, steps } => {
+            let (_dir, path) = fresh_db()?;
+            let (skill, effects) = engine_parts()?;
+            let store = SqliteStore::open(&path, Durability::Full)?;
+            let engine = Engine::builder(store).skill(skill).effects(effects).start().await?;
+            let started = Instant::now();
+            run_tasks(&engine, flows, steps).await?;
+            report("concurrent", flows * steps, started.elapsed(), serde_json::json!({ "flows": flows }));
+        }
+        Workload::Resume { steps, child: Some(path) } => resume_child(&path, steps).await?,
+        Workload::Resume { steps, child: None } => {
+            let (_dir, path) = fresh_db()?;
+            // Build a task with `steps` receipts and stop the engine right before its next command.
+            {
+                let (skill, effects) = engine_parts()?;
+                let issued = Arc::new(AtomicU64::new(0));
+                let hook = move |f: &Fault| f.boundary == Boundary::CommandJournaled && issued.fetch_add(1, Ordering::SeqCst) == steps;
+                let engine = Engine::builder(SqliteStore::open(&path, Durability::Full)?)
+                    .skill(skill)
+                    .effects(effects)
+                    .fault_hook(hook)
+                    .build()?;
+                engine.send(None, None, Message::user_text((steps + 10).to_string())).await?;
+                while !engine.is_halted() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            let exe = std::env::current_exe()?;
+            let started = Instant::now();
+            let out = tokio::process::Command::new(exe)
+                .args(["bench", "resume", "--steps", &steps.to_string(), "--child"])
+                .arg(&path)
+                .output()
+                .await?;
+            let process = started.elapsed();
+            if !out.status.success() {
+                bail!("resume child failed: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            let mut line: serde_json::Value = serde_json::from_slice(&out.stdout).context("resume child output")?;
+            if let Some(obj) = line.as_object_mut() {
+                obj.insert("process_seconds".into(), process.as_secs_f64().into());
+            }
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// The reopen half of `bench resume`: open the file, recover, stop at the first new command.
+async fn resume_child(path: &std::path::Path, steps: u64) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let first = Arc::new(Mutex::new(None::<Duration>));
+    let seen = first.clone();
+    let hook = move |f: &Fault| {
+        if f.boundary == Boundary::CommandJournaled {
+            seen.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(started.elapsed());
+            return true;
+        }
+        false
+    };
+    let (skill, effects) = engine_parts()?;
+    let engine = Engine::builder(SqliteStore::open(path, Durability::Full)?).skill(skill).effects(effects).fault_hook(hook).build()?;
+    let resumed = engine.recover().await?;
+    if resumed != 1 {
+        bail!("expected one task to resume, found {resumed}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let elapsed = loop {
+        if let Some(d) = *first.lock().unwrap_or_else(|p| p.into_inner()) {
+            break d;
+        }
+        if Instant::now() > deadline {
+            bail!("the resumed task issued no command within 10 s");
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    };
+    let receipts = steps;
+    let seconds = elapsed.as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({
+            "workload": "resume",
+            "steps": receipts,
+            "receipts": receipts,
+            "seconds": seconds,
+            "us_per_step": seconds * 1e6 / receipts.max(1) as f64,
+            "steps_per_sec": receipts as f64 / seconds.max(1e-9),
+            "in_engine_ms": seconds * 1e3,
+            "peak_rss_bytes": peak_rss_bytes(),
+            "durability": "FULL",
+        })
+    );
+    Ok(())
 }
