@@ -186,8 +186,25 @@ impl Subscription {
     }
 
     /// True when every record committed so far was returned (as far as this process knows).
-    pub fn caught_up(&self) -> bool {
-        self.backlog.is_empty() && self.rx.is_empty()
+    pub fn caught_up(&mut self) -> bool {
+        self.drain_live();
+        self.backlog.is_empty()
+    }
+
+    /// Move already-published live records into the backlog, dropping ones we have seen.
+    fn drain_live(&mut self) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(record) => {
+                    let newest = self.backlog.back().map(|r| r.seq).unwrap_or(self.last_seq);
+                    if record.seq > newest {
+                        self.backlog.push_back((*record).clone());
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            }
+        }
     }
 }
 
@@ -389,7 +406,9 @@ impl Engine {
                 self.inner.spawn_drive(run, guard);
             }
         }
-        self.wait_settled(principal, task_id).await
+        let mut sub = self.subscribe(principal, task_id).await?;
+        while sub.next().await.is_some() {}
+        self.task(principal, task_id, None).await
     }
 
     /// Follow a task: its journal so far, then live records until the terminal entry.
@@ -412,13 +431,17 @@ impl Engine {
     /// Wait until the task is input-required or finished, and return it.
     pub async fn wait_settled(&self, principal: Option<&str>, task_id: &str) -> Result<Task, EngineError> {
         let mut sub = self.subscribe(principal, task_id).await?;
+        let mut awaiting = false;
         while let Some(record) = sub.next().await {
-            if let Entry::AwaitingInput { .. } = record.entry {
-                if sub.caught_up() {
-                    let row = self.inner.store.task(task_id).await?;
-                    if row.map(|r| r.state == TaskState::InputRequired).unwrap_or(false) {
-                        break;
-                    }
+            match record.entry {
+                Entry::AwaitingInput { .. } => awaiting = true,
+                Entry::MessageReceived { .. } | Entry::Activated { .. } => awaiting = false,
+                _ => {}
+            }
+            if awaiting && sub.caught_up() {
+                let row = self.inner.store.task(task_id).await?;
+                if row.map(|r| r.state == TaskState::InputRequired).unwrap_or(false) {
+                    break;
                 }
             }
         }

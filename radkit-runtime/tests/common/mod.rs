@@ -1,5 +1,6 @@
 //! Shared pieces of the engine tests: a counting ledger tool, a payment-like skill, waiting helpers.
 #![allow(dead_code)]
+pub mod tmp_store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,7 +8,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
-use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
+use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
 use radkit_runtime::flow::{EffectError, EffectPolicy, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::model::{Message, TaskState};
 use radkit_runtime::tools::FnTool;
