@@ -12,7 +12,7 @@ use radkit_runtime::engine::{Boundary, Fault};
 use radkit_runtime::flow::{EffectPolicy, InvocationId};
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
-use common::tmp_store::MemoryStore;
+use radkit_runtime::store::MemoryStore;
 use radkit_runtime::Engine;
 
 /// A hook crashing once at `boundary` for commands whose fingerprint mentions `tool` (any if empty).

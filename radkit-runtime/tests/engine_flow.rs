@@ -18,7 +18,7 @@ use radkit_runtime::flow::{
 };
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
-use common::tmp_store::MemoryStore;
+use radkit_runtime::store::MemoryStore;
 use radkit_runtime::tools::FnTool;
 use radkit_runtime::{Engine, EngineError};
 

@@ -10,7 +10,7 @@ use radkit_runtime::effects::Effects;
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::model::{Message, TaskState};
-use radkit_runtime::store::{Durability, SqliteStore, Store, TaskQuery};
+use radkit_runtime::store::{Durability, SqliteStore, TaskQuery};
 use radkit_runtime::tools::FnTool;
 use radkit_runtime::Engine;
 
@@ -87,7 +87,11 @@ async fn kill_9_mid_tool_call_resumes_from_the_sqlite_file() {
     let tasks = engine.store().list(TaskQuery::default()).await.unwrap();
     assert_eq!(tasks.len(), 1);
     let id = tasks[0].id.clone();
-    let task = tokio::time::timeout(Duration::from_secs(30), engine.wait_settled(None, &id)).await.unwrap().unwrap();
+    let Ok(task) = tokio::time::timeout(Duration::from_secs(30), engine.wait_settled(None, &id)).await else {
+        let journal = engine.journal(None, &id).await.unwrap();
+        panic!("task did not finish after recovery; journal: {journal:#?}");
+    };
+    let task = task.unwrap();
     assert_eq!(task.status.state, TaskState::Completed, "{:?}", task.status);
 
     let ledger = std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap();

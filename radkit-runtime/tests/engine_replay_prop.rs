@@ -15,7 +15,7 @@ use radkit_runtime::engine::Fault;
 use radkit_runtime::flow::{Cmd, EffectPolicy, Event, FlowSkill, Invoker, SkillInfo, StepCtx, StepError, Transition};
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
-use common::tmp_store::MemoryStore;
+use radkit_runtime::store::MemoryStore;
 use radkit_runtime::tools::FnTool;
 use radkit_runtime::Engine;
 use serde::{Deserialize, Serialize};

@@ -180,17 +180,18 @@ impl TaskRun {
         if self.is_halted() {
             return Err(FlushError::Halted);
         }
-        let publish = self.tx.receiver_count() > 0;
-        let copy = if publish { Some(entries.clone()) } else { None };
+        // Subscribers read the store after subscribing, so one that subscribes before this commit ends
+        // must get these records live: decide whether to publish only after the commit.
+        let copy = entries.clone();
         let mut append = Append::new(self.task_id.to_string(), first_seq, entries);
         append.state = state;
         append.wake_at_ms = wake;
         append.fence = self.fence;
         append.create = self.create.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.store.append(append).await?;
-        if let Some(entries) = copy {
+        if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();
-            for (i, entry) in entries.into_iter().enumerate() {
+            for (i, entry) in copy.into_iter().enumerate() {
                 let _ = self.tx.send(Arc::new(JournalRecord { seq: first_seq + i as u64, at_ms, entry }));
             }
         }

@@ -1,2 +1,378 @@
-pub struct SqliteStore;
-pub enum Durability { Full, Normal }
+//! `SqliteStore`: the embedded default. One file, WAL, `synchronous=FULL` unless NORMAL is chosen.
+//!
+//! Writes go through one writer thread that owns the write connection and commits everything queued
+//! at that moment — appends of many tasks — in one transaction (group commit), so throughput across
+//! tasks is bounded by the disk's fsync rate times the batch size, not one fsync per step. Reads use a
+//! small pool of separate connections on the blocking thread pool.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OptionalExtension};
+use tokio::sync::oneshot;
+
+use super::{Append, Store, StoreError, TaskQuery, TaskRecord};
+use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::model::TaskState;
+
+/// How hard a commit waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: a committed step survives power loss. The default.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: survives a process crash; the last commits may be lost on power loss.
+    Normal,
+}
+
+/// Write statistics: how many appends were committed in how many transactions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Committed transactions.
+    pub batches: u64,
+    /// Appends committed.
+    pub appends: u64,
+}
+
+/// Most appends committed in one transaction.
+const MAX_BATCH: usize = 1024;
+
+type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+struct Shared {
+    writer: Mutex<mpsc::Sender<(Append, Reply)>>,
+    readers: Mutex<Vec<Connection>>,
+    path: PathBuf,
+    batches: AtomicU64,
+    appends: AtomicU64,
+}
+
+/// A SQLite-backed store. Cheap to clone; the writer thread stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+const MIGRATIONS: &[&str] = &[
+    // 1: tasks and journal.
+    "CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        context_id TEXT NOT NULL,
+        skill_id TEXT NOT NULL,
+        skill_version TEXT NOT NULL,
+        principal TEXT,
+        state TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        wake_at_ms INTEGER,
+        last_seq INTEGER NOT NULL
+     );
+     CREATE INDEX tasks_by_state ON tasks(state);
+     CREATE INDEX tasks_by_wake ON tasks(wake_at_ms) WHERE wake_at_ms IS NOT NULL;
+     CREATE TABLE journal (
+        task_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (task_id, seq)
+     ) WITHOUT ROWID;",
+];
+
+fn connect(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(backend)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(backend)?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(backend)?;
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", sync).map_err(backend)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)?;
+    if version > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "database schema version {version} is newer than this radkit understands ({}); upgrade radkit",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        let tx = conn.transaction().map_err(backend)?;
+        tx.execute_batch(sql).map_err(backend)?;
+        tx.pragma_update(None, "user_version", i + 1).map_err(backend)?;
+        tx.commit().map_err(backend)?;
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path` with `durability`, and start its writer.
+    pub fn open(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_owned();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let mut conn = connect(&path, durability)?;
+        migrate(&mut conn)?;
+        let (tx, rx) = mpsc::channel::<(Append, Reply)>();
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(tx),
+            readers: Mutex::new(Vec::new()),
+            path: path.clone(),
+            batches: AtomicU64::new(0),
+            appends: AtomicU64::new(0),
+        });
+        let stats = Arc::downgrade(&shared);
+        std::thread::Builder::new()
+            .name("radkit-sqlite-writer".into())
+            .spawn(move || writer_loop(conn, rx, stats))
+            .map_err(backend)?;
+        Ok(SqliteStore { shared })
+    }
+
+    /// Open with FULL durability.
+    pub fn open_default(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open(path, Durability::Full)
+    }
+
+    /// Commit statistics since open.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats { batches: self.shared.batches.load(Ordering::Relaxed), appends: self.shared.appends.load(Ordering::Relaxed) }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Run `f` on a pooled read connection on the blocking pool.
+    async fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = shared.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => {
+                    let c = Connection::open(&shared.path).map_err(backend)?;
+                    c.busy_timeout(std::time::Duration::from_secs(10)).map_err(backend)?;
+                    c
+                }
+            };
+            let result = f(&conn);
+            let mut pool = shared.readers.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < 8 {
+                pool.push(conn);
+            }
+            result
+        })
+        .await
+        .map_err(backend)?
+    }
+}
+
+/// The writer thread: block for one append, take everything else queued, commit once, answer all.
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<(Append, Reply)>, stats: std::sync::Weak<Shared>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let count = batch.len() as u64;
+        let results = commit_batch(&mut conn, &mut batch);
+        if let Some(shared) = stats.upgrade() {
+            shared.batches.fetch_add(1, Ordering::Relaxed);
+            shared.appends.fetch_add(count, Ordering::Relaxed);
+        }
+        for ((_, reply), result) in batch.into_iter().zip(results) {
+            let _ = reply.send(result);
+        }
+    }
+}
+
+/// Apply a batch in one transaction. A conflicting append is refused alone; a backend failure fails
+/// the whole batch (nothing of it is committed).
+fn commit_batch(conn: &mut Connection, batch: &mut [(Append, Reply)]) -> Vec<Result<(), StoreError>> {
+    let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batch.len());
+    let outcome = (|| -> Result<(), rusqlite::Error> {
+        let tx = conn.transaction()?;
+        let now = now_ms();
+        for (append, _) in batch.iter_mut() {
+            results.push(apply_one(&tx, append, now)?);
+        }
+        tx.commit()
+    })();
+    match outcome {
+        Ok(()) => results,
+        Err(e) => batch.iter().map(|_| Err(backend(&e))).collect(),
+    }
+}
+
+fn apply_one(tx: &rusqlite::Transaction<'_>, append: &mut Append, now: i64) -> Result<Result<(), StoreError>, rusqlite::Error> {
+    let conflict = |expected| StoreError::Conflict { task_id: append.task_id.clone(), expected, got: append.first_seq };
+    let last: Option<u64> = tx
+        .prepare_cached("SELECT last_seq FROM tasks WHERE id = ?1")?
+        .query_row(params![append.task_id], |r| r.get::<_, i64>(0).map(|v| v as u64))
+        .optional()?;
+    match (&append.create, last) {
+        (Some(record), None) if append.first_seq == 1 && record.id == append.task_id => {
+            tx.prepare_cached(
+                "INSERT INTO tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, last_seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)",
+            )?
+            .execute(params![
+                record.id,
+                record.context_id,
+                record.skill_id,
+                record.skill_version,
+                record.principal,
+                record.state.as_str(),
+                record.created_at_ms,
+                now,
+                record.wake_at_ms
+            ])?;
+        }
+        (Some(_), _) | (None, None) => return Ok(Err(conflict(0))),
+        (None, Some(last)) if last + 1 != append.first_seq => return Ok(Err(conflict(last + 1))),
+        (None, Some(_)) => {}
+    }
+    let mut insert = tx.prepare_cached("INSERT INTO journal (task_id, seq, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut seq = append.first_seq;
+    for entry in &append.entries {
+        let body = match serde_json::to_string(entry) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(StoreError::Backend(format!("entry does not serialize: {e}")))),
+        };
+        insert.execute(params![append.task_id, seq as i64, now, entry.kind_name(), body])?;
+        seq += 1;
+    }
+    let last_seq = seq - 1;
+    let (set_wake, wake) = match append.wake_at_ms {
+        Some(w) => (true, w),
+        None => (false, None),
+    };
+    tx.prepare_cached(
+        "UPDATE tasks SET last_seq = ?1, updated_at_ms = ?2, state = COALESCE(?3, state),
+         wake_at_ms = CASE WHEN ?4 THEN ?5 ELSE wake_at_ms END WHERE id = ?6",
+    )?
+    .execute(params![last_seq as i64, now, append.state.map(TaskState::as_str), set_wake, wake, append.task_id])?;
+    Ok(Ok(()))
+}
+
+fn row_to_task(r: &rusqlite::Row<'_>) -> rusqlite::Result<(TaskRecord, String)> {
+    let state: String = r.get(5)?;
+    Ok((
+        TaskRecord {
+            id: r.get(0)?,
+            context_id: r.get(1)?,
+            skill_id: r.get(2)?,
+            skill_version: r.get(3)?,
+            principal: r.get(4)?,
+            state: TaskState::Unknown,
+            created_at_ms: r.get(6)?,
+            updated_at_ms: r.get(7)?,
+            wake_at_ms: r.get(8)?,
+            last_seq: r.get::<_, i64>(9)? as u64,
+        },
+        state,
+    ))
+}
+
+fn finish_row((mut record, state): (TaskRecord, String)) -> Result<TaskRecord, StoreError> {
+    record.state = TaskState::parse(&state)
+        .ok_or_else(|| StoreError::Corrupt { task_id: record.id.clone(), seq: 0, reason: format!("unknown task state `{state}`") })?;
+    Ok(record)
+}
+
+const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, last_seq";
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.shared.writer.lock().unwrap_or_else(|p| p.into_inner()).send((append, reply)).map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let id = task_id.to_owned();
+        self.read(move |conn| {
+            let row = conn
+                .prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))
+                .map_err(backend)?
+                .query_row(params![id], row_to_task)
+                .optional()
+                .map_err(backend)?;
+            row.map(finish_row).transpose()
+        })
+        .await
+    }
+
+    async fn journal(&self, task_id: &str, after_seq: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        let id = task_id.to_owned();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached("SELECT seq, at_ms, body FROM journal WHERE task_id = ?1 AND seq > ?2 ORDER BY seq").map_err(backend)?;
+            let rows = stmt
+                .query_map(params![id, after_seq as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))
+                .map_err(backend)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (seq, at_ms, body) = row.map_err(backend)?;
+                let entry: Entry = serde_json::from_str(&body).map_err(|e| StoreError::Corrupt { task_id: id.clone(), seq, reason: e.to_string() })?;
+                out.push(JournalRecord { seq, at_ms, entry });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.read(move |conn| {
+            let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1=1");
+            if query.non_terminal {
+                sql.push_str(" AND state NOT IN ('completed', 'canceled', 'failed', 'rejected')");
+            }
+            if query.principal.is_some() {
+                sql.push_str(" AND principal = ?1");
+            }
+            if query.wake_due_ms.is_some() {
+                sql.push_str(" AND wake_at_ms IS NOT NULL AND wake_at_ms <= ?2");
+            }
+            match query.limit {
+                Some(limit) => sql.push_str(&format!(" ORDER BY created_at_ms DESC, id DESC LIMIT {limit}")),
+                None => sql.push_str(" ORDER BY created_at_ms, id"),
+            }
+            let mut stmt = conn.prepare(&sql).map_err(backend)?;
+            let mut bind: Vec<(&str, rusqlite::types::Value)> = Vec::new();
+            if let Some(p) = &query.principal {
+                bind.push(("?1", p.clone().into()));
+            }
+            if let Some(t) = query.wake_due_ms {
+                bind.push(("?2", t.into()));
+            }
+            for (name, value) in &bind {
+                if let Some(index) = stmt.parameter_index(name).map_err(backend)? {
+                    stmt.raw_bind_parameter(index, value).map_err(backend)?;
+                }
+            }
+            let mut rows = stmt.raw_query();
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(backend)? {
+                out.push(finish_row(row_to_task(row).map_err(backend)?)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+}

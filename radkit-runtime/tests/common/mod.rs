@@ -1,6 +1,5 @@
 //! Shared pieces of the engine tests: a counting ledger tool, a payment-like skill, waiting helpers.
 #![allow(dead_code)]
-pub mod tmp_store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
