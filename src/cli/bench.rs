@@ -109,16 +109,15 @@ fn report(workload: &str, steps: u64, elapsed: Duration, extra: serde_json::Valu
 }
 
 async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow::Result<()> {
-    let mut ids = Vec::new();
-    for _ in 0..flows {
-        ids.push(engine.send(None, None, Message::user_text(steps.to_string())).await?);
-    }
-    for id in ids {
+    let runs = (0..flows).map(|_| async move {
+        let id = engine.send(None, None, Message::user_text(steps.to_string())).await?;
         let task = engine.wait_settled(None, &id).await?;
         if task.status.state != TaskState::Completed {
             bail!("bench task ended {:?}", task.status);
         }
-    }
+        Ok(())
+    });
+    futures::future::try_join_all(runs).await?;
     Ok(())
 }
 
@@ -137,10 +136,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let store = SqliteStore::open(&path, Durability::Full)?;
-            let engine = Engine::builder(store).skill(skill).effects(effects).start().await?;
+            let engine = Engine::builder(store.clone()).skill(skill).effects(effects).start().await?;
             let started = Instant::now();
             run_tasks(&engine, flows, steps).await?;
-            report("concurrent", flows * steps, started.elapsed(), serde_json::json!({ "flows": flows }));
+            let stats = store.stats();
+            let extra = serde_json::json!({ "flows": flows, "commits": stats.batches, "appends": stats.appends });
+            report("concurrent", flows * steps, started.elapsed(), extra);
         }
         Workload::Resume { steps, child: Some(path) } => resume_child(&path, steps).await?,
         Workload::Resume { steps, child: None } => {

@@ -75,6 +75,14 @@ impl RetryPolicy {
     /// Exactly one attempt.
     pub const NONE: RetryPolicy = RetryPolicy { max_attempts: 1, initial_backoff_ms: 0, max_backoff_ms: 0 };
 
+    fn none() -> Self {
+        Self::NONE
+    }
+
+    fn is_none(&self) -> bool {
+        *self == Self::NONE
+    }
+
     /// The delay before attempt `attempt` (2 = first retry): exponential, capped, with full jitter
     /// in the upper half so that retrying workers do not fall into step.
     pub fn backoff(&self, attempt: u32) -> Duration {
@@ -179,6 +187,7 @@ pub struct Cmd {
     /// Crash policy.
     pub policy: EffectPolicy,
     /// Retry policy.
+    #[serde(default = "RetryPolicy::none", skip_serializing_if = "RetryPolicy::is_none")]
     pub retry: RetryPolicy,
 }
 

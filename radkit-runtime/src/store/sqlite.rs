@@ -5,6 +5,7 @@
 //! tasks is bounded by the disk's fsync rate times the batch size, not one fsync per step. Reads use a
 //! small pool of separate connections on the blocking thread pool.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -41,8 +42,14 @@ const MAX_BATCH: usize = 1024;
 
 type Reply = oneshot::Sender<Result<(), StoreError>>;
 
+/// An append with its entries already serialized (on the caller's thread, off the writer's).
+struct Encoded {
+    append: Append,
+    rows: Vec<(&'static str, String)>,
+}
+
 struct Shared {
-    writer: Mutex<mpsc::Sender<(Append, Reply)>>,
+    writer: Mutex<mpsc::Sender<(Encoded, Reply)>>,
     readers: Mutex<Vec<Connection>>,
     path: PathBuf,
     batches: AtomicU64,
@@ -59,10 +66,16 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// Schema migrations, applied in order at open; `PRAGMA user_version` counts the applied ones.
+///
+/// The journal is a rowid table in global append order, so one group commit writes a few contiguous
+/// pages instead of one page per task; `(tid, seq)` is a small integer index (unique: no duplicate
+/// seq can ever be stored) that finds one task's entries.
 const MIGRATIONS: &[&str] = &[
     // 1: tasks and journal.
     "CREATE TABLE tasks (
-        id TEXT PRIMARY KEY,
+        tid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
         context_id TEXT NOT NULL,
         skill_id TEXT NOT NULL,
         skill_version TEXT NOT NULL,
@@ -76,13 +89,14 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX tasks_by_state ON tasks(state);
      CREATE INDEX tasks_by_wake ON tasks(wake_at_ms) WHERE wake_at_ms IS NOT NULL;
      CREATE TABLE journal (
-        task_id TEXT NOT NULL,
+        pos INTEGER PRIMARY KEY,
+        tid INTEGER NOT NULL,
         seq INTEGER NOT NULL,
         at_ms INTEGER NOT NULL,
         kind TEXT NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (task_id, seq)
-     ) WITHOUT ROWID;",
+        body TEXT NOT NULL
+     );
+     CREATE UNIQUE INDEX journal_by_task ON journal(tid, seq);",
 ];
 
 fn connect(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
@@ -123,7 +137,7 @@ impl SqliteStore {
         }
         let mut conn = connect(&path, durability)?;
         migrate(&mut conn)?;
-        let (tx, rx) = mpsc::channel::<(Append, Reply)>();
+        let (tx, rx) = mpsc::channel::<(Encoded, Reply)>();
         let shared = Arc::new(Shared {
             writer: Mutex::new(tx),
             readers: Mutex::new(Vec::new()),
@@ -180,7 +194,8 @@ impl SqliteStore {
 }
 
 /// The writer thread: block for one append, take everything else queued, commit once, answer all.
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<(Append, Reply)>, stats: std::sync::Weak<Shared>) {
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<(Encoded, Reply)>, stats: std::sync::Weak<Shared>) {
+    let mut last_seqs: HashMap<String, (i64, u64)> = HashMap::new();
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -190,7 +205,7 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<(Append, Reply)>, stats:
             }
         }
         let count = batch.len() as u64;
-        let results = commit_batch(&mut conn, &mut batch);
+        let results = commit_batch(&mut conn, &mut batch, &mut last_seqs);
         if let Some(shared) = stats.upgrade() {
             shared.batches.fetch_add(1, Ordering::Relaxed);
             shared.appends.fetch_add(count, Ordering::Relaxed);
@@ -203,29 +218,45 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<(Append, Reply)>, stats:
 
 /// Apply a batch in one transaction. A conflicting append is refused alone; a backend failure fails
 /// the whole batch (nothing of it is committed).
-fn commit_batch(conn: &mut Connection, batch: &mut [(Append, Reply)]) -> Vec<Result<(), StoreError>> {
+///
+/// `last_seqs` caches each task's last seq: the writer thread is the only writer of the file in this
+/// process (several processes must not write one SQLite file; use Postgres for that), so the cache is
+/// exact once loaded. It is cleared when a batch fails and pruned when tasks end.
+fn commit_batch(conn: &mut Connection, batch: &mut [(Encoded, Reply)], last_seqs: &mut HashMap<String, (i64, u64)>) -> Vec<Result<(), StoreError>> {
     let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batch.len());
     let outcome = (|| -> Result<(), rusqlite::Error> {
         let tx = conn.transaction()?;
         let now = now_ms();
-        for (append, _) in batch.iter_mut() {
-            results.push(apply_one(&tx, append, now)?);
+        for (encoded, _) in batch.iter() {
+            results.push(apply_one(&tx, encoded, now, last_seqs)?);
         }
         tx.commit()
     })();
     match outcome {
-        Ok(()) => results,
-        Err(e) => batch.iter().map(|_| Err(backend(&e))).collect(),
+        Ok(()) => {
+            if last_seqs.len() > 100_000 {
+                last_seqs.clear();
+            }
+            results
+        }
+        Err(e) => {
+            last_seqs.clear();
+            batch.iter().map(|_| Err(backend(&e))).collect()
+        }
     }
 }
 
-fn apply_one(tx: &rusqlite::Transaction<'_>, append: &mut Append, now: i64) -> Result<Result<(), StoreError>, rusqlite::Error> {
+fn apply_one(tx: &rusqlite::Transaction<'_>, encoded: &Encoded, now: i64, last_seqs: &mut HashMap<String, (i64, u64)>) -> Result<Result<(), StoreError>, rusqlite::Error> {
+    let append = &encoded.append;
     let conflict = |expected| StoreError::Conflict { task_id: append.task_id.clone(), expected, got: append.first_seq };
-    let last: Option<u64> = tx
-        .prepare_cached("SELECT last_seq FROM tasks WHERE id = ?1")?
-        .query_row(params![append.task_id], |r| r.get::<_, i64>(0).map(|v| v as u64))
-        .optional()?;
-    match (&append.create, last) {
+    let known = match last_seqs.get(&append.task_id) {
+        Some(known) => Some(*known),
+        None => tx
+            .prepare_cached("SELECT tid, last_seq FROM tasks WHERE id = ?1")?
+            .query_row(params![append.task_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u64)))
+            .optional()?,
+    };
+    let tid = match (&append.create, known) {
         (Some(record), None) if append.first_seq == 1 && record.id == append.task_id => {
             tx.prepare_cached(
                 "INSERT INTO tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, last_seq)
@@ -242,19 +273,16 @@ fn apply_one(tx: &rusqlite::Transaction<'_>, append: &mut Append, now: i64) -> R
                 now,
                 record.wake_at_ms
             ])?;
+            tx.last_insert_rowid()
         }
         (Some(_), _) | (None, None) => return Ok(Err(conflict(0))),
-        (None, Some(last)) if last + 1 != append.first_seq => return Ok(Err(conflict(last + 1))),
-        (None, Some(_)) => {}
-    }
-    let mut insert = tx.prepare_cached("INSERT INTO journal (task_id, seq, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        (None, Some((_, last))) if last + 1 != append.first_seq => return Ok(Err(conflict(last + 1))),
+        (None, Some((tid, _))) => tid,
+    };
+    let mut insert = tx.prepare_cached("INSERT INTO journal (tid, seq, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)")?;
     let mut seq = append.first_seq;
-    for entry in &append.entries {
-        let body = match serde_json::to_string(entry) {
-            Ok(b) => b,
-            Err(e) => return Ok(Err(StoreError::Backend(format!("entry does not serialize: {e}")))),
-        };
-        insert.execute(params![append.task_id, seq as i64, now, entry.kind_name(), body])?;
+    for (kind, body) in &encoded.rows {
+        insert.execute(params![tid, seq as i64, now, kind, body])?;
         seq += 1;
     }
     let last_seq = seq - 1;
@@ -264,9 +292,14 @@ fn apply_one(tx: &rusqlite::Transaction<'_>, append: &mut Append, now: i64) -> R
     };
     tx.prepare_cached(
         "UPDATE tasks SET last_seq = ?1, updated_at_ms = ?2, state = COALESCE(?3, state),
-         wake_at_ms = CASE WHEN ?4 THEN ?5 ELSE wake_at_ms END WHERE id = ?6",
+         wake_at_ms = CASE WHEN ?4 THEN ?5 ELSE wake_at_ms END WHERE tid = ?6",
     )?
-    .execute(params![last_seq as i64, now, append.state.map(TaskState::as_str), set_wake, wake, append.task_id])?;
+    .execute(params![last_seq as i64, now, append.state.map(TaskState::as_str), set_wake, wake, tid])?;
+    if append.state.is_some_and(TaskState::is_terminal) {
+        last_seqs.remove(&append.task_id);
+    } else {
+        last_seqs.insert(append.task_id.clone(), (tid, last_seq));
+    }
     Ok(Ok(()))
 }
 
@@ -300,8 +333,14 @@ const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, 
 #[async_trait]
 impl Store for SqliteStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
+        let mut rows = Vec::with_capacity(append.entries.len());
+        for entry in &append.entries {
+            let body = serde_json::to_string(entry).map_err(|e| StoreError::Backend(format!("entry does not serialize: {e}")))?;
+            rows.push((entry.kind_name(), body));
+        }
         let (reply, answer) = oneshot::channel();
-        self.shared.writer.lock().unwrap_or_else(|p| p.into_inner()).send((append, reply)).map_err(|_| StoreError::Closed)?;
+        let encoded = Encoded { append, rows };
+        self.shared.writer.lock().unwrap_or_else(|p| p.into_inner()).send((encoded, reply)).map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -322,7 +361,7 @@ impl Store for SqliteStore {
     async fn journal(&self, task_id: &str, after_seq: u64) -> Result<Vec<JournalRecord>, StoreError> {
         let id = task_id.to_owned();
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached("SELECT seq, at_ms, body FROM journal WHERE task_id = ?1 AND seq > ?2 ORDER BY seq").map_err(backend)?;
+            let mut stmt = conn.prepare_cached("SELECT seq, at_ms, body FROM journal WHERE tid = (SELECT tid FROM tasks WHERE id = ?1) AND seq > ?2 ORDER BY seq").map_err(backend)?;
             let rows = stmt
                 .query_map(params![id, after_seq as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))
                 .map_err(backend)?;
