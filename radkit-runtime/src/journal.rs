@@ -8,7 +8,7 @@ use crate::model::{Artifact, Message, TaskState};
 
 /// One journal entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Entry {
     /// The task exists: which skill, which version, for whom.
     TaskCreated {

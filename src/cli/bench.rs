@@ -130,7 +130,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let engine = Engine::builder(SqliteStore::open(&path, Durability::Full)?).skill(skill).effects(effects).start().await?;
             let started = Instant::now();
             run_tasks(&engine, 1, steps).await?;
-            report("sequential", steps, started.elapsed(), serde_json::json!({}));
+            let elapsed = started.elapsed();
+            let baseline = radkit::store::sqlite::commit_latency(&path.with_extension("baseline"), 500)?;
+            let us_per_step = elapsed.as_secs_f64() * 1e6 / steps.max(1) as f64;
+            let baseline_us = baseline.as_secs_f64() * 1e6;
+            let extra = serde_json::json!({
+                "baseline_commit_us": baseline_us,
+                "ratio_to_one_commit_per_step": us_per_step / baseline_us.max(1e-9),
+            });
+            report("sequential", steps, elapsed, extra);
         }
         Workload::Concurrent { flows, steps } => {
             let (_dir, path) = fresh_db()?;
@@ -195,7 +203,8 @@ async fn resume_child(path: &std::path::Path, steps: u64) -> anyhow::Result<()> 
         false
     };
     let (skill, effects) = engine_parts()?;
-    let engine = Engine::builder(SqliteStore::open(path, Durability::Full)?).skill(skill).effects(effects).fault_hook(hook).build()?;
+    let store = SqliteStore::open(path, Durability::Full)?;
+    let engine = Engine::builder(store).skill(skill).effects(effects).fault_hook(hook).build()?;
     let resumed = engine.recover().await?;
     if resumed != 1 {
         bail!("expected one task to resume, found {resumed}");

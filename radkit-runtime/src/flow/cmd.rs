@@ -95,7 +95,7 @@ impl RetryPolicy {
 
 /// The side effect itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum CmdKind {
     /// Call the model registered under `model` with `input`; `schema` asks for structured output.
     Llm {

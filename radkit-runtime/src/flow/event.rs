@@ -10,7 +10,7 @@ pub type Outcome = Result<serde_json::Value, EffectError>;
 
 /// Something that happened to a task; the engine delivers it to the skill's current state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Event {
     /// A user message: the first one starts the task, later ones answer `await_input`.
     UserMessage {
