@@ -70,7 +70,7 @@ pub enum Entry {
         /// `to`, `goto`, `await_input`, `complete`, `fail`, `reject` or `ignore`.
         next: String,
         /// The new state, for `to`, `goto` and `await_input`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
         state: Option<serde_json::Value>,
     },
     /// A timer was set for a sleep command.
@@ -87,7 +87,7 @@ pub enum Entry {
         /// The question.
         message: Message,
         /// The state the reply is delivered to; `None` when an `ask` command inside a step waits.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
         resume: Option<serde_json::Value>,
         /// The ask command being answered, when `resume` is `None`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,6 +158,11 @@ impl Entry {
             Entry::Terminal { .. } => "terminal",
         }
     }
+}
+
+/// A present field is `Some`, even when it holds JSON `null` (a unit state is a real state).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
 }
 
 /// A stored entry with its position and time.

@@ -433,3 +433,12 @@ pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, 
     }
     Ok(started.elapsed() / commits.max(1))
 }
+
+/// The `journal_mode` and `synchronous` a connection opened like the store's gets (for tests and
+/// `radkit doctor`-style checks): `("wal", 2)` is WAL with FULL.
+pub fn pragmas(path: &Path, durability: Durability) -> Result<(String, i64), StoreError> {
+    let conn = connect(path, durability)?;
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).map_err(backend)?;
+    let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0)).map_err(backend)?;
+    Ok((mode, sync))
+}
