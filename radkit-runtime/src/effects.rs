@@ -57,40 +57,79 @@ impl Effects {
     /// The policy a command runs under: a registered tool's declared policy wins.
     pub fn policy_for(&self, kind: &CmdKind, requested: EffectPolicy) -> EffectPolicy {
         match kind {
-            CmdKind::Tool { tool, .. } => self.tools.get(tool).map(|t| t.policy()).unwrap_or(requested),
+            CmdKind::Tool { tool, .. } => self
+                .tools
+                .get(tool)
+                .map(|t| t.policy())
+                .unwrap_or(requested),
             _ => requested,
         }
     }
 
     /// Perform an `llm` or `tool` command once.
-    pub async fn perform(&self, id: &InvocationId, kind: &CmdKind) -> Result<Performed, EffectError> {
+    pub async fn perform(
+        &self,
+        id: &InvocationId,
+        kind: &CmdKind,
+    ) -> Result<Performed, EffectError> {
         match kind {
-            CmdKind::Llm { model, input, schema } => {
+            CmdKind::Llm {
+                model,
+                input,
+                schema,
+            } => {
                 let provider = self
                     .models
                     .get(model)
                     .or(self.default_model.as_ref())
-                    .ok_or_else(|| EffectError::permanent(format!("no model registered as `{model}`")))?;
-                let request = LlmRequest { model: model.clone(), input: input.clone(), schema: schema.clone(), invocation_id: id.clone() };
+                    .ok_or_else(|| {
+                        EffectError::permanent(format!("no model registered as `{model}`"))
+                    })?;
+                let request = LlmRequest {
+                    model: model.clone(),
+                    input: input.clone(),
+                    schema: schema.clone(),
+                    invocation_id: id.clone(),
+                };
                 let response = provider.complete(request).await?;
-                Ok(Performed { value: response.output, usage: response.usage })
+                Ok(Performed {
+                    value: response.output,
+                    usage: response.usage,
+                })
             }
             CmdKind::Tool { tool, args } => {
-                let t = self.tools.get(tool).ok_or_else(|| EffectError::permanent(format!("no tool registered as `{tool}`")))?;
-                Ok(Performed { value: t.call(args.clone(), id).await?, usage: None })
+                let t = self.tools.get(tool).ok_or_else(|| {
+                    EffectError::permanent(format!("no tool registered as `{tool}`"))
+                })?;
+                Ok(Performed {
+                    value: t.call(args.clone(), id).await?,
+                    usage: None,
+                })
             }
-            other => Err(EffectError::permanent(format!("`{}` is performed by the engine, not an effect", other.kind_name()))),
+            other => Err(EffectError::permanent(format!(
+                "`{}` is performed by the engine, not an effect",
+                other.kind_name()
+            ))),
         }
     }
 
     /// Run the compensation of tool command `kind` that returned `output`.
-    pub async fn compensate(&self, id: &InvocationId, kind: &CmdKind, output: serde_json::Value) -> Result<serde_json::Value, EffectError> {
+    pub async fn compensate(
+        &self,
+        id: &InvocationId,
+        kind: &CmdKind,
+        output: serde_json::Value,
+    ) -> Result<serde_json::Value, EffectError> {
         match kind {
             CmdKind::Tool { tool, args } => {
-                let t = self.tools.get(tool).ok_or_else(|| EffectError::permanent(format!("no tool registered as `{tool}`")))?;
+                let t = self.tools.get(tool).ok_or_else(|| {
+                    EffectError::permanent(format!("no tool registered as `{tool}`"))
+                })?;
                 t.compensate(args.clone(), output, id).await
             }
-            _ => Err(EffectError::permanent("only tool commands have compensations")),
+            _ => Err(EffectError::permanent(
+                "only tool commands have compensations",
+            )),
         }
     }
 }

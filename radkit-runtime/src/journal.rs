@@ -70,7 +70,11 @@ pub enum Entry {
         /// `to`, `goto`, `await_input`, `complete`, `fail`, `reject` or `ignore`.
         next: String,
         /// The new state, for `to`, `goto` and `await_input`.
-        #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "present"
+        )]
         state: Option<serde_json::Value>,
     },
     /// A timer was set for a sleep command.
@@ -87,7 +91,11 @@ pub enum Entry {
         /// The question.
         message: Message,
         /// The state the reply is delivered to; `None` when an `ask` command inside a step waits.
-        #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "present"
+        )]
         resume: Option<serde_json::Value>,
         /// The ask command being answered, when `resume` is `None`.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,11 +10,12 @@ pub mod model;
 
 pub use flow::*;
 pub use model::{Artifact, Content, Message, Part, Role, Task, TaskState};
-pub mod journal;
-pub mod store;
 pub mod effects;
-pub mod llm;
-pub mod tools;
 pub mod engine;
+pub mod journal;
+pub mod llm;
+pub mod store;
+pub mod tools;
 
 pub use engine::{Engine, EngineBuilder, EngineError};
+pub mod server;

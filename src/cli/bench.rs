@@ -71,16 +71,28 @@ fn tick<'a>(_: &'a Ticker, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, 
 static TICK_STEPS: &[Step<Ticker>] = &[Step::new("tick", tick).start().takes_user_message()];
 
 fn engine_parts() -> anyhow::Result<(StepTable<Ticker>, Effects)> {
-    let skill = StepTable::new(SkillInfo::new("bench", "Bench"), Ticker, TICK_STEPS).map_err(anyhow::Error::msg)?;
-    let noop = FnTool::new(EffectPolicy::Idempotent, |args, _key| async move { Ok(args) });
+    let skill = StepTable::new(SkillInfo::new("bench", "Bench"), Ticker, TICK_STEPS)
+        .map_err(anyhow::Error::msg)?;
+    let noop = FnTool::new(
+        EffectPolicy::Idempotent,
+        |args, _key| async move { Ok(args) },
+    );
     Ok((skill, Effects::new().tool("noop", noop)))
 }
 
 fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
         .map(|kb| kb * 1024)
         .unwrap_or(0)
 }
@@ -110,7 +122,9 @@ fn report(workload: &str, steps: u64, elapsed: Duration, extra: serde_json::Valu
 
 async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow::Result<()> {
     let runs = (0..flows).map(|_| async move {
-        let id = engine.send(None, None, Message::user_text(steps.to_string())).await?;
+        let id = engine
+            .send(None, None, Message::user_text(steps.to_string()))
+            .await?;
         let task = engine.wait_settled(None, &id).await?;
         if task.status.state != TaskState::Completed {
             bail!("bench task ended {:?}", task.status);
@@ -127,11 +141,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Workload::Sequential { steps } => {
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
-            let engine = Engine::builder(SqliteStore::open(&path, Durability::Full)?).skill(skill).effects(effects).start().await?;
+            let engine = Engine::builder(SqliteStore::open(&path, Durability::Full)?)
+                .skill(skill)
+                .effects(effects)
+                .start()
+                .await?;
             let started = Instant::now();
             run_tasks(&engine, 1, steps).await?;
             let elapsed = started.elapsed();
-            let baseline = radkit::store::sqlite::commit_latency(&path.with_extension("baseline"), 500)?;
+            let baseline =
+                radkit::store::sqlite::commit_latency(&path.with_extension("baseline"), 500)?;
             let us_per_step = elapsed.as_secs_f64() * 1e6 / steps.max(1) as f64;
             let baseline_us = baseline.as_secs_f64() * 1e6;
             let extra = serde_json::json!({
@@ -144,27 +163,39 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let store = SqliteStore::open(&path, Durability::Full)?;
-            let engine = Engine::builder(store.clone()).skill(skill).effects(effects).start().await?;
+            let engine = Engine::builder(store.clone())
+                .skill(skill)
+                .effects(effects)
+                .start()
+                .await?;
             let started = Instant::now();
             run_tasks(&engine, flows, steps).await?;
             let stats = store.stats();
             let extra = serde_json::json!({ "flows": flows, "commits": stats.batches, "appends": stats.appends });
             report("concurrent", flows * steps, started.elapsed(), extra);
         }
-        Workload::Resume { steps, child: Some(path) } => resume_child(&path, steps).await?,
+        Workload::Resume {
+            steps,
+            child: Some(path),
+        } => resume_child(&path, steps).await?,
         Workload::Resume { steps, child: None } => {
             let (_dir, path) = fresh_db()?;
             // Build a task with `steps` receipts and stop the engine right before its next command.
             {
                 let (skill, effects) = engine_parts()?;
                 let issued = Arc::new(AtomicU64::new(0));
-                let hook = move |f: &Fault| f.boundary == Boundary::CommandJournaled && issued.fetch_add(1, Ordering::SeqCst) == steps;
+                let hook = move |f: &Fault| {
+                    f.boundary == Boundary::CommandJournaled
+                        && issued.fetch_add(1, Ordering::SeqCst) == steps
+                };
                 let engine = Engine::builder(SqliteStore::open(&path, Durability::Full)?)
                     .skill(skill)
                     .effects(effects)
                     .fault_hook(hook)
                     .build()?;
-                engine.send(None, None, Message::user_text((steps + 10).to_string())).await?;
+                engine
+                    .send(None, None, Message::user_text((steps + 10).to_string()))
+                    .await?;
                 while !engine.is_halted() {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
@@ -178,9 +209,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 .await?;
             let process = started.elapsed();
             if !out.status.success() {
-                bail!("resume child failed: {}", String::from_utf8_lossy(&out.stderr));
+                bail!(
+                    "resume child failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
-            let mut line: serde_json::Value = serde_json::from_slice(&out.stdout).context("resume child output")?;
+            let mut line: serde_json::Value =
+                serde_json::from_slice(&out.stdout).context("resume child output")?;
             if let Some(obj) = line.as_object_mut() {
                 obj.insert("process_seconds".into(), process.as_secs_f64().into());
             }
@@ -197,14 +232,20 @@ async fn resume_child(path: &std::path::Path, steps: u64) -> anyhow::Result<()> 
     let seen = first.clone();
     let hook = move |f: &Fault| {
         if f.boundary == Boundary::CommandJournaled {
-            seen.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(started.elapsed());
+            seen.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(started.elapsed());
             return true;
         }
         false
     };
     let (skill, effects) = engine_parts()?;
     let store = SqliteStore::open(path, Durability::Full)?;
-    let engine = Engine::builder(store).skill(skill).effects(effects).fault_hook(hook).build()?;
+    let engine = Engine::builder(store)
+        .skill(skill)
+        .effects(effects)
+        .fault_hook(hook)
+        .build()?;
     let resumed = engine.recover().await?;
     if resumed != 1 {
         bail!("expected one task to resume, found {resumed}");

@@ -1,10 +1,89 @@
-//! `radkit serve`.
+//! `radkit serve`: serve the demo skills over A2A JSON-RPC on a SQLite file (or Postgres).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use radkit::demo;
+use radkit::server::{self, ServerConfig};
+use radkit::store::{Durability, SqliteStore};
+use radkit::Engine;
 
 /// Arguments of `radkit serve`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "RADKIT_ADDR")]
+    pub addr: String,
+    /// Directory for the SQLite file (`radkit.sqlite`).
+    #[arg(long, default_value = "data", env = "RADKIT_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Store URL: `sqlite://<path>` (default: `<data-dir>/radkit.sqlite`).
+    #[arg(long, env = "RADKIT_STORE")]
+    pub store: Option<String>,
+    /// SQLite durability: `full` (default) or `normal`.
+    #[arg(long, default_value = "full")]
+    pub durability: String,
+    /// Require `Authorization: Bearer <token>`; `token` or `token=principal` (repeatable).
+    #[arg(long = "token", env = "RADKIT_TOKENS", value_delimiter = ',')]
+    pub tokens: Vec<String>,
+    /// Public URL of the endpoint, if not `http://<addr>/` (behind a proxy).
+    #[arg(long)]
+    pub public_url: Option<String>,
+}
+
+/// Open the store an `--store`/`--data-dir` pair names.
+pub fn open_sqlite(
+    store: Option<&str>,
+    data_dir: &std::path::Path,
+    durability: &str,
+) -> anyhow::Result<SqliteStore> {
+    let durability = match durability {
+        "full" => Durability::Full,
+        "normal" => Durability::Normal,
+        other => anyhow::bail!("unknown durability `{other}`; expected `full` or `normal`"),
+    };
+    let path = match store {
+        None => data_dir.join("radkit.sqlite"),
+        Some(url) if url.starts_with("sqlite://") => PathBuf::from(&url["sqlite://".len()..]),
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            anyhow::bail!("the Postgres store is not part of this build yet; use sqlite://<path>")
+        }
+        Some(other) => anyhow::bail!("unknown store `{other}`; expected sqlite://<path>"),
+    };
+    SqliteStore::open(&path, durability).with_context(|| format!("opening {}", path.display()))
+}
 
 /// Run `radkit serve`.
-pub async fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`radkit serve` is not built yet")
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    crate::cli::init_tracing();
+    let store = open_sqlite(args.store.as_deref(), &args.data_dir, &args.durability)?;
+    let path = store.path().display().to_string();
+    let engine: Engine = demo::engine_builder(store).start().await?;
+    let listener = tokio::net::TcpListener::bind(&args.addr)
+        .await
+        .with_context(|| format!("binding {}", args.addr))?;
+    let local = listener.local_addr()?;
+    let mut config = ServerConfig::new(
+        args.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{local}/")),
+    );
+    config.name = "radkit research agent".to_owned();
+    config.description = "Drafts, critiques and revises research notes, asking a human when the critic is unsure (scripted model).".to_owned();
+    config.tokens = args
+        .tokens
+        .iter()
+        .filter(|t| !t.is_empty())
+        .map(|t| match t.split_once('=') {
+            Some((token, principal)) => (token.to_owned(), principal.to_owned()),
+            None => (
+                t.clone(),
+                format!("token-{}", &t.chars().take(4).collect::<String>()),
+            ),
+        })
+        .collect();
+    let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
+    println!("radkit serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {path})", skills.join(", "));
+    server::serve(listener, engine, config).await?;
+    Ok(())
 }

@@ -50,7 +50,20 @@ pub fn critic_input(draft: &str, cycles: usize) -> serde_json::Value {
 
 /// What the research model is given on a revision: the feedback, then the draft it applies to.
 pub fn revision_prompt(cycle: &Cycle) -> String {
-    format!("Revise the draft.\nFeedback: {}\nDraft: {}", cycle.note, cycle.draft)
+    format!(
+        "Revise the draft.\nFeedback: {}\nDraft: {}",
+        cycle.note, cycle.draft
+    )
+}
+
+/// An engine builder serving every form of the research loop over `store` with the scripted models;
+/// a message that names no skill runs the step-table form.
+pub fn engine_builder(store: impl radkit_runtime::store::Store) -> radkit_runtime::EngineBuilder {
+    radkit_runtime::Engine::builder(store)
+        .skill(research_table::skill())
+        .skill(research_reducer::ResearchReducer)
+        .default_skill("research_table")
+        .effects(scripted_effects())
 }
 
 /// Scripted models for the research loop: `research` drafts from its input; `critic` asks for a
@@ -67,16 +80,34 @@ pub fn scripted_effects() -> Effects {
             other => other.to_string(),
         };
         let topic = text.lines().next().unwrap_or_default();
-        Ok(serde_json::Value::String(format!("Draft on: {topic} ({} chars of input)", text.len())))
+        Ok(serde_json::Value::String(format!(
+            "Draft on: {topic} ({} chars of input)",
+            text.len()
+        )))
     });
     let critic = ScriptedModel::new(|request| {
-        let cycles = request.input.get("cycles").and_then(|c| c.as_u64()).ok_or_else(|| EffectError::permanent("critic input has no `cycles`"))?;
+        let cycles = request
+            .input
+            .get("cycles")
+            .and_then(|c| c.as_u64())
+            .ok_or_else(|| EffectError::permanent("critic input has no `cycles`"))?;
         let critique = match cycles {
-            0 => Critique { verdict: Verdict::Revise, note: "Add sources.".into() },
-            1 => Critique { verdict: Verdict::AskHuman, note: "Is the tone right for the audience?".into() },
-            _ => Critique { verdict: Verdict::Approve, note: "Well sourced and on tone.".into() },
+            0 => Critique {
+                verdict: Verdict::Revise,
+                note: "Add sources.".into(),
+            },
+            1 => Critique {
+                verdict: Verdict::AskHuman,
+                note: "Is the tone right for the audience?".into(),
+            },
+            _ => Critique {
+                verdict: Verdict::Approve,
+                note: "Well sourced and on tone.".into(),
+            },
         };
         serde_json::to_value(critique).map_err(|e| EffectError::permanent(e.to_string()))
     });
-    Effects::new().model("research", research).model("critic", critic)
+    Effects::new()
+        .model("research", research)
+        .model("critic", critic)
 }

@@ -3,7 +3,9 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use radkit_runtime::flow::{Cmd, CmdKind, Event, FlowSkill, SkillInfo, StepCtx, StepError, Transition};
+use radkit_runtime::flow::{
+    Cmd, CmdKind, Event, FlowSkill, SkillInfo, StepCtx, StepError, Transition,
+};
 use radkit_runtime::model::{Artifact, Content};
 
 use super::{critic_input, revision_prompt, Critique, Cycle, Verdict};
@@ -44,12 +46,17 @@ fn research(input: serde_json::Value) -> Cmd {
 
 fn critic(draft: &str, cycles: usize) -> Cmd {
     let schema = serde_json::to_value(schemars::schema_for!(Critique)).ok();
-    Cmd::new(CmdKind::Llm { model: "critic".into(), input: critic_input(draft, cycles), schema })
+    Cmd::new(CmdKind::Llm {
+        model: "critic".into(),
+        input: critic_input(draft, cycles),
+        schema,
+    })
 }
 
 fn revise(draft: String, note: String, mut history: Vec<Cycle>) -> Transition<State> {
     let cycle = Cycle { draft, note };
-    let prompt = serde_json::to_value(Content::from_text(revision_prompt(&cycle))).unwrap_or_default();
+    let prompt =
+        serde_json::to_value(Content::from_text(revision_prompt(&cycle))).unwrap_or_default();
     history.push(cycle);
     Transition::to(State::Researching { history }).cmd(research(prompt))
 }
@@ -80,26 +87,53 @@ impl FlowSkill for ResearchReducer {
         .to_owned()
     }
 
-    async fn on_event(&self, state: State, event: Event, _ctx: &StepCtx) -> Result<Transition<State>, StepError> {
+    async fn on_event(
+        &self,
+        state: State,
+        event: Event,
+        _ctx: &StepCtx,
+    ) -> Result<Transition<State>, StepError> {
         Ok(match (state, event) {
             (State::Start, Event::UserMessage { message }) => {
                 let input = serde_json::to_value(Content::from(message))?;
-                Transition::to(State::Researching { history: Vec::new() }).cmd(research(input))
+                Transition::to(State::Researching {
+                    history: Vec::new(),
+                })
+                .cmd(research(input))
             }
-            (_, Event::CommandResult { outcome: Err(error), .. }) => Transition::fail(format!("model call failed: {error}")),
-            (State::Researching { history }, Event::CommandResult { outcome: Ok(value), .. }) => {
+            (
+                _,
+                Event::CommandResult {
+                    outcome: Err(error),
+                    ..
+                },
+            ) => Transition::fail(format!("model call failed: {error}")),
+            (
+                State::Researching { history },
+                Event::CommandResult {
+                    outcome: Ok(value), ..
+                },
+            ) => {
                 let draft: String = serde_json::from_value(value)?;
                 let cmd = critic(&draft, history.len());
                 Transition::to(State::Critiquing { draft, history }).cmd(cmd)
             }
-            (State::Critiquing { draft, history }, Event::CommandResult { outcome: Ok(value), .. }) => {
+            (
+                State::Critiquing { draft, history },
+                Event::CommandResult {
+                    outcome: Ok(value), ..
+                },
+            ) => {
                 let critique: Critique = serde_json::from_value(value)?;
                 match critique.verdict {
-                    Verdict::Approve => Transition::complete("Approved by critic.").artifact(Artifact::from_text("final.txt", draft)),
+                    Verdict::Approve => Transition::complete("Approved by critic.")
+                        .artifact(Artifact::from_text("final.txt", draft)),
                     Verdict::Revise => revise(draft, critique.note, history),
-                    Verdict::AskHuman => {
-                        Transition::await_input(State::AwaitingHuman { draft, history }, "human_note", "Critic needs human input.")
-                    }
+                    Verdict::AskHuman => Transition::await_input(
+                        State::AwaitingHuman { draft, history },
+                        "human_note",
+                        "Critic needs human input.",
+                    ),
                 }
             }
             (State::AwaitingHuman { draft, history }, Event::UserMessage { message }) => {

@@ -31,7 +31,11 @@ pub fn skill() -> StepTable<ResearchTable> {
     }
 }
 
-fn research<'a>(_: &'a ResearchTable, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+fn research<'a>(
+    _: &'a ResearchTable,
+    ctx: &'a StepCtx,
+    input: StepInput,
+) -> BoxFuture<'a, StepResult> {
     Box::pin(async move {
         // The first message arrives as `message`; a `goto` from a revision carries (prompt, history).
         let (msg, history): (Content, Vec<Cycle>) = match input.message {
@@ -43,27 +47,49 @@ fn research<'a>(_: &'a ResearchTable, ctx: &'a StepCtx, input: StepInput) -> Box
     })
 }
 
-fn critique<'a>(_: &'a ResearchTable, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+fn critique<'a>(
+    _: &'a ResearchTable,
+    ctx: &'a StepCtx,
+    input: StepInput,
+) -> BoxFuture<'a, StepResult> {
     Box::pin(async move {
         let (draft, mut history): (String, Vec<Cycle>) = input.payload()?;
-        let critique: Critique = ctx.llm("critic").run(critic_input(&draft, history.len())).await?;
+        let critique: Critique = ctx
+            .llm("critic")
+            .run(critic_input(&draft, history.len()))
+            .await?;
         match critique.verdict {
-            Verdict::Approve => ctx.complete("Approved by critic.", vec![Artifact::from_text("final.txt", draft)]),
+            Verdict::Approve => ctx.complete(
+                "Approved by critic.",
+                vec![Artifact::from_text("final.txt", draft)],
+            ),
             Verdict::Revise => {
-                let cycle = Cycle { draft, note: critique.note };
+                let cycle = Cycle {
+                    draft,
+                    note: critique.note,
+                };
                 let prompt = Content::from_text(revision_prompt(&cycle));
                 history.push(cycle);
                 goto("research", (prompt, history))
             }
-            Verdict::AskHuman => await_input("human_note", "Critic needs human input.", (draft, history)),
+            Verdict::AskHuman => {
+                await_input("human_note", "Critic needs human input.", (draft, history))
+            }
         }
     })
 }
 
-fn human_input<'a>(_: &'a ResearchTable, _ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+fn human_input<'a>(
+    _: &'a ResearchTable,
+    _ctx: &'a StepCtx,
+    input: StepInput,
+) -> BoxFuture<'a, StepResult> {
     Box::pin(async move {
         let (draft, mut history): (String, Vec<Cycle>) = input.payload()?;
-        let cycle = Cycle { draft, note: input.message().joined_texts() };
+        let cycle = Cycle {
+            draft,
+            note: input.message().joined_texts(),
+        };
         let prompt = Content::from_text(revision_prompt(&cycle));
         history.push(cycle);
         goto("research", (prompt, history))

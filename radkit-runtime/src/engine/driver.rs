@@ -9,23 +9,54 @@ use futures::FutureExt;
 use super::invoke::StepInvoker;
 use super::run::{CmdRec, RunState, TaskRun, Work};
 use super::Inner;
-use crate::flow::{Cmd, CmdKind, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition};
+use crate::flow::{
+    Cmd, CmdKind, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition,
+};
 use crate::journal::{now_ms, Entry};
 use crate::model::{Message, Part, TaskState};
 
 /// Journal an engine-performed effect (emit, progress) together with its receipt.
 pub(crate) fn journal_effect(st: &mut RunState, id: &InvocationId, cmd: &Cmd) {
-    st.commands.insert(id.clone(), CmdRec { cmd: cmd.clone(), receipt: None, attempts: 1, transition: false, fire_at_ms: None, recovered: false });
-    st.push(Entry::CommandIssued { id: id.clone(), cmd: cmd.clone(), transition: false });
+    st.commands.insert(
+        id.clone(),
+        CmdRec {
+            cmd: cmd.clone(),
+            receipt: None,
+            attempts: 1,
+            transition: false,
+            fire_at_ms: None,
+            recovered: false,
+        },
+    );
+    st.push(Entry::CommandIssued {
+        id: id.clone(),
+        cmd: cmd.clone(),
+        transition: false,
+    });
     match &cmd.kind {
-        CmdKind::EmitMessage { message } => st.push(Entry::MessageEmitted { message: message.clone() }),
-        CmdKind::Progress { text } => st.push(Entry::Progress { message: Message::agent_text(text.clone()) }),
-        CmdKind::EmitArtifact { artifact, append, last_chunk } => {
-            st.push(Entry::ArtifactEmitted { artifact: artifact.clone(), append: *append, last_chunk: *last_chunk })
-        }
+        CmdKind::EmitMessage { message } => st.push(Entry::MessageEmitted {
+            message: message.clone(),
+        }),
+        CmdKind::Progress { text } => st.push(Entry::Progress {
+            message: Message::agent_text(text.clone()),
+        }),
+        CmdKind::EmitArtifact {
+            artifact,
+            append,
+            last_chunk,
+        } => st.push(Entry::ArtifactEmitted {
+            artifact: artifact.clone(),
+            append: *append,
+            last_chunk: *last_chunk,
+        }),
         _ => {}
     }
-    st.record_receipt(Receipt { id: id.clone(), attempt: 1, outcome: Ok(serde_json::Value::Null), usage: None });
+    st.record_receipt(Receipt {
+        id: id.clone(),
+        attempt: 1,
+        outcome: Ok(serde_json::Value::Null),
+        usage: None,
+    });
 }
 
 /// How a drive ended.
@@ -77,8 +108,14 @@ impl Inner {
             let st = run.lock();
             let waiting = st.status.is_terminal()
                 || st.status == TaskState::InputRequired
-                || st.commands.values().any(|c| c.transition && c.receipt.is_none())
-                || st.commands.values().any(|c| c.fire_at_ms.is_some() && c.receipt.is_none());
+                || st
+                    .commands
+                    .values()
+                    .any(|c| c.transition && c.receipt.is_none())
+                || st
+                    .commands
+                    .values()
+                    .any(|c| c.fire_at_ms.is_some() && c.receipt.is_none());
             !waiting
         };
         if stuck {
@@ -98,9 +135,14 @@ impl Inner {
         if let Some(receipt) = rec.receipt {
             let event = match rec.cmd.kind {
                 CmdKind::Sleep { .. } => Event::TimerFired { id },
-                _ => Event::CommandResult { id, outcome: receipt.outcome },
+                _ => Event::CommandResult {
+                    id,
+                    outcome: receipt.outcome,
+                },
             };
-            run.lock().queue.push_front(Work::Activate { event, rerun: None });
+            run.lock()
+                .queue
+                .push_front(Work::Activate { event, rerun: None });
             return Ok(());
         }
         match &rec.cmd.kind {
@@ -108,9 +150,17 @@ impl Inner {
                 let fire_at = rec.fire_at_ms.unwrap_or(0);
                 if fire_at <= now_ms() {
                     let mut st = run.lock();
-                    st.record_receipt(Receipt { id: id.clone(), attempt: 1, outcome: Ok(serde_json::Value::Null), usage: None });
+                    st.record_receipt(Receipt {
+                        id: id.clone(),
+                        attempt: 1,
+                        outcome: Ok(serde_json::Value::Null),
+                        usage: None,
+                    });
                     st.set_wake(None);
-                    st.queue.push_front(Work::Activate { event: Event::TimerFired { id }, rerun: None });
+                    st.queue.push_front(Work::Activate {
+                        event: Event::TimerFired { id },
+                        rerun: None,
+                    });
                 } else {
                     self.schedule_timer(run.task_id.to_string(), fire_at);
                 }
@@ -118,7 +168,10 @@ impl Inner {
             }
             CmdKind::AskUser { .. } => Ok(()),
             _ if rec.recovered && !rec.cmd.policy.reissue_allowed() => {
-                let err = StepError::OutcomeUnknown { what: rec.cmd.kind.fingerprint(), id };
+                let err = StepError::OutcomeUnknown {
+                    what: rec.cmd.kind.fingerprint(),
+                    id,
+                };
                 Err(self.finish_failed(run, err.to_string()).await)
             }
             _ => {
@@ -128,14 +181,25 @@ impl Inner {
                 let Some(receipt) = self.perform(run, &id, &rec.cmd, rec.attempts).await else {
                     return Err(Stop::Halted);
                 };
-                run.lock().queue.push_front(Work::Activate { event: Event::CommandResult { id, outcome: receipt.outcome }, rerun: None });
+                run.lock().queue.push_front(Work::Activate {
+                    event: Event::CommandResult {
+                        id,
+                        outcome: receipt.outcome,
+                    },
+                    rerun: None,
+                });
                 Ok(())
             }
         }
     }
 
     /// One step visit: deliver `event` to the current state and apply the transition.
-    async fn activate(self: &Arc<Self>, run: &Arc<TaskRun>, event: Event, rerun: Option<u64>) -> Result<(), Stop> {
+    async fn activate(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        event: Event,
+        rerun: Option<u64>,
+    ) -> Result<(), Stop> {
         let (visit, state) = {
             let mut st = run.lock();
             let visit = match rerun {
@@ -153,7 +217,11 @@ impl Inner {
         }
         let skill = match self.skills.get(&run.skill_id) {
             Some(s) => s.clone(),
-            None => return Err(self.finish_failed(run, format!("skill `{}` is not registered", run.skill_id)).await),
+            None => {
+                return Err(self
+                    .finish_failed(run, format!("skill `{}` is not registered", run.skill_id))
+                    .await)
+            }
         };
         let step = skill.step_name(&state);
         if rerun.is_none() {
@@ -161,16 +229,34 @@ impl Inner {
             if matches!(event, Event::UserMessage { .. }) && st.status != TaskState::Working {
                 st.set_status(TaskState::Working);
             }
-            st.push(Entry::Activated { visit, step: step.clone(), state: state.clone(), event: event.clone() });
+            st.push(Entry::Activated {
+                visit,
+                step: step.clone(),
+                state: state.clone(),
+                event: event.clone(),
+            });
         }
         let ordinal = Arc::new(AtomicU32::new(0));
-        let invoker = StepInvoker { engine: self.clone(), run: run.clone(), visit, step: step.clone(), ordinal: ordinal.clone() };
-        let ctx = StepCtx::new(run.task_id.clone(), run.context_id.clone(), step.clone(), Arc::new(invoker));
+        let invoker = StepInvoker {
+            engine: self.clone(),
+            run: run.clone(),
+            visit,
+            step: step.clone(),
+            ordinal: ordinal.clone(),
+        };
+        let ctx = StepCtx::new(
+            run.task_id.clone(),
+            run.context_id.clone(),
+            step.clone(),
+            Arc::new(invoker),
+        );
         let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit);
         let result = {
             let _enter = span.enter();
             drop(_enter);
-            std::panic::AssertUnwindSafe(skill.activate(state, event, &ctx)).catch_unwind().await
+            std::panic::AssertUnwindSafe(skill.activate(state, event, &ctx))
+                .catch_unwind()
+                .await
         };
         let result = match result {
             Ok(r) => r,
@@ -184,7 +270,16 @@ impl Inner {
             }
         };
         match result {
-            Ok(transition) => self.apply(run, visit, &step, transition, ordinal.load(std::sync::atomic::Ordering::SeqCst)).await,
+            Ok(transition) => {
+                self.apply(
+                    run,
+                    visit,
+                    &step,
+                    transition,
+                    ordinal.load(std::sync::atomic::Ordering::SeqCst),
+                )
+                .await
+            }
             Err(StepError::Suspended) => match run.flush().await {
                 Ok(()) => Ok(()),
                 Err(_) => Err(Stop::Halted),
@@ -199,8 +294,20 @@ impl Inner {
     }
 
     /// Journal a transition and queue what follows it.
-    async fn apply(self: &Arc<Self>, run: &Arc<TaskRun>, visit: u64, step: &str, t: Transition<serde_json::Value>, mut ordinal: u32) -> Result<(), Stop> {
-        let Transition { next, cmds, messages, artifacts } = t;
+    async fn apply(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        visit: u64,
+        step: &str,
+        t: Transition<serde_json::Value>,
+        mut ordinal: u32,
+    ) -> Result<(), Stop> {
+        let Transition {
+            next,
+            cmds,
+            messages,
+            artifacts,
+        } = t;
         let effects_only = cmds.iter().all(|c| c.kind.is_journal_effect());
         if !effects_only && !matches!(next, Next::To(_) | Next::Goto(_)) {
             let reason = format!("step `{step}` returned a final or waiting transition with commands; only `to` and `goto` transitions may carry commands (messages and artifacts are fine)");
@@ -225,14 +332,25 @@ impl Inner {
                 st.push(Entry::MessageEmitted { message });
             }
             for artifact in artifacts {
-                st.push(Entry::ArtifactEmitted { artifact, append: false, last_chunk: true });
+                st.push(Entry::ArtifactEmitted {
+                    artifact,
+                    append: false,
+                    last_chunk: true,
+                });
             }
-            st.push(Entry::Transitioned { visit, next: kind.to_owned(), state: new_state.clone() });
+            st.push(Entry::Transitioned {
+                visit,
+                next: kind.to_owned(),
+                state: new_state.clone(),
+            });
             if let Some(s) = new_state {
                 st.state = s;
             }
             if let Next::Goto(_) = next {
-                st.queue.push_back(Work::Activate { event: Event::Enter, rerun: None });
+                st.queue.push_back(Work::Activate {
+                    event: Event::Enter,
+                    rerun: None,
+                });
             }
             for mut cmd in cmds {
                 let id = InvocationId::derive(&run.task_id, visit, ordinal);
@@ -243,27 +361,60 @@ impl Inner {
                     continue;
                 }
                 let fire_at = match cmd.kind {
-                    CmdKind::Sleep { millis } => Some(now_ms().saturating_add(i64::try_from(millis).unwrap_or(i64::MAX))),
+                    CmdKind::Sleep { millis } => {
+                        Some(now_ms().saturating_add(i64::try_from(millis).unwrap_or(i64::MAX)))
+                    }
                     _ => None,
                 };
-                st.commands.insert(id.clone(), CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: true, fire_at_ms: fire_at, recovered: false });
-                st.push(Entry::CommandIssued { id: id.clone(), cmd: cmd.clone(), transition: true });
+                st.commands.insert(
+                    id.clone(),
+                    CmdRec {
+                        cmd: cmd.clone(),
+                        receipt: None,
+                        attempts: 0,
+                        transition: true,
+                        fire_at_ms: fire_at,
+                        recovered: false,
+                    },
+                );
+                st.push(Entry::CommandIssued {
+                    id: id.clone(),
+                    cmd: cmd.clone(),
+                    transition: true,
+                });
                 if let Some(at) = fire_at {
-                    st.push(Entry::TimerSet { id: id.clone(), fire_at_ms: at });
+                    st.push(Entry::TimerSet {
+                        id: id.clone(),
+                        fire_at_ms: at,
+                    });
                     st.set_wake(Some(at));
                 }
                 if let CmdKind::AskUser { slot, message } = &cmd.kind {
-                    st.push(Entry::AwaitingInput { slot: slot.clone(), message: message.clone(), resume: None, ask: Some(id.clone()) });
+                    st.push(Entry::AwaitingInput {
+                        slot: slot.clone(),
+                        message: message.clone(),
+                        resume: None,
+                        ask: Some(id.clone()),
+                    });
                     st.set_status(TaskState::InputRequired);
                 }
                 st.queue.push_back(Work::Execute(id));
             }
         }
         match next {
-            Next::AwaitInput { slot, message, state } => {
+            Next::AwaitInput {
+                slot,
+                message,
+                state,
+            } => {
                 {
                     let mut st = run.lock();
-                    st.push(Entry::AwaitingInput { slot, message, resume: Some(state), ask: None });
+                    st.push(Entry::AwaitingInput {
+                        slot,
+                        message,
+                        resume: Some(state),
+                        ask: None,
+                    });
                     st.set_status(TaskState::InputRequired);
                 }
                 if run.flush().await.is_err() {
@@ -274,15 +425,24 @@ impl Inner {
                 }
                 Ok(())
             }
-            Next::Complete { message } => Err(self.finish(run, TaskState::Completed, message).await),
+            Next::Complete { message } => {
+                Err(self.finish(run, TaskState::Completed, message).await)
+            }
             Next::Fail { reason } => Err(self.finish_failed(run, reason).await),
-            Next::Reject { reason } => Err(self.finish(run, TaskState::Rejected, Some(status_message(&reason))).await),
+            Next::Reject { reason } => Err(self
+                .finish(run, TaskState::Rejected, Some(status_message(&reason)))
+                .await),
             Next::To(_) | Next::Goto(_) | Next::Ignore => Ok(()),
         }
     }
 
     /// End the task in `state`.
-    pub(crate) async fn finish(self: &Arc<Self>, run: &Arc<TaskRun>, state: TaskState, message: Option<Message>) -> Stop {
+    pub(crate) async fn finish(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        state: TaskState,
+        message: Option<Message>,
+    ) -> Stop {
         {
             let mut st = run.lock();
             st.set_status(state);
@@ -298,11 +458,23 @@ impl Inner {
     }
 
     /// Compensate, then end the task as failed.
-    pub(crate) async fn finish_failed(self: &Arc<Self>, run: &Arc<TaskRun>, reason: String) -> Stop {
+    pub(crate) async fn finish_failed(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        reason: String,
+    ) -> Stop {
         if self.compensate(run).await.is_err() {
             return Stop::Halted;
         }
-        self.finish(run, TaskState::Failed, Some(Message::new(crate::model::Role::Agent, vec![Part::text(reason)]))).await
+        self.finish(
+            run,
+            TaskState::Failed,
+            Some(Message::new(
+                crate::model::Role::Agent,
+                vec![Part::text(reason)],
+            )),
+        )
+        .await
     }
 
     /// Compensate, then end the task as canceled.
@@ -310,7 +482,12 @@ impl Inner {
         if self.compensate(run).await.is_err() {
             return Stop::Halted;
         }
-        self.finish(run, TaskState::Canceled, Some(status_message("Task canceled."))).await
+        self.finish(
+            run,
+            TaskState::Canceled,
+            Some(status_message("Task canceled.")),
+        )
+        .await
     }
 
     /// Run the compensations of successful `Compensate` commands, newest first, each journaled.

@@ -66,7 +66,10 @@ impl Invoker for StepInvoker {
 }
 
 fn outcome(cmd: &Cmd, receipt: Receipt) -> Result<serde_json::Value, StepError> {
-    receipt.outcome.map_err(|error| StepError::Effect { what: cmd.kind.fingerprint(), error })
+    receipt.outcome.map_err(|error| StepError::Effect {
+        what: cmd.kind.fingerprint(),
+        error,
+    })
 }
 
 impl StepInvoker {
@@ -77,7 +80,9 @@ impl StepInvoker {
     async fn flush(&self) -> Result<(), StepError> {
         self.run.flush().await.map_err(|e| match e {
             super::run::FlushError::Halted => StepError::Halted,
-            super::run::FlushError::Store(e) => StepError::Failed(format!("journal write failed: {e}")),
+            super::run::FlushError::Store(e) => {
+                StepError::Failed(format!("journal write failed: {e}"))
+            }
         })
     }
 
@@ -85,7 +90,9 @@ impl StepInvoker {
     async fn issue(&self, id: InvocationId, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let run = &self.run;
         match &cmd.kind {
-            CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. } => {
+            CmdKind::EmitMessage { .. }
+            | CmdKind::Progress { .. }
+            | CmdKind::EmitArtifact { .. } => {
                 {
                     let mut st = run.lock();
                     super::driver::journal_effect(&mut st, &id, &cmd);
@@ -98,9 +105,26 @@ impl StepInvoker {
                 let fire_at = now_ms().saturating_add(i64::try_from(*millis).unwrap_or(i64::MAX));
                 {
                     let mut st = run.lock();
-                    st.commands.insert(id.clone(), CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: false, fire_at_ms: Some(fire_at), recovered: false });
-                    st.push(Entry::CommandIssued { id: id.clone(), cmd: cmd.clone(), transition: false });
-                    st.push(Entry::TimerSet { id, fire_at_ms: fire_at });
+                    st.commands.insert(
+                        id.clone(),
+                        CmdRec {
+                            cmd: cmd.clone(),
+                            receipt: None,
+                            attempts: 0,
+                            transition: false,
+                            fire_at_ms: Some(fire_at),
+                            recovered: false,
+                        },
+                    );
+                    st.push(Entry::CommandIssued {
+                        id: id.clone(),
+                        cmd: cmd.clone(),
+                        transition: false,
+                    });
+                    st.push(Entry::TimerSet {
+                        id,
+                        fire_at_ms: fire_at,
+                    });
                     st.set_wake(Some(fire_at));
                 }
                 self.flush().await?;
@@ -113,13 +137,35 @@ impl StepInvoker {
             CmdKind::AskUser { slot, message } => {
                 {
                     let mut st = run.lock();
-                    st.commands.insert(id.clone(), CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: false, fire_at_ms: None, recovered: false });
-                    st.push(Entry::CommandIssued { id: id.clone(), cmd: cmd.clone(), transition: false });
-                    st.push(Entry::AwaitingInput { slot: slot.clone(), message: message.clone(), resume: None, ask: Some(id) });
+                    st.commands.insert(
+                        id.clone(),
+                        CmdRec {
+                            cmd: cmd.clone(),
+                            receipt: None,
+                            attempts: 0,
+                            transition: false,
+                            fire_at_ms: None,
+                            recovered: false,
+                        },
+                    );
+                    st.push(Entry::CommandIssued {
+                        id: id.clone(),
+                        cmd: cmd.clone(),
+                        transition: false,
+                    });
+                    st.push(Entry::AwaitingInput {
+                        slot: slot.clone(),
+                        message: message.clone(),
+                        resume: None,
+                        ask: Some(id),
+                    });
                     st.set_status(TaskState::InputRequired);
                 }
                 self.flush().await?;
-                if self.engine.crash_at(Boundary::AwaitingInput, run, None, None) {
+                if self
+                    .engine
+                    .crash_at(Boundary::AwaitingInput, run, None, None)
+                {
                     return self.halted();
                 }
                 Err(StepError::Suspended)
@@ -127,26 +173,54 @@ impl StepInvoker {
             CmdKind::Llm { .. } | CmdKind::Tool { .. } => {
                 {
                     let mut st = run.lock();
-                    st.commands.insert(id.clone(), CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: false, fire_at_ms: None, recovered: false });
-                    st.push(Entry::CommandIssued { id: id.clone(), cmd: cmd.clone(), transition: false });
+                    st.commands.insert(
+                        id.clone(),
+                        CmdRec {
+                            cmd: cmd.clone(),
+                            receipt: None,
+                            attempts: 0,
+                            transition: false,
+                            fire_at_ms: None,
+                            recovered: false,
+                        },
+                    );
+                    st.push(Entry::CommandIssued {
+                        id: id.clone(),
+                        cmd: cmd.clone(),
+                        transition: false,
+                    });
                 }
                 self.flush().await?;
-                let receipt = self.engine.perform(run, &id, &cmd, 0).await.ok_or(StepError::Halted)?;
+                let receipt = self
+                    .engine
+                    .perform(run, &id, &cmd, 0)
+                    .await
+                    .ok_or(StepError::Halted)?;
                 outcome(&cmd, receipt)
             }
         }
     }
 
     /// A command journaled before a crash (or a suspension) without a receipt.
-    async fn resume_issued(&self, id: InvocationId, rec: CmdRec) -> Result<serde_json::Value, StepError> {
+    async fn resume_issued(
+        &self,
+        id: InvocationId,
+        rec: CmdRec,
+    ) -> Result<serde_json::Value, StepError> {
         match &rec.cmd.kind {
             CmdKind::Sleep { .. } => {
                 let fire_at = rec.fire_at_ms.unwrap_or(0);
                 if fire_at > now_ms() {
-                    self.engine.schedule_timer(self.run.task_id.to_string(), fire_at);
+                    self.engine
+                        .schedule_timer(self.run.task_id.to_string(), fire_at);
                     return Err(StepError::Suspended);
                 }
-                let receipt = Receipt { id, attempt: 1, outcome: Ok(serde_json::Value::Null), usage: None };
+                let receipt = Receipt {
+                    id,
+                    attempt: 1,
+                    outcome: Ok(serde_json::Value::Null),
+                    usage: None,
+                };
                 {
                     let mut st = self.run.lock();
                     st.record_receipt(receipt);
@@ -155,9 +229,16 @@ impl StepInvoker {
                 Ok(serde_json::Value::Null)
             }
             CmdKind::AskUser { .. } => Err(StepError::Suspended),
-            _ if !rec.cmd.policy.reissue_allowed() => Err(StepError::OutcomeUnknown { what: rec.cmd.kind.fingerprint(), id }),
+            _ if !rec.cmd.policy.reissue_allowed() => Err(StepError::OutcomeUnknown {
+                what: rec.cmd.kind.fingerprint(),
+                id,
+            }),
             _ => {
-                let receipt = self.engine.perform(&self.run, &id, &rec.cmd, rec.attempts).await.ok_or(StepError::Halted)?;
+                let receipt = self
+                    .engine
+                    .perform(&self.run, &id, &rec.cmd, rec.attempts)
+                    .await
+                    .ok_or(StepError::Halted)?;
                 outcome(&rec.cmd, receipt)
             }
         }

@@ -40,7 +40,10 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_steps: 10_000, fault: None }
+        EngineConfig {
+            max_steps: 10_000,
+            fault: None,
+        }
     }
 }
 
@@ -52,9 +55,16 @@ pub struct EngineBuilder {
     effects: Effects,
     config: EngineConfig,
     duplicate: Option<String>,
+    default_skill: Option<String>,
 }
 
 impl EngineBuilder {
+    /// The skill a new task runs when the message names none and several skills are served.
+    pub fn default_skill(mut self, id: impl Into<String>) -> Self {
+        self.default_skill = Some(id.into());
+        self
+    }
+
     /// Serve `skill`.
     pub fn skill(self, skill: impl FlowSkill) -> Self {
         self.erased_skill(erase(skill))
@@ -92,18 +102,33 @@ impl EngineBuilder {
     /// Build the engine without recovering tasks.
     pub fn build(self) -> Result<Engine, EngineError> {
         if let Some(id) = self.duplicate {
-            return Err(EngineError::UnknownSkill(format!("skill id `{id}` is registered twice")));
+            return Err(EngineError::UnknownSkill(format!(
+                "skill id `{id}` is registered twice"
+            )));
+        }
+        if let Some(id) = self
+            .default_skill
+            .as_ref()
+            .filter(|id| !self.skills.contains_key(*id))
+        {
+            return Err(EngineError::UnknownSkill(format!(
+                "default skill `{id}` is not served; skills are {}",
+                self.order.join(", ")
+            )));
         }
         let inner = Inner {
             store: self.store,
             skills: self.skills,
             order: self.order,
+            default_skill: self.default_skill,
             effects: self.effects,
             config: self.config,
             halted: Arc::new(AtomicBool::new(false)),
             live: Mutex::new(HashMap::new()),
         };
-        Ok(Engine { inner: Arc::new(inner) })
+        Ok(Engine {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Build the engine and recover every non-terminal task.
@@ -124,6 +149,7 @@ pub(crate) struct Inner {
     store: Arc<dyn Store>,
     skills: HashMap<String, Arc<dyn ErasedSkill>>,
     order: Vec<String>,
+    default_skill: Option<String>,
     pub(crate) effects: Effects,
     config: EngineConfig,
     halted: Arc<AtomicBool>,
@@ -164,10 +190,18 @@ impl Subscription {
             }
             match self.rx.recv().await {
                 Ok(record) if record.seq <= self.last_seq => continue,
-                Ok(record) if record.seq == self.last_seq + 1 => return Some(self.seen((*record).clone())),
+                Ok(record) if record.seq == self.last_seq + 1 => {
+                    return Some(self.seen((*record).clone()))
+                }
                 // A gap (we lagged, or records were committed by another process): read the store.
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                    match self.engine.inner.store.journal(&self.task_id, self.last_seq).await {
+                    match self
+                        .engine
+                        .inner
+                        .store
+                        .journal(&self.task_id, self.last_seq)
+                        .await
+                    {
                         Ok(records) => self.backlog.extend(records),
                         Err(_) => return None,
                     }
@@ -189,6 +223,13 @@ impl Subscription {
     pub fn caught_up(&mut self) -> bool {
         self.drain_live();
         self.backlog.is_empty()
+    }
+
+    /// Records already committed and not yet returned (after draining the live channel).
+    pub fn upcoming(&mut self) -> impl Iterator<Item = &JournalRecord> {
+        self.drain_live();
+        let last = self.last_seq;
+        self.backlog.iter().filter(move |r| r.seq > last)
     }
 
     /// Move already-published live records into the backlog, dropping ones we have seen.
@@ -216,12 +257,25 @@ impl Engine {
 
     /// An engine over a shared store.
     pub fn builder_arc(store: Arc<dyn Store>) -> EngineBuilder {
-        EngineBuilder { store, skills: HashMap::new(), order: Vec::new(), effects: Effects::new(), config: EngineConfig::default(), duplicate: None }
+        EngineBuilder {
+            store,
+            skills: HashMap::new(),
+            order: Vec::new(),
+            effects: Effects::new(),
+            config: EngineConfig::default(),
+            duplicate: None,
+            default_skill: None,
+        }
     }
 
     /// The skills served, in registration order.
     pub fn skills(&self) -> Vec<SkillInfo> {
-        self.inner.order.iter().filter_map(|id| self.inner.skills.get(id)).map(|s| s.info().clone()).collect()
+        self.inner
+            .order
+            .iter()
+            .filter_map(|id| self.inner.skills.get(id))
+            .map(|s| s.info().clone())
+            .collect()
     }
 
     /// The store.
@@ -241,26 +295,57 @@ impl Engine {
 
     /// Send a user message: a message without `task_id` starts a task of `skill_id` (or of the only
     /// skill); one with `task_id` answers a task waiting for input. Returns the task id.
-    pub async fn send(&self, principal: Option<&str>, skill_id: Option<&str>, message: Message) -> Result<String, EngineError> {
+    pub async fn send(
+        &self,
+        principal: Option<&str>,
+        skill_id: Option<&str>,
+        message: Message,
+    ) -> Result<String, EngineError> {
         if message.parts.is_empty() {
             return Err(EngineError::InvalidInput("message has no parts".to_owned()));
         }
         if message.role != Role::User {
-            return Err(EngineError::InvalidInput("message role must be `user`".to_owned()));
+            return Err(EngineError::InvalidInput(
+                "message role must be `user`".to_owned(),
+            ));
         }
         match message.task_id.clone() {
-            Some(task_id) => self.answer(principal, &task_id, message).await.map(|()| task_id),
+            Some(task_id) => self
+                .answer(principal, &task_id, message)
+                .await
+                .map(|()| task_id),
             None => self.start_task(principal, skill_id, message).await,
         }
     }
 
-    fn choose_skill(&self, skill_id: Option<&str>, message: &Message) -> Result<Arc<dyn ErasedSkill>, EngineError> {
-        let from_meta = message.metadata.as_ref().and_then(|m| m.get("skillId").or_else(|| m.get("skill_id"))).and_then(|v| v.as_str());
+    fn choose_skill(
+        &self,
+        skill_id: Option<&str>,
+        message: &Message,
+    ) -> Result<Arc<dyn ErasedSkill>, EngineError> {
+        let from_meta = message
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("skillId").or_else(|| m.get("skill_id")))
+            .and_then(|v| v.as_str());
         match skill_id.or(from_meta) {
             Some(id) => self.inner.skills.get(id).cloned().ok_or_else(|| {
-                EngineError::UnknownSkill(format!("no skill `{id}`; skills are {}", self.inner.order.join(", ")))
+                EngineError::UnknownSkill(format!(
+                    "no skill `{id}`; skills are {}",
+                    self.inner.order.join(", ")
+                ))
             }),
-            None if self.inner.order.len() == 1 => Ok(self.inner.skills[&self.inner.order[0]].clone()),
+            None if self.inner.order.len() == 1 => {
+                Ok(self.inner.skills[&self.inner.order[0]].clone())
+            }
+            None if self.inner.default_skill.is_some() => {
+                let id = self.inner.default_skill.as_deref().unwrap_or_default();
+                self.inner
+                    .skills
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| EngineError::UnknownSkill(format!("no skill `{id}`")))
+            }
             None => Err(EngineError::UnknownSkill(format!(
                 "this agent has {} skills; name one in message metadata `skillId` ({})",
                 self.inner.order.len(),
@@ -269,14 +354,21 @@ impl Engine {
         }
     }
 
-    async fn start_task(&self, principal: Option<&str>, skill_id: Option<&str>, mut message: Message) -> Result<String, EngineError> {
+    async fn start_task(
+        &self,
+        principal: Option<&str>,
+        skill_id: Option<&str>,
+        mut message: Message,
+    ) -> Result<String, EngineError> {
         let skill = self.choose_skill(skill_id, &message)?;
         let info = skill.info();
         let task_id = new_id();
         let context_id = message.context_id.clone().unwrap_or_else(new_id);
         message.task_id = Some(task_id.clone());
         message.context_id = Some(context_id.clone());
-        let initial = skill.initial_state().map_err(|e| EngineError::InvalidInput(e.to_string()))?;
+        let initial = skill
+            .initial_state()
+            .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
         let now = now_ms();
         let record = TaskRecord {
             id: task_id.clone(),
@@ -297,10 +389,23 @@ impl Engine {
             context_id: context_id.clone(),
             principal: record.principal.clone(),
         });
-        state.push(Entry::MessageReceived { message: message.clone() });
-        state.queue.push_back(Work::Activate { event: Event::UserMessage { message }, rerun: None });
+        state.push(Entry::MessageReceived {
+            message: message.clone(),
+        });
+        state.queue.push_back(Work::Activate {
+            event: Event::UserMessage { message },
+            rerun: None,
+        });
         let (tx, gate) = self.inner.live_handles(&task_id);
-        let mut run = TaskRun::new(task_id.clone().into(), context_id.into(), info.id.clone(), state, self.inner.store.clone(), self.inner.halted.clone(), tx);
+        let mut run = TaskRun::new(
+            task_id.clone().into(),
+            context_id.into(),
+            info.id.clone(),
+            state,
+            self.inner.store.clone(),
+            self.inner.halted.clone(),
+            tx,
+        );
         run.create = Mutex::new(Some(record));
         let run = Arc::new(run);
         let guard = gate.lock_owned().await;
@@ -312,46 +417,79 @@ impl Engine {
         Ok(task_id)
     }
 
-    async fn visible(&self, principal: Option<&str>, task_id: &str) -> Result<TaskRecord, EngineError> {
+    async fn visible(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+    ) -> Result<TaskRecord, EngineError> {
         match self.inner.store.task(task_id).await? {
             Some(t) if principal.is_none() || t.principal.as_deref() == principal => Ok(t),
             _ => Err(EngineError::TaskNotFound(task_id.to_owned())),
         }
     }
 
-    async fn answer(&self, principal: Option<&str>, task_id: &str, mut message: Message) -> Result<(), EngineError> {
+    async fn answer(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+        mut message: Message,
+    ) -> Result<(), EngineError> {
         let record = self.visible(principal, task_id).await?;
         if record.state.is_terminal() {
-            return Err(EngineError::TaskFinished { task_id: task_id.to_owned(), state: record.state });
+            return Err(EngineError::TaskFinished {
+                task_id: task_id.to_owned(),
+                state: record.state,
+            });
         }
         let (_, gate) = self.inner.live_handles(task_id);
         let guard = gate.lock_owned().await;
         let (run, wait, open_visit) = self.inner.load(task_id).await?;
         let ask = match wait {
             Wait::Input { ask } => ask,
-            Wait::Terminal(state) => return Err(EngineError::TaskFinished { task_id: task_id.to_owned(), state }),
+            Wait::Terminal(state) => {
+                return Err(EngineError::TaskFinished {
+                    task_id: task_id.to_owned(),
+                    state,
+                })
+            }
             _ => {
                 let state = run.lock().status;
-                return Err(EngineError::NotAwaitingInput { task_id: task_id.to_owned(), state });
+                return Err(EngineError::NotAwaitingInput {
+                    task_id: task_id.to_owned(),
+                    state,
+                });
             }
         };
         message.context_id = Some(run.context_id.to_string());
         {
             let mut st = run.lock();
-            st.push(Entry::MessageReceived { message: message.clone() });
+            st.push(Entry::MessageReceived {
+                message: message.clone(),
+            });
             st.set_status(TaskState::Working);
             match ask {
                 Some(id) => {
                     let transition = st.commands.get(&id).map(|c| c.transition).unwrap_or(false);
                     let value = invoke::reply_value(&message);
-                    st.record_receipt(Receipt { id: id.clone(), attempt: 1, outcome: Ok(value), usage: None });
+                    st.record_receipt(Receipt {
+                        id: id.clone(),
+                        attempt: 1,
+                        outcome: Ok(value),
+                        usage: None,
+                    });
                     if transition {
                         st.queue.push_front(Work::Execute(id));
                     } else if let Some((visit, event)) = open_visit {
-                        st.queue.push_front(Work::Activate { event, rerun: Some(visit) });
+                        st.queue.push_front(Work::Activate {
+                            event,
+                            rerun: Some(visit),
+                        });
                     }
                 }
-                None => st.queue.push_back(Work::Activate { event: Event::UserMessage { message }, rerun: None }),
+                None => st.queue.push_back(Work::Activate {
+                    event: Event::UserMessage { message },
+                    rerun: None,
+                }),
             }
         }
         run.flush().await.map_err(|e| match e {
@@ -366,24 +504,65 @@ impl Engine {
     }
 
     /// The task as A2A shows it.
-    pub async fn task(&self, principal: Option<&str>, task_id: &str, history_length: Option<usize>) -> Result<Task, EngineError> {
+    pub async fn task(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> Result<Task, EngineError> {
         self.visible(principal, task_id).await?;
         let records = self.inner.store.journal(task_id, 0).await?;
-        project(task_id, &records, history_length).ok_or_else(|| EngineError::TaskNotFound(task_id.to_owned()))
+        project(task_id, &records, history_length)
+            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_owned()))
+    }
+
+    /// The task as A2A shows it, and the seq of the last journal entry it reflects.
+    pub async fn snapshot(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> Result<(Task, u64), EngineError> {
+        self.visible(principal, task_id).await?;
+        let records = self.inner.store.journal(task_id, 0).await?;
+        let last = records.last().map(|r| r.seq).unwrap_or(0);
+        let task = project(task_id, &records, history_length)
+            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_owned()))?;
+        Ok((task, last))
+    }
+
+    /// The task's current state (from its row; cheap).
+    pub async fn state(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+    ) -> Result<TaskState, EngineError> {
+        Ok(self.visible(principal, task_id).await?.state)
     }
 
     /// The task's journal.
-    pub async fn journal(&self, principal: Option<&str>, task_id: &str) -> Result<Vec<JournalRecord>, EngineError> {
+    pub async fn journal(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+    ) -> Result<Vec<JournalRecord>, EngineError> {
         self.visible(principal, task_id).await?;
         Ok(self.inner.store.journal(task_id, 0).await?)
     }
 
     /// Cancel a task: compensations of `Compensate` commands run newest first, then the task ends
     /// `canceled`. A finished task answers [`EngineError::TaskFinished`].
-    pub async fn cancel(&self, principal: Option<&str>, task_id: &str) -> Result<Task, EngineError> {
+    pub async fn cancel(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+    ) -> Result<Task, EngineError> {
         let record = self.visible(principal, task_id).await?;
         if record.state.is_terminal() {
-            return Err(EngineError::TaskFinished { task_id: task_id.to_owned(), state: record.state });
+            return Err(EngineError::TaskFinished {
+                task_id: task_id.to_owned(),
+                state: record.state,
+            });
         }
         let running = self.inner.running(task_id);
         match running {
@@ -395,7 +574,10 @@ impl Engine {
                 let guard = gate.lock_owned().await;
                 let (run, wait, _) = self.inner.load(task_id).await?;
                 if let Wait::Terminal(state) = wait {
-                    return Err(EngineError::TaskFinished { task_id: task_id.to_owned(), state });
+                    return Err(EngineError::TaskFinished {
+                        task_id: task_id.to_owned(),
+                        state,
+                    });
                 }
                 {
                     let mut st = run.lock();
@@ -412,24 +594,42 @@ impl Engine {
     }
 
     /// Follow a task: its journal so far, then live records until the terminal entry.
-    pub async fn subscribe(&self, principal: Option<&str>, task_id: &str) -> Result<Subscription, EngineError> {
+    pub async fn subscribe(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+    ) -> Result<Subscription, EngineError> {
+        self.subscribe_from(principal, task_id, 0).await
+    }
+
+    /// Follow a task from after `after_seq`.
+    pub async fn subscribe_from(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Subscription, EngineError> {
         let record = self.visible(principal, task_id).await?;
         let (tx, _) = self.inner.live_handles(task_id);
         let rx = tx.subscribe();
-        let backlog = self.inner.store.journal(task_id, 0).await?;
+        let backlog = self.inner.store.journal(task_id, after_seq).await?;
         Ok(Subscription {
             task_id: task_id.to_owned(),
             context_id: record.context_id,
             backlog: backlog.into(),
             rx,
-            last_seq: 0,
+            last_seq: after_seq,
             engine: self.clone(),
             terminal_seen: false,
         })
     }
 
     /// Wait until the task is input-required or finished, and return it.
-    pub async fn wait_settled(&self, principal: Option<&str>, task_id: &str) -> Result<Task, EngineError> {
+    pub async fn wait_settled(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+    ) -> Result<Task, EngineError> {
         let mut sub = self.subscribe(principal, task_id).await?;
         let mut awaiting = false;
         while let Some(record) = sub.next().await {
@@ -440,7 +640,10 @@ impl Engine {
             }
             if awaiting && sub.caught_up() {
                 let row = self.inner.store.task(task_id).await?;
-                if row.map(|r| r.state == TaskState::InputRequired).unwrap_or(false) {
+                if row
+                    .map(|r| r.state == TaskState::InputRequired)
+                    .unwrap_or(false)
+                {
                     break;
                 }
             }
@@ -450,7 +653,14 @@ impl Engine {
 
     /// Rehydrate every non-terminal task from its journal and continue it. Returns how many.
     pub async fn recover(&self) -> Result<usize, EngineError> {
-        let tasks = self.inner.store.list(TaskQuery { non_terminal: true, ..TaskQuery::default() }).await?;
+        let tasks = self
+            .inner
+            .store
+            .list(TaskQuery {
+                non_terminal: true,
+                ..TaskQuery::default()
+            })
+            .await?;
         let mut resumed = 0;
         for task in tasks {
             match self.inner.resume(&task.id).await {
@@ -468,7 +678,13 @@ impl Inner {
     }
 
     /// Ask the fault hook; no side effect.
-    pub(crate) fn wants_crash(&self, boundary: Boundary, run: &TaskRun, id: Option<&InvocationId>, what: Option<&str>) -> bool {
+    pub(crate) fn wants_crash(
+        &self,
+        boundary: Boundary,
+        run: &TaskRun,
+        id: Option<&InvocationId>,
+        what: Option<&str>,
+    ) -> bool {
         match &self.config.fault {
             Some(hook) => hook(&Fault {
                 boundary,
@@ -481,7 +697,13 @@ impl Inner {
     }
 
     /// Ask the fault hook and halt if it says so.
-    pub(crate) fn crash_at(&self, boundary: Boundary, run: &TaskRun, id: Option<&InvocationId>, what: Option<&str>) -> bool {
+    pub(crate) fn crash_at(
+        &self,
+        boundary: Boundary,
+        run: &TaskRun,
+        id: Option<&InvocationId>,
+        what: Option<&str>,
+    ) -> bool {
         let crash = self.wants_crash(boundary, run, id, what);
         if crash {
             tracing::warn!(task = %run.task_id, ?boundary, "injected crash");
@@ -490,7 +712,13 @@ impl Inner {
         crash
     }
 
-    fn live_handles(&self, task_id: &str) -> (broadcast::Sender<Arc<JournalRecord>>, Arc<tokio::sync::Mutex<()>>) {
+    fn live_handles(
+        &self,
+        task_id: &str,
+    ) -> (
+        broadcast::Sender<Arc<JournalRecord>>,
+        Arc<tokio::sync::Mutex<()>>,
+    ) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let entry = live.entry(task_id.to_owned()).or_insert_with(|| Live {
             tx: broadcast::channel(1024).0,
@@ -501,24 +729,47 @@ impl Inner {
     }
 
     fn running(&self, task_id: &str) -> Option<Arc<TaskRun>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).get(task_id).and_then(|l| l.run.clone())
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(task_id)
+            .and_then(|l| l.run.clone())
     }
 
     /// Load and replay a task (the caller holds its gate).
-    async fn load(&self, task_id: &str) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
+    async fn load(
+        &self,
+        task_id: &str,
+    ) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
         let records = self.store.journal(task_id, 0).await?;
         let first_skill = records.iter().find_map(|r| match &r.entry {
             Entry::TaskCreated { skill_id, .. } => Some(skill_id.clone()),
             _ => None,
         });
-        let skill = first_skill.as_ref().and_then(|id| self.skills.get(id)).cloned();
+        let skill = first_skill
+            .as_ref()
+            .and_then(|id| self.skills.get(id))
+            .cloned();
         let Some(skill) = skill else {
-            return Err(EngineError::UnknownSkill(format!("task {task_id} belongs to skill `{}`, which this agent does not serve", first_skill.unwrap_or_default())));
+            return Err(EngineError::UnknownSkill(format!(
+                "task {task_id} belongs to skill `{}`, which this agent does not serve",
+                first_skill.unwrap_or_default()
+            )));
         };
-        let replayed = replay(&records, || skill.initial_state().unwrap_or(serde_json::Value::Null))
-            .map_err(|reason| EngineError::Store(crate::store::StoreError::Corrupt { task_id: task_id.to_owned(), seq: 0, reason }))?;
+        let replayed = replay(&records, || {
+            skill.initial_state().unwrap_or(serde_json::Value::Null)
+        })
+        .map_err(|reason| {
+            EngineError::Store(crate::store::StoreError::Corrupt {
+                task_id: task_id.to_owned(),
+                seq: 0,
+                reason,
+            })
+        })?;
         let info = skill.info();
-        if replayed.header.skill_version != info.version && !matches!(replayed.wait, Wait::Terminal(_)) {
+        if replayed.header.skill_version != info.version
+            && !matches!(replayed.wait, Wait::Terminal(_))
+        {
             return Err(EngineError::VersionMismatch {
                 task_id: task_id.to_owned(),
                 skill_id: info.id.clone(),
@@ -527,7 +778,15 @@ impl Inner {
             });
         }
         let (tx, _) = self.live_handles(task_id);
-        let run = TaskRun::new(task_id.into(), replayed.header.context_id.into(), info.id.clone(), replayed.run, self.store.clone(), self.halted.clone(), tx);
+        let run = TaskRun::new(
+            task_id.into(),
+            replayed.header.context_id.into(),
+            info.id.clone(),
+            replayed.run,
+            self.store.clone(),
+            self.halted.clone(),
+            tx,
+        );
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
 
@@ -546,7 +805,12 @@ impl Inner {
 
     fn spawn_drive(self: &Arc<Self>, run: Arc<TaskRun>, guard: tokio::sync::OwnedMutexGuard<()>) {
         let task_id = run.task_id.to_string();
-        if let Some(live) = self.live.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&task_id) {
+        if let Some(live) = self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&task_id)
+        {
             live.run = Some(run.clone());
         }
         let engine = self.clone();

@@ -13,7 +13,13 @@ impl Inner {
     /// Perform `cmd` until it succeeds, fails permanently or runs out of attempts, and record its
     /// receipt (buffered; flushed before anything that depends on it leaves, and at once for
     /// `AtMostOnce` commands). `None` means the engine halted.
-    pub(crate) async fn perform(self: &Arc<Self>, run: &Arc<TaskRun>, id: &InvocationId, cmd: &Cmd, prior_attempts: u32) -> Option<Receipt> {
+    pub(crate) async fn perform(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        id: &InvocationId,
+        cmd: &Cmd,
+        prior_attempts: u32,
+    ) -> Option<Receipt> {
         let what = cmd.kind.fingerprint();
         if self.crash_at(Boundary::CommandJournaled, run, Some(id), Some(&what)) {
             return None;
@@ -42,13 +48,19 @@ impl Inner {
                 return None;
             }
             match result {
-                Err(error) if error.is_transient() && attempt < max && attempt - prior_attempts < max => {
+                Err(error)
+                    if error.is_transient() && attempt < max && attempt - prior_attempts < max =>
+                {
                     {
                         let mut st = run.lock();
                         if let Some(rec) = st.commands.get_mut(id) {
                             rec.attempts = attempt;
                         }
-                        st.push(Entry::AttemptFailed { id: id.clone(), attempt, error });
+                        st.push(Entry::AttemptFailed {
+                            id: id.clone(),
+                            attempt,
+                            error,
+                        });
                     }
                     let delay = cmd.retry.backoff(attempt + 1);
                     tokio::time::sleep(delay).await;
@@ -58,7 +70,12 @@ impl Inner {
                         Ok(performed) => (Ok(performed.value), performed.usage),
                         Err(e) => (Err::<serde_json::Value, EffectError>(e), None),
                     };
-                    let receipt = Receipt { id: id.clone(), attempt, outcome, usage };
+                    let receipt = Receipt {
+                        id: id.clone(),
+                        attempt,
+                        outcome,
+                        usage,
+                    };
                     {
                         let mut st = run.lock();
                         if let Some(rec) = st.commands.get_mut(id) {
@@ -66,7 +83,8 @@ impl Inner {
                         }
                         st.record_receipt(receipt.clone());
                     }
-                    let crash = self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
+                    let crash =
+                        self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
                     if crash || !cmd.policy.reissue_allowed() {
                         // Narrow the window in which an at-most-once outcome could be lost; and make the
                         // receipt durable before an injected crash at this boundary.

@@ -35,29 +35,83 @@ fn scoped(message: &Message, task_id: &str, context_id: &str) -> Message {
     m
 }
 
-fn status(task_id: &str, context_id: &str, state: TaskState, message: Option<&Message>, at_ms: i64, is_final: bool) -> StreamEvent {
+fn status(
+    task_id: &str,
+    context_id: &str,
+    state: TaskState,
+    message: Option<&Message>,
+    at_ms: i64,
+    is_final: bool,
+) -> StreamEvent {
     StreamEvent::Status(TaskStatusUpdateEvent {
         task_id: task_id.to_owned(),
         context_id: context_id.to_owned(),
         kind: Default::default(),
-        status: TaskStatus { state, message: message.map(|m| scoped(m, task_id, context_id)), timestamp: Some(timestamp(at_ms)) },
+        status: TaskStatus {
+            state,
+            message: message.map(|m| scoped(m, task_id, context_id)),
+            timestamp: Some(timestamp(at_ms)),
+        },
         is_final,
         metadata: None,
     })
 }
 
 /// The stream event a journal record produces, if any.
-pub fn stream_event(task_id: &str, context_id: &str, record: &JournalRecord) -> Option<StreamEvent> {
+pub fn stream_event(
+    task_id: &str,
+    context_id: &str,
+    record: &JournalRecord,
+) -> Option<StreamEvent> {
     let at = record.at_ms;
     match &record.entry {
-        Entry::TaskCreated { .. } => Some(status(task_id, context_id, TaskState::Submitted, None, at, false)),
-        Entry::StatusChanged { state: TaskState::Working } => Some(status(task_id, context_id, TaskState::Working, None, at, false)),
-        Entry::Progress { message } | Entry::MessageEmitted { message } => {
-            Some(status(task_id, context_id, TaskState::Working, Some(message), at, false))
-        }
-        Entry::AwaitingInput { message, .. } => Some(status(task_id, context_id, TaskState::InputRequired, Some(message), at, true)),
-        Entry::Terminal { state, message } => Some(status(task_id, context_id, *state, message.as_ref(), at, true)),
-        Entry::ArtifactEmitted { artifact, append, last_chunk } => Some(StreamEvent::Artifact(TaskArtifactUpdateEvent {
+        Entry::TaskCreated { .. } => Some(status(
+            task_id,
+            context_id,
+            TaskState::Submitted,
+            None,
+            at,
+            false,
+        )),
+        Entry::StatusChanged {
+            state: TaskState::Working,
+        } => Some(status(
+            task_id,
+            context_id,
+            TaskState::Working,
+            None,
+            at,
+            false,
+        )),
+        Entry::Progress { message } | Entry::MessageEmitted { message } => Some(status(
+            task_id,
+            context_id,
+            TaskState::Working,
+            Some(message),
+            at,
+            false,
+        )),
+        Entry::AwaitingInput { message, .. } => Some(status(
+            task_id,
+            context_id,
+            TaskState::InputRequired,
+            Some(message),
+            at,
+            true,
+        )),
+        Entry::Terminal { state, message } => Some(status(
+            task_id,
+            context_id,
+            *state,
+            message.as_ref(),
+            at,
+            true,
+        )),
+        Entry::ArtifactEmitted {
+            artifact,
+            append,
+            last_chunk,
+        } => Some(StreamEvent::Artifact(TaskArtifactUpdateEvent {
             task_id: task_id.to_owned(),
             context_id: context_id.to_owned(),
             kind: Default::default(),
@@ -71,7 +125,11 @@ pub fn stream_event(task_id: &str, context_id: &str, record: &JournalRecord) -> 
 }
 
 /// The task as A2A shows it, folded from its journal. `None` when the journal has no creation entry.
-pub fn project(task_id: &str, records: &[JournalRecord], history_length: Option<usize>) -> Option<Task> {
+pub fn project(
+    task_id: &str,
+    records: &[JournalRecord],
+    history_length: Option<usize>,
+) -> Option<Task> {
     let mut context_id = None;
     let mut state = TaskState::Submitted;
     let mut status_message: Option<Message> = None;
@@ -111,7 +169,12 @@ pub fn project(task_id: &str, records: &[JournalRecord], history_length: Option<
                 }
                 at_ms = record.at_ms;
             }
-            Entry::ArtifactEmitted { artifact, append, .. } => match artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
+            Entry::ArtifactEmitted {
+                artifact, append, ..
+            } => match artifacts
+                .iter_mut()
+                .find(|a| a.artifact_id == artifact.artifact_id)
+            {
                 Some(existing) if *append => existing.parts.extend(artifact.parts.iter().cloned()),
                 Some(existing) => *existing = artifact.clone(),
                 None => artifacts.push(artifact.clone()),
@@ -120,17 +183,28 @@ pub fn project(task_id: &str, records: &[JournalRecord], history_length: Option<
         }
     }
     let context_id = context_id?;
-    let mut history: Vec<Message> = history.iter().map(|m| scoped(m, task_id, &context_id)).collect();
+    let mut history: Vec<Message> = history
+        .iter()
+        .map(|m| scoped(m, task_id, &context_id))
+        .collect();
     if let Some(n) = history_length {
         let skip = history.len().saturating_sub(n);
         history.drain(..skip);
     }
     Some(Task {
         id: task_id.to_owned(),
-        status: TaskStatus { state, message: status_message.map(|m| scoped(&m, task_id, &context_id)), timestamp: Some(timestamp(at_ms)) },
+        status: TaskStatus {
+            state,
+            message: status_message.map(|m| scoped(&m, task_id, &context_id)),
+            timestamp: Some(timestamp(at_ms)),
+        },
         context_id,
         history: Some(history),
-        artifacts: if artifacts.is_empty() { None } else { Some(artifacts) },
+        artifacts: if artifacts.is_empty() {
+            None
+        } else {
+            Some(artifacts)
+        },
         metadata: None,
         kind: Default::default(),
     })

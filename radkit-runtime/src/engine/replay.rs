@@ -41,7 +41,10 @@ pub(crate) struct Replayed {
 }
 
 /// Replay `records`; `initial` gives the skill's initial state when no visit happened yet.
-pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_json::Value) -> Result<Replayed, String> {
+pub(crate) fn replay(
+    records: &[JournalRecord],
+    initial: impl FnOnce() -> serde_json::Value,
+) -> Result<Replayed, String> {
     let mut header = None;
     let mut status = TaskState::Submitted;
     let mut cancel_requested = false;
@@ -61,7 +64,12 @@ pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_
     for record in records {
         last_seq = record.seq;
         match &record.entry {
-            Entry::TaskCreated { skill_id, skill_version, context_id, principal } => {
+            Entry::TaskCreated {
+                skill_id,
+                skill_version,
+                context_id,
+                principal,
+            } => {
                 header = Some(Header {
                     skill_id: skill_id.clone(),
                     skill_version: skill_version.clone(),
@@ -70,7 +78,12 @@ pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_
                 });
             }
             Entry::MessageReceived { message } => unconsumed = Some(message.clone()),
-            Entry::Activated { visit: v, state: s, event, .. } => {
+            Entry::Activated {
+                visit: v,
+                state: s,
+                event,
+                ..
+            } => {
                 visit = visit.max(*v);
                 open = Some((*v, s.clone(), event.clone()));
                 state = Some(s.clone());
@@ -87,13 +100,24 @@ pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_
                     _ => {}
                 }
             }
-            Entry::CommandIssued { id, cmd, transition } => {
+            Entry::CommandIssued {
+                id,
+                cmd,
+                transition,
+            } => {
                 if *transition {
                     transition_order.push(id.clone());
                 }
                 commands.insert(
                     id.clone(),
-                    CmdRec { cmd: cmd.clone(), receipt: None, attempts: 0, transition: *transition, fire_at_ms: None, recovered: true },
+                    CmdRec {
+                        cmd: cmd.clone(),
+                        receipt: None,
+                        attempts: 0,
+                        transition: *transition,
+                        fire_at_ms: None,
+                        recovered: true,
+                    },
                 );
             }
             Entry::AttemptFailed { id, attempt, .. } => {
@@ -125,11 +149,15 @@ pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_
                     rec.fire_at_ms = Some(*fire_at_ms);
                 }
             }
-            Entry::AwaitingInput { resume, ask, .. } => awaiting = Some((resume.clone(), ask.clone())),
+            Entry::AwaitingInput { resume, ask, .. } => {
+                awaiting = Some((resume.clone(), ask.clone()))
+            }
             Entry::StatusChanged { state } | Entry::Terminal { state, .. } => status = *state,
             Entry::CancelRequested => cancel_requested = true,
             Entry::Compensated { id, .. } => compensable.retain(|c| c != id),
-            Entry::MessageEmitted { .. } | Entry::Progress { .. } | Entry::ArtifactEmitted { .. } => {}
+            Entry::MessageEmitted { .. }
+            | Entry::Progress { .. }
+            | Entry::ArtifactEmitted { .. } => {}
         }
     }
 
@@ -147,11 +175,16 @@ pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_
         // A visit without its transition: interrupted by a crash, or suspended by an in-step wait.
         run.state = s;
         let mut in_step_wait = None;
-        for rec in commands.values().filter(|c| !c.transition && c.receipt.is_none()) {
+        for rec in commands
+            .values()
+            .filter(|c| !c.transition && c.receipt.is_none())
+        {
             match rec.cmd.kind {
                 CmdKind::AskUser { .. } => in_step_wait = Some(Wait::Input { ask: None }),
                 CmdKind::Sleep { .. } => match rec.fire_at_ms {
-                    Some(at) if at > now_ms() && in_step_wait.is_none() => in_step_wait = Some(Wait::Timer(at)),
+                    Some(at) if at > now_ms() && in_step_wait.is_none() => {
+                        in_step_wait = Some(Wait::Timer(at))
+                    }
                     _ => {}
                 },
                 _ => {}
@@ -160,33 +193,58 @@ pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_
         if let Some(Wait::Input { .. }) = in_step_wait {
             let ask = commands
                 .iter()
-                .find(|(_, c)| !c.transition && c.receipt.is_none() && matches!(c.cmd.kind, CmdKind::AskUser { .. }))
+                .find(|(_, c)| {
+                    !c.transition
+                        && c.receipt.is_none()
+                        && matches!(c.cmd.kind, CmdKind::AskUser { .. })
+                })
                 .map(|(id, _)| id.clone());
             in_step_wait = Some(Wait::Input { ask });
         }
         match in_step_wait {
             Some(w) => wait = w,
-            None => run.queue.push_back(Work::Activate { event: event.clone(), rerun: Some(v) }),
+            None => run.queue.push_back(Work::Activate {
+                event: event.clone(),
+                rerun: Some(v),
+            }),
         }
         open_visit = Some((v, event));
     } else if !activated {
         if let Some(message) = unconsumed.take() {
-            run.queue.push_back(Work::Activate { event: Event::UserMessage { message }, rerun: None });
+            run.queue.push_back(Work::Activate {
+                event: Event::UserMessage { message },
+                rerun: None,
+            });
         }
     } else {
         if pending_goto {
-            run.queue.push_back(Work::Activate { event: Event::Enter, rerun: None });
+            run.queue.push_back(Work::Activate {
+                event: Event::Enter,
+                rerun: None,
+            });
         }
         if let Some((Some(_), _)) = awaiting {
             match unconsumed.take() {
-                Some(message) => run.queue.push_back(Work::Activate { event: Event::UserMessage { message }, rerun: None }),
+                Some(message) => run.queue.push_back(Work::Activate {
+                    event: Event::UserMessage { message },
+                    rerun: None,
+                }),
                 None => wait = Wait::Input { ask: None },
             }
         }
-        for id in transition_order.into_iter().filter(|id| !delivered.contains(id)) {
-            let Some(rec) = commands.get(&id) else { continue };
+        for id in transition_order
+            .into_iter()
+            .filter(|id| !delivered.contains(id))
+        {
+            let Some(rec) = commands.get(&id) else {
+                continue;
+            };
             match (&rec.cmd.kind, &rec.receipt) {
-                (CmdKind::AskUser { .. }, None) => wait = Wait::Input { ask: Some(id.clone()) },
+                (CmdKind::AskUser { .. }, None) => {
+                    wait = Wait::Input {
+                        ask: Some(id.clone()),
+                    }
+                }
                 (CmdKind::Sleep { .. }, None) if rec.fire_at_ms.unwrap_or(0) > now_ms() => {
                     if wait == Wait::Runnable {
                         wait = Wait::Timer(rec.fire_at_ms.unwrap_or(0));
@@ -200,5 +258,10 @@ pub(crate) fn replay(records: &[JournalRecord], initial: impl FnOnce() -> serde_
         }
     }
     run.commands = commands;
-    Ok(Replayed { header, run, wait, open_visit })
+    Ok(Replayed {
+        header,
+        run,
+        wait,
+        open_visit,
+    })
 }

@@ -175,7 +175,12 @@ impl TaskRun {
             }
             let entries = std::mem::take(&mut st.pending);
             let first_seq = st.next_seq - entries.len() as u64;
-            (first_seq, entries, st.pending_state.take(), st.pending_wake.take())
+            (
+                first_seq,
+                entries,
+                st.pending_state.take(),
+                st.pending_wake.take(),
+            )
         };
         if self.is_halted() {
             return Err(FlushError::Halted);
@@ -192,7 +197,11 @@ impl TaskRun {
         if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();
             for (i, entry) in copy.into_iter().enumerate() {
-                let _ = self.tx.send(Arc::new(JournalRecord { seq: first_seq + i as u64, at_ms, entry }));
+                let _ = self.tx.send(Arc::new(JournalRecord {
+                    seq: first_seq + i as u64,
+                    at_ms,
+                    entry,
+                }));
             }
         }
         Ok(())

@@ -67,13 +67,21 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { max_attempts: 3, initial_backoff_ms: 100, max_backoff_ms: 10_000 }
+        RetryPolicy {
+            max_attempts: 3,
+            initial_backoff_ms: 100,
+            max_backoff_ms: 10_000,
+        }
     }
 }
 
 impl RetryPolicy {
     /// Exactly one attempt.
-    pub const NONE: RetryPolicy = RetryPolicy { max_attempts: 1, initial_backoff_ms: 0, max_backoff_ms: 0 };
+    pub const NONE: RetryPolicy = RetryPolicy {
+        max_attempts: 1,
+        initial_backoff_ms: 0,
+        max_backoff_ms: 0,
+    };
 
     fn none() -> Self {
         Self::NONE
@@ -87,8 +95,15 @@ impl RetryPolicy {
     /// in the upper half so that retrying workers do not fall into step.
     pub fn backoff(&self, attempt: u32) -> Duration {
         let exp = attempt.saturating_sub(2).min(32);
-        let base = self.initial_backoff_ms.saturating_mul(1u64 << exp).min(self.max_backoff_ms);
-        let jitter = if base > 1 { fastrand::u64(0..=base / 2) } else { 0 };
+        let base = self
+            .initial_backoff_ms
+            .saturating_mul(1u64 << exp)
+            .min(self.max_backoff_ms);
+        let jitter = if base > 1 {
+            fastrand::u64(0..=base / 2)
+        } else {
+            0
+        };
         Duration::from_millis(base - base / 2 + jitter)
     }
 }
@@ -175,7 +190,10 @@ impl CmdKind {
     /// True for effects the engine performs itself by writing the journal (emits, progress): their
     /// journal entry is their receipt.
     pub fn is_journal_effect(&self) -> bool {
-        matches!(self, CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. })
+        matches!(
+            self,
+            CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. }
+        )
     }
 }
 
@@ -187,7 +205,10 @@ pub struct Cmd {
     /// Crash policy.
     pub policy: EffectPolicy,
     /// Retry policy.
-    #[serde(default = "RetryPolicy::none", skip_serializing_if = "RetryPolicy::is_none")]
+    #[serde(
+        default = "RetryPolicy::none",
+        skip_serializing_if = "RetryPolicy::is_none"
+    )]
     pub retry: RetryPolicy,
 }
 
@@ -204,22 +225,36 @@ impl Cmd {
             CmdKind::Llm { .. } | CmdKind::Tool { .. } => RetryPolicy::default(),
             _ => RetryPolicy::NONE,
         };
-        Cmd { kind, policy, retry }
+        Cmd {
+            kind,
+            policy,
+            retry,
+        }
     }
 
     /// An LLM call.
     pub fn llm(model: impl Into<String>, input: serde_json::Value) -> Self {
-        Cmd::new(CmdKind::Llm { model: model.into(), input, schema: None })
+        Cmd::new(CmdKind::Llm {
+            model: model.into(),
+            input,
+            schema: None,
+        })
     }
 
     /// A tool call.
     pub fn tool(tool: impl Into<String>, args: serde_json::Value) -> Self {
-        Cmd::new(CmdKind::Tool { tool: tool.into(), args })
+        Cmd::new(CmdKind::Tool {
+            tool: tool.into(),
+            args,
+        })
     }
 
     /// Ask the user.
     pub fn ask_user(slot: impl Into<String>, message: Message) -> Self {
-        Cmd::new(CmdKind::AskUser { slot: slot.into(), message })
+        Cmd::new(CmdKind::AskUser {
+            slot: slot.into(),
+            message,
+        })
     }
 
     /// Emit a message.
@@ -229,12 +264,18 @@ impl Cmd {
 
     /// Emit a whole artifact.
     pub fn emit_artifact(artifact: Artifact) -> Self {
-        Cmd::new(CmdKind::EmitArtifact { artifact, append: false, last_chunk: true })
+        Cmd::new(CmdKind::EmitArtifact {
+            artifact,
+            append: false,
+            last_chunk: true,
+        })
     }
 
     /// Sleep.
     pub fn sleep(duration: Duration) -> Self {
-        Cmd::new(CmdKind::Sleep { millis: duration.as_millis().min(u64::MAX as u128) as u64 })
+        Cmd::new(CmdKind::Sleep {
+            millis: duration.as_millis().min(u64::MAX as u128) as u64,
+        })
     }
 
     /// With another effect policy.

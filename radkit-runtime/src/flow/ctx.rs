@@ -31,14 +31,27 @@ pub struct StepCtx {
 
 impl std::fmt::Debug for StepCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepCtx").field("task_id", &self.task_id).field("step", &self.step).finish_non_exhaustive()
+        f.debug_struct("StepCtx")
+            .field("task_id", &self.task_id)
+            .field("step", &self.step)
+            .finish_non_exhaustive()
     }
 }
 
 impl StepCtx {
     /// A context for one step visit of a task.
-    pub fn new(task_id: Arc<str>, context_id: Arc<str>, step: String, invoker: Arc<dyn Invoker>) -> Self {
-        StepCtx { task_id, context_id, step, invoker }
+    pub fn new(
+        task_id: Arc<str>,
+        context_id: Arc<str>,
+        step: String,
+        invoker: Arc<dyn Invoker>,
+    ) -> Self {
+        StepCtx {
+            task_id,
+            context_id,
+            step,
+            invoker,
+        }
     }
 
     /// The task's id.
@@ -63,17 +76,27 @@ impl StepCtx {
 
     /// Call the model registered as `model`: `ctx.llm("critic").run::<Critique>(input).await?`.
     pub fn llm(&self, model: impl Into<String>) -> LlmCall<'_> {
-        LlmCall { ctx: self, model: model.into(), retry: None }
+        LlmCall {
+            ctx: self,
+            model: model.into(),
+            retry: None,
+        }
     }
 
     /// Call the tool registered as `tool`: `ctx.tool("charge_card").call::<Args, Out>(args).await?`.
     pub fn tool(&self, tool: impl Into<String>) -> ToolCall<'_> {
-        ToolCall { ctx: self, tool: tool.into(), retry: None }
+        ToolCall {
+            ctx: self,
+            tool: tool.into(),
+            retry: None,
+        }
     }
 
     /// Report progress: a `working` status update carrying `text`, journaled.
     pub async fn progress(&self, text: impl Into<String>) -> Result<(), StepError> {
-        self.run(Cmd::new(CmdKind::Progress { text: text.into() })).await.map(drop)
+        self.run(Cmd::new(CmdKind::Progress { text: text.into() }))
+            .await
+            .map(drop)
     }
 
     /// Send a message to the client now, journaled.
@@ -90,7 +113,12 @@ impl StepCtx {
     pub fn partial_artifact(&self, name: impl Into<String>) -> ArtifactStream<'_> {
         let name = name.into();
         let id = format!("{}-{}-{}", self.task_id, self.step, name);
-        ArtifactStream { ctx: self, id, name, sent: false }
+        ArtifactStream {
+            ctx: self,
+            id,
+            name,
+            sent: false,
+        }
     }
 
     /// Sleep durably: the timer is journaled, the step suspends without holding memory, and it is re-run
@@ -100,14 +128,24 @@ impl StepCtx {
     }
 
     /// Ask the user and wait (durably) for the answer, returned as `Content`.
-    pub async fn ask(&self, slot: impl Into<String>, question: impl Into<String>) -> Result<Content, StepError> {
-        let value = self.run(Cmd::ask_user(slot, Message::agent_text(question))).await?;
+    pub async fn ask(
+        &self,
+        slot: impl Into<String>,
+        question: impl Into<String>,
+    ) -> Result<Content, StepError> {
+        let value = self
+            .run(Cmd::ask_user(slot, Message::agent_text(question)))
+            .await?;
         let message: Message = serde_json::from_value(value)?;
         Ok(Content::from(message))
     }
 
     /// Finish the task successfully with a message and artifacts.
-    pub fn complete<S>(&self, message: impl Into<String>, artifacts: Vec<Artifact>) -> StepResult<S> {
+    pub fn complete<S>(
+        &self,
+        message: impl Into<String>,
+        artifacts: Vec<Artifact>,
+    ) -> StepResult<S> {
         Ok(Transition::complete(message).artifacts(artifacts))
     }
 
@@ -134,9 +172,12 @@ fn decode<T: DeserializeOwned>(what: &str, value: serde_json::Value) -> Result<T
     match serde_json::from_value::<T>(value.clone()) {
         Ok(t) => Ok(t),
         Err(first) => match &value {
-            serde_json::Value::String(text) => serde_json::from_str(text.trim())
-                .map_err(|e| StepError::Decode(format!("{what}: the answer is not the expected type: {e}"))),
-            _ => Err(StepError::Decode(format!("{what}: the answer is not the expected type: {first}"))),
+            serde_json::Value::String(text) => serde_json::from_str(text.trim()).map_err(|e| {
+                StepError::Decode(format!("{what}: the answer is not the expected type: {e}"))
+            }),
+            _ => Err(StepError::Decode(format!(
+                "{what}: the answer is not the expected type: {first}"
+            ))),
         },
     }
 }
@@ -158,9 +199,16 @@ impl LlmCall<'_> {
 
     /// Run the model on `input` and decode its answer as `T`. A `String` asks for text; any other type
     /// sends its JSON Schema and asks for structured output.
-    pub async fn run<T: DeserializeOwned + JsonSchema>(self, input: impl Serialize) -> Result<T, StepError> {
+    pub async fn run<T: DeserializeOwned + JsonSchema>(
+        self,
+        input: impl Serialize,
+    ) -> Result<T, StepError> {
         let input = serde_json::to_value(input)?;
-        let mut cmd = Cmd::new(CmdKind::Llm { model: self.model.clone(), input, schema: schema_of::<T>() });
+        let mut cmd = Cmd::new(CmdKind::Llm {
+            model: self.model.clone(),
+            input,
+            schema: schema_of::<T>(),
+        });
         if let Some(retry) = self.retry {
             cmd = cmd.retry(retry);
         }
@@ -217,7 +265,11 @@ impl ArtifactStream<'_> {
 
     /// Send one chunk.
     pub async fn send(&mut self, text: impl Into<String>) -> Result<(), StepError> {
-        let kind = CmdKind::EmitArtifact { artifact: self.chunk(text.into()), append: self.sent, last_chunk: false };
+        let kind = CmdKind::EmitArtifact {
+            artifact: self.chunk(text.into()),
+            append: self.sent,
+            last_chunk: false,
+        };
         self.ctx.run(Cmd::new(kind)).await?;
         self.sent = true;
         Ok(())
@@ -225,7 +277,11 @@ impl ArtifactStream<'_> {
 
     /// Send the last chunk.
     pub async fn finish(self, text: impl Into<String>) -> Result<(), StepError> {
-        let kind = CmdKind::EmitArtifact { artifact: self.chunk(text.into()), append: self.sent, last_chunk: true };
+        let kind = CmdKind::EmitArtifact {
+            artifact: self.chunk(text.into()),
+            append: self.sent,
+            last_chunk: true,
+        };
         self.ctx.run(Cmd::new(kind)).await.map(drop)
     }
 }

@@ -27,12 +27,18 @@ pub struct EffectError {
 impl EffectError {
     /// A transient error.
     pub fn transient(message: impl Into<String>) -> Self {
-        EffectError { kind: ErrorKind::Transient, message: message.into() }
+        EffectError {
+            kind: ErrorKind::Transient,
+            message: message.into(),
+        }
     }
 
     /// A permanent error.
     pub fn permanent(message: impl Into<String>) -> Self {
-        EffectError { kind: ErrorKind::Permanent, message: message.into() }
+        EffectError {
+            kind: ErrorKind::Permanent,
+            message: message.into(),
+        }
     }
 
     /// True for transient errors.

@@ -91,7 +91,10 @@ impl SkillInfo {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         for step in steps {
             let resume = step.resume_from.as_deref().unwrap_or("");
-            for piece in [step.name.as_str(), resume, step.payload.as_str()].into_iter().chain(step.gotos.iter().map(String::as_str)) {
+            for piece in [step.name.as_str(), resume, step.payload.as_str()]
+                .into_iter()
+                .chain(step.gotos.iter().map(String::as_str))
+            {
                 for byte in piece.bytes().chain([0u8]) {
                     hash ^= u64::from(byte);
                     hash = hash.wrapping_mul(0x0100_0000_01b3);
@@ -128,14 +131,21 @@ pub trait FlowSkill: Send + Sync + 'static {
     }
 
     /// Handle `event` in `state`.
-    async fn on_event(&self, state: Self::State, event: Event, ctx: &StepCtx) -> Result<Transition<Self::State>, StepError>;
+    async fn on_event(
+        &self,
+        state: Self::State,
+        event: Event,
+        ctx: &StepCtx,
+    ) -> Result<Transition<Self::State>, StepError>;
 }
 
 /// The name of an externally tagged serde enum value (`"Draft"`, `{"Critique": ..}`), or `"state"`.
 pub(crate) fn state_name(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Object(map) if map.len() == 1 => map.keys().next().cloned().unwrap_or_default(),
+        serde_json::Value::Object(map) if map.len() == 1 => {
+            map.keys().next().cloned().unwrap_or_default()
+        }
         serde_json::Value::Object(map) => match map.get("step") {
             Some(serde_json::Value::String(s)) => s.clone(),
             _ => "state".to_owned(),
@@ -154,7 +164,12 @@ pub trait ErasedSkill: Send + Sync + 'static {
     /// The step name of a JSON state.
     fn step_name(&self, state: &serde_json::Value) -> String;
     /// Deliver `event` to the JSON state.
-    async fn activate(&self, state: serde_json::Value, event: Event, ctx: &StepCtx) -> Result<Transition<serde_json::Value>, StepError>;
+    async fn activate(
+        &self,
+        state: serde_json::Value,
+        event: Event,
+        ctx: &StepCtx,
+    ) -> Result<Transition<serde_json::Value>, StepError>;
 }
 
 struct Erased<F> {
@@ -185,9 +200,18 @@ impl<F: FlowSkill> ErasedSkill for Erased<F> {
         }
     }
 
-    async fn activate(&self, state: serde_json::Value, event: Event, ctx: &StepCtx) -> Result<Transition<serde_json::Value>, StepError> {
-        let state: F::State = serde_json::from_value(state)
-            .map_err(|e| StepError::Decode(format!("persisted state of skill `{}` does not decode: {e}", self.info.id)))?;
+    async fn activate(
+        &self,
+        state: serde_json::Value,
+        event: Event,
+        ctx: &StepCtx,
+    ) -> Result<Transition<serde_json::Value>, StepError> {
+        let state: F::State = serde_json::from_value(state).map_err(|e| {
+            StepError::Decode(format!(
+                "persisted state of skill `{}` does not decode: {e}",
+                self.info.id
+            ))
+        })?;
         let transition = self.skill.on_event(state, event, ctx).await?;
         transition.try_map_state(|s| serde_json::to_value(s).map_err(StepError::from))
     }

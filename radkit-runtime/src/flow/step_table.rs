@@ -13,7 +13,9 @@ use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Event, FlowSkill, Next, SkillInfo, StepCtx, StepError, StepInfo, StepResult, Transition};
+use super::{
+    Event, FlowSkill, Next, SkillInfo, StepCtx, StepError, StepInfo, StepResult, Transition,
+};
 use crate::model::Content;
 
 /// A step function: `fn(&skill, &ctx, input) -> BoxFuture<StepResult>`.
@@ -31,7 +33,13 @@ pub struct Step<S: 'static> {
 impl<S: 'static> Step<S> {
     /// A step named `name` running `run`.
     pub const fn new(name: &'static str, run: StepFn<S>) -> Self {
-        Step { name, run, start: false, takes_user_message: false, resume_from: None }
+        Step {
+            name,
+            run,
+            start: false,
+            takes_user_message: false,
+            resume_from: None,
+        }
     }
 
     /// The step the first user message runs.
@@ -66,7 +74,10 @@ pub struct StepState {
 impl StepState {
     /// A state for `step` with a payload.
     pub fn new(step: impl Into<String>, payload: impl Serialize) -> Result<Self, StepError> {
-        Ok(StepState { step: step.into(), payload: serde_json::to_value(payload)? })
+        Ok(StepState {
+            step: step.into(),
+            payload: serde_json::to_value(payload)?,
+        })
     }
 }
 
@@ -101,7 +112,11 @@ pub fn goto(step: &str, payload: impl Serialize) -> StepResult {
 
 /// Wait for user input; the reply runs the step declared `resume_from` the current step, with `carry`.
 pub fn await_input(slot: &str, message: &str, carry: impl Serialize) -> StepResult {
-    Ok(Transition::await_input(StepState::new("", carry)?, slot, message))
+    Ok(Transition::await_input(
+        StepState::new("", carry)?,
+        slot,
+        message,
+    ))
 }
 
 /// A skill made of a step table.
@@ -123,13 +138,19 @@ impl<S: Send + Sync + 'static> StepTable<S> {
             }
             if step.start {
                 if let Some(first) = start {
-                    return Err(format!("multiple start steps; `{}` is already the start step", steps[first].name));
+                    return Err(format!(
+                        "multiple start steps; `{}` is already the start step",
+                        steps[first].name
+                    ));
                 }
                 start = Some(i);
             }
             if let Some(target) = step.resume_from {
                 if !steps.iter().any(|s| s.name == target) {
-                    return Err(format!("`{}` resumes from unknown step `{target}`", step.name));
+                    return Err(format!(
+                        "`{}` resumes from unknown step `{target}`",
+                        step.name
+                    ));
                 }
                 if steps[..i].iter().any(|s| s.resume_from == Some(target)) {
                     return Err(format!("two steps resume from `{target}`"));
@@ -150,7 +171,12 @@ impl<S: Send + Sync + 'static> StepTable<S> {
         if info.version == "1" {
             info.version = SkillInfo::graph_version(&info.steps);
         }
-        Ok(StepTable { info, skill, steps, start })
+        Ok(StepTable {
+            info,
+            skill,
+            steps,
+            start,
+        })
     }
 
     fn find(&self, name: &str) -> Option<&Step<S>> {
@@ -167,7 +193,10 @@ impl<S: Send + Sync + 'static> FlowSkill for StepTable<S> {
     }
 
     fn initial_state(&self) -> StepState {
-        StepState { step: self.steps[self.start].name.to_owned(), payload: serde_json::Value::Null }
+        StepState {
+            step: self.steps[self.start].name.to_owned(),
+            payload: serde_json::Value::Null,
+        }
     }
 
     fn step_name(&self, state: &StepState) -> String {
@@ -175,24 +204,47 @@ impl<S: Send + Sync + 'static> FlowSkill for StepTable<S> {
     }
 
     async fn on_event(&self, state: StepState, event: Event, ctx: &StepCtx) -> StepResult {
-        let step = self
-            .find(&state.step)
-            .ok_or_else(|| StepError::msg(format!("skill `{}` has no step `{}`", self.info.id, state.step)))?;
+        let step = self.find(&state.step).ok_or_else(|| {
+            StepError::msg(format!(
+                "skill `{}` has no step `{}`",
+                self.info.id, state.step
+            ))
+        })?;
         let message = match event {
-            Event::UserMessage { message } if step.takes_user_message => Some(Content::from(message)),
+            Event::UserMessage { message } if step.takes_user_message => {
+                Some(Content::from(message))
+            }
             Event::Enter => None,
             _ => return Ok(Transition::ignore()),
         };
-        let mut transition = (step.run)(&self.skill, ctx, StepInput { payload: state.payload, message }).await?;
+        let mut transition = (step.run)(
+            &self.skill,
+            ctx,
+            StepInput {
+                payload: state.payload,
+                message,
+            },
+        )
+        .await?;
         match &mut transition.next {
             Next::AwaitInput { state, .. } => {
-                let resume = self.steps.iter().find(|s| s.resume_from == Some(step.name)).ok_or_else(|| {
-                    StepError::msg(format!("step `{}` awaits input but no step declares `.resume_from(\"{}\")`", step.name, step.name))
-                })?;
+                let resume = self
+                    .steps
+                    .iter()
+                    .find(|s| s.resume_from == Some(step.name))
+                    .ok_or_else(|| {
+                        StepError::msg(format!(
+                            "step `{}` awaits input but no step declares `.resume_from(\"{}\")`",
+                            step.name, step.name
+                        ))
+                    })?;
                 state.step = resume.name.to_owned();
             }
             Next::Goto(target) | Next::To(target) if self.find(&target.step).is_none() => {
-                return Err(StepError::msg(format!("step `{}` goes to unknown step `{}`", step.name, target.step)));
+                return Err(StepError::msg(format!(
+                    "step `{}` goes to unknown step `{}`",
+                    step.name, target.step
+                )));
             }
             _ => {}
         }

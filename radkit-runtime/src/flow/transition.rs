@@ -58,7 +58,12 @@ pub type StepResult<S = super::StepState> = Result<Transition<S>, StepError>;
 
 impl<S> Transition<S> {
     fn of(next: Next<S>) -> Self {
-        Transition { next, cmds: Vec::new(), messages: Vec::new(), artifacts: Vec::new() }
+        Transition {
+            next,
+            cmds: Vec::new(),
+            messages: Vec::new(),
+            artifacts: Vec::new(),
+        }
     }
 
     /// Move to `state` and wait for the next event.
@@ -73,12 +78,18 @@ impl<S> Transition<S> {
 
     /// Wait for user input in `state`.
     pub fn await_input(state: S, slot: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::of(Next::AwaitInput { state, slot: slot.into(), message: Message::agent_text(message) })
+        Self::of(Next::AwaitInput {
+            state,
+            slot: slot.into(),
+            message: Message::agent_text(message),
+        })
     }
 
     /// Finish successfully with a final agent message.
     pub fn complete(message: impl Into<String>) -> Self {
-        Self::of(Next::Complete { message: Some(Message::agent_text(message)) })
+        Self::of(Next::Complete {
+            message: Some(Message::agent_text(message)),
+        })
     }
 
     /// Finish successfully without a message.
@@ -88,12 +99,16 @@ impl<S> Transition<S> {
 
     /// Finish as failed.
     pub fn fail(reason: impl Into<String>) -> Self {
-        Self::of(Next::Fail { reason: reason.into() })
+        Self::of(Next::Fail {
+            reason: reason.into(),
+        })
     }
 
     /// Finish as rejected.
     pub fn reject(reason: impl Into<String>) -> Self {
-        Self::of(Next::Reject { reason: reason.into() })
+        Self::of(Next::Reject {
+            reason: reason.into(),
+        })
     }
 
     /// Change nothing.
@@ -130,17 +145,33 @@ impl<S> Transition<S> {
         let next = match self.next {
             Next::To(s) => Next::To(f(s)),
             Next::Goto(s) => Next::Goto(f(s)),
-            Next::AwaitInput { state, slot, message } => Next::AwaitInput { state: f(state), slot, message },
+            Next::AwaitInput {
+                state,
+                slot,
+                message,
+            } => Next::AwaitInput {
+                state: f(state),
+                slot,
+                message,
+            },
             Next::Complete { message } => Next::Complete { message },
             Next::Fail { reason } => Next::Fail { reason },
             Next::Reject { reason } => Next::Reject { reason },
             Next::Ignore => Next::Ignore,
         };
-        Transition { next, cmds: self.cmds, messages: self.messages, artifacts: self.artifacts }
+        Transition {
+            next,
+            cmds: self.cmds,
+            messages: self.messages,
+            artifacts: self.artifacts,
+        }
     }
 
     /// The same transition with its state mapped by a fallible function.
-    pub fn try_map_state<T, E>(self, f: impl FnOnce(S) -> Result<T, E>) -> Result<Transition<T>, E> {
+    pub fn try_map_state<T, E>(
+        self,
+        f: impl FnOnce(S) -> Result<T, E>,
+    ) -> Result<Transition<T>, E> {
         let mut err = None;
         let mapped = self.map_state(|s| match f(s) {
             Ok(t) => Some(t),

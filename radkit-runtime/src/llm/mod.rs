@@ -33,7 +33,10 @@ pub struct LlmResponse {
 }
 
 /// A language model.
-#[diagnostic::on_unimplemented(message = "`{Self}` is not a radkit model", note = "implement `radkit::llm::Model` (one async `complete` method)")]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a radkit model",
+    note = "implement `radkit::llm::Model` (one async `complete` method)"
+)]
 #[async_trait]
 pub trait Model: Send + Sync + 'static {
     /// Answer one request. Transient errors (timeouts, 429, 5xx) are retried by the engine.

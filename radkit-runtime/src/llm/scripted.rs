@@ -19,8 +19,13 @@ pub struct ScriptedModel {
 
 impl ScriptedModel {
     /// Answer every request with `script(request)`.
-    pub fn new(script: impl Fn(&LlmRequest) -> Result<serde_json::Value, EffectError> + Send + Sync + 'static) -> Self {
-        ScriptedModel { script: Arc::new(script), calls: Arc::new(AtomicUsize::new(0)) }
+    pub fn new(
+        script: impl Fn(&LlmRequest) -> Result<serde_json::Value, EffectError> + Send + Sync + 'static,
+    ) -> Self {
+        ScriptedModel {
+            script: Arc::new(script),
+            calls: Arc::new(AtomicUsize::new(0)),
+        }
     }
 
     /// Answer the n-th call with `answers[n]`, repeating the last one when the list runs out.
@@ -48,6 +53,9 @@ impl Model for ScriptedModel {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let output = (self.script)(&request)?;
         let usage = serde_json::json!({ "input_tokens": request.input.to_string().len() / 4, "output_tokens": output.to_string().len() / 4 });
-        Ok(LlmResponse { output, usage: Some(usage) })
+        Ok(LlmResponse {
+            output,
+            usage: Some(usage),
+        })
     }
 }

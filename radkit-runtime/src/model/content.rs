@@ -15,7 +15,9 @@ pub struct Content {
 impl Content {
     /// Content of one text part.
     pub fn from_text(text: impl Into<String>) -> Self {
-        Content { parts: vec![Part::text(text)] }
+        Content {
+            parts: vec![Part::text(text)],
+        }
     }
 
     /// Content from parts.
@@ -51,7 +53,9 @@ impl Content {
 
 impl From<Message> for Content {
     fn from(message: Message) -> Self {
-        Content { parts: message.parts }
+        Content {
+            parts: message.parts,
+        }
     }
 }
 

@@ -75,12 +75,18 @@ pub enum Part {
 impl Part {
     /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
-        Part::Text { text: text.into(), metadata: None }
+        Part::Text {
+            text: text.into(),
+            metadata: None,
+        }
     }
 
     /// A data part holding a JSON object.
     pub fn data(data: serde_json::Map<String, serde_json::Value>) -> Self {
-        Part::Data { data, metadata: None }
+        Part::Data {
+            data,
+            metadata: None,
+        }
     }
 
     /// The text of a text part.

@@ -9,7 +9,9 @@ mod task;
 pub use card::{AgentCapabilities, AgentCard, AgentSkill, SecurityScheme};
 pub use content::Content;
 pub use message::{FileContent, Message, Part, Role};
-pub use task::{Artifact, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent};
+pub use task::{
+    Artifact, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
 
 /// Arbitrary JSON object carried in `metadata` fields.
 pub type Metadata = serde_json::Map<String, serde_json::Value>;

@@ -31,7 +31,10 @@ pub enum TaskState {
 impl TaskState {
     /// True for states a task never leaves.
     pub fn is_terminal(self) -> bool {
-        matches!(self, TaskState::Completed | TaskState::Canceled | TaskState::Failed | TaskState::Rejected)
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Canceled | TaskState::Failed | TaskState::Rejected
+        )
     }
 
     /// The wire name (`input-required`, ...).

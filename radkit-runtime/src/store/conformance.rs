@@ -26,7 +26,12 @@ fn record(id: &str, principal: Option<&str>) -> TaskRecord {
 }
 
 fn created(id: &str) -> Entry {
-    Entry::TaskCreated { skill_id: "skill".into(), skill_version: "1".into(), context_id: format!("ctx-{id}"), principal: None }
+    Entry::TaskCreated {
+        skill_id: "skill".into(),
+        skill_version: "1".into(),
+        context_id: format!("ctx-{id}"),
+        principal: None,
+    }
 }
 
 fn create(id: &str, principal: Option<&str>) -> Append {
@@ -43,29 +48,91 @@ fn fresh_id(prefix: &str) -> String {
 pub fn every_entry() -> Vec<Entry> {
     let id = InvocationId::derive("t", 1, 0);
     vec![
-        Entry::MessageReceived { message: Message::user_text("hi") },
-        Entry::Activated { visit: 1, step: "s".into(), state: serde_json::json!({"a": [1, 2]}), event: Event::UserMessage { message: Message::user_text("hi") } },
-        Entry::CommandIssued { id: id.clone(), cmd: Cmd::tool("charge", serde_json::json!({"amount": 5})), transition: true },
-        Entry::AttemptFailed { id: id.clone(), attempt: 1, error: EffectError::transient("timeout") },
-        Entry::ReceiptRecorded { receipt: Receipt { id: id.clone(), attempt: 2, outcome: Ok(serde_json::json!("ok")), usage: Some(serde_json::json!({"tokens": 3})) } },
-        Entry::ReceiptRecorded { receipt: Receipt { id: id.clone(), attempt: 1, outcome: Err(EffectError::permanent("no")), usage: None } },
-        Entry::Transitioned { visit: 1, next: "goto".into(), state: Some(serde_json::json!(null)) },
-        Entry::TimerSet { id: id.clone(), fire_at_ms: 42 },
-        Entry::AwaitingInput { slot: "note".into(), message: Message::agent_text("?"), resume: Some(serde_json::json!(1)), ask: None },
-        Entry::MessageEmitted { message: Message::agent_text("hello") },
-        Entry::Progress { message: Message::agent_text("working") },
-        Entry::ArtifactEmitted { artifact: Artifact::from_text("a.txt", "x"), append: true, last_chunk: false },
-        Entry::StatusChanged { state: TaskState::Working },
+        Entry::MessageReceived {
+            message: Message::user_text("hi"),
+        },
+        Entry::Activated {
+            visit: 1,
+            step: "s".into(),
+            state: serde_json::json!({"a": [1, 2]}),
+            event: Event::UserMessage {
+                message: Message::user_text("hi"),
+            },
+        },
+        Entry::CommandIssued {
+            id: id.clone(),
+            cmd: Cmd::tool("charge", serde_json::json!({"amount": 5})),
+            transition: true,
+        },
+        Entry::AttemptFailed {
+            id: id.clone(),
+            attempt: 1,
+            error: EffectError::transient("timeout"),
+        },
+        Entry::ReceiptRecorded {
+            receipt: Receipt {
+                id: id.clone(),
+                attempt: 2,
+                outcome: Ok(serde_json::json!("ok")),
+                usage: Some(serde_json::json!({"tokens": 3})),
+            },
+        },
+        Entry::ReceiptRecorded {
+            receipt: Receipt {
+                id: id.clone(),
+                attempt: 1,
+                outcome: Err(EffectError::permanent("no")),
+                usage: None,
+            },
+        },
+        Entry::Transitioned {
+            visit: 1,
+            next: "goto".into(),
+            state: Some(serde_json::json!(null)),
+        },
+        Entry::TimerSet {
+            id: id.clone(),
+            fire_at_ms: 42,
+        },
+        Entry::AwaitingInput {
+            slot: "note".into(),
+            message: Message::agent_text("?"),
+            resume: Some(serde_json::json!(1)),
+            ask: None,
+        },
+        Entry::MessageEmitted {
+            message: Message::agent_text("hello"),
+        },
+        Entry::Progress {
+            message: Message::agent_text("working"),
+        },
+        Entry::ArtifactEmitted {
+            artifact: Artifact::from_text("a.txt", "x"),
+            append: true,
+            last_chunk: false,
+        },
+        Entry::StatusChanged {
+            state: TaskState::Working,
+        },
         Entry::CancelRequested,
-        Entry::Compensated { id, outcome: Ok(serde_json::Value::Null) },
-        Entry::Terminal { state: TaskState::Completed, message: Some(Message::agent_text("done")) },
+        Entry::Compensated {
+            id,
+            outcome: Ok(serde_json::Value::Null),
+        },
+        Entry::Terminal {
+            state: TaskState::Completed,
+            message: Some(Message::agent_text("done")),
+        },
     ]
 }
 
 /// Create, append, read back: every entry kind round-trips, seqs are 1..n, the row follows.
 pub async fn round_trip(store: &dyn Store) {
     let id = fresh_id("rt");
-    store.append(create(&id, Some("alice"))).await.expect("create");
+    store
+        .append(create(&id, Some("alice")))
+        .await
+        .expect("create");
     let entries = every_entry();
     let mut append = Append::new(&id, 2, entries.clone());
     append.state = Some(TaskState::Working);
@@ -73,8 +140,17 @@ pub async fn round_trip(store: &dyn Store) {
     store.append(append).await.expect("append");
     let journal = store.journal(&id, 0).await.expect("journal");
     assert_eq!(journal.len(), entries.len() + 1);
-    assert_eq!(journal.iter().map(|r| r.seq).collect::<Vec<_>>(), (1..=journal.len() as u64).collect::<Vec<_>>());
-    assert_eq!(journal[1..].iter().map(|r| r.entry.clone()).collect::<Vec<_>>(), entries);
+    assert_eq!(
+        journal.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        (1..=journal.len() as u64).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        journal[1..]
+            .iter()
+            .map(|r| r.entry.clone())
+            .collect::<Vec<_>>(),
+        entries
+    );
     let tail = store.journal(&id, 5).await.expect("tail");
     assert_eq!(tail.first().map(|r| r.seq), Some(6));
     let row = store.task(&id).await.expect("task").expect("row exists");
@@ -82,12 +158,30 @@ pub async fn round_trip(store: &dyn Store) {
     assert_eq!(row.wake_at_ms, Some(1234));
     assert_eq!(row.last_seq, journal.len() as u64);
     assert_eq!(row.principal.as_deref(), Some("alice"));
-    let mut clear = Append::new(&id, row.last_seq + 1, vec![Entry::StatusChanged { state: TaskState::InputRequired }]);
+    let mut clear = Append::new(
+        &id,
+        row.last_seq + 1,
+        vec![Entry::StatusChanged {
+            state: TaskState::InputRequired,
+        }],
+    );
     clear.wake_at_ms = Some(None);
     store.append(clear).await.expect("clear timer");
-    assert_eq!(store.task(&id).await.expect("task").expect("row").wake_at_ms, None);
+    assert_eq!(
+        store
+            .task(&id)
+            .await
+            .expect("task")
+            .expect("row")
+            .wake_at_ms,
+        None
+    );
     assert!(store.task("no-such-task").await.expect("task").is_none());
-    assert!(store.journal("no-such-task", 0).await.expect("journal").is_empty());
+    assert!(store
+        .journal("no-such-task", 0)
+        .await
+        .expect("journal")
+        .is_empty());
 }
 
 /// A gap, a duplicate seq, a second create and an append to a missing task are refused, and nothing
@@ -96,15 +190,42 @@ pub async fn refuses_gaps_and_duplicates(store: &dyn Store) {
     let id = fresh_id("gap");
     store.append(create(&id, None)).await.expect("create");
     for bad_seq in [1, 3, 7] {
-        match store.append(Append::new(&id, bad_seq, vec![Entry::CancelRequested])).await {
-            Err(StoreError::Conflict { expected: 2, got, .. }) => assert_eq!(got, bad_seq),
+        match store
+            .append(Append::new(&id, bad_seq, vec![Entry::CancelRequested]))
+            .await
+        {
+            Err(StoreError::Conflict {
+                expected: 2, got, ..
+            }) => assert_eq!(got, bad_seq),
             other => panic!("seq {bad_seq} must conflict, got {other:?}"),
         }
     }
-    assert!(matches!(store.append(create(&id, None)).await, Err(StoreError::Conflict { .. })), "second create");
-    assert!(matches!(store.append(Append::new(fresh_id("missing"), 1, vec![Entry::CancelRequested])).await, Err(StoreError::Conflict { .. })));
-    assert_eq!(store.journal(&id, 0).await.expect("journal").len(), 1, "refused appends left no trace");
-    store.append(Append::new(&id, 2, vec![Entry::CancelRequested])).await.expect("the right seq still works");
+    assert!(
+        matches!(
+            store.append(create(&id, None)).await,
+            Err(StoreError::Conflict { .. })
+        ),
+        "second create"
+    );
+    assert!(matches!(
+        store
+            .append(Append::new(
+                fresh_id("missing"),
+                1,
+                vec![Entry::CancelRequested]
+            ))
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(
+        store.journal(&id, 0).await.expect("journal").len(),
+        1,
+        "refused appends left no trace"
+    );
+    store
+        .append(Append::new(&id, 2, vec![Entry::CancelRequested]))
+        .await
+        .expect("the right seq still works");
 }
 
 /// Many tasks appending at once: everything is committed, every journal is contiguous.
@@ -118,9 +239,17 @@ pub async fn concurrent_appends(store: Arc<dyn Store>) {
             let id = fresh_id(&format!("conc{t}"));
             store.append(create(&id, None)).await.expect("create");
             for seq in 2..=appends + 1 {
-                let entries = vec![Entry::StatusChanged { state: TaskState::Working }, Entry::CancelRequested];
+                let entries = vec![
+                    Entry::StatusChanged {
+                        state: TaskState::Working,
+                    },
+                    Entry::CancelRequested,
+                ];
                 let first = 2 + (seq - 2) * 2;
-                store.append(Append::new(&id, first, entries)).await.expect("append");
+                store
+                    .append(Append::new(&id, first, entries))
+                    .await
+                    .expect("append");
             }
             id
         }));
@@ -129,7 +258,11 @@ pub async fn concurrent_appends(store: Arc<dyn Store>) {
         let id = handle.await.expect("task");
         let journal = store.journal(&id, 0).await.expect("journal");
         let seqs: Vec<u64> = journal.iter().map(|r| r.seq).collect();
-        assert_eq!(seqs, (1..=(1 + 2 * appends)).collect::<Vec<_>>(), "contiguous journal for {id}");
+        assert_eq!(
+            seqs,
+            (1..=(1 + 2 * appends)).collect::<Vec<_>>(),
+            "contiguous journal for {id}"
+        );
     }
 }
 
@@ -154,26 +287,91 @@ pub async fn list_filters(store: &dyn Store) {
     let open = fresh_id("open");
     let done = fresh_id("done");
     let sleeping = fresh_id("sleep");
-    store.append(create(&open, Some(&owner))).await.expect("create");
-    store.append(create(&done, Some(&owner))).await.expect("create");
-    store.append(create(&sleeping, Some(&owner))).await.expect("create");
-    let mut finish = Append::new(&done, 2, vec![Entry::Terminal { state: TaskState::Completed, message: None }]);
+    store
+        .append(create(&open, Some(&owner)))
+        .await
+        .expect("create");
+    store
+        .append(create(&done, Some(&owner)))
+        .await
+        .expect("create");
+    store
+        .append(create(&sleeping, Some(&owner)))
+        .await
+        .expect("create");
+    let mut finish = Append::new(
+        &done,
+        2,
+        vec![Entry::Terminal {
+            state: TaskState::Completed,
+            message: None,
+        }],
+    );
     finish.state = Some(TaskState::Completed);
     store.append(finish).await.expect("finish");
-    let mut nap = Append::new(&sleeping, 2, vec![Entry::TimerSet { id: InvocationId::derive(&sleeping, 1, 0), fire_at_ms: 1_000 }]);
+    let mut nap = Append::new(
+        &sleeping,
+        2,
+        vec![Entry::TimerSet {
+            id: InvocationId::derive(&sleeping, 1, 0),
+            fire_at_ms: 1_000,
+        }],
+    );
     nap.wake_at_ms = Some(Some(1_000));
     store.append(nap).await.expect("timer");
 
-    let mine = TaskQuery { principal: Some(owner.clone()), ..TaskQuery::default() };
-    let ids: HashSet<String> = store.list(mine.clone()).await.expect("list").into_iter().map(|r| r.id).collect();
-    assert_eq!(ids, HashSet::from([open.clone(), done.clone(), sleeping.clone()]));
-    let running: HashSet<String> = store.list(TaskQuery { non_terminal: true, ..mine.clone() }).await.expect("list").into_iter().map(|r| r.id).collect();
+    let mine = TaskQuery {
+        principal: Some(owner.clone()),
+        ..TaskQuery::default()
+    };
+    let ids: HashSet<String> = store
+        .list(mine.clone())
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        ids,
+        HashSet::from([open.clone(), done.clone(), sleeping.clone()])
+    );
+    let running: HashSet<String> = store
+        .list(TaskQuery {
+            non_terminal: true,
+            ..mine.clone()
+        })
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
     assert_eq!(running, HashSet::from([open.clone(), sleeping.clone()]));
-    let due: Vec<String> = store.list(TaskQuery { wake_due_ms: Some(2_000), ..mine.clone() }).await.expect("list").into_iter().map(|r| r.id).collect();
+    let due: Vec<String> = store
+        .list(TaskQuery {
+            wake_due_ms: Some(2_000),
+            ..mine.clone()
+        })
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
     assert_eq!(due, vec![sleeping.clone()]);
-    let not_yet = store.list(TaskQuery { wake_due_ms: Some(500), ..mine.clone() }).await.expect("list");
+    let not_yet = store
+        .list(TaskQuery {
+            wake_due_ms: Some(500),
+            ..mine.clone()
+        })
+        .await
+        .expect("list");
     assert!(not_yet.is_empty());
-    let newest = store.list(TaskQuery { limit: Some(2), ..mine }).await.expect("list");
+    let newest = store
+        .list(TaskQuery {
+            limit: Some(2),
+            ..mine
+        })
+        .await
+        .expect("list");
     assert_eq!(newest.len(), 2);
 }
 

@@ -30,7 +30,11 @@ impl MemoryStore {
 
 /// Apply one append to an in-memory map, with the same rules as every store.
 pub(crate) fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(), StoreError> {
-    let conflict = |expected| StoreError::Conflict { task_id: append.task_id.clone(), expected, got: append.first_seq };
+    let conflict = |expected| StoreError::Conflict {
+        task_id: append.task_id.clone(),
+        expected,
+        got: append.first_seq,
+    };
     if let Some(record) = &append.create {
         if tasks.contains_key(&record.id) || append.first_seq != 1 || record.id != append.task_id {
             return Err(conflict(0));
@@ -38,16 +42,24 @@ pub(crate) fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(),
     } else {
         match tasks.get(&append.task_id) {
             None => return Err(conflict(0)),
-            Some((row, _)) if row.last_seq + 1 != append.first_seq => return Err(conflict(row.last_seq + 1)),
+            Some((row, _)) if row.last_seq + 1 != append.first_seq => {
+                return Err(conflict(row.last_seq + 1))
+            }
             Some(_) => {}
         }
     }
     let (row, journal) = match append.create {
-        Some(record) => tasks.entry(append.task_id.clone()).or_insert((record, Vec::new())),
+        Some(record) => tasks
+            .entry(append.task_id.clone())
+            .or_insert((record, Vec::new())),
         None => tasks.get_mut(&append.task_id).ok_or_else(|| conflict(0))?,
     };
     for (i, entry) in append.entries.into_iter().enumerate() {
-        journal.push(JournalRecord { seq: append.first_seq + i as u64, at_ms, entry });
+        journal.push(JournalRecord {
+            seq: append.first_seq + i as u64,
+            at_ms,
+            entry,
+        });
     }
     row.last_seq = journal.len() as u64;
     row.updated_at_ms = at_ms;
@@ -63,8 +75,13 @@ pub(crate) fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(),
 /// Whether a row matches a query.
 pub(crate) fn matches(row: &TaskRecord, query: &TaskQuery) -> bool {
     (!query.non_terminal || !row.state.is_terminal())
-        && query.principal.as_ref().is_none_or(|p| row.principal.as_ref() == Some(p))
-        && query.wake_due_ms.is_none_or(|t| row.wake_at_ms.is_some_and(|w| w <= t))
+        && query
+            .principal
+            .as_ref()
+            .is_none_or(|p| row.principal.as_ref() == Some(p))
+        && query
+            .wake_due_ms
+            .is_none_or(|t| row.wake_at_ms.is_some_and(|w| w <= t))
 }
 
 #[async_trait]
@@ -77,7 +94,11 @@ impl Store for MemoryStore {
         Ok(self.lock().get(task_id).map(|(row, _)| row.clone()))
     }
 
-    async fn journal(&self, task_id: &str, after_seq: u64) -> Result<Vec<JournalRecord>, StoreError> {
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
         Ok(self
             .lock()
             .get(task_id)
@@ -86,8 +107,17 @@ impl Store for MemoryStore {
     }
 
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
-        let mut rows: Vec<TaskRecord> = self.lock().values().filter(|(row, _)| matches(row, &query)).map(|(row, _)| row.clone()).collect();
-        rows.sort_by(|a, b| a.created_at_ms.cmp(&b.created_at_ms).then_with(|| a.id.cmp(&b.id)));
+        let mut rows: Vec<TaskRecord> = self
+            .lock()
+            .values()
+            .filter(|(row, _)| matches(row, &query))
+            .map(|(row, _)| row.clone())
+            .collect();
+        rows.sort_by(|a, b| {
+            a.created_at_ms
+                .cmp(&b.created_at_ms)
+                .then_with(|| a.id.cmp(&b.id))
+        });
         if let Some(limit) = query.limit {
             rows.reverse();
             rows.truncate(limit);

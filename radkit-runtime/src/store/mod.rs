@@ -63,7 +63,15 @@ pub struct Append {
 impl Append {
     /// An append of `entries` to `task_id` at `first_seq`, changing nothing else.
     pub fn new(task_id: impl Into<String>, first_seq: u64, entries: Vec<Entry>) -> Self {
-        Append { task_id: task_id.into(), first_seq, entries, create: None, state: None, wake_at_ms: None, fence: None }
+        Append {
+            task_id: task_id.into(),
+            first_seq,
+            entries,
+            create: None,
+            state: None,
+            wake_at_ms: None,
+            fence: None,
+        }
     }
 }
 
@@ -131,7 +139,11 @@ pub trait Store: Send + Sync + 'static {
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
 
     /// Journal entries of a task with `seq > after_seq`, in order.
-    async fn journal(&self, task_id: &str, after_seq: u64) -> Result<Vec<JournalRecord>, StoreError>;
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError>;
 
     /// Task rows matching `query`.
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;

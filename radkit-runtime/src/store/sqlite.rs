@@ -100,18 +100,23 @@ const MIGRATIONS: &[&str] = &[
 
 fn connect(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(backend)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(backend)?;
-    conn.pragma_update(None, "journal_mode", "WAL").map_err(backend)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(backend)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(backend)?;
     let sync = match durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
     };
-    conn.pragma_update(None, "synchronous", sync).map_err(backend)?;
+    conn.pragma_update(None, "synchronous", sync)
+        .map_err(backend)?;
     Ok(conn)
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(backend)?;
+    let version: usize = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(backend)?;
     if version > MIGRATIONS.len() {
         return Err(StoreError::Backend(format!(
             "database schema version {version} is newer than this radkit understands ({}); upgrade radkit",
@@ -121,7 +126,8 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
         let tx = conn.transaction().map_err(backend)?;
         tx.execute_batch(sql).map_err(backend)?;
-        tx.pragma_update(None, "user_version", i + 1).map_err(backend)?;
+        tx.pragma_update(None, "user_version", i + 1)
+            .map_err(backend)?;
         tx.commit().map_err(backend)?;
     }
     Ok(())
@@ -132,7 +138,9 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
         let path = path.as_ref().to_owned();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
+            })?;
         }
         let mut conn = connect(&path, durability)?;
         migrate(&mut conn)?;
@@ -159,7 +167,10 @@ impl SqliteStore {
 
     /// Commit statistics since open.
     pub fn stats(&self) -> StoreStats {
-        StoreStats { batches: self.shared.batches.load(Ordering::Relaxed), appends: self.shared.appends.load(Ordering::Relaxed) }
+        StoreStats {
+            batches: self.shared.batches.load(Ordering::Relaxed),
+            appends: self.shared.appends.load(Ordering::Relaxed),
+        }
     }
 
     /// The database file.
@@ -168,15 +179,23 @@ impl SqliteStore {
     }
 
     /// Run `f` on a pooled read connection on the blocking pool.
-    async fn read<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || {
-            let pooled = shared.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let pooled = shared
+                .readers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop();
             let conn = match pooled {
                 Some(c) => c,
                 None => {
                     let c = Connection::open(&shared.path).map_err(backend)?;
-                    c.busy_timeout(std::time::Duration::from_secs(10)).map_err(backend)?;
+                    c.busy_timeout(std::time::Duration::from_secs(10))
+                        .map_err(backend)?;
                     c
                 }
             };
@@ -193,7 +212,11 @@ impl SqliteStore {
 }
 
 /// The writer thread: block for one append, take everything else queued, commit once, answer all.
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<(Encoded, Reply)>, stats: std::sync::Weak<Shared>) {
+fn writer_loop(
+    mut conn: Connection,
+    rx: mpsc::Receiver<(Encoded, Reply)>,
+    stats: std::sync::Weak<Shared>,
+) {
     let mut last_seqs: HashMap<String, (i64, u64)> = HashMap::new();
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -221,7 +244,11 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<(Encoded, Reply)>, stats
 /// `last_seqs` caches each task's last seq: the writer thread is the only writer of the file in this
 /// process (several processes must not write one SQLite file; use Postgres for that), so the cache is
 /// exact once loaded. It is cleared when a batch fails and pruned when tasks end.
-fn commit_batch(conn: &mut Connection, batch: &mut [(Encoded, Reply)], last_seqs: &mut HashMap<String, (i64, u64)>) -> Vec<Result<(), StoreError>> {
+fn commit_batch(
+    conn: &mut Connection,
+    batch: &mut [(Encoded, Reply)],
+    last_seqs: &mut HashMap<String, (i64, u64)>,
+) -> Vec<Result<(), StoreError>> {
     let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batch.len());
     let outcome = (|| -> Result<(), rusqlite::Error> {
         let tx = conn.transaction()?;
@@ -245,9 +272,18 @@ fn commit_batch(conn: &mut Connection, batch: &mut [(Encoded, Reply)], last_seqs
     }
 }
 
-fn apply_one(tx: &rusqlite::Transaction<'_>, encoded: &Encoded, now: i64, last_seqs: &mut HashMap<String, (i64, u64)>) -> Result<Result<(), StoreError>, rusqlite::Error> {
+fn apply_one(
+    tx: &rusqlite::Transaction<'_>,
+    encoded: &Encoded,
+    now: i64,
+    last_seqs: &mut HashMap<String, (i64, u64)>,
+) -> Result<Result<(), StoreError>, rusqlite::Error> {
     let append = &encoded.append;
-    let conflict = |expected| StoreError::Conflict { task_id: append.task_id.clone(), expected, got: append.first_seq };
+    let conflict = |expected| StoreError::Conflict {
+        task_id: append.task_id.clone(),
+        expected,
+        got: append.first_seq,
+    };
     let known = match last_seqs.get(&append.task_id) {
         Some(known) => Some(*known),
         None => tx
@@ -275,10 +311,14 @@ fn apply_one(tx: &rusqlite::Transaction<'_>, encoded: &Encoded, now: i64, last_s
             tx.last_insert_rowid()
         }
         (Some(_), _) | (None, None) => return Ok(Err(conflict(0))),
-        (None, Some((_, last))) if last + 1 != append.first_seq => return Ok(Err(conflict(last + 1))),
+        (None, Some((_, last))) if last + 1 != append.first_seq => {
+            return Ok(Err(conflict(last + 1)))
+        }
         (None, Some((tid, _))) => tid,
     };
-    let mut insert = tx.prepare_cached("INSERT INTO journal (tid, seq, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO journal (tid, seq, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
     let mut seq = append.first_seq;
     for (kind, body) in &encoded.rows {
         insert.execute(params![tid, seq as i64, now, kind, body])?;
@@ -325,8 +365,11 @@ fn row_to_task(r: &rusqlite::Row<'_>) -> rusqlite::Result<(TaskRecord, String)> 
 }
 
 fn finish_row((mut record, state): (TaskRecord, String)) -> Result<TaskRecord, StoreError> {
-    record.state = TaskState::parse(&state)
-        .ok_or_else(|| StoreError::Corrupt { task_id: record.id.clone(), seq: 0, reason: format!("unknown task state `{state}`") })?;
+    record.state = TaskState::parse(&state).ok_or_else(|| StoreError::Corrupt {
+        task_id: record.id.clone(),
+        seq: 0,
+        reason: format!("unknown task state `{state}`"),
+    })?;
     Ok(record)
 }
 
@@ -340,12 +383,18 @@ impl Store for SqliteStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
         let mut rows = Vec::with_capacity(append.entries.len());
         for entry in &append.entries {
-            let body = serde_json::to_string(entry).map_err(|e| StoreError::Backend(format!("entry does not serialize: {e}")))?;
+            let body = serde_json::to_string(entry)
+                .map_err(|e| StoreError::Backend(format!("entry does not serialize: {e}")))?;
             rows.push((entry.kind_name(), body));
         }
         let (reply, answer) = oneshot::channel();
         let encoded = Encoded { append, rows };
-        self.shared.writer.lock().unwrap_or_else(|p| p.into_inner()).send((encoded, reply)).map_err(|_| StoreError::Closed)?;
+        self.shared
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send((encoded, reply))
+            .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -363,7 +412,11 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn journal(&self, task_id: &str, after_seq: u64) -> Result<Vec<JournalRecord>, StoreError> {
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
         let id = task_id.to_owned();
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached("SELECT seq, at_ms, body FROM journal WHERE tid = (SELECT tid FROM tasks WHERE id = ?1) AND seq > ?2 ORDER BY seq").map_err(backend)?;
@@ -394,7 +447,9 @@ impl Store for SqliteStore {
                 sql.push_str(" AND wake_at_ms IS NOT NULL AND wake_at_ms <= ?2");
             }
             match query.limit {
-                Some(limit) => sql.push_str(&format!(" ORDER BY created_at_ms DESC, id DESC LIMIT {limit}")),
+                Some(limit) => sql.push_str(&format!(
+                    " ORDER BY created_at_ms DESC, id DESC LIMIT {limit}"
+                )),
                 None => sql.push_str(" ORDER BY created_at_ms, id"),
             }
             let mut stmt = conn.prepare(&sql).map_err(backend)?;
@@ -426,10 +481,15 @@ impl Store for SqliteStore {
 /// `commits` transactions.
 pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, StoreError> {
     let conn = connect(path, Durability::Full)?;
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)").map_err(backend)?;
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        .map_err(backend)?;
     let started = std::time::Instant::now();
     for i in 0..commits {
-        conn.execute("INSERT INTO t (body) VALUES (?1)", params![format!("commit {i}")]).map_err(backend)?;
+        conn.execute(
+            "INSERT INTO t (body) VALUES (?1)",
+            params![format!("commit {i}")],
+        )
+        .map_err(backend)?;
     }
     Ok(started.elapsed() / commits.max(1))
 }
@@ -438,7 +498,11 @@ pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, 
 /// `radkit doctor`-style checks): `("wal", 2)` is WAL with FULL.
 pub fn pragmas(path: &Path, durability: Durability) -> Result<(String, i64), StoreError> {
     let conn = connect(path, durability)?;
-    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).map_err(backend)?;
-    let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0)).map_err(backend)?;
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .map_err(backend)?;
+    let sync: i64 = conn
+        .pragma_query_value(None, "synchronous", |r| r.get(0))
+        .map_err(backend)?;
     Ok((mode, sync))
 }

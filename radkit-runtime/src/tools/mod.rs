@@ -10,17 +10,29 @@ use async_trait::async_trait;
 use crate::flow::{EffectError, EffectPolicy, InvocationId};
 
 /// A tool the engine can call.
-#[diagnostic::on_unimplemented(message = "`{Self}` is not a radkit tool", note = "implement `radkit::tools::Tool` or wrap an async closure with `FnTool::new`")]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a radkit tool",
+    note = "implement `radkit::tools::Tool` or wrap an async closure with `FnTool::new`"
+)]
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
     /// What may happen if the call is interrupted; decides replay after a crash.
     fn policy(&self) -> EffectPolicy;
 
     /// Perform the effect. `key` is stable across retries and replays: deduplicate on it.
-    async fn call(&self, args: serde_json::Value, key: &InvocationId) -> Result<serde_json::Value, EffectError>;
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        key: &InvocationId,
+    ) -> Result<serde_json::Value, EffectError>;
 
     /// Undo a successful call (for `Compensate` tools), on failure or cancel of the task.
-    async fn compensate(&self, args: serde_json::Value, output: serde_json::Value, key: &InvocationId) -> Result<serde_json::Value, EffectError> {
+    async fn compensate(
+        &self,
+        args: serde_json::Value,
+        output: serde_json::Value,
+        key: &InvocationId,
+    ) -> Result<serde_json::Value, EffectError> {
         let _ = (args, output, key);
         Err(EffectError::permanent("this tool has no compensation"))
     }
@@ -45,7 +57,11 @@ impl FnTool {
         F: Fn(serde_json::Value, InvocationId) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<serde_json::Value, EffectError>> + Send + 'static,
     {
-        FnTool { policy, call: Arc::new(move |a, k| Box::pin(call(a, k))), undo: None }
+        FnTool {
+            policy,
+            call: Arc::new(move |a, k| Box::pin(call(a, k))),
+            undo: None,
+        }
     }
 
     /// With a compensation `undo(args, output, key)`.
@@ -65,11 +81,20 @@ impl Tool for FnTool {
         self.policy
     }
 
-    async fn call(&self, args: serde_json::Value, key: &InvocationId) -> Result<serde_json::Value, EffectError> {
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        key: &InvocationId,
+    ) -> Result<serde_json::Value, EffectError> {
         (self.call)(args, key.clone()).await
     }
 
-    async fn compensate(&self, args: serde_json::Value, output: serde_json::Value, key: &InvocationId) -> Result<serde_json::Value, EffectError> {
+    async fn compensate(
+        &self,
+        args: serde_json::Value,
+        output: serde_json::Value,
+        key: &InvocationId,
+    ) -> Result<serde_json::Value, EffectError> {
         match &self.undo {
             Some(undo) => undo(args, output, key.clone()).await,
             None => Err(EffectError::permanent("this tool has no compensation")),

@@ -1,0 +1,139 @@
+//! JSON-RPC 2.0 envelopes and the A2A error codes.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The error codes A2A 0.3 names.
+pub mod codes {
+    /// Invalid JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// Not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Unknown method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// No such task.
+    pub const TASK_NOT_FOUND: i64 = -32001;
+    /// The task cannot be canceled.
+    pub const TASK_NOT_CANCELABLE: i64 = -32002;
+    /// Push notifications are not supported.
+    pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
+    /// The operation is not supported.
+    pub const UNSUPPORTED_OPERATION: i64 = -32004;
+    /// Incompatible content types.
+    pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RpcError {
+    /// Code.
+    pub code: i64,
+    /// Message.
+    pub message: String,
+    /// Detail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error with a code and message.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+/// A parsed request.
+pub(crate) struct Request {
+    pub id: Value,
+    pub method: String,
+    pub params: Value,
+}
+
+/// A response envelope.
+pub(crate) fn ok(id: &Value, result: impl Serialize) -> Value {
+    match serde_json::to_value(result) {
+        Ok(result) => serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+        Err(e) => error(
+            id,
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("result does not serialize: {e}"),
+            ),
+        ),
+    }
+}
+
+/// An error envelope.
+pub(crate) fn error(id: &Value, error: RpcError) -> Value {
+    serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error })
+}
+
+pub(crate) fn unauthorized() -> Value {
+    error(
+        &Value::Null,
+        RpcError::new(
+            codes::INVALID_REQUEST,
+            "missing or invalid bearer token; send `Authorization: Bearer <token>`",
+        ),
+    )
+}
+
+/// Parse a request body: -32700 for bad JSON, -32600 for a bad envelope.
+pub(crate) fn parse(body: &[u8]) -> Result<Request, Value> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        error(
+            &Value::Null,
+            RpcError::new(codes::PARSE_ERROR, format!("parse error: {e}")),
+        )
+    })?;
+    let Value::Object(mut object) = value else {
+        return Err(error(
+            &Value::Null,
+            RpcError::new(
+                codes::INVALID_REQUEST,
+                "the request must be a JSON object (batches are not supported)",
+            ),
+        ));
+    };
+    let id = object.remove("id").unwrap_or(Value::Null);
+    if !matches!(id, Value::String(_) | Value::Number(_) | Value::Null) {
+        return Err(error(
+            &Value::Null,
+            RpcError::new(
+                codes::INVALID_REQUEST,
+                "`id` must be a string, a number or null",
+            ),
+        ));
+    }
+    if object.get("jsonrpc") != Some(&Value::String("2.0".to_owned())) {
+        return Err(error(
+            &id,
+            RpcError::new(codes::INVALID_REQUEST, "`jsonrpc` must be \"2.0\""),
+        ));
+    }
+    let method = match object.remove("method") {
+        Some(Value::String(m)) => m,
+        _ => {
+            return Err(error(
+                &id,
+                RpcError::new(codes::INVALID_REQUEST, "`method` must be a string"),
+            ))
+        }
+    };
+    let params = object.remove("params").unwrap_or(Value::Null);
+    if !matches!(params, Value::Object(_) | Value::Null) {
+        return Err(error(
+            &id,
+            RpcError::new(codes::INVALID_PARAMS, "`params` must be an object"),
+        ));
+    }
+    Ok(Request { id, method, params })
+}

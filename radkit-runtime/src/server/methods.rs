@@ -1,0 +1,322 @@
+//! The A2A methods: parameters in, engine calls, results or A2A errors out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::jsonrpc::{self, codes, Request, RpcError};
+use super::{stream, AppState};
+use crate::engine::EngineError;
+use crate::model::{Message, Part, Task};
+
+/// How long a blocking `message/send` waits before returning the task as it is.
+const BLOCKING_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SendConfiguration {
+    #[serde(default)]
+    blocking: Option<bool>,
+    #[serde(default)]
+    history_length: Option<i64>,
+    #[serde(default)]
+    accepted_output_modes: Option<Vec<String>>,
+    #[serde(default)]
+    push_notification_config: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct SendParams {
+    message: Message,
+    #[serde(default)]
+    configuration: Option<SendConfiguration>,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueryParams {
+    id: String,
+    #[serde(default)]
+    history_length: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct IdParams {
+    id: String,
+}
+
+fn decode_params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, RpcError> {
+    serde_json::from_value(value)
+        .map_err(|e| RpcError::new(codes::INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+fn history(len: Option<i64>) -> Result<Option<usize>, RpcError> {
+    match len {
+        Some(n) if n < 0 => Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            "`historyLength` must not be negative",
+        )),
+        Some(n) => Ok(Some(n as usize)),
+        None => Ok(None),
+    }
+}
+
+/// Map an engine error to the A2A error a client should see; internals are logged, not sent.
+fn engine_error(error: EngineError, cancel: bool) -> RpcError {
+    match error {
+        EngineError::TaskNotFound(id) => {
+            RpcError::new(codes::TASK_NOT_FOUND, format!("task {id} not found"))
+        }
+        e @ EngineError::TaskFinished { .. } if cancel => {
+            RpcError::new(codes::TASK_NOT_CANCELABLE, e.to_string())
+        }
+        e @ (EngineError::TaskFinished { .. }
+        | EngineError::NotAwaitingInput { .. }
+        | EngineError::UnknownSkill(_)
+        | EngineError::InvalidInput(_)) => RpcError::new(codes::INVALID_PARAMS, e.to_string()),
+        e @ EngineError::VersionMismatch { .. } => {
+            RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
+        }
+        other => {
+            tracing::error!(error = %other, "request failed");
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                "internal error; the server log has the details",
+            )
+        }
+    }
+}
+
+fn mime_of(part: &Part) -> &str {
+    match part {
+        Part::Text { .. } => "text/plain",
+        Part::Data { .. } => "application/json",
+        Part::File { file, .. } => match file {
+            crate::model::FileContent::Bytes { mime_type, .. }
+            | crate::model::FileContent::Uri { mime_type, .. } => {
+                mime_type.as_deref().unwrap_or("application/octet-stream")
+            }
+        },
+    }
+}
+
+/// Keep only artifact parts of a mode the client accepts.
+fn accept_modes(mut task: Task, accepted: &Option<Vec<String>>) -> Task {
+    let Some(accepted) = accepted
+        .as_ref()
+        .filter(|a| !a.is_empty() && !a.iter().any(|m| m == "*/*"))
+    else {
+        return task;
+    };
+    if let Some(artifacts) = task.artifacts.as_mut() {
+        for artifact in artifacts.iter_mut() {
+            artifact
+                .parts
+                .retain(|p| accepted.iter().any(|m| m == mime_of(p)));
+        }
+        artifacts.retain(|a| !a.parts.is_empty());
+    }
+    task
+}
+
+pub(crate) async fn dispatch(
+    state: Arc<AppState>,
+    principal: Option<String>,
+    request: Request,
+) -> Response {
+    let id = request.id.clone();
+    let result = match request.method.as_str() {
+        "message/send" => send(&state, principal, request.params)
+            .await
+            .map(|task| jsonrpc::ok(&id, task)),
+        "message/stream" => return stream_message(state, principal, request).await,
+        "tasks/get" => get(&state, principal, request.params)
+            .await
+            .map(|task| jsonrpc::ok(&id, task)),
+        "tasks/cancel" => cancel(&state, principal, request.params)
+            .await
+            .map(|task| jsonrpc::ok(&id, task)),
+        "tasks/resubscribe" => return resubscribe(state, principal, request).await,
+        m if m.starts_with("tasks/pushNotificationConfig/") => Err(RpcError::new(
+            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
+            "push notifications are not supported; use message/stream or tasks/resubscribe",
+        )),
+        "agent/getAuthenticatedExtendedCard" => Err(RpcError::new(
+            codes::UNSUPPORTED_OPERATION,
+            "this agent has no authenticated extended card",
+        )),
+        other => Err(RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("method `{other}` not found"),
+        )),
+    };
+    match result {
+        Ok(body) => Json(body).into_response(),
+        Err(error) => Json(jsonrpc::error(&id, error)).into_response(),
+    }
+}
+
+/// Validate and start (or continue) a task; returns the task id and the request's options.
+async fn start(
+    state: &AppState,
+    principal: Option<&str>,
+    params: Value,
+) -> Result<(String, SendConfiguration), RpcError> {
+    let SendParams {
+        message,
+        configuration,
+        metadata,
+    } = decode_params(params)?;
+    let configuration = configuration.unwrap_or(SendConfiguration {
+        blocking: None,
+        history_length: None,
+        accepted_output_modes: None,
+        push_notification_config: None,
+    });
+    history(configuration.history_length)?;
+    if configuration.push_notification_config.is_some() {
+        return Err(RpcError::new(
+            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
+            "push notifications are not supported",
+        ));
+    }
+    if message.parts.is_empty() {
+        return Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            "`message.parts` must not be empty",
+        ));
+    }
+    let skill = metadata
+        .as_ref()
+        .and_then(|m| m.get("skillId").or_else(|| m.get("skill_id")))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let task_id = state
+        .engine
+        .send(principal, skill.as_deref(), message)
+        .await
+        .map_err(|e| engine_error(e, false))?;
+    Ok((task_id, configuration))
+}
+
+async fn send(
+    state: &AppState,
+    principal: Option<String>,
+    params: Value,
+) -> Result<Task, RpcError> {
+    let (task_id, config) = start(state, principal.as_deref(), params).await?;
+    let history_length = history(config.history_length)?.or(Some(state.config.max_history));
+    if config.blocking.unwrap_or(false) {
+        // The task keeps running if we stop waiting: the engine owns it, not this request.
+        let _ = tokio::time::timeout(
+            BLOCKING_WAIT,
+            state.engine.wait_settled(principal.as_deref(), &task_id),
+        )
+        .await;
+    }
+    let task = state
+        .engine
+        .task(principal.as_deref(), &task_id, history_length)
+        .await
+        .map_err(|e| engine_error(e, false))?;
+    Ok(accept_modes(task, &config.accepted_output_modes))
+}
+
+async fn get(state: &AppState, principal: Option<String>, params: Value) -> Result<Task, RpcError> {
+    let QueryParams { id, history_length } = decode_params(params)?;
+    let history_length = history(history_length)?.or(Some(state.config.max_history));
+    state
+        .engine
+        .task(principal.as_deref(), &id, history_length)
+        .await
+        .map_err(|e| engine_error(e, false))
+}
+
+async fn cancel(
+    state: &AppState,
+    principal: Option<String>,
+    params: Value,
+) -> Result<Task, RpcError> {
+    let IdParams { id } = decode_params(params)?;
+    state
+        .engine
+        .cancel(principal.as_deref(), &id)
+        .await
+        .map_err(|e| engine_error(e, true))
+}
+
+async fn stream_message(
+    state: Arc<AppState>,
+    principal: Option<String>,
+    request: Request,
+) -> Response {
+    let id = request.id.clone();
+    let continuing = request
+        .params
+        .get("message")
+        .and_then(|m| m.get("taskId"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    // A continuation streams only what happens after this message.
+    let after = match &continuing {
+        Some(task_id) => match state
+            .engine
+            .snapshot(principal.as_deref(), task_id, Some(0))
+            .await
+        {
+            Ok((_, seq)) => seq,
+            Err(e) => return Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
+        },
+        None => 0,
+    };
+    let task_id = match start(&state, principal.as_deref(), request.params).await {
+        Ok((task_id, _)) => task_id,
+        Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
+    };
+    let (first, after) = if continuing.is_some() {
+        (None, after)
+    } else {
+        match state
+            .engine
+            .snapshot(
+                principal.as_deref(),
+                &task_id,
+                Some(state.config.max_history),
+            )
+            .await
+        {
+            Ok((task, seq)) => (Some(task), seq),
+            Err(e) => return Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
+        }
+    };
+    match state
+        .engine
+        .subscribe_from(principal.as_deref(), &task_id, after)
+        .await
+    {
+        Ok(sub) => stream::sse(sub, id, first).into_response(),
+        Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
+    }
+}
+
+async fn resubscribe(
+    state: Arc<AppState>,
+    principal: Option<String>,
+    request: Request,
+) -> Response {
+    let id = request.id.clone();
+    let IdParams { id: task_id } = match decode_params(request.params) {
+        Ok(p) => p,
+        Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
+    };
+    match state.engine.subscribe(principal.as_deref(), &task_id).await {
+        Ok(sub) => stream::sse(sub, id, None).into_response(),
+        Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
+    }
+}
