@@ -22,11 +22,17 @@ fn effect_trace(journal: &[JournalRecord]) -> Vec<(String, serde_json::Value, se
             Entry::ReceiptRecorded { receipt } => {
                 let cmd = &issued[&receipt.id];
                 let input = match &cmd.kind {
-                    CmdKind::Llm { input, schema, .. } => serde_json::json!({ "input": input, "schema": schema }),
+                    CmdKind::Llm { input, schema, .. } => {
+                        serde_json::json!({ "input": input, "schema": schema })
+                    }
                     CmdKind::Tool { args, .. } => args.clone(),
                     _ => continue,
                 };
-                trace.push((cmd.kind.fingerprint(), input, receipt.outcome.clone().unwrap_or_default()));
+                trace.push((
+                    cmd.kind.fingerprint(),
+                    input,
+                    receipt.outcome.clone().unwrap_or_default(),
+                ));
             }
             _ => {}
         }
@@ -48,19 +54,58 @@ fn states(journal: &[JournalRecord]) -> Vec<TaskState> {
     out
 }
 
-async fn run_form(skill: Arc<dyn ErasedSkill>) -> (Vec<(String, serde_json::Value, serde_json::Value)>, Vec<TaskState>, Vec<(Option<String>, String)>) {
-    let engine = Engine::builder(MemoryStore::new()).erased_skill(skill).effects(demo::scripted_effects()).start().await.unwrap();
-    let id = engine.send(None, None, Message::user_text("Durable execution for agents")).await.unwrap();
+async fn run_form(
+    skill: Arc<dyn ErasedSkill>,
+) -> (
+    Vec<(String, serde_json::Value, serde_json::Value)>,
+    Vec<TaskState>,
+    Vec<(Option<String>, String)>,
+) {
+    let engine = Engine::builder(MemoryStore::new())
+        .erased_skill(skill)
+        .effects(demo::scripted_effects())
+        .start()
+        .await
+        .unwrap();
+    let id = engine
+        .send(
+            None,
+            None,
+            Message::user_text("Durable execution for agents"),
+        )
+        .await
+        .unwrap();
     let task = engine.wait_settled(None, &id).await.unwrap();
-    assert_eq!(task.status.state, TaskState::InputRequired, "{:?}", task.status);
-    assert_eq!(task.status.message.as_ref().unwrap().joined_texts(), "Critic needs human input.");
+    assert_eq!(
+        task.status.state,
+        TaskState::InputRequired,
+        "{:?}",
+        task.status
+    );
+    assert_eq!(
+        task.status.message.as_ref().unwrap().joined_texts(),
+        "Critic needs human input."
+    );
     let mut reply = Message::user_text("Make it friendlier.");
     reply.task_id = Some(id.clone());
     engine.send(None, None, reply).await.unwrap();
     let task = engine.wait_settled(None, &id).await.unwrap();
     assert_eq!(task.status.state, TaskState::Completed, "{:?}", task.status);
-    assert_eq!(task.status.message.as_ref().unwrap().joined_texts(), "Approved by critic.");
-    let artifacts = task.artifacts.unwrap_or_default().iter().map(|a| (a.name.clone(), a.parts[0].as_text().unwrap_or_default().to_owned())).collect();
+    assert_eq!(
+        task.status.message.as_ref().unwrap().joined_texts(),
+        "Approved by critic."
+    );
+    let artifacts = task
+        .artifacts
+        .unwrap_or_default()
+        .iter()
+        .map(|a| {
+            (
+                a.name.clone(),
+                a.parts[0].as_text().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
     let journal = engine.journal(None, &id).await.unwrap();
     (effect_trace(&journal), states(&journal), artifacts)
 }
@@ -69,7 +114,19 @@ async fn run_form(skill: Arc<dyn ErasedSkill>) -> (Vec<(String, serde_json::Valu
 async fn reducer_and_step_table_produce_the_same_effect_journal() {
     let reducer = run_form(radkit::flow::erase(demo::research_reducer::ResearchReducer)).await;
     let table = run_form(radkit::flow::erase(demo::research_table::skill())).await;
-    assert_eq!(reducer.1, vec![TaskState::Working, TaskState::InputRequired, TaskState::Working, TaskState::Completed]);
-    assert_eq!(reducer.0.len(), 6, "research, critic (revise), research, critic (ask), research, critic (approve)");
+    assert_eq!(
+        reducer.1,
+        vec![
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Working,
+            TaskState::Completed
+        ]
+    );
+    assert_eq!(
+        reducer.0.len(),
+        6,
+        "research, critic (revise), research, critic (ask), research, critic (approve)"
+    );
     assert_eq!(reducer, table);
 }

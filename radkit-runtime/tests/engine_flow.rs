@@ -14,7 +14,8 @@ use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Fault};
 use radkit_runtime::flow::step_table::{goto, Step, StepInput, StepTable};
 use radkit_runtime::flow::{
-    Cmd, EffectError, EffectPolicy, Event, FlowSkill, RetryPolicy, SkillInfo, StepCtx, StepError, StepResult, Transition,
+    Cmd, EffectError, EffectPolicy, Event, FlowSkill, RetryPolicy, SkillInfo, StepCtx, StepError,
+    StepResult, Transition,
 };
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
@@ -26,7 +27,11 @@ struct One;
 
 fn call_flaky<'a>(_: &'a One, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
     Box::pin(async move {
-        let retry = RetryPolicy { max_attempts: 4, initial_backoff_ms: 1, max_backoff_ms: 5 };
+        let retry = RetryPolicy {
+            max_attempts: 4,
+            initial_backoff_ms: 1,
+            max_backoff_ms: 5,
+        };
         let out: String = ctx.tool("flaky").retry(retry).call(()).await?;
         ctx.complete(out, vec![])
     })
@@ -37,10 +42,20 @@ static FLAKY_STEPS: &[Step<One>] = &[Step::new("call", call_flaky).start().takes
 async fn transient_errors_are_retried_and_every_attempt_is_journaled() {
     let (tool, count) = flaky(2, true);
     let skill = StepTable::new(SkillInfo::new("flaky", "Flaky"), One, FLAKY_STEPS).unwrap();
-    let engine = Engine::builder(MemoryStore::new()).skill(skill).effects(Effects::new().tool("flaky", tool)).start().await.unwrap();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(skill)
+        .effects(Effects::new().tool("flaky", tool))
+        .start()
+        .await
+        .unwrap();
     let id = engine.send(None, None, user("go")).await.unwrap();
     let task = settled(&engine, &id).await;
-    assert_eq!(task.status.state, TaskState::Completed, "{}", status_text(&task));
+    assert_eq!(
+        task.status.state,
+        TaskState::Completed,
+        "{}",
+        status_text(&task)
+    );
     assert_eq!(*count.lock().unwrap(), 3);
     let journal = engine.journal(None, &id).await.unwrap();
     let failed: Vec<u32> = journal
@@ -62,11 +77,20 @@ async fn transient_errors_are_retried_and_every_attempt_is_journaled() {
 async fn permanent_errors_are_not_retried_and_fail_the_task() {
     let (tool, count) = flaky(10, false);
     let skill = StepTable::new(SkillInfo::new("flaky", "Flaky"), One, FLAKY_STEPS).unwrap();
-    let engine = Engine::builder(MemoryStore::new()).skill(skill).effects(Effects::new().tool("flaky", tool)).start().await.unwrap();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(skill)
+        .effects(Effects::new().tool("flaky", tool))
+        .start()
+        .await
+        .unwrap();
     let id = engine.send(None, None, user("go")).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
-    assert!(status_text(&task).contains("card declined"), "{}", status_text(&task));
+    assert!(
+        status_text(&task).contains("card declined"),
+        "{}",
+        status_text(&task)
+    );
     assert_eq!(*count.lock().unwrap(), 1);
 }
 
@@ -82,11 +106,20 @@ static LOOP_STEPS: &[Step<Looper>] = &[Step::new("spin", spin).start().takes_use
 #[tokio::test]
 async fn max_steps_guard_fails_a_runaway_loop() {
     let skill = StepTable::new(SkillInfo::new("loop", "Loop"), Looper, LOOP_STEPS).unwrap();
-    let engine = Engine::builder(MemoryStore::new()).skill(skill).max_steps(50).start().await.unwrap();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(skill)
+        .max_steps(50)
+        .start()
+        .await
+        .unwrap();
     let id = engine.send(None, None, user("go")).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
-    assert!(status_text(&task).contains("max_steps"), "{}", status_text(&task));
+    assert!(
+        status_text(&task).contains("max_steps"),
+        "{}",
+        status_text(&task)
+    );
 }
 
 struct Panicky;
@@ -98,7 +131,11 @@ static PANIC_STEPS: &[Step<Panicky>] = &[Step::new("boom", boom).start().takes_u
 #[tokio::test]
 async fn a_panicking_step_fails_its_task_not_the_process() {
     let skill = StepTable::new(SkillInfo::new("panic", "Panic"), Panicky, PANIC_STEPS).unwrap();
-    let engine = Engine::builder(MemoryStore::new()).skill(skill).start().await.unwrap();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(skill)
+        .start()
+        .await
+        .unwrap();
     let id = engine.send(None, None, user("go")).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
@@ -119,34 +156,64 @@ fn book<'a>(_: &'a Saga, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepRe
 fn confirm<'a>(_: &'a Saga, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
     Box::pin(async move { ctx.complete("booked", vec![]) })
 }
-static SAGA_STEPS: &[Step<Saga>] = &[Step::new("book", book).start().takes_user_message(), Step::new("confirm", confirm).resume_from("book")];
+static SAGA_STEPS: &[Step<Saga>] = &[
+    Step::new("book", book).start().takes_user_message(),
+    Step::new("confirm", confirm).resume_from("book"),
+];
 
 fn saga_tool(name: &'static str, undone: Arc<Mutex<Vec<String>>>) -> FnTool {
-    FnTool::new(EffectPolicy::Compensate, move |args, _| async move { Ok(serde_json::json!({ "booked": name, "args": args })) })
-        .compensate_with(move |_args, output, _key| {
-            let undone = undone.clone();
-            async move {
-                undone.lock().unwrap().push(output["booked"].as_str().unwrap_or_default().to_owned());
-                Ok(serde_json::Value::Null)
-            }
-        })
+    FnTool::new(EffectPolicy::Compensate, move |args, _| async move {
+        Ok(serde_json::json!({ "booked": name, "args": args }))
+    })
+    .compensate_with(move |_args, output, _key| {
+        let undone = undone.clone();
+        async move {
+            undone
+                .lock()
+                .unwrap()
+                .push(output["booked"].as_str().unwrap_or_default().to_owned());
+            Ok(serde_json::Value::Null)
+        }
+    })
 }
 
 #[tokio::test]
 async fn cancel_runs_compensations_newest_first_and_journals_each() {
     let undone = Arc::new(Mutex::new(Vec::new()));
-    let effects = Effects::new().tool("hotel", saga_tool("hotel", undone.clone())).tool("flight", saga_tool("flight", undone.clone()));
+    let effects = Effects::new()
+        .tool("hotel", saga_tool("hotel", undone.clone()))
+        .tool("flight", saga_tool("flight", undone.clone()));
     let skill = StepTable::new(SkillInfo::new("saga", "Saga"), Saga, SAGA_STEPS).unwrap();
-    let engine = Engine::builder(MemoryStore::new()).skill(skill).effects(effects).start().await.unwrap();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(skill)
+        .effects(effects)
+        .start()
+        .await
+        .unwrap();
     let id = engine.send(None, None, user("trip")).await.unwrap();
-    assert_eq!(settled(&engine, &id).await.status.state, TaskState::InputRequired);
+    assert_eq!(
+        settled(&engine, &id).await.status.state,
+        TaskState::InputRequired
+    );
     let task = engine.cancel(None, &id).await.unwrap();
     assert_eq!(task.status.state, TaskState::Canceled);
-    assert_eq!(*undone.lock().unwrap(), vec!["flight".to_owned(), "hotel".to_owned()]);
+    assert_eq!(
+        *undone.lock().unwrap(),
+        vec!["flight".to_owned(), "hotel".to_owned()]
+    );
     let journal = engine.journal(None, &id).await.unwrap();
-    assert_eq!(journal.iter().filter(|r| matches!(r.entry, Entry::Compensated { .. })).count(), 2);
+    assert_eq!(
+        journal
+            .iter()
+            .filter(|r| matches!(r.entry, Entry::Compensated { .. }))
+            .count(),
+        2
+    );
     match engine.cancel(None, &id).await {
-        Err(EngineError::TaskFinished { state: TaskState::Canceled, .. }) => {}
+        Err(EngineError::TaskFinished {
+            state: TaskState::Canceled,
+            ..
+        }) => {}
         other => panic!("a finished task is not cancelable: {other:?}"),
     }
     match engine.send(None, None, reply(&id, "late")).await {
@@ -170,16 +237,36 @@ async fn durable_timer_fires_after_restart() {
     let store = MemoryStore::new();
     let skill = || StepTable::new(SkillInfo::new("sleep", "Sleep"), Sleeper, SLEEP_STEPS).unwrap();
     let hook = |f: &Fault| f.boundary == Boundary::TimerWait;
-    let engine = Engine::builder(store.clone()).skill(skill()).fault_hook(hook).build().unwrap();
+    let engine = Engine::builder(store.clone())
+        .skill(skill())
+        .fault_hook(hook)
+        .build()
+        .unwrap();
     let id = engine.send(None, None, user("zz")).await.unwrap();
     wait_halted(&engine).await;
     let row = engine.store().task(&id).await.unwrap().unwrap();
     assert!(row.wake_at_ms.is_some(), "the timer is a row, not a thread");
-    let engine = Engine::builder(store.clone()).skill(skill()).start().await.unwrap();
+    let engine = Engine::builder(store.clone())
+        .skill(skill())
+        .start()
+        .await
+        .unwrap();
     let task = settled(&engine, &id).await;
-    assert_eq!(task.status.state, TaskState::Completed, "{}", status_text(&task));
+    assert_eq!(
+        task.status.state,
+        TaskState::Completed,
+        "{}",
+        status_text(&task)
+    );
     let journal = engine.journal(None, &id).await.unwrap();
-    assert_eq!(journal.iter().filter(|r| matches!(r.entry, Entry::Progress { .. })).count(), 1, "progress not repeated on replay");
+    assert_eq!(
+        journal
+            .iter()
+            .filter(|r| matches!(r.entry, Entry::Progress { .. }))
+            .count(),
+        1,
+        "progress not repeated on replay"
+    );
 }
 
 struct Versioned(&'static str, &'static str);
@@ -193,7 +280,12 @@ impl FlowSkill for Versioned {
     fn initial_state(&self) -> u32 {
         0
     }
-    async fn on_event(&self, state: u32, event: Event, ctx: &StepCtx) -> Result<Transition<u32>, StepError> {
+    async fn on_event(
+        &self,
+        state: u32,
+        event: Event,
+        ctx: &StepCtx,
+    ) -> Result<Transition<u32>, StepError> {
         match event {
             Event::UserMessage { .. } if state == 0 => {
                 let _: serde_json::Value = ctx.tool(self.1).call(()).await?;
@@ -220,14 +312,32 @@ async fn resuming_on_an_incompatible_version_is_a_clear_error() {
     let store = MemoryStore::new();
     let c = Arc::new(AtomicU32::new(0));
     let effects = Effects::new().tool("a", counting(c.clone()));
-    let engine = Engine::builder(store.clone()).skill(Versioned("1", "a")).effects(effects.clone()).start().await.unwrap();
+    let engine = Engine::builder(store.clone())
+        .skill(Versioned("1", "a"))
+        .effects(effects.clone())
+        .start()
+        .await
+        .unwrap();
     let id = engine.send(None, None, user("go")).await.unwrap();
-    assert_eq!(settled(&engine, &id).await.status.state, TaskState::InputRequired);
-    let engine = Engine::builder(store.clone()).skill(Versioned("2", "a")).effects(effects).start().await.unwrap();
+    assert_eq!(
+        settled(&engine, &id).await.status.state,
+        TaskState::InputRequired
+    );
+    let engine = Engine::builder(store.clone())
+        .skill(Versioned("2", "a"))
+        .effects(effects)
+        .start()
+        .await
+        .unwrap();
     match engine.send(None, None, reply(&id, "more")).await {
         Err(e @ EngineError::VersionMismatch { .. }) => {
             let text = e.to_string();
-            assert!(text.contains("version 1") && text.contains("version 2") && text.contains("versioned"), "{text}");
+            assert!(
+                text.contains("version 1")
+                    && text.contains("version 2")
+                    && text.contains("versioned"),
+                "{text}"
+            );
         }
         other => panic!("expected a version mismatch, got {other:?}"),
     }
@@ -237,38 +347,84 @@ async fn resuming_on_an_incompatible_version_is_a_clear_error() {
 async fn a_step_issuing_another_command_on_replay_is_non_determinism() {
     let store = MemoryStore::new();
     let c = Arc::new(AtomicU32::new(0));
-    let effects = Effects::new().tool("a", counting(c.clone())).tool("b", counting(c.clone()));
+    let effects = Effects::new()
+        .tool("a", counting(c.clone()))
+        .tool("b", counting(c.clone()));
     let hook = |f: &Fault| f.boundary == Boundary::EffectReturned;
-    let engine = Engine::builder(store.clone()).skill(Versioned("1", "a")).effects(effects.clone()).fault_hook(hook).build().unwrap();
+    let engine = Engine::builder(store.clone())
+        .skill(Versioned("1", "a"))
+        .effects(effects.clone())
+        .fault_hook(hook)
+        .build()
+        .unwrap();
     let id = engine.send(None, None, user("go")).await.unwrap();
     wait_halted(&engine).await;
     // Same id and version, but the code now calls tool `b` where the journal recorded tool `a`.
-    let engine = Engine::builder(store.clone()).skill(Versioned("1", "b")).effects(effects).start().await.unwrap();
+    let engine = Engine::builder(store.clone())
+        .skill(Versioned("1", "b"))
+        .effects(effects)
+        .start()
+        .await
+        .unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
     let text = status_text(&task);
-    assert!(text.contains("non-determinism") && text.contains("`versioned`") && text.contains("#0") && text.contains("tool `a`") && text.contains("tool `b`"), "{text}");
+    assert!(
+        text.contains("non-determinism")
+            && text.contains("`versioned`")
+            && text.contains("#0")
+            && text.contains("tool `a`")
+            && text.contains("tool `b`"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn bad_input_is_a_typed_error() {
-    let engine = Engine::builder(MemoryStore::new()).skill(Versioned("1", "a")).start().await.unwrap();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(Versioned("1", "a"))
+        .start()
+        .await
+        .unwrap();
     let mut empty = user("x");
     empty.parts.clear();
-    assert!(matches!(engine.send(None, None, empty).await, Err(EngineError::InvalidInput(_))));
-    assert!(matches!(engine.send(None, Some("nope"), user("x")).await, Err(EngineError::UnknownSkill(_))));
-    assert!(matches!(engine.send(None, None, reply("no-such-task", "x")).await, Err(EngineError::TaskNotFound(_))));
-    assert!(matches!(engine.task(None, "no-such-task", None).await, Err(EngineError::TaskNotFound(_))));
+    assert!(matches!(
+        engine.send(None, None, empty).await,
+        Err(EngineError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        engine.send(None, Some("nope"), user("x")).await,
+        Err(EngineError::UnknownSkill(_))
+    ));
+    assert!(matches!(
+        engine.send(None, None, reply("no-such-task", "x")).await,
+        Err(EngineError::TaskNotFound(_))
+    ));
+    assert!(matches!(
+        engine.task(None, "no-such-task", None).await,
+        Err(EngineError::TaskNotFound(_))
+    ));
 }
 
 #[tokio::test]
 async fn tasks_are_visible_only_to_their_principal() {
     let c = Arc::new(AtomicU32::new(0));
-    let engine = Engine::builder(MemoryStore::new()).skill(Versioned("1", "a")).effects(Effects::new().tool("a", counting(c))).start().await.unwrap();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(Versioned("1", "a"))
+        .effects(Effects::new().tool("a", counting(c)))
+        .start()
+        .await
+        .unwrap();
     let id = engine.send(Some("alice"), None, user("go")).await.unwrap();
     assert!(engine.task(Some("alice"), &id, None).await.is_ok());
-    assert!(matches!(engine.task(Some("bob"), &id, None).await, Err(EngineError::TaskNotFound(_))));
-    assert!(matches!(engine.cancel(Some("bob"), &id).await, Err(EngineError::TaskNotFound(_))));
+    assert!(matches!(
+        engine.task(Some("bob"), &id, None).await,
+        Err(EngineError::TaskNotFound(_))
+    ));
+    assert!(matches!(
+        engine.cancel(Some("bob"), &id).await,
+        Err(EngineError::TaskNotFound(_))
+    ));
 }
 
 #[tokio::test]
@@ -283,10 +439,17 @@ async fn reducer_commands_deliver_results_as_events() {
         fn initial_state(&self) -> Vec<String> {
             Vec::new()
         }
-        async fn on_event(&self, mut seen: Vec<String>, event: Event, _: &StepCtx) -> Result<Transition<Vec<String>>, StepError> {
+        async fn on_event(
+            &self,
+            mut seen: Vec<String>,
+            event: Event,
+            _: &StepCtx,
+        ) -> Result<Transition<Vec<String>>, StepError> {
             seen.push(event.kind_name().to_owned());
             Ok(match event {
-                Event::UserMessage { .. } => Transition::to(seen).cmd(Cmd::tool("a", serde_json::Value::Null)).cmd(Cmd::sleep(Duration::from_millis(20))),
+                Event::UserMessage { .. } => Transition::to(seen)
+                    .cmd(Cmd::tool("a", serde_json::Value::Null))
+                    .cmd(Cmd::sleep(Duration::from_millis(20))),
                 Event::CommandResult { .. } => Transition::to(seen),
                 Event::TimerFired { .. } => Transition::complete(seen.join(",")),
                 _ => Transition::ignore(),
@@ -294,10 +457,18 @@ async fn reducer_commands_deliver_results_as_events() {
         }
     }
     let c = Arc::new(AtomicU32::new(0));
-    let engine = Engine::builder(MemoryStore::new()).skill(Counter).effects(Effects::new().tool("a", counting(c.clone()))).start().await.unwrap();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(Counter)
+        .effects(Effects::new().tool("a", counting(c.clone())))
+        .start()
+        .await
+        .unwrap();
     let id = engine.send(None, None, user("go")).await.unwrap();
     let task = settled(&engine, &id).await;
-    assert_eq!(status_text(&task), "user_message,command_result,timer_fired");
+    assert_eq!(
+        status_text(&task),
+        "user_message,command_result,timer_fired"
+    );
     assert_eq!(c.load(Ordering::SeqCst), 1);
     let _ = EffectError::transient("unused");
 }

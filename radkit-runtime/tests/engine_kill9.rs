@@ -36,10 +36,12 @@ fn ledger_tool(dir: PathBuf, name: &'static str, hang_after: bool) -> FnTool {
             let calls = dir.join("calls.txt");
             let mut all = std::fs::read_to_string(&calls).unwrap_or_default();
             all.push_str(&format!("{line}\n"));
-            std::fs::write(&calls, all).map_err(|e| radkit_runtime::flow::EffectError::transient(e.to_string()))?;
+            std::fs::write(&calls, all)
+                .map_err(|e| radkit_runtime::flow::EffectError::transient(e.to_string()))?;
             let existing = std::fs::read_to_string(&ledger).unwrap_or_default();
             if !existing.lines().any(|l| l == line) {
-                std::fs::write(&ledger, format!("{existing}{line}\n")).map_err(|e| radkit_runtime::flow::EffectError::transient(e.to_string()))?;
+                std::fs::write(&ledger, format!("{existing}{line}\n"))
+                    .map_err(|e| radkit_runtime::flow::EffectError::transient(e.to_string()))?;
             }
             if hang_after {
                 std::fs::write(dir.join("marker"), b"in effect").ok();
@@ -51,9 +53,12 @@ fn ledger_tool(dir: PathBuf, name: &'static str, hang_after: bool) -> FnTool {
 }
 
 fn engine_builder(dir: &Path, hang: bool) -> radkit_runtime::EngineBuilder {
-    let store = SqliteStore::open(dir.join("radkit.sqlite"), Durability::Full).expect("open sqlite");
+    let store =
+        SqliteStore::open(dir.join("radkit.sqlite"), Durability::Full).expect("open sqlite");
     let skill = StepTable::new(SkillInfo::new("job", "Job"), Job, STEPS).unwrap();
-    let effects = Effects::new().tool("prepare", ledger_tool(dir.to_owned(), "prepare", false)).tool("ship", ledger_tool(dir.to_owned(), "ship", hang));
+    let effects = Effects::new()
+        .tool("prepare", ledger_tool(dir.to_owned(), "prepare", false))
+        .tool("ship", ledger_tool(dir.to_owned(), "ship", hang));
     Engine::builder(store).skill(skill).effects(effects)
 }
 
@@ -62,7 +67,10 @@ fn engine_builder(dir: &Path, hang: bool) -> radkit_runtime::EngineBuilder {
 async fn child_process_runs_the_job_until_killed() {
     let dir = PathBuf::from(std::env::var("RADKIT_KILL9_DIR").expect("run by the parent test"));
     let engine = engine_builder(&dir, true).start().await.unwrap();
-    engine.send(None, None, Message::user_text("go")).await.unwrap();
+    engine
+        .send(None, None, Message::user_text("go"))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(120)).await;
 }
 
@@ -70,14 +78,22 @@ async fn child_process_runs_the_job_until_killed() {
 async fn kill_9_mid_tool_call_resumes_from_the_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_process_runs_the_job_until_killed", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "child_process_runs_the_job_until_killed",
+            "--ignored",
+            "--nocapture",
+        ])
         .env("RADKIT_KILL9_DIR", dir.path())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let started = Instant::now();
     while !dir.path().join("marker").exists() {
-        assert!(started.elapsed() < Duration::from_secs(60), "child never reached the tool call");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "child never reached the tool call"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap(); // SIGKILL
@@ -87,7 +103,9 @@ async fn kill_9_mid_tool_call_resumes_from_the_sqlite_file() {
     let tasks = engine.store().list(TaskQuery::default()).await.unwrap();
     assert_eq!(tasks.len(), 1);
     let id = tasks[0].id.clone();
-    let Ok(task) = tokio::time::timeout(Duration::from_secs(30), engine.wait_settled(None, &id)).await else {
+    let Ok(task) =
+        tokio::time::timeout(Duration::from_secs(30), engine.wait_settled(None, &id)).await
+    else {
         let journal = engine.journal(None, &id).await.unwrap();
         panic!("task did not finish after recovery; journal: {journal:#?}");
     };
@@ -98,7 +116,22 @@ async fn kill_9_mid_tool_call_resumes_from_the_sqlite_file() {
     let calls = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap();
     let ship: Vec<&str> = ledger.lines().filter(|l| l.starts_with("ship:")).collect();
     assert_eq!(ship.len(), 1, "one shipment per InvocationId: {ledger}");
-    assert_eq!(calls.lines().filter(|l| l.starts_with("ship:")).count(), 2, "reissued once, same key: {calls}");
-    assert_eq!(calls.lines().filter(|l| l.starts_with("ship:")).collect::<std::collections::HashSet<_>>().len(), 1);
-    assert_eq!(calls.lines().filter(|l| l.starts_with("prepare:")).count(), 1, "the receipt of `prepare` survived the kill");
+    assert_eq!(
+        calls.lines().filter(|l| l.starts_with("ship:")).count(),
+        2,
+        "reissued once, same key: {calls}"
+    );
+    assert_eq!(
+        calls
+            .lines()
+            .filter(|l| l.starts_with("ship:"))
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        1
+    );
+    assert_eq!(
+        calls.lines().filter(|l| l.starts_with("prepare:")).count(),
+        1,
+        "the receipt of `prepare` survived the kill"
+    );
 }

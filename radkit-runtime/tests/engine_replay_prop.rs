@@ -12,7 +12,9 @@ use common::*;
 use proptest::prelude::*;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::Fault;
-use radkit_runtime::flow::{Cmd, EffectPolicy, Event, FlowSkill, Invoker, SkillInfo, StepCtx, StepError, Transition};
+use radkit_runtime::flow::{
+    Cmd, EffectPolicy, Event, FlowSkill, Invoker, SkillInfo, StepCtx, StepError, Transition,
+};
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::MemoryStore;
@@ -36,15 +38,30 @@ impl FlowSkill for Accumulator {
         SkillInfo::new("acc", "Accumulator")
     }
     fn initial_state(&self) -> Acc {
-        Acc { total: 0, log: Vec::new(), pending: None }
+        Acc {
+            total: 0,
+            log: Vec::new(),
+            pending: None,
+        }
     }
-    async fn on_event(&self, mut s: Acc, event: Event, _: &StepCtx) -> Result<Transition<Acc>, StepError> {
+    async fn on_event(
+        &self,
+        mut s: Acc,
+        event: Event,
+        _: &StepCtx,
+    ) -> Result<Transition<Acc>, StepError> {
         s.log.push(event.kind_name().to_owned());
         Ok(match event {
             Event::UserMessage { message } => {
                 let text = message.joined_texts();
                 let mut words = text.split_whitespace();
-                let (op, n) = (words.next().unwrap_or(""), words.next().and_then(|n| n.parse::<i64>().ok()).unwrap_or(0));
+                let (op, n) = (
+                    words.next().unwrap_or(""),
+                    words
+                        .next()
+                        .and_then(|n| n.parse::<i64>().ok())
+                        .unwrap_or(0),
+                );
                 match op {
                     "add" => {
                         s.total += n;
@@ -105,7 +122,10 @@ fn op() -> impl Strategy<Value = String> {
 
 /// Send every op (answering input-required each time), then `done`; crash once at the `crash_at`-th
 /// boundary if given, recovering with a fresh engine. Returns the final status text and the journal.
-async fn run(ops: &[String], crash_at: Option<u32>) -> (String, Vec<radkit_runtime::journal::JournalRecord>) {
+async fn run(
+    ops: &[String],
+    crash_at: Option<u32>,
+) -> (String, Vec<radkit_runtime::journal::JournalRecord>) {
     let store = MemoryStore::new();
     let calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::new(AtomicU32::new(0));
@@ -113,13 +133,23 @@ async fn run(ops: &[String], crash_at: Option<u32>) -> (String, Vec<radkit_runti
         let seen = seen.clone();
         move |_: &Fault| crash_at.is_some_and(|k| seen.fetch_add(1, Ordering::SeqCst) == k)
     };
-    let mut engine = Engine::builder(store.clone()).skill(Accumulator).effects(effects(calls.clone())).fault_hook(hook).build().unwrap();
+    let mut engine = Engine::builder(store.clone())
+        .skill(Accumulator)
+        .effects(effects(calls.clone()))
+        .fault_hook(hook)
+        .build()
+        .unwrap();
     let mut task_id: Option<String> = None;
     let mut i = 0;
     let all: Vec<String> = ops.iter().cloned().chain(["done".to_owned()]).collect();
     while i < all.len() {
         if engine.is_halted() {
-            engine = Engine::builder(store.clone()).skill(Accumulator).effects(effects(calls.clone())).start().await.unwrap();
+            engine = Engine::builder(store.clone())
+                .skill(Accumulator)
+                .effects(effects(calls.clone()))
+                .start()
+                .await
+                .unwrap();
         }
         let message = match &task_id {
             None => user(&all[i]),
@@ -157,33 +187,59 @@ async fn run(ops: &[String], crash_at: Option<u32>) -> (String, Vec<radkit_runti
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     if engine.is_halted() {
-        engine = Engine::builder(store.clone()).skill(Accumulator).effects(effects(calls.clone())).start().await.unwrap();
+        engine = Engine::builder(store.clone())
+            .skill(Accumulator)
+            .effects(effects(calls.clone()))
+            .start()
+            .await
+            .unwrap();
     }
     let id = task_id.expect("a task was started");
     let task = settled(&engine, &id).await;
     (status_text(&task), engine.journal(None, &id).await.unwrap())
 }
 
-fn rebuild_matches_journal(journal: &[radkit_runtime::journal::JournalRecord]) -> Result<(), TestCaseError> {
+fn rebuild_matches_journal(
+    journal: &[radkit_runtime::journal::JournalRecord],
+) -> Result<(), TestCaseError> {
     let ctx = StepCtx::new("t".into(), "c".into(), "s".into(), Arc::new(NoEffects));
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let mut state = Accumulator.initial_state();
     let mut last_event = None;
     for record in journal {
         match &record.entry {
-            Entry::Activated { event, state: recorded, .. } => {
-                prop_assert_eq!(serde_json::to_value(&state).unwrap(), recorded.clone(), "state at visit start");
+            Entry::Activated {
+                event,
+                state: recorded,
+                ..
+            } => {
+                prop_assert_eq!(
+                    serde_json::to_value(&state).unwrap(),
+                    recorded.clone(),
+                    "state at visit start"
+                );
                 last_event = Some(event.clone());
             }
-            Entry::Transitioned { state: Some(recorded), .. } => {
+            Entry::Transitioned {
+                state: Some(recorded),
+                ..
+            } => {
                 let event = last_event.take().expect("transition follows a visit");
-                let t = rt.block_on(Accumulator.on_event(state.clone(), event, &ctx)).unwrap();
+                let t = rt
+                    .block_on(Accumulator.on_event(state.clone(), event, &ctx))
+                    .unwrap();
                 state = match t.next {
                     radkit_runtime::flow::Next::To(s) | radkit_runtime::flow::Next::Goto(s) => s,
                     radkit_runtime::flow::Next::AwaitInput { state, .. } => state,
                     _ => state,
                 };
-                prop_assert_eq!(serde_json::to_value(&state).unwrap(), recorded.clone(), "state after transition");
+                prop_assert_eq!(
+                    serde_json::to_value(&state).unwrap(),
+                    recorded.clone(),
+                    "state after transition"
+                );
             }
             _ => {}
         }

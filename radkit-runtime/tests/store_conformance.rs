@@ -15,13 +15,19 @@ async fn memory_store_passes_the_conformance_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_store_passes_the_conformance_suite_with_full_durability() {
     let dir = tempfile::tempdir().unwrap();
-    conformance::run_all(Arc::new(SqliteStore::open(dir.path().join("s.sqlite"), Durability::Full).unwrap())).await;
+    conformance::run_all(Arc::new(
+        SqliteStore::open(dir.path().join("s.sqlite"), Durability::Full).unwrap(),
+    ))
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_store_passes_the_conformance_suite_with_normal_durability() {
     let dir = tempfile::tempdir().unwrap();
-    conformance::run_all(Arc::new(SqliteStore::open(dir.path().join("s.sqlite"), Durability::Normal).unwrap())).await;
+    conformance::run_all(Arc::new(
+        SqliteStore::open(dir.path().join("s.sqlite"), Durability::Normal).unwrap(),
+    ))
+    .await;
 }
 
 #[tokio::test]
@@ -38,7 +44,16 @@ async fn sqlite_data_survives_reopen() {
     let journal = store.journal(&rows[0].id, 0).await.unwrap();
     assert_eq!(journal.len(), conformance::every_entry().len() + 2);
     // And appending continues at the right seq after reopen.
-    store.append(Append::new(rows[0].id.clone(), rows[0].last_seq + 1, vec![Entry::StatusChanged { state: TaskState::Working }])).await.unwrap();
+    store
+        .append(Append::new(
+            rows[0].id.clone(),
+            rows[0].last_seq + 1,
+            vec![Entry::StatusChanged {
+                state: TaskState::Working,
+            }],
+        ))
+        .await
+        .unwrap();
 }
 
 #[test]
@@ -59,5 +74,8 @@ async fn sqlite_group_commit_batches_concurrent_appends() {
     let store = SqliteStore::open(dir.path().join("s.sqlite"), Durability::Full).unwrap();
     conformance::concurrent_appends(Arc::new(store.clone())).await;
     let stats = store.stats();
-    assert!(stats.batches < stats.appends, "appends of many tasks share transactions: {stats:?}");
+    assert!(
+        stats.batches < stats.appends,
+        "appends of many tasks share transactions: {stats:?}"
+    );
 }

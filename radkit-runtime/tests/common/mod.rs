@@ -33,7 +33,12 @@ impl Ledger {
         FnTool::new(policy, move |args, key| {
             let ledger = ledger.clone();
             async move {
-                *ledger.calls.lock().unwrap().entry(format!("{name}:{key}")).or_default() += 1;
+                *ledger
+                    .calls
+                    .lock()
+                    .unwrap()
+                    .entry(format!("{name}:{key}"))
+                    .or_default() += 1;
                 let mut applied = ledger.applied.lock().unwrap();
                 let entry = format!("{name}:{key}");
                 if !applied.contains(&entry) {
@@ -56,7 +61,10 @@ pub static PAY_STEPS: &[Step<Pay>] = &[
 fn charge<'a>(_: &'a Pay, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
     Box::pin(async move {
         let amount = input.message().joined_texts();
-        let charge: serde_json::Value = ctx.tool("charge_card").call(serde_json::json!({ "amount": amount })).await?;
+        let charge: serde_json::Value = ctx
+            .tool("charge_card")
+            .call(serde_json::json!({ "amount": amount }))
+            .await?;
         let _: serde_json::Value = ctx.tool("write_receipt").call(&charge).await?;
         await_input("note", "Any note for the email?", charge)
     })
@@ -66,7 +74,10 @@ fn confirm<'a>(_: &'a Pay, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, 
     Box::pin(async move {
         let charge: serde_json::Value = input.payload()?;
         let note = input.message().joined_texts();
-        let _: serde_json::Value = ctx.tool("send_email").call(serde_json::json!({ "charge": charge, "note": note })).await?;
+        let _: serde_json::Value = ctx
+            .tool("send_email")
+            .call(serde_json::json!({ "charge": charge, "note": note }))
+            .await?;
         ctx.complete(format!("Paid; email sent with note: {note}"), vec![])
     })
 }
@@ -77,9 +88,18 @@ pub fn pay_skill() -> StepTable<Pay> {
 
 pub fn pay_effects(ledger: &Ledger) -> Effects {
     Effects::new()
-        .tool("charge_card", ledger.tool("charge_card", EffectPolicy::Idempotent))
-        .tool("write_receipt", ledger.tool("write_receipt", EffectPolicy::AtLeastOnce))
-        .tool("send_email", ledger.tool("send_email", EffectPolicy::AtMostOnce))
+        .tool(
+            "charge_card",
+            ledger.tool("charge_card", EffectPolicy::Idempotent),
+        )
+        .tool(
+            "write_receipt",
+            ledger.tool("write_receipt", EffectPolicy::AtLeastOnce),
+        )
+        .tool(
+            "send_email",
+            ledger.tool("send_email", EffectPolicy::AtMostOnce),
+        )
 }
 
 pub fn flaky(failures: u32, kind_transient: bool) -> (FnTool, Arc<Mutex<u32>>) {
@@ -140,5 +160,9 @@ pub fn state_of(task: &radkit_runtime::model::Task) -> TaskState {
 }
 
 pub fn status_text(task: &radkit_runtime::model::Task) -> String {
-    task.status.message.as_ref().map(|m| m.joined_texts()).unwrap_or_default()
+    task.status
+        .message
+        .as_ref()
+        .map(|m| m.joined_texts())
+        .unwrap_or_default()
 }
