@@ -3,6 +3,7 @@
 //! models that make it run without a network. `radkit serve` serves it; the examples and the
 //! cross-form equivalence test use it.
 
+pub mod report;
 pub mod research_reducer;
 pub mod research_table;
 
@@ -62,6 +63,7 @@ pub fn engine_builder(store: impl radkit_runtime::store::Store) -> radkit_runtim
     radkit_runtime::Engine::builder(store)
         .skill(research_table::skill())
         .skill(research_reducer::ResearchReducer)
+        .skill(report::skill())
         .default_skill("research_table")
         .effects(scripted_effects())
 }

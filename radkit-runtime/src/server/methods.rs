@@ -114,13 +114,12 @@ fn accept_modes(mut task: Task, accepted: &Option<Vec<String>>) -> Task {
     else {
         return task;
     };
-    if let Some(artifacts) = task.artifacts.as_mut() {
+    if let Some(mut artifacts) = task.artifacts.take() {
         for artifact in artifacts.iter_mut() {
-            artifact
-                .parts
-                .retain(|p| accepted.iter().any(|m| m == mime_of(p)));
+            artifact.parts.retain(|p| accepted.iter().any(|m| m == mime_of(p)));
         }
         artifacts.retain(|a| !a.parts.is_empty());
+        task.artifacts = Some(artifacts).filter(|a| !a.is_empty());
     }
     task
 }
@@ -251,56 +250,20 @@ async fn cancel(
         .map_err(|e| engine_error(e, true))
 }
 
-async fn stream_message(
-    state: Arc<AppState>,
-    principal: Option<String>,
-    request: Request,
-) -> Response {
+async fn stream_message(state: Arc<AppState>, principal: Option<String>, request: Request) -> Response {
     let id = request.id.clone();
-    let continuing = request
-        .params
-        .get("message")
-        .and_then(|m| m.get("taskId"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    // A continuation streams only what happens after this message.
-    let after = match &continuing {
-        Some(task_id) => match state
-            .engine
-            .snapshot(principal.as_deref(), task_id, Some(0))
-            .await
-        {
-            Ok((_, seq)) => seq,
-            Err(e) => return Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
-        },
-        None => 0,
-    };
     let task_id = match start(&state, principal.as_deref(), request.params).await {
         Ok((task_id, _)) => task_id,
         Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
     };
-    let (first, after) = if continuing.is_some() {
-        (None, after)
-    } else {
-        match state
-            .engine
-            .snapshot(
-                principal.as_deref(),
-                &task_id,
-                Some(state.config.max_history),
-            )
-            .await
-        {
-            Ok((task, seq)) => (Some(task), seq),
-            Err(e) => return Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
-        }
+    // The stream opens with the task as it is now, then every journal record after it.
+    let (task, after) = match state.engine.snapshot(principal.as_deref(), &task_id, Some(state.config.max_history)).await {
+        Ok(snapshot) => snapshot,
+        Err(e) => return Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     };
-    match state
-        .engine
-        .subscribe_from(principal.as_deref(), &task_id, after)
-        .await
-    {
-        Ok(sub) => stream::sse(sub, id, first).into_response(),
+    let settled = task.status.state.is_terminal() || task.status.state == crate::model::TaskState::InputRequired;
+    match state.engine.subscribe_from(principal.as_deref(), &task_id, after).await {
+        Ok(sub) => stream::sse(sub, id, Some(task), settled).into_response(),
         Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     }
 }
@@ -316,7 +279,7 @@ async fn resubscribe(
         Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
     };
     match state.engine.subscribe(principal.as_deref(), &task_id).await {
-        Ok(sub) => stream::sse(sub, id, None).into_response(),
+        Ok(sub) => stream::sse(sub, id, None, false).into_response(),
         Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     }
 }

@@ -23,17 +23,19 @@ struct Follow {
     done: bool,
 }
 
-/// Stream `first` (if any), then every journal record after the subscription's start as an event.
+/// Stream `first` (if any), then every journal record after the subscription's start as an event;
+/// `done` ends the stream right after `first` (the task was already settled).
 pub(crate) fn sse(
     sub: Subscription,
     id: Value,
     first: Option<Task>,
+    done: bool,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let head = stream::iter(first.map(|task| sse_event(&id, task)));
     let follow = Follow {
         sub,
         id,
-        done: false,
+        done,
     };
     let tail = stream::unfold(follow, |mut f| async move {
         loop {
