@@ -40,6 +40,15 @@ enum Workload {
         #[arg(long, default_value_t = 20)]
         steps: u64,
     },
+    /// message/send (blocking) over loopback HTTP to a trivial skill, every task journaled.
+    A2a {
+        /// Requests in total.
+        #[arg(long, default_value_t = 20000)]
+        requests: u64,
+        /// Requests in flight.
+        #[arg(long, default_value_t = 32)]
+        concurrency: u64,
+    },
     /// Reopen a task with N receipts in a fresh engine; time until its next command.
     Resume {
         /// Receipts before the reopen.
@@ -178,6 +187,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             steps,
             child: Some(path),
         } => resume_child(&path, steps).await?,
+        Workload::A2a {
+            requests,
+            concurrency,
+        } => a2a(requests, concurrency).await?,
         Workload::Resume { steps, child: None } => {
             let (_dir, path) = fresh_db()?;
             // Build a task with `steps` receipts and stop the engine right before its next command.
@@ -222,6 +235,86 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             println!("{line}");
         }
     }
+    Ok(())
+}
+
+struct Echo;
+
+fn echo<'a>(_: &'a Echo, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move { ctx.complete(input.message().joined_texts(), vec![]) })
+}
+
+static ECHO_STEPS: &[Step<Echo>] = &[Step::new("echo", echo).start().takes_user_message()];
+
+/// `bench a2a`: an in-process server on loopback, `concurrency` clients sending blocking message/send.
+async fn a2a(requests: u64, concurrency: u64) -> anyhow::Result<()> {
+    let (_dir, path) = fresh_db()?;
+    let skill = StepTable::new(SkillInfo::new("echo", "Echo"), Echo, ECHO_STEPS)
+        .map_err(anyhow::Error::msg)?;
+    let store = SqliteStore::open(&path, Durability::Full)?;
+    let engine = Engine::builder(store.clone()).skill(skill).start().await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    let server = tokio::spawn(radkit::server::serve(
+        listener,
+        engine,
+        radkit::server::ServerConfig::new(url.clone()),
+    ));
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency as usize)
+        .build()?;
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers = (0..concurrency).map(|_| {
+        let (client, url, next) = (client.clone(), url.clone(), next.clone());
+        tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < requests {
+                let body = serde_json::json!({
+                    "jsonrpc": "2.0", "id": 1, "method": "message/send",
+                    "params": { "message": { "role": "user", "parts": [{ "kind": "text", "text": "ping" }], "messageId": "m", "kind": "message" },
+                                "configuration": { "blocking": true } }
+                });
+                let t = Instant::now();
+                let reply: serde_json::Value = client.post(&url).json(&body).send().await?.json().await?;
+                latencies.push(t.elapsed());
+                if reply["result"]["status"]["state"] != "completed" {
+                    bail!("unexpected reply: {reply}");
+                }
+            }
+            anyhow::Ok(latencies)
+        })
+    });
+    let mut latencies = Vec::new();
+    for worker in futures::future::join_all(workers).await {
+        latencies.extend(worker??);
+    }
+    let elapsed = started.elapsed();
+    server.abort();
+    latencies.sort();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .map(|d| d.as_secs_f64() * 1e3)
+            .unwrap_or(0.0)
+    };
+    let stats = store.stats();
+    println!(
+        "{}",
+        serde_json::json!({
+            "workload": "a2a",
+            "requests": latencies.len(),
+            "concurrency": concurrency,
+            "seconds": elapsed.as_secs_f64(),
+            "requests_per_sec": latencies.len() as f64 / elapsed.as_secs_f64(),
+            "p50_ms": pct(0.50),
+            "p99_ms": pct(0.99),
+            "commits": stats.batches,
+            "appends": stats.appends,
+            "peak_rss_bytes": peak_rss_bytes(),
+            "durability": "FULL",
+        })
+    );
     Ok(())
 }
 

@@ -35,11 +35,17 @@ fn write<'a>(_: &'a Report, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a,
         ctx.progress("Searching…").await?;
         let mut report = ctx.partial_artifact("report.md");
         report.send(format!("# {topic}\n")).await?;
-        report.send("Durable steps journal every effect before it runs.\n").await?;
+        report
+            .send("Durable steps journal every effect before it runs.\n")
+            .await?;
         ctx.sleep(PAUSE).await?;
         ctx.progress("Writing the conclusion…").await?;
-        report.send("A crash replays receipts instead of repeating effects.\n").await?;
-        report.finish("Waiting for a human costs nothing.\n").await?;
+        report
+            .send("A crash replays receipts instead of repeating effects.\n")
+            .await?;
+        report
+            .finish("Waiting for a human costs nothing.\n")
+            .await?;
         ctx.complete("Report written.", vec![])
     })
 }

@@ -139,6 +139,9 @@ impl EngineBuilder {
     }
 }
 
+/// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
+const LIVE_CAPACITY: usize = 64;
+
 struct Live {
     tx: broadcast::Sender<Arc<JournalRecord>>,
     gate: Arc<tokio::sync::Mutex<()>>,
@@ -173,6 +176,12 @@ pub struct Subscription {
     last_seq: u64,
     engine: Engine,
     terminal_seen: bool,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.engine.inner.release_live(&self.task_id, 1);
+    }
 }
 
 impl Subscription {
@@ -630,7 +639,19 @@ impl Engine {
         principal: Option<&str>,
         task_id: &str,
     ) -> Result<Task, EngineError> {
+        self.wait_settled_with(principal, task_id, None).await
+    }
+
+    /// Like [`Engine::wait_settled`], returning at most `history_length` history messages. The task is
+    /// projected from the records the wait already read: no extra store round trip.
+    pub async fn wait_settled_with(
+        &self,
+        principal: Option<&str>,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> Result<Task, EngineError> {
         let mut sub = self.subscribe(principal, task_id).await?;
+        let mut records = Vec::new();
         let mut awaiting = false;
         while let Some(record) = sub.next().await {
             match record.entry {
@@ -638,6 +659,7 @@ impl Engine {
                 Entry::MessageReceived { .. } | Entry::Activated { .. } => awaiting = false,
                 _ => {}
             }
+            records.push(record);
             if awaiting && sub.caught_up() {
                 let row = self.inner.store.task(task_id).await?;
                 if row
@@ -648,7 +670,8 @@ impl Engine {
                 }
             }
         }
-        self.task(principal, task_id, None).await
+        project(task_id, &records, history_length)
+            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_owned()))
     }
 
     /// Rehydrate every non-terminal task from its journal and continue it. Returns how many.
@@ -721,7 +744,7 @@ impl Inner {
     ) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let entry = live.entry(task_id.to_owned()).or_insert_with(|| Live {
-            tx: broadcast::channel(1024).0,
+            tx: broadcast::channel(LIVE_CAPACITY).0,
             gate: Arc::new(tokio::sync::Mutex::new(())),
             run: None,
         });
@@ -821,12 +844,23 @@ impl Inner {
                 entry.run = None;
             }
             drop(guard);
-            if let Some(entry) = live.get(&task_id) {
-                if entry.tx.receiver_count() == 0 && Arc::strong_count(&entry.gate) == 1 {
-                    live.remove(&task_id);
-                }
-            }
+            drop(live);
+            engine.release_live(&task_id, 0);
         });
+    }
+
+    /// Forget a task's live entry once nothing uses it: no driver, no subscriber (other than
+    /// `own_receivers` of the caller, which is going away) and nobody waiting on its gate.
+    fn release_live(&self, task_id: &str, own_receivers: usize) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let unused = live.get(task_id).is_some_and(|e| {
+            e.run.is_none()
+                && e.tx.receiver_count() <= own_receivers
+                && Arc::strong_count(&e.gate) == 1
+        });
+        if unused {
+            live.remove(task_id);
+        }
     }
 
     /// Wake `task_id` at `at_ms` (the timer is durable in the journal; this is only the alarm clock).

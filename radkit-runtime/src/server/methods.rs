@@ -116,7 +116,9 @@ fn accept_modes(mut task: Task, accepted: &Option<Vec<String>>) -> Task {
     };
     if let Some(mut artifacts) = task.artifacts.take() {
         for artifact in artifacts.iter_mut() {
-            artifact.parts.retain(|p| accepted.iter().any(|m| m == mime_of(p)));
+            artifact
+                .parts
+                .retain(|p| accepted.iter().any(|m| m == mime_of(p)));
         }
         artifacts.retain(|a| !a.parts.is_empty());
         task.artifacts = Some(artifacts).filter(|a| !a.is_empty());
@@ -211,19 +213,30 @@ async fn send(
 ) -> Result<Task, RpcError> {
     let (task_id, config) = start(state, principal.as_deref(), params).await?;
     let history_length = history(config.history_length)?.or(Some(state.config.max_history));
-    if config.blocking.unwrap_or(false) {
+    let task = if config.blocking.unwrap_or(false) {
         // The task keeps running if we stop waiting: the engine owns it, not this request.
-        let _ = tokio::time::timeout(
+        match tokio::time::timeout(
             BLOCKING_WAIT,
-            state.engine.wait_settled(principal.as_deref(), &task_id),
+            state
+                .engine
+                .wait_settled_with(principal.as_deref(), &task_id, history_length),
         )
-        .await;
-    }
-    let task = state
-        .engine
-        .task(principal.as_deref(), &task_id, history_length)
         .await
-        .map_err(|e| engine_error(e, false))?;
+        {
+            Ok(settled) => settled.map_err(|e| engine_error(e, false))?,
+            Err(_) => state
+                .engine
+                .task(principal.as_deref(), &task_id, history_length)
+                .await
+                .map_err(|e| engine_error(e, false))?,
+        }
+    } else {
+        state
+            .engine
+            .task(principal.as_deref(), &task_id, history_length)
+            .await
+            .map_err(|e| engine_error(e, false))?
+    };
     Ok(accept_modes(task, &config.accepted_output_modes))
 }
 
@@ -250,19 +263,36 @@ async fn cancel(
         .map_err(|e| engine_error(e, true))
 }
 
-async fn stream_message(state: Arc<AppState>, principal: Option<String>, request: Request) -> Response {
+async fn stream_message(
+    state: Arc<AppState>,
+    principal: Option<String>,
+    request: Request,
+) -> Response {
     let id = request.id.clone();
     let task_id = match start(&state, principal.as_deref(), request.params).await {
         Ok((task_id, _)) => task_id,
         Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
     };
     // The stream opens with the task as it is now, then every journal record after it.
-    let (task, after) = match state.engine.snapshot(principal.as_deref(), &task_id, Some(state.config.max_history)).await {
+    let (task, after) = match state
+        .engine
+        .snapshot(
+            principal.as_deref(),
+            &task_id,
+            Some(state.config.max_history),
+        )
+        .await
+    {
         Ok(snapshot) => snapshot,
         Err(e) => return Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     };
-    let settled = task.status.state.is_terminal() || task.status.state == crate::model::TaskState::InputRequired;
-    match state.engine.subscribe_from(principal.as_deref(), &task_id, after).await {
+    let settled = task.status.state.is_terminal()
+        || task.status.state == crate::model::TaskState::InputRequired;
+    match state
+        .engine
+        .subscribe_from(principal.as_deref(), &task_id, after)
+        .await
+    {
         Ok(sub) => stream::sse(sub, id, Some(task), settled).into_response(),
         Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     }

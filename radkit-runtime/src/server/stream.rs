@@ -32,11 +32,7 @@ pub(crate) fn sse(
     done: bool,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let head = stream::iter(first.map(|task| sse_event(&id, task)));
-    let follow = Follow {
-        sub,
-        id,
-        done,
-    };
+    let follow = Follow { sub, id, done };
     let tail = stream::unfold(follow, |mut f| async move {
         loop {
             if f.done {
