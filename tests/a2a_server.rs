@@ -34,7 +34,13 @@ fn serve(data_dir: &Path, extra: &[&str]) -> Server {
     let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("banner");
-    let url = line.split(" on ").nth(1).and_then(|s| s.split_whitespace().next()).expect("url in banner").trim_end_matches('/').to_owned();
+    let url = line
+        .split(" on ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .expect("url in banner")
+        .trim_end_matches('/')
+        .to_owned();
     Server { child, url }
 }
 
@@ -59,7 +65,11 @@ fn run_sdk_check(url: &str, token: Option<&str>) {
     let out = cmd.output().expect("run the python client");
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
-    assert!(out.status.success() && stdout.contains("ALL PASSED"), "python SDK check failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("ALL PASSED"),
+        "python SDK check failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -76,8 +86,16 @@ fn official_python_sdk_with_bearer_auth() {
     run_sdk_check(&server.url, Some("s3cret"));
 }
 
-async fn rpc(client: &reqwest::Client, url: &str, token: Option<&str>, method: &str, params: Value) -> Value {
-    let mut req = client.post(format!("{url}/")).json(&json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params }));
+async fn rpc(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Value {
+    let mut req = client
+        .post(format!("{url}/"))
+        .json(&json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params }));
     if let Some(token) = token {
         req = req.bearer_auth(token);
     }
@@ -89,28 +107,80 @@ fn user(text: &str) -> Value {
 }
 
 fn uuid() -> String {
-    format!("m-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
+    format!(
+        "m-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
 }
 
 #[tokio::test]
 async fn a_task_is_visible_only_to_the_principal_that_created_it() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(dir.path(), &["--token", "a-token=alice", "--token", "b-token=bob"]);
+    let server = serve(
+        dir.path(),
+        &["--token", "a-token=alice", "--token", "b-token=bob"],
+    );
     let client = reqwest::Client::new();
-    let sent = rpc(&client, &server.url, Some("a-token"), "message/send", json!({ "message": user("topic"), "configuration": { "blocking": true } })).await;
+    let sent = rpc(
+        &client,
+        &server.url,
+        Some("a-token"),
+        "message/send",
+        json!({ "message": user("topic"), "configuration": { "blocking": true } }),
+    )
+    .await;
     let id = sent["result"]["id"].as_str().expect("task id").to_owned();
     assert_eq!(sent["result"]["status"]["state"], "input-required");
-    let mine = rpc(&client, &server.url, Some("a-token"), "tasks/get", json!({ "id": id })).await;
+    let mine = rpc(
+        &client,
+        &server.url,
+        Some("a-token"),
+        "tasks/get",
+        json!({ "id": id }),
+    )
+    .await;
     assert_eq!(mine["result"]["id"], id.as_str());
-    let theirs = rpc(&client, &server.url, Some("b-token"), "tasks/get", json!({ "id": id })).await;
+    let theirs = rpc(
+        &client,
+        &server.url,
+        Some("b-token"),
+        "tasks/get",
+        json!({ "id": id }),
+    )
+    .await;
     assert_eq!(theirs["error"]["code"], -32001, "{theirs}");
-    let cancel = rpc(&client, &server.url, Some("b-token"), "tasks/cancel", json!({ "id": id })).await;
+    let cancel = rpc(
+        &client,
+        &server.url,
+        Some("b-token"),
+        "tasks/cancel",
+        json!({ "id": id }),
+    )
+    .await;
     assert_eq!(cancel["error"]["code"], -32001);
-    let anon = client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "id": id } })).send().await.unwrap();
+    let anon = client
+        .post(format!("{}/", server.url))
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "id": id } }))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(anon.status(), 401);
-    let card: Value = client.get(format!("{}/.well-known/agent-card.json", server.url)).send().await.unwrap().json().await.unwrap();
+    let card: Value = client
+        .get(format!("{}/.well-known/agent-card.json", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
-    assert_eq!(card["url"].as_str().unwrap().trim_end_matches('/'), server.url);
+    assert_eq!(
+        card["url"].as_str().unwrap().trim_end_matches('/'),
+        server.url
+    );
 }
 
 #[tokio::test]
@@ -118,13 +188,26 @@ async fn accepted_output_modes_filter_artifact_parts() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path(), &[]);
     let client = reqwest::Client::new();
-    let sent = rpc(&client, &server.url, None, "message/send", json!({ "message": user("topic"), "configuration": { "blocking": true } })).await;
+    let sent = rpc(
+        &client,
+        &server.url,
+        None,
+        "message/send",
+        json!({ "message": user("topic"), "configuration": { "blocking": true } }),
+    )
+    .await;
     let id = sent["result"]["id"].as_str().unwrap().to_owned();
     let mut reply = user("ok");
     reply["taskId"] = json!(id);
     let only_json = rpc(&client, &server.url, None, "message/send", json!({ "message": reply, "configuration": { "blocking": true, "acceptedOutputModes": ["application/json"] } })).await;
-    assert_eq!(only_json["result"]["status"]["state"], "completed", "{only_json}");
-    assert!(only_json["result"].get("artifacts").is_none(), "text artifacts filtered out: {only_json}");
+    assert_eq!(
+        only_json["result"]["status"]["state"], "completed",
+        "{only_json}"
+    );
+    assert!(
+        only_json["result"].get("artifacts").is_none(),
+        "text artifacts filtered out: {only_json}"
+    );
     let all = rpc(&client, &server.url, None, "tasks/get", json!({ "id": id })).await;
     assert_eq!(all["result"]["artifacts"][0]["name"], "final.txt");
 }
@@ -155,7 +238,16 @@ async fn read_events(resp: reqwest::Response, stop_early: impl Fn(&[Value]) -> b
 }
 
 fn chunks(events: &[Value]) -> Vec<String> {
-    events.iter().filter(|e| e["result"]["kind"] == "artifact-update").map(|e| e["result"]["artifact"]["parts"][0]["text"].as_str().unwrap_or_default().to_owned()).collect()
+    events
+        .iter()
+        .filter(|e| e["result"]["kind"] == "artifact-update")
+        .map(|e| {
+            e["result"]["artifact"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -168,14 +260,22 @@ async fn server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once(
     let resp = client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": { "message": message } })).send().await.unwrap();
     // Read until the second chunk: the skill is now in its durable pause.
     let before = read_events(resp, |events| chunks(events).len() >= 2).await;
-    let task_id = before[0]["result"]["id"].as_str().expect("first event is the task").to_owned();
-    assert!(before.iter().all(|e| e["id"] == "s"), "every event carries the request id");
+    let task_id = before[0]["result"]["id"]
+        .as_str()
+        .expect("first event is the task")
+        .to_owned();
+    assert!(
+        before.iter().all(|e| e["id"] == "s"),
+        "every event carries the request id"
+    );
     server.child.kill().unwrap(); // SIGKILL
     server.child.wait().unwrap();
 
     let server = serve(dir.path(), &[]);
     let resp = client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "r", "method": "tasks/resubscribe", "params": { "id": task_id } })).send().await.unwrap();
-    let story = tokio::time::timeout(Duration::from_secs(30), read_events(resp, |_| false)).await.expect("resubscribe ends");
+    let story = tokio::time::timeout(Duration::from_secs(30), read_events(resp, |_| false))
+        .await
+        .expect("resubscribe ends");
     let last = story.last().unwrap();
     assert_eq!(last["result"]["status"]["state"], "completed", "{last}");
     assert_eq!(last["result"]["final"], true);
@@ -189,11 +289,32 @@ async fn server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once(
         ],
         "every chunk once, in order"
     );
-    let appends: Vec<bool> = story.iter().filter(|e| e["result"]["kind"] == "artifact-update").map(|e| e["result"]["append"] == true).collect();
+    let appends: Vec<bool> = story
+        .iter()
+        .filter(|e| e["result"]["kind"] == "artifact-update")
+        .map(|e| e["result"]["append"] == true)
+        .collect();
     assert_eq!(appends, vec![false, true, true, true]);
-    let progress: Vec<&str> = story.iter().filter_map(|e| e["result"]["status"]["message"]["parts"][0]["text"].as_str()).collect();
-    assert_eq!(progress.iter().filter(|t| **t == "Searching…").count(), 1, "{progress:?}");
-    assert_eq!(progress.iter().filter(|t| **t == "Writing the conclusion…").count(), 1, "{progress:?}");
-    let states: Vec<&str> = story.iter().filter_map(|e| e["result"]["status"]["state"].as_str()).collect();
+    let progress: Vec<&str> = story
+        .iter()
+        .filter_map(|e| e["result"]["status"]["message"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(
+        progress.iter().filter(|t| **t == "Searching…").count(),
+        1,
+        "{progress:?}"
+    );
+    assert_eq!(
+        progress
+            .iter()
+            .filter(|t| **t == "Writing the conclusion…")
+            .count(),
+        1,
+        "{progress:?}"
+    );
+    let states: Vec<&str> = story
+        .iter()
+        .filter_map(|e| e["result"]["status"]["state"].as_str())
+        .collect();
     assert_eq!(states.first(), Some(&"submitted"));
 }
