@@ -1,5 +1,5 @@
-//! The seed's research loop, written as an explicit reducer and as a step table (and, once the macros
-//! land, with `#[flow_skill]`), produces the same effect journal for the same scripted model and takes
+//! The seed's research loop, written as an explicit reducer, as a step table and
+//! with `#[flow_skill]`, produces the same effect journal for the same scripted model and takes
 //! the task working -> input-required -> (reply) -> completed.
 
 use radkit::demo;
@@ -111,9 +111,10 @@ async fn run_form(
 }
 
 #[tokio::test]
-async fn reducer_and_step_table_produce_the_same_effect_journal() {
+async fn macro_reducer_and_step_table_forms_produce_the_same_effect_journal() {
     let reducer = run_form(radkit::flow::erase(demo::research_reducer::ResearchReducer)).await;
     let table = run_form(radkit::flow::erase(demo::research_table::skill())).await;
+    let macros = run_form(radkit::flow::erase(demo::research_macro::ResearchLoop)).await;
     assert_eq!(
         reducer.1,
         vec![
@@ -129,4 +130,5 @@ async fn reducer_and_step_table_produce_the_same_effect_journal() {
         "research, critic (revise), research, critic (ask), research, critic (approve)"
     );
     assert_eq!(reducer, table);
+    assert_eq!(reducer, macros);
 }

@@ -1,1 +1,38 @@
+//! Procedural macros for radkit: `#[flow_skill]` on an impl block (or on the skill struct) and
+//! `#[step]` on its methods. `goto!` and `await_input!` inside steps are rewritten by `#[flow_skill]`;
+//! outside a skill they are `macro_rules!` stubs in the runtime that fail with a clear message.
+//!
+//! Pipeline: `attr` (arguments) -> `ast::from_syn` (the skill model) -> `valid` (rules across steps)
+//! -> `expand` (code). Every stage collects errors; on error the user's item is emitted unchanged
+//! (minus `#[step]`) next to the `compile_error!`s, so IDEs keep working and errors do not cascade.
 
+use proc_macro::TokenStream;
+
+mod ast;
+mod attr;
+mod expand;
+mod rewrite;
+mod valid;
+
+/// Turns an impl block of `#[step]` methods into a durable skill (see the `radkit` docs), or, on a
+/// struct, records the skill's metadata for a bare `#[flow_skill]` on its impl block.
+#[proc_macro_attribute]
+pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
+    let output = expand::flow_skill(args.into(), input.into());
+    if std::env::var_os("RADKIT_MACROS_DEBUG").is_some() {
+        eprintln!("{output}");
+    }
+    output.into()
+}
+
+/// Marks a step of a `#[flow_skill]` impl block. On its own it is an error.
+#[proc_macro_attribute]
+pub fn step(_args: TokenStream, input: TokenStream) -> TokenStream {
+    let item: proc_macro2::TokenStream = input.into();
+    let error = syn::Error::new(
+        proc_macro2::Span::call_site(),
+        "#[step] only works on methods of an impl block marked #[flow_skill]; add #[flow_skill] to the impl block",
+    )
+    .to_compile_error();
+    quote::quote!(#error #item).into()
+}

@@ -18,4 +18,11 @@ pub mod store;
 pub mod tools;
 
 pub use engine::{Engine, EngineBuilder, EngineError};
+pub mod registry;
 pub mod server;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use radkit_macros::{flow_skill, step};

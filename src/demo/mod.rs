@@ -4,6 +4,7 @@
 //! cross-form equivalence test use it.
 
 pub mod report;
+pub mod research_macro;
 pub mod research_reducer;
 pub mod research_table;
 
@@ -58,13 +59,14 @@ pub fn revision_prompt(cycle: &Cycle) -> String {
 }
 
 /// An engine builder serving every form of the research loop over `store` with the scripted models;
-/// a message that names no skill runs the step-table form.
+/// a message that names no skill runs the macro form.
 pub fn engine_builder(store: impl radkit_runtime::store::Store) -> radkit_runtime::EngineBuilder {
     radkit_runtime::Engine::builder(store)
+        .skill(research_macro::ResearchLoop)
         .skill(research_table::skill())
         .skill(research_reducer::ResearchReducer)
         .skill(report::skill())
-        .default_skill("research_table")
+        .default_skill("research_loop_v2")
         .effects(scripted_effects())
 }
 

@@ -1,0 +1,139 @@
+//! Parse `#[flow_skill(..)]` and `#[step(..)]` arguments into typed structs that keep their spans.
+
+use proc_macro2::Span;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Expr, ExprArray, ExprLit, Lit, LitStr, Meta, Path, Token};
+
+/// `#[flow_skill(..)]` arguments.
+#[derive(Default)]
+pub struct SkillAttrs {
+    pub id: Option<LitStr>,
+    pub name: Option<LitStr>,
+    pub description: Option<LitStr>,
+    pub version: Option<LitStr>,
+    pub tags: Vec<LitStr>,
+    pub examples: Vec<LitStr>,
+    pub input_modes: Vec<LitStr>,
+    pub output_modes: Vec<LitStr>,
+    pub krate: Option<Path>,
+    /// True when any argument was given (a bare `#[flow_skill]` takes the struct's metadata).
+    pub any: bool,
+}
+
+const SKILL_KEYS: &str = "`id`, `name`, `description`, `version`, `tags`, `examples`, `input_modes`, `output_modes` or `crate`";
+
+fn string(expr: &Expr) -> syn::Result<LitStr> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Ok(s.clone()),
+        other => Err(syn::Error::new_spanned(other, "expected a string literal")),
+    }
+}
+
+fn strings(expr: &Expr) -> syn::Result<Vec<LitStr>> {
+    match expr {
+        Expr::Array(ExprArray { elems, .. }) => elems.iter().map(string).collect(),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "expected a list of string literals: `[\"a\", \"b\"]`",
+        )),
+    }
+}
+
+impl SkillAttrs {
+    pub fn from_tokens(tokens: proc_macro2::TokenStream) -> syn::Result<Self> {
+        let metas =
+            syn::parse::Parser::parse2(Punctuated::<Meta, Token![,]>::parse_terminated, tokens)?;
+        let mut attrs = SkillAttrs::default();
+        let mut errors: Option<syn::Error> = None;
+        for meta in metas {
+            attrs.any = true;
+            let result = (|| -> syn::Result<()> {
+                let nv = match &meta {
+                    Meta::NameValue(nv) => nv,
+                    other => return Err(syn::Error::new_spanned(
+                        other,
+                        format!(
+                            "expected `key = value` in #[flow_skill(..)]; keys are {SKILL_KEYS}"
+                        ),
+                    )),
+                };
+                let key = nv
+                    .path
+                    .get_ident()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                match key.as_str() {
+                    "id" => attrs.id = Some(string(&nv.value)?),
+                    "name" => attrs.name = Some(string(&nv.value)?),
+                    "description" => attrs.description = Some(string(&nv.value)?),
+                    "version" => attrs.version = Some(string(&nv.value)?),
+                    "tags" => attrs.tags = strings(&nv.value)?,
+                    "examples" => attrs.examples = strings(&nv.value)?,
+                    "input_modes" => attrs.input_modes = strings(&nv.value)?,
+                    "output_modes" => attrs.output_modes = strings(&nv.value)?,
+                    "crate" => {
+                        let lit = string(&nv.value)?;
+                        attrs.krate = Some(lit.parse()?);
+                    }
+                    _ => return Err(syn::Error::new_spanned(
+                        &nv.path,
+                        format!(
+                            "unknown argument `{key}` in #[flow_skill(..)]; expected {SKILL_KEYS}"
+                        ),
+                    )),
+                }
+                Ok(())
+            })();
+            if let Err(e) = result {
+                match &mut errors {
+                    Some(all) => all.combine(e),
+                    None => errors = Some(e),
+                }
+            }
+        }
+        match errors {
+            Some(e) => Err(e),
+            None => Ok(attrs),
+        }
+    }
+}
+
+/// `#[step(..)]` arguments.
+#[derive(Default)]
+pub struct StepAttrs {
+    pub start: Option<Span>,
+    pub resume_from: Option<LitStr>,
+}
+
+impl Parse for StepAttrs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut attrs = StepAttrs::default();
+        let metas = Punctuated::<Meta, Token![,]>::parse_terminated(input)?;
+        for meta in metas {
+            match &meta {
+                Meta::Path(p) if p.is_ident("start") => {
+                    attrs.start = Some(syn::spanned::Spanned::span(p))
+                }
+                Meta::NameValue(nv) if nv.path.is_ident("resume_from") => {
+                    attrs.resume_from = Some(string(&nv.value)?)
+                }
+                other => {
+                    let key = match other {
+                        Meta::Path(p) => p.clone(),
+                        Meta::List(l) => l.path.clone(),
+                        Meta::NameValue(nv) => nv.path.clone(),
+                    };
+                    let name = key
+                        .get_ident()
+                        .map(ToString::to_string)
+                        .unwrap_or_else(|| "..".to_owned());
+                    return Err(syn::Error::new_spanned(key, format!("unknown argument `{name}` in #[step(..)]; expected `start` or `resume_from = \"..\"`")));
+                }
+            }
+        }
+        Ok(attrs)
+    }
+}
