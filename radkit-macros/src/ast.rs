@@ -107,7 +107,7 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
         };
         let attr = method.attrs.remove(pos);
         let span = attr.span();
-        let attrs = match &attr.meta {
+        let mut attrs = match &attr.meta {
             syn::Meta::Path(_) => StepAttrs::default(),
             _ => match attr.parse_args::<StepAttrs>() {
                 Ok(a) => a,
@@ -117,6 +117,9 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
                 }
             },
         };
+        if let Some(e) = attrs.errors.take() {
+            push(&mut errors, e);
+        }
         let resume = attrs.resume_from.is_some();
         let params = match signature(method, resume) {
             Ok(p) => p,

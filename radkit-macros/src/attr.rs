@@ -17,11 +17,13 @@ pub struct SkillAttrs {
     pub input_modes: Vec<LitStr>,
     pub output_modes: Vec<LitStr>,
     pub krate: Option<Path>,
+    /// `register = false`: no inventory registration (the skill is served explicitly).
+    pub register: Option<syn::LitBool>,
     /// True when any argument was given (a bare `#[flow_skill]` takes the struct's metadata).
     pub any: bool,
 }
 
-const SKILL_KEYS: &str = "`id`, `name`, `description`, `version`, `tags`, `examples`, `input_modes`, `output_modes` or `crate`";
+const SKILL_KEYS: &str = "`id`, `name`, `description`, `version`, `tags`, `examples`, `input_modes`, `output_modes`, `register` or `crate`";
 
 fn string(expr: &Expr) -> syn::Result<LitStr> {
     match expr {
@@ -53,12 +55,14 @@ impl SkillAttrs {
             let result = (|| -> syn::Result<()> {
                 let nv = match &meta {
                     Meta::NameValue(nv) => nv,
-                    other => return Err(syn::Error::new_spanned(
-                        other,
-                        format!(
+                    other => {
+                        return Err(syn::Error::new_spanned(
+                            other,
+                            format!(
                             "expected `key = value` in #[flow_skill(..)]; keys are {SKILL_KEYS}"
                         ),
-                    )),
+                        ))
+                    }
                 };
                 let key = nv
                     .path
@@ -74,16 +78,29 @@ impl SkillAttrs {
                     "examples" => attrs.examples = strings(&nv.value)?,
                     "input_modes" => attrs.input_modes = strings(&nv.value)?,
                     "output_modes" => attrs.output_modes = strings(&nv.value)?,
+                    "register" => match &nv.value {
+                        Expr::Lit(ExprLit {
+                            lit: Lit::Bool(b), ..
+                        }) => attrs.register = Some(b.clone()),
+                        other => {
+                            return Err(syn::Error::new_spanned(
+                                other,
+                                "expected `true` or `false`",
+                            ))
+                        }
+                    },
                     "crate" => {
                         let lit = string(&nv.value)?;
                         attrs.krate = Some(lit.parse()?);
                     }
-                    _ => return Err(syn::Error::new_spanned(
-                        &nv.path,
-                        format!(
+                    _ => {
+                        return Err(syn::Error::new_spanned(
+                            &nv.path,
+                            format!(
                             "unknown argument `{key}` in #[flow_skill(..)]; expected {SKILL_KEYS}"
                         ),
-                    )),
+                        ))
+                    }
                 }
                 Ok(())
             })();
@@ -106,6 +123,9 @@ impl SkillAttrs {
 pub struct StepAttrs {
     pub start: Option<Span>,
     pub resume_from: Option<LitStr>,
+    /// Errors in the arguments; the valid ones above are still recorded so that one bad key does not
+    /// also report "no start step".
+    pub errors: Option<syn::Error>,
 }
 
 impl Parse for StepAttrs {
@@ -113,13 +133,18 @@ impl Parse for StepAttrs {
         let mut attrs = StepAttrs::default();
         let metas = Punctuated::<Meta, Token![,]>::parse_terminated(input)?;
         for meta in metas {
-            match &meta {
+            let error = match &meta {
                 Meta::Path(p) if p.is_ident("start") => {
-                    attrs.start = Some(syn::spanned::Spanned::span(p))
+                    attrs.start = Some(syn::spanned::Spanned::span(p));
+                    None
                 }
-                Meta::NameValue(nv) if nv.path.is_ident("resume_from") => {
-                    attrs.resume_from = Some(string(&nv.value)?)
-                }
+                Meta::NameValue(nv) if nv.path.is_ident("resume_from") => match string(&nv.value) {
+                    Ok(s) => {
+                        attrs.resume_from = Some(s);
+                        None
+                    }
+                    Err(e) => Some(e),
+                },
                 other => {
                     let key = match other {
                         Meta::Path(p) => p.clone(),
@@ -130,7 +155,13 @@ impl Parse for StepAttrs {
                         .get_ident()
                         .map(ToString::to_string)
                         .unwrap_or_else(|| "..".to_owned());
-                    return Err(syn::Error::new_spanned(key, format!("unknown argument `{name}` in #[step(..)]; expected `start` or `resume_from = \"..\"`")));
+                    Some(syn::Error::new_spanned(key, format!("unknown argument `{name}` in #[step(..)]; expected `start` or `resume_from = \"..\"`")))
+                }
+            };
+            if let Some(e) = error {
+                match &mut attrs.errors {
+                    Some(all) => all.combine(e),
+                    None => attrs.errors = Some(e),
                 }
             }
         }

@@ -133,13 +133,13 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
         Some(all) => all.combine(e),
         None => errors = Some(e),
     };
-    let attrs = SkillAttrs::from_tokens(args).unwrap_or_else(|e| {
-        push(e);
-        SkillAttrs {
-            any: true,
-            ..SkillAttrs::default()
+    let (attrs, attrs_ok) = match SkillAttrs::from_tokens(args) {
+        Ok(a) => (a, true),
+        Err(e) => {
+            push(e);
+            (SkillAttrs::default(), false)
         }
-    });
+    };
     let krate = krate(&attrs);
     let (skill, e) = ast::from_syn(&mut item);
     if let Some(e) = e {
@@ -148,7 +148,7 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     if let Some(e) = valid::validate(&skill, item.self_ty.span()) {
         push(e);
     }
-    let meta = if attrs.any {
+    let meta = if attrs.any && attrs_ok {
         match meta_impl(&attrs, &item.self_ty, &skill.docs, &krate) {
             Ok(m) => m,
             Err(e) => {
@@ -173,7 +173,8 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
         let e = errors.to_compile_error();
         return quote!(#e #item);
     }
-    generate(&krate, item, &skill, meta)
+    let register = attrs.register.as_ref().is_none_or(|b| b.value);
+    generate(&krate, item, &skill, meta, register)
 }
 
 fn payload_type(types: &[&syn::Type]) -> TokenStream {
@@ -189,6 +190,7 @@ fn generate(
     mut item: ItemImpl,
     skill: &Skill,
     meta: TokenStream,
+    register: bool,
 ) -> TokenStream {
     let self_ty = &skill.self_ty;
     let state = format_ident!("__RadkitState{}", skill.ident);
@@ -288,25 +290,6 @@ fn generate(
         }
     }
 
-    let checks = skill.steps.iter().flat_map(|s| {
-        let seeded = s.attrs.start.is_some();
-        s.params
-            .iter()
-            .filter(|p| p.role == Role::Payload)
-            .map(move |p| {
-                let ty = &p.ty;
-                let seed = if seeded {
-                    quote_spanned!(ty.span()=> let _ = #krate::__private::seed::<#ty>;)
-                } else {
-                    TokenStream::new()
-                };
-                quote_spanned! {ty.span()=>
-                    #krate::__private::assert_payload::<#ty>();
-                    #seed
-                }
-            })
-    });
-
     let step_infos = skill.steps.iter().zip(gotos.iter()).map(|(s, g)| {
         let name = &s.name;
         let start = s.attrs.start.is_some();
@@ -326,9 +309,48 @@ fn generate(
         }
     });
 
-    let serde_path = format!("{krate}::__private::serde").replace(' ', "");
+    let variant_names: Vec<String> = skill
+        .steps
+        .iter()
+        .map(|s| variant(&s.name).to_string())
+        .collect();
+    let ser_arms = skill.steps.iter().map(|s| {
+        let v = variant(&s.name);
+        let name = v.to_string();
+        let ty = payload_type(&s.payload());
+        let tspan = ty.span();
+        let call = quote_spanned!(tspan=> #krate::__private::ser_variant::<#ty, __S>);
+        quote!(#state::#v(__payload) => #call(__serializer, #name, __payload))
+    });
+    let de_arms = skill.steps.iter().map(|s| {
+        let v = variant(&s.name);
+        let name = v.to_string();
+        let ty = payload_type(&s.payload());
+        let tspan = ty.span();
+        let call = quote_spanned!(tspan=> #krate::__private::de_payload::<#ty, __D::Error>);
+        quote!(#name => ::core::result::Result::Ok(#state::#v(#call(__value)?)))
+    });
     let ident = &skill.ident;
-    let build = format_ident!("__radkit_build_{}", ident.to_string().to_lowercase());
+    let build_fn = format_ident!("__radkit_build_{}", ident.to_string().to_lowercase());
+    let registration = if register {
+        quote! {
+            #[doc(hidden)]
+            fn #build_fn() -> ::std::sync::Arc<dyn #krate::__private::ErasedSkill> {
+                #krate::__private::build_default::<#self_ty>()
+            }
+
+            #krate::__private::inventory::submit! {
+                #krate::__private::SkillRegistration::new(
+                    <#self_ty as #krate::__private::SkillMeta>::ID,
+                    ::core::file!(),
+                    ::core::line!(),
+                    #build_fn,
+                )
+            }
+        }
+    } else {
+        TokenStream::new()
+    };
     quote! {
         #item
 
@@ -336,14 +358,35 @@ fn generate(
 
         #[doc(hidden)]
         #[allow(non_camel_case_types, dead_code, private_interfaces, clippy::enum_variant_names)]
-        #[derive(#krate::__private::serde::Serialize, #krate::__private::serde::Deserialize)]
-        #[serde(crate = #serde_path)]
         pub enum #state {
             __Start,
             #(#variants,)*
         }
 
         const _: () = {
+            #[automatically_derived]
+            impl #krate::__private::serde::Serialize for #state {
+                fn serialize<__S: #krate::__private::serde::Serializer>(&self, __serializer: __S) -> ::core::result::Result<__S::Ok, __S::Error> {
+                    match self {
+                        #state::__Start => #krate::__private::ser_variant::<(), __S>(__serializer, "__Start", &()),
+                        #(#ser_arms,)*
+                    }
+                }
+            }
+
+            #[automatically_derived]
+            impl<'de> #krate::__private::serde::Deserialize<'de> for #state {
+                fn deserialize<__D: #krate::__private::serde::Deserializer<'de>>(__deserializer: __D) -> ::core::result::Result<Self, __D::Error> {
+                    const VARIANTS: &[&str] = &["__Start", #(#variant_names),*];
+                    let (__name, __value) = #krate::__private::de_variant(__deserializer)?;
+                    match __name.as_str() {
+                        "__Start" => ::core::result::Result::Ok(#state::__Start),
+                        #(#de_arms,)*
+                        __other => ::core::result::Result::Err(#krate::__private::unknown_variant(__other, VARIANTS)),
+                    }
+                }
+            }
+
             #[automatically_derived]
             #[allow(unused_qualifications)]
             #[#krate::__private::async_trait]
@@ -382,24 +425,9 @@ fn generate(
             #[automatically_derived]
             impl #krate::__private::FlowSkillImpl for #self_ty {}
 
-            #[doc(hidden)]
-            fn #build() -> ::std::sync::Arc<dyn #krate::__private::ErasedSkill> {
-                #krate::__private::build_default::<#self_ty>()
-            }
 
-            #[allow(dead_code)]
-            fn __radkit_checks() {
-                #(#checks)*
-            }
 
-            #krate::__private::inventory::submit! {
-                #krate::__private::SkillRegistration::new(
-                    <#self_ty as #krate::__private::SkillMeta>::ID,
-                    ::core::file!(),
-                    ::core::line!(),
-                    #build,
-                )
-            }
+            #registration
         };
     }
 }

@@ -154,12 +154,14 @@ impl Rewriter<'_> {
         }
         let pairs = match mac.parse_body_with(Punctuated::<KeyValue, Token![,]>::parse_terminated) {
             Ok(p) => p,
-            Err(e) => return Some(error(
-                e.span(),
-                format!(
+            Err(e) => {
+                return Some(error(
+                    e.span(),
+                    format!(
                     "{e}; write `await_input!(slot = \"..\", message = \"..\", carry = payload)`"
                 ),
-            )),
+                ))
+            }
         };
         let (mut slot, mut message, mut carry) = (None, None, None);
         for kv in pairs {

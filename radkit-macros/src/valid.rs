@@ -33,6 +33,19 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> Option<syn::Erro
         );
         return errors;
     }
+    // Step names are state names in the journal: two steps with one name could not be told apart.
+    for (i, step) in skill.steps.iter().enumerate() {
+        if skill.steps[..i].iter().any(|s| s.name == step.name) {
+            push(
+                &mut errors,
+                syn::Error::new(
+                    step.ident.span(),
+                    format!("duplicate step `{}`; step names must be unique", step.name),
+                ),
+            );
+            return errors;
+        }
+    }
     // Exactly one start step: the first user message must have exactly one destination.
     let starts: Vec<_> = skill
         .steps

@@ -73,8 +73,43 @@ impl<T: Default> Seed for T {}
 pub trait Registrable: FlowSkill + Default {}
 impl<T: FlowSkill + Default> Registrable for T {}
 
-/// Type check of a payload (spanned at the user's type).
-pub fn assert_payload<T: Payload>() {}
+/// Serialize one variant of a hidden state enum as `{"Variant": payload}`.
+pub fn ser_variant<T: Payload, S: serde::Serializer>(
+    serializer: S,
+    variant: &'static str,
+    payload: &T,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(1))?;
+    map.serialize_entry(variant, payload)?;
+    map.end()
+}
+
+/// Read `{"Variant": payload}` (or `"Variant"`) into the variant name and its JSON payload.
+pub fn de_variant<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<(String, serde_json::Value), D::Error> {
+    use serde::de::Error;
+    match <serde_json::Value as serde::Deserialize>::deserialize(deserializer)? {
+        serde_json::Value::String(name) => Ok((name, serde_json::Value::Null)),
+        serde_json::Value::Object(map) if map.len() == 1 => {
+            Ok(map.into_iter().next().unwrap_or_default())
+        }
+        other => Err(D::Error::custom(format!(
+            "expected a step state like {{\"StepName\": payload}}, found {other}"
+        ))),
+    }
+}
+
+/// Decode a variant's payload.
+pub fn de_payload<T: Payload, E: serde::de::Error>(value: serde_json::Value) -> Result<T, E> {
+    serde_json::from_value(value).map_err(E::custom)
+}
+
+/// An unknown variant name.
+pub fn unknown_variant<E: serde::de::Error>(name: &str, expected: &'static [&'static str]) -> E {
+    E::unknown_variant(name, expected)
+}
 
 /// The default value of a start-step parameter.
 pub fn seed<T: Seed>() -> T {

@@ -12,14 +12,22 @@ pub struct Args {
 
 /// Run `radkit graph`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let skills = radkit::registry::build_all()?;
+    // Registered skills, plus the demo skills `radkit serve` runs.
+    let mut skills = radkit::registry::build_all()?;
+    skills.push(radkit::flow::erase(
+        radkit::demo::research_macro::ResearchLoop,
+    ));
+    skills.push(radkit::flow::erase(radkit::demo::research_table::skill()));
+    skills.push(radkit::flow::erase(radkit::demo::report::skill()));
     let ids: Vec<String> = skills.iter().map(|s| s.info().id.clone()).collect();
     match args.skill {
         Some(id) if !args.list => {
-            let skill = skills
-                .iter()
-                .find(|s| s.info().id == id)
-                .ok_or_else(|| anyhow::anyhow!("no registered skill `{id}`; registered skills are {}", ids.join(", ")))?;
+            let skill = skills.iter().find(|s| s.info().id == id).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no registered skill `{id}`; registered skills are {}",
+                    ids.join(", ")
+                )
+            })?;
             print!("{}", radkit::registry::mermaid(skill.info()));
         }
         _ => {

@@ -15,6 +15,7 @@ pub struct ResearchLoop;
     name = "Research Loop v2",
     tags = ["research", "writing"],
     examples = ["Write a note on durable execution"],
+    register = false,
     crate = "crate"
 )]
 impl ResearchLoop {

@@ -1,0 +1,41 @@
+//! Two skills with one id are an error naming both declarations.
+
+use radkit::flow::{StepCtx, StepResult};
+use radkit::flow_skill;
+
+#[derive(Default)]
+struct One;
+
+#[flow_skill(id = "same", name = "One")]
+impl One {
+    #[step(start)]
+    async fn a(&self, ctx: &StepCtx) -> StepResult {
+        ctx.complete("one", vec![])
+    }
+}
+
+#[derive(Default)]
+struct Two;
+
+#[flow_skill(id = "same", name = "Two")]
+impl Two {
+    #[step(start)]
+    async fn a(&self, ctx: &StepCtx) -> StepResult {
+        ctx.complete("two", vec![])
+    }
+}
+
+#[test]
+fn duplicate_ids_are_reported_with_both_locations() {
+    let err = match radkit::registry::build_all() {
+        Err(e) => e,
+        Ok(_) => panic!("two skills share an id"),
+    };
+    assert_eq!(err.id, "same");
+    let text = err.to_string();
+    assert!(
+        text.contains("test_registry_duplicates.rs:9")
+            && text.contains("test_registry_duplicates.rs:20"),
+        "{text}"
+    );
+}

@@ -1,0 +1,17 @@
+// Rule: #[flow_skill(..)] rejects unknown keys.
+use radkit::flow::{StepCtx, StepResult};
+use radkit::model::Content;
+use radkit::flow_skill;
+
+#[derive(Default)]
+struct S;
+
+#[flow_skill(id = "s", name = "S", colour = "blue")]
+impl S {
+    #[step(start)]
+    async fn a(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        ctx.complete(msg.joined_texts(), vec![])
+    }
+}
+
+fn main() {}

@@ -1,0 +1,16 @@
+// Rule: one step must be #[step(start)].
+use radkit::flow::{StepCtx, StepResult};
+use radkit::flow_skill;
+
+#[derive(Default)]
+struct S;
+
+#[flow_skill(id = "s", name = "S")]
+impl S {
+    #[step]
+    async fn a(&self, ctx: &StepCtx) -> StepResult {
+        ctx.complete("x", vec![])
+    }
+}
+
+fn main() {}

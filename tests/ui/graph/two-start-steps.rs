@@ -1,0 +1,22 @@
+// Rule: only one #[step(start)].
+use radkit::flow::{StepCtx, StepResult};
+use radkit::model::Content;
+use radkit::flow_skill;
+
+#[derive(Default)]
+struct S;
+
+#[flow_skill(id = "s", name = "S")]
+impl S {
+    #[step(start)]
+    async fn a(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        ctx.complete(msg.joined_texts(), vec![])
+    }
+
+    #[step(start)]
+    async fn b(&self, ctx: &StepCtx) -> StepResult {
+        ctx.complete("x", vec![])
+    }
+}
+
+fn main() {}
