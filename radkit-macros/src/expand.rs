@@ -423,6 +423,7 @@ fn generate(
             }
 
             #[automatically_derived]
+            #[diagnostic::do_not_recommend]
             impl #krate::__private::FlowSkillImpl for #self_ty {}
 
 
