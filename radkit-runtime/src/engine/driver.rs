@@ -251,13 +251,11 @@ impl Inner {
             Arc::new(invoker),
         );
         let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit);
-        let result = {
-            let _enter = span.enter();
-            drop(_enter);
-            std::panic::AssertUnwindSafe(skill.activate(state, event, &ctx))
-                .catch_unwind()
-                .await
-        };
+        let result = tracing::Instrument::instrument(
+            std::panic::AssertUnwindSafe(skill.activate(state, event, &ctx)).catch_unwind(),
+            span,
+        )
+        .await;
         let result = match result {
             Ok(r) => r,
             Err(panic) => {

@@ -20,6 +20,17 @@ impl Inner {
         cmd: &Cmd,
         prior_attempts: u32,
     ) -> Option<Receipt> {
+        let span = tracing::info_span!("command", task = %run.task_id, invocation = %id, what = %cmd.kind.fingerprint(), policy = ?cmd.policy);
+        tracing::Instrument::instrument(self.attempts(run, id, cmd, prior_attempts), span).await
+    }
+
+    async fn attempts(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        id: &InvocationId,
+        cmd: &Cmd,
+        prior_attempts: u32,
+    ) -> Option<Receipt> {
         let what = cmd.kind.fingerprint();
         if self.crash_at(Boundary::CommandJournaled, run, Some(id), Some(&what)) {
             return None;
