@@ -1,10 +1,189 @@
-//! `radkit tasks`.
+//! `radkit tasks list|show <id>`: the tasks in a SQLite file, and one task's journal as a timeline.
+
+use std::path::PathBuf;
+
+use radkit::journal::{Entry, JournalRecord};
+use radkit::store::{Store, TaskQuery};
 
 /// Arguments of `radkit tasks`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+    /// Directory of the SQLite file (`radkit.sqlite`), as for `radkit serve`.
+    #[arg(long, global = true, default_value = "data", env = "RADKIT_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Store URL (`sqlite://<path>`), as for `radkit serve`.
+    #[arg(long, global = true, env = "RADKIT_STORE")]
+    store: Option<String>,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Newest tasks first.
+    List {
+        /// Only unfinished tasks.
+        #[arg(long)]
+        running: bool,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// One task's journal as a timeline.
+    Show {
+        /// Task id.
+        id: String,
+    },
+}
+
+fn time(ms: i64) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
+        .unwrap_or_default()
+}
+
+fn short(value: &impl serde::Serialize) -> String {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    if text.chars().count() > 80 {
+        format!("{}…", text.chars().take(79).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// One line describing a journal entry.
+pub fn describe(record: &JournalRecord) -> String {
+    match &record.entry {
+        Entry::TaskCreated {
+            skill_id,
+            skill_version,
+            principal,
+            ..
+        } => {
+            format!(
+                "created for skill `{skill_id}` version {skill_version}{}",
+                principal
+                    .as_ref()
+                    .map(|p| format!(" by {p}"))
+                    .unwrap_or_default()
+            )
+        }
+        Entry::MessageReceived { message } => format!("user: {}", short(&message.joined_texts())),
+        Entry::Activated {
+            visit, step, event, ..
+        } => format!("step `{step}` (visit {visit}) on {}", event.kind_name()),
+        Entry::CommandIssued {
+            id,
+            cmd,
+            transition,
+        } => {
+            format!(
+                "issue {} [{:?}{}] {id}",
+                cmd.kind.fingerprint(),
+                cmd.policy,
+                if *transition { ", from transition" } else { "" }
+            )
+        }
+        Entry::AttemptFailed { id, attempt, error } => format!(
+            "attempt {attempt} of {id} failed ({:?}): {}",
+            error.kind, error.message
+        ),
+        Entry::ReceiptRecorded { receipt } => match &receipt.outcome {
+            Ok(value) => format!(
+                "receipt {} ok (attempt {}): {}",
+                receipt.id,
+                receipt.attempt,
+                short(value)
+            ),
+            Err(e) => format!(
+                "receipt {} error (attempt {}): {}",
+                receipt.id, receipt.attempt, e.message
+            ),
+        },
+        Entry::Transitioned { next, .. } => format!("transition: {next}"),
+        Entry::TimerSet { id, fire_at_ms } => format!("timer {id} fires at {}", time(*fire_at_ms)),
+        Entry::AwaitingInput { slot, message, .. } => {
+            format!("awaiting `{slot}`: {}", short(&message.joined_texts()))
+        }
+        Entry::MessageEmitted { message } => format!("agent: {}", short(&message.joined_texts())),
+        Entry::Progress { message } => format!("progress: {}", message.joined_texts()),
+        Entry::ArtifactEmitted {
+            artifact,
+            append,
+            last_chunk,
+        } => format!(
+            "artifact `{}`{}{}",
+            artifact.name.as_deref().unwrap_or(&artifact.artifact_id),
+            if *append { " (append)" } else { "" },
+            if *last_chunk { "" } else { " (more to come)" }
+        ),
+        Entry::StatusChanged { state } => format!("status: {}", state.as_str()),
+        Entry::CancelRequested => "cancel requested".to_owned(),
+        Entry::Compensated { id, outcome } => format!(
+            "compensated {id}: {}",
+            if outcome.is_ok() { "ok" } else { "failed" }
+        ),
+        Entry::Terminal { state, message } => {
+            format!(
+                "{}{}",
+                state.as_str(),
+                message
+                    .as_ref()
+                    .map(|m| format!(": {}", m.joined_texts()))
+                    .unwrap_or_default()
+            )
+        }
+    }
+}
 
 /// Run `radkit tasks`.
-pub async fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`radkit tasks` is not built yet")
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let store = crate::cli::serve::open_sqlite(args.store.as_deref(), &args.data_dir, "full")?;
+    match args.command {
+        Command::List { running, limit } => {
+            let tasks = store
+                .list(TaskQuery {
+                    non_terminal: running,
+                    limit: Some(limit),
+                    ..TaskQuery::default()
+                })
+                .await?;
+            println!(
+                "{:<36}  {:<18}  {:<14}  {:>5}  updated",
+                "task", "skill", "state", "seq"
+            );
+            for t in tasks {
+                println!(
+                    "{:<36}  {:<18}  {:<14}  {:>5}  {}",
+                    t.id,
+                    t.skill_id,
+                    t.state.as_str(),
+                    t.last_seq,
+                    time(t.updated_at_ms)
+                );
+            }
+        }
+        Command::Show { id } => {
+            let task = store
+                .task(&id)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("no task {id} in {}", store.path().display()))?;
+            println!(
+                "task {} — skill `{}` version {} — {}",
+                task.id,
+                task.skill_id,
+                task.skill_version,
+                task.state.as_str()
+            );
+            for record in store.journal(&id, 0).await? {
+                println!(
+                    "{:>5}  {}  {}",
+                    record.seq,
+                    time(record.at_ms),
+                    describe(&record)
+                );
+            }
+        }
+    }
+    Ok(())
 }
