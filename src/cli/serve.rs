@@ -29,6 +29,10 @@ pub struct Args {
     /// Public URL of the endpoint, if not `http://<addr>/` (behind a proxy).
     #[arg(long)]
     pub public_url: Option<String>,
+    /// Models: `scripted` (default, no network) or `openai` (an OpenAI-compatible endpoint from
+    /// RADKIT_LLM_BASE_URL, RADKIT_LLM_API_KEY and RADKIT_LLM_MODEL).
+    #[arg(long, default_value = "scripted")]
+    pub llm: String,
 }
 
 /// Open the store an `--store`/`--data-dir` pair names.
@@ -58,7 +62,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     crate::cli::init_tracing();
     let store = open_sqlite(args.store.as_deref(), &args.data_dir, &args.durability)?;
     let path = store.path().display().to_string();
-    let engine: Engine = demo::engine_builder(store).start().await?;
+    let mut builder = demo::engine_builder(store);
+    match args.llm.as_str() {
+        "scripted" => {}
+        "openai" => {
+            let model = radkit::llm::OpenAiModel::from_env().map_err(anyhow::Error::msg)?;
+            builder = builder.effects(radkit::effects::Effects::new().default_model(model));
+        }
+        other => anyhow::bail!("unknown --llm `{other}`; expected `scripted` or `openai`"),
+    }
+    let engine: Engine = builder.start().await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;

@@ -62,6 +62,9 @@ impl Inner {
                 Err(error)
                     if error.is_transient() && attempt < max && attempt - prior_attempts < max =>
                 {
+                    // Honour the service's `Retry-After` when it asks for longer than our backoff.
+                    let hint = std::time::Duration::from_millis(error.retry_after_ms.unwrap_or(0));
+                    let delay = cmd.retry.backoff(attempt + 1).max(hint);
                     {
                         let mut st = run.lock();
                         if let Some(rec) = st.commands.get_mut(id) {
@@ -73,7 +76,6 @@ impl Inner {
                             error,
                         });
                     }
-                    let delay = cmd.retry.backoff(attempt + 1);
                     tokio::time::sleep(delay).await;
                 }
                 result => {

@@ -22,6 +22,9 @@ pub struct EffectError {
     pub kind: ErrorKind,
     /// What went wrong.
     pub message: String,
+    /// The service asked to wait this long before retrying (`Retry-After`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 impl EffectError {
@@ -30,6 +33,7 @@ impl EffectError {
         EffectError {
             kind: ErrorKind::Transient,
             message: message.into(),
+            retry_after_ms: None,
         }
     }
 
@@ -38,7 +42,14 @@ impl EffectError {
         EffectError {
             kind: ErrorKind::Permanent,
             message: message.into(),
+            retry_after_ms: None,
         }
+    }
+
+    /// With a `Retry-After` hint.
+    pub fn retry_after(mut self, delay: std::time::Duration) -> Self {
+        self.retry_after_ms = Some(delay.as_millis().min(u128::from(u64::MAX)) as u64);
+        self
     }
 
     /// True for transient errors.

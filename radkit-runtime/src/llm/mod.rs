@@ -6,8 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::flow::{EffectError, InvocationId};
 
+pub mod openai;
 pub mod scripted;
 
+pub use openai::OpenAiModel;
 pub use scripted::ScriptedModel;
 
 /// One model call.
