@@ -3,6 +3,7 @@
 //! models that make it run without a network. `radkit serve` serves it; the examples and the
 //! cross-form equivalence test use it.
 
+pub mod payments;
 pub mod report;
 pub mod research_macro;
 pub mod research_reducer;

@@ -387,7 +387,7 @@ impl Inner {
                     });
                     st.set_wake(Some(at));
                 }
-                if let CmdKind::AskUser { slot, message } = &cmd.kind {
+                if let CmdKind::AskUser { slot, message, .. } = &cmd.kind {
                     st.push(Entry::AwaitingInput {
                         slot: slot.clone(),
                         message: message.clone(),

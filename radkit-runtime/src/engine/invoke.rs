@@ -134,7 +134,14 @@ impl StepInvoker {
                 }
                 Err(StepError::Suspended)
             }
-            CmdKind::AskUser { slot, message } => {
+            CmdKind::AskUser {
+                slot,
+                message,
+                expires_in_ms,
+                ..
+            } => {
+                let expires_at = expires_in_ms
+                    .map(|ms| now_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
                 {
                     let mut st = run.lock();
                     st.commands.insert(
@@ -144,7 +151,7 @@ impl StepInvoker {
                             receipt: None,
                             attempts: 0,
                             transition: false,
-                            fire_at_ms: None,
+                            fire_at_ms: expires_at,
                             recovered: false,
                         },
                     );
@@ -153,6 +160,14 @@ impl StepInvoker {
                         cmd: cmd.clone(),
                         transition: false,
                     });
+                    if let Some(at) = expires_at {
+                        // The question's deadline is a durable timer like a sleep's.
+                        st.push(Entry::TimerSet {
+                            id: id.clone(),
+                            fire_at_ms: at,
+                        });
+                        st.set_wake(Some(at));
+                    }
                     st.push(Entry::AwaitingInput {
                         slot: slot.clone(),
                         message: message.clone(),
@@ -162,6 +177,9 @@ impl StepInvoker {
                     st.set_status(TaskState::InputRequired);
                 }
                 self.flush().await?;
+                if let Some(at) = expires_at {
+                    self.engine.schedule_timer(run.task_id.to_string(), at);
+                }
                 if self
                     .engine
                     .crash_at(Boundary::AwaitingInput, run, None, None)
@@ -228,7 +246,30 @@ impl StepInvoker {
                 }
                 Ok(serde_json::Value::Null)
             }
-            CmdKind::AskUser { .. } => Err(StepError::Suspended),
+            CmdKind::AskUser { on_expiry, .. } => match rec.fire_at_ms {
+                // Expired without a reply: the question takes its declared default, journaled.
+                Some(at) if at <= now_ms() => {
+                    let value = on_expiry.clone().unwrap_or(serde_json::Value::Null);
+                    let receipt = Receipt {
+                        id,
+                        attempt: 1,
+                        outcome: Ok(value.clone()),
+                        usage: None,
+                    };
+                    {
+                        let mut st = self.run.lock();
+                        st.record_receipt(receipt);
+                        st.set_wake(None);
+                        st.set_status(TaskState::Working);
+                    }
+                    Ok(value)
+                }
+                Some(at) => {
+                    self.engine.schedule_timer(self.run.task_id.to_string(), at);
+                    Err(StepError::Suspended)
+                }
+                None => Err(StepError::Suspended),
+            },
             _ if !rec.cmd.policy.reissue_allowed() => Err(StepError::OutcomeUnknown {
                 what: rec.cmd.kind.fingerprint(),
                 id,

@@ -454,7 +454,7 @@ impl Engine {
         let guard = gate.lock_owned().await;
         let (run, wait, open_visit) = self.inner.load(task_id).await?;
         let ask = match wait {
-            Wait::Input { ask } => ask,
+            Wait::Input { ask, .. } => ask,
             Wait::Terminal(state) => {
                 return Err(EngineError::TaskFinished {
                     task_id: task_id.to_owned(),
@@ -486,6 +486,7 @@ impl Engine {
                         outcome: Ok(value),
                         usage: None,
                     });
+                    st.set_wake(None);
                     if transition {
                         st.queue.push_front(Work::Execute(id));
                     } else if let Some((visit, event)) = open_visit {
@@ -821,6 +822,10 @@ impl Inner {
         match wait {
             Wait::Runnable => self.spawn_drive(run, guard),
             Wait::Timer(at) => self.schedule_timer(task_id.to_owned(), at),
+            Wait::Input {
+                expires_at_ms: Some(at),
+                ..
+            } => self.schedule_timer(task_id.to_owned(), at),
             Wait::Input { .. } | Wait::Terminal(_) => {}
         }
         Ok(())

@@ -23,8 +23,12 @@ pub(crate) struct Header {
 pub(crate) enum Wait {
     /// Work is queued (or nothing is outstanding: the driver decides).
     Runnable,
-    /// A user message; `ask` is the `ask_user` command to answer, if any.
-    Input { ask: Option<InvocationId> },
+    /// A user message; `ask` is the `ask_user` command to answer, if any, and `expires_at_ms` its
+    /// deadline.
+    Input {
+        ask: Option<InvocationId>,
+        expires_at_ms: Option<i64>,
+    },
     /// A timer firing at this time.
     Timer(i64),
     /// Finished.
@@ -180,7 +184,13 @@ pub(crate) fn replay(
             .filter(|c| !c.transition && c.receipt.is_none())
         {
             match rec.cmd.kind {
-                CmdKind::AskUser { .. } => in_step_wait = Some(Wait::Input { ask: None }),
+                CmdKind::AskUser { .. } if rec.fire_at_ms.is_some_and(|at| at <= now_ms()) => {}
+                CmdKind::AskUser { .. } => {
+                    in_step_wait = Some(Wait::Input {
+                        ask: None,
+                        expires_at_ms: rec.fire_at_ms,
+                    })
+                }
                 CmdKind::Sleep { .. } => match rec.fire_at_ms {
                     Some(at) if at > now_ms() && in_step_wait.is_none() => {
                         in_step_wait = Some(Wait::Timer(at))
@@ -190,7 +200,7 @@ pub(crate) fn replay(
                 _ => {}
             }
         }
-        if let Some(Wait::Input { .. }) = in_step_wait {
+        if let Some(Wait::Input { expires_at_ms, .. }) = in_step_wait {
             let ask = commands
                 .iter()
                 .find(|(_, c)| {
@@ -199,7 +209,7 @@ pub(crate) fn replay(
                         && matches!(c.cmd.kind, CmdKind::AskUser { .. })
                 })
                 .map(|(id, _)| id.clone());
-            in_step_wait = Some(Wait::Input { ask });
+            in_step_wait = Some(Wait::Input { ask, expires_at_ms });
         }
         match in_step_wait {
             Some(w) => wait = w,
@@ -229,7 +239,12 @@ pub(crate) fn replay(
                     event: Event::UserMessage { message },
                     rerun: None,
                 }),
-                None => wait = Wait::Input { ask: None },
+                None => {
+                    wait = Wait::Input {
+                        ask: None,
+                        expires_at_ms: None,
+                    }
+                }
             }
         }
         for id in transition_order
@@ -243,6 +258,7 @@ pub(crate) fn replay(
                 (CmdKind::AskUser { .. }, None) => {
                     wait = Wait::Input {
                         ask: Some(id.clone()),
+                        expires_at_ms: None,
                     }
                 }
                 (CmdKind::Sleep { .. }, None) if rec.fire_at_ms.unwrap_or(0) > now_ms() => {

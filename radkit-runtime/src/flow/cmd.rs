@@ -135,6 +135,12 @@ pub enum CmdKind {
         slot: String,
         /// The question.
         message: Message,
+        /// Stop waiting after this long and take `on_expiry` as the answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_in_ms: Option<u64>,
+        /// The answer an expired question takes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on_expiry: Option<serde_json::Value>,
     },
     /// Send a message to the client.
     EmitMessage {
@@ -254,6 +260,8 @@ impl Cmd {
         Cmd::new(CmdKind::AskUser {
             slot: slot.into(),
             message,
+            expires_in_ms: None,
+            on_expiry: None,
         })
     }
 

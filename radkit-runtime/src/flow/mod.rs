@@ -1,6 +1,7 @@
 //! The engine contract: what a skill may say (`Transition`, `Cmd`) and hear (`Event`), whichever of the
 //! three authoring surfaces wrote it. Nothing here performs I/O; the engine implements [`Invoker`].
 
+pub mod approval;
 mod cmd;
 mod ctx;
 mod error;
@@ -9,6 +10,7 @@ mod skill;
 pub mod step_table;
 mod transition;
 
+pub use approval::{Approval, ApprovalRequest, Decision};
 pub use cmd::{Cmd, CmdKind, EffectPolicy, InvocationId, RetryPolicy};
 pub use ctx::{ArtifactStream, Invoker, LlmCall, StepCtx, ToolCall};
 pub use error::{EffectError, ErrorKind, StepError};

@@ -1,0 +1,54 @@
+//! The payment flow end to end on SQLite: a charge, a small refund, and a large refund that waits for
+//! approval (approved here). `cargo run --example payments`
+
+use radkit::demo::payments::{PaymentWorld, Payments};
+use radkit::model::Message;
+use radkit::store::{Durability, SqliteStore};
+use radkit::Engine;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let world = PaymentWorld::new(dir.path());
+    let store = SqliteStore::open(dir.path().join("payments.sqlite"), Durability::Full)?;
+    let engine = Engine::builder(store)
+        .skill(Payments::default())
+        .effects(world.effects())
+        .start()
+        .await?;
+
+    for request in ["charge 4200 alice", "refund 50 alice", "refund 9900 bob"] {
+        let id = engine.send(None, None, Message::user_text(request)).await?;
+        let mut task = engine.wait_settled(None, &id).await?;
+        println!(
+            "{request:>18} -> {:?}: {}",
+            task.status.state,
+            task.status
+                .message
+                .as_ref()
+                .map(|m| m.joined_texts())
+                .unwrap_or_default()
+        );
+        if task.status.state == radkit::model::TaskState::InputRequired {
+            let mut approve = Message::user_text("approve");
+            approve.task_id = Some(id.clone());
+            engine.send(None, None, approve).await?;
+            task = engine.wait_settled(None, &id).await?;
+            println!(
+                "{:>18} -> {:?}: {}",
+                "approve",
+                task.status.state,
+                task.status
+                    .message
+                    .as_ref()
+                    .map(|m| m.joined_texts())
+                    .unwrap_or_default()
+            );
+        }
+    }
+    println!(
+        "ledger: {} charges",
+        radkit::demo::payments::read_lines(&world.file("ledger.jsonl")).len()
+    );
+    Ok(())
+}

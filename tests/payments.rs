@@ -1,0 +1,255 @@
+//! The payment flow's promises: approval gates as state transitions, and the seed's crash plan with a
+//! real process killed by SIGKILL: no double charge, no second email.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use radkit::demo::payments::{read_lines, PaymentWorld, Payments};
+use radkit::model::{Message, Part, Task, TaskState};
+use radkit::store::{Durability, MemoryStore, SqliteStore, TaskQuery};
+use radkit::Engine;
+
+fn reply(id: &str, text: &str) -> Message {
+    let mut m = Message::user_text(text);
+    m.task_id = Some(id.to_owned());
+    m
+}
+
+async fn settle(engine: &Engine, id: &str) -> Task {
+    tokio::time::timeout(Duration::from_secs(30), engine.wait_settled(None, id))
+        .await
+        .expect("task settles")
+        .expect("task")
+}
+
+fn text(task: &Task) -> String {
+    task.status
+        .message
+        .as_ref()
+        .map(|m| m.joined_texts())
+        .unwrap_or_default()
+}
+
+async fn engine(dir: &Path, payments: Payments) -> Engine {
+    Engine::builder(MemoryStore::new())
+        .skill(payments)
+        .effects(PaymentWorld::new(dir).effects())
+        .start()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_charge_is_applied_once_receipted_and_mailed() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), Payments::default()).await;
+    let id = engine
+        .send(None, None, Message::user_text("charge 4200 alice"))
+        .await
+        .unwrap();
+    let task = settle(&engine, &id).await;
+    assert_eq!(task.status.state, TaskState::Completed, "{}", text(&task));
+    let world = PaymentWorld::new(dir.path());
+    assert_eq!(read_lines(&world.file("ledger.jsonl")).len(), 1);
+    assert_eq!(read_lines(&world.file("receipts.jsonl")).len(), 1);
+    assert_eq!(read_lines(&world.file("outbox.jsonl")).len(), 1);
+}
+
+#[tokio::test]
+async fn a_large_refund_waits_for_approval_with_the_exact_proposed_action() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), Payments::default()).await;
+    let id = engine
+        .send(None, None, Message::user_text("refund 9900 bob"))
+        .await
+        .unwrap();
+    let task = settle(&engine, &id).await;
+    assert_eq!(task.status.state, TaskState::InputRequired);
+    let question = task.status.message.clone().unwrap();
+    let data = question
+        .parts
+        .iter()
+        .find_map(|p| match p {
+            Part::Data { data, .. } => Some(data.clone()),
+            _ => None,
+        })
+        .expect("a data part");
+    assert_eq!(data["type"], "approval_request");
+    assert_eq!(data["tool"], "charge_card");
+    assert_eq!(
+        data["arguments"],
+        serde_json::json!({ "customer": "bob", "amount": -9900 })
+    );
+    assert_eq!(data["default"], "reject");
+    assert!(data["reason"].as_str().unwrap().contains("over the limit"));
+    assert!(
+        read_lines(&PaymentWorld::new(dir.path()).file("ledger.jsonl")).is_empty(),
+        "nothing charged before approval"
+    );
+    engine
+        .send(None, None, reply(&id, "approve, checked with finance"))
+        .await
+        .unwrap();
+    let task = settle(&engine, &id).await;
+    assert_eq!(task.status.state, TaskState::Completed, "{}", text(&task));
+    assert_eq!(
+        read_lines(&PaymentWorld::new(dir.path()).file("ledger.jsonl")).len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_refund_ends_the_task_as_rejected_without_charging() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), Payments::default()).await;
+    let id = engine
+        .send(None, None, Message::user_text("refund 9900 bob"))
+        .await
+        .unwrap();
+    settle(&engine, &id).await;
+    let mut decision = Message::user_text("");
+    decision.parts = vec![Part::data(
+        serde_json::json!({ "decision": "reject" })
+            .as_object()
+            .unwrap()
+            .clone(),
+    )];
+    decision.task_id = Some(id.clone());
+    engine.send(None, None, decision).await.unwrap();
+    let task = settle(&engine, &id).await;
+    assert_eq!(
+        task.status.state,
+        TaskState::Rejected,
+        "a business outcome, not a failure"
+    );
+    assert!(text(&task).contains("approver rejected"));
+    assert!(read_lines(&PaymentWorld::new(dir.path()).file("ledger.jsonl")).is_empty());
+}
+
+#[tokio::test]
+async fn an_expired_approval_takes_its_declared_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(
+        dir.path(),
+        Payments {
+            approval_timeout: Duration::from_millis(200),
+        },
+    )
+    .await;
+    let id = engine
+        .send(None, None, Message::user_text("refund 9900 bob"))
+        .await
+        .unwrap();
+    let mut sub = engine.subscribe(None, &id).await.unwrap();
+    while let Some(record) = tokio::time::timeout(Duration::from_secs(30), sub.next())
+        .await
+        .expect("the approval expires")
+    {
+        let _ = record;
+    }
+    let task = engine.task(None, &id, None).await.unwrap();
+    assert_eq!(task.status.state, TaskState::Rejected, "{}", text(&task));
+    assert!(text(&task).contains("expired"));
+    assert!(read_lines(&PaymentWorld::new(dir.path()).file("ledger.jsonl")).is_empty());
+}
+
+// ---- the seed's crash plan, with a real process killed by SIGKILL ----
+
+fn sqlite_engine(dir: &Path, world: PaymentWorld) -> radkit::EngineBuilder {
+    let store = SqliteStore::open(dir.join("payments.sqlite"), Durability::Full).unwrap();
+    Engine::builder(store)
+        .skill(Payments::default())
+        .effects(world.effects())
+}
+
+#[tokio::test]
+#[ignore = "entry point of the child process of the kill tests below"]
+async fn child_process_runs_a_payment_until_killed() {
+    let dir = std::path::PathBuf::from(
+        std::env::var("RADKIT_PAYMENTS_DIR").expect("run by a parent test"),
+    );
+    let pause = std::env::var("RADKIT_PAYMENTS_PAUSE").expect("which tool to pause after");
+    let engine = sqlite_engine(&dir, PaymentWorld::new(&dir).pause_after(&pause))
+        .start()
+        .await
+        .unwrap();
+    engine
+        .send(None, None, Message::user_text("charge 4200 alice"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+}
+
+/// Run a payment in a child process, SIGKILL it right after `tool` applied its effect (before the
+/// receipt is written), then recover in this process and return the settled task.
+async fn kill_after(tool: &str, dir: &Path) -> Task {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_process_runs_a_payment_until_killed",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("RADKIT_PAYMENTS_DIR", dir)
+        .env("RADKIT_PAYMENTS_PAUSE", tool)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !dir.join(format!("paused-{tool}")).exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the child never reached {tool}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let engine = sqlite_engine(dir, PaymentWorld::new(dir))
+        .start()
+        .await
+        .unwrap();
+    let tasks = engine.store().list(TaskQuery::default()).await.unwrap();
+    assert_eq!(tasks.len(), 1);
+    settle(&engine, &tasks[0].id).await
+}
+
+#[tokio::test]
+async fn kill_9_between_charge_and_its_receipt_charges_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = kill_after("charge_card", dir.path()).await;
+    assert_eq!(task.status.state, TaskState::Completed, "{}", text(&task));
+    let world = PaymentWorld::new(dir.path());
+    assert_eq!(
+        read_lines(&world.file("ledger.jsonl")).len(),
+        1,
+        "exactly one charge"
+    );
+    let calls = read_lines(&world.file("calls.jsonl"));
+    assert_eq!(calls.len(), 2, "reissued once after the kill");
+    assert_eq!(
+        calls[0]["key"], calls[1]["key"],
+        "with the same idempotency key"
+    );
+    assert_eq!(read_lines(&world.file("outbox.jsonl")).len(), 1);
+}
+
+#[tokio::test]
+async fn kill_9_during_send_email_reports_the_unknown_outcome_instead_of_sending_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = kill_after("send_email", dir.path()).await;
+    assert_eq!(task.status.state, TaskState::Failed);
+    let message = text(&task);
+    assert!(
+        message.contains("outcome unknown") && message.contains("send_email"),
+        "{message}"
+    );
+    let world = PaymentWorld::new(dir.path());
+    assert_eq!(
+        read_lines(&world.file("outbox.jsonl")).len(),
+        1,
+        "never sent twice"
+    );
+    assert_eq!(read_lines(&world.file("ledger.jsonl")).len(), 1);
+}
