@@ -21,6 +21,9 @@ pub enum Entry {
         /// The principal that created the task (visibility is scoped to it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         principal: Option<String>,
+        /// The task's permission mode.
+        #[serde(default)]
+        permission_mode: crate::engine::PermissionMode,
     },
     /// A user message arrived (part of the history).
     MessageReceived {

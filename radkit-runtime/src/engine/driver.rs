@@ -59,6 +59,19 @@ pub(crate) fn journal_effect(st: &mut RunState, id: &InvocationId, cmd: &Cmd) {
     });
 }
 
+/// The journal name of a transition kind.
+fn next_kind<S>(next: &Next<S>) -> &'static str {
+    match next {
+        Next::To(_) => "to",
+        Next::Goto(_) => "goto",
+        Next::AwaitInput { .. } => "await_input",
+        Next::Complete { .. } => "complete",
+        Next::Fail { .. } => "fail",
+        Next::Reject { .. } => "reject",
+        Next::Ignore => "ignore",
+    }
+}
+
 /// How a drive ended.
 pub(crate) enum Stop {
     /// Finished or waiting; nothing more to do now.
@@ -250,6 +263,20 @@ impl Inner {
             step.clone(),
             Arc::new(invoker),
         );
+        let hook_ctx = super::HookContext {
+            task_id: run.task_id.to_string(),
+            skill_id: run.skill_id.clone(),
+            step: step.clone(),
+            visit,
+            mode: run.mode,
+        };
+        for hook in &self.config.hooks {
+            if let super::HookDecision::Deny(reason) = hook.before_step(&hook_ctx).await {
+                return Err(self
+                    .finish_failed(run, format!("step `{step}` denied by a hook: {reason}"))
+                    .await);
+            }
+        }
         let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit);
         let result = tracing::Instrument::instrument(
             std::panic::AssertUnwindSafe(skill.activate(state, event, &ctx)).catch_unwind(),
@@ -267,7 +294,19 @@ impl Inner {
                 Err(StepError::Failed(format!("step `{step}` panicked: {what}")))
             }
         };
+        if !self.config.hooks.is_empty() {
+            let outcome = match &result {
+                Ok(t) => next_kind(&t.next).to_owned(),
+                Err(e) => e.to_string(),
+            };
+            for hook in &self.config.hooks {
+                hook.after_step(&hook_ctx, &outcome).await;
+            }
+        }
         match result {
+            Err(StepError::Rejected(reason)) => Err(self
+                .finish(run, TaskState::Rejected, Some(status_message(&reason)))
+                .await),
             Ok(transition) => {
                 self.apply(
                     run,
@@ -311,15 +350,7 @@ impl Inner {
             let reason = format!("step `{step}` returned a final or waiting transition with commands; only `to` and `goto` transitions may carry commands (messages and artifacts are fine)");
             return Err(self.finish_failed(run, reason).await);
         }
-        let kind = match &next {
-            Next::To(_) => "to",
-            Next::Goto(_) => "goto",
-            Next::AwaitInput { .. } => "await_input",
-            Next::Complete { .. } => "complete",
-            Next::Fail { .. } => "fail",
-            Next::Reject { .. } => "reject",
-            Next::Ignore => "ignore",
-        };
+        let kind = next_kind(&next);
         let new_state = match &next {
             Next::To(s) | Next::Goto(s) | Next::AwaitInput { state: s, .. } => Some(s.clone()),
             _ => None,

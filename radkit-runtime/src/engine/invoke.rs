@@ -7,9 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::fault::Boundary;
+use super::hooks::{HookContext, HookDecision, PermissionMode};
 use super::run::{CmdRec, TaskRun};
 use super::Inner;
-use crate::flow::{Cmd, CmdKind, InvocationId, Invoker, Receipt, StepError};
+use crate::flow::{Cmd, CmdKind, EffectError, InvocationId, Invoker, Receipt, StepError};
 use crate::journal::{now_ms, Entry};
 use crate::model::{Message, TaskState};
 
@@ -31,36 +32,151 @@ enum Found {
 
 #[async_trait]
 impl Invoker for StepInvoker {
-    async fn invoke(&self, mut cmd: Cmd) -> Result<serde_json::Value, StepError> {
+    async fn invoke(&self, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
         let id = InvocationId::derive(&self.run.task_id, self.visit, ordinal);
-        cmd.policy = self.engine.effects.policy_for(&cmd.kind, cmd.policy);
-        let found = {
-            let st = self.run.lock();
-            if st.cancel_requested {
-                return Err(StepError::Canceled);
-            }
-            match st.commands.get(&id) {
-                Some(rec) if rec.cmd.kind.fingerprint() != cmd.kind.fingerprint() => {
-                    return Err(StepError::NonDeterminism {
-                        skill: self.run.skill_id.clone(),
-                        step: self.step.clone(),
-                        position: ordinal,
-                        recorded: rec.cmd.kind.fingerprint(),
-                        issued: cmd.kind.fingerprint(),
-                    });
+        self.invoke_at(ordinal, id, cmd).await
+    }
+}
+
+impl StepInvoker {
+    /// Run or replay `cmd` as command `id` (at `ordinal`, for error messages).
+    fn invoke_at(
+        &self,
+        ordinal: u32,
+        id: InvocationId,
+        mut cmd: Cmd,
+    ) -> futures::future::BoxFuture<'_, Result<serde_json::Value, StepError>> {
+        Box::pin(async move {
+            cmd.policy = self.engine.effects.policy_for(&cmd.kind, cmd.policy);
+            let found = {
+                let st = self.run.lock();
+                if st.cancel_requested {
+                    return Err(StepError::Canceled);
                 }
-                Some(rec) => match &rec.receipt {
-                    Some(receipt) => Found::Receipt(receipt.clone()),
-                    None => Found::NoReceipt(rec.clone()),
-                },
-                None => Found::New,
+                match st.commands.get(&id) {
+                    Some(rec) if rec.cmd.kind.fingerprint() != cmd.kind.fingerprint() => {
+                        return Err(StepError::NonDeterminism {
+                            skill: self.run.skill_id.clone(),
+                            step: self.step.clone(),
+                            position: ordinal,
+                            recorded: rec.cmd.kind.fingerprint(),
+                            issued: cmd.kind.fingerprint(),
+                        });
+                    }
+                    Some(rec) => match &rec.receipt {
+                        Some(receipt) => Found::Receipt(receipt.clone()),
+                        None => Found::NoReceipt(rec.clone()),
+                    },
+                    None => Found::New,
+                }
+            };
+            match found {
+                Found::Receipt(receipt) => outcome(&cmd, receipt),
+                Found::NoReceipt(rec) => self.resume_issued(id, rec).await,
+                Found::New => {
+                    let cmd = self.admit(ordinal, &id, cmd).await?;
+                    self.issue(id, cmd).await
+                }
             }
-        };
-        match found {
-            Found::Receipt(receipt) => outcome(&cmd, receipt),
-            Found::NoReceipt(rec) => self.resume_issued(id, rec).await,
-            Found::New => self.issue(id, cmd).await,
+        })
+    }
+
+    fn hook_context(&self) -> HookContext {
+        HookContext {
+            task_id: self.run.task_id.to_string(),
+            skill_id: self.run.skill_id.clone(),
+            step: self.step.clone(),
+            visit: self.visit,
+            mode: self.run.mode,
+        }
+    }
+
+    /// Hooks and the permission gate, before a command is journaled for the first time. A refusal is
+    /// journaled as the command's receipt, so a replay refuses it the same way.
+    async fn admit(&self, ordinal: u32, id: &InvocationId, mut cmd: Cmd) -> Result<Cmd, StepError> {
+        let ctx = self.hook_context();
+        for hook in &self.engine.config.hooks {
+            if let HookDecision::Deny(reason) = hook.before_command(&ctx, &mut cmd).await {
+                return Err(self
+                    .refuse(id, cmd, format!("denied by a hook: {reason}"))
+                    .await);
+            }
+        }
+        if let CmdKind::Tool { tool, args } = &cmd.kind {
+            let need = self
+                .engine
+                .effects
+                .find_tool(tool)
+                .map(|t| t.min_mode())
+                .unwrap_or_default();
+            let mode = self.run.mode;
+            if mode < need {
+                if mode == PermissionMode::Plan {
+                    let reason = format!("tool `{tool}` needs permission mode {need:?}; this task runs in plan mode (read-only)");
+                    return Err(self.refuse(id, cmd, reason).await);
+                }
+                // Ask first; the question has its own id derived from the tool call's, so the ordinals
+                // of the step's later commands do not depend on whether it was asked.
+                let reason = format!(
+                    "tool `{tool}` needs permission mode {need:?} and this task runs in {mode:?}"
+                );
+                let ask = crate::flow::approval::ask_cmd(
+                    "permission",
+                    &crate::flow::ApprovalRequest::new(tool.clone(), args.clone(), reason),
+                )?;
+                let reply = self
+                    .invoke_at(
+                        ordinal,
+                        InvocationId::from_string(format!("{id}/permission")),
+                        ask,
+                    )
+                    .await?;
+                let approval = crate::flow::approval::read_reply(reply)?;
+                if !approval.approved() {
+                    return Err(StepError::Rejected(format!(
+                        "tool `{tool}` was not approved"
+                    )));
+                }
+            }
+        }
+        Ok(cmd)
+    }
+
+    /// Journal `cmd` with a permanent error as its receipt and return that error.
+    async fn refuse(&self, id: &InvocationId, cmd: Cmd, reason: String) -> StepError {
+        let error = EffectError::permanent(reason);
+        {
+            let mut st = self.run.lock();
+            st.commands.insert(
+                id.clone(),
+                CmdRec {
+                    cmd: cmd.clone(),
+                    receipt: None,
+                    attempts: 1,
+                    transition: false,
+                    fire_at_ms: None,
+                    recovered: false,
+                },
+            );
+            st.push(Entry::CommandIssued {
+                id: id.clone(),
+                cmd: cmd.clone(),
+                transition: false,
+            });
+            st.record_receipt(Receipt {
+                id: id.clone(),
+                attempt: 1,
+                outcome: Err(error.clone()),
+                usage: None,
+            });
+        }
+        if let Err(e) = self.flush().await {
+            return e;
+        }
+        StepError::Effect {
+            what: cmd.kind.fingerprint(),
+            error,
         }
     }
 }
@@ -214,6 +330,12 @@ impl StepInvoker {
                     .perform(run, &id, &cmd, 0)
                     .await
                     .ok_or(StepError::Halted)?;
+                if !self.engine.config.hooks.is_empty() {
+                    let ctx = self.hook_context();
+                    for hook in &self.engine.config.hooks {
+                        hook.after_command(&ctx, &cmd, &receipt).await;
+                    }
+                }
                 outcome(&cmd, receipt)
             }
         }

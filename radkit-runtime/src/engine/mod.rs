@@ -5,6 +5,7 @@
 mod driver;
 mod error;
 pub mod fault;
+mod hooks;
 mod invoke;
 mod perform;
 pub mod projection;
@@ -19,6 +20,7 @@ use tokio::sync::broadcast;
 
 pub use error::EngineError;
 pub use fault::{Boundary, Fault, FaultHook};
+pub use hooks::{Hook, HookContext, HookDecision, PermissionMode};
 pub use projection::{project, stream_event, StreamEvent};
 
 use self::replay::{replay, Wait};
@@ -36,6 +38,10 @@ pub struct EngineConfig {
     pub max_steps: u64,
     /// Crash injection (tests).
     pub fault: Option<FaultHook>,
+    /// Hooks, called in order.
+    pub hooks: Vec<Arc<dyn Hook>>,
+    /// The permission mode of a task whose first message does not set `permissionMode` in metadata.
+    pub permission_mode: PermissionMode,
 }
 
 impl Default for EngineConfig {
@@ -43,6 +49,8 @@ impl Default for EngineConfig {
         EngineConfig {
             max_steps: 10_000,
             fault: None,
+            hooks: Vec::new(),
+            permission_mode: PermissionMode::Default,
         }
     }
 }
@@ -90,6 +98,18 @@ impl EngineBuilder {
     /// Limit step visits per task.
     pub fn max_steps(mut self, max_steps: u64) -> Self {
         self.config.max_steps = max_steps;
+        self
+    }
+
+    /// Add a hook (observe, modify or deny steps and commands).
+    pub fn hook(mut self, hook: impl Hook) -> Self {
+        self.config.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// The permission mode of tasks that do not choose one (default: `Default`).
+    pub fn permission_mode(mut self, mode: PermissionMode) -> Self {
+        self.config.permission_mode = mode;
         self
     }
 
@@ -392,11 +412,18 @@ impl Engine {
             last_seq: 0,
         };
         let mut state = RunState::new(1, TaskState::Submitted, initial);
+        let mode = match message.metadata.as_ref().and_then(|m| m.get("permissionMode")) {
+            None => self.inner.config.permission_mode,
+            Some(value) => value.as_str().and_then(PermissionMode::parse).ok_or_else(|| {
+                EngineError::InvalidInput(format!("unknown permissionMode {value}; expected \"plan\", \"default\", \"acceptEdits\" or \"bypass\""))
+            })?,
+        };
         state.push(Entry::TaskCreated {
             skill_id: info.id.clone(),
             skill_version: info.version.clone(),
             context_id: context_id.clone(),
             principal: record.principal.clone(),
+            permission_mode: mode,
         });
         state.push(Entry::MessageReceived {
             message: message.clone(),
@@ -416,6 +443,7 @@ impl Engine {
             tx,
         );
         run.create = Mutex::new(Some(record));
+        run.mode = mode;
         let run = Arc::new(run);
         let guard = gate.lock_owned().await;
         run.flush().await.map_err(|e| match e {
@@ -802,7 +830,7 @@ impl Inner {
             });
         }
         let (tx, _) = self.live_handles(task_id);
-        let run = TaskRun::new(
+        let mut run = TaskRun::new(
             task_id.into(),
             replayed.header.context_id.into(),
             info.id.clone(),
@@ -811,6 +839,7 @@ impl Inner {
             self.halted.clone(),
             tx,
         );
+        run.mode = replayed.header.permission_mode;
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
 

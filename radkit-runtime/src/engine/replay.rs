@@ -16,6 +16,7 @@ pub(crate) struct Header {
     pub skill_version: String,
     pub context_id: String,
     pub principal: Option<String>,
+    pub permission_mode: super::PermissionMode,
 }
 
 /// What the task waits for after replay.
@@ -73,12 +74,14 @@ pub(crate) fn replay(
                 skill_version,
                 context_id,
                 principal,
+                permission_mode,
             } => {
                 header = Some(Header {
                     skill_id: skill_id.clone(),
                     skill_version: skill_version.clone(),
                     context_id: context_id.clone(),
                     principal: principal.clone(),
+                    permission_mode: *permission_mode,
                 });
             }
             Entry::MessageReceived { message } => unconsumed = Some(message.clone()),

@@ -119,6 +119,8 @@ pub(crate) struct TaskRun {
     pub fence: Option<u64>,
     /// The task row to create with the first flush.
     pub create: Mutex<Option<crate::store::TaskRecord>>,
+    /// The task's permission mode.
+    pub mode: super::PermissionMode,
 }
 
 /// Why a flush failed.
@@ -151,6 +153,7 @@ impl TaskRun {
             tx,
             fence: None,
             create: Mutex::new(None),
+            mode: super::PermissionMode::Default,
         }
     }
 

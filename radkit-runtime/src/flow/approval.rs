@@ -78,7 +78,7 @@ impl Approval {
 }
 
 /// Read a reply: a data part with `"decision"`, or text starting with approve/yes/ok or reject/no.
-fn read_reply(value: serde_json::Value) -> Result<Approval, StepError> {
+pub(crate) fn read_reply(value: serde_json::Value) -> Result<Approval, StepError> {
     if let Some(decision) = value.get("decision") {
         let decision: Decision = serde_json::from_value(decision.clone())?;
         let expired = value
@@ -132,31 +132,39 @@ impl StepCtx {
         slot: impl Into<String>,
         request: ApprovalRequest,
     ) -> Result<Approval, StepError> {
-        let mut data = serde_json::Map::new();
-        data.insert("type".into(), "approval_request".into());
-        data.insert("tool".into(), request.tool.clone().into());
-        data.insert("arguments".into(), request.arguments.clone());
-        data.insert("reason".into(), request.reason.clone().into());
-        data.insert("default".into(), serde_json::to_value(request.default)?);
-        let expires_in_ms = request
-            .expires_in
-            .map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64);
-        if let Some(ms) = expires_in_ms {
-            data.insert("expires_in_ms".into(), ms.into());
-        }
-        let text = format!(
-            "Approval needed to run `{}`: {}. Reply `approve` or `reject`.",
-            request.tool, request.reason
-        );
-        let message = Message::new(Role::Agent, vec![Part::text(text), Part::data(data)]);
-        let on_expiry = serde_json::json!({ "decision": request.default, "expired": true });
-        let kind = CmdKind::AskUser {
-            slot: slot.into(),
-            message,
-            expires_in_ms,
-            on_expiry: Some(on_expiry),
-        };
-        let value = self.run(Cmd::new(kind)).await?;
+        let value = self.run(ask_cmd(slot, &request)?).await?;
         read_reply(value)
     }
+}
+
+/// The `ask_user` command of an approval request.
+pub(crate) fn ask_cmd(
+    slot: impl Into<String>,
+    request: &ApprovalRequest,
+) -> Result<Cmd, StepError> {
+    let mut data = serde_json::Map::new();
+    data.insert("type".into(), "approval_request".into());
+    data.insert("tool".into(), request.tool.clone().into());
+    data.insert("arguments".into(), request.arguments.clone());
+    data.insert("reason".into(), request.reason.clone().into());
+    data.insert("default".into(), serde_json::to_value(request.default)?);
+    let expires_in_ms = request
+        .expires_in
+        .map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64);
+    if let Some(ms) = expires_in_ms {
+        data.insert("expires_in_ms".into(), ms.into());
+    }
+    let text = format!(
+        "Approval needed to run `{}`: {}. Reply `approve` or `reject`.",
+        request.tool, request.reason
+    );
+    let message = Message::new(Role::Agent, vec![Part::text(text), Part::data(data)]);
+    let on_expiry = serde_json::json!({ "decision": request.default, "expired": true });
+    let kind = CmdKind::AskUser {
+        slot: slot.into(),
+        message,
+        expires_in_ms,
+        on_expiry: Some(on_expiry),
+    };
+    Ok(Cmd::new(kind))
 }

@@ -21,6 +21,11 @@ impl InvocationId {
         InvocationId(format!("{task_id}:{visit}:{ordinal}"))
     }
 
+    /// An id from its string form (as journaled).
+    pub fn from_string(id: String) -> Self {
+        InvocationId(id)
+    }
+
     /// The id as a string (use it as an idempotency key).
     pub fn as_str(&self) -> &str {
         &self.0

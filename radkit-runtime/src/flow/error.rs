@@ -98,6 +98,9 @@ pub enum StepError {
     /// The step's own error.
     #[error("{0}")]
     Failed(String),
+    /// A human (or a gate) declined: the task ends `rejected`, a business outcome.
+    #[error("{0}")]
+    Rejected(String),
     /// The task was canceled while the step ran.
     #[error("task canceled")]
     Canceled,

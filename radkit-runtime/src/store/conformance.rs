@@ -31,6 +31,7 @@ fn created(id: &str) -> Entry {
         skill_version: "1".into(),
         context_id: format!("ctx-{id}"),
         principal: None,
+        permission_mode: Default::default(),
     }
 }
 

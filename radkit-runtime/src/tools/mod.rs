@@ -19,6 +19,12 @@ pub trait Tool: Send + Sync + 'static {
     /// What may happen if the call is interrupted; decides replay after a crash.
     fn policy(&self) -> EffectPolicy;
 
+    /// The least permission mode in which the tool runs without asking: `Plan` for read-only tools,
+    /// `AcceptEdits` for tools that edit, `Bypass` for destructive ones. Default: `Default`.
+    fn min_mode(&self) -> crate::engine::PermissionMode {
+        crate::engine::PermissionMode::Default
+    }
+
     /// Perform the effect. `key` is stable across retries and replays: deduplicate on it.
     async fn call(
         &self,
@@ -46,6 +52,7 @@ type UndoFn = dyn Fn(serde_json::Value, serde_json::Value, InvocationId) -> BoxF
 #[derive(Clone)]
 pub struct FnTool {
     policy: EffectPolicy,
+    min_mode: crate::engine::PermissionMode,
     call: Arc<CallFn>,
     undo: Option<Arc<UndoFn>>,
 }
@@ -59,9 +66,16 @@ impl FnTool {
     {
         FnTool {
             policy,
+            min_mode: crate::engine::PermissionMode::Default,
             call: Arc::new(move |a, k| Box::pin(call(a, k))),
             undo: None,
         }
+    }
+
+    /// The least permission mode in which the tool runs without asking.
+    pub fn min_mode(mut self, mode: crate::engine::PermissionMode) -> Self {
+        self.min_mode = mode;
+        self
     }
 
     /// With a compensation `undo(args, output, key)`.
@@ -79,6 +93,10 @@ impl FnTool {
 impl Tool for FnTool {
     fn policy(&self) -> EffectPolicy {
         self.policy
+    }
+
+    fn min_mode(&self) -> crate::engine::PermissionMode {
+        self.min_mode
     }
 
     async fn call(
