@@ -1,4 +1,5 @@
-//! Compile-time errors of the macros, pinned to this compiler's output (`TRYBUILD=overwrite` to
+//! Compile-time errors of the macros, pinned to this compiler's output under `cargo test --workspace`
+//! (`TRYBUILD=overwrite cargo test --workspace --test compiletest` to
 //! regenerate after reviewing), and the forms that must compile.
 
 #[rustversion::attr(
