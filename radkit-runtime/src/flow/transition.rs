@@ -142,28 +142,9 @@ impl<S> Transition<S> {
 
     /// The same transition with its state mapped (used to erase state types).
     pub fn map_state<T>(self, f: impl FnOnce(S) -> T) -> Transition<T> {
-        let next = match self.next {
-            Next::To(s) => Next::To(f(s)),
-            Next::Goto(s) => Next::Goto(f(s)),
-            Next::AwaitInput {
-                state,
-                slot,
-                message,
-            } => Next::AwaitInput {
-                state: f(state),
-                slot,
-                message,
-            },
-            Next::Complete { message } => Next::Complete { message },
-            Next::Fail { reason } => Next::Fail { reason },
-            Next::Reject { reason } => Next::Reject { reason },
-            Next::Ignore => Next::Ignore,
-        };
-        Transition {
-            next,
-            cmds: self.cmds,
-            messages: self.messages,
-            artifacts: self.artifacts,
+        match self.try_map_state(|s| Ok::<T, std::convert::Infallible>(f(s))) {
+            Ok(t) => t,
+            Err(never) => match never {},
         }
     }
 
@@ -172,17 +153,28 @@ impl<S> Transition<S> {
         self,
         f: impl FnOnce(S) -> Result<T, E>,
     ) -> Result<Transition<T>, E> {
-        let mut err = None;
-        let mapped = self.map_state(|s| match f(s) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                err = Some(e);
-                None
-            }
-        });
-        if let Some(e) = err {
-            return Err(e);
-        }
-        Ok(mapped.map_state(|s| s.expect("mapped state present when no error")))
+        let next = match self.next {
+            Next::To(s) => Next::To(f(s)?),
+            Next::Goto(s) => Next::Goto(f(s)?),
+            Next::AwaitInput {
+                state,
+                slot,
+                message,
+            } => Next::AwaitInput {
+                state: f(state)?,
+                slot,
+                message,
+            },
+            Next::Complete { message } => Next::Complete { message },
+            Next::Fail { reason } => Next::Fail { reason },
+            Next::Reject { reason } => Next::Reject { reason },
+            Next::Ignore => Next::Ignore,
+        };
+        Ok(Transition {
+            next,
+            cmds: self.cmds,
+            messages: self.messages,
+            artifacts: self.artifacts,
+        })
     }
 }
