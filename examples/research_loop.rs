@@ -1,7 +1,8 @@
-//! The seed's research loop in the macro form (`radkit::demo::research_macro`), run end to end on a
-//! SQLite file with the scripted models: working -> input-required -> (reply) -> completed.
+//! The seed's research loop run end to end on a SQLite file with the scripted models:
+//! working -> input-required -> (reply) -> completed. Pick the authoring form:
 //!
-//! `cargo run --example research_loop`
+//! `cargo run --example research_loop [macro|reducer|table]` (`src/demo/research_macro.rs`,
+//! `research_reducer.rs`, `research_table.rs`; the macro form by default).
 
 use radkit::demo;
 use radkit::model::Message;
@@ -13,10 +14,17 @@ async fn main() -> anyhow::Result<()> {
     let store = SqliteStore::open(dir.path().join("research.sqlite"), Durability::Full)?;
     let engine = demo::engine_builder(store).start().await?;
 
+    let skill = match std::env::args().nth(1).as_deref() {
+        None | Some("macro") => "research_loop_v2",
+        Some("reducer") => "research_reducer",
+        Some("table") => "research_table",
+        Some(other) => anyhow::bail!("unknown form `{other}`; expected macro, reducer or table"),
+    };
+    println!("skill {skill}");
     let id = engine
         .send(
             None,
-            Some("research_loop_v2"),
+            Some(skill),
             Message::user_text("Durable execution for agents"),
         )
         .await?;

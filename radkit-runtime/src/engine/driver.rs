@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 
 use super::invoke::StepInvoker;
-use super::run::{CmdRec, RunState, TaskRun, Work};
+use super::run::{RunState, TaskRun, Work};
 use super::Inner;
 use crate::flow::{
     Cmd, CmdKind, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition,
@@ -17,22 +17,7 @@ use crate::model::{Message, Part, TaskState};
 
 /// Journal an engine-performed effect (emit, progress) together with its receipt.
 pub(crate) fn journal_effect(st: &mut RunState, id: &InvocationId, cmd: &Cmd) {
-    st.commands.insert(
-        id.clone(),
-        CmdRec {
-            cmd: cmd.clone(),
-            receipt: None,
-            attempts: 1,
-            transition: false,
-            fire_at_ms: None,
-            recovered: false,
-        },
-    );
-    st.push(Entry::CommandIssued {
-        id: id.clone(),
-        cmd: cmd.clone(),
-        transition: false,
-    });
+    st.issue(id, cmd, false, None);
     match &cmd.kind {
         CmdKind::EmitMessage { message } => st.push(Entry::MessageEmitted {
             message: message.clone(),
@@ -395,28 +380,9 @@ impl Inner {
                     }
                     _ => None,
                 };
-                st.commands.insert(
-                    id.clone(),
-                    CmdRec {
-                        cmd: cmd.clone(),
-                        receipt: None,
-                        attempts: 0,
-                        transition: true,
-                        fire_at_ms: fire_at,
-                        recovered: false,
-                    },
-                );
-                st.push(Entry::CommandIssued {
-                    id: id.clone(),
-                    cmd: cmd.clone(),
-                    transition: true,
-                });
+                st.issue(&id, &cmd, true, fire_at);
                 if let Some(at) = fire_at {
-                    st.push(Entry::TimerSet {
-                        id: id.clone(),
-                        fire_at_ms: at,
-                    });
-                    st.set_wake(Some(at));
+                    st.set_timer(&id, at);
                 }
                 if let CmdKind::AskUser { slot, message, .. } = &cmd.kind {
                     st.push(Entry::AwaitingInput {

@@ -148,22 +148,7 @@ impl StepInvoker {
         let error = EffectError::permanent(reason);
         {
             let mut st = self.run.lock();
-            st.commands.insert(
-                id.clone(),
-                CmdRec {
-                    cmd: cmd.clone(),
-                    receipt: None,
-                    attempts: 1,
-                    transition: false,
-                    fire_at_ms: None,
-                    recovered: false,
-                },
-            );
-            st.push(Entry::CommandIssued {
-                id: id.clone(),
-                cmd: cmd.clone(),
-                transition: false,
-            });
+            st.issue(id, &cmd, false, None);
             st.record_receipt(Receipt {
                 id: id.clone(),
                 attempt: 1,
@@ -221,27 +206,8 @@ impl StepInvoker {
                 let fire_at = now_ms().saturating_add(i64::try_from(*millis).unwrap_or(i64::MAX));
                 {
                     let mut st = run.lock();
-                    st.commands.insert(
-                        id.clone(),
-                        CmdRec {
-                            cmd: cmd.clone(),
-                            receipt: None,
-                            attempts: 0,
-                            transition: false,
-                            fire_at_ms: Some(fire_at),
-                            recovered: false,
-                        },
-                    );
-                    st.push(Entry::CommandIssued {
-                        id: id.clone(),
-                        cmd: cmd.clone(),
-                        transition: false,
-                    });
-                    st.push(Entry::TimerSet {
-                        id,
-                        fire_at_ms: fire_at,
-                    });
-                    st.set_wake(Some(fire_at));
+                    st.issue(&id, &cmd, false, Some(fire_at));
+                    st.set_timer(&id, fire_at);
                 }
                 self.flush().await?;
                 self.engine.schedule_timer(run.task_id.to_string(), fire_at);
@@ -260,29 +226,10 @@ impl StepInvoker {
                     .map(|ms| now_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
                 {
                     let mut st = run.lock();
-                    st.commands.insert(
-                        id.clone(),
-                        CmdRec {
-                            cmd: cmd.clone(),
-                            receipt: None,
-                            attempts: 0,
-                            transition: false,
-                            fire_at_ms: expires_at,
-                            recovered: false,
-                        },
-                    );
-                    st.push(Entry::CommandIssued {
-                        id: id.clone(),
-                        cmd: cmd.clone(),
-                        transition: false,
-                    });
+                    st.issue(&id, &cmd, false, expires_at);
                     if let Some(at) = expires_at {
                         // The question's deadline is a durable timer like a sleep's.
-                        st.push(Entry::TimerSet {
-                            id: id.clone(),
-                            fire_at_ms: at,
-                        });
-                        st.set_wake(Some(at));
+                        st.set_timer(&id, at);
                     }
                     st.push(Entry::AwaitingInput {
                         slot: slot.clone(),
@@ -307,22 +254,7 @@ impl StepInvoker {
             CmdKind::Llm { .. } | CmdKind::Tool { .. } => {
                 {
                     let mut st = run.lock();
-                    st.commands.insert(
-                        id.clone(),
-                        CmdRec {
-                            cmd: cmd.clone(),
-                            receipt: None,
-                            attempts: 0,
-                            transition: false,
-                            fire_at_ms: None,
-                            recovered: false,
-                        },
-                    );
-                    st.push(Entry::CommandIssued {
-                        id: id.clone(),
-                        cmd: cmd.clone(),
-                        transition: false,
-                    });
+                    st.issue(&id, &cmd, false, None);
                 }
                 self.flush().await?;
                 let receipt = self

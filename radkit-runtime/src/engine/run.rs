@@ -74,6 +74,39 @@ impl RunState {
         self.pending.push(entry);
     }
 
+    /// Record a command in the table and buffer its `command_issued` entry.
+    pub fn issue(
+        &mut self,
+        id: &InvocationId,
+        cmd: &Cmd,
+        transition: bool,
+        fire_at_ms: Option<i64>,
+    ) {
+        let rec = CmdRec {
+            cmd: cmd.clone(),
+            receipt: None,
+            attempts: 0,
+            transition,
+            fire_at_ms,
+            recovered: false,
+        };
+        self.commands.insert(id.clone(), rec);
+        self.push(Entry::CommandIssued {
+            id: id.clone(),
+            cmd: cmd.clone(),
+            transition,
+        });
+    }
+
+    /// Buffer a durable timer for command `id` and set the task row's wake time.
+    pub fn set_timer(&mut self, id: &InvocationId, fire_at_ms: i64) {
+        self.push(Entry::TimerSet {
+            id: id.clone(),
+            fire_at_ms,
+        });
+        self.set_wake(Some(fire_at_ms));
+    }
+
     /// Buffer a status change (journaled, and stored on the task row).
     pub fn set_status(&mut self, state: TaskState) {
         if self.status != state {
