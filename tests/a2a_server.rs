@@ -48,7 +48,10 @@ fn python() -> Option<String> {
     match std::env::var("RADKIT_PYTHON") {
         Ok(p) if !p.is_empty() => Some(p),
         _ => {
-            eprintln!("\n*** SKIPPED: RADKIT_PYTHON is not set, so the official a2a-sdk client cannot run. `bash .ci/run` installs it into .venv and sets it. ***\n");
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"\n*** SKIPPED: RADKIT_PYTHON is not set, so the official a2a-sdk client cannot run. `bash .ci/run` installs it into .venv and sets it. ***\n",
+            );
             None
         }
     }

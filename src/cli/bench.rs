@@ -39,6 +39,10 @@ enum Workload {
         /// Steps per task.
         #[arg(long, default_value_t = 20)]
         steps: u64,
+        /// `postgres://…` to run on PostgreSQL (tables in the database's search path) instead of a
+        /// fresh SQLite file.
+        #[arg(long)]
+        store: Option<String>,
     },
     /// message/send (blocking) over loopback HTTP to a trivial skill, every task journaled.
     A2a {
@@ -168,7 +172,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             });
             report("sequential", steps, elapsed, extra);
         }
-        Workload::Concurrent { flows, steps } => {
+        Workload::Concurrent {
+            flows,
+            steps,
+            store: Some(url),
+        } => {
+            let (skill, effects) = engine_parts()?;
+            let store = radkit::store::PostgresStore::connect(&url).await?;
+            let engine = Engine::builder(store)
+                .skill(skill)
+                .effects(effects)
+                .build()?;
+            let started = Instant::now();
+            run_tasks(&engine, flows, steps).await?;
+            let extra = serde_json::json!({ "flows": flows, "store": "postgres", "durability": "synchronous_commit=on" });
+            report("concurrent", flows * steps, started.elapsed(), extra);
+        }
+        Workload::Concurrent {
+            flows,
+            steps,
+            store: None,
+        } => {
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let store = SqliteStore::open(&path, Durability::Full)?;

@@ -17,7 +17,8 @@ pub struct Args {
     /// Directory for the SQLite file (`radkit.sqlite`).
     #[arg(long, default_value = "data", env = "RADKIT_DATA_DIR")]
     pub data_dir: PathBuf,
-    /// Store URL: `sqlite://<path>` (default: `<data-dir>/radkit.sqlite`).
+    /// Store URL: `sqlite://<path>` (default: `<data-dir>/radkit.sqlite`) or `postgres://…` (one
+    /// server per database for now).
     #[arg(long, env = "RADKIT_STORE")]
     pub store: Option<String>,
     /// SQLite durability: `full` (default) or `normal`.
@@ -50,7 +51,7 @@ pub fn open_sqlite(
         None => data_dir.join("radkit.sqlite"),
         Some(url) if url.starts_with("sqlite://") => PathBuf::from(&url["sqlite://".len()..]),
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            anyhow::bail!("the Postgres store is not part of this build yet; use sqlite://<path>")
+            anyhow::bail!("`{url}` is a Postgres store; this command reads SQLite files")
         }
         Some(other) => anyhow::bail!("unknown store `{other}`; expected sqlite://<path>"),
     };
@@ -60,9 +61,19 @@ pub fn open_sqlite(
 /// Run `radkit serve`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     crate::cli::init_tracing();
-    let store = open_sqlite(args.store.as_deref(), &args.data_dir, &args.durability)?;
-    let path = store.path().display().to_string();
-    let mut builder = demo::engine_builder(store);
+    let (builder, location) = match args.store.as_deref() {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            // One server per database for now: leases and many workers are not wired into the engine yet.
+            let store = radkit::store::PostgresStore::connect(url).await?;
+            (demo::engine_builder(store), "postgres".to_owned())
+        }
+        other => {
+            let store = open_sqlite(other, &args.data_dir, &args.durability)?;
+            let path = store.path().display().to_string();
+            (demo::engine_builder(store), path)
+        }
+    };
+    let mut builder = builder;
     match args.llm.as_str() {
         "scripted" => {}
         "openai" => {
@@ -96,7 +107,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         })
         .collect();
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
-    println!("radkit serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {path})", skills.join(", "));
+    println!("radkit serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", skills.join(", "));
     server::serve(listener, engine, config).await?;
     Ok(())
 }

@@ -11,9 +11,11 @@ use crate::model::TaskState;
 
 pub mod conformance;
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
 pub use sqlite::{Durability, SqliteStore};
 
 /// The summary row of one task.

@@ -1,0 +1,441 @@
+//! `PostgresStore`: tasks and journals in PostgreSQL, for many workers on many machines.
+//!
+//! Appends go through one writer task that commits everything queued in one transaction (group
+//! commit) with one multi-row `INSERT` for the journal rows of the whole batch. Each append locks its
+//! task row (`FOR UPDATE`), checks the expected seq and, when the append carries a fencing token, that
+//! the token is still the task's current one: a worker whose lease was taken over can no longer append.
+//! Leases are claimed with `FOR UPDATE SKIP LOCKED` ([`PostgresStore::claim`]). Schema changes are
+//! versioned migrations applied at connect.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls};
+
+use super::{Append, Store, StoreError, TaskQuery, TaskRecord};
+use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::model::TaskState;
+
+const MAX_BATCH: usize = 512;
+
+/// Versioned migrations; `radkit_migrations` records the applied ones.
+const MIGRATIONS: &[&str] = &[
+    // 1: tasks (with lease columns) and journal.
+    "CREATE TABLE radkit_tasks (
+        tid BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        context_id TEXT NOT NULL,
+        skill_id TEXT NOT NULL,
+        skill_version TEXT NOT NULL,
+        principal TEXT,
+        state TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        updated_at_ms BIGINT NOT NULL,
+        wake_at_ms BIGINT,
+        last_seq BIGINT NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_expires_ms BIGINT,
+        fence BIGINT NOT NULL DEFAULT 0
+     );
+     CREATE INDEX radkit_tasks_by_state ON radkit_tasks(state);
+     CREATE INDEX radkit_tasks_by_wake ON radkit_tasks(wake_at_ms) WHERE wake_at_ms IS NOT NULL;
+     CREATE TABLE radkit_journal (
+        tid BIGINT NOT NULL REFERENCES radkit_tasks(tid),
+        seq BIGINT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (tid, seq)
+     );",
+];
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+struct Encoded {
+    append: Append,
+    rows: Vec<(&'static str, String)>,
+}
+
+/// A PostgreSQL-backed store. Cheap to clone.
+#[derive(Clone)]
+pub struct PostgresStore {
+    reader: Arc<Client>,
+    writer: mpsc::UnboundedSender<(Encoded, Reply)>,
+}
+
+async fn connect_client(url: &str) -> Result<Client, StoreError> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| StoreError::Backend(format!("connecting to {}: {e}", redact(url))))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::error!(error = %e, "postgres connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// The URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS radkit_migrations (version INT PRIMARY KEY)")
+        .await
+        .map_err(backend)?;
+    // One migrator at a time, across processes.
+    let tx = client.transaction().await.map_err(backend)?;
+    tx.batch_execute("LOCK TABLE radkit_migrations IN EXCLUSIVE MODE")
+        .await
+        .map_err(backend)?;
+    let applied: i32 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM radkit_migrations",
+            &[],
+        )
+        .await
+        .map_err(backend)?
+        .get(0);
+    let applied = usize::try_from(applied).unwrap_or(0);
+    if applied > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "database schema version {applied} is newer than this radkit understands ({})",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+        tx.batch_execute(sql).await.map_err(backend)?;
+        let version = i32::try_from(i + 1).unwrap_or(i32::MAX);
+        tx.execute(
+            "INSERT INTO radkit_migrations (version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .map_err(backend)?;
+    }
+    tx.commit().await.map_err(backend)
+}
+
+impl PostgresStore {
+    /// Connect to `url` (`postgres://user@host:port/db`), apply migrations and start the writer.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let mut writer = connect_client(url).await?;
+        migrate(&mut writer).await?;
+        let reader = connect_client(url).await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(writer_loop(writer, rx));
+        Ok(PostgresStore {
+            reader: Arc::new(reader),
+            writer: tx,
+        })
+    }
+
+    /// Claim up to `limit` unfinished tasks whose lease is free or expired, for `owner`, for `ttl_ms`.
+    /// Each claim bumps the task's fencing token; returns `(task id, token)`.
+    pub async fn claim(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let now = now_ms();
+        let rows = self
+            .reader
+            .query(
+                "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
+                 WHERE tid IN (
+                    SELECT tid FROM radkit_tasks
+                    WHERE state NOT IN ('completed', 'canceled', 'failed', 'rejected')
+                      AND (lease_expires_ms IS NULL OR lease_expires_ms < $3)
+                    ORDER BY tid LIMIT $4 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, fence",
+                &[&owner, &(now + ttl_ms), &now, &limit],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64))
+            .collect())
+    }
+
+    /// Extend `owner`'s lease on `task_id` if it still holds `token`; false when it was taken over.
+    pub async fn renew(
+        &self,
+        owner: &str,
+        task_id: &str,
+        token: u64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .reader
+            .execute(
+                "UPDATE radkit_tasks SET lease_expires_ms = $1 WHERE id = $2 AND lease_owner = $3 AND fence = $4",
+                &[&(now_ms() + ttl_ms), &task_id, &owner, &(token as i64)],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(n == 1)
+    }
+}
+
+async fn writer_loop(mut client: Client, mut rx: mpsc::UnboundedReceiver<(Encoded, Reply)>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let results = match commit_batch(&mut client, &batch).await {
+            Ok(results) => results,
+            Err(e) => batch.iter().map(|_| Err(backend(&e))).collect(),
+        };
+        for ((_, reply), result) in batch.into_iter().zip(results) {
+            let _ = reply.send(result);
+        }
+    }
+}
+
+/// One transaction: lock and check every append's task row, insert all journal rows with one
+/// multi-row `INSERT` per chunk, update the rows.
+async fn commit_batch(
+    client: &mut Client,
+    batch: &[(Encoded, Reply)],
+) -> Result<Vec<Result<(), StoreError>>, tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    let now = now_ms();
+    let mut results = Vec::with_capacity(batch.len());
+    // (tid, seq, kind, body) of every accepted append, in order.
+    let mut rows: Vec<(i64, i64, &'static str, &str)> = Vec::new();
+    // Seqs accepted so far in this batch, per task (several appends of one task may share a batch).
+    let mut pending: std::collections::HashMap<&str, (i64, u64)> = std::collections::HashMap::new();
+    for (encoded, _) in batch {
+        let append = &encoded.append;
+        let conflict = |expected| StoreError::Conflict {
+            task_id: append.task_id.clone(),
+            expected,
+            got: append.first_seq,
+        };
+        let current = match pending.get(append.task_id.as_str()) {
+            Some(known) => Some((known.0, known.1, None)),
+            None => tx
+                .query_opt(
+                    "SELECT tid, last_seq, fence FROM radkit_tasks WHERE id = $1 FOR UPDATE",
+                    &[&append.task_id],
+                )
+                .await?
+                .map(|r| {
+                    (
+                        r.get::<_, i64>(0),
+                        r.get::<_, i64>(1) as u64,
+                        Some(r.get::<_, i64>(2) as u64),
+                    )
+                }),
+        };
+        let tid = match (&append.create, current) {
+            (Some(record), None) if append.first_seq == 1 && record.id == append.task_id => {
+                let row = tx
+                    .query_one(
+                        "INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING tid",
+                        &[&record.id, &record.context_id, &record.skill_id, &record.skill_version, &record.principal, &record.state.as_str(), &record.created_at_ms, &now, &record.wake_at_ms],
+                    )
+                    .await?;
+                row.get::<_, i64>(0)
+            }
+            (Some(_), _) | (None, None) => {
+                results.push(Err(conflict(0)));
+                continue;
+            }
+            (None, Some((_, last, _))) if last + 1 != append.first_seq => {
+                results.push(Err(conflict(last + 1)));
+                continue;
+            }
+            (None, Some((_, _, Some(fence)))) if append.fence.is_some_and(|f| f != fence) => {
+                results.push(Err(StoreError::Fenced {
+                    task_id: append.task_id.clone(),
+                    token: append.fence.unwrap_or_default(),
+                }));
+                continue;
+            }
+            (None, Some((tid, _, _))) => tid,
+        };
+        let mut seq = append.first_seq as i64;
+        for (kind, body) in &encoded.rows {
+            rows.push((tid, seq, kind, body.as_str()));
+            seq += 1;
+        }
+        let last_seq = seq - 1;
+        pending.insert(append.task_id.as_str(), (tid, last_seq as u64));
+        let (set_wake, wake) = match append.wake_at_ms {
+            Some(w) => (true, w),
+            None => (false, None),
+        };
+        tx.execute(
+            "UPDATE radkit_tasks SET last_seq = $1, updated_at_ms = $2, state = COALESCE($3, state),
+             wake_at_ms = CASE WHEN $4 THEN $5 ELSE wake_at_ms END WHERE tid = $6",
+            &[&last_seq, &now, &append.state.map(TaskState::as_str), &set_wake, &wake, &tid],
+        )
+        .await?;
+        results.push(Ok(()));
+    }
+    for chunk in rows.chunks(2000) {
+        let mut sql =
+            String::from("INSERT INTO radkit_journal (tid, seq, at_ms, kind, body) VALUES ");
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(chunk.len() * 5);
+        for (i, (tid, seq, kind, body)) in chunk.iter().enumerate() {
+            if i > 0 {
+                sql.push(',');
+            }
+            let b = i * 5;
+            sql.push_str(&format!(
+                "(${}, ${}, ${}, ${}, ${})",
+                b + 1,
+                b + 2,
+                b + 3,
+                b + 4,
+                b + 5
+            ));
+            params.extend([tid as &(dyn ToSql + Sync), seq, &now, kind, body]);
+        }
+        tx.execute(sql.as_str(), &params).await?;
+    }
+    tx.commit().await?;
+    Ok(results)
+}
+
+fn row_to_task(r: &tokio_postgres::Row) -> Result<TaskRecord, StoreError> {
+    let id: String = r.get(0);
+    let state: String = r.get(5);
+    let state = TaskState::parse(&state).ok_or_else(|| StoreError::Corrupt {
+        task_id: id.clone(),
+        seq: 0,
+        reason: format!("unknown task state `{state}`"),
+    })?;
+    Ok(TaskRecord {
+        id,
+        context_id: r.get(1),
+        skill_id: r.get(2),
+        skill_version: r.get(3),
+        principal: r.get(4),
+        state,
+        created_at_ms: r.get(6),
+        updated_at_ms: r.get(7),
+        wake_at_ms: r.get(8),
+        last_seq: r.get::<_, i64>(9) as u64,
+    })
+}
+
+const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, last_seq";
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        let mut rows = Vec::with_capacity(append.entries.len());
+        for entry in &append.entries {
+            let body = serde_json::to_string(entry)
+                .map_err(|e| StoreError::Backend(format!("entry does not serialize: {e}")))?;
+            rows.push((entry.kind_name(), body));
+        }
+        let (reply, answer) = oneshot::channel();
+        self.writer
+            .send((Encoded { append, rows }, reply))
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let row = self
+            .reader
+            .query_opt(
+                &format!("SELECT {TASK_COLUMNS} FROM radkit_tasks WHERE id = $1"),
+                &[&task_id],
+            )
+            .await
+            .map_err(backend)?;
+        row.as_ref().map(row_to_task).transpose()
+    }
+
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let rows = self
+            .reader
+            .query(
+                "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
+                 WHERE t.id = $1 AND j.seq > $2 ORDER BY j.seq",
+                &[&task_id, &(after_seq as i64)],
+            )
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|r| {
+                let seq = r.get::<_, i64>(0) as u64;
+                let body: String = r.get(2);
+                let entry: Entry =
+                    serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+                        task_id: task_id.to_owned(),
+                        seq,
+                        reason: e.to_string(),
+                    })?;
+                Ok(JournalRecord {
+                    seq,
+                    at_ms: r.get(1),
+                    entry,
+                })
+            })
+            .collect()
+    }
+
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut sql = format!("SELECT {TASK_COLUMNS} FROM radkit_tasks WHERE TRUE");
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+        if query.non_terminal {
+            sql.push_str(" AND state NOT IN ('completed', 'canceled', 'failed', 'rejected')");
+        }
+        if let Some(p) = query.principal.clone() {
+            params.push(Box::new(p));
+            sql.push_str(&format!(" AND principal = ${}", params.len()));
+        }
+        if let Some(t) = query.wake_due_ms {
+            params.push(Box::new(t));
+            sql.push_str(&format!(
+                " AND wake_at_ms IS NOT NULL AND wake_at_ms <= ${}",
+                params.len()
+            ));
+        }
+        match query.limit {
+            Some(limit) => sql.push_str(&format!(
+                " ORDER BY created_at_ms DESC, id DESC LIMIT {limit}"
+            )),
+            None => sql.push_str(" ORDER BY created_at_ms, id"),
+        }
+        let refs: Vec<&(dyn ToSql + Sync)> = params
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        let rows = self
+            .reader
+            .query(sql.as_str(), &refs)
+            .await
+            .map_err(backend)?;
+        rows.iter().map(row_to_task).collect()
+    }
+}
