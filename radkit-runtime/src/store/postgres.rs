@@ -211,19 +211,33 @@ async fn writer_loop(mut client: Client, mut rx: mpsc::UnboundedReceiver<(Encode
     }
 }
 
-/// One transaction: lock and check every append's task row, insert all journal rows with one
-/// multi-row `INSERT` per chunk, update the rows.
+/// One transaction, a handful of round trips whatever the batch size: lock every task row of the
+/// batch at once (in `tid` order, so concurrent writers cannot deadlock), check each append against
+/// the rows, insert all journal rows with multi-row `INSERT`s, update all rows with one `UPDATE`.
 async fn commit_batch(
     client: &mut Client,
     batch: &[(Encoded, Reply)],
 ) -> Result<Vec<Result<(), StoreError>>, tokio_postgres::Error> {
     let tx = client.transaction().await?;
     let now = now_ms();
+    let ids: Vec<&str> = batch
+        .iter()
+        .map(|(e, _)| e.append.task_id.as_str())
+        .collect();
+    // id -> (tid, last seq, fence)
+    let mut rows_by_id: std::collections::HashMap<String, (i64, u64, u64)> = tx
+        .query("SELECT tid, id, last_seq, fence FROM radkit_tasks WHERE id = ANY($1) ORDER BY tid FOR UPDATE", &[&ids])
+        .await?
+        .iter()
+        .map(|r| (r.get::<_, String>(1), (r.get::<_, i64>(0), r.get::<_, i64>(2) as u64, r.get::<_, i64>(3) as u64)))
+        .collect();
     let mut results = Vec::with_capacity(batch.len());
-    // (tid, seq, kind, body) of every accepted append, in order.
-    let mut rows: Vec<(i64, i64, &'static str, &str)> = Vec::new();
-    // Seqs accepted so far in this batch, per task (several appends of one task may share a batch).
-    let mut pending: std::collections::HashMap<&str, (i64, u64)> = std::collections::HashMap::new();
+    let mut journal: Vec<(i64, i64, &'static str, &str)> = Vec::new();
+    // tid -> (last seq, state, wake change)
+    let mut updates: std::collections::BTreeMap<
+        i64,
+        (i64, Option<&'static str>, Option<Option<i64>>),
+    > = std::collections::BTreeMap::new();
     for (encoded, _) in batch {
         let append = &encoded.append;
         let conflict = |expected| StoreError::Conflict {
@@ -231,23 +245,7 @@ async fn commit_batch(
             expected,
             got: append.first_seq,
         };
-        let current = match pending.get(append.task_id.as_str()) {
-            Some(known) => Some((known.0, known.1, None)),
-            None => tx
-                .query_opt(
-                    "SELECT tid, last_seq, fence FROM radkit_tasks WHERE id = $1 FOR UPDATE",
-                    &[&append.task_id],
-                )
-                .await?
-                .map(|r| {
-                    (
-                        r.get::<_, i64>(0),
-                        r.get::<_, i64>(1) as u64,
-                        Some(r.get::<_, i64>(2) as u64),
-                    )
-                }),
-        };
-        let tid = match (&append.create, current) {
+        let tid = match (&append.create, rows_by_id.get(&append.task_id).copied()) {
             (Some(record), None) if append.first_seq == 1 && record.id == append.task_id => {
                 let row = tx
                     .query_one(
@@ -266,7 +264,7 @@ async fn commit_batch(
                 results.push(Err(conflict(last + 1)));
                 continue;
             }
-            (None, Some((_, _, Some(fence)))) if append.fence.is_some_and(|f| f != fence) => {
+            (None, Some((_, _, fence))) if append.fence.is_some_and(|f| f != fence) => {
                 results.push(Err(StoreError::Fenced {
                     task_id: append.task_id.clone(),
                     token: append.fence.unwrap_or_default(),
@@ -275,26 +273,25 @@ async fn commit_batch(
             }
             (None, Some((tid, _, _))) => tid,
         };
+        let fence = rows_by_id.get(&append.task_id).map(|r| r.2).unwrap_or(0);
         let mut seq = append.first_seq as i64;
         for (kind, body) in &encoded.rows {
-            rows.push((tid, seq, kind, body.as_str()));
+            journal.push((tid, seq, kind, body.as_str()));
             seq += 1;
         }
         let last_seq = seq - 1;
-        pending.insert(append.task_id.as_str(), (tid, last_seq as u64));
-        let (set_wake, wake) = match append.wake_at_ms {
-            Some(w) => (true, w),
-            None => (false, None),
-        };
-        tx.execute(
-            "UPDATE radkit_tasks SET last_seq = $1, updated_at_ms = $2, state = COALESCE($3, state),
-             wake_at_ms = CASE WHEN $4 THEN $5 ELSE wake_at_ms END WHERE tid = $6",
-            &[&last_seq, &now, &append.state.map(TaskState::as_str), &set_wake, &wake, &tid],
-        )
-        .await?;
+        rows_by_id.insert(append.task_id.clone(), (tid, last_seq as u64, fence));
+        let entry = updates.entry(tid).or_insert((last_seq, None, None));
+        entry.0 = last_seq;
+        if let Some(state) = append.state {
+            entry.1 = Some(state.as_str());
+        }
+        if let Some(wake) = append.wake_at_ms {
+            entry.2 = Some(wake);
+        }
         results.push(Ok(()));
     }
-    for chunk in rows.chunks(2000) {
+    for chunk in journal.chunks(2000) {
         let mut sql =
             String::from("INSERT INTO radkit_journal (tid, seq, at_ms, kind, body) VALUES ");
         let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(chunk.len() * 5);
@@ -314,6 +311,21 @@ async fn commit_batch(
             params.extend([tid as &(dyn ToSql + Sync), seq, &now, kind, body]);
         }
         tx.execute(sql.as_str(), &params).await?;
+    }
+    if !updates.is_empty() {
+        let tids: Vec<i64> = updates.keys().copied().collect();
+        let last: Vec<i64> = updates.values().map(|u| u.0).collect();
+        let states: Vec<Option<&str>> = updates.values().map(|u| u.1).collect();
+        let set_wake: Vec<bool> = updates.values().map(|u| u.2.is_some()).collect();
+        let wakes: Vec<Option<i64>> = updates.values().map(|u| u.2.flatten()).collect();
+        tx.execute(
+            "UPDATE radkit_tasks t SET last_seq = v.last_seq, updated_at_ms = $6, state = COALESCE(v.state, t.state),
+                    wake_at_ms = CASE WHEN v.set_wake THEN v.wake ELSE t.wake_at_ms END
+             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bool[], $5::bigint[]) AS v(tid, last_seq, state, set_wake, wake)
+             WHERE t.tid = v.tid",
+            &[&tids, &last, &states, &set_wake, &wakes, &now],
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(results)
