@@ -321,3 +321,42 @@ async fn server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once(
         .collect();
     assert_eq!(states.first(), Some(&"submitted"));
 }
+
+#[tokio::test]
+async fn a_dropped_stream_connection_does_not_stop_the_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    let client = reqwest::Client::new();
+    let mut message = user("Durable execution");
+    message["metadata"] = json!({ "skillId": "report" });
+    let resp = client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": { "message": message } })).send().await.unwrap();
+    let first = read_events(resp, |events| !events.is_empty()).await; // the response is dropped here
+    let task_id = first[0]["result"]["id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = rpc(
+            &client,
+            &server.url,
+            None,
+            "tasks/get",
+            json!({ "id": task_id }),
+        )
+        .await;
+        if got["result"]["status"]["state"] == "completed" {
+            assert_eq!(
+                got["result"]["artifacts"][0]["parts"]
+                    .as_array()
+                    .unwrap()
+                    .len(),
+                4,
+                "every chunk was still written"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the task stopped when its client left: {got}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -77,6 +77,27 @@ impl Append {
     }
 }
 
+/// An append with its entries serialized on the caller's thread (not the writer's): `(kind, JSON)`.
+pub(crate) struct Encoded {
+    pub append: Append,
+    pub rows: Vec<(&'static str, String)>,
+}
+
+impl Encoded {
+    pub fn new(append: Append) -> Result<Self, StoreError> {
+        let rows = append
+            .entries
+            .iter()
+            .map(|entry| {
+                let body = serde_json::to_string(entry)
+                    .map_err(|e| StoreError::Backend(format!("entry does not serialize: {e}")))?;
+                Ok((entry.kind_name(), body))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Encoded { append, rows })
+    }
+}
+
 /// Which tasks to list.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskQuery {

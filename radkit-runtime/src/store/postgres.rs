@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
-use super::{Append, Store, StoreError, TaskQuery, TaskRecord};
+use super::{Append, Encoded, Store, StoreError, TaskQuery, TaskRecord};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::TaskState;
 
@@ -56,11 +56,6 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 }
 
 type Reply = oneshot::Sender<Result<(), StoreError>>;
-
-struct Encoded {
-    append: Append,
-    rows: Vec<(&'static str, String)>,
-}
 
 /// A PostgreSQL-backed store. Cheap to clone.
 #[derive(Clone)]
@@ -358,15 +353,10 @@ const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, 
 #[async_trait]
 impl Store for PostgresStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
-        let mut rows = Vec::with_capacity(append.entries.len());
-        for entry in &append.entries {
-            let body = serde_json::to_string(entry)
-                .map_err(|e| StoreError::Backend(format!("entry does not serialize: {e}")))?;
-            rows.push((entry.kind_name(), body));
-        }
+        let encoded = Encoded::new(append)?;
         let (reply, answer) = oneshot::channel();
         self.writer
-            .send((Encoded { append, rows }, reply))
+            .send((encoded, reply))
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
-use super::{Append, Store, StoreError, TaskQuery, TaskRecord};
+use super::{Append, Encoded, Store, StoreError, TaskQuery, TaskRecord};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::TaskState;
 
@@ -41,12 +41,6 @@ pub struct StoreStats {
 const MAX_BATCH: usize = 1024;
 
 type Reply = oneshot::Sender<Result<(), StoreError>>;
-
-/// An append with its entries already serialized (on the caller's thread, off the writer's).
-struct Encoded {
-    append: Append,
-    rows: Vec<(&'static str, String)>,
-}
 
 struct Shared {
     writer: Mutex<mpsc::Sender<(Encoded, Reply)>>,
@@ -381,14 +375,8 @@ const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, 
 #[async_trait]
 impl Store for SqliteStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
-        let mut rows = Vec::with_capacity(append.entries.len());
-        for entry in &append.entries {
-            let body = serde_json::to_string(entry)
-                .map_err(|e| StoreError::Backend(format!("entry does not serialize: {e}")))?;
-            rows.push((entry.kind_name(), body));
-        }
+        let encoded = Encoded::new(append)?;
         let (reply, answer) = oneshot::channel();
-        let encoded = Encoded { append, rows };
         self.shared
             .writer
             .lock()
