@@ -602,28 +602,39 @@ impl Engine {
                 state: record.state,
             });
         }
-        let running = self.inner.running(task_id);
-        match running {
-            Some(run) => {
-                run.lock().cancel_requested = true;
+        let mut marked_running = false;
+        if let Some(run) = self.inner.running(task_id) {
+            // Journaled with the driver's next flush, so a crash before the end keeps the request.
+            let mut st = run.lock();
+            if !st.cancel_requested {
+                st.cancel_requested = true;
+                st.push(Entry::CancelRequested);
             }
-            None => {
-                let (_, gate) = self.inner.live_handles(task_id);
-                let guard = gate.lock_owned().await;
-                let (run, wait, _) = self.inner.load(task_id).await?;
-                if let Wait::Terminal(state) = wait {
+            marked_running = true;
+        }
+        // The driver may have exited between the check and the mark (its last flush already done):
+        // then cancel through the gate like an idle task.
+        if !marked_running || self.inner.running(task_id).is_none() {
+            let (_, gate) = self.inner.live_handles(task_id);
+            let guard = gate.lock_owned().await;
+            let (run, wait, _) = self.inner.load(task_id).await?;
+            match wait {
+                Wait::Terminal(TaskState::Canceled) if marked_running => {}
+                Wait::Terminal(state) => {
                     return Err(EngineError::TaskFinished {
                         task_id: task_id.to_owned(),
                         state,
-                    });
+                    })
                 }
-                {
-                    let mut st = run.lock();
-                    st.push(Entry::CancelRequested);
-                    st.cancel_requested = true;
-                    st.queue.clear();
+                _ => {
+                    {
+                        let mut st = run.lock();
+                        st.push(Entry::CancelRequested);
+                        st.cancel_requested = true;
+                        st.queue.clear();
+                    }
+                    self.inner.spawn_drive(run, guard);
                 }
-                self.inner.spawn_drive(run, guard);
             }
         }
         let mut sub = self.subscribe(principal, task_id).await?;
