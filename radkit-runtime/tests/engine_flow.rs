@@ -472,3 +472,56 @@ async fn reducer_commands_deliver_results_as_events() {
     assert_eq!(c.load(Ordering::SeqCst), 1);
     let _ = EffectError::transient("unused");
 }
+
+#[tokio::test]
+async fn a_reducer_hears_cancel_and_its_goodbye_is_kept() {
+    struct Polite;
+    #[async_trait]
+    impl FlowSkill for Polite {
+        type State = u8;
+        fn info(&self) -> SkillInfo {
+            SkillInfo::new("polite", "Polite")
+        }
+        fn initial_state(&self) -> u8 {
+            0
+        }
+        async fn on_event(
+            &self,
+            _: u8,
+            event: Event,
+            ctx: &StepCtx,
+        ) -> Result<Transition<u8>, StepError> {
+            Ok(match event {
+                Event::UserMessage { .. } => Transition::await_input(1, "more", "more?"),
+                Event::Cancel => {
+                    // Effects are refused while canceling; messages are kept.
+                    assert!(matches!(
+                        ctx.tool("a").call::<_, serde_json::Value>(()).await,
+                        Err(StepError::Canceled)
+                    ));
+                    Transition::ignore().message(radkit_runtime::model::Message::agent_text("Bye."))
+                }
+                _ => Transition::ignore(),
+            })
+        }
+    }
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(Polite)
+        .start()
+        .await
+        .unwrap();
+    let id = engine.send(None, None, user("hi")).await.unwrap();
+    assert_eq!(
+        settled(&engine, &id).await.status.state,
+        TaskState::InputRequired
+    );
+    let task = engine.cancel(None, &id).await.unwrap();
+    assert_eq!(task.status.state, TaskState::Canceled);
+    let history: Vec<String> = task
+        .history
+        .unwrap()
+        .iter()
+        .map(|m| m.joined_texts())
+        .collect();
+    assert!(history.contains(&"Bye.".to_owned()), "{history:?}");
+}

@@ -474,6 +474,7 @@ impl Inner {
 
     /// Compensate, then end the task as canceled.
     pub(crate) async fn finish_canceled(self: &Arc<Self>, run: &Arc<TaskRun>) -> Stop {
+        self.deliver_cancel(run).await;
         if self.compensate(run).await.is_err() {
             return Stop::Halted;
         }
@@ -483,6 +484,60 @@ impl Inner {
             Some(status_message("Task canceled.")),
         )
         .await
+    }
+
+    /// Tell the skill (`Event::Cancel`) so it can say goodbye: its messages and artifacts are kept;
+    /// its commands are refused (the task is canceling) and its next state is ignored.
+    async fn deliver_cancel(self: &Arc<Self>, run: &Arc<TaskRun>) {
+        let Some(skill) = self.skills.get(&run.skill_id).cloned() else {
+            return;
+        };
+        let (visit, state) = {
+            let mut st = run.lock();
+            st.visit += 1;
+            (st.visit, st.state.clone())
+        };
+        let step = skill.step_name(&state);
+        run.lock().push(Entry::Activated {
+            visit,
+            step: step.clone(),
+            state: state.clone(),
+            event: Event::Cancel,
+        });
+        let invoker = StepInvoker {
+            engine: self.clone(),
+            run: run.clone(),
+            visit,
+            step: step.clone(),
+            ordinal: Arc::new(AtomicU32::new(0)),
+        };
+        let ctx = StepCtx::new(
+            run.task_id.clone(),
+            run.context_id.clone(),
+            step,
+            Arc::new(invoker),
+        );
+        let result = std::panic::AssertUnwindSafe(skill.activate(state, Event::Cancel, &ctx))
+            .catch_unwind()
+            .await;
+        let mut st = run.lock();
+        if let Ok(Ok(t)) = result {
+            for message in t.messages {
+                st.push(Entry::MessageEmitted { message });
+            }
+            for artifact in t.artifacts {
+                st.push(Entry::ArtifactEmitted {
+                    artifact,
+                    append: false,
+                    last_chunk: true,
+                });
+            }
+        }
+        st.push(Entry::Transitioned {
+            visit,
+            next: "cancel".to_owned(),
+            state: None,
+        });
     }
 
     /// Run the compensations of successful `Compensate` commands, newest first, each journaled.
