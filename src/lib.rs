@@ -1,6 +1,18 @@
-//! radkit: durable agent skills served over A2A. This facade re-exports the runtime and the macros.
+//! radkit: durable agent skills served over A2A. This facade re-exports the runtime
+//! (`radkit_runtime`) and the authoring macros, so a skill depends on `radkit` (and `serde` for its
+//! own payload types) only.
+//!
+//! Write a skill as named async steps with [`flow_skill`] and [`step`]; move between them with
+//! [`goto!`] and [`await_input!`]. The [`macros_guide`] lists every macro argument, the allowed step
+//! signatures and the compile errors.
 
 pub use radkit_runtime::*;
 pub use radkit_runtime::{await_input, goto};
 
+#[doc(hidden)]
+pub use radkit_runtime::__private;
+
 pub mod demo;
+
+#[doc = include_str!("../docs/macros.md")]
+pub mod macros_guide {}

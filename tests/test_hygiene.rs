@@ -1,13 +1,23 @@
-//! A full skill compiles under `#![deny(warnings)]` with names that shadow the prelude and `core`
-//! in scope: the expansions use absolute paths only.
+//! A full skill compiles under `#![deny(warnings)]` with names that shadow the prelude, `core` and
+//! the crates the expansion uses in scope: the expansions use absolute paths only.
 #![deny(warnings)]
 #![allow(dead_code)]
 
-#[allow(non_camel_case_types)]
 struct Result;
 struct Ok;
 struct Some;
+struct Err;
+struct None;
+struct Option;
+struct Box;
+struct Send;
+struct Sync;
+struct Default;
+struct Arc;
 mod core {}
+mod inventory {}
+mod serde_json {}
+mod async_trait {}
 
 use radkit::flow::{StepCtx, StepResult};
 use radkit::model::{Artifact, Content};

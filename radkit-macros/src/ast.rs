@@ -1,31 +1,41 @@
-//! The skill model built from the user's impl block (`from_syn`), keeping spans for errors.
+//! Stage 2: the skill model built from the user's impl block (`from_syn`). It keeps the user's tokens
+//! and spans (`original`) so that every later error can point at the exact name, key or type.
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, Pat, ReturnType, Type};
+use syn::{ImplItem, ItemImpl, Type};
 
 use crate::attr::StepAttrs;
+use crate::sig;
 
 /// What a step parameter is.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// `&StepCtx`.
     Ctx,
-    /// The step's payload (a `Content` of a non-resume step is payload too).
+    /// Part of the step's payload (a `Content` of a non-resume step is payload too).
     Payload,
-    /// The user's reply (`Content` of a `resume_from` step).
+    /// The user's reply (the `Content` of a `resume_from` step).
     Reply,
 }
 
+/// One parameter after `&self`.
 pub struct Param {
+    /// Its type, as written (with the user's spans).
     pub ty: Type,
+    /// What it receives.
     pub role: Role,
 }
 
+/// One `#[step]` method.
 pub struct Step {
+    /// The method name, with the user's span.
     pub ident: syn::Ident,
+    /// The step name (the method name as a string).
     pub name: String,
+    /// `#[step(..)]` arguments.
     pub attrs: StepAttrs,
+    /// Parameters after `&self`, in order.
     pub params: Vec<Param>,
     /// Span of the `#[step]` attribute, for errors about the step as a whole.
     pub span: Span,
@@ -40,33 +50,59 @@ impl Step {
             .map(|p| &p.ty)
             .collect()
     }
+
+    /// True for `#[step(start)]`.
+    pub fn is_start(&self) -> bool {
+        self.attrs.start.is_some()
+    }
 }
 
+/// The skill: its type and its steps, in declaration order.
 pub struct Skill {
+    /// The impl's self type, as written.
     pub self_ty: Type,
+    /// The last identifier of the self type (names the hidden enum).
     pub ident: syn::Ident,
+    /// The steps.
     pub steps: Vec<Step>,
+    /// Doc comments of the impl block (the default description).
     pub docs: String,
 }
 
-fn last_ident(ty: &Type) -> Option<&syn::Ident> {
+impl Skill {
+    /// The step named `name`.
+    pub fn step(&self, name: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+
+    /// The start step (after validation there is exactly one).
+    pub fn start(&self) -> Option<&Step> {
+        self.steps.iter().find(|s| s.is_start())
+    }
+
+    /// The step declared `resume_from = "<name>"`.
+    pub fn resume_of(&self, name: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| {
+            s.attrs
+                .resume_from
+                .as_ref()
+                .is_some_and(|t| t.value() == name)
+        })
+    }
+}
+
+/// The last identifier of a path type (`a::b::C<T>` -> `C`), through references and groups.
+pub fn last_ident(ty: &Type) -> Option<&syn::Ident> {
     match ty {
         Type::Path(p) => p.path.segments.last().map(|s| &s.ident),
         Type::Reference(r) => last_ident(&r.elem),
         Type::Group(g) => last_ident(&g.elem),
+        Type::Paren(p) => last_ident(&p.elem),
         _ => None,
     }
 }
 
-fn is_ctx(ty: &Type) -> bool {
-    matches!(ty, Type::Reference(r) if r.mutability.is_none() && last_ident(&r.elem).is_some_and(|i| i == "StepCtx"))
-}
-
-fn is_content(ty: &Type) -> bool {
-    matches!(ty, Type::Path(_)) && last_ident(ty).is_some_and(|i| i == "Content")
-}
-
-/// Doc comments of attributes, joined.
+/// Doc comments of attributes, joined into one line.
 pub fn docs(attrs: &[syn::Attribute]) -> String {
     let mut lines = Vec::new();
     for attr in attrs.iter().filter(|a| a.path().is_ident("doc")) {
@@ -83,26 +119,62 @@ pub fn docs(attrs: &[syn::Attribute]) -> String {
     lines.join(" ").trim().to_owned()
 }
 
-fn push(errors: &mut Option<syn::Error>, e: syn::Error) {
+/// `#[step]`, `#[step(..)]`, `#[radkit::step]`: the last path segment is `step`.
+pub fn is_step_attr(attr: &syn::Attribute) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|s| s.ident == "step")
+}
+
+/// Append `e` to the collected errors.
+pub fn push(errors: &mut Option<syn::Error>, e: syn::Error) {
     match errors {
         Some(all) => all.combine(e),
         None => *errors = Some(e),
     }
 }
 
-/// Build the model from the impl block, removing `#[step]` attributes from it. Errors are collected;
-/// the (cleaned) item stays usable for the fallback output.
+/// Build the model from the impl block, removing the `#[step]` attributes from it (so the item can be
+/// emitted as is, also on error). Errors are collected; the model holds every step that parsed.
 pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
     let mut errors = None;
+    // The registry builds the skill with `Default::default()` and the state enum names the type:
+    // neither works for a generic type.
+    if !item.generics.params.is_empty() {
+        push(
+            &mut errors,
+            syn::Error::new_spanned(
+                &item.generics.params,
+                "a #[flow_skill] impl cannot be generic; write the skill for a concrete type and keep configuration in fields",
+            ),
+        );
+    }
     let ident = last_ident(&item.self_ty)
         .cloned()
         .unwrap_or_else(|| syn::Ident::new("Skill", item.self_ty.span()));
     let mut steps = Vec::new();
     for impl_item in &mut item.items {
         let ImplItem::Fn(method) = impl_item else {
+            // A stray `#[step]` on a const or a type would otherwise run the standalone `#[step]`,
+            // whose message ("add #[flow_skill] to the impl block") would be wrong here.
+            let attrs = match impl_item {
+                ImplItem::Const(c) => Some(&mut c.attrs),
+                ImplItem::Type(t) => Some(&mut t.attrs),
+                _ => None,
+            };
+            if let Some(attrs) = attrs {
+                if let Some(pos) = attrs.iter().position(is_step_attr) {
+                    let attr = attrs.remove(pos);
+                    push(
+                        &mut errors,
+                        syn::Error::new_spanned(attr, "#[step] goes on an `async fn` method"),
+                    );
+                }
+            }
             continue;
         };
-        let Some(pos) = method.attrs.iter().position(|a| a.path().is_ident("step")) else {
+        let Some(pos) = method.attrs.iter().position(is_step_attr) else {
             continue;
         };
         let attr = method.attrs.remove(pos);
@@ -121,7 +193,7 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
             push(&mut errors, e);
         }
         let resume = attrs.resume_from.is_some();
-        let params = match signature(method, resume) {
+        let params = match sig::check(method, resume) {
             Ok(p) => p,
             Err(e) => {
                 push(&mut errors, e);
@@ -148,84 +220,89 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
     )
 }
 
-/// Check a step's signature and classify its parameters.
-fn signature(method: &ImplItemFn, resume: bool) -> syn::Result<Vec<Param>> {
-    let sig = &method.sig;
-    let mut errors = None;
-    if sig.asyncness.is_none() {
-        push(
-            &mut errors,
-            syn::Error::new_spanned(sig.fn_token, "steps must be `async fn`"),
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use syn::parse_quote;
+
+    fn model(mut item: ItemImpl) -> (Skill, Option<syn::Error>) {
+        from_syn(&mut item)
+    }
+
+    #[test]
+    fn payload_is_the_parameters_after_self_and_ctx() {
+        let (skill, errors) = model(parse_quote! {
+            /// Research.
+            impl Research {
+                #[step(start)]
+                async fn research(&self, ctx: &StepCtx, msg: Content, history: Vec<Cycle>) -> StepResult { todo!() }
+                #[step]
+                async fn critique(&self, ctx: &StepCtx, payload: (String, Vec<Cycle>)) -> StepResult { todo!() }
+                #[step(resume_from = "critique")]
+                async fn human_input(&self, payload: (String, Vec<Cycle>), msg: Content) -> StepResult { todo!() }
+                fn helper(&self) {}
+            }
+        });
+        assert!(errors.is_none());
+        assert_eq!(skill.docs, "Research.");
+        assert_eq!(skill.ident, "Research");
+        let names: Vec<_> = skill.steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["research", "critique", "human_input"]);
+        let roles =
+            |i: usize| -> Vec<Role> { skill.steps[i].params.iter().map(|p| p.role).collect() };
+        // The start step's `Content` is payload; the resume step's `Content` is the reply.
+        assert_eq!(roles(0), [Role::Ctx, Role::Payload, Role::Payload]);
+        assert_eq!(roles(2), [Role::Payload, Role::Reply]);
+        assert_eq!(skill.steps[1].payload().len(), 1);
+        assert_eq!(skill.start().map(|s| s.name.as_str()), Some("research"));
+        assert_eq!(
+            skill.resume_of("critique").map(|s| s.name.as_str()),
+            Some("human_input")
         );
     }
-    match sig.inputs.first() {
-        Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none() => {}
-        Some(FnArg::Receiver(r)) if r.mutability.is_some() => push(
-            &mut errors,
-            syn::Error::new_spanned(r, "steps take `&self`, not `&mut self`: many tasks of one skill run at once; keep per-task data in the payload"),
-        ),
-        Some(FnArg::Receiver(r)) => push(&mut errors, syn::Error::new_spanned(r, "steps take `&self`; write `&self`")),
-        _ => push(&mut errors, syn::Error::new_spanned(&sig.ident, format!("step `{}` has no `&self` receiver; add `&self` as its first parameter", sig.ident))),
-    }
-    match &sig.output {
-        ReturnType::Type(_, ty) if matches!(&**ty, Type::Path(p) if p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "StepResult" && s.arguments.is_none())) =>
-            {}
-        ReturnType::Type(_, ty) => push(
-            &mut errors,
-            syn::Error::new_spanned(
-                ty,
-                "steps return `StepResult`; change the return type to `StepResult`",
-            ),
-        ),
-        ReturnType::Default => push(
-            &mut errors,
-            syn::Error::new_spanned(
-                &sig.ident,
-                format!(
-                    "step `{}` returns nothing; steps return `StepResult`",
-                    sig.ident
-                ),
-            ),
-        ),
-    }
-    let mut params = Vec::new();
-    let mut content: Option<&Type> = None;
-    let mut ctx_seen = false;
-    for input in sig.inputs.iter().skip(1) {
-        let FnArg::Typed(pt) = input else { continue };
-        if !matches!(&*pt.pat, Pat::Ident(_) | Pat::Wild(_)) {
-            push(&mut errors, syn::Error::new_spanned(&pt.pat, "step parameters must be plain names (`payload: T`); destructure inside the step"));
-        }
-        let ty = (*pt.ty).clone();
-        let role = if is_ctx(&ty) {
-            if ctx_seen {
-                push(
-                    &mut errors,
-                    syn::Error::new_spanned(&pt.ty, "a step takes at most one `&StepCtx`"),
-                );
+
+    #[test]
+    fn step_attributes_are_removed_from_the_item() {
+        let mut item: ItemImpl = parse_quote! {
+            impl S {
+                #[step(start)]
+                async fn a(&self) -> StepResult { todo!() }
+                #[radkit::step]
+                async fn b(&self) -> StepResult { todo!() }
             }
-            ctx_seen = true;
-            Role::Ctx
-        } else if is_content(&ty) {
-            if let Some(first) = content {
-                push(
-                    &mut errors,
-                    syn::Error::new_spanned(&pt.ty, format!("two `Content` parameters; a step receives one user message (the first is `{}`)", quote::quote!(#first))),
-                );
-            }
-            content = Some(&pt.ty);
-            if resume {
-                Role::Reply
-            } else {
-                Role::Payload
-            }
-        } else {
-            Role::Payload
         };
-        params.push(Param { ty, role });
+        let (skill, errors) = from_syn(&mut item);
+        assert!(errors.is_none());
+        assert_eq!(skill.steps.len(), 2);
+        let left = quote::quote!(#item).to_string();
+        assert!(!left.contains("step"), "{left}");
     }
-    match errors {
-        Some(e) => Err(e),
-        None => Ok(params),
+
+    #[test]
+    fn every_bad_step_is_reported_in_one_build() {
+        let (skill, errors) = model(parse_quote! {
+            impl<T> S<T> {
+                #[step(start, bogus)]
+                fn a(&mut self) -> StepResult { todo!() }
+                #[step]
+                async fn b(&self, x: Content, y: Content) -> Result<(), ()> { todo!() }
+            }
+        });
+        assert_eq!(skill.steps.len(), 2);
+        let messages: Vec<String> = errors
+            .into_iter()
+            .flat_map(|e| e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(messages.len(), 6, "{messages:#?}");
+        assert!(messages[0].contains("cannot be generic"));
+        assert!(messages[1].contains("unknown argument `bogus`"));
+        assert!(messages[2].contains("`async fn`"));
+        assert!(messages[3].contains("`&mut self`"));
+        assert!(messages
+            .iter()
+            .any(|m| m.contains("steps return `StepResult`")));
+        assert!(messages
+            .iter()
+            .any(|m| m.contains("two `Content` parameters") && m.contains("`x`")));
     }
 }

@@ -1,5 +1,6 @@
-//! Code generation. Input: the user's item and arguments. Output: the item with steps retyped and
-//! macros rewritten, the hidden state enum, `impl FlowSkill`, and the skill's registration.
+//! Stage 4: code generation. Input: the user's item and arguments. Output: the item with steps retyped
+//! and macros rewritten, the hidden state enum and its serde impls, `impl FlowSkill`, and the skill's
+//! registration. Errors of earlier stages go to `fallback`.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
@@ -7,20 +8,23 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{ImplItem, Item, ItemImpl, ItemStruct};
 
-use crate::ast::{self, Role, Skill};
+use crate::ast::{self, push, Role, Skill, Step};
 use crate::attr::SkillAttrs;
-use crate::rewrite::{variant, Mode, Rewriter};
-use crate::valid;
+use crate::rewrite::{variant, variant_at, Mode, Rewriter};
+use crate::{fallback, sig, valid};
 
 // Input: `#[flow_skill(..)]` on an impl block or a struct.
-// Output: see `expand_impl` and `expand_struct`.
+// Output: see `expand_impl` and `expand_struct`; anything else is an error next to the item.
 pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
     match syn::parse2::<Item>(input.clone()) {
         Ok(Item::Impl(item)) => expand_impl(args, item),
         Ok(Item::Struct(item)) => expand_struct(args, item),
-        Ok(other) => {
-            let e = syn::Error::new(other.span(), "#[flow_skill] goes on the impl block that holds the #[step] methods (or on the skill struct)");
-            let e = e.to_compile_error();
+        Ok(_) => {
+            let e = syn::Error::new(
+                Span::call_site(),
+                "#[flow_skill] goes on the impl block that holds the #[step] methods (or on the skill struct)",
+            )
+            .to_compile_error();
             quote!(#e #input)
         }
         Err(e) => {
@@ -41,25 +45,35 @@ fn lits(v: &[syn::LitStr]) -> TokenStream {
     quote!(&[#(#v),*])
 }
 
-/// `impl SkillMeta for T` from arguments (shared by the struct and impl placements).
+// Input: the arguments of `#[flow_skill(id = "x", name = "X", ..)]` and the doc comments.
+// Output: `impl SkillMeta for T { const META: Meta = Meta { id: "x", .. }; }`.
 fn meta_impl(
     attrs: &SkillAttrs,
     self_ty: &dyn ToTokens,
     docs: &str,
     krate: &TokenStream,
 ) -> syn::Result<TokenStream> {
+    // An id names the skill in the agent card, in every task and in the registry: it cannot be made up.
     let id = attrs.id.as_ref().ok_or_else(|| {
         syn::Error::new(
             Span::call_site(),
             "missing `id` in #[flow_skill(..)]; add `id = \"my_skill\"`",
         )
-    })?;
+    });
     let name = attrs.name.as_ref().ok_or_else(|| {
         syn::Error::new(
             Span::call_site(),
             "missing `name` in #[flow_skill(..)]; add `name = \"My Skill\"`",
         )
-    })?;
+    });
+    let (id, name) = match (id, name) {
+        (Ok(id), Ok(name)) => (id, name),
+        (Err(mut a), Err(b)) => {
+            a.combine(b);
+            return Err(a);
+        }
+        (Err(e), _) | (_, Err(e)) => return Err(e),
+    };
     let description = attrs
         .description
         .as_ref()
@@ -78,40 +92,45 @@ fn meta_impl(
     Ok(quote! {
         #[automatically_derived]
         #[allow(unused_qualifications)]
+        #[diagnostic::do_not_recommend]
         impl #krate::__private::SkillMeta for #self_ty {
-            const ID: &'static str = #id;
-            const NAME: &'static str = #name;
-            const DESCRIPTION: &'static str = #description;
-            const VERSION: ::core::option::Option<&'static str> = #version;
-            const TAGS: &'static [&'static str] = #tags;
-            const EXAMPLES: &'static [&'static str] = #examples;
-            const INPUT_MODES: &'static [&'static str] = #input_modes;
-            const OUTPUT_MODES: &'static [&'static str] = #output_modes;
+            const META: #krate::__private::Meta = #krate::__private::Meta {
+                id: #id,
+                name: #name,
+                description: #description,
+                version: #version,
+                tags: #tags,
+                examples: #examples,
+                input_modes: #input_modes,
+                output_modes: #output_modes,
+            };
         }
     })
 }
 
 // Input: `#[flow_skill(id = "..", name = "..")] struct S;`
 // Output: the struct, `impl SkillMeta for S`, and a check that an impl block of `S` carries
-// `#[flow_skill]` too (a struct attribute cannot see the impl).
+// `#[flow_skill]` too (a struct attribute cannot see the impl; the typetag trick).
 fn expand_struct(args: TokenStream, item: ItemStruct) -> TokenStream {
-    let attrs = match SkillAttrs::from_tokens(args) {
-        Ok(a) => a,
-        Err(e) => {
-            let e = e.to_compile_error();
-            return quote!(#e #item);
+    let attrs = SkillAttrs::from_tokens(args);
+    let krate = attrs
+        .as_ref()
+        .map(krate)
+        .unwrap_or_else(|_| quote!(::radkit));
+    let result = attrs.and_then(|attrs| {
+        if !item.generics.params.is_empty() {
+            return Err(syn::Error::new_spanned(
+                &item.generics.params,
+                "a #[flow_skill] struct cannot be generic; keep configuration in fields",
+            ));
         }
-    };
-    let krate = krate(&attrs);
-    let ident = &item.ident;
-    let docs = ast::docs(&item.attrs);
-    let meta = match meta_impl(&attrs, ident, &docs, &krate) {
+        meta_impl(&attrs, &item.ident, &ast::docs(&item.attrs), &krate)
+    });
+    let meta = match result {
         Ok(m) => m,
-        Err(e) => {
-            let e = e.to_compile_error();
-            return quote!(#e #item);
-        }
+        Err(e) => return fallback::skill_struct(e, &item, &krate),
     };
+    let ident = &item.ident;
     let check = quote_spanned! {ident.span()=>
         const _: () = {
             fn __radkit_assert_steps<T: #krate::__private::FlowSkillImpl>() {}
@@ -125,55 +144,60 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> TokenStream {
 
 // Input: `#[flow_skill(..)] impl S { #[step(start)] async fn a(&self, ..) -> StepResult { .. } .. }`
 // Output: the impl with `#[step]` removed, step return types set to `StepResult<State>` and
-// `goto!`/`await_input!` rewritten; `enum __RadkitStateS { __Start, StepA(payload), .. }`;
-// `impl FlowSkill for S`; `impl FlowSkillImpl for S`; the inventory registration.
+// `goto!`/`await_input!` rewritten; `enum __RadkitStateS { __Start, StepA(payload), .. }` with serde
+// impls; `impl FlowSkill for S`; `impl FlowSkillImpl for S`; the inventory registration.
 fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
-    let mut errors: Option<syn::Error> = None;
-    let mut push = |e: syn::Error| match &mut errors {
-        Some(all) => all.combine(e),
-        None => errors = Some(e),
-    };
-    let (attrs, attrs_ok) = match SkillAttrs::from_tokens(args) {
-        Ok(a) => (a, true),
-        Err(e) => {
-            push(e);
-            (SkillAttrs::default(), false)
-        }
-    };
-    let krate = krate(&attrs);
-    let (skill, e) = ast::from_syn(&mut item);
-    if let Some(e) = e {
-        push(e);
-    }
-    if let Some(e) = valid::validate(&skill, item.self_ty.span()) {
-        push(e);
-    }
-    let meta = if attrs.any && attrs_ok {
-        match meta_impl(&attrs, &item.self_ty, &skill.docs, &krate) {
-            Ok(m) => m,
-            Err(e) => {
-                push(e);
-                TokenStream::new()
-            }
-        }
-    } else {
-        TokenStream::new()
-    };
-    if let Some(errors) = errors {
-        // Keep the user's item compiling: neutralise the macros so no misleading errors follow.
+    // Steps are inherent methods; in a trait impl every other rule would only add noise.
+    if let Some((_, path, _)) = &item.trait_ {
+        let e = syn::Error::new_spanned(
+            path,
+            "#[flow_skill] goes on an inherent impl block (`impl Skill { .. }`), not on a trait impl",
+        )
+        .to_compile_error();
         for impl_item in &mut item.items {
             if let ImplItem::Fn(f) = impl_item {
-                Rewriter {
-                    mode: Mode::Neutral,
-                    gotos: Vec::new(),
-                }
-                .visit_block_mut(&mut f.block);
+                f.attrs.retain(|a| !ast::is_step_attr(a));
             }
         }
-        let e = errors.to_compile_error();
         return quote!(#e #item);
     }
-    let register = attrs.register.as_ref().is_none_or(|b| b.value);
+    let mut errors: Option<syn::Error> = None;
+    let attrs = match SkillAttrs::from_tokens(args) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            push(&mut errors, e);
+            None
+        }
+    };
+    let krate = attrs
+        .as_ref()
+        .map(krate)
+        .unwrap_or_else(|| quote!(::radkit));
+    let (skill, e) = ast::from_syn(&mut item);
+    if let Some(e) = e {
+        push(&mut errors, e);
+    }
+    if let Some(e) = valid::validate(&skill, item.self_ty.span()) {
+        push(&mut errors, e);
+    }
+    // A bare `#[flow_skill]` takes the metadata written on the struct.
+    let meta = match &attrs {
+        Some(attrs) if attrs.any => match meta_impl(attrs, &item.self_ty, &skill.docs, &krate) {
+            Ok(m) => m,
+            Err(e) => {
+                push(&mut errors, e);
+                TokenStream::new()
+            }
+        },
+        _ => TokenStream::new(),
+    };
+    if let Some(errors) = errors {
+        return fallback::impl_block(errors, item, &skill, &krate);
+    }
+    let register = attrs
+        .as_ref()
+        .and_then(|a| a.register.as_ref())
+        .is_none_or(|b| b.value);
     generate(&krate, item, &skill, meta, register)
 }
 
@@ -185,6 +209,160 @@ fn payload_type(types: &[&syn::Type]) -> TokenStream {
     }
 }
 
+/// A type's tokens as a string that does not depend on how proc-macro2 prints spaces (it feeds the
+/// skill version: a toolchain update must not make every waiting task look incompatible). A space
+/// only separates two words: `(Content,Vec<Cycle>)`, `&'static str`.
+fn canonical(tokens: TokenStream) -> String {
+    fn walk(tokens: TokenStream, out: &mut String, word_before: &mut bool) {
+        for tt in tokens {
+            match tt {
+                proc_macro2::TokenTree::Group(g) => {
+                    let (open, close) = match g.delimiter() {
+                        proc_macro2::Delimiter::Parenthesis => ("(", ")"),
+                        proc_macro2::Delimiter::Bracket => ("[", "]"),
+                        proc_macro2::Delimiter::Brace => ("{", "}"),
+                        proc_macro2::Delimiter::None => ("", ""),
+                    };
+                    out.push_str(open);
+                    *word_before = false;
+                    walk(g.stream(), out, word_before);
+                    out.push_str(close);
+                    *word_before = false;
+                }
+                proc_macro2::TokenTree::Punct(p) => {
+                    out.push(p.as_char());
+                    *word_before = false;
+                }
+                word => {
+                    if *word_before {
+                        out.push(' ');
+                    }
+                    out.push_str(&word.to_string());
+                    *word_before = true;
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(tokens, &mut out, &mut false);
+    out
+}
+
+/// Names the expansion gives its own locals; `Span::mixed_site()` keeps them out of the user's reach.
+struct Locals {
+    state: syn::Ident,
+    event: syn::Ident,
+    ctx: syn::Ident,
+    payload: syn::Ident,
+    message: syn::Ident,
+}
+
+impl Locals {
+    fn new() -> Self {
+        let local = |name: &str| syn::Ident::new(name, Span::mixed_site());
+        Locals {
+            state: local("__radkit_state"),
+            event: local("__radkit_event"),
+            ctx: local("__radkit_ctx"),
+            payload: local("__radkit_payload"),
+            message: local("__radkit_message"),
+        }
+    }
+}
+
+/// The hidden function that builds the codec of parameter `i` of step `s`.
+fn codec_fn(s: usize, i: usize) -> syn::Ident {
+    format_ident!("__radkit_codec_{}_{}", s, i)
+}
+
+// Input: step `index` with payload parameters `T0, T1`.
+// Output: one codec function per parameter, spanned at the user's type (the only place that requires
+// `T: Payload`), plus the expressions that encode and decode the step's payload with them.
+fn codecs(
+    krate: &TokenStream,
+    index: usize,
+    step: &Step,
+    payload: &syn::Ident,
+    value: &syn::Ident,
+) -> (TokenStream, TokenStream, TokenStream) {
+    let types = step.payload();
+    let fns: Vec<syn::Ident> = (0..types.len()).map(|i| codec_fn(index, i)).collect();
+    let defs = types.iter().zip(&fns).map(|(ty, f)| {
+        let build = quote_spanned!(ty.span()=> #krate::__private::codec::<#ty>);
+        quote! {
+            #[doc(hidden)]
+            #[inline]
+            fn #f() -> #krate::__private::Codec<#ty> {
+                #build()
+            }
+        }
+    });
+    let (encode, decode) = match fns.as_slice() {
+        [] => (
+            quote!(::core::result::Result::Ok(#krate::__private::Value::Null)),
+            quote!(#krate::__private::json_unit(#value)),
+        ),
+        [one] => (
+            quote!(#one().to_json(#payload)),
+            quote!(#one().from_json(#value)),
+        ),
+        many => {
+            let n = many.len();
+            let indexes = (0..n).map(syn::Index::from);
+            let names: Vec<syn::Ident> = (0..n)
+                .map(|i| syn::Ident::new(&format!("__radkit_{i}"), Span::mixed_site()))
+                .collect();
+            (
+                quote!(#krate::__private::json_tuple([#(#many().to_json(&#payload.#indexes)),*])),
+                quote! {
+                    #krate::__private::json_untuple::<#n>(#value).and_then(|[#(#names),*]| {
+                        ::core::result::Result::Ok((#(#many().from_json(#names)?,)*))
+                    })
+                },
+            )
+        }
+    };
+    (quote!(#(#defs)*), encode, decode)
+}
+
+// Input: a step and whether it runs on the first message (seeded).
+// Output: `self.step(arg, ..).await` with its arguments in declaration order, built from the payload,
+// the ctx and the reply; seeded start parameters come from `seed::<T>()` at the user's type.
+fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStream {
+    let ident = &step.ident;
+    let n = step.payload().len();
+    let mut i = 0usize;
+    let (payload, ctx, message) = (&l.payload, &l.ctx, &l.message);
+    let args: Vec<TokenStream> = step
+        .params
+        .iter()
+        .map(|p| match p.role {
+            Role::Ctx => quote!(#ctx),
+            Role::Reply => quote!(#krate::__private::Content::from(#message)),
+            Role::Payload if seeded && sig::is_content(&p.ty) => {
+                quote!(#krate::__private::Content::from(#message))
+            }
+            Role::Payload if seeded => {
+                let ty = &p.ty;
+                quote_spanned!(ty.span()=> #krate::__private::seed::<#ty>())
+            }
+            Role::Payload => {
+                let index = syn::Index::from(i);
+                i += 1;
+                if n == 1 {
+                    quote!(#payload)
+                } else {
+                    quote!(#payload.#index)
+                }
+            }
+        })
+        .collect();
+    // The call is spanned at the step's name: a step future that is not `Send` is reported there.
+    let future = quote_spanned!(ident.span()=> self.#ident(#(#args),*));
+    let send = quote_spanned!(ident.span()=> #krate::__private::send_step);
+    quote!(#send(#future).await)
+}
+
 fn generate(
     krate: &TokenStream,
     mut item: ItemImpl,
@@ -194,13 +372,19 @@ fn generate(
 ) -> TokenStream {
     let self_ty = &skill.self_ty;
     let state = format_ident!("__RadkitState{}", skill.ident);
+    let l = Locals::new();
+
+    // Rewrite step bodies and return types; collect the `goto!` edges for the graph.
     let mut gotos: Vec<Vec<String>> = Vec::new();
     for step in &skill.steps {
         let method = item.items.iter_mut().find_map(|i| match i {
             ImplItem::Fn(f) if f.sig.ident == step.ident => Some(f),
             _ => None,
         });
-        let Some(method) = method else { continue };
+        let Some(method) = method else {
+            gotos.push(Vec::new());
+            continue;
+        };
         let mut rewriter = Rewriter {
             mode: Mode::Typed {
                 skill,
@@ -211,7 +395,9 @@ fn generate(
             gotos: Vec::new(),
         };
         rewriter.visit_block_mut(&mut method.block);
-        gotos.push(rewriter.gotos);
+        let mut edges = rewriter.gotos;
+        edges.dedup();
+        gotos.push(edges);
         // Keep the user's own path to `StepResult` (their import stays used) and fill in the state.
         if let syn::ReturnType::Type(_, ty) = &mut method.sig.output {
             if let syn::Type::Path(tp) = &mut **ty {
@@ -223,8 +409,9 @@ fn generate(
         }
     }
 
+    let start = skill.start().map(|s| s.name.clone()).unwrap_or_default();
     let variants = skill.steps.iter().map(|s| {
-        let v = variant(&s.name);
+        let v = variant_at(&s.name, s.ident.span());
         let ty = payload_type(&s.payload());
         quote!(#v(#ty))
     });
@@ -233,71 +420,74 @@ fn generate(
         let name = &s.name;
         quote!(#state::#v(_) => #name)
     });
-    let start = skill
-        .steps
-        .iter()
-        .find(|s| s.attrs.start.is_some())
-        .map(|s| s.name.clone())
-        .unwrap_or_default();
 
-    // Calls: a step's arguments in declaration order, built from the payload, the ctx and the reply.
-    let call = |step: &ast::Step, seeded: bool| {
-        let ident = &step.ident;
-        let n = step.payload().len();
-        let mut i = 0usize;
-        let args = step.params.iter().map(|p| match p.role {
-            Role::Ctx => quote!(__radkit_ctx),
-            Role::Reply => quote!(#krate::__private::Content::from(__radkit_message)),
-            Role::Payload if seeded => {
-                let ty = &p.ty;
-                if matches!(ty, syn::Type::Path(tp) if tp.path.segments.last().is_some_and(|s| s.ident == "Content")) {
-                    quote!(#krate::__private::Content::from(__radkit_message))
-                } else {
-                    quote_spanned!(ty.span()=> #krate::__private::seed::<#ty>())
-                }
-            }
-            Role::Payload => {
-                let index = syn::Index::from(i);
-                i += 1;
-                if n == 1 {
-                    quote!(__radkit_payload)
-                } else {
-                    quote!(__radkit_payload.#index)
-                }
-            }
+    // Serde of the state enum: `{"step": payload}`, each payload through its parameters' codecs.
+    let value = syn::Ident::new("__radkit_value", Span::mixed_site());
+    let mut codec_defs = Vec::new();
+    let mut ser_arms = Vec::new();
+    let mut de_arms = Vec::new();
+    for (index, s) in skill.steps.iter().enumerate() {
+        let v = variant(&s.name);
+        let name = &s.name;
+        let (defs, encode, decode) = codecs(krate, index, s, &l.payload, &value);
+        codec_defs.push(defs);
+        let payload = if s.payload().is_empty() {
+            quote!(_)
+        } else {
+            l.payload.to_token_stream()
+        };
+        ser_arms.push(quote! {
+            #state::#v(#payload) => #krate::__private::ser_variant(__serializer, #name, #encode)
         });
-        let args: Vec<TokenStream> = args.collect();
-        quote!(self.#ident(#(#args),*).await)
-    };
+        de_arms.push(quote! {
+            #name => #krate::__private::de_payload(#name, #decode).map(#state::#v)
+        });
+    }
+    let step_names: Vec<&str> = skill.steps.iter().map(|s| s.name.as_str()).collect();
+
+    // Routing: the first message runs the start step (seeded), `Enter` runs a step entered by `goto!`,
+    // a message in a resume step's waiting state runs the resume step with the carry and the reply.
+    let (st, ev, payload, message, ctx) = (&l.state, &l.event, &l.payload, &l.message, &l.ctx);
     let mut arms = Vec::new();
     for step in &skill.steps {
         let v = variant(&step.name);
-        if step.attrs.start.is_some() {
-            let seeded = call(step, true);
+        // Bind only what the call uses: no unused bindings under `#![deny(warnings)]`.
+        let has_payload = !step.payload().is_empty();
+        let has_content = step.params.iter().any(|p| sig::is_content(&p.ty));
+        let bind = |used: bool, name: &syn::Ident| {
+            if used {
+                name.to_token_stream()
+            } else {
+                quote!(_)
+            }
+        };
+        let (bind_payload, bind_message) = (bind(has_payload, payload), bind(has_content, message));
+        if step.is_start() {
+            let seeded = call(krate, step, true, &l);
             arms.push(quote! {
-                (#state::__Start, #krate::__private::Event::UserMessage { message: __radkit_message }) => { #seeded }
+                (#state::__Start, #krate::__private::Event::UserMessage { message: #bind_message }) => { #seeded }
             });
         }
-        let run = call(step, false);
+        let run = call(krate, step, false, &l);
         if step.attrs.resume_from.is_some() {
             arms.push(quote! {
-                (#state::#v(__radkit_payload), #krate::__private::Event::UserMessage { message: __radkit_message }) => { #run }
+                (#state::#v(#bind_payload), #krate::__private::Event::UserMessage { message: #bind_message }) => { #run }
             });
         } else {
             arms.push(quote! {
-                (#state::#v(__radkit_payload), #krate::__private::Event::Enter) => { #run }
+                (#state::#v(#bind_payload), #krate::__private::Event::Enter) => { #run }
             });
         }
     }
 
     let step_infos = skill.steps.iter().zip(gotos.iter()).map(|(s, g)| {
         let name = &s.name;
-        let start = s.attrs.start.is_some();
+        let start = s.is_start();
         let resume = match &s.attrs.resume_from {
             Some(t) => quote!(::core::option::Option::Some(::std::string::String::from(#t))),
             None => quote!(::core::option::Option::None),
         };
-        let payload = payload_type(&s.payload()).to_string();
+        let payload = canonical(payload_type(&s.payload()));
         quote! {
             #krate::__private::StepInfo {
                 name: ::std::string::String::from(#name),
@@ -309,42 +499,25 @@ fn generate(
         }
     });
 
-    let variant_names: Vec<String> = skill
-        .steps
-        .iter()
-        .map(|s| variant(&s.name).to_string())
-        .collect();
-    let ser_arms = skill.steps.iter().map(|s| {
-        let v = variant(&s.name);
-        let name = v.to_string();
-        let ty = payload_type(&s.payload());
-        let tspan = ty.span();
-        let call = quote_spanned!(tspan=> #krate::__private::ser_variant::<#ty, __S>);
-        quote!(#state::#v(__payload) => #call(__serializer, #name, __payload))
-    });
-    let de_arms = skill.steps.iter().map(|s| {
-        let v = variant(&s.name);
-        let name = v.to_string();
-        let ty = payload_type(&s.payload());
-        let tspan = ty.span();
-        let call = quote_spanned!(tspan=> #krate::__private::de_payload::<#ty, __D::Error>);
-        quote!(#name => ::core::result::Result::Ok(#state::#v(#call(__value)?)))
-    });
-    let ident = &skill.ident;
-    let build_fn = format_ident!("__radkit_build_{}", ident.to_string().to_lowercase());
+    // The metadata is read once, at the self type: a bare `#[flow_skill]` without metadata on the
+    // struct is one error there.
+    let meta_const = quote_spanned! {self_ty.span()=>
+        const __RADKIT_META: #krate::__private::Meta = <#self_ty as #krate::__private::SkillMeta>::META;
+    };
     let registration = if register {
+        let build = quote_spanned!(self_ty.span()=> #krate::__private::build_default::<#self_ty>);
         quote! {
             #[doc(hidden)]
-            fn #build_fn() -> ::std::sync::Arc<dyn #krate::__private::ErasedSkill> {
-                #krate::__private::build_default::<#self_ty>()
+            fn __radkit_build() -> ::std::sync::Arc<dyn #krate::__private::ErasedSkill> {
+                #build()
             }
 
             #krate::__private::inventory::submit! {
                 #krate::__private::SkillRegistration::new(
-                    <#self_ty as #krate::__private::SkillMeta>::ID,
+                    __RADKIT_META.id,
                     ::core::file!(),
                     ::core::line!(),
-                    #build_fn,
+                    __radkit_build,
                 )
             }
         }
@@ -364,37 +537,59 @@ fn generate(
         }
 
         const _: () = {
+            #meta_const
+
+            #(#codec_defs)*
+
             #[automatically_derived]
             impl #krate::__private::serde::Serialize for #state {
-                fn serialize<__S: #krate::__private::serde::Serializer>(&self, __serializer: __S) -> ::core::result::Result<__S::Ok, __S::Error> {
+                fn serialize<__S: #krate::__private::serde::Serializer>(
+                    &self,
+                    __serializer: __S,
+                ) -> ::core::result::Result<__S::Ok, __S::Error> {
                     match self {
-                        #state::__Start => #krate::__private::ser_variant::<(), __S>(__serializer, "__Start", &()),
+                        #state::__Start => #krate::__private::ser_variant(
+                            __serializer,
+                            "__start",
+                            ::core::result::Result::Ok(#krate::__private::Value::Null),
+                        ),
                         #(#ser_arms,)*
                     }
                 }
             }
 
+            // Debug through the JSON form: it needs no bound on the payload types.
+            #[automatically_derived]
+            impl ::core::fmt::Debug for #state {
+                fn fmt(&self, __f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    #krate::__private::debug_state(self, __f)
+                }
+            }
+
             #[automatically_derived]
             impl<'de> #krate::__private::serde::Deserialize<'de> for #state {
-                fn deserialize<__D: #krate::__private::serde::Deserializer<'de>>(__deserializer: __D) -> ::core::result::Result<Self, __D::Error> {
-                    const VARIANTS: &[&str] = &["__Start", #(#variant_names),*];
-                    let (__name, __value) = #krate::__private::de_variant(__deserializer)?;
+                fn deserialize<__D: #krate::__private::serde::Deserializer<'de>>(
+                    __deserializer: __D,
+                ) -> ::core::result::Result<Self, __D::Error> {
+                    const STEPS: &[&str] = &["__start", #(#step_names),*];
+                    let (__name, #value) = #krate::__private::de_variant(__deserializer)?;
                     match __name.as_str() {
-                        "__Start" => ::core::result::Result::Ok(#state::__Start),
+                        "__start" => ::core::result::Result::Ok(#state::__Start),
                         #(#de_arms,)*
-                        __other => ::core::result::Result::Err(#krate::__private::unknown_variant(__other, VARIANTS)),
+                        __other => ::core::result::Result::Err(
+                            #krate::__private::unknown_variant(__other, STEPS),
+                        ),
                     }
                 }
             }
 
             #[automatically_derived]
             #[allow(unused_qualifications)]
-            #[#krate::__private::async_trait]
             impl #krate::__private::FlowSkill for #self_ty {
                 type State = #state;
 
                 fn info(&self) -> #krate::__private::SkillInfo {
-                    #krate::__private::skill_info::<Self>(::std::vec![#(#step_infos),*])
+                    #krate::__private::skill_info(&__RADKIT_META, ::std::vec![#(#step_infos),*])
                 }
 
                 fn initial_state(&self) -> #state {
@@ -408,27 +603,114 @@ fn generate(
                     })
                 }
 
-                async fn on_event(
-                    &self,
-                    __radkit_state: #state,
-                    __radkit_event: #krate::__private::Event,
-                    __radkit_ctx: &#krate::__private::StepCtx,
-                ) -> ::core::result::Result<#krate::__private::Transition<#state>, #krate::__private::StepError> {
-                    let _ = &__radkit_ctx;
-                    match (__radkit_state, __radkit_event) {
+                // `FlowSkill` is an `#[async_trait]` trait; this is that desugaring written out with
+                // absolute paths (async-trait's own output names `Box` and `Send` unqualified).
+                #[allow(clippy::type_complexity, clippy::type_repetition_in_bounds)]
+                fn on_event<'__radkit_a, '__radkit_b, '__radkit_f>(
+                    &'__radkit_a self,
+                    #st: #state,
+                    #ev: #krate::__private::Event,
+                    #ctx: &'__radkit_b #krate::__private::StepCtx,
+                ) -> ::core::pin::Pin<::std::boxed::Box<
+                    dyn ::core::future::Future<
+                        Output = ::core::result::Result<
+                            #krate::__private::Transition<#state>,
+                            #krate::__private::StepError,
+                        >,
+                    > + ::core::marker::Send + '__radkit_f,
+                >>
+                where
+                    '__radkit_a: '__radkit_f,
+                    '__radkit_b: '__radkit_f,
+                    Self: '__radkit_f,
+                { ::std::boxed::Box::pin(async move {
+                    let _ = &#ctx;
+                    match (#st, #ev) {
                         #(#arms)*
                         _ => ::core::result::Result::Ok(#krate::__private::Transition::ignore()),
                     }
-                }
+                }) }
             }
 
             #[automatically_derived]
             #[diagnostic::do_not_recommend]
             impl #krate::__private::FlowSkillImpl for #self_ty {}
 
-
-
             #registration
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_strings_do_not_depend_on_token_spacing() {
+        let cases: [(TokenStream, &str); 4] = [
+            (quote!((Content, Vec<Cycle>)), "(Content,Vec<Cycle>)"),
+            (quote!(&'static str), "&'static str"),
+            (
+                quote!(std::collections::HashMap<String, [u8; 4]>),
+                "std::collections::HashMap<String,[u8;4]>",
+            ),
+            (quote!(()), "()"),
+        ];
+        for (tokens, expected) in cases {
+            assert_eq!(canonical(tokens), expected);
+        }
+    }
+
+    #[test]
+    fn skill_without_errors_expands_to_enum_impl_and_registration() {
+        let out = flow_skill(
+            quote!(id = "x", name = "X"),
+            quote! {
+                impl S {
+                    #[step(start)]
+                    async fn a(&self, ctx: &StepCtx, msg: Content) -> StepResult { goto!("b", 1u8) }
+                    #[step]
+                    async fn b(&self, ctx: &StepCtx, n: u8) -> StepResult { ctx.complete("", vec![]) }
+                }
+            },
+        )
+        .to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        for needle in [
+            "pub enum __RadkitStateS",
+            "StepA (Content)",
+            "StepB (u8)",
+            "-> StepResult < __RadkitStateS >",
+            "impl :: radkit :: __private :: FlowSkill for S",
+            "inventory :: submit !",
+        ] {
+            assert!(out.contains(needle), "{needle} in {out}");
+        }
+    }
+
+    #[test]
+    fn skill_with_errors_keeps_the_item_and_registers_nothing() {
+        let out = flow_skill(
+            quote!(id = "x", name = "X"),
+            quote! {
+                impl S {
+                    #[step]
+                    async fn a(&self, ctx: &StepCtx) -> StepResult { goto!("a") }
+                }
+            },
+        )
+        .to_string();
+        assert!(
+            out.contains("compile_error ! { \"no #[step(start)] method"),
+            "{out}"
+        );
+        assert!(
+            out.contains("async fn a (& self , ctx : & StepCtx) -> StepResult"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("#[step]") && !out.contains("inventory"),
+            "{out}"
+        );
     }
 }

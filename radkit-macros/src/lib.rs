@@ -2,20 +2,25 @@
 //! `#[step]` on its methods. `goto!` and `await_input!` inside steps are rewritten by `#[flow_skill]`;
 //! outside a skill they are `macro_rules!` stubs in the runtime that fail with a clear message.
 //!
-//! Pipeline: `attr` (arguments) -> `ast::from_syn` (the skill model) -> `valid` (rules across steps)
-//! -> `expand` (code). Every stage collects errors; on error the user's item is emitted unchanged
-//! (minus `#[step]`) next to the `compile_error!`s, so IDEs keep working and errors do not cascade.
+//! Pipeline: `attr` (arguments) -> `ast::from_syn` (the skill model; `sig` checks each signature) ->
+//! `valid` (rules across steps) -> `expand` (code; `rewrite` turns the macros into transitions). Every
+//! stage collects errors; on error `fallback` emits the user's item (minus `#[step]`) next to the
+//! `compile_error!`s, so IDEs keep working and errors do not cascade. Users read the documentation on
+//! the `radkit` re-exports.
 
 use proc_macro::TokenStream;
 
 mod ast;
 mod attr;
 mod expand;
+mod fallback;
 mod rewrite;
+mod sig;
 mod valid;
 
-/// Turns an impl block of `#[step]` methods into a durable skill (see the `radkit` docs), or, on a
-/// struct, records the skill's metadata for a bare `#[flow_skill]` on its impl block.
+/// Turns an impl block of `#[step]` methods into a durable skill, or, on a struct, records the
+/// skill's metadata for a bare `#[flow_skill]` on its impl block. See the `radkit` crate docs for
+/// every argument, the allowed step signatures and the errors.
 #[proc_macro_attribute]
 pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
     let output = expand::flow_skill(args.into(), input.into());
@@ -25,7 +30,8 @@ pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
     output.into()
 }
 
-/// Marks a step of a `#[flow_skill]` impl block. On its own it is an error.
+/// Marks a step of a `#[flow_skill]` impl block: `#[step]`, `#[step(start)]` or
+/// `#[step(resume_from = "other_step")]`. `#[flow_skill]` consumes it; anywhere else it is an error.
 #[proc_macro_attribute]
 pub fn step(_args: TokenStream, input: TokenStream) -> TokenStream {
     let item: proc_macro2::TokenStream = input.into();

@@ -1,9 +1,10 @@
-//! Rewrites `goto!("step", payload)` and `await_input!(slot = .., message = .., carry = ..)` inside a
-//! step into typed transitions of the hidden state enum (async-trait style `visit_mut`). A wrong target
-//! becomes a `compile_error!` at the target's span; a wrong payload type is a type error at the payload.
+//! Stage 4a: rewrites `goto!("step", payload)` and `await_input!(slot = .., message = .., carry = ..)`
+//! inside a step into typed transitions of the hidden state enum (async-trait style `visit_mut`, plus
+//! a token walk into the bodies of other macros such as `tokio::select!`). A wrong target becomes a
+//! `compile_error!` at the target's span; a wrong payload type is a type error at the payload.
 
-use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned};
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -11,13 +12,13 @@ use syn::visit_mut::{self, VisitMut};
 use syn::{Expr, LitStr, Macro, Stmt, Token};
 
 use crate::ast::{Skill, Step};
-use crate::valid::{nearest, step_list};
+use crate::valid::unknown_step;
 
-/// The enum variant of a step: `human_input` -> `HumanInput`.
+/// The enum variant of a step: `human_input` -> `HumanInput` (`r#type` -> `Type`).
 pub fn variant(name: &str) -> syn::Ident {
     let mut out = String::new();
     let mut upper = true;
-    for c in name.chars() {
+    for c in name.trim_start_matches("r#").chars() {
         if c == '_' {
             upper = true;
         } else if upper {
@@ -28,6 +29,14 @@ pub fn variant(name: &str) -> syn::Ident {
         }
     }
     syn::Ident::new(&format!("Step{out}"), Span::call_site())
+}
+
+/// The variant of step `name`, spanned at `span` (a payload, or the step's own name in the enum, so
+/// that a type mismatch says "tuple variant defined here" at the step the payload is for).
+pub fn variant_at(name: &str, span: Span) -> syn::Ident {
+    let mut v = variant(name);
+    v.set_span(span);
+    v
 }
 
 struct GotoArgs {
@@ -64,6 +73,65 @@ impl Parse for KeyValue {
     }
 }
 
+struct AwaitArgs {
+    slot: Expr,
+    message: Expr,
+    carry: Option<Expr>,
+}
+
+/// Parse `slot = .., message = .., carry = ..` (any order; `carry` may be left out for `()`).
+fn await_args(mac: &Macro) -> syn::Result<AwaitArgs> {
+    let pairs = mac
+        .parse_body_with(Punctuated::<KeyValue, Token![,]>::parse_terminated)
+        .map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                format!(
+                    "{e}; write `await_input!(slot = \"..\", message = \"..\", carry = payload)`"
+                ),
+            )
+        })?;
+    let (mut slot, mut message, mut carry) = (None, None, None);
+    for kv in pairs {
+        let place = match kv.key.to_string().as_str() {
+            "slot" => &mut slot,
+            "message" => &mut message,
+            "carry" => &mut carry,
+            other => {
+                return Err(syn::Error::new(
+                    kv.key.span(),
+                    format!("unknown argument `{other}` in `await_input!`; expected `slot`, `message` or `carry`"),
+                ))
+            }
+        };
+        if place.is_some() {
+            return Err(syn::Error::new(
+                kv.key.span(),
+                format!("`{}` is given twice in `await_input!`", kv.key),
+            ));
+        }
+        *place = Some(kv.value);
+    }
+    let span = mac.path.span();
+    let slot = slot.ok_or_else(|| {
+        syn::Error::new(
+            span,
+            "`await_input!` needs `slot = \"..\"` (the name of the awaited answer)",
+        )
+    })?;
+    let message = message.ok_or_else(|| {
+        syn::Error::new(
+            span,
+            "`await_input!` needs `message = \"..\"` (what to ask the user)",
+        )
+    })?;
+    Ok(AwaitArgs {
+        slot,
+        message,
+        carry,
+    })
+}
+
 /// How a step's macros are rewritten.
 pub enum Mode<'a> {
     /// Into transitions of `state` (the enum), through `krate`.
@@ -73,137 +141,200 @@ pub enum Mode<'a> {
         state: &'a syn::Ident,
         krate: &'a TokenStream,
     },
-    /// Into `unreachable!()`: the skill has other errors; keep the item compiling without cascades.
-    Neutral,
+    /// The skill has errors elsewhere: keep the item compiling without follow-on errors or warnings.
+    /// The arguments stay used (no "unused variable"), the result type is inferred (no type errors).
+    Neutral { krate: &'a TokenStream },
 }
 
+/// Rewrites one step body (or, in neutral mode, any method body).
 pub struct Rewriter<'a> {
+    /// Typed or neutral.
     pub mode: Mode<'a>,
     /// `goto!` targets seen (for the step graph).
     pub gotos: Vec<String>,
+}
+
+// Input: the state enum, a step name and a payload expression.
+// Output: `State::StepX(payload)`, every token at the payload's span, so that a payload of the wrong
+// type is one error at the payload (and "tuple variant defined here" points at step `x`).
+fn constructor(state: &syn::Ident, step: &str, payload: TokenStream) -> TokenStream {
+    let span = payload.span();
+    let mut state = state.clone();
+    state.set_span(span);
+    let v = variant_at(step, span);
+    quote_spanned!(span=> #state::#v(#payload))
 }
 
 fn error(span: Span, message: String) -> Expr {
     syn::parse_quote_spanned! {span=> ::core::compile_error!(#message) }
 }
 
+fn is_ours(mac: &Macro) -> Option<&'static str> {
+    let last = mac.path.segments.last()?;
+    if last.ident == "goto" {
+        Some("goto")
+    } else if last.ident == "await_input" {
+        Some("await_input")
+    } else {
+        None
+    }
+}
+
 impl Rewriter<'_> {
-    /// Re-invoke the user's own macro path with the typed expression (so their `use` of the macro
-    /// stays used); the runtime's `macro_rules!` passes `@__radkit_typed` expressions through.
+    // Input: `goto!("critique", (draft, history))` as the user wrote it (any path to the macro).
+    // Output: `goto!(@__radkit_typed Ok(Transition::goto(State::StepCritique((draft, history)))))`:
+    // the user's own macro path is invoked again, so their `use radkit::goto` stays used; the
+    // runtime's `macro_rules!` passes `@__radkit_typed` expressions through.
     fn rewrite(&mut self, mac: &Macro) -> Option<Expr> {
-        let typed = self.typed(mac)?;
+        let which = is_ours(mac)?;
+        let typed = match which {
+            "goto" => self.goto(mac),
+            _ => self.await_input(mac),
+        };
         let path = &mac.path;
         Some(syn::parse_quote!(#path!(@__radkit_typed #typed)))
     }
 
-    fn typed(&mut self, mac: &Macro) -> Option<Expr> {
-        let name = mac.path.segments.last()?.ident.to_string();
-        if name != "goto" && name != "await_input" {
-            return None;
-        }
-        let Mode::Typed {
-            skill,
-            step,
-            state,
-            krate,
-        } = &self.mode
-        else {
-            return Some(syn::parse_quote! { ::core::unreachable!() });
+    fn neutral(krate: &TokenStream, args: Vec<Expr>) -> Expr {
+        syn::parse_quote!(#krate::__private::neutral((#(#args,)*)))
+    }
+
+    fn goto(&mut self, mac: &Macro) -> Expr {
+        let args: GotoArgs = match mac.parse_body() {
+            Ok(a) => a,
+            Err(e) => return error(e.span(), format!("{e}; write `goto!(\"step\", payload)`")),
         };
-        let span = mac.path.span();
-        if name == "goto" {
-            let args: GotoArgs = match mac.parse_body() {
-                Ok(a) => a,
-                Err(e) => {
-                    return Some(error(
-                        e.span(),
-                        format!("{e}; write `goto!(\"step\", payload)`"),
-                    ))
-                }
-            };
-            let target_name = args.target.value();
-            let Some(target) = skill.steps.iter().find(|s| s.name == target_name) else {
-                let hint = nearest(skill, &target_name)
-                    .map(|n| format!("; did you mean `{n}`?"))
-                    .unwrap_or_default();
-                return Some(error(
-                    args.target.span(),
-                    format!(
-                        "no step named `{target_name}` in this impl; steps are {}{hint}",
-                        step_list(skill)
-                    ),
-                ));
-            };
-            if let Some(from) = &target.attrs.resume_from {
-                return Some(error(
-                    args.target.span(),
-                    format!("`{target_name}` runs on the user's reply to `{}`; `goto!` a step that runs now, or `await_input!` in `{}`", from.value(), from.value()),
-                ));
+        let (skill, state, krate) = match &self.mode {
+            Mode::Neutral { krate } => {
+                return Self::neutral(krate, args.payload.into_iter().collect())
             }
-            self.gotos.push(target_name.clone());
-            let v = variant(&target_name);
-            let payload = args
-                .payload
-                .map(|p| quote!(#p))
-                .unwrap_or_else(|| quote_spanned!(span=> ()));
-            let pspan = payload.span();
-            let ctor = quote_spanned!(pspan=> #state::#v(#payload));
-            return Some(syn::parse_quote! {
-                ::core::result::Result::Ok(#krate::__private::Transition::goto(#ctor))
-            });
-        }
-        let pairs = match mac.parse_body_with(Punctuated::<KeyValue, Token![,]>::parse_terminated) {
-            Ok(p) => p,
-            Err(e) => {
-                return Some(error(
-                    e.span(),
-                    format!(
-                    "{e}; write `await_input!(slot = \"..\", message = \"..\", carry = payload)`"
+            Mode::Typed {
+                skill,
+                state,
+                krate,
+                ..
+            } => (*skill, *state, *krate),
+        };
+        let target_name = args.target.value();
+        let Some(target) = skill.step(&target_name) else {
+            return error(args.target.span(), unknown_step(skill, &target_name));
+        };
+        if let Some(from) = &target.attrs.resume_from {
+            return error(
+                args.target.span(),
+                format!(
+                    "`{target_name}` runs on the user's reply to `{from}`; `goto!` a step that runs now, or `await_input!` in `{from}`",
+                    from = from.value()
                 ),
-                ))
-            }
+            );
+        }
+        self.gotos.push(target_name.clone());
+        // The payload's own span goes on the constructor, so a type mismatch points at the payload.
+        let payload = match &args.payload {
+            Some(p) => p.to_token_stream(),
+            None => quote_spanned!(args.target.span()=> ()),
         };
-        let (mut slot, mut message, mut carry) = (None, None, None);
-        for kv in pairs {
-            match kv.key.to_string().as_str() {
-                "slot" => slot = Some(kv.value),
-                "message" => message = Some(kv.value),
-                "carry" => carry = Some(kv.value),
-                other => return Some(error(kv.key.span(), format!("unknown argument `{other}` in `await_input!`; expected `slot`, `message` or `carry`"))),
+        let ctor = constructor(state, &target_name, payload);
+        syn::parse_quote! {
+            ::core::result::Result::Ok(#krate::__private::Transition::goto(#ctor))
+        }
+    }
+
+    fn await_input(&mut self, mac: &Macro) -> Expr {
+        let args = match await_args(mac) {
+            Ok(a) => a,
+            Err(e) => return error(e.span(), e.to_string()),
+        };
+        let (skill, step, state, krate) = match &self.mode {
+            Mode::Neutral { krate } => {
+                let mut used = vec![args.slot, args.message];
+                used.extend(args.carry);
+                return Self::neutral(krate, used);
+            }
+            Mode::Typed {
+                skill,
+                step,
+                state,
+                krate,
+            } => (*skill, *step, *state, *krate),
+        };
+        let Some(resume) = skill.resume_of(&step.name) else {
+            return error(
+                mac.path.span(),
+                format!(
+                    "`await_input!` in step `{name}`, but no step resumes from it; add a step with #[step(resume_from = \"{name}\")]",
+                    name = step.name
+                ),
+            );
+        };
+        let carry = match &args.carry {
+            Some(c) => c.to_token_stream(),
+            None => quote_spanned!(mac.path.span()=> ()),
+        };
+        let ctor = constructor(state, &resume.name, carry);
+        let (slot, message) = (&args.slot, &args.message);
+        syn::parse_quote! {
+            ::core::result::Result::Ok(#krate::__private::Transition::await_input(#ctor, #slot, #message))
+        }
+    }
+
+    // Input: the tokens of another macro's body, e.g. `tokio::select! { _ = a => goto!("x", p) }`.
+    // Output: the same tokens with every `goto!(..)` / `await_input!(..)` (with its path) rewritten.
+    fn rewrite_tokens(&mut self, tokens: TokenStream) -> TokenStream {
+        let mut out: Vec<TokenTree> = Vec::new();
+        let mut iter = tokens.into_iter().peekable();
+        while let Some(tt) = iter.next() {
+            match tt {
+                TokenTree::Ident(ident) if ident == "goto" || ident == "await_input" => {
+                    let bang =
+                        matches!(iter.peek(), Some(TokenTree::Punct(p)) if p.as_char() == '!');
+                    if !bang {
+                        out.push(TokenTree::Ident(ident));
+                        continue;
+                    }
+                    let Some(bang) = iter.next() else { break };
+                    let Some(TokenTree::Group(body)) = iter.next_if(
+                        |t| matches!(t, TokenTree::Group(g) if g.delimiter() != Delimiter::None),
+                    ) else {
+                        out.push(TokenTree::Ident(ident));
+                        out.push(bang);
+                        continue;
+                    };
+                    // Take a leading path (`radkit::`, `::radkit::`) back out of the output.
+                    let mut path: Vec<TokenTree> = Vec::new();
+                    while let [.., TokenTree::Punct(a), TokenTree::Punct(b)] = out.as_slice() {
+                        if a.as_char() != ':' || b.as_char() != ':' {
+                            break;
+                        }
+                        let b = out.pop();
+                        let a = out.pop();
+                        path.splice(0..0, a.into_iter().chain(b));
+                        match out.last() {
+                            Some(TokenTree::Ident(_)) => {
+                                let seg = out.pop();
+                                path.splice(0..0, seg);
+                            }
+                            _ => break,
+                        }
+                    }
+                    path.push(TokenTree::Ident(ident));
+                    let path: TokenStream = path.into_iter().collect();
+                    let mac: Option<Macro> = syn::parse2(quote!(#path #bang #body)).ok();
+                    match mac.and_then(|m| self.rewrite(&m)) {
+                        Some(expr) => out.extend(expr.into_token_stream()),
+                        None => out.extend(quote!(#path #bang #body)),
+                    }
+                }
+                TokenTree::Group(g) => {
+                    let mut group =
+                        proc_macro2::Group::new(g.delimiter(), self.rewrite_tokens(g.stream()));
+                    group.set_span(g.span());
+                    out.push(TokenTree::Group(group));
+                }
+                other => out.push(other),
             }
         }
-        let Some(slot) = slot else {
-            return Some(error(
-                span,
-                "`await_input!` needs `slot = \"..\"`".to_owned(),
-            ));
-        };
-        let Some(message) = message else {
-            return Some(error(
-                span,
-                "`await_input!` needs `message = \"..\"`".to_owned(),
-            ));
-        };
-        let Some(resume) = skill.steps.iter().find(|s| {
-            s.attrs
-                .resume_from
-                .as_ref()
-                .is_some_and(|t| t.value() == step.name)
-        }) else {
-            return Some(error(
-                span,
-                format!("`await_input!` in step `{}`, but no step resumes from it; add a step with #[step(resume_from = \"{}\")]", step.name, step.name),
-            ));
-        };
-        let v = variant(&resume.name);
-        let carry = carry
-            .map(|c| quote!(#c))
-            .unwrap_or_else(|| quote_spanned!(span=> ()));
-        let cspan = carry.span();
-        let ctor = quote_spanned!(cspan=> #state::#v(#carry));
-        Some(syn::parse_quote! {
-            ::core::result::Result::Ok(#krate::__private::Transition::await_input(#ctor, #slot, #message))
-        })
+        out.into_iter().collect()
     }
 }
 
@@ -226,5 +357,113 @@ impl VisitMut for Rewriter<'_> {
             }
         }
         visit_mut::visit_stmt_mut(self, stmt);
+    }
+
+    fn visit_macro_mut(&mut self, mac: &mut Macro) {
+        if is_ours(mac).is_none() {
+            mac.tokens = self.rewrite_tokens(std::mem::take(&mut mac.tokens));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::from_syn;
+    use syn::parse_quote;
+
+    fn skill() -> Skill {
+        let mut item: syn::ItemImpl = parse_quote! {
+            impl S {
+                #[step(start)] async fn research(&self, msg: Content) -> StepResult { todo!() }
+                #[step] async fn critique(&self, draft: String) -> StepResult { todo!() }
+                #[step(resume_from = "critique")] async fn human_input(&self, d: String, r: Content) -> StepResult { todo!() }
+            }
+        };
+        from_syn(&mut item).0
+    }
+
+    fn typed(step: usize, mut block: syn::Block) -> (String, Vec<String>) {
+        let skill = skill();
+        let state = syn::Ident::new("State", Span::call_site());
+        let krate = quote!(::radkit);
+        let mut r = Rewriter {
+            mode: Mode::Typed {
+                skill: &skill,
+                step: &skill.steps[step],
+                state: &state,
+                krate: &krate,
+            },
+            gotos: Vec::new(),
+        };
+        r.visit_block_mut(&mut block);
+        (block.into_token_stream().to_string(), r.gotos)
+    }
+
+    #[test]
+    fn goto_becomes_a_typed_transition() {
+        let (out, gotos) = typed(0, parse_quote!({ goto!("critique", draft) }));
+        assert_eq!(gotos, ["critique"]);
+        assert!(
+            out.contains("goto ! (@ __radkit_typed :: core :: result :: Result :: Ok (:: radkit :: __private :: Transition :: goto (State :: StepCritique (draft))))"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn await_input_goes_to_the_resume_step() {
+        let (out, _) = typed(
+            1,
+            parse_quote!({ radkit::await_input!(slot = "note", message = "?", carry = d) }),
+        );
+        assert!(
+            out.contains("radkit :: await_input ! (@ __radkit_typed"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "Transition :: await_input (State :: StepHumanInput (d) , \"note\" , \"?\")"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn macros_inside_other_macros_are_rewritten() {
+        let (out, gotos) = typed(
+            0,
+            parse_quote!({
+                tokio::select! { _ = a => ::radkit::goto!("critique", x), }
+            }),
+        );
+        assert_eq!(gotos, ["critique"]);
+        assert!(
+            out.contains(":: radkit :: goto ! (@ __radkit_typed"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn unknown_target_is_an_error_at_the_literal() {
+        let (out, _) = typed(0, parse_quote!({ goto!("critque", x) }));
+        assert!(out.contains("compile_error ! (\"no step named `critque` in this impl; steps are `research`, `critique`, `human_input`; did you mean `critique`?\")"), "{out}");
+    }
+
+    #[test]
+    fn neutral_mode_keeps_arguments_used() {
+        let krate = quote!(::radkit);
+        let mut r = Rewriter {
+            mode: Mode::Neutral { krate: &krate },
+            gotos: Vec::new(),
+        };
+        let mut block: syn::Block = parse_quote!({ goto!("nowhere", (a, b)) });
+        r.visit_block_mut(&mut block);
+        let out = block.into_token_stream().to_string();
+        assert!(
+            out.contains(
+                "goto ! (@ __radkit_typed :: radkit :: __private :: neutral (((a , b) ,)))"
+            ),
+            "{out}"
+        );
     }
 }

@@ -20,7 +20,11 @@ impl Loop {
         if history.len() > 2 {
             return ctx.complete("Approved.", vec![Artifact::from_text("final.txt", &draft)]);
         }
-        await_input!(slot = "note", message = "Human input?", carry = (draft, history))
+        await_input!(
+            slot = "note",
+            message = "Human input?",
+            carry = (draft, history)
+        )
     }
 
     #[step(resume_from = "critique")]

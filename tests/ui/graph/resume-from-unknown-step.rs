@@ -1,7 +1,7 @@
 // Rule: resume_from must name a step.
 use radkit::flow::{StepCtx, StepResult};
-use radkit::model::Content;
 use radkit::flow_skill;
+use radkit::model::Content;
 
 #[derive(Default)]
 struct S;

@@ -10,7 +10,11 @@ struct S;
 impl S {
     #[step(start)]
     async fn ask(&self, msg: Content) -> StepResult {
-        await_input!(slot = "note", message = "?", carry = msg.joined_texts().len())
+        await_input!(
+            slot = "note",
+            message = "?",
+            carry = msg.joined_texts().len()
+        )
     }
 
     #[step(resume_from = "ask")]

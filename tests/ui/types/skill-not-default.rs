@@ -1,8 +1,7 @@
 // Rule: registered skills are Default.
 use radkit::flow::{StepCtx, StepResult};
-use radkit::model::Content;
 use radkit::flow_skill;
-
+use radkit::model::Content;
 
 struct S;
 

@@ -1,7 +1,7 @@
 // Rule: start-step parameters other than Content are Default.
 use radkit::flow::{StepCtx, StepResult};
-use radkit::model::Content;
 use radkit::flow_skill;
+use radkit::model::Content;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct NoDefault(u32);
