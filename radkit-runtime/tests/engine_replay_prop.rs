@@ -154,7 +154,16 @@ async fn run(
         let message = match &task_id {
             None => user(&all[i]),
             Some(id) => {
-                let t = settled(&engine, id).await;
+                // A halted engine never settles the task: wait for whichever comes first.
+                let halted = async {
+                    while !engine.is_halted() {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                };
+                let t = tokio::select! {
+                    t = settled(&engine, id) => t,
+                    () = halted => continue,
+                };
                 if engine.is_halted() {
                     continue;
                 }
@@ -195,8 +204,20 @@ async fn run(
             .unwrap();
     }
     let id = task_id.expect("a task was started");
-    let task = settled(&engine, &id).await;
-    (status_text(&task), engine.journal(None, &id).await.unwrap())
+    loop {
+        let halted = async {
+            while !engine.is_halted() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        tokio::select! {
+            task = settled(&engine, &id) => return (status_text(&task), engine.journal(None, &id).await.unwrap()),
+            () = halted => {
+                // The crash came while the last op ran: recover and wait again.
+                engine = Engine::builder(store.clone()).skill(Accumulator).effects(effects(calls.clone())).start().await.unwrap();
+            }
+        }
+    }
 }
 
 fn rebuild_matches_journal(
