@@ -95,26 +95,74 @@ pub fn agent_card(config: &ServerConfig) -> Result<AgentCard, DuplicateSkill> {
     Ok(crate::server::card::agent_card(&infos, config))
 }
 
-/// The step graph as a Mermaid flowchart.
+/// The step graph as a Mermaid flowchart: the first message into the start step, `goto!` edges, and
+/// dotted `await_input!` edges from a step to the step its reply resumes.
 pub fn mermaid(info: &SkillInfo) -> String {
     let mut out = String::from("flowchart TD\n");
     out.push_str("    __start([first message])\n");
     for step in &info.steps {
-        out.push_str(&format!("    {}[\"{}\"]\n", step.name, step.name));
+        out.push_str(&format!("    {}[\"{}\"]\n", node(&step.name), step.name));
     }
     for step in &info.steps {
+        let id = node(&step.name);
         if step.start {
-            out.push_str(&format!("    __start --> {}\n", step.name));
+            out.push_str(&format!("    __start --> {id}\n"));
         }
         for target in &step.gotos {
-            out.push_str(&format!("    {} -->|goto| {}\n", step.name, target));
+            out.push_str(&format!("    {id} -->|goto| {}\n", node(target)));
         }
         if let Some(from) = &step.resume_from {
             out.push_str(&format!(
-                "    {from} -.->|await_input / reply| {}\n",
-                step.name
+                "    {} -.->|await_input / reply| {id}\n",
+                node(from)
             ));
         }
     }
     out
+}
+
+/// A Mermaid node id for a step: its name, unless the name is a word Mermaid reserves (`end` would
+/// close the chart).
+fn node(step: &str) -> String {
+    const RESERVED: &[&str] = &[
+        "end",
+        "graph",
+        "subgraph",
+        "flowchart",
+        "style",
+        "class",
+        "classDef",
+        "click",
+        "linkStyle",
+        "direction",
+        "default",
+    ];
+    if RESERVED.iter().any(|r| r.eq_ignore_ascii_case(step)) {
+        format!("{step}_step")
+    } else {
+        step.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::StepInfo;
+
+    #[test]
+    fn reserved_step_names_get_safe_node_ids() {
+        let step = |name: &str, start: bool, gotos: &[&str]| StepInfo {
+            name: name.to_owned(),
+            start,
+            resume_from: None,
+            gotos: gotos.iter().map(|g| (*g).to_owned()).collect(),
+            payload: "()".to_owned(),
+        };
+        let mut info = SkillInfo::new("s", "S");
+        info.steps = vec![step("begin", true, &["end"]), step("end", false, &[])];
+        let chart = mermaid(&info);
+        assert!(chart.contains("    end_step[\"end\"]\n"), "{chart}");
+        assert!(chart.contains("    begin -->|goto| end_step\n"), "{chart}");
+        assert!(!chart.contains(" end\n"), "{chart}");
+    }
 }
