@@ -201,7 +201,8 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
             }
         };
         steps.push(Step {
-            name: method.sig.ident.to_string(),
+            // `r#type` is the step `type`: that is the name `goto!` and the journal use.
+            name: syn::ext::IdentExt::unraw(&method.sig.ident).to_string(),
             ident: method.sig.ident.clone(),
             attrs,
             params,

@@ -40,6 +40,16 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> Option<syn::Erro
             return errors;
         }
     }
+    // `__start` names the state before the first message in the journal.
+    if let Some(step) = skill.steps.iter().find(|s| s.name == "__start") {
+        push(
+            &mut errors,
+            syn::Error::new(
+                step.ident.span(),
+                "`__start` is reserved for the state before the first message; rename the step",
+            ),
+        );
+    }
     // Exactly one start step: the first user message must have exactly one destination.
     let starts: Vec<_> = skill
         .steps
@@ -193,6 +203,20 @@ mod tests {
                 "no step named `aks` in this impl; steps are `ask`, `other`, `b`, `c`; did you mean `ask`?",
                 "`c` cannot resume from itself; name the step whose `await_input!` it answers",
             ]
+        );
+    }
+
+    #[test]
+    fn reserved_and_raw_names() {
+        let bad = messages(parse_quote! {
+            impl S {
+                #[step(start)] async fn r#type(&self) -> StepResult { todo!() }
+                #[step(resume_from = "type")] async fn __start(&self) -> StepResult { todo!() }
+            }
+        });
+        assert_eq!(
+            bad,
+            ["`__start` is reserved for the state before the first message; rename the step"]
         );
     }
 

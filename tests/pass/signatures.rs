@@ -25,7 +25,7 @@ impl Forms {
     async fn begin(&self, mut count: u32, msg: Content) -> StepResult {
         count += 1;
         if msg.is_empty() {
-            return goto!("unit");
+            return goto!("loop");
         }
         either!(
             count > 3,
@@ -38,6 +38,13 @@ impl Forms {
     #[step]
     async fn unit(&self, ctx: &StepCtx) -> radkit::StepResult {
         ctx.complete("done", vec![])
+    }
+
+    /// A raw identifier is the step `loop`.
+    #[step]
+    async fn r#loop(&self, ctx: &StepCtx) -> StepResult {
+        ctx.progress("looping").await?;
+        goto!("unit")
     }
 
     #[step]
