@@ -10,6 +10,7 @@ use syn::{ImplItem, Item, ItemImpl, ItemStruct};
 
 use crate::ast::{self, push, Role, Skill, Step};
 use crate::attr::SkillAttrs;
+use crate::codec::{canonical, codecs};
 use crate::rewrite::{variant, variant_at, Mode, Rewriter};
 use crate::{fallback, sig, valid};
 
@@ -209,45 +210,6 @@ fn payload_type(types: &[&syn::Type]) -> TokenStream {
     }
 }
 
-/// A type's tokens as a string that does not depend on how proc-macro2 prints spaces (it feeds the
-/// skill version: a toolchain update must not make every waiting task look incompatible). A space
-/// only separates two words: `(Content,Vec<Cycle>)`, `&'static str`.
-fn canonical(tokens: TokenStream) -> String {
-    fn walk(tokens: TokenStream, out: &mut String, word_before: &mut bool) {
-        for tt in tokens {
-            match tt {
-                proc_macro2::TokenTree::Group(g) => {
-                    let (open, close) = match g.delimiter() {
-                        proc_macro2::Delimiter::Parenthesis => ("(", ")"),
-                        proc_macro2::Delimiter::Bracket => ("[", "]"),
-                        proc_macro2::Delimiter::Brace => ("{", "}"),
-                        proc_macro2::Delimiter::None => ("", ""),
-                    };
-                    out.push_str(open);
-                    *word_before = false;
-                    walk(g.stream(), out, word_before);
-                    out.push_str(close);
-                    *word_before = false;
-                }
-                proc_macro2::TokenTree::Punct(p) => {
-                    out.push(p.as_char());
-                    *word_before = false;
-                }
-                word => {
-                    if *word_before {
-                        out.push(' ');
-                    }
-                    out.push_str(&word.to_string());
-                    *word_before = true;
-                }
-            }
-        }
-    }
-    let mut out = String::new();
-    walk(tokens, &mut out, &mut false);
-    out
-}
-
 /// Names the expansion gives its own locals; `Span::mixed_site()` keeps them out of the user's reach.
 struct Locals {
     state: syn::Ident,
@@ -268,61 +230,6 @@ impl Locals {
             message: local("__radkit_message"),
         }
     }
-}
-
-/// The hidden function that builds the codec of parameter `i` of step `s`.
-fn codec_fn(s: usize, i: usize) -> syn::Ident {
-    format_ident!("__radkit_codec_{}_{}", s, i)
-}
-
-// Input: step `index` with payload parameters `T0, T1`.
-// Output: one codec function per parameter, spanned at the user's type (the only place that requires
-// `T: Payload`), plus the expressions that encode and decode the step's payload with them.
-fn codecs(
-    krate: &TokenStream,
-    index: usize,
-    step: &Step,
-    payload: &syn::Ident,
-    value: &syn::Ident,
-) -> (TokenStream, TokenStream, TokenStream) {
-    let types = step.payload();
-    let fns: Vec<syn::Ident> = (0..types.len()).map(|i| codec_fn(index, i)).collect();
-    let defs = types.iter().zip(&fns).map(|(ty, f)| {
-        let build = quote_spanned!(ty.span()=> #krate::__private::codec::<#ty>);
-        quote! {
-            #[doc(hidden)]
-            #[inline]
-            fn #f() -> #krate::__private::Codec<#ty> {
-                #build()
-            }
-        }
-    });
-    let (encode, decode) = match fns.as_slice() {
-        [] => (
-            quote!(::core::result::Result::Ok(#krate::__private::Value::Null)),
-            quote!(#krate::__private::json_unit(#value)),
-        ),
-        [one] => (
-            quote!(#one().to_json(#payload)),
-            quote!(#one().from_json(#value)),
-        ),
-        many => {
-            let n = many.len();
-            let indexes = (0..n).map(syn::Index::from);
-            let names: Vec<syn::Ident> = (0..n)
-                .map(|i| syn::Ident::new(&format!("__radkit_{i}"), Span::mixed_site()))
-                .collect();
-            (
-                quote!(#krate::__private::json_tuple([#(#many().to_json(&#payload.#indexes)),*])),
-                quote! {
-                    #krate::__private::json_untuple::<#n>(#value).and_then(|[#(#names),*]| {
-                        ::core::result::Result::Ok((#(#many().from_json(#names)?,)*))
-                    })
-                },
-            )
-        }
-    };
-    (quote!(#(#defs)*), encode, decode)
 }
 
 // Input: a step and whether it runs on the first message (seeded).
@@ -644,22 +551,6 @@ fn generate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn payload_strings_do_not_depend_on_token_spacing() {
-        let cases: [(TokenStream, &str); 4] = [
-            (quote!((Content, Vec<Cycle>)), "(Content,Vec<Cycle>)"),
-            (quote!(&'static str), "&'static str"),
-            (
-                quote!(std::collections::HashMap<String, [u8; 4]>),
-                "std::collections::HashMap<String,[u8;4]>",
-            ),
-            (quote!(()), "()"),
-        ];
-        for (tokens, expected) in cases {
-            assert_eq!(canonical(tokens), expected);
-        }
-    }
 
     #[test]
     fn skill_without_errors_expands_to_enum_impl_and_registration() {

@@ -3,15 +3,16 @@
 //! outside a skill they are `macro_rules!` stubs in the runtime that fail with a clear message.
 //!
 //! Pipeline: `attr` (arguments) -> `ast::from_syn` (the skill model; `sig` checks each signature) ->
-//! `valid` (rules across steps) -> `expand` (code; `rewrite` turns the macros into transitions). Every
-//! stage collects errors; on error `fallback` emits the user's item (minus `#[step]`) next to the
-//! `compile_error!`s, so IDEs keep working and errors do not cascade. Users read the documentation on
-//! the `radkit` re-exports.
+//! `valid` (rules across steps) -> `expand` (code; `rewrite` turns the macros into transitions,
+//! `codec` writes the state enum's serde). Every stage collects errors; on error `fallback` emits
+//! the user's item (minus `#[step]`) next to the `compile_error!`s, so IDEs keep working and errors
+//! do not cascade. Users read the documentation on the `radkit` re-exports (`radkit::macros_guide`).
 
 use proc_macro::TokenStream;
 
 mod ast;
 mod attr;
+mod codec;
 mod expand;
 mod fallback;
 mod rewrite;
