@@ -1,10 +1,11 @@
 //! `Effects`: the registry of models and tools the engine performs commands with. It maps a command to
-//! the code that performs it and knows nothing of journals.
+//! the code that performs it (one attempt; the engine retries and journals) and knows nothing of
+//! journals.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::flow::{CmdKind, EffectError, EffectPolicy, InvocationId};
+use crate::flow::{CmdKind, EffectError, EffectPolicy, InvocationId, RetryPolicy};
 use crate::llm::{LlmRequest, Model};
 use crate::tools::Tool;
 
@@ -113,23 +114,48 @@ impl Effects {
         }
     }
 
-    /// Run the compensation of tool command `kind` that returned `output`.
+    /// Run the compensation of tool command `kind` that returned `output`, with the command's id as
+    /// its key. Transient errors are retried ([`RetryPolicy::default`], with backoff); the engine
+    /// journals the final outcome. A crash mid-compensation runs it again on recovery, so
+    /// compensations must tolerate a repeat (deduplicate on the key).
     pub async fn compensate(
         &self,
         id: &InvocationId,
         kind: &CmdKind,
         output: serde_json::Value,
     ) -> Result<serde_json::Value, EffectError> {
-        match kind {
-            CmdKind::Tool { tool, args } => {
-                let t = self.tools.get(tool).ok_or_else(|| {
-                    EffectError::permanent(format!("no tool registered as `{tool}`"))
-                })?;
-                t.compensate(args.clone(), output, id).await
-            }
-            _ => Err(EffectError::permanent(
+        let CmdKind::Tool { tool, args } = kind else {
+            return Err(EffectError::permanent(
                 "only tool commands have compensations",
-            )),
-        }
+            ));
+        };
+        let t = self
+            .tools
+            .get(tool)
+            .ok_or_else(|| EffectError::permanent(format!("no tool registered as `{tool}`")))?;
+        let retry = RetryPolicy::default();
+        let span = tracing::info_span!("compensate", invocation = %id, tool = %tool);
+        let attempts = async {
+            let mut attempt = 1;
+            loop {
+                let started = std::time::Instant::now();
+                let result = t.compensate(args.clone(), output.clone(), id).await;
+                tracing::debug!(
+                    attempt,
+                    latency_us = started.elapsed().as_micros() as u64,
+                    ok = result.is_ok(),
+                    "compensation attempt"
+                );
+                match result {
+                    Err(e) if e.is_transient() && attempt < retry.max_attempts => {
+                        attempt += 1;
+                        let hint = std::time::Duration::from_millis(e.retry_after_ms.unwrap_or(0));
+                        tokio::time::sleep(retry.backoff(attempt).max(hint)).await;
+                    }
+                    other => return other,
+                }
+            }
+        };
+        tracing::Instrument::instrument(attempts, span).await
     }
 }

@@ -70,8 +70,13 @@ fn status_message(text: &str) -> Message {
 }
 
 impl Inner {
-    /// Run the task's queue to exhaustion.
+    /// Run the task's queue to exhaustion, in a `task` span (the parent of its step and command spans).
     pub(crate) async fn drive(self: &Arc<Self>, run: Arc<TaskRun>) -> Stop {
+        let span = tracing::info_span!("task", task = %run.task_id, skill = %run.skill_id, mode = ?run.mode);
+        tracing::Instrument::instrument(self.drive_queue(run), span).await
+    }
+
+    async fn drive_queue(self: &Arc<Self>, run: Arc<TaskRun>) -> Stop {
         loop {
             if run.is_halted() {
                 return Stop::Halted;

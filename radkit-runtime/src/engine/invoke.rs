@@ -96,6 +96,7 @@ impl StepInvoker {
     /// journaled as the command's receipt, so a replay refuses it the same way.
     async fn admit(&self, ordinal: u32, id: &InvocationId, mut cmd: Cmd) -> Result<Cmd, StepError> {
         let ctx = self.hook_context();
+        let original = cmd.clone();
         for hook in &self.engine.config.hooks {
             if let HookDecision::Deny(reason) = hook.before_command(&ctx, &mut cmd).await {
                 return Err(self
@@ -103,44 +104,86 @@ impl StepInvoker {
                     .await);
             }
         }
+        if cmd.kind.fingerprint() != original.kind.fingerprint() {
+            // A replay re-issues the step's own command and compares targets with the journal, so
+            // the refusal is journaled under the step's command.
+            let reason = format!(
+                "a hook changed {} into {}; hooks may change arguments and policies, not the target",
+                original.kind.fingerprint(),
+                cmd.kind.fingerprint()
+            );
+            return Err(self.refuse(id, original, reason).await);
+        }
         if let CmdKind::Tool { tool, args } = &cmd.kind {
-            let need = self
-                .engine
-                .effects
-                .find_tool(tool)
-                .map(|t| t.min_mode())
-                .unwrap_or_default();
-            let mode = self.run.mode;
-            if mode < need {
-                if mode == PermissionMode::Plan {
-                    let reason = format!("tool `{tool}` needs permission mode {need:?}; this task runs in plan mode (read-only)");
-                    return Err(self.refuse(id, cmd, reason).await);
-                }
-                // Ask first; the question has its own id derived from the tool call's, so the ordinals
-                // of the step's later commands do not depend on whether it was asked.
-                let reason = format!(
-                    "tool `{tool}` needs permission mode {need:?} and this task runs in {mode:?}"
-                );
-                let ask = crate::flow::approval::ask_cmd(
-                    "permission",
-                    &crate::flow::ApprovalRequest::new(tool.clone(), args.clone(), reason),
-                )?;
-                let reply = self
-                    .invoke_at(
-                        ordinal,
-                        InvocationId::from_string(format!("{id}/permission")),
-                        ask,
-                    )
-                    .await?;
-                let approval = crate::flow::approval::read_reply(reply)?;
-                if !approval.approved() {
-                    return Err(StepError::Rejected(format!(
-                        "tool `{tool}` was not approved"
-                    )));
-                }
+            let (slot, request) = match self.gate(tool, args) {
+                None => return Ok(cmd),
+                Some(Err(reason)) => return Err(self.refuse(id, cmd, reason).await),
+                Some(Ok(ask)) => ask,
+            };
+            // The questions have ids derived from the tool call's, so the ordinals of the
+            // step's later commands do not depend on whether (or how often) it was asked.
+            let approval = crate::flow::approval::decide(slot, &request, |round, ask| {
+                let ask_id = match round {
+                    0 => format!("{id}/{slot}"),
+                    n => format!("{id}/{slot}/{}", n + 1),
+                };
+                self.invoke_at(ordinal, InvocationId::from_string(ask_id), ask)
+            })
+            .await?;
+            if !approval.approved() {
+                let why = if approval.expired {
+                    "the approval expired"
+                } else {
+                    "it was rejected"
+                };
+                return Err(StepError::Rejected(format!(
+                    "tool `{tool}` was not approved: {why}"
+                )));
             }
         }
         Ok(cmd)
+    }
+
+    /// The built-in gate for a tool call: `None` to run it, `Some(Err(reason))` to refuse it (plan
+    /// mode below the tool's minimum), `Some(Ok((slot, request)))` to ask a human first (below the
+    /// minimum in other modes, or when the tool demands approval for these arguments).
+    #[allow(clippy::type_complexity)]
+    fn gate(
+        &self,
+        tool: &str,
+        args: &serde_json::Value,
+    ) -> Option<Result<(&'static str, crate::flow::ApprovalRequest), String>> {
+        let found = self.engine.effects.find_tool(tool);
+        let need = found.map(|t| t.min_mode()).unwrap_or_default();
+        let mode = self.run.mode;
+        if mode < need && mode == PermissionMode::Plan {
+            return Some(Err(format!("tool `{tool}` needs permission mode {need:?}; this task runs in plan mode (read-only)")));
+        }
+        let mut reasons = Vec::new();
+        if mode < need {
+            reasons.push(format!(
+                "tool `{tool}` needs permission mode {need:?} and this task runs in {mode:?}"
+            ));
+        }
+        let demanded = found.and_then(|t| t.needs_approval(args));
+        if let Some(d) = &demanded {
+            reasons.push(d.reason.clone());
+        }
+        if reasons.is_empty() {
+            return None;
+        }
+        let mut request =
+            crate::flow::ApprovalRequest::new(tool.to_owned(), args.clone(), reasons.join("; "));
+        let slot = match demanded {
+            Some(d) => {
+                if let Some(after) = d.expires_in {
+                    request = request.expires(after, d.default);
+                }
+                "approval"
+            }
+            None => "permission",
+        };
+        Some(Ok((slot, request)))
     }
 
     /// Journal `cmd` with a permanent error as its receipt and return that error.

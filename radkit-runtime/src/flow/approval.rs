@@ -77,34 +77,59 @@ impl Approval {
     }
 }
 
+/// How many times an approval question is asked again after replies that are neither approve nor
+/// reject, before the step fails.
+pub const MAX_UNCLEAR_REPLIES: u32 = 5;
+
+/// A reply, read.
+pub(crate) enum Reply {
+    /// Approve or reject.
+    Clear(Approval),
+    /// Neither: the reply's text, to quote when asking again.
+    Unclear(String),
+}
+
+fn decision_of(value: &serde_json::Value) -> Option<Decision> {
+    match value.as_str()?.to_ascii_lowercase().as_str() {
+        "approve" | "approved" => Some(Decision::Approve),
+        "reject" | "rejected" => Some(Decision::Reject),
+        _ => None,
+    }
+}
+
 /// Read a reply: a data part with `"decision"`, or text starting with approve/yes/ok or reject/no.
-pub(crate) fn read_reply(value: serde_json::Value) -> Result<Approval, StepError> {
+/// The expiry default (`{"decision", "expired": true}`) is read too.
+pub(crate) fn read_reply(value: serde_json::Value) -> Result<Reply, StepError> {
     if let Some(decision) = value.get("decision") {
-        let decision: Decision = serde_json::from_value(decision.clone())?;
+        let decision = decision_of(decision).ok_or_else(|| {
+            StepError::Decode(format!("an approval receipt has the decision {decision}"))
+        })?;
         let expired = value
             .get("expired")
             .and_then(|e| e.as_bool())
             .unwrap_or(false);
-        return Ok(Approval {
+        return Ok(Reply::Clear(Approval {
             decision,
             expired,
             note: String::new(),
-        });
+        }));
     }
     let message: Message = serde_json::from_value(value)?;
+    let note = message.joined_texts();
     for part in &message.parts {
         if let Part::Data { data, .. } = part {
             if let Some(decision) = data.get("decision") {
-                let decision: Decision = serde_json::from_value(decision.clone())?;
-                return Ok(Approval {
-                    decision,
-                    expired: false,
-                    note: message.joined_texts(),
+                return Ok(match decision_of(decision) {
+                    Some(decision) => Reply::Clear(Approval {
+                        decision,
+                        expired: false,
+                        note,
+                    }),
+                    None => Reply::Unclear(format!("{{\"decision\": {decision}}}")),
                 });
             }
         }
     }
-    let note = message.joined_texts();
     let first = note
         .split_whitespace()
         .next()
@@ -114,33 +139,62 @@ pub(crate) fn read_reply(value: serde_json::Value) -> Result<Approval, StepError
     let decision = match first.as_str() {
         "approve" | "approved" | "yes" | "ok" | "y" => Decision::Approve,
         "reject" | "rejected" | "no" | "deny" | "n" => Decision::Reject,
-        _ => return Err(StepError::msg(format!("the reply to an approval request must start with `approve` or `reject` (or carry a data part {{\"decision\": ..}}); got: {note}"))),
+        _ => return Ok(Reply::Unclear(note)),
     };
-    Ok(Approval {
+    Ok(Reply::Clear(Approval {
         decision,
         expired: false,
         note,
-    })
+    }))
 }
 
 impl StepCtx {
     /// Ask a human to approve `request`; the task waits in `input-required` with the proposed action
     /// as a data part (`{"type": "approval_request", "tool", "arguments", "reason", "default",
-    /// "expires_in_ms"}`). Returns the decision; journaled, so a replay returns the same one.
+    /// "expires_in_ms"}`). Returns the decision; journaled, so a replay returns the same one. A reply
+    /// that is neither approve nor reject is answered with the question again (each a journaled
+    /// command of its own, each with the full expiry), at most [`MAX_UNCLEAR_REPLIES`] times.
     pub async fn approve(
         &self,
         slot: impl Into<String>,
         request: ApprovalRequest,
     ) -> Result<Approval, StepError> {
-        let value = self.run(ask_cmd(slot, &request)?).await?;
-        read_reply(value)
+        let slot = slot.into();
+        decide(&slot, &request, |_, cmd| Box::pin(self.run(cmd))).await
     }
 }
 
-/// The `ask_user` command of an approval request.
-pub(crate) fn ask_cmd(
-    slot: impl Into<String>,
+/// Ask until the reply is clear; `ask(round, cmd)` runs the `round`-th question (0 first).
+pub(crate) async fn decide<'a, F>(
+    slot: &str,
     request: &ApprovalRequest,
+    mut ask: F,
+) -> Result<Approval, StepError>
+where
+    F: FnMut(u32, Cmd) -> futures::future::BoxFuture<'a, Result<serde_json::Value, StepError>>,
+{
+    let mut unclear: Option<String> = None;
+    for round in 0..=MAX_UNCLEAR_REPLIES {
+        let value = ask(round, ask_cmd(slot, request, unclear.as_deref())?).await?;
+        match read_reply(value)? {
+            Reply::Clear(approval) => return Ok(approval),
+            Reply::Unclear(note) => unclear = Some(note),
+        }
+    }
+    Err(StepError::msg(format!(
+        "no clear answer to the approval of `{}` after {} replies; the last was: {}",
+        request.tool,
+        MAX_UNCLEAR_REPLIES + 1,
+        unclear.unwrap_or_default()
+    )))
+}
+
+/// The `ask_user` command of an approval request; `unclear` quotes a previous reply that was
+/// neither approve nor reject.
+pub(crate) fn ask_cmd(
+    slot: &str,
+    request: &ApprovalRequest,
+    unclear: Option<&str>,
 ) -> Result<Cmd, StepError> {
     let mut data = serde_json::Map::new();
     data.insert("type".into(), "approval_request".into());
@@ -154,14 +208,18 @@ pub(crate) fn ask_cmd(
     if let Some(ms) = expires_in_ms {
         data.insert("expires_in_ms".into(), ms.into());
     }
-    let text = format!(
+    let mut text = format!(
         "Approval needed to run `{}`: {}. Reply `approve` or `reject`.",
         request.tool, request.reason
     );
+    if let Some(note) = unclear {
+        let quoted: String = note.chars().take(200).collect();
+        text = format!("The reply `{quoted}` is neither approve nor reject. {text}");
+    }
     let message = Message::new(Role::Agent, vec![Part::text(text), Part::data(data)]);
     let on_expiry = serde_json::json!({ "decision": request.default, "expired": true });
     let kind = CmdKind::AskUser {
-        slot: slot.into(),
+        slot: slot.to_owned(),
         message,
         expires_in_ms,
         on_expiry: Some(on_expiry),

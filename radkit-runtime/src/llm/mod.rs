@@ -9,8 +9,9 @@ use crate::flow::{EffectError, InvocationId};
 pub mod openai;
 pub mod scripted;
 
+pub use openai::ConfigError;
 pub use openai::OpenAiModel;
-pub use scripted::ScriptedModel;
+pub use scripted::{ScriptError, ScriptedModel};
 
 /// One model call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,13 +1,48 @@
-//! Tools: typed side effects with a declared [`EffectPolicy`]. A tool receives its command's
-//! InvocationId as the idempotency key; `Compensate` tools also say how to undo themselves.
+//! Tools: side effects with a declared [`EffectPolicy`], called from steps as
+//! `ctx.tool(name).call::<Args, Out>(args)`. A tool receives its command's InvocationId as the
+//! idempotency key; it declares the least permission mode it runs in without asking, may demand a
+//! human's approval for some arguments, and `Compensate` tools say how to undo themselves. Tools never
+//! see the journal: the engine decides whether they run.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-use crate::flow::{EffectError, EffectPolicy, InvocationId};
+use crate::flow::{Decision, EffectError, EffectPolicy, InvocationId};
+
+/// A tool's demand that a human approve a call before it runs (see [`Tool::needs_approval`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalNeed {
+    /// Why; shown to the approver with the tool and its exact arguments.
+    pub reason: String,
+    /// How long to wait for an answer (`None`: forever).
+    pub expires_in: Option<Duration>,
+    /// The decision an unanswered request takes when it expires.
+    pub default: Decision,
+}
+
+impl ApprovalNeed {
+    /// Ask because of `reason`; wait forever (see [`expires`](Self::expires)).
+    pub fn new(reason: impl Into<String>) -> Self {
+        ApprovalNeed {
+            reason: reason.into(),
+            expires_in: None,
+            default: Decision::Reject,
+        }
+    }
+
+    /// Expire after `after`, taking `default`.
+    pub fn expires(mut self, after: Duration, default: Decision) -> Self {
+        self.expires_in = Some(after);
+        self.default = default;
+        self
+    }
+}
 
 /// A tool the engine can call.
 #[diagnostic::on_unimplemented(
@@ -23,6 +58,14 @@ pub trait Tool: Send + Sync + 'static {
     /// `AcceptEdits` for tools that edit, `Bypass` for destructive ones. Default: `Default`.
     fn min_mode(&self) -> crate::engine::PermissionMode {
         crate::engine::PermissionMode::Default
+    }
+
+    /// Whether this call needs a human's approval first. The engine's built-in gate asks with the
+    /// tool's name and these exact arguments before the call is journaled, in every permission mode
+    /// (it is a business rule, not a permission); a rejection ends the task `rejected`. Default: never.
+    fn needs_approval(&self, args: &serde_json::Value) -> Option<ApprovalNeed> {
+        let _ = args;
+        None
     }
 
     /// Perform the effect. `key` is stable across retries and replays: deduplicate on it.
@@ -44,9 +87,43 @@ pub trait Tool: Send + Sync + 'static {
     }
 }
 
+/// A shared tool is a tool (register one instance and keep a handle to it).
+#[async_trait]
+impl<T: Tool> Tool for Arc<T> {
+    fn policy(&self) -> EffectPolicy {
+        (**self).policy()
+    }
+
+    fn min_mode(&self) -> crate::engine::PermissionMode {
+        (**self).min_mode()
+    }
+
+    fn needs_approval(&self, args: &serde_json::Value) -> Option<ApprovalNeed> {
+        (**self).needs_approval(args)
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        key: &InvocationId,
+    ) -> Result<serde_json::Value, EffectError> {
+        (**self).call(args, key).await
+    }
+
+    async fn compensate(
+        &self,
+        args: serde_json::Value,
+        output: serde_json::Value,
+        key: &InvocationId,
+    ) -> Result<serde_json::Value, EffectError> {
+        (**self).compensate(args, output, key).await
+    }
+}
+
 type BoxFut = Pin<Box<dyn Future<Output = Result<serde_json::Value, EffectError>> + Send>>;
 type CallFn = dyn Fn(serde_json::Value, InvocationId) -> BoxFut + Send + Sync;
 type UndoFn = dyn Fn(serde_json::Value, serde_json::Value, InvocationId) -> BoxFut + Send + Sync;
+type GateFn = dyn Fn(&serde_json::Value) -> Option<ApprovalNeed> + Send + Sync;
 
 /// A tool made from an async closure.
 #[derive(Clone)]
@@ -55,6 +132,32 @@ pub struct FnTool {
     min_mode: crate::engine::PermissionMode,
     call: Arc<CallFn>,
     undo: Option<Arc<UndoFn>>,
+    gate: Option<Arc<GateFn>>,
+}
+
+impl std::fmt::Debug for FnTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnTool")
+            .field("policy", &self.policy)
+            .field("min_mode", &self.min_mode)
+            .field("compensates", &self.undo.is_some())
+            .field("gated", &self.gate.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decode a tool's JSON arguments (or output) as `T`; a mismatch is permanent (retrying cannot fix it).
+fn decode_as<T: DeserializeOwned>(what: &str, value: serde_json::Value) -> Result<T, EffectError> {
+    serde_json::from_value(value).map_err(|e| {
+        EffectError::permanent(format!(
+            "{what} do not match `{}`: {e}",
+            std::any::type_name::<T>()
+        ))
+    })
+}
+
+fn encode<T: Serialize>(what: &str, value: T) -> Result<serde_json::Value, EffectError> {
+    serde_json::to_value(value).map_err(|e| EffectError::permanent(format!("{what}: {e}")))
 }
 
 impl FnTool {
@@ -69,7 +172,69 @@ impl FnTool {
             min_mode: crate::engine::PermissionMode::Default,
             call: Arc::new(move |a, k| Box::pin(call(a, k))),
             undo: None,
+            gate: None,
         }
+    }
+
+    /// A tool with typed arguments and output: `call(args: A, key) -> Result<O, EffectError>`.
+    /// Arguments that do not decode as `A` fail the call with a permanent error naming the type.
+    ///
+    /// ```
+    /// # use radkit_runtime::{tools::FnTool, flow::{EffectError, EffectPolicy}};
+    /// #[derive(serde::Deserialize)]
+    /// struct Charge { customer: String, cents: u64 }
+    /// #[derive(serde::Serialize)]
+    /// struct Charged { id: String }
+    ///
+    /// let tool = FnTool::typed(EffectPolicy::Idempotent, |args: Charge, key| async move {
+    ///     // `key` is the same on every retry and replay: the provider deduplicates on it.
+    ///     Ok::<_, EffectError>(Charged { id: format!("{}-{}-{}", key, args.customer, args.cents) })
+    /// });
+    /// ```
+    pub fn typed<A, O, F, Fut>(policy: EffectPolicy, call: F) -> Self
+    where
+        A: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(A, InvocationId) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, EffectError>> + Send + 'static,
+    {
+        let call = Arc::new(call);
+        FnTool::new(policy, move |args, key| {
+            let call = call.clone();
+            async move {
+                let args: A = decode_as("the arguments", args)?;
+                encode("the tool's output", call(args, key).await?)
+            }
+        })
+    }
+
+    /// With a typed compensation `undo(args, output, key)` (see [`typed`](Self::typed)).
+    pub fn compensate_typed<A, O, F, Fut>(self, undo: F) -> Self
+    where
+        A: DeserializeOwned + Send + 'static,
+        O: DeserializeOwned + Send + 'static,
+        F: Fn(A, O, InvocationId) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), EffectError>> + Send + 'static,
+    {
+        let undo = Arc::new(undo);
+        self.compensate_with(move |args, output, key| {
+            let undo = undo.clone();
+            async move {
+                let args: A = decode_as("the arguments", args)?;
+                let output: O = decode_as("the recorded output", output)?;
+                undo(args, output, key).await?;
+                Ok(serde_json::Value::Null)
+            }
+        })
+    }
+
+    /// Ask a human before the calls for which `gate(args)` says so (see [`Tool::needs_approval`]).
+    pub fn require_approval(
+        mut self,
+        gate: impl Fn(&serde_json::Value) -> Option<ApprovalNeed> + Send + Sync + 'static,
+    ) -> Self {
+        self.gate = Some(Arc::new(gate));
+        self
     }
 
     /// The least permission mode in which the tool runs without asking.
@@ -97,6 +262,10 @@ impl Tool for FnTool {
 
     fn min_mode(&self) -> crate::engine::PermissionMode {
         self.min_mode
+    }
+
+    fn needs_approval(&self, args: &serde_json::Value) -> Option<ApprovalNeed> {
+        self.gate.as_ref().and_then(|gate| gate(args))
     }
 
     async fn call(
