@@ -251,3 +251,202 @@ async fn an_answer_of_the_wrong_shape_fails_the_step_with_a_decode_error() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_slow_server_times_out_as_a_transient_error() {
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            "too late"
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let started = std::time::Instant::now();
+    let err = OpenAiModel::new(url, "m")
+        .timeout(std::time::Duration::from_millis(200))
+        .complete(request(None))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert_eq!(err.kind, ErrorKind::Transient);
+    assert!(err.message.contains("timed out"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn retry_after_is_read_as_seconds_an_http_date_or_retry_after_ms() {
+    let soon = (chrono::Utc::now() + chrono::Duration::seconds(30))
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string();
+    let soon: &'static str = Box::leak(soon.into_boxed_str());
+    let (url, _) = fake_server(vec![
+        (429, vec![("retry-after", soon)], "later".into()),
+        (503, vec![("retry-after-ms", "250")], "busy".into()),
+        (
+            429,
+            vec![("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")],
+            "past".into(),
+        ),
+        (429, vec![("retry-after", "99999")], "capped".into()),
+        (500, vec![], "no hint".into()),
+    ])
+    .await;
+    let model = OpenAiModel::new(url, "m");
+    let date = model.complete(request(None)).await.unwrap_err();
+    let ms = date.retry_after_ms.unwrap();
+    assert!((28_000..=30_000).contains(&ms), "{ms}");
+    let hint = |e: radkit_runtime::flow::EffectError| e.retry_after_ms;
+    assert_eq!(
+        hint(model.complete(request(None)).await.unwrap_err()),
+        Some(250)
+    );
+    assert_eq!(
+        hint(model.complete(request(None)).await.unwrap_err()),
+        Some(0),
+        "a date in the past"
+    );
+    assert_eq!(
+        hint(model.complete(request(None)).await.unwrap_err()),
+        Some(3_600_000),
+        "capped at an hour"
+    );
+    assert_eq!(hint(model.complete(request(None)).await.unwrap_err()), None);
+}
+
+#[tokio::test]
+async fn the_request_names_the_schema_after_the_type_and_sends_the_configured_options() {
+    let (url, fake) = fake_server(vec![answer("{\"verdict\": \"ok\"}"), answer("{}")]).await;
+    let schema = serde_json::to_value(schemars::schema_for!(Critique)).unwrap();
+    let model = OpenAiModel::new(url, "m")
+        .strict(true)
+        .temperature(0.0)
+        .max_tokens(64)
+        .system("Be brief.");
+    model.complete(request(Some(schema.clone()))).await.unwrap();
+    let mut odd = schema.clone();
+    odd["title"] = json!("Vec<my::Thing>");
+    model.complete(request(Some(odd))).await.unwrap();
+    let seen = fake.seen.lock().unwrap();
+    let format = &seen[0].1["response_format"]["json_schema"];
+    assert_eq!(format["name"], "Critique");
+    assert_eq!(format["strict"], true);
+    assert_eq!(seen[0].1["temperature"], 0.0);
+    assert_eq!(seen[0].1["max_tokens"], 64);
+    assert_eq!(seen[0].1["messages"][0]["content"], "Be brief.");
+    assert_eq!(
+        seen[1].1["response_format"]["json_schema"]["name"],
+        "Vec_my__Thing_"
+    );
+}
+
+#[tokio::test]
+async fn the_invocation_id_is_sent_as_the_idempotency_key() {
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let k = keys.clone();
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move |headers: HeaderMap| {
+            let k = k.clone();
+            async move {
+                k.lock().unwrap().push(
+                    headers
+                        .get("idempotency-key")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned),
+                );
+                answer("fine").2
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    OpenAiModel::new(url, "m")
+        .complete(request(None))
+        .await
+        .unwrap();
+    assert_eq!(*keys.lock().unwrap(), vec![Some("t:1:0".to_owned())]);
+}
+
+#[tokio::test]
+async fn refusals_are_permanent_and_truncated_answers_say_so() {
+    let refusal = json!({ "choices": [{ "message": { "role": "assistant", "content": null, "refusal": "I can't help with that." } }] });
+    let cut = json!({ "choices": [{ "finish_reason": "length", "message": { "role": "assistant", "content": "{\"verdict\": \"appr" } }] });
+    let (url, _) = fake_server(vec![
+        (200, vec![], refusal.to_string()),
+        (200, vec![], cut.to_string()),
+    ])
+    .await;
+    let model = OpenAiModel::new(url, "m");
+    let schema = Some(json!({ "type": "object" }));
+    let refused = model.complete(request(schema.clone())).await.unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::Permanent);
+    assert!(
+        refused.message.contains("refused: I can't help"),
+        "{}",
+        refused.message
+    );
+    let truncated = model.complete(request(schema)).await.unwrap_err();
+    assert_eq!(truncated.kind, ErrorKind::Transient);
+    assert!(
+        truncated.message.contains("token limit"),
+        "{}",
+        truncated.message
+    );
+}
+
+#[tokio::test]
+async fn configuration_comes_from_radkit_or_openai_variables() {
+    use radkit_runtime::llm::ConfigError;
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    assert_eq!(
+        OpenAiModel::from_vars(vars(&[])).unwrap_err(),
+        ConfigError::MissingModel
+    );
+    let openai = OpenAiModel::from_vars(vars(&[("OPENAI_MODEL", "gpt-4o-mini")])).unwrap();
+    assert_eq!(openai.base_url(), "https://api.openai.com/v1");
+    assert_eq!(openai.model_name(), "gpt-4o-mini");
+    let (url, fake) = fake_server(vec![answer("hi")]).await;
+    let url: &'static str = Box::leak(format!("{url}/").into_boxed_str());
+    let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([
+        ("RADKIT_LLM_MODEL", "llama3.2"),
+        ("OPENAI_MODEL", "gpt-4o-mini"),
+        ("RADKIT_LLM_BASE_URL", url),
+        ("OPENAI_BASE_URL", "https://elsewhere/v1"),
+        ("RADKIT_LLM_API_KEY", " "),
+        ("OPENAI_API_KEY", "sk-fallback"),
+        ("RADKIT_LLM_TIMEOUT_SECS", "5"),
+    ]));
+    let local = OpenAiModel::from_vars(vars(pairs)).unwrap();
+    assert_eq!(local.base_url(), url.trim_end_matches('/'));
+    assert_eq!(local.model_name(), "llama3.2");
+    assert!(
+        !format!("{local:?}").contains("sk-fallback"),
+        "Debug never shows the key"
+    );
+    local.complete(request(None)).await.unwrap();
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!(
+        seen[0].0.as_deref(),
+        Some("Bearer sk-fallback"),
+        "a blank RADKIT_ key falls back to OPENAI_API_KEY"
+    );
+    assert_eq!(seen[0].1["model"], "llama3.2");
+    let bad = OpenAiModel::from_vars(vars(&[
+        ("RADKIT_LLM_MODEL", "m"),
+        ("RADKIT_LLM_BASE_URL", "localhost:8000"),
+    ]))
+    .unwrap_err();
+    assert!(bad
+        .to_string()
+        .contains("`localhost:8000` is not an http:// or https:// base URL"));
+}

@@ -27,8 +27,8 @@ pub enum ConfigError {
     BadBaseUrl(String),
 }
 
-/// A chat-completions endpoint.
-#[derive(Clone, Debug)]
+/// A chat-completions endpoint. Its `Debug` output never shows the API key.
+#[derive(Clone)]
 pub struct OpenAiModel {
     client: reqwest::Client,
     base_url: String,
@@ -38,6 +38,17 @@ pub struct OpenAiModel {
     strict: bool,
     temperature: Option<f64>,
     max_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("strict", &self.strict)
+            .finish_non_exhaustive()
+    }
 }
 
 impl OpenAiModel {
