@@ -5,7 +5,10 @@
 use std::sync::Arc;
 
 use radkit_runtime::journal::Entry;
-use radkit_runtime::store::{conformance, Append, PostgresStore, StoreError};
+use radkit_runtime::model::TaskState;
+use radkit_runtime::store::{
+    conformance, Append, NewLease, PostgresStore, Store, StoreError, TaskRecord, CREATION_TOKEN,
+};
 
 /// A store in a fresh schema, or `None` (with a loud message) when no database is configured.
 async fn fresh_store() -> Option<PostgresStore> {
@@ -43,69 +46,180 @@ async fn postgres_store_passes_the_conformance_suite() {
     conformance::run_all(Arc::new(store)).await;
 }
 
+fn task_row(id: &str, state: TaskState, wake_at_ms: Option<i64>) -> TaskRecord {
+    TaskRecord {
+        id: id.into(),
+        context_id: "c".into(),
+        skill_id: "s".into(),
+        skill_version: "1".into(),
+        principal: None,
+        state,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        wake_at_ms,
+        last_seq: 0,
+    }
+}
+
+async fn create(store: &PostgresStore, id: &str, state: TaskState, wake: Option<i64>) {
+    let mut append = Append::new(id, 1, vec![Entry::CancelRequested]);
+    append.create = Some(task_row(id, state, wake));
+    store.append(append).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_whose_lease_was_taken_over_cannot_append() {
     let Some(store) = fresh_store().await else {
         return;
     };
     let id = "fenced-task";
-    let mut create = Append::new(id, 1, vec![Entry::CancelRequested]);
-    create.create = Some(radkit_runtime::store::TaskRecord {
-        id: id.into(),
-        context_id: "c".into(),
-        skill_id: "s".into(),
-        skill_version: "1".into(),
-        principal: None,
-        state: radkit_runtime::model::TaskState::Working,
-        created_at_ms: 0,
-        updated_at_ms: 0,
-        wake_at_ms: None,
-        last_seq: 0,
-    });
-    radkit_runtime::store::Store::append(&store, create)
-        .await
-        .unwrap();
+    create(&store, id, TaskState::Working, None).await;
+    let leases = store.leases().expect("postgres has leases");
 
-    let a = store.claim("worker-a", 1, 10).await.unwrap();
+    let a = leases.claim("worker-a", 1, 10).await.unwrap();
     assert_eq!(a.len(), 1);
-    let token_a = a[0].1;
+    let token_a = a[0].token;
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let b = store.claim("worker-b", 60_000, 10).await.unwrap();
+    let b = leases.claim("worker-b", 60_000, 10).await.unwrap();
     assert_eq!(
-        b,
-        vec![(id.to_owned(), token_a + 1)],
+        b.iter().map(|l| (l.task_id.as_str(), l.token)).collect::<Vec<_>>(),
+        vec![(id, token_a + 1)],
         "the expired lease is taken over with a new token"
     );
-    assert!(
-        !store.renew("worker-a", id, token_a, 60_000).await.unwrap(),
-        "the old owner cannot renew"
+    assert_eq!(
+        leases
+            .renew("worker-a", &[(id.to_owned(), token_a)], 60_000)
+            .await
+            .unwrap(),
+        vec![id.to_owned()],
+        "the old owner learns on renewal that it lost the lease"
     );
     assert!(
-        store
-            .claim("worker-c", 60_000, 10)
-            .await
-            .unwrap()
-            .is_empty(),
+        leases.claim("worker-c", 60_000, 10).await.unwrap().is_empty(),
         "a live lease is not claimable"
+    );
+    assert!(
+        leases.acquire("worker-c", id, 60_000).await.unwrap().is_none(),
+        "nor can it be acquired"
     );
 
     let mut stale = Append::new(id, 2, vec![Entry::CancelRequested]);
     stale.fence = Some(token_a);
-    match radkit_runtime::store::Store::append(&store, stale).await {
+    match store.append(stale).await {
         Err(StoreError::Fenced { token, .. }) => assert_eq!(token, token_a),
         other => panic!("a stale token must be fenced off, got {other:?}"),
     }
     let mut current = Append::new(id, 2, vec![Entry::CancelRequested]);
     current.fence = Some(token_a + 1);
-    radkit_runtime::store::Store::append(&store, current)
-        .await
-        .unwrap();
-    let journal = radkit_runtime::store::Store::journal(&store, id, 0)
-        .await
-        .unwrap();
+    store.append(current).await.unwrap();
+    let journal = store.journal(id, 0).await.unwrap();
     assert_eq!(
         journal.iter().map(|r| r.seq).collect::<Vec<_>>(),
         vec![1, 2],
         "no gap, no duplicate"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claimers_never_get_the_same_task() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    for i in 0..60 {
+        create(&store, &format!("t{i:02}"), TaskState::Submitted, None).await;
+    }
+    let claimers = (0..4).map(|w| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let got = store
+                    .leases()
+                    .unwrap()
+                    .claim(&format!("w{w}"), 60_000, 7)
+                    .await
+                    .unwrap();
+                if got.is_empty() {
+                    return mine;
+                }
+                mine.extend(got.into_iter().map(|l| l.task_id));
+            }
+        })
+    });
+    let mut all = Vec::new();
+    for claimer in claimers {
+        all.extend(claimer.await.unwrap());
+    }
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!(before, all.len(), "a task was claimed twice");
+    assert_eq!(all.len(), 60, "every task was claimed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_tasks_with_work_now_are_claimed() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    let now = radkit_runtime::journal::now_ms();
+    create(&store, "waiting-for-input", TaskState::InputRequired, None).await;
+    create(&store, "timer-later", TaskState::Working, Some(now + 60_000)).await;
+    create(&store, "timer-due", TaskState::Working, Some(now - 1)).await;
+    create(&store, "input-expired", TaskState::InputRequired, Some(now - 1)).await;
+    create(&store, "done", TaskState::Completed, None).await;
+    create(&store, "new", TaskState::Submitted, None).await;
+    let mut lease_on_create = Append::new("created-leased", 1, vec![Entry::CancelRequested]);
+    lease_on_create.create = Some(task_row("created-leased", TaskState::Submitted, None));
+    lease_on_create.lease = Some(NewLease {
+        owner: "creator".into(),
+        ttl_ms: 60_000,
+    });
+    store.append(lease_on_create).await.unwrap();
+    let leases = store.leases().unwrap();
+
+    let mut claimed: Vec<String> = leases
+        .claim("w", 60_000, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.task_id)
+        .collect();
+    claimed.sort();
+    assert_eq!(claimed, ["input-expired", "new", "timer-due"]);
+
+    // The creator's lease carries the creation token, and renews like any other.
+    assert!(leases
+        .renew("creator", &[("created-leased".into(), CREATION_TOKEN)], 60_000)
+        .await
+        .unwrap()
+        .is_empty());
+    let mut append = Append::new("created-leased", 2, vec![Entry::CancelRequested]);
+    append.fence = Some(CREATION_TOKEN);
+    store.append(append).await.unwrap();
+
+    // Released, a task with work is claimable again; one waiting for input is not.
+    leases.release("creator", "created-leased", CREATION_TOKEN).await.unwrap();
+    let again = leases.claim("w2", 60_000, 100).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].task_id, "created-leased");
+    assert_eq!(again[0].token, CREATION_TOKEN + 1);
+
+    // A task waiting for input is acquired on demand (its answer arrived), and a cancel request
+    // reaches whoever holds it.
+    let lease = leases
+        .acquire("w3", "waiting-for-input", 60_000)
+        .await
+        .unwrap()
+        .expect("a free lease is acquired");
+    assert!(!lease.cancel_requested);
+    leases.request_cancel("waiting-for-input").await.unwrap();
+    assert_eq!(
+        leases.cancel_requests("w3").await.unwrap(),
+        vec!["waiting-for-input".to_owned()]
+    );
+    assert!(
+        leases.acquire("w3", "done", 60_000).await.unwrap().is_none(),
+        "finished tasks take no lease"
     );
 }

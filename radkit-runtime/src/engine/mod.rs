@@ -2,6 +2,7 @@
 //! journals after a crash, waking timers, accepting input and cancels. It talks to skills through the
 //! `flow` contract and to persistence through `Store`; it knows nothing of HTTP.
 
+mod cluster;
 mod driver;
 mod error;
 pub mod fault;
@@ -15,6 +16,7 @@ mod run;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::broadcast;
 
@@ -23,13 +25,14 @@ pub use fault::{Boundary, Fault, FaultHook};
 pub use hooks::{Hook, HookContext, HookDecision, PermissionMode};
 pub use projection::{project, stream_event, StreamEvent};
 
+use self::cluster::Ownership;
 use self::replay::{replay, Wait};
 use self::run::{RunState, TaskRun, Work};
 use crate::effects::Effects;
 use crate::flow::{erase, ErasedSkill, Event, FlowSkill, InvocationId, Receipt, SkillInfo};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::{new_id, Message, Role, Task, TaskState};
-use crate::store::{Store, TaskQuery, TaskRecord};
+use crate::store::{Lease, NewLease, Store, TaskQuery, TaskRecord, CREATION_TOKEN};
 
 /// Engine settings.
 #[derive(Clone)]
@@ -42,6 +45,14 @@ pub struct EngineConfig {
     pub hooks: Vec<Arc<dyn Hook>>,
     /// The permission mode of a task whose first message does not set `permissionMode` in metadata.
     pub permission_mode: PermissionMode,
+    /// This engine's name in leases (shared stores only).
+    pub worker_id: String,
+    /// How long a lease lasts without renewal; a dead worker's tasks are taken over after it.
+    pub lease_ttl: Duration,
+    /// How often a worker claims runnable tasks and polls a shared store for news.
+    pub poll: Duration,
+    /// Tasks a worker drives at once (shared stores only); `0` makes an engine that only submits.
+    pub max_active_tasks: usize,
 }
 
 impl Default for EngineConfig {
@@ -51,6 +62,10 @@ impl Default for EngineConfig {
             fault: None,
             hooks: Vec::new(),
             permission_mode: PermissionMode::Default,
+            worker_id: cluster::default_worker_id(),
+            lease_ttl: Duration::from_secs(10),
+            poll: Duration::from_millis(100),
+            max_active_tasks: 256,
         }
     }
 }
@@ -113,6 +128,30 @@ impl EngineBuilder {
         self
     }
 
+    /// This engine's name in leases (default: host, pid and a random suffix).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.config.worker_id = id.into();
+        self
+    }
+
+    /// How long a lease lasts without renewal (default 10 s). Leases are renewed every third of it.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.config.lease_ttl = ttl;
+        self
+    }
+
+    /// How often a worker claims runnable tasks and polls for news (default 100 ms).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.config.poll = every;
+        self
+    }
+
+    /// Tasks driven at once on a shared store (default 256); `0` only submits, for other workers.
+    pub fn max_active_tasks(mut self, n: usize) -> Self {
+        self.config.max_active_tasks = n;
+        self
+    }
+
     /// Crash at the boundaries where `hook` says so (tests).
     pub fn fault_hook(mut self, hook: impl Fn(&Fault) -> bool + Send + Sync + 'static) -> Self {
         self.config.fault = Some(Arc::new(hook));
@@ -120,7 +159,18 @@ impl EngineBuilder {
     }
 
     /// Build the engine without recovering tasks.
-    pub fn build(self) -> Result<Engine, EngineError> {
+    pub fn build(mut self) -> Result<Engine, EngineError> {
+        if self.config.lease_ttl < Duration::from_millis(100) {
+            return Err(EngineError::InvalidInput(format!(
+                "lease ttl {:?} is too short; use at least 100 ms",
+                self.config.lease_ttl
+            )));
+        }
+        // Renewal runs on the poll tick: keep several ticks inside a renewal period.
+        self.config.poll = self
+            .config
+            .poll
+            .clamp(Duration::from_millis(1), self.config.lease_ttl / 4);
         if let Some(id) = self.duplicate {
             return Err(EngineError::UnknownSkill(format!(
                 "skill id `{id}` is registered twice"
@@ -145,6 +195,8 @@ impl EngineBuilder {
             config: self.config,
             halted: Arc::new(AtomicBool::new(false)),
             live: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+            worker_started: AtomicBool::new(false),
         };
         Ok(Engine {
             inner: Arc::new(inner),
@@ -177,6 +229,9 @@ pub(crate) struct Inner {
     config: EngineConfig,
     halted: Arc<AtomicBool>,
     live: Mutex<HashMap<String, Live>>,
+    /// Leases held (task id -> token), shared stores only.
+    held: Mutex<HashMap<String, u64>>,
+    worker_started: AtomicBool,
 }
 
 /// The durable engine. Cheap to clone.
@@ -217,7 +272,28 @@ impl Subscription {
                 }
                 return Some(self.seen(record));
             }
-            match self.rx.recv().await {
+            let received = if self.engine.inner.shared() {
+                // Other engines commit this task's records too: read the store when it is quiet.
+                match tokio::time::timeout(self.engine.inner.config.poll, self.rx.recv()).await {
+                    Ok(received) => received,
+                    Err(_) => {
+                        match self
+                            .engine
+                            .inner
+                            .store
+                            .journal(&self.task_id, self.last_seq)
+                            .await
+                        {
+                            Ok(records) => self.backlog.extend(records),
+                            Err(_) => return None,
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                self.rx.recv().await
+            };
+            match received {
                 Ok(record) if record.seq <= self.last_seq => continue,
                 Ok(record) if record.seq == self.last_seq + 1 => {
                     return Some(self.seen((*record).clone()))
@@ -315,6 +391,19 @@ impl Engine {
     /// Stop writing at once (what a crash does). Used by tests and shutdown.
     pub fn halt(&self) {
         self.inner.halt();
+    }
+
+    /// Stop writing, then give back every lease held so other workers take the tasks over at once
+    /// instead of after the lease expires. A step in flight is cut off as by a crash (its command is
+    /// reissued by the next owner with the same InvocationId).
+    pub async fn shutdown(&self) {
+        self.inner.halt();
+        self.inner.release_all().await;
+    }
+
+    /// This engine's name in leases.
+    pub fn worker_id(&self) -> &str {
+        &self.inner.config.worker_id
     }
 
     /// True once halted.
@@ -444,13 +533,30 @@ impl Engine {
         );
         run.create = Mutex::new(Some(record));
         run.mode = mode;
+        // On a shared store the task is leased to this engine when it has room; otherwise it is
+        // created unleased and a worker with room claims it.
+        let drive_here = !self.inner.shared()
+            || self.inner.held_count() < self.inner.config.max_active_tasks;
+        if self.inner.shared() && drive_here {
+            run.fence = Some(CREATION_TOKEN);
+            run.new_lease = Mutex::new(Some(NewLease {
+                owner: self.inner.config.worker_id.clone(),
+                ttl_ms: i64::try_from(self.inner.config.lease_ttl.as_millis()).unwrap_or(i64::MAX),
+            }));
+            self.inner.hold(&task_id, CREATION_TOKEN);
+        }
         let run = Arc::new(run);
         let guard = gate.lock_owned().await;
-        run.flush().await.map_err(|e| match e {
-            run::FlushError::Halted => EngineError::Halted,
-            run::FlushError::Store(e) => EngineError::Store(e),
-        })?;
-        self.inner.spawn_drive(run, guard);
+        if let Err(e) = run.flush().await {
+            self.inner.disown(&run).await;
+            return Err(match e {
+                run::FlushError::Halted => EngineError::Halted,
+                run::FlushError::Store(e) => EngineError::Store(e),
+            });
+        }
+        if drive_here {
+            self.inner.spawn_drive(run, guard);
+        }
         Ok(task_id)
     }
 
@@ -480,16 +586,27 @@ impl Engine {
         }
         let (_, gate) = self.inner.live_handles(task_id);
         let guard = gate.lock_owned().await;
-        let (run, wait, open_visit) = self.inner.load(task_id).await?;
+        // On a shared store, the engine that just settled the task may still be giving its lease back.
+        let patience = self.inner.config.lease_ttl + self.inner.config.poll * 2;
+        let owner = self.inner.own(task_id, patience).await?;
+        if let Ownership::Busy = owner {
+            return Err(EngineError::NotAwaitingInput {
+                task_id: task_id.to_owned(),
+                state: record.state,
+            });
+        }
+        let (run, wait, open_visit) = self.inner.load_owned(task_id, owner.token()).await?;
         let ask = match wait {
             Wait::Input { ask, .. } => ask,
             Wait::Terminal(state) => {
+                self.inner.disown(&run).await;
                 return Err(EngineError::TaskFinished {
                     task_id: task_id.to_owned(),
                     state,
-                })
+                });
             }
             _ => {
+                self.inner.disown(&run).await;
                 let state = run.lock().status;
                 return Err(EngineError::NotAwaitingInput {
                     task_id: task_id.to_owned(),
@@ -530,10 +647,13 @@ impl Engine {
                 }),
             }
         }
-        run.flush().await.map_err(|e| match e {
-            run::FlushError::Halted => EngineError::Halted,
-            run::FlushError::Store(e) => EngineError::Store(e),
-        })?;
+        if let Err(e) = run.flush().await {
+            self.inner.disown(&run).await;
+            return Err(match e {
+                run::FlushError::Halted => EngineError::Halted,
+                run::FlushError::Store(e) => EngineError::Store(e),
+            });
+        }
         if self.inner.crash_at(Boundary::Resuming, &run, None, None) {
             return Ok(());
         }
@@ -617,14 +737,28 @@ impl Engine {
         if !marked_running || self.inner.running(task_id).is_none() {
             let (_, gate) = self.inner.live_handles(task_id);
             let guard = gate.lock_owned().await;
-            let (run, wait, _) = self.inner.load(task_id).await?;
+            let owner = self.inner.own(task_id, Duration::ZERO).await?;
+            if let Ownership::Busy = owner {
+                // Another engine drives it: leave the request where its owner (or the next one) sees it.
+                if let Some(leases) = self.inner.store.leases() {
+                    leases.request_cancel(task_id).await?;
+                }
+                drop(guard);
+                let mut sub = self.subscribe(principal, task_id).await?;
+                while sub.next().await.is_some() {}
+                return self.task(principal, task_id, None).await;
+            }
+            let (run, wait, _) = self.inner.load_owned(task_id, owner.token()).await?;
             match wait {
-                Wait::Terminal(TaskState::Canceled) if marked_running => {}
+                Wait::Terminal(TaskState::Canceled) if marked_running => {
+                    self.inner.disown(&run).await;
+                }
                 Wait::Terminal(state) => {
+                    self.inner.disown(&run).await;
                     return Err(EngineError::TaskFinished {
                         task_id: task_id.to_owned(),
                         state,
-                    })
+                    });
                 }
                 _ => {
                     {
@@ -715,7 +849,14 @@ impl Engine {
     }
 
     /// Rehydrate every non-terminal task from its journal and continue it. Returns how many.
+    ///
+    /// On a shared store (Postgres) this starts the worker loop instead: tasks are claimed through
+    /// leases as this engine has room, and none is resumed here (returns 0).
     pub async fn recover(&self) -> Result<usize, EngineError> {
+        if self.inner.shared() {
+            self.inner.start_worker();
+            return Ok(0);
+        }
         let tasks = self
             .inner
             .store
@@ -726,7 +867,7 @@ impl Engine {
             .await?;
         let mut resumed = 0;
         for task in tasks {
-            match self.inner.resume(&task.id).await {
+            match self.inner.resume(&task.id, None).await {
                 Ok(()) => resumed += 1,
                 Err(e) => tracing::error!(task = %task.id, error = %e, "task not resumed"),
             }
@@ -799,10 +940,24 @@ impl Inner {
             .and_then(|l| l.run.clone())
     }
 
-    /// Load and replay a task (the caller holds its gate).
+    /// Load and replay a task the caller owns (it holds its gate and, on a shared store, the lease
+    /// `fence`, which is given back if the task cannot be loaded).
+    async fn load_owned(
+        &self,
+        task_id: &str,
+        fence: Option<u64>,
+    ) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
+        let loaded = self.load(task_id, fence).await;
+        if let (Err(_), Some(token)) = (&loaded, fence) {
+            self.give_back(task_id, token, false).await;
+        }
+        loaded
+    }
+
     async fn load(
         &self,
         task_id: &str,
+        fence: Option<u64>,
     ) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
         let records = self.store.journal(task_id, 0).await?;
         let first_skill = records.iter().find_map(|r| match &r.entry {
@@ -851,16 +1006,45 @@ impl Inner {
             tx,
         );
         run.mode = replayed.header.permission_mode;
+        run.fence = fence;
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
 
-    /// Load a task and drive it if it has work (recovery, timers).
-    async fn resume(self: &Arc<Self>, task_id: &str) -> Result<(), EngineError> {
+    /// Load a task and drive it if it has work (recovery, timers, claims). `claimed`: the lease a
+    /// claim took; without it, a shared store's lease is acquired here (and nothing happens while
+    /// another engine holds it).
+    async fn resume(
+        self: &Arc<Self>,
+        task_id: &str,
+        claimed: Option<Lease>,
+    ) -> Result<(), EngineError> {
         let (_, gate) = self.live_handles(task_id);
         let guard = gate.lock_owned().await;
-        let (run, wait, _) = self.load(task_id).await?;
+        let owner = match claimed {
+            Some(lease) => Ownership::Leased(lease),
+            None => self.own(task_id, Duration::ZERO).await?,
+        };
+        let cancel = match &owner {
+            Ownership::Busy => return Ok(()),
+            Ownership::Leased(lease) => lease.cancel_requested,
+            Ownership::Sole => false,
+        };
+        let (run, wait, _) = self.load_owned(task_id, owner.token()).await?;
+        if cancel && !matches!(wait, Wait::Terminal(_)) {
+            {
+                let mut st = run.lock();
+                st.push(Entry::CancelRequested);
+                st.cancel_requested = true;
+                st.queue.clear();
+            }
+            self.spawn_drive(run, guard);
+            return Ok(());
+        }
         match wait {
-            Wait::Runnable => self.spawn_drive(run, guard),
+            Wait::Runnable => {
+                self.spawn_drive(run, guard);
+                return Ok(());
+            }
             Wait::Timer(at) => self.schedule_timer(task_id.to_owned(), at),
             Wait::Input {
                 expires_at_ms: Some(at),
@@ -868,6 +1052,7 @@ impl Inner {
             } => self.schedule_timer(task_id.to_owned(), at),
             Wait::Input { .. } | Wait::Terminal(_) => {}
         }
+        self.disown(&run).await;
         Ok(())
     }
 
@@ -883,7 +1068,8 @@ impl Inner {
         }
         let engine = self.clone();
         tokio::spawn(async move {
-            let _stop = engine.drive(run).await;
+            let _stop = engine.drive(run.clone()).await;
+            engine.disown(&run).await;
             let mut live = engine.live.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(entry) = live.get_mut(&task_id) {
                 entry.run = None;
@@ -917,7 +1103,7 @@ impl Inner {
             if engine.halted.load(Ordering::SeqCst) {
                 return;
             }
-            if let Err(e) = engine.resume(&task_id).await {
+            if let Err(e) = engine.resume(&task_id, None).await {
                 tracing::error!(task = %task_id, error = %e, "timer wake failed");
             }
         });

@@ -149,9 +149,14 @@ pub(crate) struct TaskRun {
     store: Arc<dyn Store>,
     halted: Arc<AtomicBool>,
     tx: broadcast::Sender<Arc<JournalRecord>>,
+    /// The lease's fencing token, when the store is shared (every append carries it).
     pub fence: Option<u64>,
+    /// The lease was taken over by another engine: this run must stop and write nothing more.
+    lost: AtomicBool,
     /// The task row to create with the first flush.
     pub create: Mutex<Option<crate::store::TaskRecord>>,
+    /// The lease to take with the row it creates.
+    pub new_lease: Mutex<Option<crate::store::NewLease>>,
     /// The task's permission mode.
     pub mode: super::PermissionMode,
 }
@@ -185,7 +190,9 @@ impl TaskRun {
             halted,
             tx,
             fence: None,
+            lost: AtomicBool::new(false),
             create: Mutex::new(None),
+            new_lease: Mutex::new(None),
             mode: super::PermissionMode::Default,
         }
     }
@@ -197,8 +204,21 @@ impl TaskRun {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// True when the engine halted or this run's lease was lost.
     pub fn is_halted(&self) -> bool {
-        self.halted.load(Ordering::SeqCst)
+        self.halted.load(Ordering::SeqCst) || self.lost.load(Ordering::SeqCst)
+    }
+
+    /// The lease was taken over: stop this run.
+    pub fn lose_lease(&self) {
+        if !self.lost.swap(true, Ordering::SeqCst) {
+            tracing::warn!(task = %self.task_id, token = ?self.fence, "lease lost to another worker; fenced off, this run stops");
+        }
+    }
+
+    /// True once the lease was lost.
+    pub fn lease_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
     }
 
     /// Commit everything buffered, then publish it to live subscribers.
@@ -229,7 +249,16 @@ impl TaskRun {
         append.wake_at_ms = wake;
         append.fence = self.fence;
         append.create = self.create.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.store.append(append).await?;
+        if append.create.is_some() {
+            append.lease = self.new_lease.lock().unwrap_or_else(|p| p.into_inner()).take();
+        }
+        match self.store.append(append).await {
+            Err(e @ StoreError::Fenced { .. }) => {
+                self.lose_lease();
+                return Err(e.into());
+            }
+            other => other?,
+        }
         if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();
             for (i, entry) in copy.into_iter().enumerate() {

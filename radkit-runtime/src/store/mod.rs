@@ -10,10 +10,12 @@ use crate::journal::{Entry, JournalRecord};
 use crate::model::TaskState;
 
 pub mod conformance;
+pub mod lease;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
+pub use lease::{Lease, Leases, NewLease, CREATION_TOKEN};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::{Durability, SqliteStore};
@@ -60,6 +62,9 @@ pub struct Append {
     pub wake_at_ms: Option<Option<i64>>,
     /// Lease fencing token the writer holds; stores with leases refuse stale tokens.
     pub fence: Option<u64>,
+    /// With `create`: take the new task's lease for this owner (token [`CREATION_TOKEN`]). Stores
+    /// without leases ignore it.
+    pub lease: Option<NewLease>,
 }
 
 impl Append {
@@ -73,6 +78,7 @@ impl Append {
             state: None,
             wake_at_ms: None,
             fence: None,
+            lease: None,
         }
     }
 }
@@ -170,4 +176,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Task rows matching `query`.
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;
+
+    /// Leases, when many engines share this store; `None` (the default) when one engine owns it.
+    fn leases(&self) -> Option<&dyn Leases> {
+        None
+    }
 }

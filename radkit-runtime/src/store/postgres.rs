@@ -4,7 +4,7 @@
 //! commit) with one multi-row `INSERT` for the journal rows of the whole batch. Each append locks its
 //! task row (`FOR UPDATE`), checks the expected seq and, when the append carries a fencing token, that
 //! the token is still the task's current one: a worker whose lease was taken over can no longer append.
-//! Leases are claimed with `FOR UPDATE SKIP LOCKED` ([`PostgresStore::claim`]). Schema changes are
+//! Leases ([`Leases`]) are claimed with `FOR UPDATE SKIP LOCKED`. Schema changes are
 //! versioned migrations applied at connect.
 
 use std::sync::Arc;
@@ -14,7 +14,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
-use super::{Append, Encoded, Store, StoreError, TaskQuery, TaskRecord};
+use super::{
+    Append, Encoded, Lease, Leases, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN,
+};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::TaskState;
 
@@ -49,7 +51,15 @@ const MIGRATIONS: &[&str] = &[
         body TEXT NOT NULL,
         PRIMARY KEY (tid, seq)
      );",
+    // 2: cancel requests reach the lease owner; claims find runnable tasks by index.
+    "ALTER TABLE radkit_tasks ADD COLUMN cancel_requested BOOLEAN NOT NULL DEFAULT FALSE;
+     CREATE INDEX radkit_tasks_runnable ON radkit_tasks(tid)
+        WHERE state IN ('submitted', 'working') OR wake_at_ms IS NOT NULL OR cancel_requested;
+     CREATE INDEX radkit_tasks_by_owner ON radkit_tasks(lease_owner) WHERE lease_owner IS NOT NULL;",
 ];
+
+/// The terminal states, as SQL.
+const TERMINAL: &str = "('completed', 'canceled', 'failed', 'rejected')";
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
@@ -137,54 +147,6 @@ impl PostgresStore {
             writer: tx,
         })
     }
-
-    /// Claim up to `limit` unfinished tasks whose lease is free or expired, for `owner`, for `ttl_ms`.
-    /// Each claim bumps the task's fencing token; returns `(task id, token)`.
-    pub async fn claim(
-        &self,
-        owner: &str,
-        ttl_ms: i64,
-        limit: i64,
-    ) -> Result<Vec<(String, u64)>, StoreError> {
-        let now = now_ms();
-        let rows = self
-            .reader
-            .query(
-                "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
-                 WHERE tid IN (
-                    SELECT tid FROM radkit_tasks
-                    WHERE state NOT IN ('completed', 'canceled', 'failed', 'rejected')
-                      AND (lease_expires_ms IS NULL OR lease_expires_ms < $3)
-                    ORDER BY tid LIMIT $4 FOR UPDATE SKIP LOCKED)
-                 RETURNING id, fence",
-                &[&owner, &(now + ttl_ms), &now, &limit],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64))
-            .collect())
-    }
-
-    /// Extend `owner`'s lease on `task_id` if it still holds `token`; false when it was taken over.
-    pub async fn renew(
-        &self,
-        owner: &str,
-        task_id: &str,
-        token: u64,
-        ttl_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let n = self
-            .reader
-            .execute(
-                "UPDATE radkit_tasks SET lease_expires_ms = $1 WHERE id = $2 AND lease_owner = $3 AND fence = $4",
-                &[&(now_ms() + ttl_ms), &task_id, &owner, &(token as i64)],
-            )
-            .await
-            .map_err(backend)?;
-        Ok(n == 1)
-    }
 }
 
 async fn writer_loop(mut client: Client, mut rx: mpsc::UnboundedReceiver<(Encoded, Reply)>) {
@@ -240,13 +202,20 @@ async fn commit_batch(
             expected,
             got: append.first_seq,
         };
+        let lease_owner = append.lease.as_ref().map(|l| l.owner.as_str());
+        let lease_expires = append.lease.as_ref().map(|l| now + l.ttl_ms);
+        let creation_fence = if append.lease.is_some() {
+            CREATION_TOKEN as i64
+        } else {
+            0
+        };
         let tid = match (&append.create, rows_by_id.get(&append.task_id).copied()) {
             (Some(record), None) if append.first_seq == 1 && record.id == append.task_id => {
                 let row = tx
                     .query_one(
-                        "INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING tid",
-                        &[&record.id, &record.context_id, &record.skill_id, &record.skill_version, &record.principal, &record.state.as_str(), &record.created_at_ms, &now, &record.wake_at_ms],
+                        "INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, lease_owner, lease_expires_ms, fence)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING tid",
+                        &[&record.id, &record.context_id, &record.skill_id, &record.skill_version, &record.principal, &record.state.as_str(), &record.created_at_ms, &now, &record.wake_at_ms, &lease_owner, &lease_expires, &creation_fence],
                     )
                     .await?;
                 row.get::<_, i64>(0)
@@ -439,5 +408,140 @@ impl Store for PostgresStore {
             .await
             .map_err(backend)?;
         rows.iter().map(row_to_task).collect()
+    }
+
+    fn leases(&self) -> Option<&dyn Leases> {
+        Some(self)
+    }
+}
+
+fn row_to_lease(r: &tokio_postgres::Row) -> Lease {
+    Lease {
+        task_id: r.get(0),
+        token: r.get::<_, i64>(1) as u64,
+        cancel_requested: r.get(2),
+    }
+}
+
+#[async_trait]
+impl Leases for PostgresStore {
+    async fn claim(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<Lease>, StoreError> {
+        let now = now_ms();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .reader
+            .query(
+                &format!(
+                    "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
+                     WHERE tid IN (
+                        SELECT tid FROM radkit_tasks
+                        WHERE ((state IN ('submitted', 'working') AND wake_at_ms IS NULL)
+                               OR wake_at_ms <= $3 OR cancel_requested)
+                          AND state NOT IN {TERMINAL}
+                          AND (lease_expires_ms IS NULL OR lease_expires_ms < $3)
+                        ORDER BY tid LIMIT $4 FOR UPDATE SKIP LOCKED)
+                     RETURNING id, fence, cancel_requested"
+                ),
+                &[&owner, &(now + ttl_ms), &now, &limit],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(rows.iter().map(row_to_lease).collect())
+    }
+
+    async fn acquire(
+        &self,
+        owner: &str,
+        task_id: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let now = now_ms();
+        let row = self
+            .reader
+            .query_opt(
+                &format!(
+                    "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
+                     WHERE id = $3 AND state NOT IN {TERMINAL}
+                       AND (lease_owner IS NULL OR lease_owner = $1 OR lease_expires_ms < $4)
+                     RETURNING id, fence, cancel_requested"
+                ),
+                &[&owner, &(now + ttl_ms), &task_id, &now],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(row.as_ref().map(row_to_lease))
+    }
+
+    async fn renew(
+        &self,
+        owner: &str,
+        held: &[(String, u64)],
+        ttl_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = held.iter().map(|(id, _)| id.as_str()).collect();
+        let tokens: Vec<i64> = held.iter().map(|(_, t)| *t as i64).collect();
+        let rows = self
+            .reader
+            .query(
+                "UPDATE radkit_tasks t SET lease_expires_ms = $1
+                 FROM UNNEST($2::text[], $3::bigint[]) AS v(id, fence)
+                 WHERE t.id = v.id AND t.fence = v.fence AND t.lease_owner = $4
+                 RETURNING t.id",
+                &[&(now_ms() + ttl_ms), &ids, &tokens, &owner],
+            )
+            .await
+            .map_err(backend)?;
+        let kept: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+        Ok(held
+            .iter()
+            .filter(|(id, _)| !kept.contains(id))
+            .map(|(id, _)| id.clone())
+            .collect())
+    }
+
+    async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
+        self.reader
+            .execute(
+                "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
+                 WHERE id = $1 AND lease_owner = $2 AND fence = $3",
+                &[&task_id, &owner, &(token as i64)],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn request_cancel(&self, task_id: &str) -> Result<(), StoreError> {
+        self.reader
+            .execute(
+                "UPDATE radkit_tasks SET cancel_requested = TRUE WHERE id = $1",
+                &[&task_id],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .reader
+            .query(
+                &format!(
+                    "SELECT id FROM radkit_tasks
+                     WHERE lease_owner = $1 AND cancel_requested AND state NOT IN {TERMINAL}"
+                ),
+                &[&owner],
+            )
+            .await
+            .map_err(backend)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 }

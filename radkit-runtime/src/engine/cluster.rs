@@ -1,0 +1,265 @@
+//! Sharing one store with other engines (many workers on many machines). When the store has leases
+//! ([`Store::leases`]), an engine drives a task only while it holds the task's lease, and every append
+//! carries the lease's fencing token:
+//!
+//! - a task the engine creates is leased to it in the creating append (when it has room for it);
+//! - every `poll` the engine claims runnable tasks whose lease is free or expired (new tasks others
+//!   created, tasks of dead workers, timers that fell due) and checks for cancel requests;
+//! - every third of the lease's lifetime it renews the leases it holds; a lease taken over meanwhile
+//!   stops its run (and the store refuses that run's appends anyway);
+//! - a run that ends waiting (for input or a timer) or finished gives its lease back, so whichever
+//!   engine is free takes the next event.
+//!
+//! [`Store::leases`]: crate::store::Store::leases
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use super::run::TaskRun;
+use super::{EngineError, Inner};
+use crate::journal::Entry;
+use crate::store::Lease;
+
+/// Who may drive a task.
+pub(crate) enum Ownership {
+    /// The store is this engine's alone: no lease needed.
+    Sole,
+    /// This engine holds the task's lease.
+    Leased(Lease),
+    /// Another engine holds it.
+    Busy,
+}
+
+impl Ownership {
+    pub fn token(&self) -> Option<u64> {
+        match self {
+            Ownership::Leased(lease) => Some(lease.token),
+            _ => None,
+        }
+    }
+}
+
+/// A worker id that is unique per process: host, pid and a random suffix.
+pub(crate) fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned());
+    let suffix = &crate::model::new_id()[..8];
+    format!("{host}-{}-{suffix}", std::process::id())
+}
+
+impl Inner {
+    /// True when other engines may share the store.
+    pub(crate) fn shared(&self) -> bool {
+        self.store.leases().is_some()
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.config.lease_ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Leases this engine holds now.
+    pub(crate) fn held_count(&self) -> usize {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub(crate) fn hold(&self, task_id: &str, token: u64) {
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(task_id.to_owned(), token);
+    }
+
+    /// Take the lease on `task_id` (the caller holds its gate), retrying for up to `wait` while another
+    /// engine holds it.
+    pub(crate) async fn own(
+        &self,
+        task_id: &str,
+        wait: Duration,
+    ) -> Result<Ownership, EngineError> {
+        let Some(leases) = self.store.leases() else {
+            return Ok(Ownership::Sole);
+        };
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(lease) = leases
+                .acquire(&self.config.worker_id, task_id, self.ttl_ms())
+                .await?
+            {
+                self.hold(task_id, lease.token);
+                return Ok(Ownership::Leased(lease));
+            }
+            if Instant::now() >= deadline || self.halted.load(Ordering::SeqCst) {
+                return Ok(Ownership::Busy);
+            }
+            tokio::time::sleep(self.config.poll.min(Duration::from_millis(50))).await;
+        }
+    }
+
+    /// Give back the lease `run` holds (it waits, finished or stopped).
+    pub(crate) async fn disown(&self, run: &TaskRun) {
+        if let Some(token) = run.fence {
+            self.give_back(&run.task_id, token, run.lease_lost()).await;
+        }
+    }
+
+    pub(crate) async fn give_back(&self, task_id: &str, token: u64, lost: bool) {
+        let Some(leases) = self.store.leases() else {
+            return;
+        };
+        {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            if held.get(task_id) == Some(&token) {
+                held.remove(task_id);
+            }
+        }
+        if lost {
+            return;
+        }
+        if let Err(e) = leases
+            .release(&self.config.worker_id, task_id, token)
+            .await
+        {
+            // It expires on its own.
+            tracing::warn!(task = %task_id, error = %e, "lease not released");
+        }
+    }
+
+    /// Start claiming, renewing and cancel polling (once; only for shared stores).
+    pub(crate) fn start_worker(self: &Arc<Self>) {
+        if self.shared() && !self.worker_started.swap(true, Ordering::SeqCst) {
+            tracing::info!(worker = %self.config.worker_id, ttl_ms = self.ttl_ms(), poll_ms = self.config.poll.as_millis() as u64, max_active = self.config.max_active_tasks, "worker started");
+            tokio::spawn(work(Arc::downgrade(self)));
+        }
+    }
+
+    /// Renew every lease held; stop the runs whose lease was taken over.
+    async fn renew(&self) -> Result<(), EngineError> {
+        let Some(leases) = self.store.leases() else {
+            return Ok(());
+        };
+        let held: Vec<(String, u64)> = self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, token)| (id.clone(), *token))
+            .collect();
+        let lost = leases
+            .renew(&self.config.worker_id, &held, self.ttl_ms())
+            .await?;
+        for task_id in lost {
+            let token = held.iter().find(|(id, _)| *id == task_id).map(|h| h.1);
+            {
+                let mut map = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                if map.get(&task_id).copied() == token {
+                    map.remove(&task_id);
+                }
+            }
+            if let Some(run) = self.running(&task_id) {
+                if run.fence == token {
+                    run.lose_lease();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deliver cancel requests other engines left for tasks this engine runs.
+    async fn deliver_cancels(&self) -> Result<(), EngineError> {
+        let Some(leases) = self.store.leases() else {
+            return Ok(());
+        };
+        for task_id in leases.cancel_requests(&self.config.worker_id).await? {
+            if let Some(run) = self.running(&task_id) {
+                let mut st = run.lock();
+                if !st.cancel_requested {
+                    st.cancel_requested = true;
+                    st.push(Entry::CancelRequested);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Claim runnable tasks while there is room, and drive them.
+    async fn claim(self: &Arc<Self>) -> Result<(), EngineError> {
+        let Some(leases) = self.store.leases() else {
+            return Ok(());
+        };
+        let room = self
+            .config
+            .max_active_tasks
+            .saturating_sub(self.held_count())
+            .min(64);
+        if room == 0 {
+            return Ok(());
+        }
+        let claimed = leases
+            .claim(&self.config.worker_id, self.ttl_ms(), room)
+            .await?;
+        for lease in claimed {
+            tracing::debug!(task = %lease.task_id, token = lease.token, "claimed");
+            let engine = self.clone();
+            self.hold(&lease.task_id, lease.token);
+            tokio::spawn(async move {
+                let task_id = lease.task_id.clone();
+                if let Err(e) = engine.resume(&task_id, Some(lease)).await {
+                    tracing::error!(task = %task_id, error = %e, "claimed task not resumed");
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Give back every lease (shutdown): other workers take the tasks over at once.
+    pub(crate) async fn release_all(&self) {
+        let held: Vec<(String, u64)> = self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .collect();
+        if let Some(leases) = self.store.leases() {
+            for (task_id, token) in held {
+                let _ = leases
+                    .release(&self.config.worker_id, &task_id, token)
+                    .await;
+            }
+        }
+    }
+}
+
+/// The worker loop: runs until the engine halts or is dropped.
+async fn work(engine: Weak<Inner>) {
+    let mut renewed = Instant::now();
+    loop {
+        let poll = match engine.upgrade() {
+            Some(e) => e.config.poll,
+            None => return,
+        };
+        tokio::time::sleep(poll).await;
+        let Some(engine) = engine.upgrade() else {
+            return;
+        };
+        if engine.halted.load(Ordering::SeqCst) {
+            return;
+        }
+        if renewed.elapsed() >= engine.config.lease_ttl / 3 {
+            renewed = Instant::now();
+            if let Err(e) = engine.renew().await {
+                tracing::warn!(error = %e, "lease renewal failed");
+            }
+        }
+        if let Err(e) = engine.deliver_cancels().await {
+            tracing::warn!(error = %e, "cancel poll failed");
+        }
+        if let Err(e) = engine.claim().await {
+            tracing::warn!(error = %e, "claim failed");
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Leases: how many engines share one store. A task is driven only by the engine that holds its lease
+//! (owner, expiry, fencing token). Every claim of a lease bumps the task's token, and an append that
+//! carries a stale token is refused inside the append's transaction, so an engine whose lease was taken
+//! over (it paused, lost its network, or was presumed dead) can no longer record a step.
+//!
+//! Stores that one engine owns alone (`memory`, `sqlite`) have no leases: [`Store::leases`] is `None`.
+//!
+//! [`Store::leases`]: super::Store::leases
+
+use async_trait::async_trait;
+
+use super::StoreError;
+
+/// A lease on one task, held by one owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The task.
+    pub task_id: String,
+    /// The fencing token: appends must carry it while the lease is held.
+    pub token: u64,
+    /// Someone asked to cancel the task (see [`Leases::request_cancel`]).
+    pub cancel_requested: bool,
+}
+
+/// The token of a lease taken when its task is created (`Append::lease`).
+pub const CREATION_TOKEN: u64 = 1;
+
+/// A lease taken with the append that creates a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLease {
+    /// The owner.
+    pub owner: String,
+    /// How long it lasts before it must be renewed, in ms.
+    pub ttl_ms: i64,
+}
+
+/// Lease operations of a shared store.
+#[async_trait]
+pub trait Leases: Send + Sync {
+    /// Claim up to `limit` tasks that have work now and whose lease is free or expired: submitted or
+    /// working tasks without a pending timer, tasks whose timer is due, and tasks asked to cancel.
+    /// Two concurrent claimers never get the same task (`FOR UPDATE SKIP LOCKED`).
+    async fn claim(&self, owner: &str, ttl_ms: i64, limit: usize)
+        -> Result<Vec<Lease>, StoreError>;
+
+    /// Take the lease on one unfinished task if it is free, expired or already `owner`'s (bumping its
+    /// token); `None` while another owner holds it.
+    async fn acquire(
+        &self,
+        owner: &str,
+        task_id: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<Lease>, StoreError>;
+
+    /// Extend the leases of `held` that `owner` still holds with the same token; returns the ids of the
+    /// tasks whose lease was taken over.
+    async fn renew(
+        &self,
+        owner: &str,
+        held: &[(String, u64)],
+        ttl_ms: i64,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Give a lease back (its task now waits for input or a timer, or is finished).
+    async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError>;
+
+    /// Ask whichever engine holds `task_id` to cancel it.
+    async fn request_cancel(&self, task_id: &str) -> Result<(), StoreError>;
+
+    /// Tasks leased by `owner` that were asked to cancel.
+    async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError>;
+}
