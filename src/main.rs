@@ -15,6 +15,8 @@ struct Cli {
 enum Command {
     /// Serve the registered skills over A2A JSON-RPC (SQLite by default).
     Serve(cli::serve::Args),
+    /// Claim and run tasks from a shared Postgres store, without the HTTP surface.
+    Worker(cli::worker::Args),
     /// Run the engine benchmarks (build with --release).
     Bench(cli::bench::Args),
     /// Print a skill's step graph as Mermaid.
@@ -41,6 +43,7 @@ fn run() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => cli::serve::run(args).await,
+            Command::Worker(args) => cli::worker::run(args).await,
             Command::Bench(args) => cli::bench::run(args).await,
             Command::Graph(args) => cli::graph::run(args).await,
             Command::Tasks(args) => cli::tasks::run(args).await,

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod graph;
 pub mod serve;
 pub mod tasks;
+pub mod worker;
 
 /// Log to stderr; `RUST_LOG` overrides the default `info`.
 pub fn init_tracing() {

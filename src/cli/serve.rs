@@ -17,8 +17,8 @@ pub struct Args {
     /// Directory for the SQLite file (`radkit.sqlite`).
     #[arg(long, default_value = "data", env = "RADKIT_DATA_DIR")]
     pub data_dir: PathBuf,
-    /// Store URL: `sqlite://<path>` (default: `<data-dir>/radkit.sqlite`) or `postgres://…` (one
-    /// server per database for now).
+    /// Store URL: `sqlite://<path>` (default: `<data-dir>/radkit.sqlite`) or `postgres://…` (shared
+    /// with other servers and `radkit worker`s through leases).
     #[arg(long, env = "RADKIT_STORE")]
     pub store: Option<String>,
     /// SQLite durability: `full` (default) or `normal`.
@@ -34,6 +34,9 @@ pub struct Args {
     /// RADKIT_LLM_BASE_URL, RADKIT_LLM_API_KEY and RADKIT_LLM_MODEL).
     #[arg(long, default_value = "scripted")]
     pub llm: String,
+    /// Lease settings (Postgres only).
+    #[command(flatten)]
+    pub cluster: crate::cli::worker::ClusterArgs,
 }
 
 /// Open the store an `--store`/`--data-dir` pair names.
@@ -62,10 +65,9 @@ pub fn open_sqlite(
 pub async fn run(args: Args) -> anyhow::Result<()> {
     crate::cli::init_tracing();
     let (builder, location) = match args.store.as_deref() {
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            // One server per database for now: leases and many workers are not wired into the engine yet.
+        Some(url) if crate::cli::worker::is_postgres(url) => {
             let store = radkit::store::PostgresStore::connect(url).await?;
-            (demo::engine_builder(store), "postgres".to_owned())
+            (args.cluster.apply(demo::engine_builder(store)), "postgres".to_owned())
         }
         other => {
             let store = open_sqlite(other, &args.data_dir, &args.durability)?;
@@ -78,7 +80,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "scripted" => {}
         "openai" => {
             let model = radkit::llm::OpenAiModel::from_env().map_err(anyhow::Error::msg)?;
-            builder = builder.effects(radkit::effects::Effects::new().default_model(model));
+            builder = builder.effects(demo::ticker::with_tick_tool(
+                radkit::effects::Effects::new().default_model(model),
+            ));
         }
         other => anyhow::bail!("unknown --llm `{other}`; expected `scripted` or `openai`"),
     }
@@ -108,6 +112,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .collect();
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
     println!("radkit serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", skills.join(", "));
-    server::serve(listener, engine, config).await?;
+    // On SIGINT or SIGTERM: stop serving, stop writing, and give leases back so that other
+    // workers sharing a Postgres store take the tasks over at once.
+    tokio::select! {
+        served = server::serve(listener, engine.clone(), config) => served?,
+        () = crate::cli::worker::shutdown_signal() => {}
+    }
+    engine.shutdown().await;
     Ok(())
 }

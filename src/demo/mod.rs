@@ -8,6 +8,7 @@ pub mod report;
 pub mod research_macro;
 pub mod research_reducer;
 pub mod research_table;
+pub mod ticker;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -59,16 +60,17 @@ pub fn revision_prompt(cycle: &Cycle) -> String {
     )
 }
 
-/// An engine builder serving every form of the research loop over `store` with the scripted models;
-/// a message that names no skill runs the macro form.
+/// An engine builder serving every form of the research loop, the streaming report and the ticker
+/// over `store` with the scripted models; a message that names no skill runs the macro form.
 pub fn engine_builder(store: impl radkit_runtime::store::Store) -> radkit_runtime::EngineBuilder {
     radkit_runtime::Engine::builder(store)
         .skill(research_macro::ResearchLoop)
         .skill(research_table::skill())
         .skill(research_reducer::ResearchReducer)
         .skill(report::skill())
+        .skill(ticker::Ticker)
         .default_skill("research_loop_v2")
-        .effects(scripted_effects())
+        .effects(ticker::with_tick_tool(scripted_effects()))
 }
 
 /// Scripted models for the research loop: `research` drafts from its input; `critic` asks for a

@@ -1,0 +1,101 @@
+//! `radkit worker`: the engine without the HTTP surface, sharing a Postgres store with other workers
+//! and servers. It claims runnable tasks through leases, renews them while it works and gives them
+//! back when it stops (SIGINT or SIGTERM).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use radkit::demo;
+use radkit::{Engine, EngineBuilder};
+
+/// Lease settings, shared by `radkit serve` and `radkit worker` (they matter on Postgres only).
+#[derive(clap::Args, Clone)]
+pub struct ClusterArgs {
+    /// This process's name in leases (default: host, pid and a random suffix).
+    #[arg(long, env = "RADKIT_WORKER_ID")]
+    pub worker_id: Option<String>,
+    /// How long a lease lasts without renewal, in ms: a dead worker's tasks are taken over after it.
+    #[arg(long, default_value_t = 10_000)]
+    pub lease_ms: u64,
+    /// How often to claim runnable tasks (and poll for cancels and other workers' progress), in ms.
+    #[arg(long, default_value_t = 100)]
+    pub poll_ms: u64,
+    /// Tasks this process drives at once.
+    #[arg(long, default_value_t = 256)]
+    pub max_tasks: usize,
+}
+
+impl ClusterArgs {
+    /// Apply to an engine builder.
+    pub fn apply(&self, builder: EngineBuilder) -> EngineBuilder {
+        let builder = builder
+            .lease_ttl(Duration::from_millis(self.lease_ms))
+            .poll_interval(Duration::from_millis(self.poll_ms))
+            .max_active_tasks(self.max_tasks);
+        match &self.worker_id {
+            Some(id) => builder.worker_id(id.clone()),
+            None => builder,
+        }
+    }
+}
+
+/// Arguments of `radkit worker`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The shared store: `postgres://…`.
+    #[arg(long, env = "RADKIT_STORE")]
+    pub store: String,
+    /// Lease settings.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// True for a Postgres URL.
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// Run `radkit worker` until SIGINT or SIGTERM.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    crate::cli::init_tracing();
+    if !is_postgres(&args.store) {
+        anyhow::bail!(
+            "`{}` is not a shared store: a worker needs `postgres://…` (on SQLite, `radkit serve` runs every task itself)",
+            args.store
+        );
+    }
+    let store = radkit::store::PostgresStore::connect(&args.store)
+        .await
+        .context("opening the Postgres store")?;
+    let engine: Engine = args.cluster.apply(demo::engine_builder(store)).start().await?;
+    println!(
+        "radkit worker {} claiming tasks of {}",
+        engine.worker_id(),
+        engine
+            .skills()
+            .into_iter()
+            .map(|s| s.id)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    shutdown_signal().await;
+    engine.shutdown().await;
+    tracing::info!(worker = %engine.worker_id(), "stopped; leases given back");
+    Ok(())
+}
+
+/// SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
