@@ -234,6 +234,24 @@ impl Drop for Worker {
     }
 }
 
+/// Prints the workers' logs (`*.err` in the directory) if the test fails.
+struct ShowLogsOnFailure<'a>(&'a Path);
+
+impl Drop for ShowLogsOnFailure<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for entry in std::fs::read_dir(self.0).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "err") {
+                eprintln!("---- {} ----", path.display());
+                eprintln!("{}", std::fs::read_to_string(&path).unwrap_or_default());
+            }
+        }
+    }
+}
+
 /// `invocation id -> pids that executed it`, from the tick log.
 fn executions(log: &Path) -> BTreeMap<String, Vec<u32>> {
     let mut map: BTreeMap<String, Vec<u32>> = BTreeMap::new();
@@ -263,6 +281,7 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    let _logs = ShowLogsOnFailure(dir.path());
     let log = dir.path().join("ticks.log");
     let submit = submitter(&url).await;
     let mut tasks = Vec::new();
@@ -276,7 +295,7 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
                 &format!("worker-{i}"),
                 &log,
                 &dir.path().join(format!("worker-{i}.err")),
-                1_000,
+                3_000,
                 40,
             )
         })
@@ -337,6 +356,7 @@ async fn a_worker_paused_past_its_lease_is_fenced_off() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    let _logs = ShowLogsOnFailure(dir.path());
     let log = dir.path().join("ticks.log");
     let submit = submitter(&url).await;
     let task = send(&submit, "ticker", "60 20").await;

@@ -109,6 +109,12 @@ async fn a_worker_whose_lease_was_taken_over_cannot_append() {
         Err(StoreError::Fenced { token, .. }) => assert_eq!(token, token_a),
         other => panic!("a stale token must be fenced off, got {other:?}"),
     }
+    let mut stale_and_behind = Append::new(id, 7, vec![Entry::CancelRequested]);
+    stale_and_behind.fence = Some(token_a);
+    assert!(
+        matches!(store.append(stale_and_behind).await, Err(StoreError::Fenced { .. })),
+        "a stale writer learns it was fenced off, whatever seq it sends"
+    );
     let mut current = Append::new(id, 2, vec![Entry::CancelRequested]);
     current.fence = Some(token_a + 1);
     store.append(current).await.unwrap();

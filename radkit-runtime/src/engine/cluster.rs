@@ -134,6 +134,7 @@ impl Inner {
         if self.shared() && !self.worker_started.swap(true, Ordering::SeqCst) {
             tracing::info!(worker = %self.config.worker_id, ttl_ms = self.ttl_ms(), poll_ms = self.config.poll.as_millis() as u64, max_active = self.config.max_active_tasks, "worker started");
             tokio::spawn(work(Arc::downgrade(self)));
+            tokio::spawn(keep_leases(Arc::downgrade(self)));
         }
     }
 
@@ -234,9 +235,29 @@ impl Inner {
     }
 }
 
-/// The worker loop: runs until the engine halts or is dropped.
+/// Renew every third of the lease's lifetime, on its own task so that claiming and resuming never
+/// delay it. Runs until the engine halts or is dropped.
+async fn keep_leases(engine: Weak<Inner>) {
+    loop {
+        let every = match engine.upgrade() {
+            Some(e) => e.config.lease_ttl / 3,
+            None => return,
+        };
+        tokio::time::sleep(every).await;
+        let Some(engine) = engine.upgrade() else {
+            return;
+        };
+        if engine.halted.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Err(e) = engine.renew().await {
+            tracing::warn!(error = %e, "lease renewal failed");
+        }
+    }
+}
+
+/// The worker loop: claims and cancel requests every poll, until the engine halts or is dropped.
 async fn work(engine: Weak<Inner>) {
-    let mut renewed = Instant::now();
     loop {
         let poll = match engine.upgrade() {
             Some(e) => e.config.poll,
@@ -248,12 +269,6 @@ async fn work(engine: Weak<Inner>) {
         };
         if engine.halted.load(Ordering::SeqCst) {
             return;
-        }
-        if renewed.elapsed() >= engine.config.lease_ttl / 3 {
-            renewed = Instant::now();
-            if let Err(e) = engine.renew().await {
-                tracing::warn!(error = %e, "lease renewal failed");
-            }
         }
         if let Err(e) = engine.deliver_cancels().await {
             tracing::warn!(error = %e, "cancel poll failed");

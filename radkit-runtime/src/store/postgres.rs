@@ -7,12 +7,13 @@
 //! Leases ([`Leases`]) are claimed with `FOR UPDATE SKIP LOCKED`. Schema changes are
 //! versioned migrations applied at connect.
 
-use std::sync::Arc;
+use std::str::FromStr;
 
 use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, Config, NoTls};
 
 use super::{
     Append, Encoded, Lease, Leases, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN,
@@ -70,19 +71,39 @@ type Reply = oneshot::Sender<Result<(), StoreError>>;
 /// A PostgreSQL-backed store. Cheap to clone.
 #[derive(Clone)]
 pub struct PostgresStore {
-    reader: Arc<Client>,
+    /// Reads and lease operations (reconnects by itself).
+    pool: Pool,
     writer: mpsc::UnboundedSender<(Encoded, Reply)>,
 }
 
-async fn connect_client(url: &str) -> Result<Client, StoreError> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
+/// Connections for reads and leases.
+const POOL_SIZE: usize = 8;
+
+/// How long the writer's session may sit in an open transaction before the server ends it. A worker
+/// paused mid-commit (SIGSTOP, a VM freeze) would otherwise keep its task rows locked, and no other
+/// worker could take them over when its leases expire. Override with `options=-c
+/// idle_in_transaction_session_timeout=…` in the URL.
+const WRITER_IDLE_IN_TRANSACTION: &str = "1s";
+
+/// The writer's own connection, reopened after it breaks (server restart, network, the timeout above).
+async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError> {
+    let (client, connection) = config
+        .connect(NoTls)
         .await
         .map_err(|e| StoreError::Backend(format!("connecting to {}: {e}", redact(url))))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::error!(error = %e, "postgres connection ended");
+            tracing::warn!(error = %e, "postgres writer connection ended");
         }
     });
+    if !url.contains("idle_in_transaction_session_timeout") {
+        client
+            .batch_execute(&format!(
+                "SET idle_in_transaction_session_timeout = '{WRITER_IDLE_IN_TRANSACTION}'"
+            ))
+            .await
+            .map_err(backend)?;
+    }
     Ok(client)
 }
 
@@ -135,21 +156,41 @@ async fn migrate(client: &mut Client) -> Result<(), StoreError> {
 }
 
 impl PostgresStore {
-    /// Connect to `url` (`postgres://user@host:port/db`), apply migrations and start the writer.
+    /// Connect to `url` (`postgres://user@host:port/db`, libpq's key/value form also works), apply
+    /// migrations and start the writer.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let mut writer = connect_client(url).await?;
+        let config = Config::from_str(url)
+            .map_err(|e| StoreError::Backend(format!("bad Postgres URL {}: {e}", redact(url))))?;
+        let mut writer = connect_writer(&config, url).await?;
         migrate(&mut writer).await?;
-        let reader = connect_client(url).await?;
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(backend)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(writer_loop(writer, rx));
-        Ok(PostgresStore {
-            reader: Arc::new(reader),
-            writer: tx,
-        })
+        tokio::spawn(writer_loop(config, url.to_owned(), writer, rx));
+        Ok(PostgresStore { pool, writer: tx })
+    }
+
+    async fn reader(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(backend)
     }
 }
 
-async fn writer_loop(mut client: Client, mut rx: mpsc::UnboundedReceiver<(Encoded, Reply)>) {
+async fn writer_loop(
+    config: Config,
+    url: String,
+    client: Client,
+    mut rx: mpsc::UnboundedReceiver<(Encoded, Reply)>,
+) {
+    let mut client = Some(client);
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -158,9 +199,26 @@ async fn writer_loop(mut client: Client, mut rx: mpsc::UnboundedReceiver<(Encode
                 Err(_) => break,
             }
         }
-        let results = match commit_batch(&mut client, &batch).await {
-            Ok(results) => results,
-            Err(e) => batch.iter().map(|_| Err(backend(&e))).collect(),
+        if client.as_ref().is_none_or(Client::is_closed) {
+            client = match connect_writer(&config, &url).await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::error!(error = %e, "postgres writer cannot reconnect");
+                    None
+                }
+            };
+        }
+        // A failed batch fails each of its appends: their runs stop and are resumed from the journal
+        // (by this worker or another), which holds exactly what was committed.
+        let results = match client.as_mut() {
+            Some(c) => match commit_batch(c, &batch).await {
+                Ok(results) => results,
+                Err(e) => batch.iter().map(|_| Err(backend(&e))).collect(),
+            },
+            None => batch
+                .iter()
+                .map(|_| Err(StoreError::Backend("postgres writer is not connected".into())))
+                .collect(),
         };
         for ((_, reply), result) in batch.into_iter().zip(results) {
             let _ = reply.send(result);
@@ -224,15 +282,16 @@ async fn commit_batch(
                 results.push(Err(conflict(0)));
                 continue;
             }
-            (None, Some((_, last, _))) if last + 1 != append.first_seq => {
-                results.push(Err(conflict(last + 1)));
-                continue;
-            }
+            // A stale writer is told it was fenced off, whatever seq it thought came next.
             (None, Some((_, _, fence))) if append.fence.is_some_and(|f| f != fence) => {
                 results.push(Err(StoreError::Fenced {
                     task_id: append.task_id.clone(),
                     token: append.fence.unwrap_or_default(),
                 }));
+                continue;
+            }
+            (None, Some((_, last, _))) if last + 1 != append.first_seq => {
+                results.push(Err(conflict(last + 1)));
                 continue;
             }
             (None, Some((tid, _, _))) => tid,
@@ -332,7 +391,8 @@ impl Store for PostgresStore {
 
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let row = self
-            .reader
+            .reader()
+            .await?
             .query_opt(
                 &format!("SELECT {TASK_COLUMNS} FROM radkit_tasks WHERE id = $1"),
                 &[&task_id],
@@ -348,7 +408,8 @@ impl Store for PostgresStore {
         after_seq: u64,
     ) -> Result<Vec<JournalRecord>, StoreError> {
         let rows = self
-            .reader
+            .reader()
+            .await?
             .query(
                 "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
                  WHERE t.id = $1 AND j.seq > $2 ORDER BY j.seq",
@@ -403,7 +464,8 @@ impl Store for PostgresStore {
             .map(|p| p.as_ref() as &(dyn ToSql + Sync))
             .collect();
         let rows = self
-            .reader
+            .reader()
+            .await?
             .query(sql.as_str(), &refs)
             .await
             .map_err(backend)?;
@@ -434,7 +496,8 @@ impl Leases for PostgresStore {
         let now = now_ms();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self
-            .reader
+            .reader()
+            .await?
             .query(
                 &format!(
                     "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
@@ -462,7 +525,8 @@ impl Leases for PostgresStore {
     ) -> Result<Option<Lease>, StoreError> {
         let now = now_ms();
         let row = self
-            .reader
+            .reader()
+            .await?
             .query_opt(
                 &format!(
                     "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
@@ -489,7 +553,8 @@ impl Leases for PostgresStore {
         let ids: Vec<&str> = held.iter().map(|(id, _)| id.as_str()).collect();
         let tokens: Vec<i64> = held.iter().map(|(_, t)| *t as i64).collect();
         let rows = self
-            .reader
+            .reader()
+            .await?
             .query(
                 "UPDATE radkit_tasks t SET lease_expires_ms = $1
                  FROM UNNEST($2::text[], $3::bigint[]) AS v(id, fence)
@@ -508,7 +573,8 @@ impl Leases for PostgresStore {
     }
 
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
-        self.reader
+        self.reader()
+            .await?
             .execute(
                 "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
                  WHERE id = $1 AND lease_owner = $2 AND fence = $3",
@@ -520,7 +586,8 @@ impl Leases for PostgresStore {
     }
 
     async fn request_cancel(&self, task_id: &str) -> Result<(), StoreError> {
-        self.reader
+        self.reader()
+            .await?
             .execute(
                 "UPDATE radkit_tasks SET cancel_requested = TRUE WHERE id = $1",
                 &[&task_id],
@@ -532,7 +599,8 @@ impl Leases for PostgresStore {
 
     async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError> {
         let rows = self
-            .reader
+            .reader()
+            .await?
             .query(
                 &format!(
                     "SELECT id FROM radkit_tasks
