@@ -39,10 +39,14 @@ enum Workload {
         /// Steps per task.
         #[arg(long, default_value_t = 20)]
         steps: u64,
-        /// `postgres://…` to run on PostgreSQL (tables in the database's search path) instead of a
-        /// fresh SQLite file.
+        /// `postgres://…` to run on PostgreSQL (in a fresh schema of that database, dropped after)
+        /// instead of a fresh SQLite file.
         #[arg(long)]
         store: Option<String>,
+        /// With `--store postgres://…`: share the tasks among this many `radkit worker` processes
+        /// (the `ticker` skill) instead of running them in this process.
+        #[arg(long, default_value_t = 0)]
+        workers: u64,
     },
     /// message/send (blocking) over loopback HTTP to a trivial skill, every task journaled.
     A2a {
@@ -64,7 +68,7 @@ enum Workload {
     },
 }
 
-struct Ticker;
+pub(crate) struct Ticker;
 
 /// One durable step: one idempotent no-op command, then the next step.
 fn tick<'a>(_: &'a Ticker, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
@@ -83,7 +87,7 @@ fn tick<'a>(_: &'a Ticker, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, 
 
 static TICK_STEPS: &[Step<Ticker>] = &[Step::new("tick", tick).start().takes_user_message()];
 
-fn engine_parts() -> anyhow::Result<(StepTable<Ticker>, Effects)> {
+pub(crate) fn engine_parts() -> anyhow::Result<(StepTable<Ticker>, Effects)> {
     let skill = StepTable::new(SkillInfo::new("bench", "Bench"), Ticker, TICK_STEPS)
         .map_err(anyhow::Error::msg)?;
     let noop = FnTool::new(
@@ -116,7 +120,7 @@ fn fresh_db() -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
     Ok((dir, path))
 }
 
-fn report(workload: &str, steps: u64, elapsed: Duration, extra: serde_json::Value) {
+pub(crate) fn report(workload: &str, steps: u64, elapsed: Duration, extra: serde_json::Value) {
     let seconds = elapsed.as_secs_f64();
     let mut line = serde_json::json!({
         "workload": workload,
@@ -133,7 +137,7 @@ fn report(workload: &str, steps: u64, elapsed: Duration, extra: serde_json::Valu
     println!("{line}");
 }
 
-async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow::Result<()> {
+pub(crate) async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow::Result<()> {
     let runs = (0..flows).map(|_| async move {
         let id = engine
             .send(None, None, Message::user_text(steps.to_string()))
@@ -176,23 +180,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             flows,
             steps,
             store: Some(url),
-        } => {
-            let (skill, effects) = engine_parts()?;
-            let store = radkit::store::PostgresStore::connect(&url).await?;
-            let engine = Engine::builder(store)
-                .skill(skill)
-                .effects(effects)
-                .build()?;
-            let started = Instant::now();
-            run_tasks(&engine, flows, steps).await?;
-            let extra = serde_json::json!({ "flows": flows, "store": "postgres", "durability": "synchronous_commit=on" });
-            report("concurrent", flows * steps, started.elapsed(), extra);
-        }
+            workers,
+        } => super::bench_cluster::concurrent(&url, flows, steps, workers).await?,
         Workload::Concurrent {
             flows,
             steps,
             store: None,
+            workers,
         } => {
+            if workers > 0 {
+                bail!("--workers needs a shared store: --store postgres://…");
+            }
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let store = SqliteStore::open(&path, Durability::Full)?;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_cluster;
 pub mod graph;
 pub mod serve;
 pub mod tasks;

@@ -104,6 +104,15 @@ impl Encoded {
     }
 }
 
+/// Write statistics: how many appends were committed in how many transactions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Committed transactions.
+    pub batches: u64,
+    /// Appends committed.
+    pub appends: u64,
+}
+
 /// Which tasks to list.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskQuery {

@@ -8,12 +8,13 @@
 //! versioned migrations applied at connect.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use super::{
     Append, Encoded, Lease, Leases, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN,
@@ -57,6 +58,12 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX radkit_tasks_runnable ON radkit_tasks(tid)
         WHERE state IN ('submitted', 'working') OR wake_at_ms IS NOT NULL OR cancel_requested;
      CREATE INDEX radkit_tasks_by_owner ON radkit_tasks(lease_owner) WHERE lease_owner IS NOT NULL;",
+    // 3: room on each page for the row's next version, so that updates of a task row stay on its page
+    // (HOT) and touch no index.
+    "ALTER TABLE radkit_tasks SET (fillfactor = 50);",
+    // 4: one journal row per append: `body` is then a JSON array of the entries `seq..=last_seq`
+    // (a row without `last_seq` holds the one entry at `seq`, as every row did before).
+    "ALTER TABLE radkit_journal ADD COLUMN last_seq BIGINT;",
 ];
 
 /// The terminal states, as SQL.
@@ -74,6 +81,13 @@ pub struct PostgresStore {
     /// Reads and lease operations (reconnects by itself).
     pool: Pool,
     writer: mpsc::UnboundedSender<(Encoded, Reply)>,
+    stats: Arc<Counters>,
+}
+
+#[derive(Default)]
+struct Counters {
+    batches: std::sync::atomic::AtomicU64,
+    appends: std::sync::atomic::AtomicU64,
 }
 
 /// Connections for reads and leases.
@@ -175,8 +189,32 @@ impl PostgresStore {
             .build()
             .map_err(backend)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(writer_loop(config, url.to_owned(), writer, rx));
-        Ok(PostgresStore { pool, writer: tx })
+        let queue: Queue = Arc::new(tokio::sync::Mutex::new(rx));
+        let mut first = Some(writer);
+        let stats = Arc::new(Counters::default());
+        for _ in 0..WRITERS {
+            tokio::spawn(writer_loop(
+                config.clone(),
+                url.to_owned(),
+                first.take(),
+                queue.clone(),
+                stats.clone(),
+            ));
+        }
+        Ok(PostgresStore {
+            pool,
+            writer: tx,
+            stats,
+        })
+    }
+
+    /// Statements committed and appends in them, since connect.
+    pub fn stats(&self) -> super::StoreStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        super::StoreStats {
+            batches: self.stats.batches.load(Relaxed),
+            appends: self.stats.appends.load(Relaxed),
+        }
     }
 
     async fn reader(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -184,23 +222,41 @@ impl PostgresStore {
     }
 }
 
+/// Writer connections committing batches at once: while one waits for its commit to reach the disk,
+/// the next batch is already on its way (the server merges their WAL flushes).
+const WRITERS: usize = 3;
+
+type Queue = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<(Encoded, Reply)>>>;
+
+/// One writer: take everything queued (up to [`MAX_BATCH`]), commit it, answer each caller.
 async fn writer_loop(
     config: Config,
     url: String,
-    client: Client,
-    mut rx: mpsc::UnboundedReceiver<(Encoded, Reply)>,
+    client: Option<Client>,
+    queue: Queue,
+    stats: Arc<Counters>,
 ) {
-    let mut client = Some(client);
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
+    let mut client = match client {
+        Some(c) => prepared_writer(&config, &url, Some(c)).await.ok(),
+        None => None,
+    };
+    loop {
+        let batch = {
+            let mut rx = queue.lock().await;
+            let Some(first) = rx.recv().await else {
+                return;
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
             }
-        }
-        if client.as_ref().is_none_or(Client::is_closed) {
-            client = match connect_writer(&config, &url).await {
+            batch
+        };
+        if client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
+            client = match prepared_writer(&config, &url, None).await {
                 Ok(c) => Some(c),
                 Err(e) => {
                     tracing::error!(error = %e, "postgres writer cannot reconnect");
@@ -210,148 +266,267 @@ async fn writer_loop(
         }
         // A failed batch fails each of its appends: their runs stop and are resumed from the journal
         // (by this worker or another), which holds exactly what was committed.
-        let results = match client.as_mut() {
-            Some(c) => match commit_batch(c, &batch).await {
-                Ok(results) => results,
-                Err(e) => batch.iter().map(|_| Err(backend(&e))).collect(),
-            },
+        let results = match client.as_ref() {
+            Some((c, append)) => commit_batch(c, append, &batch).await,
             None => batch
                 .iter()
                 .map(|_| Err(StoreError::Backend("postgres writer is not connected".into())))
                 .collect(),
         };
+        stats
+            .batches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats
+            .appends
+            .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
         for ((_, reply), result) in batch.into_iter().zip(results) {
             let _ = reply.send(result);
         }
     }
 }
 
-/// One transaction, a handful of round trips whatever the batch size: lock every task row of the
-/// batch at once (in `tid` order, so concurrent writers cannot deadlock), check each append against
-/// the rows, insert all journal rows with multi-row `INSERT`s, update all rows with one `UPDATE`.
+/// A writer connection (`client`, or a new one) with the append statement prepared on it.
+async fn prepared_writer(
+    config: &Config,
+    url: &str,
+    client: Option<Client>,
+) -> Result<(Client, Statement), StoreError> {
+    let client = match client {
+        Some(c) => c,
+        None => connect_writer(config, url).await?,
+    };
+    let statement = client.prepare(APPEND_SQL).await.map_err(backend)?;
+    Ok((client, statement))
+}
+
+/// Commit a batch: rounds in which each task appears once, each round one statement.
 async fn commit_batch(
-    client: &mut Client,
+    client: &Client,
+    statement: &Statement,
     batch: &[(Encoded, Reply)],
-) -> Result<Vec<Result<(), StoreError>>, tokio_postgres::Error> {
-    let tx = client.transaction().await?;
+) -> Vec<Result<(), StoreError>> {
+    let mut results: Vec<Option<Result<(), StoreError>>> = (0..batch.len()).map(|_| None).collect();
+    let mut rest: Vec<usize> = (0..batch.len()).collect();
+    while !rest.is_empty() {
+        let mut seen = std::collections::HashSet::new();
+        let (round, later): (Vec<usize>, Vec<usize>) = rest
+            .iter()
+            .partition(|i| seen.insert(batch[**i].0.append.task_id.as_str()));
+        let appends: Vec<&Encoded> = round.iter().map(|i| &batch[*i].0).collect();
+        for (i, result) in round
+            .iter()
+            .zip(commit_round(client, statement, &appends).await)
+        {
+            results[*i] = Some(result);
+        }
+        rest = later;
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend("append not attempted".into()))))
+        .collect()
+}
+
+/// One statement, so one round trip and one implicit transaction, whatever the round's size: the
+/// `UPDATE` checks each task's expected seq and fencing token under the row lock (a row another
+/// transaction holds is re-checked once it is free), the `INSERT` creates new tasks, and the journal
+/// rows of exactly the appends that passed are inserted.
+const APPEND_SQL: &str = "
+WITH upd AS (
+  UPDATE radkit_tasks t
+  SET last_seq = v.last_seq, updated_at_ms = $1,
+      state = COALESCE(v.state, t.state),
+      wake_at_ms = CASE WHEN v.set_wake THEN v.wake ELSE t.wake_at_ms END
+  FROM UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[])
+       AS v(id, first_seq, last_seq, fence, state, set_wake, wake)
+  WHERE t.id = v.id AND t.last_seq = v.first_seq - 1 AND (v.fence IS NULL OR t.fence = v.fence)
+  RETURNING t.tid, t.id
+), ins AS (
+  INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms,
+                            updated_at_ms, wake_at_ms, last_seq, lease_owner, lease_expires_ms, fence)
+  SELECT c.id, c.context_id, c.skill_id, c.skill_version, c.principal, c.state, c.created_at_ms, $1,
+         c.wake, c.last_seq, c.owner, c.expires, c.fence
+  FROM UNNEST($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+              $15::bigint[], $16::bigint[], $17::bigint[], $18::text[], $19::bigint[], $20::bigint[])
+       AS c(id, context_id, skill_id, skill_version, principal, state, created_at_ms, wake, last_seq,
+            owner, expires, fence)
+  ON CONFLICT (id) DO NOTHING
+  RETURNING tid, id
+), done AS (
+  SELECT tid, id FROM upd UNION ALL SELECT tid, id FROM ins
+), journal AS (
+  INSERT INTO radkit_journal (tid, seq, last_seq, at_ms, kind, body)
+  SELECT done.tid, j.seq, j.last_seq, $1, j.kind, j.body
+  FROM UNNEST($21::text[], $22::bigint[], $25::bigint[], $23::text[], $24::text[])
+       AS j(id, seq, last_seq, kind, body)
+  JOIN done ON done.id = j.id
+)
+SELECT id FROM done";
+
+/// The journal row of an append: `(kinds, body, last seq)`. One entry is stored as itself; several
+/// as a JSON array of the already encoded entries, with the last one's seq.
+fn journal_row(encoded: &Encoded) -> (String, String, Option<i64>) {
+    match encoded.rows.as_slice() {
+        [(kind, body)] => ((*kind).to_owned(), body.clone(), None),
+        rows => {
+            let kinds: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
+            let mut body = String::with_capacity(rows.iter().map(|(_, b)| b.len() + 1).sum::<usize>() + 1);
+            body.push('[');
+            for (i, (_, entry)) in rows.iter().enumerate() {
+                if i > 0 {
+                    body.push(',');
+                }
+                body.push_str(entry);
+            }
+            body.push(']');
+            let last = encoded.append.first_seq + rows.len() as u64 - 1;
+            (kinds.join(","), body, Some(last as i64))
+        }
+    }
+}
+
+async fn commit_round(
+    client: &Client,
+    statement: &Statement,
+    round: &[&Encoded],
+) -> Vec<Result<(), StoreError>> {
     let now = now_ms();
-    let ids: Vec<&str> = batch
-        .iter()
-        .map(|(e, _)| e.append.task_id.as_str())
-        .collect();
-    // id -> (tid, last seq, fence)
-    let mut rows_by_id: std::collections::HashMap<String, (i64, u64, u64)> = tx
-        .query("SELECT tid, id, last_seq, fence FROM radkit_tasks WHERE id = ANY($1) ORDER BY tid FOR UPDATE", &[&ids])
-        .await?
-        .iter()
-        .map(|r| (r.get::<_, String>(1), (r.get::<_, i64>(0), r.get::<_, i64>(2) as u64, r.get::<_, i64>(3) as u64)))
-        .collect();
-    let mut results = Vec::with_capacity(batch.len());
-    let mut journal: Vec<(i64, i64, &'static str, &str)> = Vec::new();
-    // tid -> (last seq, state, wake change)
-    let mut updates: std::collections::BTreeMap<
-        i64,
-        (i64, Option<&'static str>, Option<Option<i64>>),
-    > = std::collections::BTreeMap::new();
-    for (encoded, _) in batch {
+    // Updates.
+    let mut u_id = Vec::new();
+    let mut u_first = Vec::new();
+    let mut u_last = Vec::new();
+    let mut u_fence: Vec<Option<i64>> = Vec::new();
+    let mut u_state: Vec<Option<&str>> = Vec::new();
+    let mut u_set_wake = Vec::new();
+    let mut u_wake: Vec<Option<i64>> = Vec::new();
+    // Creates.
+    let mut c_id = Vec::new();
+    let mut c_context = Vec::new();
+    let mut c_skill = Vec::new();
+    let mut c_version = Vec::new();
+    let mut c_principal: Vec<Option<&str>> = Vec::new();
+    let mut c_state = Vec::new();
+    let mut c_created = Vec::new();
+    let mut c_wake: Vec<Option<i64>> = Vec::new();
+    let mut c_last = Vec::new();
+    let mut c_owner: Vec<Option<&str>> = Vec::new();
+    let mut c_expires: Vec<Option<i64>> = Vec::new();
+    let mut c_fence = Vec::new();
+    // Journal rows: one per append.
+    let mut j_id = Vec::new();
+    let mut j_seq = Vec::new();
+    let mut j_last: Vec<Option<i64>> = Vec::new();
+    let mut j_kind: Vec<String> = Vec::new();
+    let mut j_body: Vec<String> = Vec::new();
+    let mut refused: Vec<Option<StoreError>> = Vec::with_capacity(round.len());
+    for encoded in round {
         let append = &encoded.append;
-        let conflict = |expected| StoreError::Conflict {
-            task_id: append.task_id.clone(),
-            expected,
-            got: append.first_seq,
-        };
-        let lease_owner = append.lease.as_ref().map(|l| l.owner.as_str());
-        let lease_expires = append.lease.as_ref().map(|l| now + l.ttl_ms);
-        let creation_fence = if append.lease.is_some() {
-            CREATION_TOKEN as i64
-        } else {
-            0
-        };
-        let tid = match (&append.create, rows_by_id.get(&append.task_id).copied()) {
-            (Some(record), None) if append.first_seq == 1 && record.id == append.task_id => {
-                let row = tx
-                    .query_one(
-                        "INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, lease_owner, lease_expires_ms, fence)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING tid",
-                        &[&record.id, &record.context_id, &record.skill_id, &record.skill_version, &record.principal, &record.state.as_str(), &record.created_at_ms, &now, &record.wake_at_ms, &lease_owner, &lease_expires, &creation_fence],
-                    )
-                    .await?;
-                row.get::<_, i64>(0)
+        let last_seq = (append.first_seq + append.entries.len() as u64).saturating_sub(1) as i64;
+        match &append.create {
+            Some(record) if append.first_seq == 1 && record.id == append.task_id => {
+                c_id.push(record.id.as_str());
+                c_context.push(record.context_id.as_str());
+                c_skill.push(record.skill_id.as_str());
+                c_version.push(record.skill_version.as_str());
+                c_principal.push(record.principal.as_deref());
+                c_state.push(append.state.unwrap_or(record.state).as_str());
+                c_created.push(record.created_at_ms);
+                c_wake.push(match append.wake_at_ms {
+                    Some(wake) => wake,
+                    None => record.wake_at_ms,
+                });
+                c_last.push(last_seq);
+                c_owner.push(append.lease.as_ref().map(|l| l.owner.as_str()));
+                c_expires.push(append.lease.as_ref().map(|l| now + l.ttl_ms));
+                c_fence.push(if append.lease.is_some() {
+                    CREATION_TOKEN as i64
+                } else {
+                    0
+                });
             }
-            (Some(_), _) | (None, None) => {
-                results.push(Err(conflict(0)));
-                continue;
-            }
-            // A stale writer is told it was fenced off, whatever seq it thought came next.
-            (None, Some((_, _, fence))) if append.fence.is_some_and(|f| f != fence) => {
-                results.push(Err(StoreError::Fenced {
+            Some(_) => {
+                refused.push(Some(StoreError::Conflict {
                     task_id: append.task_id.clone(),
-                    token: append.fence.unwrap_or_default(),
+                    expected: 1,
+                    got: append.first_seq,
                 }));
                 continue;
             }
-            (None, Some((_, last, _))) if last + 1 != append.first_seq => {
-                results.push(Err(conflict(last + 1)));
-                continue;
+            None => {
+                u_id.push(append.task_id.as_str());
+                u_first.push(append.first_seq as i64);
+                u_last.push(last_seq);
+                u_fence.push(append.fence.map(|f| f as i64));
+                u_state.push(append.state.map(|s| s.as_str()));
+                u_set_wake.push(append.wake_at_ms.is_some());
+                u_wake.push(append.wake_at_ms.flatten());
             }
-            (None, Some((tid, _, _))) => tid,
-        };
-        let fence = rows_by_id.get(&append.task_id).map(|r| r.2).unwrap_or(0);
-        let mut seq = append.first_seq as i64;
-        for (kind, body) in &encoded.rows {
-            journal.push((tid, seq, kind, body.as_str()));
-            seq += 1;
         }
-        let last_seq = seq - 1;
-        rows_by_id.insert(append.task_id.clone(), (tid, last_seq as u64, fence));
-        let entry = updates.entry(tid).or_insert((last_seq, None, None));
-        entry.0 = last_seq;
-        if let Some(state) = append.state {
-            entry.1 = Some(state.as_str());
-        }
-        if let Some(wake) = append.wake_at_ms {
-            entry.2 = Some(wake);
-        }
-        results.push(Ok(()));
+        refused.push(None);
+        let (kind, body, last) = journal_row(encoded);
+        j_id.push(append.task_id.as_str());
+        j_seq.push(append.first_seq as i64);
+        j_last.push(last);
+        j_kind.push(kind);
+        j_body.push(body);
     }
-    for chunk in journal.chunks(2000) {
-        let mut sql =
-            String::from("INSERT INTO radkit_journal (tid, seq, at_ms, kind, body) VALUES ");
-        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(chunk.len() * 5);
-        for (i, (tid, seq, kind, body)) in chunk.iter().enumerate() {
-            if i > 0 {
-                sql.push(',');
+    let params: [&(dyn ToSql + Sync); 25] = [
+        &now, &u_id, &u_first, &u_last, &u_fence, &u_state, &u_set_wake, &u_wake, &c_id, &c_context,
+        &c_skill, &c_version, &c_principal, &c_state, &c_created, &c_wake, &c_last, &c_owner,
+        &c_expires, &c_fence, &j_id, &j_seq, &j_kind, &j_body, &j_last,
+    ];
+    let done: std::collections::HashSet<String> = match client.query(statement, &params).await {
+        Ok(rows) => rows.iter().map(|r| r.get(0)).collect(),
+        Err(e) => return round.iter().map(|_| Err(backend(&e))).collect(),
+    };
+    // Why the others were refused: read their rows now (rare; only to name the error).
+    let failed: Vec<&str> = round
+        .iter()
+        .zip(&refused)
+        .filter(|(e, r)| r.is_none() && !done.contains(&e.append.task_id))
+        .map(|(e, _)| e.append.task_id.as_str())
+        .collect();
+    let mut rows: std::collections::HashMap<String, (u64, u64)> = std::collections::HashMap::new();
+    if !failed.is_empty() {
+        match client
+            .query("SELECT id, last_seq, fence FROM radkit_tasks WHERE id = ANY($1)", &[&failed])
+            .await
+        {
+            Ok(found) => {
+                for r in found {
+                    rows.insert(r.get(0), (r.get::<_, i64>(1) as u64, r.get::<_, i64>(2) as u64));
+                }
             }
-            let b = i * 5;
-            sql.push_str(&format!(
-                "(${}, ${}, ${}, ${}, ${})",
-                b + 1,
-                b + 2,
-                b + 3,
-                b + 4,
-                b + 5
-            ));
-            params.extend([tid as &(dyn ToSql + Sync), seq, &now, kind, body]);
+            Err(e) => tracing::warn!(error = %e, "could not read why appends were refused"),
         }
-        tx.execute(sql.as_str(), &params).await?;
     }
-    if !updates.is_empty() {
-        let tids: Vec<i64> = updates.keys().copied().collect();
-        let last: Vec<i64> = updates.values().map(|u| u.0).collect();
-        let states: Vec<Option<&str>> = updates.values().map(|u| u.1).collect();
-        let set_wake: Vec<bool> = updates.values().map(|u| u.2.is_some()).collect();
-        let wakes: Vec<Option<i64>> = updates.values().map(|u| u.2.flatten()).collect();
-        tx.execute(
-            "UPDATE radkit_tasks t SET last_seq = v.last_seq, updated_at_ms = $6, state = COALESCE(v.state, t.state),
-                    wake_at_ms = CASE WHEN v.set_wake THEN v.wake ELSE t.wake_at_ms END
-             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bool[], $5::bigint[]) AS v(tid, last_seq, state, set_wake, wake)
-             WHERE t.tid = v.tid",
-            &[&tids, &last, &states, &set_wake, &wakes, &now],
-        )
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(results)
+    round
+        .iter()
+        .zip(refused)
+        .map(|(encoded, refused)| {
+            let append = &encoded.append;
+            if let Some(error) = refused {
+                return Err(error);
+            }
+            if done.contains(&append.task_id) {
+                return Ok(());
+            }
+            let conflict = |expected| StoreError::Conflict {
+                task_id: append.task_id.clone(),
+                expected,
+                got: append.first_seq,
+            };
+            match (rows.get(&append.task_id), append.fence) {
+                _ if append.create.is_some() => Err(conflict(0)),
+                (Some((_, fence)), Some(token)) if *fence != token => Err(StoreError::Fenced {
+                    task_id: append.task_id.clone(),
+                    token,
+                }),
+                (Some((last, _)), _) => Err(conflict(last + 1)),
+                (None, _) => Err(conflict(0)),
+            }
+        })
+        .collect()
 }
 
 fn row_to_task(r: &tokio_postgres::Row) -> Result<TaskRecord, StoreError> {
@@ -412,28 +587,34 @@ impl Store for PostgresStore {
             .await?
             .query(
                 "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
-                 WHERE t.id = $1 AND j.seq > $2 ORDER BY j.seq",
+                 WHERE t.id = $1 AND COALESCE(j.last_seq, j.seq) > $2 ORDER BY j.seq",
                 &[&task_id, &(after_seq as i64)],
             )
             .await
             .map_err(backend)?;
-        rows.iter()
-            .map(|r| {
-                let seq = r.get::<_, i64>(0) as u64;
-                let body: String = r.get(2);
-                let entry: Entry =
-                    serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
-                        task_id: task_id.to_owned(),
-                        seq,
-                        reason: e.to_string(),
-                    })?;
-                Ok(JournalRecord {
-                    seq,
-                    at_ms: r.get(1),
-                    entry,
-                })
-            })
-            .collect()
+        let mut records = Vec::new();
+        for r in &rows {
+            let seq = r.get::<_, i64>(0) as u64;
+            let at_ms: i64 = r.get(1);
+            let body: String = r.get(2);
+            let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+                task_id: task_id.to_owned(),
+                seq,
+                reason: e.to_string(),
+            };
+            let entries: Vec<Entry> = if body.starts_with('[') {
+                serde_json::from_str(&body).map_err(corrupt)?
+            } else {
+                vec![serde_json::from_str(&body).map_err(corrupt)?]
+            };
+            records.extend(
+                (seq..)
+                    .zip(entries)
+                    .filter(|(seq, _)| *seq > after_seq)
+                    .map(|(seq, entry)| JournalRecord { seq, at_ms, entry }),
+            );
+        }
+        Ok(records)
     }
 
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {

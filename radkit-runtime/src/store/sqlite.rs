@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
-use super::{Append, Encoded, Store, StoreError, TaskQuery, TaskRecord};
+use super::{Append, Encoded, Store, StoreError, StoreStats, TaskQuery, TaskRecord};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::TaskState;
 
@@ -28,14 +28,6 @@ pub enum Durability {
     Normal,
 }
 
-/// Write statistics: how many appends were committed in how many transactions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    /// Committed transactions.
-    pub batches: u64,
-    /// Appends committed.
-    pub appends: u64,
-}
 
 /// Most appends committed in one transaction.
 const MAX_BATCH: usize = 1024;

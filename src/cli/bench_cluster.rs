@@ -1,0 +1,150 @@
+//! `radkit bench concurrent --store postgres://…`: the concurrent workload on PostgreSQL, in this
+//! process or shared by `--workers N` `radkit worker` processes, in a fresh schema that is dropped
+//! afterwards.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use radkit::model::Message;
+use radkit::store::{PostgresStore, Store, TaskQuery};
+use radkit::Engine;
+use tokio::io::AsyncBufReadExt;
+
+/// A fresh schema in the database `url` names; dropped on `drop_schema`.
+struct Schema {
+    client: tokio_postgres::Client,
+    name: String,
+    url: String,
+}
+
+impl Schema {
+    async fn create(url: &str) -> anyhow::Result<Schema> {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .context("connecting to Postgres")?;
+        tokio::spawn(connection);
+        let name = format!("radkit_bench_{}", radkit::model::new_id().replace('-', ""));
+        client
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .await
+            .context("creating the bench schema")?;
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let url = format!("{url}{sep}options=-csearch_path%3D{name}");
+        Ok(Schema { client, name, url })
+    }
+
+    async fn drop_schema(self) {
+        let _ = self
+            .client
+            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name))
+            .await;
+    }
+}
+
+/// Run the workload; prints one JSON line.
+pub async fn concurrent(url: &str, flows: u64, steps: u64, workers: u64) -> anyhow::Result<()> {
+    let schema = Schema::create(url).await?;
+    let result = if workers == 0 {
+        in_process(&schema.url, flows, steps).await
+    } else {
+        with_workers(&schema.url, flows, steps, workers).await
+    };
+    schema.drop_schema().await;
+    let (elapsed, stats) = result?;
+    let extra = serde_json::json!({
+        "flows": flows,
+        "store": "postgres",
+        "durability": "synchronous_commit=on",
+        "workers": workers,
+        "statements": stats.batches,
+        "appends": stats.appends,
+    });
+    super::bench::report("concurrent", flows * steps, elapsed, extra);
+    Ok(())
+}
+
+async fn in_process(
+    url: &str,
+    flows: u64,
+    steps: u64,
+) -> anyhow::Result<(Duration, radkit::store::StoreStats)> {
+    let (skill, effects) = super::bench::engine_parts()?;
+    let store = PostgresStore::connect(url).await?;
+    let engine = Engine::builder(store.clone())
+        .skill(skill)
+        .effects(effects)
+        .build()?;
+    let started = Instant::now();
+    super::bench::run_tasks(&engine, flows, steps).await?;
+    Ok((started.elapsed(), store.stats()))
+}
+
+/// `workers` `radkit worker` processes share the tasks; this process only submits them (as the
+/// `ticker` skill, `steps` ticks each) and waits until every one completed.
+async fn with_workers(
+    url: &str,
+    flows: u64,
+    steps: u64,
+    workers: u64,
+) -> anyhow::Result<(Duration, radkit::store::StoreStats)> {
+    let store = PostgresStore::connect(url).await?;
+    let exe = std::env::current_exe()?;
+    let mut children = Vec::new();
+    for i in 0..workers {
+        let mut child = tokio::process::Command::new(&exe)
+            .args(["worker", "--store", url, "--poll-ms", "5", "--worker-id"])
+            .arg(format!("bench-worker-{i}"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting a worker")?;
+        // Ready once it prints its banner.
+        let stdout = child.stdout.take().context("worker stdout")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        if lines.next_line().await?.is_none() {
+            bail!("worker {i} exited before it was ready");
+        }
+        children.push(child);
+    }
+    let submit = radkit::demo::engine_builder(store.clone())
+        .max_active_tasks(0)
+        .build()?;
+    let started = Instant::now();
+    for _ in 0..flows {
+        submit
+            .send(None, Some("ticker"), Message::user_text(steps.to_string()))
+            .await?;
+    }
+    loop {
+        let open = store
+            .list(TaskQuery {
+                non_terminal: true,
+                ..TaskQuery::default()
+            })
+            .await?;
+        if open.is_empty() {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!("{} tasks still open after 10 minutes", open.len());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let elapsed = started.elapsed();
+    let failed = store
+        .list(TaskQuery::default())
+        .await?
+        .into_iter()
+        .filter(|t| t.state != radkit::model::TaskState::Completed)
+        .count();
+    for child in &mut children {
+        let _ = child.start_kill();
+    }
+    if failed > 0 {
+        bail!("{failed} bench tasks did not complete");
+    }
+    // This process wrote only the creations; the workers' statements are not counted here.
+    Ok((elapsed, store.stats()))
+}
