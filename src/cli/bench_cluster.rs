@@ -112,11 +112,10 @@ async fn with_workers(
         .max_active_tasks(0)
         .build()?;
     let started = Instant::now();
-    for _ in 0..flows {
-        submit
-            .send(None, Some("ticker"), Message::user_text(steps.to_string()))
-            .await?;
-    }
+    let sends = (0..flows).map(|_| {
+        submit.send(None, Some("ticker"), Message::user_text(steps.to_string()))
+    });
+    futures::future::try_join_all(sends).await?;
     loop {
         let open = store
             .list(TaskQuery {
