@@ -20,7 +20,10 @@ async fn fresh_schema() -> Option<String> {
         let _ = std::io::Write::write_all(&mut std::io::stderr(), b"\n*** SKIPPED: RADKIT_TEST_POSTGRES_URL is not set; `bash .ci/run` sets it and starts PostgreSQL. ***\n");
         return None;
     };
-    let schema = format!("radkit_cluster_{}", radkit::model::new_id().replace('-', ""));
+    let schema = format!(
+        "radkit_cluster_{}",
+        radkit::model::new_id().replace('-', "")
+    );
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .expect("connect to the test database");
@@ -34,7 +37,9 @@ async fn fresh_schema() -> Option<String> {
 }
 
 async fn engine(url: &str, name: &str, ttl_ms: u64) -> Engine {
-    let store = PostgresStore::connect(url).await.expect("connect the store");
+    let store = PostgresStore::connect(url)
+        .await
+        .expect("connect the store");
     demo::engine_builder(store)
         .worker_id(name)
         .lease_ttl(Duration::from_millis(ttl_ms))
@@ -46,7 +51,9 @@ async fn engine(url: &str, name: &str, ttl_ms: u64) -> Engine {
 
 /// An engine that creates tasks and leaves them to the workers.
 async fn submitter(url: &str) -> Engine {
-    let store = PostgresStore::connect(url).await.expect("connect the store");
+    let store = PostgresStore::connect(url)
+        .await
+        .expect("connect the store");
     demo::engine_builder(store)
         .worker_id("submitter")
         .max_active_tasks(0)
@@ -65,7 +72,10 @@ async fn send(engine: &Engine, skill: &str, text: &str) -> String {
 fn check_journal(task_id: &str, journal: &[JournalRecord]) {
     let seqs: Vec<u64> = journal.iter().map(|r| r.seq).collect();
     let expected: Vec<u64> = (1..=journal.len() as u64).collect();
-    assert_eq!(seqs, expected, "task {task_id}: journal has a gap or a duplicate");
+    assert_eq!(
+        seqs, expected,
+        "task {task_id}: journal has a gap or a duplicate"
+    );
     let mut receipts: HashMap<String, usize> = HashMap::new();
     let mut issued = HashSet::new();
     for record in journal {
@@ -189,7 +199,14 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(url: &str, name: &str, log: &Path, stderr: &Path, lease_ms: u64, max_tasks: usize) -> Worker {
+    fn start(
+        url: &str,
+        name: &str,
+        log: &Path,
+        stderr: &Path,
+        lease_ms: u64,
+        max_tasks: usize,
+    ) -> Worker {
         let child = Command::new(env!("CARGO_BIN_EXE_radkit"))
             .args([
                 "worker",
@@ -228,7 +245,9 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-CONT", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -368,9 +387,11 @@ async fn a_worker_paused_past_its_lease_is_fenced_off() {
     .await;
     a.signal("-STOP");
     let b = Worker::start(&url, "worker-b", &log, &dir.path().join("b.err"), 600, 8);
-    wait_for("worker b to take over", Duration::from_secs(60), async || {
-        executions(&log).values().flatten().any(|p| *p == b.pid())
-    })
+    wait_for(
+        "worker b to take over",
+        Duration::from_secs(60),
+        async || executions(&log).values().flatten().any(|p| *p == b.pid()),
+    )
     .await;
     a.signal("-CONT");
     let done = submit.wait_settled(None, &task).await.unwrap();
@@ -388,5 +409,8 @@ async fn a_worker_paused_past_its_lease_is_fenced_off() {
         .into_iter()
         .filter(|(_, pids)| pids.len() > 1)
         .collect();
-    assert!(twice.len() <= 1, "more than the in-flight tick ran twice: {twice:?}");
+    assert!(
+        twice.len() <= 1,
+        "more than the in-flight tick ran twice: {twice:?}"
+    );
 }

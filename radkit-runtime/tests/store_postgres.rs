@@ -46,6 +46,11 @@ async fn postgres_store_passes_the_conformance_suite() {
     conformance::run_all(Arc::new(store)).await;
 }
 
+/// The skill every test task belongs to.
+fn skills() -> Vec<(String, String)> {
+    vec![("s".to_owned(), "1".to_owned())]
+}
+
 fn task_row(id: &str, state: TaskState, wake_at_ms: Option<i64>) -> TaskRecord {
     TaskRecord {
         id: id.into(),
@@ -76,13 +81,18 @@ async fn a_worker_whose_lease_was_taken_over_cannot_append() {
     create(&store, id, TaskState::Working, None).await;
     let leases = store.leases().expect("postgres has leases");
 
-    let a = leases.claim("worker-a", 1, 10).await.unwrap();
+    let a = leases.claim("worker-a", &skills(), 1, 10).await.unwrap();
     assert_eq!(a.len(), 1);
     let token_a = a[0].token;
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let b = leases.claim("worker-b", 60_000, 10).await.unwrap();
+    let b = leases
+        .claim("worker-b", &skills(), 60_000, 10)
+        .await
+        .unwrap();
     assert_eq!(
-        b.iter().map(|l| (l.task_id.as_str(), l.token)).collect::<Vec<_>>(),
+        b.iter()
+            .map(|l| (l.task_id.as_str(), l.token))
+            .collect::<Vec<_>>(),
         vec![(id, token_a + 1)],
         "the expired lease is taken over with a new token"
     );
@@ -95,11 +105,19 @@ async fn a_worker_whose_lease_was_taken_over_cannot_append() {
         "the old owner learns on renewal that it lost the lease"
     );
     assert!(
-        leases.claim("worker-c", 60_000, 10).await.unwrap().is_empty(),
+        leases
+            .claim("worker-c", &skills(), 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty(),
         "a live lease is not claimable"
     );
     assert!(
-        leases.acquire("worker-c", id, 60_000).await.unwrap().is_none(),
+        leases
+            .acquire("worker-c", id, 60_000)
+            .await
+            .unwrap()
+            .is_none(),
         "nor can it be acquired"
     );
 
@@ -112,7 +130,10 @@ async fn a_worker_whose_lease_was_taken_over_cannot_append() {
     let mut stale_and_behind = Append::new(id, 7, vec![Entry::CancelRequested]);
     stale_and_behind.fence = Some(token_a);
     assert!(
-        matches!(store.append(stale_and_behind).await, Err(StoreError::Fenced { .. })),
+        matches!(
+            store.append(stale_and_behind).await,
+            Err(StoreError::Fenced { .. })
+        ),
         "a stale writer learns it was fenced off, whatever seq it sends"
     );
     let mut current = Append::new(id, 2, vec![Entry::CancelRequested]);
@@ -142,7 +163,7 @@ async fn concurrent_claimers_never_get_the_same_task() {
                 let got = store
                     .leases()
                     .unwrap()
-                    .claim(&format!("w{w}"), 60_000, 7)
+                    .claim(&format!("w{w}"), &skills(), 60_000, 7)
                     .await
                     .unwrap();
                 if got.is_empty() {
@@ -170,9 +191,21 @@ async fn only_tasks_with_work_now_are_claimed() {
     };
     let now = radkit_runtime::journal::now_ms();
     create(&store, "waiting-for-input", TaskState::InputRequired, None).await;
-    create(&store, "timer-later", TaskState::Working, Some(now + 60_000)).await;
+    create(
+        &store,
+        "timer-later",
+        TaskState::Working,
+        Some(now + 60_000),
+    )
+    .await;
     create(&store, "timer-due", TaskState::Working, Some(now - 1)).await;
-    create(&store, "input-expired", TaskState::InputRequired, Some(now - 1)).await;
+    create(
+        &store,
+        "input-expired",
+        TaskState::InputRequired,
+        Some(now - 1),
+    )
+    .await;
     create(&store, "done", TaskState::Completed, None).await;
     create(&store, "new", TaskState::Submitted, None).await;
     let mut lease_on_create = Append::new("created-leased", 1, vec![Entry::CancelRequested]);
@@ -184,8 +217,17 @@ async fn only_tasks_with_work_now_are_claimed() {
     store.append(lease_on_create).await.unwrap();
     let leases = store.leases().unwrap();
 
+    let other_version = [("s".to_owned(), "2".to_owned())];
+    assert!(
+        leases
+            .claim("w", &other_version, 60_000, 100)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a worker claims only tasks of the skills and versions it runs"
+    );
     let mut claimed: Vec<String> = leases
-        .claim("w", 60_000, 100)
+        .claim("w", &skills(), 60_000, 100)
         .await
         .unwrap()
         .into_iter()
@@ -196,7 +238,11 @@ async fn only_tasks_with_work_now_are_claimed() {
 
     // The creator's lease carries the creation token, and renews like any other.
     assert!(leases
-        .renew("creator", &[("created-leased".into(), CREATION_TOKEN)], 60_000)
+        .renew(
+            "creator",
+            &[("created-leased".into(), CREATION_TOKEN)],
+            60_000
+        )
         .await
         .unwrap()
         .is_empty());
@@ -205,8 +251,11 @@ async fn only_tasks_with_work_now_are_claimed() {
     store.append(append).await.unwrap();
 
     // Released, a task with work is claimable again; one waiting for input is not.
-    leases.release("creator", "created-leased", CREATION_TOKEN).await.unwrap();
-    let again = leases.claim("w2", 60_000, 100).await.unwrap();
+    leases
+        .release("creator", "created-leased", CREATION_TOKEN)
+        .await
+        .unwrap();
+    let again = leases.claim("w2", &skills(), 60_000, 100).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].task_id, "created-leased");
     assert_eq!(again[0].token, CREATION_TOKEN + 1);
@@ -225,7 +274,11 @@ async fn only_tasks_with_work_now_are_claimed() {
         vec!["waiting-for-input".to_owned()]
     );
     assert!(
-        leases.acquire("w3", "done", 60_000).await.unwrap().is_none(),
+        leases
+            .acquire("w3", "done", 60_000)
+            .await
+            .unwrap()
+            .is_none(),
         "finished tasks take no lease"
     );
 }

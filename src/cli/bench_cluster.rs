@@ -112,9 +112,8 @@ async fn with_workers(
         .max_active_tasks(0)
         .build()?;
     let started = Instant::now();
-    let sends = (0..flows).map(|_| {
-        submit.send(None, Some("ticker"), Message::user_text(steps.to_string()))
-    });
+    let sends = (0..flows)
+        .map(|_| submit.send(None, Some("ticker"), Message::user_text(steps.to_string())));
     futures::future::try_join_all(sends).await?;
     loop {
         let open = store

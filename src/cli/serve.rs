@@ -67,7 +67,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (builder, location) = match args.store.as_deref() {
         Some(url) if crate::cli::worker::is_postgres(url) => {
             let store = radkit::store::PostgresStore::connect(url).await?;
-            (args.cluster.apply(demo::engine_builder(store)), "postgres".to_owned())
+            (
+                args.cluster.apply(demo::engine_builder(store)),
+                "postgres".to_owned(),
+            )
         }
         other => {
             let store = open_sqlite(other, &args.data_dir, &args.durability)?;

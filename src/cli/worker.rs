@@ -67,7 +67,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let store = radkit::store::PostgresStore::connect(&args.store)
         .await
         .context("opening the Postgres store")?;
-    let engine: Engine = args.cluster.apply(demo::engine_builder(store)).start().await?;
+    let engine: Engine = args
+        .cluster
+        .apply(demo::engine_builder(store))
+        .start()
+        .await?;
     println!(
         "radkit worker {} claiming tasks of {}",
         engine.worker_id(),

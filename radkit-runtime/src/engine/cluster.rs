@@ -120,10 +120,7 @@ impl Inner {
         if lost {
             return;
         }
-        if let Err(e) = leases
-            .release(&self.config.worker_id, task_id, token)
-            .await
-        {
+        if let Err(e) = leases.release(&self.config.worker_id, task_id, token).await {
             // It expires on its own.
             tracing::warn!(task = %task_id, error = %e, "lease not released");
         }
@@ -200,8 +197,13 @@ impl Inner {
         if room == 0 {
             return Ok(());
         }
+        let skills: Vec<(String, String)> = self
+            .skills
+            .values()
+            .map(|s| (s.info().id.clone(), s.info().version.clone()))
+            .collect();
         let claimed = leases
-            .claim(&self.config.worker_id, self.ttl_ms(), room)
+            .claim(&self.config.worker_id, &skills, self.ttl_ms(), room)
             .await?;
         for lease in claimed {
             tracing::debug!(task = %lease.task_id, token = lease.token, "claimed");

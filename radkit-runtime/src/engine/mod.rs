@@ -535,8 +535,8 @@ impl Engine {
         run.mode = mode;
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
-        let drive_here = !self.inner.shared()
-            || self.inner.held_count() < self.inner.config.max_active_tasks;
+        let drive_here =
+            !self.inner.shared() || self.inner.held_count() < self.inner.config.max_active_tasks;
         if self.inner.shared() && drive_here {
             run.fence = Some(CREATION_TOKEN);
             run.new_lease = Mutex::new(Some(NewLease {
@@ -580,6 +580,13 @@ impl Engine {
         let record = self.visible(principal, task_id).await?;
         if record.state.is_terminal() {
             return Err(EngineError::TaskFinished {
+                task_id: task_id.to_owned(),
+                state: record.state,
+            });
+        }
+        if self.inner.shared() && record.state != TaskState::InputRequired {
+            // The row changes in the same statement as the journal: the task is not waiting.
+            return Err(EngineError::NotAwaitingInput {
                 task_id: task_id.to_owned(),
                 state: record.state,
             });

@@ -250,7 +250,11 @@ impl TaskRun {
         append.fence = self.fence;
         append.create = self.create.lock().unwrap_or_else(|p| p.into_inner()).take();
         if append.create.is_some() {
-            append.lease = self.new_lease.lock().unwrap_or_else(|p| p.into_inner()).take();
+            append.lease = self
+                .new_lease
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
         }
         match self.store.append(append).await {
             Err(e @ StoreError::Fenced { .. }) => {

@@ -38,10 +38,16 @@ pub struct NewLease {
 #[async_trait]
 pub trait Leases: Send + Sync {
     /// Claim up to `limit` tasks that have work now and whose lease is free or expired: submitted or
-    /// working tasks without a pending timer, tasks whose timer is due, and tasks asked to cancel.
-    /// Two concurrent claimers never get the same task (`FOR UPDATE SKIP LOCKED`).
-    async fn claim(&self, owner: &str, ttl_ms: i64, limit: usize)
-        -> Result<Vec<Lease>, StoreError>;
+    /// working tasks without a pending timer, tasks whose timer is due, and tasks asked to cancel —
+    /// only tasks of the `(skill id, version)` pairs in `skills`, the ones the claimer can run. Two
+    /// concurrent claimers never get the same task (`FOR UPDATE SKIP LOCKED`).
+    async fn claim(
+        &self,
+        owner: &str,
+        skills: &[(String, String)],
+        ttl_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<Lease>, StoreError>;
 
     /// Take the lease on one unfinished task if it is free, expired or already `owner`'s (bumping its
     /// token); `None` while another owner holds it.

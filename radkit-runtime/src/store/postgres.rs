@@ -270,7 +270,11 @@ async fn writer_loop(
             Some((c, append)) => commit_batch(c, append, &batch).await,
             None => batch
                 .iter()
-                .map(|_| Err(StoreError::Backend("postgres writer is not connected".into())))
+                .map(|_| {
+                    Err(StoreError::Backend(
+                        "postgres writer is not connected".into(),
+                    ))
+                })
                 .collect(),
         };
         stats
@@ -370,7 +374,8 @@ fn journal_row(encoded: &Encoded) -> (String, String, Option<i64>) {
         [(kind, body)] => ((*kind).to_owned(), body.clone(), None),
         rows => {
             let kinds: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
-            let mut body = String::with_capacity(rows.iter().map(|(_, b)| b.len() + 1).sum::<usize>() + 1);
+            let mut body =
+                String::with_capacity(rows.iter().map(|(_, b)| b.len() + 1).sum::<usize>() + 1);
             body.push('[');
             for (i, (_, entry)) in rows.iter().enumerate() {
                 if i > 0 {
@@ -471,9 +476,31 @@ async fn commit_round(
         j_body.push(body);
     }
     let params: [&(dyn ToSql + Sync); 25] = [
-        &now, &u_id, &u_first, &u_last, &u_fence, &u_state, &u_set_wake, &u_wake, &c_id, &c_context,
-        &c_skill, &c_version, &c_principal, &c_state, &c_created, &c_wake, &c_last, &c_owner,
-        &c_expires, &c_fence, &j_id, &j_seq, &j_kind, &j_body, &j_last,
+        &now,
+        &u_id,
+        &u_first,
+        &u_last,
+        &u_fence,
+        &u_state,
+        &u_set_wake,
+        &u_wake,
+        &c_id,
+        &c_context,
+        &c_skill,
+        &c_version,
+        &c_principal,
+        &c_state,
+        &c_created,
+        &c_wake,
+        &c_last,
+        &c_owner,
+        &c_expires,
+        &c_fence,
+        &j_id,
+        &j_seq,
+        &j_kind,
+        &j_body,
+        &j_last,
     ];
     let done: std::collections::HashSet<String> = match client.query(statement, &params).await {
         Ok(rows) => rows.iter().map(|r| r.get(0)).collect(),
@@ -489,12 +516,18 @@ async fn commit_round(
     let mut rows: std::collections::HashMap<String, (u64, u64)> = std::collections::HashMap::new();
     if !failed.is_empty() {
         match client
-            .query("SELECT id, last_seq, fence FROM radkit_tasks WHERE id = ANY($1)", &[&failed])
+            .query(
+                "SELECT id, last_seq, fence FROM radkit_tasks WHERE id = ANY($1)",
+                &[&failed],
+            )
             .await
         {
             Ok(found) => {
                 for r in found {
-                    rows.insert(r.get(0), (r.get::<_, i64>(1) as u64, r.get::<_, i64>(2) as u64));
+                    rows.insert(
+                        r.get(0),
+                        (r.get::<_, i64>(1) as u64, r.get::<_, i64>(2) as u64),
+                    );
                 }
             }
             Err(e) => tracing::warn!(error = %e, "could not read why appends were refused"),
@@ -671,11 +704,14 @@ impl Leases for PostgresStore {
     async fn claim(
         &self,
         owner: &str,
+        skills: &[(String, String)],
         ttl_ms: i64,
         limit: usize,
     ) -> Result<Vec<Lease>, StoreError> {
         let now = now_ms();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let skill_ids: Vec<&str> = skills.iter().map(|(id, _)| id.as_str()).collect();
+        let versions: Vec<&str> = skills.iter().map(|(_, v)| v.as_str()).collect();
         let rows = self
             .reader()
             .await?
@@ -688,10 +724,12 @@ impl Leases for PostgresStore {
                                OR wake_at_ms <= $3 OR cancel_requested)
                           AND state NOT IN {TERMINAL}
                           AND (lease_expires_ms IS NULL OR lease_expires_ms < $3)
+                          AND (skill_id, skill_version) IN
+                              (SELECT * FROM UNNEST($5::text[], $6::text[]))
                         ORDER BY tid LIMIT $4 FOR UPDATE SKIP LOCKED)
                      RETURNING id, fence, cancel_requested"
                 ),
-                &[&owner, &(now + ttl_ms), &now, &limit],
+                &[&owner, &(now + ttl_ms), &now, &limit, &skill_ids, &versions],
             )
             .await
             .map_err(backend)?;

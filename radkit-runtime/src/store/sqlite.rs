@@ -28,7 +28,6 @@ pub enum Durability {
     Normal,
 }
 
-
 /// Most appends committed in one transaction.
 const MAX_BATCH: usize = 1024;
 
