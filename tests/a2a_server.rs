@@ -1,47 +1,21 @@
 //! The `radkit serve` binary over real HTTP: the official A2A Python SDK as an external client, a Rust
 //! client over reqwest, and a server killed with SIGKILL in the middle of a streamed task.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{json, Value};
 
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod common;
+use common::{read_events, rpc, user, Server};
 
 /// Start `radkit serve` on a free port over `data_dir`.
 fn serve(data_dir: &Path, extra: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_radkit"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start radkit serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("banner");
-    let url = line
-        .split(" on ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .expect("url in banner")
-        .trim_end_matches('/')
-        .to_owned();
-    Server { child, url }
+    let dir = data_dir.to_str().expect("utf-8 path");
+    let mut args = vec!["--data-dir", dir];
+    args.extend_from_slice(extra);
+    common::serve(&args)
 }
 
 fn python() -> Option<String> {
@@ -87,36 +61,6 @@ fn official_python_sdk_with_bearer_auth() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path(), &["--token", "s3cret=alice"]);
     run_sdk_check(&server.url, Some("s3cret"));
-}
-
-async fn rpc(
-    client: &reqwest::Client,
-    url: &str,
-    token: Option<&str>,
-    method: &str,
-    params: Value,
-) -> Value {
-    let mut req = client
-        .post(format!("{url}/"))
-        .json(&json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params }));
-    if let Some(token) = token {
-        req = req.bearer_auth(token);
-    }
-    req.send().await.unwrap().json().await.unwrap()
-}
-
-fn user(text: &str) -> Value {
-    json!({ "role": "user", "parts": [{ "kind": "text", "text": text }], "messageId": uuid(), "kind": "message" })
-}
-
-fn uuid() -> String {
-    format!(
-        "m-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
 }
 
 #[tokio::test]
@@ -213,31 +157,6 @@ async fn accepted_output_modes_filter_artifact_parts() {
     );
     let all = rpc(&client, &server.url, None, "tasks/get", json!({ "id": id })).await;
     assert_eq!(all["result"]["artifacts"][0]["name"], "final.txt");
-}
-
-/// Read SSE `data:` payloads until a `final: true` status (or the stream ends).
-async fn read_events(resp: reqwest::Response, stop_early: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let mut events = Vec::new();
-    let mut buf = String::new();
-    let mut body = resp.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let Ok(chunk) = chunk else { break };
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find("\n\n") {
-            let frame: String = buf.drain(..end + 2).collect();
-            for line in frame.lines() {
-                if let Some(data) = line.strip_prefix("data: ") {
-                    let v: Value = serde_json::from_str(data).unwrap();
-                    let is_final = v["result"]["final"] == true;
-                    events.push(v);
-                    if is_final || stop_early(&events) {
-                        return events;
-                    }
-                }
-            }
-        }
-    }
-    events
 }
 
 fn chunks(events: &[Value]) -> Vec<String> {

@@ -13,6 +13,9 @@ use radkit::journal::{Entry, JournalRecord};
 use radkit::model::{Message, TaskState};
 use radkit::store::{PostgresStore, Store, TaskQuery};
 use radkit::Engine;
+use serde_json::json;
+
+mod common;
 
 /// A URL whose search path is a fresh schema, or `None` (loudly) when no database is configured.
 async fn fresh_schema() -> Option<String> {
@@ -413,4 +416,63 @@ async fn a_worker_paused_past_its_lease_is_fenced_off() {
         twice.len() <= 1,
         "more than the in-flight tick ran twice: {twice:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another() {
+    let Some(url) = fresh_schema().await else {
+        return;
+    };
+    let lease = [
+        "--store",
+        url.as_str(),
+        "--lease-ms",
+        "1500",
+        "--poll-ms",
+        "25",
+    ];
+    let mut a = common::serve(&lease);
+    let b = common::serve(&lease);
+    let client = reqwest::Client::new();
+    let mut message = common::user("40 20");
+    message["metadata"] = json!({ "skillId": "ticker" });
+    let sent = common::rpc(
+        &client,
+        &a.url,
+        None,
+        "message/send",
+        json!({ "message": message, "configuration": { "blocking": false } }),
+    )
+    .await;
+    let task_id = sent["result"]["id"].as_str().expect("a task").to_owned();
+    // B follows the task over A2A while A runs it.
+    let stream = client
+        .post(format!("{}/", b.url))
+        .json(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tasks/resubscribe", "params": { "id": task_id } }))
+        .send()
+        .await
+        .unwrap();
+    let store = PostgresStore::connect(&url).await.unwrap();
+    wait_for("a few ticks on A", Duration::from_secs(60), async || {
+        store
+            .task(&task_id)
+            .await
+            .unwrap()
+            .is_some_and(|t| t.last_seq > 10)
+    })
+    .await;
+    a.child.kill().unwrap();
+    let _ = a.child.wait();
+    // B takes the task over when A's lease expires; its stream ends with the completed status.
+    let events = common::read_events(stream, |_| false).await;
+    assert!(
+        events.iter().all(|e| e["id"] == 9),
+        "every event answers the request"
+    );
+    let last = events.last().expect("events");
+    assert_eq!(last["result"]["final"], true);
+    assert_eq!(last["result"]["status"]["state"], "completed");
+    let got = common::rpc(&client, &b.url, None, "tasks/get", json!({ "id": task_id })).await;
+    assert_eq!(got["result"]["status"]["state"], "completed");
+    check_journal(&task_id, &store.journal(&task_id, 0).await.unwrap());
 }
