@@ -168,7 +168,51 @@ async fn a_halted_engines_task_is_taken_over_when_its_lease_expires() {
     })
     .await;
     a.halt(); // a crash: the lease is not given back
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(lease_owner(&url, &task).await.as_deref(), Some("engine-a"));
     let b = engine(&url, "engine-b", 400).await;
+    let done = b.wait_settled(None, &task).await.unwrap();
+    assert_eq!(done.status.state, TaskState::Completed);
+    check_journal(&task, &b.journal(None, &task).await.unwrap());
+}
+
+/// Who holds the task's lease, read straight from its row.
+async fn lease_owner(url: &str, task_id: &str) -> Option<String> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .query_one(
+            "SELECT lease_owner FROM radkit_tasks WHERE id = $1",
+            &[&task_id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_gives_the_leases_back_for_another_engine_to_continue() {
+    let Some(url) = fresh_schema().await else {
+        return;
+    };
+    // Leases long enough that only a release lets B continue within the test's lifetime.
+    let a = engine(&url, "engine-a", 600_000).await;
+    let task = send(&a, "ticker", "60 5").await;
+    let store = a.store().clone();
+    wait_for("a few ticks", Duration::from_secs(30), async || {
+        store.task(&task).await.unwrap().unwrap().last_seq > 10
+    })
+    .await;
+    assert_eq!(lease_owner(&url, &task).await.as_deref(), Some("engine-a"));
+    a.shutdown().await;
+    assert_eq!(
+        lease_owner(&url, &task).await,
+        None,
+        "shutdown released the lease"
+    );
+    let b = engine(&url, "engine-b", 600_000).await;
     let done = b.wait_settled(None, &task).await.unwrap();
     assert_eq!(done.status.state, TaskState::Completed);
     check_journal(&task, &b.journal(None, &task).await.unwrap());

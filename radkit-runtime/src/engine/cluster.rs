@@ -100,8 +100,12 @@ impl Inner {
         }
     }
 
-    /// Give back the lease `run` holds (it waits, finished or stopped).
+    /// Give back the lease `run` holds (it waits, finished or stopped). A halted engine keeps its
+    /// leases, as a crashed one would: they expire, unless `Engine::shutdown` gives them back.
     pub(crate) async fn disown(&self, run: &TaskRun) {
+        if self.halted.load(Ordering::SeqCst) {
+            return;
+        }
         if let Some(token) = run.fence {
             self.give_back(&run.task_id, token, run.lease_lost()).await;
         }

@@ -251,6 +251,8 @@ pub struct Subscription {
     last_seq: u64,
     engine: Engine,
     terminal_seen: bool,
+    /// Store reads in a row that found nothing new (shared stores).
+    quiet_polls: u32,
 }
 
 impl Drop for Subscription {
@@ -273,10 +275,17 @@ impl Subscription {
                 return Some(self.seen(record));
             }
             let received = if self.engine.inner.shared() {
-                // Other engines commit this task's records too: read the store when it is quiet.
-                match tokio::time::timeout(self.engine.inner.config.poll, self.rx.recv()).await {
-                    Ok(received) => received,
+                // Other engines commit this task's records too: read the store when it is quiet,
+                // less and less often while nothing happens (a task may wait a day for a human).
+                let quiet = self.engine.inner.config.poll * (1 << self.quiet_polls.min(4));
+                match tokio::time::timeout(quiet.min(Duration::from_secs(2)), self.rx.recv()).await
+                {
+                    Ok(received) => {
+                        self.quiet_polls = 0;
+                        received
+                    }
                     Err(_) => {
+                        self.quiet_polls += 1;
                         match self
                             .engine
                             .inner
@@ -284,7 +293,12 @@ impl Subscription {
                             .journal(&self.task_id, self.last_seq)
                             .await
                         {
-                            Ok(records) => self.backlog.extend(records),
+                            Ok(records) => {
+                                if !records.is_empty() {
+                                    self.quiet_polls = 0;
+                                }
+                                self.backlog.extend(records)
+                            }
                             Err(_) => return None,
                         }
                         continue;
@@ -811,6 +825,7 @@ impl Engine {
             last_seq: after_seq,
             engine: self.clone(),
             terminal_seen: false,
+            quiet_polls: 0,
         })
     }
 
