@@ -219,6 +219,38 @@ async fn shutdown_gives_the_leases_back_for_another_engine_to_continue() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_timer_fires_on_whichever_worker_is_free() {
+    let Some(url) = fresh_schema().await else {
+        return;
+    };
+    let a = engine(&url, "engine-a", 2_000).await;
+    let task = send(&a, "report", "timers").await;
+    let store = a.store().clone();
+    // The report pauses on a durable timer; A gives the lease back while it waits, then dies.
+    wait_for("the pause", Duration::from_secs(30), async || {
+        store
+            .task(&task)
+            .await
+            .unwrap()
+            .unwrap()
+            .wake_at_ms
+            .is_some()
+    })
+    .await;
+    wait_for(
+        "the lease to be given back",
+        Duration::from_secs(30),
+        async || lease_owner(&url, &task).await.is_none(),
+    )
+    .await;
+    a.halt();
+    let b = engine(&url, "engine-b", 2_000).await;
+    let done = b.wait_settled(None, &task).await.unwrap();
+    assert_eq!(done.status.state, TaskState::Completed);
+    check_journal(&task, &b.journal(None, &task).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submit_only_engine_leaves_its_tasks_to_the_workers() {
     let Some(url) = fresh_schema().await else {
         return;
