@@ -137,6 +137,19 @@ pub enum Entry {
         /// Its outcome.
         outcome: Result<serde_json::Value, EffectError>,
     },
+    /// Everything replay needs from the journal so far, written after a `goto` transition every
+    /// `checkpoint_every` visits: a task is reloaded from its first entry and its last checkpoint, so
+    /// resuming a long-running task costs the same as resuming a short one.
+    Checkpoint {
+        /// The visit that just ended.
+        visit: u64,
+        /// The state the `goto` moved to.
+        state: serde_json::Value,
+        /// The task's status.
+        status: TaskState,
+        /// `Compensate` commands with successful receipts, in issue order (what a cancel undoes).
+        compensable: Vec<Compensable>,
+    },
     /// The task ended.
     Terminal {
         /// Final state.
@@ -166,9 +179,21 @@ impl Entry {
             Entry::StatusChanged { .. } => "status_changed",
             Entry::CancelRequested => "cancel_requested",
             Entry::Compensated { .. } => "compensated",
+            Entry::Checkpoint { .. } => "checkpoint",
             Entry::Terminal { .. } => "terminal",
         }
     }
+}
+
+/// A command a cancel would compensate, as a checkpoint carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compensable {
+    /// The command's id.
+    pub id: InvocationId,
+    /// The command.
+    pub cmd: Cmd,
+    /// Its successful receipt.
+    pub receipt: Receipt,
 }
 
 /// A present field is `Some`, even when it holds JSON `null` (a unit state is a real state).

@@ -121,10 +121,13 @@ fn op() -> impl Strategy<Value = String> {
 }
 
 /// Send every op (answering input-required each time), then `done`; crash once at the `crash_at`-th
-/// boundary if given, recovering with a fresh engine. Returns the final status text and the journal.
+/// boundary if given, recovering with a fresh engine (which replays from the last checkpoint: the
+/// memory store hands out only the first entry and what follows it). Returns the final status text
+/// and the journal.
 async fn run(
     ops: &[String],
     crash_at: Option<u32>,
+    checkpoint_every: u64,
 ) -> (String, Vec<radkit_runtime::journal::JournalRecord>) {
     let store = MemoryStore::new();
     let calls = Arc::new(AtomicU32::new(0));
@@ -136,6 +139,7 @@ async fn run(
     let mut engine = Engine::builder(store.clone())
         .skill(Accumulator)
         .effects(effects(calls.clone()))
+        .checkpoint_every(checkpoint_every)
         .fault_hook(hook)
         .build()
         .unwrap();
@@ -147,6 +151,7 @@ async fn run(
             engine = Engine::builder(store.clone())
                 .skill(Accumulator)
                 .effects(effects(calls.clone()))
+                .checkpoint_every(checkpoint_every)
                 .start()
                 .await
                 .unwrap();
@@ -199,6 +204,7 @@ async fn run(
         engine = Engine::builder(store.clone())
             .skill(Accumulator)
             .effects(effects(calls.clone()))
+            .checkpoint_every(checkpoint_every)
             .start()
             .await
             .unwrap();
@@ -214,7 +220,7 @@ async fn run(
             task = settled(&engine, &id) => return (status_text(&task), engine.journal(None, &id).await.unwrap()),
             () = halted => {
                 // The crash came while the last op ran: recover and wait again.
-                engine = Engine::builder(store.clone()).skill(Accumulator).effects(effects(calls.clone())).start().await.unwrap();
+                engine = Engine::builder(store.clone()).skill(Accumulator).effects(effects(calls.clone())).checkpoint_every(checkpoint_every).start().await.unwrap();
             }
         }
     }
@@ -274,18 +280,24 @@ proptest! {
     #[test]
     fn replaying_the_journal_rebuilds_the_same_state(ops in proptest::collection::vec(op(), 0..8)) {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let (text, journal) = rt.block_on(run(&ops, None));
+        let (text, journal) = rt.block_on(run(&ops, None, 1));
         prop_assert!(text.starts_with("total"), "{}", text);
+        if ops.iter().any(|op| op.starts_with("hop")) {
+            prop_assert!(
+                journal.iter().any(|r| matches!(r.entry, Entry::Checkpoint { .. })),
+                "a goto with nothing outstanding writes a checkpoint"
+            );
+        }
         rebuild_matches_journal(&journal)?;
         let seqs: Vec<u64> = journal.iter().map(|r| r.seq).collect();
         prop_assert_eq!(seqs, (1..=journal.len() as u64).collect::<Vec<_>>(), "no gap, no duplicate");
     }
 
     #[test]
-    fn a_crash_anywhere_ends_in_the_same_state(ops in proptest::collection::vec(op(), 1..6), crash_at in 0u32..12) {
+    fn a_crash_anywhere_ends_in_the_same_state(ops in proptest::collection::vec(op(), 1..6), crash_at in 0u32..12, every in 0u64..3) {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let (expected, _) = rt.block_on(run(&ops, None));
-        let (text, journal) = rt.block_on(run(&ops, Some(crash_at)));
+        let (expected, _) = rt.block_on(run(&ops, None, 0));
+        let (text, journal) = rt.block_on(run(&ops, Some(crash_at), every));
         prop_assert_eq!(text, expected);
         rebuild_matches_journal(&journal)?;
     }

@@ -119,6 +119,12 @@ pub fn describe(record: &JournalRecord) -> String {
         ),
         Entry::StatusChanged { state } => format!("status: {}", state.as_str()),
         Entry::CancelRequested => "cancel requested".to_owned(),
+        Entry::Checkpoint {
+            visit, compensable, ..
+        } => format!(
+            "checkpoint after visit {visit} ({} compensable)",
+            compensable.len()
+        ),
         Entry::Compensated { id, outcome } => format!(
             "compensated {id}: {}",
             if outcome.is_ok() { "ok" } else { "failed" }

@@ -12,7 +12,7 @@ use super::Inner;
 use crate::flow::{
     Cmd, CmdKind, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition,
 };
-use crate::journal::{now_ms, Entry};
+use crate::journal::{now_ms, Compensable, Entry};
 use crate::model::{Message, Part, TaskState};
 
 /// Journal an engine-performed effect (emit, progress) together with its receipt.
@@ -320,6 +320,38 @@ impl Inner {
         }
     }
 
+    /// Every `checkpoint_every` visits, after a `goto` that leaves nothing outstanding, journal a
+    /// checkpoint (replay restarts from it) and forget the commands only replay needed.
+    fn checkpoint(&self, st: &mut RunState, visit: u64) {
+        let every = self.config.checkpoint_every;
+        let quiet = st.queue.len() == 1 && st.commands.values().all(|c| c.receipt.is_some());
+        if every == 0 || visit % every != 0 || st.cancel_requested || !quiet {
+            return;
+        }
+        let compensable: Vec<Compensable> = st
+            .compensable
+            .iter()
+            .filter_map(|id| {
+                let rec = st.commands.get(id)?;
+                Some(Compensable {
+                    id: id.clone(),
+                    cmd: rec.cmd.clone(),
+                    receipt: rec.receipt.clone()?,
+                })
+            })
+            .collect();
+        let entry = Entry::Checkpoint {
+            visit,
+            state: st.state.clone(),
+            status: st.status,
+            compensable,
+        };
+        st.push(entry);
+        let keep: std::collections::HashSet<InvocationId> =
+            st.compensable.iter().cloned().collect();
+        st.commands.retain(|id, _| keep.contains(id));
+    }
+
     /// Journal a transition and queue what follows it.
     async fn apply(
         self: &Arc<Self>,
@@ -341,6 +373,7 @@ impl Inner {
             return Err(self.finish_failed(run, reason).await);
         }
         let kind = next_kind(&next);
+        let plain_goto = matches!(next, Next::Goto(_)) && cmds.is_empty();
         let new_state = match &next {
             Next::To(s) | Next::Goto(s) | Next::AwaitInput { state: s, .. } => Some(s.clone()),
             _ => None,
@@ -399,6 +432,9 @@ impl Inner {
                     st.set_status(TaskState::InputRequired);
                 }
                 st.queue.push_back(Work::Execute(id));
+            }
+            if plain_goto {
+                self.checkpoint(&mut st, visit);
             }
         }
         match next {

@@ -53,6 +53,9 @@ pub struct EngineConfig {
     pub poll: Duration,
     /// Tasks a worker drives at once (shared stores only); `0` makes an engine that only submits.
     pub max_active_tasks: usize,
+    /// Visits between journal checkpoints (`0`: never). Reloading a task replays its journal from
+    /// the last checkpoint only.
+    pub checkpoint_every: u64,
 }
 
 impl Default for EngineConfig {
@@ -66,6 +69,7 @@ impl Default for EngineConfig {
             lease_ttl: Duration::from_secs(10),
             poll: Duration::from_millis(100),
             max_active_tasks: 256,
+            checkpoint_every: 64,
         }
     }
 }
@@ -149,6 +153,13 @@ impl EngineBuilder {
     /// Tasks driven at once on a shared store (default 256); `0` only submits, for other workers.
     pub fn max_active_tasks(mut self, n: usize) -> Self {
         self.config.max_active_tasks = n;
+        self
+    }
+
+    /// Journal a checkpoint every `visits` step visits (default 64; `0` never): reloading a task
+    /// replays only what follows its last checkpoint.
+    pub fn checkpoint_every(mut self, visits: u64) -> Self {
+        self.config.checkpoint_every = visits;
         self
     }
 
@@ -981,7 +992,7 @@ impl Inner {
         task_id: &str,
         fence: Option<u64>,
     ) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
-        let records = self.store.journal(task_id, 0).await?;
+        let records = self.store.journal_for_replay(task_id).await?;
         let first_skill = records.iter().find_map(|r| match &r.entry {
             Entry::TaskCreated { skill_id, .. } => Some(skill_id.clone()),
             _ => None,

@@ -162,6 +162,40 @@ pub(crate) fn replay(
             Entry::StatusChanged { state } | Entry::Terminal { state, .. } => status = *state,
             Entry::CancelRequested => cancel_requested = true,
             Entry::Compensated { id, .. } => compensable.retain(|c| c != id),
+            Entry::Checkpoint {
+                visit: v,
+                state: s,
+                status: st,
+                compensable: kept,
+            } => {
+                // Written right after a `goto` transition with nothing outstanding: what came before
+                // matters only through these fields.
+                commands = kept
+                    .iter()
+                    .map(|c| {
+                        let rec = CmdRec {
+                            cmd: c.cmd.clone(),
+                            receipt: Some(c.receipt.clone()),
+                            attempts: c.receipt.attempt,
+                            transition: false,
+                            fire_at_ms: None,
+                            recovered: true,
+                        };
+                        (c.id.clone(), rec)
+                    })
+                    .collect();
+                compensable = kept.iter().map(|c| c.id.clone()).collect();
+                transition_order.clear();
+                delivered.clear();
+                state = Some(s.clone());
+                visit = *v;
+                status = *st;
+                open = None;
+                pending_goto = true;
+                awaiting = None;
+                unconsumed = None;
+                activated = true;
+            }
             Entry::MessageEmitted { .. }
             | Entry::Progress { .. }
             | Entry::ArtifactEmitted { .. } => {}

@@ -377,8 +377,66 @@ pub async fn list_filters(store: &dyn Store) {
 }
 
 /// Run the whole suite against `store`.
+/// `journal_for_replay` holds the first entry and everything from the last checkpoint on, in order.
+pub async fn replay_reads_from_the_last_checkpoint(store: &dyn Store) {
+    let id = fresh_id("cp");
+    store.append(create(&id, None)).await.expect("create");
+    let checkpoint = |visit| Entry::Checkpoint {
+        visit,
+        state: serde_json::json!({ "visit": visit }),
+        status: TaskState::Working,
+        compensable: Vec::new(),
+    };
+    let status = || Entry::StatusChanged {
+        state: TaskState::Working,
+    };
+    // Seqs 2..=3, then 4..=6 with a checkpoint at 5, then 7..=8 with one at 7, then 9.
+    let appends = [
+        vec![status(), status()],
+        vec![status(), checkpoint(1), status()],
+        vec![checkpoint(2), status()],
+        vec![status()],
+    ];
+    let mut seq = 2;
+    for entries in appends {
+        let n = entries.len() as u64;
+        store
+            .append(Append::new(&id, seq, entries))
+            .await
+            .expect("append");
+        seq += n;
+    }
+    let all = store.journal(&id, 0).await.expect("journal");
+    let replay = store
+        .journal_for_replay(&id)
+        .await
+        .expect("journal for replay");
+    assert_eq!(
+        replay.first(),
+        all.first(),
+        "the first entry is always there"
+    );
+    let tail: Vec<_> = all.iter().filter(|r| r.seq >= 7).cloned().collect();
+    assert!(
+        replay.ends_with(&tail),
+        "everything from the last checkpoint on, in order"
+    );
+    let seqs: Vec<u64> = replay.iter().map(|r| r.seq).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "in seq order: {seqs:?}"
+    );
+    let missing = store
+        .journal_for_replay("no-such-task")
+        .await
+        .expect("read");
+    assert!(missing.is_empty());
+}
+
+/// Run every conformance test against `store`.
 pub async fn run_all(store: Arc<dyn Store>) {
     round_trip(store.as_ref()).await;
+    replay_reads_from_the_last_checkpoint(store.as_ref()).await;
     refuses_gaps_and_duplicates(store.as_ref()).await;
     concurrent_appends(store.clone()).await;
     a_failed_append_does_not_sink_others(store.clone()).await;

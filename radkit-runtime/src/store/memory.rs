@@ -106,6 +106,23 @@ impl Store for MemoryStore {
             .unwrap_or_default())
     }
 
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        let tasks = self.lock();
+        let Some((_, journal)) = tasks.get(task_id) else {
+            return Ok(Vec::new());
+        };
+        let from = journal
+            .iter()
+            .rposition(|r| matches!(r.entry, crate::journal::Entry::Checkpoint { .. }))
+            .unwrap_or(0);
+        Ok(journal
+            .iter()
+            .take(1)
+            .chain(journal.iter().skip(from.max(1)))
+            .cloned()
+            .collect())
+    }
+
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
         let mut rows: Vec<TaskRecord> = self
             .lock()

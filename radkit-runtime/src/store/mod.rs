@@ -186,6 +186,13 @@ pub trait Store: Send + Sync + 'static {
     /// Task rows matching `query`.
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;
 
+    /// What replay needs: the first entry (`task_created`) and every entry from the last
+    /// `checkpoint` on, in order (all entries when there is no checkpoint). Stores may return more
+    /// (the default returns the whole journal): replay restarts at the last checkpoint it sees.
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.journal(task_id, 0).await
+    }
+
     /// Leases, when many engines share this store; `None` (the default) when one engine owns it.
     fn leases(&self) -> Option<&dyn Leases> {
         None

@@ -64,6 +64,9 @@ const MIGRATIONS: &[&str] = &[
     // 4: one journal row per append: `body` is then a JSON array of the entries `seq..=last_seq`
     // (a row without `last_seq` holds the one entry at `seq`, as every row did before).
     "ALTER TABLE radkit_journal ADD COLUMN last_seq BIGINT;",
+    // 5: where each task's last checkpoint is (the row of an append that holds one).
+    "CREATE INDEX radkit_journal_checkpoints ON radkit_journal(tid, seq)
+        WHERE kind LIKE '%checkpoint%';",
 ];
 
 /// The terminal states, as SQL.
@@ -625,29 +628,25 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(backend)?;
-        let mut records = Vec::new();
-        for r in &rows {
-            let seq = r.get::<_, i64>(0) as u64;
-            let at_ms: i64 = r.get(1);
-            let body: String = r.get(2);
-            let corrupt = |e: serde_json::Error| StoreError::Corrupt {
-                task_id: task_id.to_owned(),
-                seq,
-                reason: e.to_string(),
-            };
-            let entries: Vec<Entry> = if body.starts_with('[') {
-                serde_json::from_str(&body).map_err(corrupt)?
-            } else {
-                vec![serde_json::from_str(&body).map_err(corrupt)?]
-            };
-            records.extend(
-                (seq..)
-                    .zip(entries)
-                    .filter(|(seq, _)| *seq > after_seq)
-                    .map(|(seq, entry)| JournalRecord { seq, at_ms, entry }),
-            );
-        }
-        Ok(records)
+        decode_rows(task_id, &rows, after_seq)
+    }
+
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        let rows = self
+            .reader()
+            .await?
+            .query(
+                "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j
+                 JOIN radkit_tasks t ON t.tid = j.tid
+                 WHERE t.id = $1
+                   AND (j.seq = 1 OR j.seq >= (SELECT COALESCE(MAX(c.seq), 0) FROM radkit_journal c
+                                               WHERE c.tid = t.tid AND c.kind LIKE '%checkpoint%'))
+                 ORDER BY j.seq",
+                &[&task_id],
+            )
+            .await
+            .map_err(backend)?;
+        decode_rows(task_id, &rows, 0)
     }
 
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
@@ -689,6 +688,37 @@ impl Store for PostgresStore {
     fn leases(&self) -> Option<&dyn Leases> {
         Some(self)
     }
+}
+
+/// Journal rows to records: a row holds one entry, or a JSON array of the entries from its `seq` on.
+fn decode_rows(
+    task_id: &str,
+    rows: &[tokio_postgres::Row],
+    after_seq: u64,
+) -> Result<Vec<JournalRecord>, StoreError> {
+    let mut records = Vec::new();
+    for r in rows {
+        let seq = r.get::<_, i64>(0) as u64;
+        let at_ms: i64 = r.get(1);
+        let body: String = r.get(2);
+        let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+            task_id: task_id.to_owned(),
+            seq,
+            reason: e.to_string(),
+        };
+        let entries: Vec<Entry> = if body.starts_with('[') {
+            serde_json::from_str(&body).map_err(corrupt)?
+        } else {
+            vec![serde_json::from_str(&body).map_err(corrupt)?]
+        };
+        records.extend(
+            (seq..)
+                .zip(entries)
+                .filter(|(seq, _)| *seq > after_seq)
+                .map(|(seq, entry)| JournalRecord { seq, at_ms, entry }),
+        );
+    }
+    Ok(records)
 }
 
 fn row_to_lease(r: &tokio_postgres::Row) -> Lease {

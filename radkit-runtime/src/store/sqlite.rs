@@ -81,6 +81,8 @@ const MIGRATIONS: &[&str] = &[
         body TEXT NOT NULL
      );
      CREATE UNIQUE INDEX journal_by_task ON journal(tid, seq);",
+    // 2: where each task's last checkpoint is (one small index entry per checkpoint).
+    "CREATE INDEX journal_checkpoints ON journal(tid, seq) WHERE kind = 'checkpoint';",
 ];
 
 fn connect(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
@@ -194,6 +196,35 @@ impl SqliteStore {
         .await
         .map_err(backend)?
     }
+}
+
+/// Run a `(seq, at_ms, body)` query and decode its rows; `task_id` names corrupt entries.
+fn read_records(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    task_id: &str,
+) -> Result<Vec<JournalRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
+    let mut rows = stmt.query(params).map_err(backend)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        let seq = row.get::<_, i64>(0).map_err(backend)? as u64;
+        let at_ms = row.get::<_, i64>(1).map_err(backend)?;
+        // Decoded straight from SQLite's buffer: no copy of the body.
+        let body = row
+            .get_ref(2)
+            .map_err(backend)?
+            .as_str()
+            .map_err(backend)?;
+        let entry: Entry = serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
+            task_id: task_id.to_owned(),
+            seq,
+            reason: e.to_string(),
+        })?;
+        out.push(JournalRecord { seq, at_ms, entry });
+    }
+    Ok(out)
 }
 
 /// The writer thread: block for one append, take everything else queued, commit once, answer all.
@@ -398,17 +429,30 @@ impl Store for SqliteStore {
     ) -> Result<Vec<JournalRecord>, StoreError> {
         let id = task_id.to_owned();
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached("SELECT seq, at_ms, body FROM journal WHERE tid = (SELECT tid FROM tasks WHERE id = ?1) AND seq > ?2 ORDER BY seq").map_err(backend)?;
-            let rows = stmt
-                .query_map(params![id, after_seq as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))
-                .map_err(backend)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (seq, at_ms, body) = row.map_err(backend)?;
-                let entry: Entry = serde_json::from_str(&body).map_err(|e| StoreError::Corrupt { task_id: id.clone(), seq, reason: e.to_string() })?;
-                out.push(JournalRecord { seq, at_ms, entry });
-            }
-            Ok(out)
+            read_records(
+                conn,
+                "SELECT seq, at_ms, body FROM journal WHERE tid = (SELECT tid FROM tasks WHERE id = ?1) AND seq > ?2 ORDER BY seq",
+                params![id, after_seq as i64],
+                &id,
+            )
+        })
+        .await
+    }
+
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        let id = task_id.to_owned();
+        self.read(move |conn| {
+            read_records(
+                conn,
+                "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
+                 SELECT seq, at_ms, body FROM journal
+                 WHERE tid = (SELECT tid FROM t)
+                   AND (seq = 1 OR seq >= (SELECT COALESCE(MAX(seq), 0) FROM journal
+                                           WHERE tid = (SELECT tid FROM t) AND kind = 'checkpoint'))
+                 ORDER BY seq",
+                params![id],
+                &id,
+            )
         })
         .await
     }
