@@ -116,7 +116,7 @@ async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError
     if !url.contains("idle_in_transaction_session_timeout") {
         client
             .batch_execute(&format!(
-                "SET idle_in_transaction_session_timeout = '{WRITER_IDLE_IN_TRANSACTION}'; SET plan_cache_mode = force_generic_plan"
+                "SET idle_in_transaction_session_timeout = '{WRITER_IDLE_IN_TRANSACTION}'"
             ))
             .await
             .map_err(backend)?;
