@@ -325,7 +325,7 @@ impl Inner {
     fn checkpoint(&self, st: &mut RunState, visit: u64) {
         let every = self.config.checkpoint_every;
         let quiet = st.queue.len() == 1 && st.commands.values().all(|c| c.receipt.is_some());
-        if every == 0 || visit % every != 0 || st.cancel_requested || !quiet {
+        if every == 0 || !visit.is_multiple_of(every) || st.cancel_requested || !quiet {
             return;
         }
         let compensable: Vec<Compensable> = st
