@@ -251,6 +251,47 @@ async fn a_durable_timer_fires_on_whichever_worker_is_free() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
+    let Some(url) = fresh_schema().await else {
+        return;
+    };
+    let name = format!("radkit-{}", &radkit::model::new_id()[..8]);
+    let tagged = format!("{url}&application_name={name}");
+    let a = engine(&tagged, "engine-a", 1_000).await;
+    let tasks = [
+        send(&a, "ticker", "150 2").await,
+        send(&a, "ticker", "150 2").await,
+    ];
+    let store = a.store().clone();
+    wait_for("a few ticks", Duration::from_secs(30), async || {
+        store.task(&tasks[0]).await.unwrap().unwrap().last_seq > 20
+    })
+    .await;
+    // What a database restart or failover does to the engine's sessions.
+    let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&name],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        killed >= 2,
+        "the writer and reader sessions were cut ({killed})"
+    );
+    for task in &tasks {
+        let done = a.wait_settled(None, task).await.unwrap();
+        assert_eq!(done.status.state, TaskState::Completed);
+        check_journal(task, &a.journal(None, task).await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submit_only_engine_leaves_its_tasks_to_the_workers() {
     let Some(url) = fresh_schema().await else {
         return;

@@ -81,12 +81,23 @@ async fn a_worker_whose_lease_was_taken_over_cannot_append() {
     create(&store, id, TaskState::Working, None).await;
     let leases = store.leases().expect("postgres has leases");
 
-    let a = leases.claim("worker-a", &skills(), 1, 10).await.unwrap();
+    let a = leases
+        .claim("worker-a", &skills(), &[], 1, 10)
+        .await
+        .unwrap();
     assert_eq!(a.len(), 1);
     let token_a = a[0].token;
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(
+        leases
+            .claim("worker-a", &skills(), &[id.to_owned()], 60_000, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a claimer skips the tasks it says it holds, even with an expired lease"
+    );
     let b = leases
-        .claim("worker-b", &skills(), 60_000, 10)
+        .claim("worker-b", &skills(), &[], 60_000, 10)
         .await
         .unwrap();
     assert_eq!(
@@ -106,7 +117,7 @@ async fn a_worker_whose_lease_was_taken_over_cannot_append() {
     );
     assert!(
         leases
-            .claim("worker-c", &skills(), 60_000, 10)
+            .claim("worker-c", &skills(), &[], 60_000, 10)
             .await
             .unwrap()
             .is_empty(),
@@ -163,7 +174,7 @@ async fn concurrent_claimers_never_get_the_same_task() {
                 let got = store
                     .leases()
                     .unwrap()
-                    .claim(&format!("w{w}"), &skills(), 60_000, 7)
+                    .claim(&format!("w{w}"), &skills(), &[], 60_000, 7)
                     .await
                     .unwrap();
                 if got.is_empty() {
@@ -220,14 +231,14 @@ async fn only_tasks_with_work_now_are_claimed() {
     let other_version = [("s".to_owned(), "2".to_owned())];
     assert!(
         leases
-            .claim("w", &other_version, 60_000, 100)
+            .claim("w", &other_version, &[], 60_000, 100)
             .await
             .unwrap()
             .is_empty(),
         "a worker claims only tasks of the skills and versions it runs"
     );
     let mut claimed: Vec<String> = leases
-        .claim("w", &skills(), 60_000, 100)
+        .claim("w", &skills(), &[], 60_000, 100)
         .await
         .unwrap()
         .into_iter()
@@ -255,7 +266,10 @@ async fn only_tasks_with_work_now_are_claimed() {
         .release("creator", "created-leased", CREATION_TOKEN)
         .await
         .unwrap();
-    let again = leases.claim("w2", &skills(), 60_000, 100).await.unwrap();
+    let again = leases
+        .claim("w2", &skills(), &[], 60_000, 100)
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].task_id, "created-leased");
     assert_eq!(again[0].token, CREATION_TOKEN + 1);

@@ -206,8 +206,15 @@ impl Inner {
             .values()
             .map(|s| (s.info().id.clone(), s.info().version.clone()))
             .collect();
+        let held: Vec<String> = self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
         let claimed = leases
-            .claim(&self.config.worker_id, &skills, self.ttl_ms(), room)
+            .claim(&self.config.worker_id, &skills, &held, self.ttl_ms(), room)
             .await?;
         for lease in claimed {
             tracing::debug!(task = %lease.task_id, token = lease.token, "claimed");

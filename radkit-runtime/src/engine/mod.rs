@@ -310,7 +310,10 @@ impl Subscription {
                                 }
                                 self.backlog.extend(records)
                             }
-                            Err(_) => return None,
+                            // The database may be restarting: keep following, less often.
+                            Err(e) => {
+                                tracing::warn!(task = %self.task_id, error = %e, "subscription cannot read the store; retrying")
+                            }
                         }
                         continue;
                     }

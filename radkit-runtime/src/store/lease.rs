@@ -39,12 +39,14 @@ pub struct NewLease {
 pub trait Leases: Send + Sync {
     /// Claim up to `limit` tasks that have work now and whose lease is free or expired: submitted or
     /// working tasks without a pending timer, tasks whose timer is due, and tasks asked to cancel —
-    /// only tasks of the `(skill id, version)` pairs in `skills`, the ones the claimer can run. Two
-    /// concurrent claimers never get the same task (`FOR UPDATE SKIP LOCKED`).
+    /// only tasks of the `(skill id, version)` pairs in `skills`, the ones the claimer can run, and
+    /// none of `held`, the ones it holds already (a late renewal must not fence the claimer's own
+    /// run). Two concurrent claimers never get the same task (`FOR UPDATE SKIP LOCKED`).
     async fn claim(
         &self,
         owner: &str,
         skills: &[(String, String)],
+        held: &[String],
         ttl_ms: i64,
         limit: usize,
     ) -> Result<Vec<Lease>, StoreError>;

@@ -76,6 +76,35 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// A Postgres error with the server's message (tokio-postgres displays a server error as just
+/// "db error").
+fn pg_error(e: &tokio_postgres::Error) -> StoreError {
+    StoreError::Backend(pg_message(e))
+}
+
+fn pg_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!(
+            "postgres {} {}: {}",
+            db.severity(),
+            db.code().code(),
+            db.message()
+        ),
+        None => format!("postgres: {e}"),
+    }
+}
+
+/// The session is gone: the server shut it down or the connection broke.
+fn disconnected(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.is_closed()
+        || e.code().is_some_and(|c| {
+            *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CRASH_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW
+        })
+}
+
 type Reply = oneshot::Sender<Result<(), StoreError>>;
 
 /// A PostgreSQL-backed store. Cheap to clone.
@@ -223,6 +252,46 @@ impl PostgresStore {
     async fn reader(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(backend)
     }
+
+    /// Run `sql` on a pooled connection. A connection the server closed (a restart, a failover, an
+    /// administrator) is thrown away and the statement retried on the next one (at most once per
+    /// pooled connection, then on a new one); every statement run here is safe to repeat.
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let mut retries = 0;
+        loop {
+            let client = self.reader().await?;
+            match client.query(sql, params).await {
+                Ok(rows) => return Ok(rows),
+                Err(e) if retries <= POOL_SIZE && (client.is_closed() || disconnected(&e)) => {
+                    tracing::warn!(error = %pg_error(&e), "postgres connection lost; retrying on a new one");
+                    drop(deadpool_postgres::Object::take(client));
+                    retries += 1;
+                }
+                Err(e) => return Err(pg_error(&e)),
+            }
+        }
+    }
+
+    /// [`Self::rows`] for a statement without rows: how many it changed.
+    async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let mut retries = 0;
+        loop {
+            let client = self.reader().await?;
+            match client.execute(sql, params).await {
+                Ok(n) => return Ok(n),
+                Err(e) if retries <= POOL_SIZE && (client.is_closed() || disconnected(&e)) => {
+                    tracing::warn!(error = %pg_error(&e), "postgres connection lost; retrying on a new one");
+                    drop(deadpool_postgres::Object::take(client));
+                    retries += 1;
+                }
+                Err(e) => return Err(pg_error(&e)),
+            }
+        }
+    }
 }
 
 /// Writer connections committing batches at once: while one waits for its commit to reach the disk,
@@ -270,7 +339,20 @@ async fn writer_loop(
         // A failed batch fails each of its appends: their runs stop and are resumed from the journal
         // (by this worker or another), which holds exactly what was committed.
         let results = match client.as_ref() {
-            Some((c, append)) => commit_batch(c, append, &batch).await,
+            Some((c, append)) => match commit_batch(c, append, &batch).await {
+                Ok(results) => results,
+                Err(e) => {
+                    if c.is_closed() || disconnected(&e) {
+                        // Reconnect before the next batch.
+                        client = None;
+                    }
+                    let message = pg_message(&e);
+                    batch
+                        .iter()
+                        .map(|_| Err(StoreError::Backend(message.clone())))
+                        .collect()
+                }
+            },
             None => batch
                 .iter()
                 .map(|_| {
@@ -311,7 +393,7 @@ async fn commit_batch(
     client: &Client,
     statement: &Statement,
     batch: &[(Encoded, Reply)],
-) -> Vec<Result<(), StoreError>> {
+) -> Result<Vec<Result<(), StoreError>>, tokio_postgres::Error> {
     let mut results: Vec<Option<Result<(), StoreError>>> = (0..batch.len()).map(|_| None).collect();
     let mut rest: Vec<usize> = (0..batch.len()).collect();
     while !rest.is_empty() {
@@ -322,16 +404,16 @@ async fn commit_batch(
         let appends: Vec<&Encoded> = round.iter().map(|i| &batch[*i].0).collect();
         for (i, result) in round
             .iter()
-            .zip(commit_round(client, statement, &appends).await)
+            .zip(commit_round(client, statement, &appends).await?)
         {
             results[*i] = Some(result);
         }
         rest = later;
     }
-    results
+    Ok(results
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend("append not attempted".into()))))
-        .collect()
+        .collect())
 }
 
 /// One statement, so one round trip and one implicit transaction, whatever the round's size: the
@@ -397,7 +479,7 @@ async fn commit_round(
     client: &Client,
     statement: &Statement,
     round: &[&Encoded],
-) -> Vec<Result<(), StoreError>> {
+) -> Result<Vec<Result<(), StoreError>>, tokio_postgres::Error> {
     let now = now_ms();
     // Updates.
     let mut u_id = Vec::new();
@@ -505,10 +587,12 @@ async fn commit_round(
         &j_body,
         &j_last,
     ];
-    let done: std::collections::HashSet<String> = match client.query(statement, &params).await {
-        Ok(rows) => rows.iter().map(|r| r.get(0)).collect(),
-        Err(e) => return round.iter().map(|_| Err(backend(&e))).collect(),
-    };
+    let done: std::collections::HashSet<String> = client
+        .query(statement, &params)
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     // Why the others were refused: read their rows now (rare; only to name the error).
     let failed: Vec<&str> = round
         .iter()
@@ -536,7 +620,7 @@ async fn commit_round(
             Err(e) => tracing::warn!(error = %e, "could not read why appends were refused"),
         }
     }
-    round
+    Ok(round
         .iter()
         .zip(refused)
         .map(|(encoded, refused)| {
@@ -562,7 +646,7 @@ async fn commit_round(
                 (None, _) => Err(conflict(0)),
             }
         })
-        .collect()
+        .collect())
 }
 
 fn row_to_task(r: &tokio_postgres::Row) -> Result<TaskRecord, StoreError> {
@@ -602,14 +686,13 @@ impl Store for PostgresStore {
 
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let row = self
-            .reader()
-            .await?
-            .query_opt(
+            .rows(
                 &format!("SELECT {TASK_COLUMNS} FROM radkit_tasks WHERE id = $1"),
                 &[&task_id],
             )
-            .await
-            .map_err(backend)?;
+            .await?
+            .into_iter()
+            .next();
         row.as_ref().map(row_to_task).transpose()
     }
 
@@ -618,24 +701,14 @@ impl Store for PostgresStore {
         task_id: &str,
         after_seq: u64,
     ) -> Result<Vec<JournalRecord>, StoreError> {
-        let rows = self
-            .reader()
-            .await?
-            .query(
-                "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
-                 WHERE t.id = $1 AND COALESCE(j.last_seq, j.seq) > $2 ORDER BY j.seq",
-                &[&task_id, &(after_seq as i64)],
-            )
-            .await
-            .map_err(backend)?;
+        let rows = self.rows("SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
+                 WHERE t.id = $1 AND COALESCE(j.last_seq, j.seq) > $2 ORDER BY j.seq", &[&task_id, &(after_seq as i64)]).await?;
         decode_rows(task_id, &rows, after_seq)
     }
 
     async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
         let rows = self
-            .reader()
-            .await?
-            .query(
+            .rows(
                 "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j
                  JOIN radkit_tasks t ON t.tid = j.tid
                  WHERE t.id = $1
@@ -644,8 +717,7 @@ impl Store for PostgresStore {
                  ORDER BY j.seq",
                 &[&task_id],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
         decode_rows(task_id, &rows, 0)
     }
 
@@ -676,12 +748,7 @@ impl Store for PostgresStore {
             .iter()
             .map(|p| p.as_ref() as &(dyn ToSql + Sync))
             .collect();
-        let rows = self
-            .reader()
-            .await?
-            .query(sql.as_str(), &refs)
-            .await
-            .map_err(backend)?;
+        let rows = self.rows(sql.as_str(), &refs).await?;
         rows.iter().map(row_to_task).collect()
     }
 
@@ -735,6 +802,7 @@ impl Leases for PostgresStore {
         &self,
         owner: &str,
         skills: &[(String, String)],
+        held: &[String],
         ttl_ms: i64,
         limit: usize,
     ) -> Result<Vec<Lease>, StoreError> {
@@ -742,11 +810,7 @@ impl Leases for PostgresStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let skill_ids: Vec<&str> = skills.iter().map(|(id, _)| id.as_str()).collect();
         let versions: Vec<&str> = skills.iter().map(|(_, v)| v.as_str()).collect();
-        let rows = self
-            .reader()
-            .await?
-            .query(
-                &format!(
+        let rows = self.rows(&format!(
                     "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
                      WHERE tid IN (
                         SELECT tid FROM radkit_tasks
@@ -756,13 +820,10 @@ impl Leases for PostgresStore {
                           AND (lease_expires_ms IS NULL OR lease_expires_ms < $3)
                           AND (skill_id, skill_version) IN
                               (SELECT * FROM UNNEST($5::text[], $6::text[]))
+                          AND NOT (id = ANY($7::text[]))
                         ORDER BY tid LIMIT $4 FOR UPDATE SKIP LOCKED)
                      RETURNING id, fence, cancel_requested"
-                ),
-                &[&owner, &(now + ttl_ms), &now, &limit, &skill_ids, &versions],
-            )
-            .await
-            .map_err(backend)?;
+                ), &[&owner, &(now + ttl_ms), &now, &limit, &skill_ids, &versions, &held]).await?;
         Ok(rows.iter().map(row_to_lease).collect())
     }
 
@@ -773,20 +834,12 @@ impl Leases for PostgresStore {
         ttl_ms: i64,
     ) -> Result<Option<Lease>, StoreError> {
         let now = now_ms();
-        let row = self
-            .reader()
-            .await?
-            .query_opt(
-                &format!(
+        let row = self.rows(&format!(
                     "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
                      WHERE id = $3 AND state NOT IN {TERMINAL}
                        AND (lease_owner IS NULL OR lease_owner = $1 OR lease_expires_ms < $4)
                      RETURNING id, fence, cancel_requested"
-                ),
-                &[&owner, &(now + ttl_ms), &task_id, &now],
-            )
-            .await
-            .map_err(backend)?;
+                ), &[&owner, &(now + ttl_ms), &task_id, &now]).await?.into_iter().next();
         Ok(row.as_ref().map(row_to_lease))
     }
 
@@ -802,17 +855,14 @@ impl Leases for PostgresStore {
         let ids: Vec<&str> = held.iter().map(|(id, _)| id.as_str()).collect();
         let tokens: Vec<i64> = held.iter().map(|(_, t)| *t as i64).collect();
         let rows = self
-            .reader()
-            .await?
-            .query(
+            .rows(
                 "UPDATE radkit_tasks t SET lease_expires_ms = $1
                  FROM UNNEST($2::text[], $3::bigint[]) AS v(id, fence)
                  WHERE t.id = v.id AND t.fence = v.fence AND t.lease_owner = $4
                  RETURNING t.id",
                 &[&(now_ms() + ttl_ms), &ids, &tokens, &owner],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
         let kept: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
         Ok(held
             .iter()
@@ -822,43 +872,34 @@ impl Leases for PostgresStore {
     }
 
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
-        self.reader()
-            .await?
-            .execute(
-                "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
+        self.exec(
+            "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
                  WHERE id = $1 AND lease_owner = $2 AND fence = $3",
-                &[&task_id, &owner, &(token as i64)],
-            )
-            .await
-            .map_err(backend)?;
+            &[&task_id, &owner, &(token as i64)],
+        )
+        .await?;
         Ok(())
     }
 
     async fn request_cancel(&self, task_id: &str) -> Result<(), StoreError> {
-        self.reader()
-            .await?
-            .execute(
-                "UPDATE radkit_tasks SET cancel_requested = TRUE WHERE id = $1",
-                &[&task_id],
-            )
-            .await
-            .map_err(backend)?;
+        self.exec(
+            "UPDATE radkit_tasks SET cancel_requested = TRUE WHERE id = $1",
+            &[&task_id],
+        )
+        .await?;
         Ok(())
     }
 
     async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError> {
         let rows = self
-            .reader()
-            .await?
-            .query(
+            .rows(
                 &format!(
                     "SELECT id FROM radkit_tasks
                      WHERE lease_owner = $1 AND cancel_requested AND state NOT IN {TERMINAL}"
                 ),
                 &[&owner],
             )
-            .await
-            .map_err(backend)?;
+            .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 }

@@ -212,11 +212,7 @@ fn read_records(
         let seq = row.get::<_, i64>(0).map_err(backend)? as u64;
         let at_ms = row.get::<_, i64>(1).map_err(backend)?;
         // Decoded straight from SQLite's buffer: no copy of the body.
-        let body = row
-            .get_ref(2)
-            .map_err(backend)?
-            .as_str()
-            .map_err(backend)?;
+        let body = row.get_ref(2).map_err(backend)?.as_str().map_err(backend)?;
         let entry: Entry = serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
             task_id: task_id.to_owned(),
             seq,
