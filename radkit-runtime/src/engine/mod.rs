@@ -177,7 +177,7 @@ impl EngineBuilder {
                 self.config.lease_ttl
             )));
         }
-        // Renewal runs on the poll tick: keep several ticks inside a renewal period.
+        // Claims run on the poll tick: a tick slower than the lease would leave expired work idle.
         self.config.poll = self
             .config
             .poll

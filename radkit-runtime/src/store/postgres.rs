@@ -125,10 +125,11 @@ struct Counters {
 /// Connections for reads and leases.
 const POOL_SIZE: usize = 8;
 
-/// How long the writer's session may sit in an open transaction before the server ends it. A worker
-/// paused mid-commit (SIGSTOP, a VM freeze) would otherwise keep its task rows locked, and no other
-/// worker could take them over when its leases expire. Override with `options=-c
-/// idle_in_transaction_session_timeout=…` in the URL.
+/// How long the writer's session may sit in an open transaction before the server ends it. Appends
+/// are single statements (the server commits them without waiting for the client), but migrations run
+/// in an explicit transaction under a table lock: a process frozen there (SIGSTOP, a VM pause) must not
+/// block every other starter. Override with `options=-c idle_in_transaction_session_timeout=…` in the
+/// URL.
 const WRITER_IDLE_IN_TRANSACTION: &str = "1s";
 
 /// The writer's own connection, reopened after it breaks (server restart, network, the timeout above).
@@ -339,20 +340,14 @@ async fn writer_loop(
         // A failed batch fails each of its appends: their runs stop and are resumed from the journal
         // (by this worker or another), which holds exactly what was committed.
         let results = match client.as_ref() {
-            Some((c, append)) => match commit_batch(c, append, &batch).await {
-                Ok(results) => results,
-                Err(e) => {
-                    if c.is_closed() || disconnected(&e) {
-                        // Reconnect before the next batch.
-                        client = None;
-                    }
-                    let message = pg_message(&e);
-                    batch
-                        .iter()
-                        .map(|_| Err(StoreError::Backend(message.clone())))
-                        .collect()
+            Some((c, append)) => {
+                let (results, broken) = commit_batch(c, append, &batch).await;
+                if broken {
+                    // Reconnect before the next batch.
+                    client = None;
                 }
-            },
+                results
+            }
             None => batch
                 .iter()
                 .map(|_| {
@@ -388,12 +383,14 @@ async fn prepared_writer(
     Ok((client, statement))
 }
 
-/// Commit a batch: rounds in which each task appears once, each round one statement.
+/// Commit a batch: rounds in which each task appears once, each round one statement. A round that
+/// fails fails its appends and every later one (earlier rounds stay committed); `true` when the
+/// connection is gone.
 async fn commit_batch(
     client: &Client,
     statement: &Statement,
     batch: &[(Encoded, Reply)],
-) -> Result<Vec<Result<(), StoreError>>, tokio_postgres::Error> {
+) -> (Vec<Result<(), StoreError>>, bool) {
     let mut results: Vec<Option<Result<(), StoreError>>> = (0..batch.len()).map(|_| None).collect();
     let mut rest: Vec<usize> = (0..batch.len()).collect();
     while !rest.is_empty() {
@@ -402,18 +399,28 @@ async fn commit_batch(
             .iter()
             .partition(|i| seen.insert(batch[**i].0.append.task_id.as_str()));
         let appends: Vec<&Encoded> = round.iter().map(|i| &batch[*i].0).collect();
-        for (i, result) in round
-            .iter()
-            .zip(commit_round(client, statement, &appends).await?)
-        {
-            results[*i] = Some(result);
+        match commit_round(client, statement, &appends).await {
+            Ok(round_results) => {
+                for (i, result) in round.iter().zip(round_results) {
+                    results[*i] = Some(result);
+                }
+            }
+            Err(e) => {
+                let message = pg_message(&e);
+                let results = results
+                    .into_iter()
+                    .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend(message.clone()))))
+                    .collect();
+                return (results, client.is_closed() || disconnected(&e));
+            }
         }
         rest = later;
     }
-    Ok(results
+    let results = results
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend("append not attempted".into()))))
-        .collect())
+        .collect();
+    (results, false)
 }
 
 /// One statement, so one round trip and one implicit transaction, whatever the round's size: the
