@@ -309,6 +309,21 @@ async fn a_submit_only_engine_leaves_its_tasks_to_the_workers() {
         check_journal(task, &submit.journal(None, task).await.unwrap());
     }
     drop((w1, w2));
+    // `radkit tasks` reads the same database.
+    let shown = Command::new(env!("CARGO_BIN_EXE_radkit"))
+        .args(["tasks", "show", &tasks[0], "--store", &url])
+        .output()
+        .unwrap();
+    let timeline = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert!(
+        timeline.contains("skill `ticker`") && timeline.contains("completed: 5 ticks"),
+        "{timeline}"
+    );
 }
 
 // ---- real processes ------------------------------------------------------------------------------

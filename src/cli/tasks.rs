@@ -1,6 +1,8 @@
-//! `radkit tasks list|show <id>`: the tasks in a SQLite file, and one task's journal as a timeline.
+//! `radkit tasks list|show <id>`: the tasks in a store (a SQLite file or a Postgres database), and one
+//! task's journal as a timeline.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use radkit::journal::{Entry, JournalRecord};
 use radkit::store::{Store, TaskQuery};
@@ -13,7 +15,7 @@ pub struct Args {
     /// Directory of the SQLite file (`radkit.sqlite`), as for `radkit serve`.
     #[arg(long, global = true, default_value = "data", env = "RADKIT_DATA_DIR")]
     data_dir: PathBuf,
-    /// Store URL (`sqlite://<path>`), as for `radkit serve`.
+    /// Store URL (`sqlite://<path>` or `postgres://…`), as for `radkit serve`.
     #[arg(long, global = true, env = "RADKIT_STORE")]
     store: Option<String>,
 }
@@ -144,7 +146,17 @@ pub fn describe(record: &JournalRecord) -> String {
 
 /// Run `radkit tasks`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let store = crate::cli::serve::open_sqlite(args.store.as_deref(), &args.data_dir, "full")?;
+    let (store, location): (Arc<dyn Store>, String) = match args.store.as_deref() {
+        Some(url) if crate::cli::worker::is_postgres(url) => (
+            Arc::new(radkit::store::PostgresStore::connect(url).await?),
+            "the Postgres store".to_owned(),
+        ),
+        other => {
+            let sqlite = crate::cli::serve::open_sqlite(other, &args.data_dir, "full")?;
+            let location = sqlite.path().display().to_string();
+            (Arc::new(sqlite), location)
+        }
+    };
     match args.command {
         Command::List { running, limit } => {
             let tasks = store
@@ -173,7 +185,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let task = store
                 .task(&id)
                 .await?
-                .ok_or_else(|| anyhow::anyhow!("no task {id} in {}", store.path().display()))?;
+                .ok_or_else(|| anyhow::anyhow!("no task {id} in {location}"))?;
             println!(
                 "task {} — skill `{}` version {} — {}",
                 task.id,
