@@ -608,3 +608,39 @@ async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another()
     assert_eq!(got["result"]["status"]["state"], "completed");
     check_journal(&task_id, &store.journal(&task_id, 0).await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_worker_and_gives_its_leases_back() {
+    let Some(url) = fresh_schema().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let _logs = ShowLogsOnFailure(dir.path());
+    let log = dir.path().join("ticks.log");
+    let submit = submitter(&url).await;
+    let task = send(&submit, "ticker", "500 20").await;
+    let mut worker = Worker::start(
+        &url,
+        "worker-t",
+        &log,
+        &dir.path().join("t.err"),
+        600_000,
+        8,
+    );
+    wait_for("the worker to tick", Duration::from_secs(60), async || {
+        !executions(&log).is_empty()
+    })
+    .await;
+    assert_eq!(lease_owner(&url, &task).await.as_deref(), Some("worker-t"));
+    worker.signal("-TERM");
+    let status = worker.child.wait().unwrap();
+    assert!(
+        status.success(),
+        "a worker stopped by SIGTERM exits cleanly: {status}"
+    );
+    assert_eq!(
+        lease_owner(&url, &task).await,
+        None,
+        "its lease was given back (not left to expire in 10 minutes)"
+    );
+}
