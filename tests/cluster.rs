@@ -382,6 +382,7 @@ impl Drop for Worker {
     fn drop(&mut self) {
         let _ = Command::new("kill")
             .args(["-CONT", &self.child.id().to_string()])
+            .stderr(Stdio::null())
             .status();
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -90,6 +90,13 @@ impl Inner {
                 .acquire(&self.config.worker_id, task_id, self.ttl_ms())
                 .await?
             {
+                if self.halted.load(Ordering::SeqCst) {
+                    // Shut down meanwhile: `release_all` may have run already.
+                    let _ = leases
+                        .release(&self.config.worker_id, task_id, lease.token)
+                        .await;
+                    return Ok(Ownership::Busy);
+                }
                 self.hold(task_id, lease.token);
                 return Ok(Ownership::Leased(lease));
             }
@@ -213,9 +220,23 @@ impl Inner {
             .keys()
             .cloned()
             .collect();
+        // `release_all` waits for a claim in flight, and a claim that started before the halt gives
+        // back what it got.
+        let _claiming = self.claiming.lock().await;
+        if self.halted.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let claimed = leases
             .claim(&self.config.worker_id, &skills, &held, self.ttl_ms(), room)
             .await?;
+        if self.halted.load(Ordering::SeqCst) {
+            for lease in claimed {
+                let _ = leases
+                    .release(&self.config.worker_id, &lease.task_id, lease.token)
+                    .await;
+            }
+            return Ok(());
+        }
         for lease in claimed {
             tracing::debug!(task = %lease.task_id, token = lease.token, "claimed");
             let engine = self.clone();
@@ -230,8 +251,9 @@ impl Inner {
         Ok(())
     }
 
-    /// Give back every lease (shutdown): other workers take the tasks over at once.
+    /// Give back every lease (shutdown, after the halt): other workers take the tasks over at once.
     pub(crate) async fn release_all(&self) {
+        let _no_claim_in_flight = self.claiming.lock().await;
         let held: Vec<(String, u64)> = self
             .held
             .lock()

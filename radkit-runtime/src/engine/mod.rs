@@ -208,6 +208,7 @@ impl EngineBuilder {
             live: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             worker_started: AtomicBool::new(false),
+            claiming: tokio::sync::Mutex::new(()),
         };
         Ok(Engine {
             inner: Arc::new(inner),
@@ -243,6 +244,8 @@ pub(crate) struct Inner {
     /// Leases held (task id -> token), shared stores only.
     held: Mutex<HashMap<String, u64>>,
     worker_started: AtomicBool,
+    /// Held while claiming, so that shutdown can wait for a claim in flight.
+    claiming: tokio::sync::Mutex<()>,
 }
 
 /// The durable engine. Cheap to clone.
