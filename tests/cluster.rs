@@ -450,7 +450,7 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
                 &format!("worker-{i}"),
                 &log,
                 &dir.path().join(format!("worker-{i}.err")),
-                3_000,
+                5_000,
                 40,
             )
         })
