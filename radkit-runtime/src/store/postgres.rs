@@ -297,7 +297,7 @@ impl PostgresStore {
 
 /// Writer connections committing batches at once: while one waits for its commit to reach the disk,
 /// the next batch is already on its way (the server merges their WAL flushes).
-const WRITERS: usize = 3;
+const WRITERS: usize = 2;
 
 type Queue = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<(Encoded, Reply)>>>;
 
