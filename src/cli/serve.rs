@@ -6,7 +6,7 @@ use anyhow::Context;
 use radkit::demo;
 use radkit::server::{self, ServerConfig};
 use radkit::store::{Durability, SqliteStore};
-use radkit::Engine;
+use radkit::{Engine, EngineBuilder};
 
 /// Arguments of `radkit serve`.
 #[derive(clap::Args)]
@@ -61,6 +61,20 @@ pub fn open_sqlite(
     SqliteStore::open(&path, durability).with_context(|| format!("opening {}", path.display()))
 }
 
+/// The models `--llm` names: `scripted` (the builder's own) or `openai` (from the environment).
+pub fn with_models(builder: EngineBuilder, llm: &str) -> anyhow::Result<EngineBuilder> {
+    match llm {
+        "scripted" => Ok(builder),
+        "openai" => {
+            let model = radkit::llm::OpenAiModel::from_env().map_err(anyhow::Error::msg)?;
+            Ok(builder.effects(demo::ticker::with_tick_tool(
+                radkit::effects::Effects::new().default_model(model),
+            )))
+        }
+        other => anyhow::bail!("unknown --llm `{other}`; expected `scripted` or `openai`"),
+    }
+}
+
 /// Run `radkit serve`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     crate::cli::init_tracing();
@@ -78,18 +92,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             (demo::engine_builder(store), path)
         }
     };
-    let mut builder = builder;
-    match args.llm.as_str() {
-        "scripted" => {}
-        "openai" => {
-            let model = radkit::llm::OpenAiModel::from_env().map_err(anyhow::Error::msg)?;
-            builder = builder.effects(demo::ticker::with_tick_tool(
-                radkit::effects::Effects::new().default_model(model),
-            ));
-        }
-        other => anyhow::bail!("unknown --llm `{other}`; expected `scripted` or `openai`"),
-    }
-    let engine: Engine = builder.start().await?;
+    let engine: Engine = with_models(builder, &args.llm)?.start().await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;

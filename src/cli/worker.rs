@@ -45,6 +45,9 @@ pub struct Args {
     /// The shared store: `postgres://…`.
     #[arg(long, env = "RADKIT_STORE")]
     pub store: String,
+    /// Models: `scripted` (default, no network) or `openai`, as for `radkit serve`.
+    #[arg(long, default_value = "scripted")]
+    pub llm: String,
     /// Lease settings.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -67,9 +70,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let store = radkit::store::PostgresStore::connect(&args.store)
         .await
         .context("opening the Postgres store")?;
-    let engine: Engine = args
-        .cluster
-        .apply(demo::engine_builder(store))
+    let builder = args.cluster.apply(demo::engine_builder(store));
+    let engine: Engine = crate::cli::serve::with_models(builder, &args.llm)?
         .start()
         .await?;
     println!(
