@@ -90,8 +90,20 @@ fn pg_message(e: &tokio_postgres::Error) -> String {
             db.code().code(),
             db.message()
         ),
-        None => format!("postgres: {e}"),
+        None => format!("postgres: {}", chain(e)),
     }
+}
+
+/// An error and its causes, `outer: inner: …` (tokio-postgres keeps the I/O cause in `source`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// The session is gone: the server shut it down or the connection broke.
@@ -134,10 +146,9 @@ const WRITER_IDLE_IN_TRANSACTION: &str = "1s";
 
 /// The writer's own connection, reopened after it breaks (server restart, network, the timeout above).
 async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError> {
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|e| StoreError::Backend(format!("connecting to {}: {e}", redact(url))))?;
+    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+        StoreError::Backend(format!("connecting to {}: {}", redact(url), chain(&e)))
+    })?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "postgres writer connection ended");
