@@ -324,8 +324,11 @@ impl Inner {
     /// checkpoint (replay restarts from it) and forget the commands only replay needed.
     fn checkpoint(&self, st: &mut RunState, visit: u64) {
         let every = self.config.checkpoint_every;
+        if every == 0 || !visit.is_multiple_of(every) || st.cancel_requested {
+            return;
+        }
         let quiet = st.queue.len() == 1 && st.commands.values().all(|c| c.receipt.is_some());
-        if every == 0 || !visit.is_multiple_of(every) || st.cancel_requested || !quiet {
+        if !quiet {
             return;
         }
         let compensable: Vec<Compensable> = st
