@@ -23,20 +23,10 @@ async fn fresh_schema() -> Option<String> {
         let _ = std::io::Write::write_all(&mut std::io::stderr(), b"\n*** SKIPPED: RADKIT_TEST_POSTGRES_URL is not set; `bash .ci/run` sets it and starts PostgreSQL. ***\n");
         return None;
     };
-    let schema = format!(
-        "radkit_cluster_{}",
-        radkit::model::new_id().replace('-', "")
-    );
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(connection);
-    client
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+    let (_, scoped) = radkit::store::postgres::create_schema(&url, "radkit_cluster")
         .await
         .expect("create a test schema");
-    let sep = if url.contains('?') { '&' } else { '?' };
-    Some(format!("{url}{sep}options=-csearch_path%3D{schema}"))
+    Some(scoped)
 }
 
 async fn engine(url: &str, name: &str, ttl_ms: u64) -> Engine {
@@ -104,6 +94,15 @@ fn check_journal(task_id: &str, journal: &[JournalRecord]) {
     }
 }
 
+/// Wait until `task` has journaled a few ticks.
+async fn ticked(engine: &Engine, task: &str) {
+    let store = engine.store().clone();
+    wait_for("a few ticks", Duration::from_secs(30), async || {
+        store.task(task).await.unwrap().unwrap().last_seq > 10
+    })
+    .await;
+}
+
 async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !check().await {
@@ -145,11 +144,7 @@ async fn cancel_on_one_engine_stops_a_task_running_on_another() {
     let a = engine(&url, "engine-a", 2_000).await;
     let b = engine(&url, "engine-b", 2_000).await;
     let task = send(&a, "ticker", "10000 5").await;
-    let store = a.store().clone();
-    wait_for("a few ticks", Duration::from_secs(30), async || {
-        store.task(&task).await.unwrap().unwrap().last_seq > 10
-    })
-    .await;
+    ticked(&a, &task).await;
     let canceled = b.cancel(None, &task).await.unwrap();
     assert_eq!(canceled.status.state, TaskState::Canceled);
     check_journal(&task, &b.journal(None, &task).await.unwrap());
@@ -162,11 +157,7 @@ async fn a_halted_engines_task_is_taken_over_when_its_lease_expires() {
     };
     let a = engine(&url, "engine-a", 400).await;
     let task = send(&a, "ticker", "60 5").await;
-    let store = a.store().clone();
-    wait_for("a few ticks", Duration::from_secs(30), async || {
-        store.task(&task).await.unwrap().unwrap().last_seq > 10
-    })
-    .await;
+    ticked(&a, &task).await;
     a.halt(); // a crash: the lease is not given back
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(lease_owner(&url, &task).await.as_deref(), Some("engine-a"));
@@ -200,11 +191,7 @@ async fn shutdown_gives_the_leases_back_for_another_engine_to_continue() {
     // Leases long enough that only a release lets B continue within the test's lifetime.
     let a = engine(&url, "engine-a", 600_000).await;
     let task = send(&a, "ticker", "60 5").await;
-    let store = a.store().clone();
-    wait_for("a few ticks", Duration::from_secs(30), async || {
-        store.task(&task).await.unwrap().unwrap().last_seq > 10
-    })
-    .await;
+    ticked(&a, &task).await;
     assert_eq!(lease_owner(&url, &task).await.as_deref(), Some("engine-a"));
     a.shutdown().await;
     assert_eq!(

@@ -17,20 +17,9 @@ async fn fresh_store() -> Option<PostgresStore> {
         let _ = std::io::Write::write_all(&mut std::io::stderr(), b"\n*** SKIPPED: RADKIT_TEST_POSTGRES_URL is not set; `bash .ci/run` sets it and starts PostgreSQL. ***\n");
         return None;
     };
-    let schema = format!(
-        "radkit_test_{}",
-        radkit_runtime::model::new_id().replace('-', "")
-    );
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(connection);
-    client
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+    let (_, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
         .await
         .expect("create a test schema");
-    let sep = if url.contains('?') { '&' } else { '?' };
-    let scoped = format!("{url}{sep}options=-csearch_path%3D{schema}");
     Some(
         PostgresStore::connect(&scoped)
             .await

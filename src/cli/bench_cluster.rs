@@ -11,46 +11,17 @@ use radkit::store::{PostgresStore, Store, TaskQuery};
 use radkit::Engine;
 use tokio::io::AsyncBufReadExt;
 
-/// A fresh schema in the database `url` names; dropped on `drop_schema`.
-struct Schema {
-    client: tokio_postgres::Client,
-    name: String,
-    url: String,
-}
-
-impl Schema {
-    async fn create(url: &str) -> anyhow::Result<Schema> {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .context("connecting to Postgres")?;
-        tokio::spawn(connection);
-        let name = format!("radkit_bench_{}", radkit::model::new_id().replace('-', ""));
-        client
-            .batch_execute(&format!("CREATE SCHEMA {name}"))
-            .await
-            .context("creating the bench schema")?;
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let url = format!("{url}{sep}options=-csearch_path%3D{name}");
-        Ok(Schema { client, name, url })
-    }
-
-    async fn drop_schema(self) {
-        let _ = self
-            .client
-            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name))
-            .await;
-    }
-}
-
 /// Run the workload; prints one JSON line.
 pub async fn concurrent(url: &str, flows: u64, steps: u64, workers: u64) -> anyhow::Result<()> {
-    let schema = Schema::create(url).await?;
+    let (schema, scoped) = radkit::store::postgres::create_schema(url, "radkit_bench").await?;
     let result = if workers == 0 {
-        in_process(&schema.url, flows, steps).await
+        in_process(&scoped, flows, steps).await
     } else {
-        with_workers(&schema.url, flows, steps, workers).await
+        with_workers(&scoped, flows, steps, workers).await
     };
-    schema.drop_schema().await;
+    if let Err(e) = radkit::store::postgres::drop_schema(url, &schema).await {
+        eprintln!("warning: bench schema {schema} not dropped: {e}");
+    }
     let (elapsed, stats) = result?;
     let extra = serde_json::json!({
         "flows": flows,

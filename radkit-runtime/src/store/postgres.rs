@@ -165,6 +165,35 @@ async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError
     Ok(client)
 }
 
+/// Create a fresh schema in the database `url` names (tests, benchmarks): returns its name and a URL
+/// whose sessions work in it (`options=-csearch_path=<name>`).
+pub async fn create_schema(url: &str, prefix: &str) -> Result<(String, String), StoreError> {
+    let config = Config::from_str(url)
+        .map_err(|e| StoreError::Backend(format!("bad Postgres URL {}: {e}", redact(url))))?;
+    let client = connect_writer(&config, url).await?;
+    let name = format!("{prefix}_{}", crate::model::new_id().replace('-', ""));
+    client
+        .batch_execute(&format!("CREATE SCHEMA {name}"))
+        .await
+        .map_err(|e| pg_error(&e))?;
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Ok((
+        name.clone(),
+        format!("{url}{sep}options=-csearch_path%3D{name}"),
+    ))
+}
+
+/// Drop a schema made by [`create_schema`], with everything in it.
+pub async fn drop_schema(url: &str, name: &str) -> Result<(), StoreError> {
+    let config = Config::from_str(url)
+        .map_err(|e| StoreError::Backend(format!("bad Postgres URL {}: {e}", redact(url))))?;
+    let client = connect_writer(&config, url).await?;
+    client
+        .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
+        .await
+        .map_err(|e| pg_error(&e))
+}
+
 /// The URL without its password, for messages.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
