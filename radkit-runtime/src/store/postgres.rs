@@ -294,19 +294,23 @@ impl PostgresStore {
         self.pool.get().await.map_err(backend)
     }
 
-    /// Run `sql` on a pooled connection. A connection the server closed (a restart, a failover, an
-    /// administrator) is thrown away and the statement retried on the next one (at most once per
-    /// pooled connection, then on a new one); every statement run here is safe to repeat.
-    async fn rows(
+    /// Run `statement` on a pooled connection. A connection the server closed (a restart, a
+    /// failover, an administrator) is thrown away and the statement retried on the next one (at most
+    /// once per pooled connection, then on a new one); every statement run here is safe to repeat.
+    async fn retrying<T, Fut>(
         &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        statement: impl Fn(deadpool_postgres::Object) -> Fut,
+    ) -> Result<T, StoreError>
+    where
+        Fut: std::future::Future<
+            Output = (deadpool_postgres::Object, Result<T, tokio_postgres::Error>),
+        >,
+    {
         let mut retries = 0;
         loop {
-            let client = self.reader().await?;
-            match client.query(sql, params).await {
-                Ok(rows) => return Ok(rows),
+            let (client, result) = statement(self.reader().await?).await;
+            match result {
+                Ok(value) => return Ok(value),
                 Err(e) if retries <= POOL_SIZE && (client.is_closed() || disconnected(&e)) => {
                     tracing::warn!(error = %pg_error(&e), "postgres connection lost; retrying on a new one");
                     drop(deadpool_postgres::Object::take(client));
@@ -317,21 +321,26 @@ impl PostgresStore {
         }
     }
 
-    /// [`Self::rows`] for a statement without rows: how many it changed.
+    /// The rows of `sql` (see [`Self::retrying`]).
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        self.retrying(|client| async move {
+            let result = client.query(sql, params).await;
+            (client, result)
+        })
+        .await
+    }
+
+    /// How many rows `sql` changed (see [`Self::retrying`]).
     async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        let mut retries = 0;
-        loop {
-            let client = self.reader().await?;
-            match client.execute(sql, params).await {
-                Ok(n) => return Ok(n),
-                Err(e) if retries <= POOL_SIZE && (client.is_closed() || disconnected(&e)) => {
-                    tracing::warn!(error = %pg_error(&e), "postgres connection lost; retrying on a new one");
-                    drop(deadpool_postgres::Object::take(client));
-                    retries += 1;
-                }
-                Err(e) => return Err(pg_error(&e)),
-            }
-        }
+        self.retrying(|client| async move {
+            let result = client.execute(sql, params).await;
+            (client, result)
+        })
+        .await
     }
 }
 
