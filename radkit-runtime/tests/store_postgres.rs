@@ -40,6 +40,19 @@ fn skills() -> Vec<(String, String)> {
     vec![("s".to_owned(), "1".to_owned())]
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_group_commit_batches_concurrent_appends() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    conformance::concurrent_appends(Arc::new(store.clone())).await;
+    let stats = store.stats();
+    assert!(
+        stats.batches < stats.appends,
+        "appends of many tasks share statements: {stats:?}"
+    );
+}
+
 fn task_row(id: &str, state: TaskState, wake_at_ms: Option<i64>) -> TaskRecord {
     TaskRecord {
         id: id.into(),
