@@ -113,6 +113,62 @@ pub struct StoreStats {
     pub appends: u64,
 }
 
+impl Encoded {
+    /// The append as one journal row `(kinds, body, last seq)`: one entry is stored as itself, several
+    /// as a JSON array of the already encoded entries with the last one's seq (read back by
+    /// [`decode_row`]).
+    pub(crate) fn journal_row(&self) -> (String, String, Option<i64>) {
+        match self.rows.as_slice() {
+            [(kind, body)] => ((*kind).to_owned(), body.clone(), None),
+            rows => {
+                let kinds: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
+                let mut body =
+                    String::with_capacity(rows.iter().map(|(_, b)| b.len() + 1).sum::<usize>() + 1);
+                body.push('[');
+                for (i, (_, entry)) in rows.iter().enumerate() {
+                    if i > 0 {
+                        body.push(',');
+                    }
+                    body.push_str(entry);
+                }
+                body.push(']');
+                let last = self.append.first_seq + rows.len() as u64 - 1;
+                (kinds.join(","), body, Some(last as i64))
+            }
+        }
+    }
+}
+
+/// Decode a journal row written by [`Encoded::journal_row`] (or an older one-entry row) into `out`,
+/// keeping the entries after `after_seq`.
+pub(crate) fn decode_row(
+    task_id: &str,
+    seq: u64,
+    at_ms: i64,
+    body: &str,
+    after_seq: u64,
+    out: &mut Vec<JournalRecord>,
+) -> Result<(), StoreError> {
+    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+        task_id: task_id.to_owned(),
+        seq,
+        reason: e.to_string(),
+    };
+    if body.starts_with('[') {
+        let entries: Vec<Entry> = serde_json::from_str(body).map_err(corrupt)?;
+        out.extend(
+            (seq..)
+                .zip(entries)
+                .filter(|(seq, _)| *seq > after_seq)
+                .map(|(seq, entry)| JournalRecord { seq, at_ms, entry }),
+        );
+    } else if seq > after_seq {
+        let entry = serde_json::from_str(body).map_err(corrupt)?;
+        out.push(JournalRecord { seq, at_ms, entry });
+    }
+    Ok(())
+}
+
 /// Which tasks to list.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskQuery {

@@ -19,7 +19,7 @@ use tokio_postgres::{Client, Config, NoTls, Statement};
 use super::{
     Append, Encoded, Lease, Leases, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN,
 };
-use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::journal::{now_ms, JournalRecord};
 use crate::model::TaskState;
 
 const MAX_BATCH: usize = 512;
@@ -508,29 +508,6 @@ WITH upd AS (
 )
 SELECT id FROM done";
 
-/// The journal row of an append: `(kinds, body, last seq)`. One entry is stored as itself; several
-/// as a JSON array of the already encoded entries, with the last one's seq.
-fn journal_row(encoded: &Encoded) -> (String, String, Option<i64>) {
-    match encoded.rows.as_slice() {
-        [(kind, body)] => ((*kind).to_owned(), body.clone(), None),
-        rows => {
-            let kinds: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
-            let mut body =
-                String::with_capacity(rows.iter().map(|(_, b)| b.len() + 1).sum::<usize>() + 1);
-            body.push('[');
-            for (i, (_, entry)) in rows.iter().enumerate() {
-                if i > 0 {
-                    body.push(',');
-                }
-                body.push_str(entry);
-            }
-            body.push(']');
-            let last = encoded.append.first_seq + rows.len() as u64 - 1;
-            (kinds.join(","), body, Some(last as i64))
-        }
-    }
-}
-
 async fn commit_round(
     client: &Client,
     statement: &Statement,
@@ -609,7 +586,7 @@ async fn commit_round(
             }
         }
         refused.push(None);
-        let (kind, body, last) = journal_row(encoded);
+        let (kind, body, last) = encoded.journal_row();
         j_id.push(append.task_id.as_str());
         j_seq.push(append.first_seq as i64);
         j_last.push(last);
@@ -757,8 +734,17 @@ impl Store for PostgresStore {
         task_id: &str,
         after_seq: u64,
     ) -> Result<Vec<JournalRecord>, StoreError> {
-        let rows = self.rows("SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
-                 WHERE t.id = $1 AND COALESCE(j.last_seq, j.seq) > $2 ORDER BY j.seq", &[&task_id, &(after_seq as i64)]).await?;
+        // From the row holding entry `after_seq + 1` on: an index range, however long the journal.
+        let rows = self
+            .rows(
+                "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
+                 WHERE t.id = $1
+                   AND j.seq >= COALESCE((SELECT MAX(c.seq) FROM radkit_journal c
+                                          WHERE c.tid = t.tid AND c.seq <= $2::bigint + 1), 0)
+                 ORDER BY j.seq",
+                &[&task_id, &(after_seq as i64)],
+            )
+            .await?;
         decode_rows(task_id, &rows, after_seq)
     }
 
@@ -813,7 +799,7 @@ impl Store for PostgresStore {
     }
 }
 
-/// Journal rows to records: a row holds one entry, or a JSON array of the entries from its `seq` on.
+/// Journal rows `(seq, at_ms, body)` to the records after `after_seq`.
 fn decode_rows(
     task_id: &str,
     rows: &[tokio_postgres::Row],
@@ -822,24 +808,8 @@ fn decode_rows(
     let mut records = Vec::new();
     for r in rows {
         let seq = r.get::<_, i64>(0) as u64;
-        let at_ms: i64 = r.get(1);
-        let body: String = r.get(2);
-        let corrupt = |e: serde_json::Error| StoreError::Corrupt {
-            task_id: task_id.to_owned(),
-            seq,
-            reason: e.to_string(),
-        };
-        let entries: Vec<Entry> = if body.starts_with('[') {
-            serde_json::from_str(&body).map_err(corrupt)?
-        } else {
-            vec![serde_json::from_str(&body).map_err(corrupt)?]
-        };
-        records.extend(
-            (seq..)
-                .zip(entries)
-                .filter(|(seq, _)| *seq > after_seq)
-                .map(|(seq, entry)| JournalRecord { seq, at_ms, entry }),
-        );
+        let body: &str = r.get(2);
+        super::decode_row(task_id, seq, r.get(1), body, after_seq, &mut records)?;
     }
     Ok(records)
 }

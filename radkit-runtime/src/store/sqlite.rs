@@ -15,7 +15,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
 use super::{Append, Encoded, Store, StoreError, StoreStats, TaskQuery, TaskRecord};
-use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::journal::{now_ms, JournalRecord};
 use crate::model::TaskState;
 
 /// How hard a commit waits for the disk.
@@ -83,6 +83,11 @@ const MIGRATIONS: &[&str] = &[
      CREATE UNIQUE INDEX journal_by_task ON journal(tid, seq);",
     // 2: where each task's last checkpoint is (one small index entry per checkpoint).
     "CREATE INDEX journal_checkpoints ON journal(tid, seq) WHERE kind = 'checkpoint';",
+    // 3: one journal row per append: `body` is then a JSON array of the entries `seq..=last_seq` (a
+    // row without `last_seq` holds the one entry at `seq`); its `kind` lists the entries' kinds.
+    "ALTER TABLE journal ADD COLUMN last_seq INTEGER;
+     DROP INDEX journal_checkpoints;
+     CREATE INDEX journal_checkpoints ON journal(tid, seq) WHERE kind LIKE '%checkpoint%';",
 ];
 
 fn connect(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
@@ -198,12 +203,14 @@ impl SqliteStore {
     }
 }
 
-/// Run a `(seq, at_ms, body)` query and decode its rows; `task_id` names corrupt entries.
+/// Run a `(seq, at_ms, body)` query and decode the entries after `after_seq` of its rows; `task_id`
+/// names corrupt entries.
 fn read_records(
     conn: &Connection,
     sql: &str,
     params: impl rusqlite::Params,
     task_id: &str,
+    after_seq: u64,
 ) -> Result<Vec<JournalRecord>, StoreError> {
     let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
     let mut rows = stmt.query(params).map_err(backend)?;
@@ -213,12 +220,7 @@ fn read_records(
         let at_ms = row.get::<_, i64>(1).map_err(backend)?;
         // Decoded straight from SQLite's buffer: no copy of the body.
         let body = row.get_ref(2).map_err(backend)?.as_str().map_err(backend)?;
-        let entry: Entry = serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
-            task_id: task_id.to_owned(),
-            seq,
-            reason: e.to_string(),
-        })?;
-        out.push(JournalRecord { seq, at_ms, entry });
+        super::decode_row(task_id, seq, at_ms, body, after_seq, &mut out)?;
     }
     Ok(out)
 }
@@ -299,7 +301,7 @@ fn apply_one(
     let known = match last_seqs.get(&append.task_id) {
         Some(known) => Some(*known),
         None => tx
-            .prepare_cached("SELECT tid, COALESCE((SELECT max(seq) FROM journal j WHERE j.tid = tasks.tid), 0) FROM tasks WHERE id = ?1")?
+            .prepare_cached("SELECT tid, COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), 0) FROM tasks WHERE id = ?1")?
             .query_row(params![append.task_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u64)))
             .optional()?,
     };
@@ -328,15 +330,12 @@ fn apply_one(
         }
         (None, Some((tid, _))) => tid,
     };
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO journal (tid, seq, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    let mut seq = append.first_seq;
-    for (kind, body) in &encoded.rows {
-        insert.execute(params![tid, seq as i64, now, kind, body])?;
-        seq += 1;
-    }
-    let last_seq = seq - 1;
+    let (kind, body, last) = encoded.journal_row();
+    tx.prepare_cached(
+        "INSERT INTO journal (tid, seq, last_seq, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![tid, append.first_seq as i64, last, now, kind, body])?;
+    let last_seq = append.first_seq + encoded.rows.len() as u64 - 1;
     // The row changes only when the state or the timer does: `last_seq` and `updated_at_ms` are read
     // from the journal, so a plain step writes no task-row page (one page less per commit).
     if append.state.is_some() || append.wake_at_ms.is_some() {
@@ -388,7 +387,7 @@ fn finish_row((mut record, state): (TaskRecord, String)) -> Result<TaskRecord, S
 const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, state, created_at_ms,
     COALESCE((SELECT at_ms FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), created_at_ms),
     wake_at_ms,
-    COALESCE((SELECT seq FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), 0)";
+    COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), 0)";
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -427,9 +426,17 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             read_records(
                 conn,
-                "SELECT seq, at_ms, body FROM journal WHERE tid = (SELECT tid FROM tasks WHERE id = ?1) AND seq > ?2 ORDER BY seq",
+                // From the row holding entry `after_seq + 1` on: an index range, however long the
+                // journal.
+                "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
+                 SELECT seq, at_ms, body FROM journal
+                 WHERE tid = (SELECT tid FROM t)
+                   AND seq >= COALESCE((SELECT MAX(seq) FROM journal
+                                        WHERE tid = (SELECT tid FROM t) AND seq <= ?2 + 1), 0)
+                 ORDER BY seq",
                 params![id, after_seq as i64],
                 &id,
+                after_seq,
             )
         })
         .await
@@ -444,10 +451,11 @@ impl Store for SqliteStore {
                  SELECT seq, at_ms, body FROM journal
                  WHERE tid = (SELECT tid FROM t)
                    AND (seq = 1 OR seq >= (SELECT COALESCE(MAX(seq), 0) FROM journal
-                                           WHERE tid = (SELECT tid FROM t) AND kind = 'checkpoint'))
+                                           WHERE tid = (SELECT tid FROM t) AND kind LIKE '%checkpoint%'))
                  ORDER BY seq",
                 params![id],
                 &id,
+                0,
             )
         })
         .await
