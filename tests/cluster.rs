@@ -288,6 +288,11 @@ async fn a_submit_only_engine_leaves_its_tasks_to_the_workers() {
     for _ in 0..20 {
         tasks.push(send(&submit, "ticker", "5").await);
     }
+    for task in &tasks {
+        let row = submit.store().task(task).await.unwrap().unwrap();
+        assert_eq!(row.state, TaskState::Submitted, "the submitter ran nothing");
+        assert_eq!(lease_owner(&url, task).await, None, "and leased nothing");
+    }
     let w1 = engine(&url, "w1", 2_000).await;
     let w2 = engine(&url, "w2", 2_000).await;
     for task in &tasks {

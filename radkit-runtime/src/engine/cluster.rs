@@ -270,46 +270,58 @@ impl Inner {
     }
 }
 
-/// Renew every third of the lease's lifetime, on its own task so that claiming and resuming never
-/// delay it. Runs until the engine halts or is dropped.
-async fn keep_leases(engine: Weak<Inner>) {
+/// Run `tick` every `period` of the engine until it halts or is dropped (the loop holds it weakly).
+async fn every<Fut>(
+    engine: Weak<Inner>,
+    period: impl Fn(&Inner) -> Duration,
+    tick: impl Fn(Arc<Inner>) -> Fut,
+) where
+    Fut: std::future::Future<Output = ()>,
+{
     loop {
-        let every = match engine.upgrade() {
-            Some(e) => e.config.lease_ttl / 3,
+        let wait = match engine.upgrade() {
+            Some(e) => period(&e),
             None => return,
         };
-        tokio::time::sleep(every).await;
+        tokio::time::sleep(wait).await;
         let Some(engine) = engine.upgrade() else {
             return;
         };
         if engine.halted.load(Ordering::SeqCst) {
             return;
         }
-        if let Err(e) = engine.renew().await {
-            tracing::warn!(error = %e, "lease renewal failed");
-        }
+        tick(engine).await;
     }
 }
 
-/// The worker loop: claims and cancel requests every poll, until the engine halts or is dropped.
+/// Renew every third of the lease's lifetime, on its own task so that claiming and resuming never
+/// delay it.
+async fn keep_leases(engine: Weak<Inner>) {
+    every(
+        engine,
+        |e| e.config.lease_ttl / 3,
+        |e| async move {
+            if let Err(e) = e.renew().await {
+                tracing::warn!(error = %e, "lease renewal failed");
+            }
+        },
+    )
+    .await
+}
+
+/// The worker loop: claims and cancel requests every poll.
 async fn work(engine: Weak<Inner>) {
-    loop {
-        let poll = match engine.upgrade() {
-            Some(e) => e.config.poll,
-            None => return,
-        };
-        tokio::time::sleep(poll).await;
-        let Some(engine) = engine.upgrade() else {
-            return;
-        };
-        if engine.halted.load(Ordering::SeqCst) {
-            return;
-        }
-        if let Err(e) = engine.deliver_cancels().await {
-            tracing::warn!(error = %e, "cancel poll failed");
-        }
-        if let Err(e) = engine.claim().await {
-            tracing::warn!(error = %e, "claim failed");
-        }
-    }
+    every(
+        engine,
+        |e| e.config.poll,
+        |e| async move {
+            if let Err(err) = e.deliver_cancels().await {
+                tracing::warn!(error = %err, "cancel poll failed");
+            }
+            if let Err(err) = e.claim().await {
+                tracing::warn!(error = %err, "claim failed");
+            }
+        },
+    )
+    .await
 }

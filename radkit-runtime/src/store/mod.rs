@@ -3,6 +3,8 @@
 //!
 //! Every store passes the same conformance suite (`store::conformance`).
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -117,9 +119,10 @@ impl Encoded {
     /// The append as one journal row `(kinds, body, last seq)`: one entry is stored as itself, several
     /// as a JSON array of the already encoded entries with the last one's seq (read back by
     /// [`decode_row`]).
-    pub(crate) fn journal_row(&self) -> (String, String, Option<i64>) {
+    pub(crate) fn journal_row(&self) -> (Cow<'_, str>, Cow<'_, str>, Option<i64>) {
         match self.rows.as_slice() {
-            [(kind, body)] => ((*kind).to_owned(), body.clone(), None),
+            // The common case on the append path: no copy.
+            [(kind, body)] => (Cow::Borrowed(*kind), Cow::Borrowed(body.as_str()), None),
             rows => {
                 let kinds: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
                 let mut body =
@@ -133,7 +136,11 @@ impl Encoded {
                 }
                 body.push(']');
                 let last = self.append.first_seq + rows.len() as u64 - 1;
-                (kinds.join(","), body, Some(last as i64))
+                (
+                    Cow::Owned(kinds.join(",")),
+                    Cow::Owned(body),
+                    Some(last as i64),
+                )
             }
         }
     }

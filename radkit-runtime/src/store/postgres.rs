@@ -539,8 +539,8 @@ async fn commit_round(
     let mut j_id = Vec::new();
     let mut j_seq = Vec::new();
     let mut j_last: Vec<Option<i64>> = Vec::new();
-    let mut j_kind: Vec<String> = Vec::new();
-    let mut j_body: Vec<String> = Vec::new();
+    let mut j_kind: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+    let mut j_body: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut refused: Vec<Option<StoreError>> = Vec::with_capacity(round.len());
     for encoded in round {
         let append = &encoded.append;
@@ -593,6 +593,8 @@ async fn commit_round(
         j_kind.push(kind);
         j_body.push(body);
     }
+    let j_kinds: Vec<&str> = j_kind.iter().map(|k| k.as_ref()).collect();
+    let j_bodies: Vec<&str> = j_body.iter().map(|b| b.as_ref()).collect();
     let params: [&(dyn ToSql + Sync); 25] = [
         &now,
         &u_id,
@@ -616,8 +618,8 @@ async fn commit_round(
         &c_fence,
         &j_id,
         &j_seq,
-        &j_kind,
-        &j_body,
+        &j_kinds,
+        &j_bodies,
         &j_last,
     ];
     let done: std::collections::HashSet<String> = client
