@@ -4,7 +4,8 @@
 //!
 //! Write a skill as named async steps with [`flow_skill`] and [`step`]; move between them with
 //! [`goto!`] and [`await_input!`]. The [`macros_guide`] lists every macro argument, the allowed step
-//! signatures and the compile errors.
+//! signatures and the compile errors. With the `cli` feature (on by default), [`cli::main`] gives a
+//! program the whole `radkit` command line over its own skills.
 
 pub use radkit_runtime::*;
 pub use radkit_runtime::{await_input, goto};
@@ -12,7 +13,8 @@ pub use radkit_runtime::{await_input, goto};
 #[doc(hidden)]
 pub use radkit_runtime::__private;
 
-pub mod demo;
+#[cfg(feature = "cli")]
+pub mod cli;
 
 #[doc = include_str!("../docs/macros.md")]
 pub mod macros_guide {}

@@ -2,6 +2,10 @@
 
 use std::process::Command;
 
+#[allow(dead_code)] // each test uses part of the demo
+#[path = "../src/demo/mod.rs"]
+mod demo;
+
 use radkit::model::Message;
 use radkit::store::{Durability, SqliteStore};
 
@@ -10,7 +14,7 @@ async fn tasks_list_and_show_print_the_journal_as_a_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let id = {
         let store = SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Full).unwrap();
-        let engine = radkit::demo::engine_builder(store).start().await.unwrap();
+        let engine = demo::engine(radkit::Engine::builder(store)).start().await.unwrap();
         let id = engine
             .send(None, None, Message::user_text("Durable agents"))
             .await
@@ -56,4 +60,60 @@ async fn tasks_list_and_show_print_the_journal_as_a_timeline() {
         .unwrap();
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).starts_with("error: no task nope"));
+}
+
+#[tokio::test]
+async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguous_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // 17 random ids: by the pigeonhole principle two of them share their first hex digit.
+    let ids: Vec<String> = {
+        let store = SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Full).unwrap();
+        let engine = demo::engine(radkit::Engine::builder(store)).start().await.unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..17 {
+            let id = engine
+                .send(None, Some("ticker"), Message::user_text("1"))
+                .await
+                .unwrap();
+            engine.wait_settled(None, &id).await.unwrap();
+            ids.push(id);
+        }
+        ids
+    };
+    let tasks = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_radkit"))
+            .arg("tasks")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // The shortest prefix that names one task.
+    let id = &ids[0];
+    let unique = (1..=id.len())
+        .map(|n| &id[..n])
+        .find(|p| ids.iter().filter(|other| other.starts_with(p)).count() == 1)
+        .unwrap();
+    let out = tasks(&["show", unique]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(shown.starts_with(&format!("task {id} — skill `ticker`")), "{shown}");
+    assert!(shown.contains("completed"), "{shown}");
+
+    let first = ids
+        .iter()
+        .map(|i| &i[..1])
+        .find(|p| ids.iter().filter(|i| i.starts_with(p)).count() >= 2)
+        .unwrap();
+    let out = tasks(&["show", first]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with(&format!("error: `{first}` is ambiguous: ")), "{err}");
+    for candidate in ids.iter().filter(|i| i.starts_with(first)) {
+        assert!(err.contains(candidate.as_str()), "{candidate} missing from {err}");
+    }
+    for other in ids.iter().filter(|i| !i.starts_with(first)) {
+        assert!(!err.contains(other.as_str()), "{other} listed in {err}");
+    }
 }

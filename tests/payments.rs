@@ -5,7 +5,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use radkit::demo::payments::{read_lines, PaymentWorld, Payments};
+#[allow(dead_code)]
+#[path = "../examples/payments/skill.rs"]
+mod skill;
+
+use skill::{read_lines, PaymentWorld, Payments};
 use radkit::model::{Message, Part, Task, TaskState};
 use radkit::store::{Durability, MemoryStore, SqliteStore, TaskQuery};
 use radkit::Engine;

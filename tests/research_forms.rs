@@ -2,13 +2,16 @@
 //! with `#[flow_skill]`, produces the same effect journal for the same scripted model and takes
 //! the task working -> input-required -> (reply) -> completed.
 
-use radkit::demo;
 use radkit::flow::{CmdKind, ErasedSkill};
 use radkit::journal::{Entry, JournalRecord};
 use radkit::model::{Message, TaskState};
 use radkit::store::MemoryStore;
 use radkit::Engine;
 use std::sync::Arc;
+
+#[allow(dead_code)] // each test uses part of the demo
+#[path = "../src/demo/mod.rs"]
+mod demo;
 
 /// What a run did to the world: every model call with its input and answer, in order.
 fn effect_trace(journal: &[JournalRecord]) -> Vec<(String, serde_json::Value, serde_json::Value)> {
@@ -62,8 +65,9 @@ async fn run_form(
     Vec<(Option<String>, String)>,
 ) {
     let engine = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
         .erased_skill(skill)
-        .effects(demo::scripted_effects())
+        .effects(demo::shared::scripted_effects())
         .start()
         .await
         .unwrap();
@@ -112,9 +116,9 @@ async fn run_form(
 
 #[tokio::test]
 async fn macro_reducer_and_step_table_forms_produce_the_same_effect_journal() {
-    let reducer = run_form(radkit::flow::erase(demo::research_reducer::ResearchReducer)).await;
-    let table = run_form(radkit::flow::erase(demo::research_table::skill())).await;
-    let macros = run_form(radkit::flow::erase(demo::research_macro::ResearchLoop)).await;
+    let reducer = run_form(radkit::flow::erase(demo::reducer_form::ResearchReducer)).await;
+    let table = run_form(radkit::flow::erase(demo::table_form::skill())).await;
+    let macros = run_form(radkit::flow::erase(demo::macro_form::ResearchLoop)).await;
     assert_eq!(
         reducer.1,
         vec![
@@ -131,4 +135,25 @@ async fn macro_reducer_and_step_table_forms_produce_the_same_effect_journal() {
     );
     assert_eq!(reducer, table);
     assert_eq!(reducer, macros);
+}
+
+#[tokio::test]
+async fn the_final_note_uses_the_humans_reply() {
+    for form in [
+        radkit::flow::erase(demo::reducer_form::ResearchReducer),
+        radkit::flow::erase(demo::table_form::skill()),
+        radkit::flow::erase(demo::macro_form::ResearchLoop),
+    ] {
+        let id = form.info().id.clone();
+        let (_, _, artifacts) = run_form(form).await;
+        let [(Some(name), text)] = artifacts.as_slice() else {
+            panic!("{id}: one named artifact expected, got {artifacts:?}");
+        };
+        assert_eq!(name, "final.txt", "{id}");
+        assert_eq!(
+            text,
+            "Draft on: Durable execution for agents\nRevised: Add sources.\nRevised: Make it friendlier.",
+            "{id}: the critic's note and the human's reply are both applied"
+        );
+    }
 }

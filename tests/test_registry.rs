@@ -1,5 +1,6 @@
 //! The registry: every `#[flow_skill]` is collected, sorted by id, turned into an agent card and a
-//! Mermaid graph; its version follows the step graph.
+//! Mermaid graph; its version follows the step graph; an engine serves the registered skills by
+//! default.
 
 use radkit::flow::{StepCtx, StepResult};
 use radkit::model::Content;
@@ -15,6 +16,30 @@ impl Zeta {
     #[step(start)]
     async fn only(&self, ctx: &StepCtx, msg: Content) -> StepResult {
         ctx.complete(msg.joined_texts(), vec![])
+    }
+}
+
+/// Not registered: served only when added.
+#[derive(Default)]
+struct Hidden;
+
+#[flow_skill(id = "hidden", name = "Hidden", register = false)]
+impl Hidden {
+    #[step(start)]
+    async fn only(&self, ctx: &StepCtx) -> StepResult {
+        ctx.complete("hidden", vec![])
+    }
+}
+
+/// Registered under an id that is taken, for the duplicate test.
+#[derive(Default)]
+struct AlphaAgain;
+
+#[flow_skill(id = "alpha", name = "Alpha again", register = false)]
+impl AlphaAgain {
+    #[step(start)]
+    async fn only(&self, ctx: &StepCtx) -> StepResult {
+        ctx.complete("again", vec![])
     }
 }
 
@@ -89,5 +114,69 @@ fn version_is_derived_from_the_step_graph() {
     assert_ne!(
         alpha.version,
         radkit::flow::SkillInfo::graph_version(&changed)
+    );
+}
+
+fn served(builder: radkit::EngineBuilder) -> Result<Vec<String>, radkit::EngineError> {
+    builder
+        .build()
+        .map(|engine| engine.skills().into_iter().map(|s| s.id).collect())
+}
+
+fn builder() -> radkit::EngineBuilder {
+    radkit::Engine::builder(radkit::store::MemoryStore::new())
+}
+
+#[test]
+fn an_engine_serves_the_registered_skills_by_default() {
+    assert_eq!(served(builder()).unwrap(), vec!["alpha", "zeta"]);
+}
+
+#[test]
+fn skills_added_to_the_builder_are_served_after_the_registered_ones() {
+    assert_eq!(
+        served(builder().skill(Hidden)).unwrap(),
+        vec!["alpha", "zeta", "hidden"]
+    );
+}
+
+#[test]
+fn only_skills_serves_a_chosen_subset() {
+    assert_eq!(
+        served(builder().skill(Hidden).only_skills(["hidden", "zeta"])).unwrap(),
+        vec!["zeta", "hidden"]
+    );
+    let err = served(builder().only_skills(["alpha", "nope"])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "only_skills names `nope`, which is not available; available skills are alpha, zeta"
+    );
+}
+
+#[test]
+fn without_registered_skills_serves_only_the_added_ones() {
+    assert_eq!(
+        served(builder().without_registered_skills().skill(Hidden)).unwrap(),
+        vec!["hidden"]
+    );
+    let err = served(builder().without_registered_skills()).unwrap_err();
+    assert!(err.to_string().starts_with("no skill to serve"), "{err}");
+}
+
+#[test]
+fn an_added_skill_with_a_registered_id_is_a_clear_error() {
+    let err = served(builder().skill(AlphaAgain)).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, radkit::EngineError::DuplicateSkill(_)), "{text}");
+    assert!(
+        text.starts_with("skill id `alpha` is served twice: registered by #[flow_skill] at ")
+            && text.contains("test_registry.rs:")
+            && text.contains("and added with EngineBuilder::skill"),
+        "{text}"
+    );
+    // Leaving the registered one out resolves it.
+    assert_eq!(
+        served(builder().without_registered_skills().skill(AlphaAgain)).unwrap(),
+        vec!["alpha"]
     );
 }

@@ -39,3 +39,17 @@ fn duplicate_ids_are_reported_with_both_locations() {
         "{text}"
     );
 }
+
+#[test]
+fn an_engine_refuses_to_serve_two_skills_with_one_id() {
+    let err = match radkit::Engine::builder(radkit::store::MemoryStore::new()).build() {
+        Err(e) => e,
+        Ok(_) => panic!("two skills share an id"),
+    };
+    let text = err.to_string();
+    assert!(
+        text.contains("test_registry_duplicates.rs:9")
+            && text.contains("test_registry_duplicates.rs:20"),
+        "{text}"
+    );
+}

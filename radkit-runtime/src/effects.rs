@@ -44,6 +44,14 @@ impl Effects {
         self
     }
 
+    /// The same tools, but every model name answered by `model` (what `--llm openai` does to a
+    /// program's scripted models).
+    pub fn replace_models(mut self, model: impl Model) -> Self {
+        self.models.clear();
+        self.default_model = Some(Arc::new(model));
+        self
+    }
+
     /// Register `tool` under `name` (`ctx.tool(name)`).
     pub fn tool(mut self, name: impl Into<String>, tool: impl Tool) -> Self {
         self.tools.insert(name.into(), Arc::new(tool));

@@ -1,4 +1,4 @@
-//! `radkit bench`: the engine's own benchmarks. Each workload runs on a fresh SQLite file with FULL
+//! `bench`: the engine's own benchmarks, on skills of their own (not the program's). Each workload runs on a fresh SQLite file with FULL
 //! durability and prints one JSON line. Build with `--release`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use futures::future::BoxFuture;
-use radkit::effects::Effects;
-use radkit::engine::{Boundary, Fault};
-use radkit::flow::step_table::{goto, Step, StepInput, StepTable};
-use radkit::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
-use radkit::model::{Message, TaskState};
-use radkit::store::{Durability, SqliteStore};
-use radkit::tools::FnTool;
-use radkit::Engine;
+use crate::effects::Effects;
+use crate::engine::{Boundary, Fault};
+use crate::flow::step_table::{goto, Step, StepInput, StepTable};
+use crate::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
+use crate::model::{Message, TaskState};
+use crate::store::{Durability, SqliteStore};
+use crate::tools::FnTool;
+use crate::{Engine, EngineBuilder};
 
 /// Arguments of `radkit bench`.
 #[derive(clap::Args)]
@@ -44,7 +44,7 @@ enum Workload {
         #[arg(long)]
         store: Option<String>,
         /// With `--store postgres://…`: share the tasks among this many `radkit worker` processes
-        /// (the `ticker` skill) instead of running them in this process.
+        /// (the `bench` skill, run by `worker --bench-skill`) instead of running them in this process.
         #[arg(long, default_value_t = 0)]
         workers: u64,
     },
@@ -85,16 +85,39 @@ fn tick<'a>(_: &'a Ticker, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, 
     })
 }
 
-static TICK_STEPS: &[Step<Ticker>] = &[Step::new("tick", tick).start().takes_user_message()];
+static TICK_STEPS: &[Step<Ticker>] = &[Step::new("tick", tick)
+    .start()
+    .takes_user_message()
+    .goes_to(&["tick"])];
 
 pub(crate) fn engine_parts() -> anyhow::Result<(StepTable<Ticker>, Effects)> {
+    let (skill, noop) = bench_skill()?;
+    Ok((skill, Effects::new().tool("noop", noop)))
+}
+
+/// The `bench` skill and its `noop` tool.
+fn bench_skill() -> anyhow::Result<(StepTable<Ticker>, FnTool)> {
     let skill = StepTable::new(SkillInfo::new("bench", "Bench"), Ticker, TICK_STEPS)
         .map_err(anyhow::Error::msg)?;
     let noop = FnTool::new(
         EffectPolicy::Idempotent,
         |args, _key| async move { Ok(args) },
     );
-    Ok((skill, Effects::new().tool("noop", noop)))
+    Ok((skill, noop))
+}
+
+/// `builder` serving the `bench` skill too, with its `noop` tool (`worker --bench-skill`, which
+/// `bench concurrent --workers N` starts).
+pub(crate) fn with_bench_skill(builder: EngineBuilder) -> anyhow::Result<EngineBuilder> {
+    let (skill, noop) = bench_skill()?;
+    Ok(builder
+        .skill(skill)
+        .map_effects(|effects| effects.tool("noop", noop)))
+}
+
+/// An engine builder serving only `skill`: the program's registered skills stay out of benchmarks.
+fn bench_builder(store: impl crate::store::Store, skill: impl crate::flow::FlowSkill) -> EngineBuilder {
+    Engine::builder(store).without_registered_skills().skill(skill)
 }
 
 fn peak_rss_bytes() -> u64 {
@@ -152,14 +175,13 @@ pub(crate) async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow
     Ok(())
 }
 
-/// Run `radkit bench`.
+/// Run `bench`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     match args.workload {
         Workload::Sequential { steps } => {
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
-            let engine = Engine::builder(SqliteStore::open(&path, Durability::Full)?)
-                .skill(skill)
+            let engine = bench_builder(SqliteStore::open(&path, Durability::Full)?, skill)
                 .effects(effects)
                 .start()
                 .await?;
@@ -167,7 +189,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             run_tasks(&engine, 1, steps).await?;
             let elapsed = started.elapsed();
             let baseline =
-                radkit::store::sqlite::commit_latency(&path.with_extension("baseline"), 500)?;
+                crate::store::sqlite::commit_latency(&path.with_extension("baseline"), 500)?;
             let us_per_step = elapsed.as_secs_f64() * 1e6 / steps.max(1) as f64;
             let baseline_us = baseline.as_secs_f64() * 1e6;
             let extra = serde_json::json!({
@@ -194,8 +216,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let store = SqliteStore::open(&path, Durability::Full)?;
-            let engine = Engine::builder(store.clone())
-                .skill(skill)
+            let engine = bench_builder(store.clone(), skill)
                 .effects(effects)
                 .start()
                 .await?;
@@ -223,8 +244,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     f.boundary == Boundary::CommandJournaled
                         && issued.fetch_add(1, Ordering::SeqCst) == steps
                 };
-                let engine = Engine::builder(SqliteStore::open(&path, Durability::Full)?)
-                    .skill(skill)
+                let engine = bench_builder(SqliteStore::open(&path, Durability::Full)?, skill)
                     .effects(effects)
                     .fault_hook(hook)
                     .build()?;
@@ -274,13 +294,13 @@ async fn a2a(requests: u64, concurrency: u64) -> anyhow::Result<()> {
     let skill = StepTable::new(SkillInfo::new("echo", "Echo"), Echo, ECHO_STEPS)
         .map_err(anyhow::Error::msg)?;
     let store = SqliteStore::open(&path, Durability::Full)?;
-    let engine = Engine::builder(store.clone()).skill(skill).start().await?;
+    let engine = bench_builder(store.clone(), skill).start().await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/", listener.local_addr()?);
-    let server = tokio::spawn(radkit::server::serve(
+    let server = tokio::spawn(crate::server::serve(
         listener,
         engine,
-        radkit::server::ServerConfig::new(url.clone()),
+        crate::server::ServerConfig::new(url.clone()),
     ));
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency as usize)
@@ -356,8 +376,7 @@ async fn resume_child(path: &std::path::Path, steps: u64) -> anyhow::Result<()> 
     };
     let (skill, effects) = engine_parts()?;
     let store = SqliteStore::open(path, Durability::Full)?;
-    let engine = Engine::builder(store)
-        .skill(skill)
+    let engine = bench_builder(store, skill)
         .effects(effects)
         .fault_hook(hook)
         .build()?;

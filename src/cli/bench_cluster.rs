@@ -1,25 +1,25 @@
 //! `radkit bench concurrent --store postgres://…`: the concurrent workload on PostgreSQL, in this
-//! process or shared by `--workers N` `radkit worker` processes, in a fresh schema that is dropped
+//! process or shared by `--workers N` `worker --bench-skill` processes, in a fresh schema that is dropped
 //! afterwards.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use radkit::model::Message;
-use radkit::store::{PostgresStore, Store, TaskQuery};
-use radkit::Engine;
+use crate::model::Message;
+use crate::store::{PostgresStore, Store, TaskQuery};
+use crate::Engine;
 use tokio::io::AsyncBufReadExt;
 
 /// Run the workload; prints one JSON line.
 pub async fn concurrent(url: &str, flows: u64, steps: u64, workers: u64) -> anyhow::Result<()> {
-    let (schema, scoped) = radkit::store::postgres::create_schema(url, "radkit_bench").await?;
+    let (schema, scoped) = crate::store::postgres::create_schema(url, "radkit_bench").await?;
     let result = if workers == 0 {
         in_process(&scoped, flows, steps).await
     } else {
         with_workers(&scoped, flows, steps, workers).await
     };
-    if let Err(e) = radkit::store::postgres::drop_schema(url, &schema).await {
+    if let Err(e) = crate::store::postgres::drop_schema(url, &schema).await {
         eprintln!("warning: bench schema {schema} not dropped: {e}");
     }
     let (elapsed, stats) = result?;
@@ -39,10 +39,11 @@ async fn in_process(
     url: &str,
     flows: u64,
     steps: u64,
-) -> anyhow::Result<(Duration, radkit::store::StoreStats)> {
+) -> anyhow::Result<(Duration, crate::store::StoreStats)> {
     let (skill, effects) = super::bench::engine_parts()?;
     let store = PostgresStore::connect(url).await?;
     let engine = Engine::builder(store.clone())
+        .without_registered_skills()
         .skill(skill)
         .effects(effects)
         .build()?;
@@ -51,20 +52,20 @@ async fn in_process(
     Ok((started.elapsed(), store.stats()))
 }
 
-/// `workers` `radkit worker` processes share the tasks; this process only submits them (as the
-/// `ticker` skill, `steps` ticks each) and waits until every one completed.
+/// `workers` `worker --bench-skill` processes share the tasks; this process only submits them (as the
+/// `bench` skill, `steps` steps each) and waits until every one completed.
 async fn with_workers(
     url: &str,
     flows: u64,
     steps: u64,
     workers: u64,
-) -> anyhow::Result<(Duration, radkit::store::StoreStats)> {
+) -> anyhow::Result<(Duration, crate::store::StoreStats)> {
     let store = PostgresStore::connect(url).await?;
     let exe = std::env::current_exe()?;
     let mut children = Vec::new();
     for i in 0..workers {
         let mut child = tokio::process::Command::new(&exe)
-            .args(["worker", "--store", url, "--poll-ms", "5", "--worker-id"])
+            .args(["worker", "--bench-skill", "--store", url, "--poll-ms", "5", "--worker-id"])
             .arg(format!("bench-worker-{i}"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -79,12 +80,15 @@ async fn with_workers(
         }
         children.push(child);
     }
-    let submit = radkit::demo::engine_builder(store.clone())
+    let (skill, _) = super::bench::engine_parts()?;
+    let submit = Engine::builder(store.clone())
+        .without_registered_skills()
+        .skill(skill)
         .max_active_tasks(0)
         .build()?;
     let started = Instant::now();
     let sends = (0..flows)
-        .map(|_| submit.send(None, Some("ticker"), Message::user_text(steps.to_string())));
+        .map(|_| submit.send(None, Some("bench"), Message::user_text(steps.to_string())));
     futures::future::try_join_all(sends).await?;
     loop {
         let open = store
@@ -106,7 +110,7 @@ async fn with_workers(
         .list(TaskQuery::default())
         .await?
         .into_iter()
-        .filter(|t| t.state != radkit::model::TaskState::Completed)
+        .filter(|t| t.state != crate::model::TaskState::Completed)
         .count();
     for child in &mut children {
         let _ = child.start_kill();

@@ -1,34 +1,34 @@
-//! `radkit graph <skill-id>`: a registered skill's step graph as Mermaid.
+//! `graph <skill-id>`: the step graph of a skill the program serves, as Mermaid.
 
-/// Arguments of `radkit graph`.
+use std::sync::Arc;
+
+use super::App;
+use crate::store::MemoryStore;
+
+/// Arguments of `graph`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The skill id (`radkit graph --list` shows them).
+    /// The skill id (without it, or with `--list`, the served skills are listed).
     pub skill: Option<String>,
-    /// List the registered skills.
+    /// List the served skills.
     #[arg(long)]
     pub list: bool,
 }
 
-/// Run `radkit graph`.
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    // Registered skills, plus the demo skills `radkit serve` runs.
-    let mut skills = radkit::registry::build_all()?;
-    skills.push(radkit::flow::erase(
-        radkit::demo::research_macro::ResearchLoop,
-    ));
-    skills.push(radkit::flow::erase(radkit::demo::research_table::skill()));
-    skills.push(radkit::flow::erase(radkit::demo::report::skill()));
-    let ids: Vec<String> = skills.iter().map(|s| s.info().id.clone()).collect();
+/// Run `graph`.
+pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
+    // The skills `serve` would serve; the store is never touched.
+    let skills = app.builder(Arc::new(MemoryStore::new())).skills()?;
     match args.skill {
         Some(id) if !args.list => {
             let skill = skills.iter().find(|s| s.info().id == id).ok_or_else(|| {
+                let ids: Vec<&str> = skills.iter().map(|s| s.info().id.as_str()).collect();
                 anyhow::anyhow!(
-                    "no registered skill `{id}`; registered skills are {}",
+                    "this program serves no skill `{id}`; it serves {}",
                     ids.join(", ")
                 )
             })?;
-            print!("{}", radkit::registry::mermaid(skill.info()));
+            print!("{}", crate::registry::mermaid(skill.info()));
         }
         _ => {
             for skill in &skills {

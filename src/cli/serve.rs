@@ -1,12 +1,13 @@
-//! `radkit serve`: serve the demo skills over A2A JSON-RPC on a SQLite file (or Postgres).
+//! `serve`: serve a program's skills over A2A JSON-RPC on a SQLite file (or Postgres).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use radkit::demo;
-use radkit::server::{self, ServerConfig};
-use radkit::store::{Durability, SqliteStore};
-use radkit::{Engine, EngineBuilder};
+
+use super::App;
+use crate::server;
+use crate::store::{Durability, SqliteStore};
+use crate::{Engine, EngineBuilder};
 
 /// Arguments of `radkit serve`.
 #[derive(clap::Args)]
@@ -30,9 +31,10 @@ pub struct Args {
     /// Public URL of the endpoint, if not `http://<addr>/` (behind a proxy).
     #[arg(long)]
     pub public_url: Option<String>,
-    /// Models: `scripted` (default, no network) or `openai` (an OpenAI-compatible endpoint from
-    /// RADKIT_LLM_BASE_URL, RADKIT_LLM_API_KEY and RADKIT_LLM_MODEL).
-    #[arg(long, default_value = "scripted")]
+    /// Models: `program` (default: the models the program configures; the `radkit` demo's are
+    /// scripted, no network) or `openai` (every model name answered by an OpenAI-compatible
+    /// endpoint from RADKIT_LLM_BASE_URL, RADKIT_LLM_API_KEY and RADKIT_LLM_MODEL; tools unchanged).
+    #[arg(long, default_value = "program", value_parser = ["program", "scripted", "openai"])]
     pub llm: String,
     /// Lease settings (Postgres only).
     #[command(flatten)]
@@ -61,35 +63,34 @@ pub fn open_sqlite(
     SqliteStore::open(&path, durability).with_context(|| format!("opening {}", path.display()))
 }
 
-/// The models `--llm` names: `scripted` (the builder's own) or `openai` (from the environment).
+/// The models `--llm` names: `program` (alias `scripted`: what the program configured) or `openai`
+/// (from the environment, replacing the program's models and keeping its tools).
 pub fn with_models(builder: EngineBuilder, llm: &str) -> anyhow::Result<EngineBuilder> {
     match llm {
-        "scripted" => Ok(builder),
+        "program" | "scripted" => Ok(builder),
         "openai" => {
-            let model = radkit::llm::OpenAiModel::from_env().map_err(anyhow::Error::msg)?;
-            Ok(builder.effects(demo::ticker::with_tick_tool(
-                radkit::effects::Effects::new().default_model(model),
-            )))
+            let model = crate::llm::OpenAiModel::from_env().map_err(anyhow::Error::msg)?;
+            Ok(builder.map_effects(|effects| effects.replace_models(model)))
         }
-        other => anyhow::bail!("unknown --llm `{other}`; expected `scripted` or `openai`"),
+        other => anyhow::bail!("unknown --llm `{other}`; expected `program` or `openai`"),
     }
 }
 
-/// Run `radkit serve`.
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    crate::cli::init_tracing();
+/// Run `serve`.
+pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
+    super::init_tracing();
     let (builder, location) = match args.store.as_deref() {
-        Some(url) if crate::cli::worker::is_postgres(url) => {
-            let store = radkit::store::PostgresStore::connect(url).await?;
+        Some(url) if super::worker::is_postgres(url) => {
+            let store = crate::store::PostgresStore::connect(url).await?;
             (
-                args.cluster.apply(demo::engine_builder(store)),
+                args.cluster.apply(app.builder(std::sync::Arc::new(store))),
                 "postgres".to_owned(),
             )
         }
         other => {
             let store = open_sqlite(other, &args.data_dir, &args.durability)?;
             let path = store.path().display().to_string();
-            (demo::engine_builder(store), path)
+            (app.builder(std::sync::Arc::new(store)), path)
         }
     };
     let engine: Engine = with_models(builder, &args.llm)?.start().await?;
@@ -97,13 +98,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", args.addr))?;
     let local = listener.local_addr()?;
-    let mut config = ServerConfig::new(
+    let mut config = app.server_config(
+        &engine,
         args.public_url
             .clone()
             .unwrap_or_else(|| format!("http://{local}/")),
     );
-    config.name = "radkit research agent".to_owned();
-    config.description = "Drafts, critiques and revises research notes, asking a human when the critic is unsure (scripted model).".to_owned();
     config.tokens = args
         .tokens
         .iter()
@@ -117,12 +117,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         })
         .collect();
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
-    println!("radkit serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", skills.join(", "));
+    println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", config.name, skills.join(", "));
     // On SIGINT or SIGTERM: stop serving, stop writing, and give leases back so that other
     // workers sharing a Postgres store take the tasks over at once.
     tokio::select! {
         served = server::serve(listener, engine.clone(), config) => served?,
-        () = crate::cli::worker::shutdown_signal() => {}
+        () = super::worker::shutdown_signal() => {}
     }
     engine.shutdown().await;
     Ok(())

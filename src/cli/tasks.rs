@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use radkit::journal::{Entry, JournalRecord};
-use radkit::store::{Store, TaskQuery};
+use crate::journal::{Entry, JournalRecord};
+use crate::store::{Store, TaskQuery};
 
 /// Arguments of `radkit tasks`.
 #[derive(clap::Args)]
@@ -33,7 +33,7 @@ enum Command {
     },
     /// One task's journal as a timeline.
     Show {
-        /// Task id.
+        /// Task id, or any prefix of it that names one task.
         id: String,
     },
 }
@@ -144,11 +144,53 @@ pub fn describe(record: &JournalRecord) -> String {
     }
 }
 
-/// Run `radkit tasks`.
+/// Most candidates an ambiguous prefix lists.
+const CANDIDATES: usize = 20;
+
+/// The task `id` names: the task with that exact id, else the only task whose id starts with it.
+async fn find(
+    store: &dyn Store,
+    id: &str,
+    location: &str,
+) -> anyhow::Result<crate::store::TaskRecord> {
+    if id.is_empty() {
+        anyhow::bail!("give a task id or a prefix of one (`tasks list` shows them)");
+    }
+    if let Some(task) = store.task(id).await? {
+        return Ok(task);
+    }
+    let mut matches = store
+        .list(TaskQuery {
+            id_prefix: Some(id.to_owned()),
+            limit: Some(CANDIDATES + 1),
+            ..TaskQuery::default()
+        })
+        .await?;
+    match matches.len() {
+        0 => anyhow::bail!("no task {id} in {location} (`tasks list` shows the tasks)"),
+        1 => Ok(matches.remove(0)),
+        n => {
+            matches.sort_by(|a, b| a.id.cmp(&b.id));
+            let shown: Vec<String> = matches
+                .iter()
+                .take(CANDIDATES)
+                .map(|t| format!("  {}  {:<18}  {}", t.id, t.skill_id, t.state.as_str()))
+                .collect();
+            anyhow::bail!(
+                "`{id}` is ambiguous: {} tasks in {location} start with it; give more characters\n{}{}",
+                if n > CANDIDATES { format!("more than {CANDIDATES}") } else { n.to_string() },
+                shown.join("\n"),
+                if n > CANDIDATES { "\n  …" } else { "" }
+            )
+        }
+    }
+}
+
+/// Run `tasks`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let (store, location): (Arc<dyn Store>, String) = match args.store.as_deref() {
         Some(url) if crate::cli::worker::is_postgres(url) => (
-            Arc::new(radkit::store::PostgresStore::connect(url).await?),
+            Arc::new(crate::store::PostgresStore::connect(url).await?),
             "the Postgres store".to_owned(),
         ),
         other => {
@@ -182,10 +224,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Show { id } => {
-            let task = store
-                .task(&id)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("no task {id} in {location}"))?;
+            let task = find(store.as_ref(), &id, &location).await?;
+            let id = task.id.clone();
             println!(
                 "task {} — skill `{}` version {} — {}",
                 task.id,

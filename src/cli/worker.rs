@@ -1,12 +1,13 @@
-//! `radkit worker`: the engine without the HTTP surface, sharing a Postgres store with other workers
+//! `worker`: the engine without the HTTP surface, sharing a Postgres store with other workers
 //! and servers. It claims runnable tasks through leases, renews them while it works and gives them
 //! back when it stops (SIGINT or SIGTERM).
 
 use std::time::Duration;
 
 use anyhow::Context;
-use radkit::demo;
-use radkit::{Engine, EngineBuilder};
+
+use super::App;
+use crate::{Engine, EngineBuilder};
 
 /// Lease settings, shared by `radkit serve` and `radkit worker` (they matter on Postgres only).
 #[derive(clap::Args, Clone)]
@@ -45,9 +46,12 @@ pub struct Args {
     /// The shared store: `postgres://…`.
     #[arg(long, env = "RADKIT_STORE")]
     pub store: String,
-    /// Models: `scripted` (default, no network) or `openai`, as for `radkit serve`.
-    #[arg(long, default_value = "scripted")]
+    /// Models: `program` (default) or `openai`, as for `serve`.
+    #[arg(long, default_value = "program", value_parser = ["program", "scripted", "openai"])]
     pub llm: String,
+    /// Also run the `bench` skill (what `bench concurrent --workers N` submits).
+    #[arg(long, hide = true)]
+    pub bench_skill: bool,
     /// Lease settings.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -58,24 +62,27 @@ pub fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// Run `radkit worker` until SIGINT or SIGTERM.
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    crate::cli::init_tracing();
+/// Run `worker` until SIGINT or SIGTERM.
+pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
+    super::init_tracing();
     if !is_postgres(&args.store) {
         anyhow::bail!(
             "`{}` is not a shared store: a worker needs `postgres://…` (on SQLite, `radkit serve` runs every task itself)",
             args.store
         );
     }
-    let store = radkit::store::PostgresStore::connect(&args.store)
+    let store = crate::store::PostgresStore::connect(&args.store)
         .await
         .context("opening the Postgres store")?;
-    let builder = args.cluster.apply(demo::engine_builder(store));
-    let engine: Engine = crate::cli::serve::with_models(builder, &args.llm)?
+    let mut builder = args.cluster.apply(app.builder(std::sync::Arc::new(store)));
+    if args.bench_skill {
+        builder = super::bench::with_bench_skill(builder)?;
+    }
+    let engine: Engine = super::serve::with_models(builder, &args.llm)?
         .start()
         .await?;
     println!(
-        "radkit worker {} claiming tasks of {}",
+        "worker {} claiming tasks of {}",
         engine.worker_id(),
         engine
             .skills()

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
-use radkit_runtime::flow::{SkillInfo, StepCtx, StepResult};
+use radkit::flow::step_table::{Step, StepInput, StepTable};
+use radkit::flow::{SkillInfo, StepCtx, StepResult};
 
 /// The skill's own data (none).
 #[derive(Debug, Default)]

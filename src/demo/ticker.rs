@@ -7,11 +7,11 @@ use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{flow_skill, goto};
-use radkit_runtime::effects::Effects;
-use radkit_runtime::flow::{EffectError, EffectPolicy, StepCtx, StepResult};
-use radkit_runtime::model::Content;
-use radkit_runtime::tools::FnTool;
+use radkit::{flow_skill, goto};
+use radkit::effects::Effects;
+use radkit::flow::{EffectError, EffectPolicy, StepCtx, StepResult};
+use radkit::model::Content;
+use radkit::tools::FnTool;
 
 /// The ticker skill.
 #[derive(Debug, Default)]
@@ -33,9 +33,7 @@ pub struct Count {
     id = "ticker",
     name = "Ticker",
     tags = ["benchmark", "cluster"],
-    examples = ["20", "20 50"],
-    register = false,
-    crate = "crate"
+    examples = ["20", "20 50"]
 )]
 impl Ticker {
     /// Read `<steps> [<ms per step>]`.

@@ -29,6 +29,9 @@ pub enum EngineError {
     /// No skill with that id, or no skill could be chosen.
     #[error("{0}")]
     UnknownSkill(String),
+    /// Two served skills have one id.
+    #[error(transparent)]
+    DuplicateSkill(#[from] crate::registry::DuplicateSkill),
     /// The request is malformed.
     #[error("invalid input: {0}")]
     InvalidInput(String),

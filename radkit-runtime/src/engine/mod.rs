@@ -2,6 +2,7 @@
 //! journals after a crash, waking timers, accepting input and cancels. It talks to skills through the
 //! `flow` contract and to persistence through `Store`; it knows nothing of HTTP.
 
+mod builder;
 mod cluster;
 mod driver;
 mod error;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+pub use builder::{EngineBuilder, EngineConfig};
 pub use error::EngineError;
 pub use fault::{Boundary, Fault, FaultHook};
 pub use hooks::{Hook, HookContext, HookDecision, PermissionMode};
@@ -29,199 +31,10 @@ use self::cluster::Ownership;
 use self::replay::{replay, Wait};
 use self::run::{RunState, TaskRun, Work};
 use crate::effects::Effects;
-use crate::flow::{erase, ErasedSkill, Event, FlowSkill, InvocationId, Receipt, SkillInfo};
+use crate::flow::{ErasedSkill, Event, InvocationId, Receipt, SkillInfo};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::{new_id, Message, Role, Task, TaskState};
 use crate::store::{Lease, NewLease, Store, TaskQuery, TaskRecord, CREATION_TOKEN};
-
-/// Engine settings.
-#[derive(Clone)]
-pub struct EngineConfig {
-    /// Step visits a task may make before it is failed as a runaway loop.
-    pub max_steps: u64,
-    /// Crash injection (tests).
-    pub fault: Option<FaultHook>,
-    /// Hooks, called in order.
-    pub hooks: Vec<Arc<dyn Hook>>,
-    /// The permission mode of a task whose first message does not set `permissionMode` in metadata.
-    pub permission_mode: PermissionMode,
-    /// This engine's name in leases (shared stores only).
-    pub worker_id: String,
-    /// How long a lease lasts without renewal; a dead worker's tasks are taken over after it.
-    pub lease_ttl: Duration,
-    /// How often a worker claims runnable tasks and polls a shared store for news.
-    pub poll: Duration,
-    /// Tasks a worker drives at once (shared stores only); `0` makes an engine that only submits.
-    pub max_active_tasks: usize,
-    /// Visits between journal checkpoints (`0`: never). Reloading a task replays its journal from
-    /// the last checkpoint only.
-    pub checkpoint_every: u64,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            max_steps: 10_000,
-            fault: None,
-            hooks: Vec::new(),
-            permission_mode: PermissionMode::Default,
-            worker_id: cluster::default_worker_id(),
-            lease_ttl: Duration::from_secs(10),
-            poll: Duration::from_millis(100),
-            max_active_tasks: 256,
-            checkpoint_every: 64,
-        }
-    }
-}
-
-/// Builds an [`Engine`].
-pub struct EngineBuilder {
-    store: Arc<dyn Store>,
-    skills: HashMap<String, Arc<dyn ErasedSkill>>,
-    order: Vec<String>,
-    effects: Effects,
-    config: EngineConfig,
-    duplicate: Option<String>,
-    default_skill: Option<String>,
-}
-
-impl EngineBuilder {
-    /// The skill a new task runs when the message names none and several skills are served.
-    pub fn default_skill(mut self, id: impl Into<String>) -> Self {
-        self.default_skill = Some(id.into());
-        self
-    }
-
-    /// Serve `skill`.
-    pub fn skill(self, skill: impl FlowSkill) -> Self {
-        self.erased_skill(erase(skill))
-    }
-
-    /// Serve an already erased skill (what the registry hands out).
-    pub fn erased_skill(mut self, skill: Arc<dyn ErasedSkill>) -> Self {
-        let id = skill.info().id.clone();
-        if self.skills.insert(id.clone(), skill).is_some() {
-            self.duplicate.get_or_insert(id);
-        } else {
-            self.order.push(id);
-        }
-        self
-    }
-
-    /// Perform commands with these models and tools.
-    pub fn effects(mut self, effects: Effects) -> Self {
-        self.effects = effects;
-        self
-    }
-
-    /// Limit step visits per task.
-    pub fn max_steps(mut self, max_steps: u64) -> Self {
-        self.config.max_steps = max_steps;
-        self
-    }
-
-    /// Add a hook (observe, modify or deny steps and commands).
-    pub fn hook(mut self, hook: impl Hook) -> Self {
-        self.config.hooks.push(Arc::new(hook));
-        self
-    }
-
-    /// The permission mode of tasks that do not choose one (default: `Default`).
-    pub fn permission_mode(mut self, mode: PermissionMode) -> Self {
-        self.config.permission_mode = mode;
-        self
-    }
-
-    /// This engine's name in leases (default: host, pid and a random suffix).
-    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
-        self.config.worker_id = id.into();
-        self
-    }
-
-    /// How long a lease lasts without renewal (default 10 s). Leases are renewed every third of it.
-    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
-        self.config.lease_ttl = ttl;
-        self
-    }
-
-    /// How often a worker claims runnable tasks and polls for news (default 100 ms).
-    pub fn poll_interval(mut self, every: Duration) -> Self {
-        self.config.poll = every;
-        self
-    }
-
-    /// Tasks driven at once on a shared store (default 256); `0` only submits, for other workers.
-    pub fn max_active_tasks(mut self, n: usize) -> Self {
-        self.config.max_active_tasks = n;
-        self
-    }
-
-    /// Journal a checkpoint every `visits` step visits (default 64; `0` never): reloading a task
-    /// replays only what follows its last checkpoint.
-    pub fn checkpoint_every(mut self, visits: u64) -> Self {
-        self.config.checkpoint_every = visits;
-        self
-    }
-
-    /// Crash at the boundaries where `hook` says so (tests).
-    pub fn fault_hook(mut self, hook: impl Fn(&Fault) -> bool + Send + Sync + 'static) -> Self {
-        self.config.fault = Some(Arc::new(hook));
-        self
-    }
-
-    /// Build the engine without recovering tasks.
-    pub fn build(mut self) -> Result<Engine, EngineError> {
-        if self.config.lease_ttl < Duration::from_millis(100) {
-            return Err(EngineError::InvalidInput(format!(
-                "lease ttl {:?} is too short; use at least 100 ms",
-                self.config.lease_ttl
-            )));
-        }
-        // Claims run on the poll tick: a tick slower than the lease would leave expired work idle.
-        self.config.poll = self
-            .config
-            .poll
-            .clamp(Duration::from_millis(1), self.config.lease_ttl / 4);
-        if let Some(id) = self.duplicate {
-            return Err(EngineError::UnknownSkill(format!(
-                "skill id `{id}` is registered twice"
-            )));
-        }
-        if let Some(id) = self
-            .default_skill
-            .as_ref()
-            .filter(|id| !self.skills.contains_key(*id))
-        {
-            return Err(EngineError::UnknownSkill(format!(
-                "default skill `{id}` is not served; skills are {}",
-                self.order.join(", ")
-            )));
-        }
-        let inner = Inner {
-            store: self.store,
-            skills: self.skills,
-            order: self.order,
-            default_skill: self.default_skill,
-            effects: self.effects,
-            config: self.config,
-            halted: Arc::new(AtomicBool::new(false)),
-            live: Mutex::new(HashMap::new()),
-            held: Mutex::new(HashMap::new()),
-            worker_started: AtomicBool::new(false),
-            claiming: tokio::sync::Mutex::new(()),
-        };
-        Ok(Engine {
-            inner: Arc::new(inner),
-        })
-    }
-
-    /// Build the engine and recover every non-terminal task.
-    pub async fn start(self) -> Result<Engine, EngineError> {
-        let engine = self.build()?;
-        engine.recover().await?;
-        Ok(engine)
-    }
-}
 
 /// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
 const LIVE_CAPACITY: usize = 64;
@@ -386,25 +199,18 @@ impl Subscription {
 }
 
 impl Engine {
-    /// An engine over `store`.
+    /// An engine over `store`, serving every skill registered with `#[flow_skill]` (unless declared
+    /// `register = false`) plus the ones added with [`EngineBuilder::skill`].
     pub fn builder(store: impl Store) -> EngineBuilder {
         Self::builder_arc(Arc::new(store))
     }
 
     /// An engine over a shared store.
     pub fn builder_arc(store: Arc<dyn Store>) -> EngineBuilder {
-        EngineBuilder {
-            store,
-            skills: HashMap::new(),
-            order: Vec::new(),
-            effects: Effects::new(),
-            config: EngineConfig::default(),
-            duplicate: None,
-            default_skill: None,
-        }
+        EngineBuilder::new(store)
     }
 
-    /// The skills served, in registration order.
+    /// The skills served, in the order [`EngineBuilder::skills`] gives.
     pub fn skills(&self) -> Vec<SkillInfo> {
         self.inner
             .order

@@ -1,7 +1,16 @@
-//! The payment flow end to end on SQLite: a charge, a small refund, and a large refund that waits for
-//! approval (approved here). `cargo run --example payments`
+//! The seed's payment flow end to end on SQLite, with the engine embedded as a library (no CLI): a
+//! charge, a small refund, and a large refund that waits for approval (approved here).
+//!
+//! ```sh
+//! cargo run --example payments
+//! ```
+//!
+//! `skill.rs` is the skill and its three tools; `tests/payments.rs` kills a real process in the
+//! middle of it.
 
-use radkit::demo::payments::{PaymentWorld, Payments};
+mod skill;
+
+use skill::{read_lines, PaymentWorld, Payments};
 use radkit::model::Message;
 use radkit::store::{Durability, SqliteStore};
 use radkit::Engine;
@@ -48,7 +57,7 @@ async fn main() -> anyhow::Result<()> {
     }
     println!(
         "ledger: {} charges",
-        radkit::demo::payments::read_lines(&world.file("ledger.jsonl")).len()
+        read_lines(&world.file("ledger.jsonl")).len()
     );
     Ok(())
 }

@@ -9,13 +9,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::flow_skill;
-use radkit_runtime::effects::Effects;
-use radkit_runtime::flow::{
-    ApprovalRequest, Decision, EffectError, EffectPolicy, StepCtx, StepResult,
-};
-use radkit_runtime::model::{Artifact, Content};
-use radkit_runtime::tools::FnTool;
+use radkit::effects::Effects;
+use radkit::flow::{ApprovalRequest, Decision, EffectError, EffectPolicy, StepCtx, StepResult};
+use radkit::flow_skill;
+use radkit::model::{Artifact, Content};
+use radkit::tools::FnTool;
 
 /// Refunds above this amount need a human's approval.
 pub const REFUND_LIMIT: u64 = 100;
@@ -63,7 +61,7 @@ impl Default for Payments {
 }
 
 /// Charges or refunds a customer, asking a human before large refunds.
-#[flow_skill(id = "payments", name = "Payments", tags = ["payments"], examples = ["charge 4200 alice"], register = false, crate = "crate")]
+#[flow_skill(id = "payments", name = "Payments", tags = ["payments"], examples = ["charge 4200 alice"], register = false)]
 impl Payments {
     #[step(start)]
     async fn pay(&self, ctx: &StepCtx, msg: Content) -> StepResult {
@@ -152,7 +150,8 @@ impl PaymentWorld {
     }
 
     /// After `tool` has applied its effect, write `paused-<tool>` and hang instead of returning: a
-    /// process killed then died after the effect and before its receipt (crash tests).
+    /// process killed then died after the effect and before its receipt (`tests/payments.rs`).
+    #[allow(dead_code)] // the example itself never pauses
     pub fn pause_after(mut self, tool: &str) -> Self {
         self.pause_after = Some(tool.to_owned());
         self

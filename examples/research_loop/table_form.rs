@@ -2,11 +2,11 @@
 
 use futures::future::BoxFuture;
 
-use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
-use radkit_runtime::flow::{SkillInfo, StepCtx, StepResult};
-use radkit_runtime::model::{Artifact, Content};
+use radkit::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
+use radkit::flow::{SkillInfo, StepCtx, StepResult};
+use radkit::model::{Artifact, Content};
 
-use super::{critic_input, revision_prompt, Critique, Cycle, Verdict};
+use super::shared::{critic_input, revision_prompt, Critique, Cycle, Verdict};
 
 /// The skill's own data (none: everything lives in payloads).
 #[derive(Debug, Default)]
@@ -14,9 +14,14 @@ pub struct ResearchTable;
 
 /// The table.
 pub static STEPS: &[Step<ResearchTable>] = &[
-    Step::new("research", research).start().takes_user_message(),
-    Step::new("critique", critique),
-    Step::new("human_input", human_input).resume_from("critique"),
+    Step::new("research", research)
+        .start()
+        .takes_user_message()
+        .goes_to(&["critique"]),
+    Step::new("critique", critique).goes_to(&["research"]),
+    Step::new("human_input", human_input)
+        .resume_from("critique")
+        .goes_to(&["research"]),
 ];
 
 /// The skill, ready for `Engine::builder(..).skill(..)`.

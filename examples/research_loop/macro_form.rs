@@ -1,9 +1,11 @@
-//! The research loop in the macro form: named async steps, typed `goto!` and `await_input!`.
+//! The research loop in the macro form: named async steps, typed `goto!` and `await_input!`. The
+//! skill is registered with `#[flow_skill]`, so every engine of this program serves it.
 
-use crate::demo::{critic_input, revision_prompt, Critique, Cycle, Verdict};
-use crate::{await_input, flow_skill, goto};
-use radkit_runtime::flow::{StepCtx, StepResult};
-use radkit_runtime::model::{Artifact, Content};
+use radkit::flow::{StepCtx, StepResult};
+use radkit::model::{Artifact, Content};
+use radkit::{await_input, flow_skill, goto};
+
+use super::shared::{critic_input, revision_prompt, Critique, Cycle, Verdict};
 
 /// The research loop (macro form).
 #[derive(Debug, Default)]
@@ -14,9 +16,7 @@ pub struct ResearchLoop;
     id = "research_loop_v2",
     name = "Research Loop v2",
     tags = ["research", "writing"],
-    examples = ["Write a note on durable execution"],
-    register = false,
-    crate = "crate"
+    examples = ["Write a note on durable execution"]
 )]
 impl ResearchLoop {
     /// Draft from the message (or from the revision prompt).

@@ -3,12 +3,12 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use radkit_runtime::flow::{
+use radkit::flow::{
     Cmd, CmdKind, Event, FlowSkill, SkillInfo, StepCtx, StepError, Transition,
 };
-use radkit_runtime::model::{Artifact, Content};
+use radkit::model::{Artifact, Content};
 
-use super::{critic_input, revision_prompt, Critique, Cycle, Verdict};
+use super::shared::{critic_input, revision_prompt, Critique, Cycle, Verdict};
 
 /// The research loop, reducer form.
 #[derive(Debug, Default, Clone, Copy)]

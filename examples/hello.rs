@@ -1,0 +1,36 @@
+//! The smallest durable skill: ask for a name, then greet. Served over A2A with the whole `radkit`
+//! command line:
+//!
+//! ```sh
+//! cargo run --example hello -- serve
+//! ```
+
+use radkit::flow::{StepCtx, StepResult};
+use radkit::model::Content;
+use radkit::{await_input, flow_skill};
+
+#[derive(Default)]
+pub struct Hello;
+
+/// Asks for your name, then greets you.
+#[flow_skill(id = "hello", name = "Hello")]
+impl Hello {
+    /// The first message: ask for a name. The task waits for the reply as a row in the store,
+    /// not as a process; a restart in between loses nothing.
+    #[step(start)]
+    async fn ask(&self) -> StepResult {
+        await_input!(slot = "name", message = "What is your name?")
+    }
+
+    /// The reply: greet.
+    #[step(resume_from = "ask")]
+    async fn greet(&self, ctx: &StepCtx, reply: Content) -> StepResult {
+        let name = reply.joined_texts();
+        ctx.complete(format!("Hello, {}!", name.trim()), vec![])
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    // `serve`, `worker`, `tasks`, `graph`, `bench` over every skill registered in this program.
+    radkit::cli::main()
+}

@@ -1,0 +1,307 @@
+//! Building an [`Engine`]: its settings and the skills it serves. By default an engine serves every
+//! skill registered with `#[flow_skill]` (see [`crate::registry`]) plus the ones added with
+//! [`EngineBuilder::skill`]; [`EngineBuilder::only_skills`] and
+//! [`EngineBuilder::without_registered_skills`] choose a subset. Two served skills with one id are
+//! an error naming both origins. This module never touches the store.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::cluster;
+use super::{Engine, EngineError, Fault, FaultHook, Hook, Inner, PermissionMode};
+use crate::effects::Effects;
+use crate::flow::{erase, ErasedSkill, FlowSkill};
+use crate::registry::{DuplicateSkill, SkillOrigin};
+use crate::store::Store;
+
+/// Engine settings.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// Step visits a task may make before it is failed as a runaway loop.
+    pub max_steps: u64,
+    /// Crash injection (tests).
+    pub fault: Option<FaultHook>,
+    /// Hooks, called in order.
+    pub hooks: Vec<Arc<dyn Hook>>,
+    /// The permission mode of a task whose first message does not set `permissionMode` in metadata.
+    pub permission_mode: PermissionMode,
+    /// This engine's name in leases (shared stores only).
+    pub worker_id: String,
+    /// How long a lease lasts without renewal; a dead worker's tasks are taken over after it.
+    pub lease_ttl: Duration,
+    /// How often a worker claims runnable tasks and polls a shared store for news.
+    pub poll: Duration,
+    /// Tasks a worker drives at once (shared stores only); `0` makes an engine that only submits.
+    pub max_active_tasks: usize,
+    /// Visits between journal checkpoints (`0`: never). Reloading a task replays its journal from
+    /// the last checkpoint only.
+    pub checkpoint_every: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_steps: 10_000,
+            fault: None,
+            hooks: Vec::new(),
+            permission_mode: PermissionMode::Default,
+            worker_id: cluster::default_worker_id(),
+            lease_ttl: Duration::from_secs(10),
+            poll: Duration::from_millis(100),
+            max_active_tasks: 256,
+            checkpoint_every: 64,
+        }
+    }
+}
+
+/// Builds an [`Engine`].
+pub struct EngineBuilder {
+    store: Arc<dyn Store>,
+    /// Skills added with [`EngineBuilder::skill`], in order.
+    added: Vec<Arc<dyn ErasedSkill>>,
+    /// Serve the skills registered with `#[flow_skill]` too.
+    registered: bool,
+    /// Serve only these ids (of the registered and the added skills).
+    only: Option<Vec<String>>,
+    effects: Effects,
+    config: EngineConfig,
+    default_skill: Option<String>,
+}
+
+impl EngineBuilder {
+    pub(super) fn new(store: Arc<dyn Store>) -> Self {
+        EngineBuilder {
+            store,
+            added: Vec::new(),
+            registered: true,
+            only: None,
+            effects: Effects::new(),
+            config: EngineConfig::default(),
+            default_skill: None,
+        }
+    }
+
+    /// The skill a new task runs when the message names none and several skills are served.
+    pub fn default_skill(mut self, id: impl Into<String>) -> Self {
+        self.default_skill = Some(id.into());
+        self
+    }
+
+    /// Serve `skill` too (a step table, a reducer, a macro skill declared `register = false`, or one
+    /// that needs constructor arguments). Its id must differ from every other served skill's.
+    pub fn skill(self, skill: impl FlowSkill) -> Self {
+        self.erased_skill(erase(skill))
+    }
+
+    /// Serve an already erased skill (what the registry hands out).
+    pub fn erased_skill(mut self, skill: Arc<dyn ErasedSkill>) -> Self {
+        self.added.push(skill);
+        self
+    }
+
+    /// Serve only the skills with these ids, taken from the registered skills and those added with
+    /// [`EngineBuilder::skill`]. An id that is neither is an error when the engine is built.
+    pub fn only_skills<I>(mut self, ids: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.only = Some(ids.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Do not serve the skills registered with `#[flow_skill]`; only those added with
+    /// [`EngineBuilder::skill`].
+    pub fn without_registered_skills(mut self) -> Self {
+        self.registered = false;
+        self
+    }
+
+    /// The skills this builder would serve, in order (registered ones by id, then the added ones in
+    /// the order they were added), or the error [`EngineBuilder::build`] would return for them.
+    pub fn skills(&self) -> Result<Vec<Arc<dyn ErasedSkill>>, EngineError> {
+        let mut candidates: Vec<(Arc<dyn ErasedSkill>, SkillOrigin)> = Vec::new();
+        if self.registered {
+            for registration in crate::registry::skills() {
+                let wanted = self
+                    .only
+                    .as_ref()
+                    .is_none_or(|only| only.iter().any(|id| id == registration.id));
+                if wanted {
+                    candidates.push((registration.build(), SkillOrigin::registered(registration)));
+                }
+            }
+        }
+        for skill in &self.added {
+            let wanted = self
+                .only
+                .as_ref()
+                .is_none_or(|only| only.contains(&skill.info().id));
+            if wanted {
+                candidates.push((skill.clone(), SkillOrigin::Added));
+            }
+        }
+        let mut seen: HashMap<String, SkillOrigin> = HashMap::new();
+        for (skill, origin) in &candidates {
+            if let Some(first) = seen.insert(skill.info().id.clone(), origin.clone()) {
+                return Err(EngineError::DuplicateSkill(DuplicateSkill {
+                    id: skill.info().id.clone(),
+                    first: first.to_string(),
+                    second: origin.to_string(),
+                }));
+            }
+        }
+        if let Some(only) = &self.only {
+            if let Some(missing) = only.iter().find(|id| !seen.contains_key(*id)) {
+                let mut available: Vec<String> = Vec::new();
+                if self.registered {
+                    available.extend(crate::registry::skills().iter().map(|r| r.id.to_owned()));
+                }
+                available.extend(self.added.iter().map(|s| s.info().id.clone()));
+                return Err(EngineError::UnknownSkill(format!(
+                    "only_skills names `{missing}`, which is not available; available skills are {}",
+                    list_or_none(&available)
+                )));
+            }
+        }
+        Ok(candidates.into_iter().map(|(skill, _)| skill).collect())
+    }
+
+    /// Perform commands with these models and tools.
+    pub fn effects(mut self, effects: Effects) -> Self {
+        self.effects = effects;
+        self
+    }
+
+    /// Change the effects set so far (e.g. swap the models, keep the tools).
+    pub fn map_effects(mut self, f: impl FnOnce(Effects) -> Effects) -> Self {
+        self.effects = f(self.effects);
+        self
+    }
+
+    /// Limit step visits per task.
+    pub fn max_steps(mut self, max_steps: u64) -> Self {
+        self.config.max_steps = max_steps;
+        self
+    }
+
+    /// Add a hook (observe, modify or deny steps and commands).
+    pub fn hook(mut self, hook: impl Hook) -> Self {
+        self.config.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// The permission mode of tasks that do not choose one (default: `Default`).
+    pub fn permission_mode(mut self, mode: PermissionMode) -> Self {
+        self.config.permission_mode = mode;
+        self
+    }
+
+    /// This engine's name in leases (default: host, pid and a random suffix).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.config.worker_id = id.into();
+        self
+    }
+
+    /// How long a lease lasts without renewal (default 10 s). Leases are renewed every third of it.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.config.lease_ttl = ttl;
+        self
+    }
+
+    /// How often a worker claims runnable tasks and polls for news (default 100 ms).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.config.poll = every;
+        self
+    }
+
+    /// Tasks driven at once on a shared store (default 256); `0` only submits, for other workers.
+    pub fn max_active_tasks(mut self, n: usize) -> Self {
+        self.config.max_active_tasks = n;
+        self
+    }
+
+    /// Journal a checkpoint every `visits` step visits (default 64; `0` never): reloading a task
+    /// replays only what follows its last checkpoint.
+    pub fn checkpoint_every(mut self, visits: u64) -> Self {
+        self.config.checkpoint_every = visits;
+        self
+    }
+
+    /// Crash at the boundaries where `hook` says so (tests).
+    pub fn fault_hook(mut self, hook: impl Fn(&Fault) -> bool + Send + Sync + 'static) -> Self {
+        self.config.fault = Some(Arc::new(hook));
+        self
+    }
+
+    /// Build the engine without recovering tasks.
+    pub fn build(mut self) -> Result<Engine, EngineError> {
+        if self.config.lease_ttl < Duration::from_millis(100) {
+            return Err(EngineError::InvalidInput(format!(
+                "lease ttl {:?} is too short; use at least 100 ms",
+                self.config.lease_ttl
+            )));
+        }
+        // Claims run on the poll tick: a tick slower than the lease would leave expired work idle.
+        self.config.poll = self
+            .config
+            .poll
+            .clamp(Duration::from_millis(1), self.config.lease_ttl / 4);
+        let skills = self.skills()?;
+        if skills.is_empty() {
+            return Err(EngineError::UnknownSkill(
+                "no skill to serve: register one with #[flow_skill], or add one with EngineBuilder::skill"
+                    .to_owned(),
+            ));
+        }
+        let order: Vec<String> = skills.iter().map(|s| s.info().id.clone()).collect();
+        if let Some(id) = self
+            .default_skill
+            .as_ref()
+            .filter(|id| !order.contains(id))
+        {
+            return Err(EngineError::UnknownSkill(format!(
+                "default skill `{id}` is not served; skills are {}",
+                order.join(", ")
+            )));
+        }
+        let skills: HashMap<String, Arc<dyn ErasedSkill>> = skills
+            .into_iter()
+            .map(|s| (s.info().id.clone(), s))
+            .collect();
+        let inner = Inner {
+            store: self.store,
+            skills,
+            order,
+            default_skill: self.default_skill,
+            effects: self.effects,
+            config: self.config,
+            halted: Arc::new(AtomicBool::new(false)),
+            live: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+            worker_started: AtomicBool::new(false),
+            claiming: tokio::sync::Mutex::new(()),
+        };
+        Ok(Engine {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Build the engine and recover every non-terminal task.
+    pub async fn start(self) -> Result<Engine, EngineError> {
+        let engine = self.build()?;
+        engine.recover().await?;
+        Ok(engine)
+    }
+}
+
+
+fn list_or_none(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "none".to_owned()
+    } else {
+        ids.join(", ")
+    }
+}
