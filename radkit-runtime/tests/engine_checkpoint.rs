@@ -48,8 +48,11 @@ fn finish<'a>(_: &'a Spinner, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, S
 }
 
 static STEPS: &[Step<Spinner>] = &[
-    Step::new("start", start).start().takes_user_message(),
-    Step::new("spin", spin),
+    Step::new("start", start)
+        .start()
+        .takes_user_message()
+        .goes_to(&["spin"]),
+    Step::new("spin", spin).goes_to(&["spin"]),
     Step::new("finish", finish)
         .resume_from("spin")
         .takes_user_message(),

@@ -101,7 +101,10 @@ fn spin<'a>(_: &'a Looper, _: &'a StepCtx, input: StepInput) -> BoxFuture<'a, St
         goto("spin", n + 1)
     })
 }
-static LOOP_STEPS: &[Step<Looper>] = &[Step::new("spin", spin).start().takes_user_message()];
+static LOOP_STEPS: &[Step<Looper>] = &[Step::new("spin", spin)
+    .start()
+    .takes_user_message()
+    .goes_to(&["spin"])];
 
 #[tokio::test]
 async fn max_steps_guard_fails_a_runaway_loop() {
