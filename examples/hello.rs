@@ -1,13 +1,5 @@
-//! The smallest durable skill: ask for a name, then greet. Served over A2A with the whole `radkit`
-//! command line:
-//!
-//! ```sh
-//! cargo run --example hello -- serve
-//! ```
-
-use radkit::flow::{StepCtx, StepResult};
-use radkit::model::Content;
-use radkit::{await_input, flow_skill};
+// The smallest durable skill: ask for a name, then greet.
+use radkit::prelude::*;
 
 #[derive(Default)]
 pub struct Hello;

@@ -18,3 +18,8 @@ pub mod cli;
 
 #[doc = include_str!("../docs/macros.md")]
 pub mod macros_guide {}
+
+/// Every `rust` block of the README compiles (and runs unless `no_run`) as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
