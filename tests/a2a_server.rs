@@ -1,14 +1,32 @@
 //! The `radkit serve` binary over real HTTP: the official A2A Python SDK as an external client, a Rust
-//! client over reqwest, and a server killed with SIGKILL in the middle of a streamed task.
+//! client over reqwest, and a server killed with SIGKILL in the middle of a streamed task. The Python
+//! client is `RADKIT_PYTHON`, else the workspace's `.venv` (see `services`); without it its tests are
+//! reported ignored.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 mod common;
 use common::{read_events, rpc, user, Server};
+#[macro_use]
+#[path = "../radkit-runtime/tests/services/mod.rs"]
+mod services;
+
+fn main() -> ExitCode {
+    services::run(trials! {
+        Python sync:
+            official_python_sdk_drives_the_server,
+            official_python_sdk_with_bearer_auth;
+        Nothing current_thread:
+            a_task_is_visible_only_to_the_principal_that_created_it,
+            accepted_output_modes_filter_artifact_parts,
+            server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once,
+            a_dropped_stream_connection_does_not_stop_the_task;
+    })
+}
 
 /// Start `radkit serve` on a free port over `data_dir`.
 fn serve(data_dir: &Path, extra: &[&str]) -> Server {
@@ -18,21 +36,8 @@ fn serve(data_dir: &Path, extra: &[&str]) -> Server {
     common::serve(&args)
 }
 
-fn python() -> Option<String> {
-    match std::env::var("RADKIT_PYTHON") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ => {
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                b"\n*** SKIPPED: RADKIT_PYTHON is not set, so the official a2a-sdk client cannot run. `bash .ci/run` installs it into .venv and sets it. ***\n",
-            );
-            None
-        }
-    }
-}
-
 fn run_sdk_check(url: &str, token: Option<&str>) {
-    let Some(python) = python() else { return };
+    let python = services::python();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/a2a_sdk_check.py");
     let mut cmd = Command::new(python);
     cmd.arg(script).arg(url);
@@ -41,7 +46,6 @@ fn run_sdk_check(url: &str, token: Option<&str>) {
     }
     let out = cmd.output().expect("run the python client");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
     assert!(
         out.status.success() && stdout.contains("ALL PASSED"),
         "python SDK check failed:\n{stdout}\n{}",
@@ -49,21 +53,18 @@ fn run_sdk_check(url: &str, token: Option<&str>) {
     );
 }
 
-#[test]
 fn official_python_sdk_drives_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path(), &[]);
     run_sdk_check(&server.url, None);
 }
 
-#[test]
 fn official_python_sdk_with_bearer_auth() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path(), &["--token", "s3cret=alice"]);
     run_sdk_check(&server.url, Some("s3cret"));
 }
 
-#[tokio::test]
 async fn a_task_is_visible_only_to_the_principal_that_created_it() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(
@@ -130,7 +131,6 @@ async fn a_task_is_visible_only_to_the_principal_that_created_it() {
     );
 }
 
-#[tokio::test]
 async fn accepted_output_modes_filter_artifact_parts() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path(), &[]);
@@ -172,7 +172,6 @@ fn chunks(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
 async fn server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once() {
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
@@ -241,7 +240,6 @@ async fn server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once(
     assert_eq!(states.first(), Some(&"submitted"));
 }
 
-#[tokio::test]
 async fn a_dropped_stream_connection_does_not_stop_the_task() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path(), &[]);

@@ -1,39 +1,59 @@
 //! Many engines on one Postgres store: leases, takeover, fencing, and any engine answering for any
 //! task. In-process engines first, then real `radkit worker` processes killed with `kill -9` and paused
-//! with SIGSTOP. The URL comes from `RADKIT_TEST_POSTGRES_URL` (`.ci/run` sets it); without it these
-//! tests skip with a loud message. Each test works in a fresh schema.
+//! with SIGSTOP. The server is `RADKIT_TEST_POSTGRES_URL`, else the local one (see `services`); when
+//! it does not answer these tests are reported ignored. Each test works in a fresh schema.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use radkit::demo;
 use radkit::journal::{Entry, JournalRecord};
 use radkit::model::{Message, TaskState};
 use radkit::store::{PostgresStore, Store, TaskQuery};
 use radkit::Engine;
 use serde_json::json;
 
-mod common;
+#[allow(dead_code)] // each test uses part of the demo
+#[path = "../src/demo/mod.rs"]
+mod demo;
 
-/// A URL whose search path is a fresh schema, or `None` (loudly) when no database is configured.
-async fn fresh_schema() -> Option<String> {
-    let Ok(url) = std::env::var("RADKIT_TEST_POSTGRES_URL") else {
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"\n*** SKIPPED: RADKIT_TEST_POSTGRES_URL is not set; `bash .ci/run` sets it and starts PostgreSQL. ***\n");
-        return None;
-    };
-    let (_, scoped) = radkit::store::postgres::create_schema(&url, "radkit_cluster")
-        .await
-        .expect("create a test schema");
-    Some(scoped)
+mod common;
+#[macro_use]
+#[path = "../radkit-runtime/tests/services/mod.rs"]
+mod services;
+
+fn main() -> ExitCode {
+    services::run(trials! {
+        Postgres multi_thread:
+            any_engine_answers_streams_and_continues_any_task,
+            cancel_on_one_engine_stops_a_task_running_on_another,
+            a_halted_engines_task_is_taken_over_when_its_lease_expires,
+            shutdown_gives_the_leases_back_for_another_engine_to_continue,
+            a_durable_timer_fires_on_whichever_worker_is_free,
+            tasks_finish_when_the_database_drops_every_connection_mid_run,
+            a_submit_only_engine_leaves_its_tasks_to_the_workers,
+            three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing,
+            a_worker_paused_past_its_lease_is_fenced_off,
+            a_task_started_on_a_killed_server_is_streamed_and_finished_by_another,
+            sigterm_stops_a_worker_and_gives_its_leases_back;
+    })
+}
+
+/// A URL whose search path is a fresh schema on the test server.
+async fn fresh_schema() -> String {
+    let (_, scoped) =
+        radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_cluster")
+            .await
+            .expect("create a test schema");
+    scoped
 }
 
 async fn engine(url: &str, name: &str, ttl_ms: u64) -> Engine {
     let store = PostgresStore::connect(url)
         .await
         .expect("connect the store");
-    demo::engine_builder(store)
+    demo::engine(Engine::builder(store))
         .worker_id(name)
         .lease_ttl(Duration::from_millis(ttl_ms))
         .poll_interval(Duration::from_millis(20))
@@ -47,7 +67,7 @@ async fn submitter(url: &str) -> Engine {
     let store = PostgresStore::connect(url)
         .await
         .expect("connect the store");
-    demo::engine_builder(store)
+    demo::engine(Engine::builder(store))
         .worker_id("submitter")
         .max_active_tasks(0)
         .build()
@@ -111,11 +131,8 @@ async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() ->
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_engine_answers_streams_and_continues_any_task() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let a = engine(&url, "engine-a", 2_000).await;
     let b = engine(&url, "engine-b", 2_000).await;
     let task = send(&a, "research_loop_v2", "durable execution").await;
@@ -136,11 +153,8 @@ async fn any_engine_answers_streams_and_continues_any_task() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_on_one_engine_stops_a_task_running_on_another() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let a = engine(&url, "engine-a", 2_000).await;
     let b = engine(&url, "engine-b", 2_000).await;
     let task = send(&a, "ticker", "10000 5").await;
@@ -150,11 +164,8 @@ async fn cancel_on_one_engine_stops_a_task_running_on_another() {
     check_journal(&task, &b.journal(None, &task).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_halted_engines_task_is_taken_over_when_its_lease_expires() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let a = engine(&url, "engine-a", 400).await;
     let task = send(&a, "ticker", "60 5").await;
     ticked(&a, &task).await;
@@ -183,11 +194,8 @@ async fn lease_owner(url: &str, task_id: &str) -> Option<String> {
         .get(0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_gives_the_leases_back_for_another_engine_to_continue() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     // Leases long enough that only a release lets B continue within the test's lifetime.
     let a = engine(&url, "engine-a", 600_000).await;
     let task = send(&a, "ticker", "60 5").await;
@@ -205,11 +213,8 @@ async fn shutdown_gives_the_leases_back_for_another_engine_to_continue() {
     check_journal(&task, &b.journal(None, &task).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_durable_timer_fires_on_whichever_worker_is_free() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let a = engine(&url, "engine-a", 2_000).await;
     let task = send(&a, "report", "timers").await;
     let store = a.store().clone();
@@ -237,11 +242,8 @@ async fn a_durable_timer_fires_on_whichever_worker_is_free() {
     check_journal(&task, &b.journal(None, &task).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let name = format!("radkit-{}", &radkit::model::new_id()[..8]);
     let tagged = format!("{url}&application_name={name}");
     let a = engine(&tagged, "engine-a", 1_000).await;
@@ -278,11 +280,8 @@ async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submit_only_engine_leaves_its_tasks_to_the_workers() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let submit = submitter(&url).await;
     let mut tasks = Vec::new();
     for _ in 0..20 {
@@ -422,11 +421,8 @@ async fn completed(store: &std::sync::Arc<dyn Store>) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let _logs = ShowLogsOnFailure(dir.path());
     let log = dir.path().join("ticks.log");
@@ -497,11 +493,8 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_paused_past_its_lease_is_fenced_off() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let _logs = ShowLogsOnFailure(dir.path());
     let log = dir.path().join("ticks.log");
@@ -543,11 +536,8 @@ async fn a_worker_paused_past_its_lease_is_fenced_off() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let lease = [
         "--store",
         url.as_str(),
@@ -602,11 +592,8 @@ async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another()
     check_journal(&task_id, &store.journal(&task_id, 0).await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_a_worker_and_gives_its_leases_back() {
-    let Some(url) = fresh_schema().await else {
-        return;
-    };
+    let url = fresh_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let _logs = ShowLogsOnFailure(dir.path());
     let log = dir.path().join("ticks.log");

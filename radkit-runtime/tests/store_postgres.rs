@@ -1,7 +1,8 @@
 //! The Postgres store against the real local PostgreSQL: the conformance suite every store passes, and
-//! lease fencing. The URL comes from `RADKIT_TEST_POSTGRES_URL` (`.ci/run` sets it); without it these
-//! tests skip with a loud message. Each test works in a fresh schema.
+//! lease fencing. The server is `RADKIT_TEST_POSTGRES_URL`, else the local one (see `services`);
+//! when it does not answer these tests are reported ignored. Each test works in a fresh schema.
 
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use radkit_runtime::journal::Entry;
@@ -10,28 +11,33 @@ use radkit_runtime::store::{
     conformance, Append, NewLease, PostgresStore, Store, StoreError, TaskRecord, CREATION_TOKEN,
 };
 
-/// A store in a fresh schema, or `None` (with a loud message) when no database is configured.
-async fn fresh_store() -> Option<PostgresStore> {
-    let Ok(url) = std::env::var("RADKIT_TEST_POSTGRES_URL") else {
-        // Written past the test harness's capture, so that the skip is seen.
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"\n*** SKIPPED: RADKIT_TEST_POSTGRES_URL is not set; `bash .ci/run` sets it and starts PostgreSQL. ***\n");
-        return None;
-    };
-    let (_, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
-        .await
-        .expect("create a test schema");
-    Some(
-        PostgresStore::connect(&scoped)
-            .await
-            .expect("connect the store"),
-    )
+#[macro_use]
+mod services;
+
+fn main() -> ExitCode {
+    services::run(trials! {
+        Postgres multi_thread:
+            postgres_store_passes_the_conformance_suite,
+            postgres_group_commit_batches_concurrent_appends,
+            a_worker_whose_lease_was_taken_over_cannot_append,
+            concurrent_claimers_never_get_the_same_task,
+            only_tasks_with_work_now_are_claimed;
+    })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// A store in a fresh schema on the test server.
+async fn fresh_store() -> PostgresStore {
+    let (_, scoped) =
+        radkit_runtime::store::postgres::create_schema(&services::postgres_url(), "radkit_test")
+            .await
+            .expect("create a test schema");
+    PostgresStore::connect(&scoped)
+        .await
+        .expect("connect the store")
+}
+
 async fn postgres_store_passes_the_conformance_suite() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
+    let store = fresh_store().await;
     conformance::run_all(Arc::new(store)).await;
 }
 
@@ -40,11 +46,8 @@ fn skills() -> Vec<(String, String)> {
     vec![("s".to_owned(), "1".to_owned())]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_group_commit_batches_concurrent_appends() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
+    let store = fresh_store().await;
     conformance::concurrent_appends(Arc::new(store.clone())).await;
     let stats = store.stats();
     assert!(
@@ -74,11 +77,8 @@ async fn create(store: &PostgresStore, id: &str, state: TaskState, wake: Option<
     store.append(append).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_whose_lease_was_taken_over_cannot_append() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
+    let store = fresh_store().await;
     let id = "fenced-task";
     create(&store, id, TaskState::Working, None).await;
     let leases = store.leases().expect("postgres has leases");
@@ -160,11 +160,8 @@ async fn a_worker_whose_lease_was_taken_over_cannot_append() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_claimers_never_get_the_same_task() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
+    let store = fresh_store().await;
     for i in 0..60 {
         create(&store, &format!("t{i:02}"), TaskState::Submitted, None).await;
     }
@@ -197,11 +194,8 @@ async fn concurrent_claimers_never_get_the_same_task() {
     assert_eq!(all.len(), 60, "every task was claimed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_tasks_with_work_now_are_claimed() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
+    let store = fresh_store().await;
     let now = radkit_runtime::journal::now_ms();
     create(&store, "waiting-for-input", TaskState::InputRequired, None).await;
     create(

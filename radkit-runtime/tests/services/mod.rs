@@ -1,0 +1,322 @@
+//! The outside services some integration tests need (a PostgreSQL server, the official A2A Python SDK)
+//! and the harness those tests run under. Each test becomes a `libtest_mimic::Trial`; one whose service
+//! cannot be reached is marked ignored, so cargo's summary counts it as ignored and never as passed,
+//! and one line on stderr says why. A service named explicitly by its environment variable that does
+//! not work fails its tests instead: someone asked for it. This module only looks at services; it never
+//! starts, stops or changes one. Included with `#[path]` by the test targets declared `harness = false`.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+
+/// The server used when `RADKIT_TEST_POSTGRES_URL` is unset: the conventional local one.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// How long the PostgreSQL probe waits for a connection and `SELECT 1`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a test needs besides this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing: the test always runs.
+    Nothing,
+    /// A PostgreSQL server: [`postgres_url`].
+    Postgres,
+    /// A Python with the official `a2a-sdk` and `httpx`: [`python`].
+    Python,
+}
+
+/// One test before the harness decides how to run it.
+pub struct Test {
+    name: &'static str,
+    needs: Needs,
+    body: Box<dyn FnOnce() + Send>,
+}
+
+/// A synchronous test (what `#[test]` declares).
+pub fn sync(name: &'static str, needs: Needs, body: fn()) -> Test {
+    Test {
+        name,
+        needs,
+        body: Box::new(body),
+    }
+}
+
+/// An async test on a current-thread runtime (what `#[tokio::test]` declares).
+pub fn current_thread<F>(name: &'static str, needs: Needs, body: fn() -> F) -> Test
+where
+    F: Future<Output = ()> + 'static,
+{
+    let run = move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("build a current-thread runtime");
+        runtime.block_on(body());
+    };
+    Test {
+        name,
+        needs,
+        body: Box::new(run),
+    }
+}
+
+/// An async test on a two-worker runtime (what
+/// `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` declares).
+pub fn multi_thread<F>(name: &'static str, needs: Needs, body: fn() -> F) -> Test
+where
+    F: Future<Output = ()> + 'static,
+{
+    let run = move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("build a multi-thread runtime");
+        runtime.block_on(body());
+    };
+    Test {
+        name,
+        needs,
+        body: Box::new(run),
+    }
+}
+
+/// The tests named after their functions, grouped by what they need and how they run:
+/// `trials! { Postgres multi_thread: a, b; Nothing current_thread: c; }`.
+macro_rules! trials {
+    ($($needs:ident $how:ident: $($name:ident),+ $(,)?;)+) => {
+        vec![$($(
+            $crate::services::$how(stringify!($name), $crate::services::Needs::$needs, $name),
+        )+)+]
+    };
+}
+
+/// Run `tests` under the command line's arguments (filters, `--list`, `--test-threads`, `--ignored`,
+/// `--include-ignored`, …) the way libtest does, and return the exit code. A service is probed only
+/// when a selected test needs it.
+pub fn run(mut tests: Vec<Test>) -> ExitCode {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        // libtest's own override, which libtest-mimic does not read.
+        args.test_threads = std::env::var("RUST_TEST_THREADS")
+            .ok()
+            .and_then(|n| n.parse().ok());
+    }
+    tests.sort_by_key(|test| test.name);
+    for needs in [Needs::Postgres, Needs::Python] {
+        let selected = tests.iter().any(|test| {
+            // Flagged ignored so that `--ignored` keeps it: only the name decides here.
+            let probe = Trial::test(test.name, || Ok(())).with_ignored_flag(true);
+            test.needs == needs && !args.is_filtered_out(&probe)
+        });
+        if selected && (!args.list || args.ignored) {
+            availability(needs);
+        }
+    }
+    let trials = tests.into_iter().map(trial).collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// The trial for `test`: ignored when its service is missing; when run anyway (`--ignored`), or when
+/// the service was asked for and does not work, it fails saying why.
+fn trial(test: Test) -> Trial {
+    let Test { name, needs, body } = test;
+    let missing = matches!(probed(needs), Some(Availability::Missing(_)));
+    Trial::test(name, move || {
+        if let Some(Availability::Missing(why) | Availability::Broken(why)) = availability(needs) {
+            return Err(Failed::from(why));
+        }
+        body();
+        Ok(())
+    })
+    .with_ignored_flag(missing)
+}
+
+/// The PostgreSQL server the tests use: `RADKIT_TEST_POSTGRES_URL`, else [`DEFAULT_POSTGRES_URL`].
+/// Tests declared [`Needs::Postgres`] run only after it answered.
+pub fn postgres_url() -> String {
+    explicit("RADKIT_TEST_POSTGRES_URL").unwrap_or_else(|| DEFAULT_POSTGRES_URL.to_owned())
+}
+
+/// The Python that runs the official A2A SDK: `RADKIT_PYTHON`, else the workspace's
+/// `.venv/bin/python` (where `.ci/run` installs it). Tests declared [`Needs::Python`] run only after
+/// it imported the SDK.
+pub fn python() -> String {
+    explicit("RADKIT_PYTHON").unwrap_or_else(|| venv_python().display().to_string())
+}
+
+/// Whether a service can be used, found once per test binary.
+enum Availability {
+    /// It answered.
+    Ready,
+    /// Not asked for and not found in the conventional place: its tests are ignored.
+    Missing(String),
+    /// Asked for by its environment variable but not working: its tests fail.
+    Broken(String),
+}
+
+static POSTGRES: OnceLock<Availability> = OnceLock::new();
+static PYTHON: OnceLock<Availability> = OnceLock::new();
+
+fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
+    match needs {
+        Needs::Nothing => None,
+        Needs::Postgres => Some(&POSTGRES),
+        Needs::Python => Some(&PYTHON),
+    }
+}
+
+/// What is known about the service `needs`, without probing it.
+fn probed(needs: Needs) -> Option<&'static Availability> {
+    cell(needs)?.get()
+}
+
+/// Probe the service `needs` (once) and say on stderr why it cannot be used.
+fn availability(needs: Needs) -> Option<&'static Availability> {
+    let cell = cell(needs)?;
+    Some(cell.get_or_init(|| {
+        let found = match needs {
+            Needs::Nothing => Availability::Ready,
+            Needs::Postgres => probe_postgres(),
+            Needs::Python => probe_python(),
+        };
+        match &found {
+            Availability::Ready => {}
+            Availability::Missing(why) => {
+                eprintln!("\nnote: {why}; the tests that need it are ignored\n")
+            }
+            Availability::Broken(why) => eprintln!("\nerror: {why}; the tests that need it fail\n"),
+        }
+        found
+    }))
+}
+
+/// A non-empty environment variable.
+fn explicit(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|value| !value.is_empty())
+}
+
+fn probe_postgres() -> Availability {
+    let url = postgres_url();
+    let Err(error) = connect_and_select(&url) else {
+        return Availability::Ready;
+    };
+    let shown = redacted(&url);
+    if explicit("RADKIT_TEST_POSTGRES_URL").is_some() {
+        Availability::Broken(format!(
+            "RADKIT_TEST_POSTGRES_URL is set to {shown}, but PostgreSQL does not answer there ({error})"
+        ))
+    } else {
+        Availability::Missing(format!(
+            "PostgreSQL does not answer at {shown} ({error}); start it or set \
+             RADKIT_TEST_POSTGRES_URL (`bash .ci/run` does both)"
+        ))
+    }
+}
+
+/// Connect and run `SELECT 1` within [`PROBE_TIMEOUT`].
+fn connect_and_select(url: &str) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot build a runtime to probe it: {e}"))?;
+    runtime.block_on(async {
+        let probe = async {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+            let connection = tokio::spawn(connection);
+            client.simple_query("SELECT 1").await?;
+            drop(client);
+            let _ = connection.await;
+            Ok::<(), tokio_postgres::Error>(())
+        };
+        match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(with_causes(&e)),
+            Err(_) => Err(format!("no answer within {} s", PROBE_TIMEOUT.as_secs())),
+        }
+    })
+}
+
+/// `error` and its causes, `: `-separated (tokio-postgres keeps the useful part in the causes).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let more = e.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = e.source();
+    }
+    text
+}
+
+/// `url` with its password (URL or `key=value` form) replaced by `***`, fit to print.
+fn redacted(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority_end = rest.find('/').unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            if let Some((user, _password)) = rest[..at].split_once(':') {
+                return format!("{scheme}://{user}:***{}", &rest[at..]);
+            }
+        }
+        return url.to_owned();
+    }
+    url.split_whitespace()
+        .map(|pair| match pair.split_once('=') {
+            Some(("password", _)) => "password=***".to_owned(),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn probe_python() -> Availability {
+    let asked = explicit("RADKIT_PYTHON").is_some();
+    let python = python();
+    if !asked && !Path::new(&python).exists() {
+        return Availability::Missing(format!(
+            "the official A2A Python SDK is not installed: RADKIT_PYTHON is not set and {python} does \
+             not exist (`bash .ci/run` installs it there)"
+        ));
+    }
+    let imported = Command::new(&python)
+        .args(["-c", "import a2a.client, httpx"])
+        .stdin(Stdio::null())
+        .output();
+    let error = match imported {
+        Ok(out) if out.status.success() => return Availability::Ready,
+        Ok(out) => String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .last()
+            .unwrap_or("it exited with an error")
+            .to_owned(),
+        Err(e) => format!("it cannot be started: {e}"),
+    };
+    if asked {
+        Availability::Broken(format!(
+            "RADKIT_PYTHON is set to {python}, but it cannot import the A2A SDK ({error})"
+        ))
+    } else {
+        Availability::Missing(format!(
+            "{python} cannot import the official A2A Python SDK ({error}); `bash .ci/run` installs \
+             it, or set RADKIT_PYTHON"
+        ))
+    }
+}
+
+/// `.venv/bin/python` in the workspace root (the directory holding `Cargo.lock`).
+fn venv_python() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").exists())
+        .unwrap_or(manifest);
+    root.join(".venv").join("bin").join("python")
+}
