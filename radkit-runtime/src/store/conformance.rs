@@ -376,7 +376,163 @@ pub async fn list_filters(store: &dyn Store) {
     assert_eq!(newest.len(), 2);
 }
 
-/// Run the whole suite against `store`.
+/// `list` with `id_prefix` finds the tasks whose id starts with it: exactly (no wildcards, case and
+/// every character significant), together with the other filters and `limit`.
+pub async fn list_by_id_prefix(store: &dyn Store) {
+    // Ids in a namespace of their own (the suite shares one store). The decoys catch an
+    // implementation that is a `LIKE` without escaping (`%x`, `_y`, `\z` match more), ignores case
+    // (`B`), or stops the index range at the wrong place (`ê` follows `é`; `-` follows `,`).
+    let base = fresh_id("prefix");
+    let owner = fresh_id("owner");
+    let other = fresh_id("other");
+    let suffixes = [
+        "a1",
+        "a2",
+        "b",
+        "B",
+        "%x",
+        "_y",
+        "\\z",
+        "é1",
+        "é2",
+        "ê",
+        "\u{10FFFF}",
+        ",",
+        "-x",
+    ];
+    let id = |suffix: &str| format!("{base}{suffix}");
+    for suffix in suffixes {
+        let principal = if suffix == "a2" { &other } else { &owner };
+        store
+            .append(create(&id(suffix), Some(principal)))
+            .await
+            .expect("create");
+    }
+    let ids = |query: TaskQuery| async move {
+        let mut ids: Vec<String> = store
+            .list(query)
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let prefixed = |prefix: &str| TaskQuery {
+        id_prefix: Some(prefix.to_owned()),
+        ..TaskQuery::default()
+    };
+    let sorted = |mut ids: Vec<String>| {
+        ids.sort();
+        ids
+    };
+    let cases: &[(&str, &[&str])] = &[
+        // Unique: the whole id, and a part of it.
+        ("b", &["b"]),
+        ("B", &["B"]),
+        ("a1", &["a1"]),
+        ("é2", &["é2"]),
+        // Ambiguous.
+        ("a", &["a1", "a2"]),
+        ("é", &["é1", "é2"]),
+        // Wildcards and escapes of `LIKE` and `GLOB` are plain characters.
+        ("%", &["%x"]),
+        ("_", &["_y"]),
+        ("\\", &["\\z"]),
+        ("%x", &["%x"]),
+        // The last character is the largest there is: the range ends past `base` itself.
+        ("\u{10FFFF}", &["\u{10FFFF}"]),
+        (",", &[","]),
+        // No match.
+        ("c", &[]),
+        ("a3", &[]),
+        ("b1", &[]),
+        ("é3", &[]),
+        ("\0", &[]),
+    ];
+    for (suffix, expected) in cases {
+        assert_eq!(
+            ids(prefixed(&id(suffix))).await,
+            sorted(expected.iter().map(|s| id(s)).collect()),
+            "prefix {:?}",
+            id(suffix)
+        );
+    }
+    assert_eq!(
+        ids(prefixed(&base)).await,
+        sorted(suffixes.iter().map(|s| id(s)).collect()),
+        "the namespace itself"
+    );
+    assert!(ids(prefixed(&fresh_id("prefix"))).await.is_empty());
+
+    // The empty prefix is every task, in `list`'s order.
+    let all = store.list(TaskQuery::default()).await.expect("list");
+    assert_eq!(store.list(prefixed("")).await.expect("list"), all);
+    let newest = |limit| TaskQuery {
+        limit: Some(limit),
+        ..TaskQuery::default()
+    };
+    assert_eq!(
+        store
+            .list(TaskQuery {
+                id_prefix: Some(String::new()),
+                ..newest(3)
+            })
+            .await
+            .expect("list"),
+        store.list(newest(3)).await.expect("list")
+    );
+
+    // With `limit`: the newest of the matches (`a2` was created after `a1`, or in the same
+    // millisecond and then second by id).
+    let limited = TaskQuery {
+        limit: Some(1),
+        ..prefixed(&id("a"))
+    };
+    assert_eq!(ids(limited).await, vec![id("a2")]);
+    let limited = TaskQuery {
+        limit: Some(5),
+        ..prefixed(&id("é"))
+    };
+    assert_eq!(ids(limited).await, vec![id("é1"), id("é2")]);
+
+    // With the principal filter: another principal's task is not a candidate.
+    let mine = |prefix: &str| TaskQuery {
+        principal: Some(owner.clone()),
+        ..prefixed(prefix)
+    };
+    assert_eq!(ids(mine(&id("a"))).await, vec![id("a1")]);
+    assert!(ids(mine(&id("a2"))).await.is_empty());
+    assert_eq!(
+        ids(TaskQuery {
+            principal: Some(other.clone()),
+            ..prefixed(&base)
+        })
+        .await,
+        vec![id("a2")]
+    );
+
+    // With the state filter.
+    let mut finish = Append::new(
+        id("b"),
+        2,
+        vec![Entry::Terminal {
+            state: TaskState::Completed,
+            message: None,
+        }],
+    );
+    finish.state = Some(TaskState::Completed);
+    store.append(finish).await.expect("finish");
+    let running = |prefix: &str| TaskQuery {
+        non_terminal: true,
+        ..mine(prefix)
+    };
+    assert!(ids(running(&id("b"))).await.is_empty());
+    assert_eq!(ids(running(&id("é"))).await, vec![id("é1"), id("é2")]);
+    assert_eq!(ids(mine(&id("b"))).await, vec![id("b")]);
+}
+
 /// `journal_for_replay` holds the first entry and everything from the last checkpoint on, in order.
 pub async fn replay_reads_from_the_last_checkpoint(store: &dyn Store) {
     let id = fresh_id("cp");
@@ -441,4 +597,5 @@ pub async fn run_all(store: Arc<dyn Store>) {
     concurrent_appends(store.clone()).await;
     a_failed_append_does_not_sink_others(store.clone()).await;
     list_filters(store.as_ref()).await;
+    list_by_id_prefix(store.as_ref()).await;
 }

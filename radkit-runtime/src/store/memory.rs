@@ -82,6 +82,10 @@ pub(crate) fn matches(row: &TaskRecord, query: &TaskQuery) -> bool {
         && query
             .wake_due_ms
             .is_none_or(|t| row.wake_at_ms.is_some_and(|w| w <= t))
+        && query
+            .id_prefix
+            .as_ref()
+            .is_none_or(|p| row.id.starts_with(p.as_str()))
 }
 
 #[async_trait]

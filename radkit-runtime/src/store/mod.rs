@@ -185,8 +185,32 @@ pub struct TaskQuery {
     pub principal: Option<String>,
     /// Only tasks whose timer is due at or before this time.
     pub wake_due_ms: Option<i64>,
+    /// Only tasks whose id starts with this prefix: compared character by character, case-sensitive,
+    /// with no wildcards (`%`, `_` and `\` are plain characters); `Some("")` matches every task.
+    /// Stores answer it with an index range over the ids, so a prefix is as cheap as an exact id.
+    pub id_prefix: Option<String>,
     /// At most this many (newest first when set; all when `None`).
     pub limit: Option<usize>,
+}
+
+/// The least string above every string that starts with `prefix`, in code point order (which is
+/// UTF-8 byte order, SQLite's `BINARY` and Postgres's `"C"` collation): the ids with that prefix are
+/// exactly those in `prefix..upper`. `None` when there is no such string (the empty prefix, or one of
+/// only `char::MAX`): then every id at or above `prefix` has it.
+pub(crate) fn prefix_upper_bound(prefix: &str) -> Option<String> {
+    let mut upper = prefix.to_owned();
+    while let Some(last) = upper.pop() {
+        // The next scalar value: surrogates are not `char`s, so `\u{D7FF}` is followed by `\u{E000}`.
+        let next = match last as u32 + 1 {
+            0xD800 => Some('\u{E000}'),
+            n => char::from_u32(n),
+        };
+        if let Some(next) = next {
+            upper.push(next);
+            return Some(upper);
+        }
+    }
+    None
 }
 
 /// Store failures.
@@ -259,5 +283,30 @@ pub trait Store: Send + Sync + 'static {
     /// Leases, when many engines share this store; `None` (the default) when one engine owns it.
     fn leases(&self) -> Option<&dyn Leases> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_upper_bound;
+
+    #[test]
+    fn prefix_upper_bound_is_the_next_string_past_every_extension() {
+        assert_eq!(prefix_upper_bound("ab").as_deref(), Some("ac"));
+        assert_eq!(prefix_upper_bound("a%").as_deref(), Some("a&"));
+        assert_eq!(prefix_upper_bound("é").as_deref(), Some("ê"));
+        assert_eq!(prefix_upper_bound("\u{7F}").as_deref(), Some("\u{80}"));
+        assert_eq!(
+            prefix_upper_bound("x\u{D7FF}").as_deref(),
+            Some("x\u{E000}")
+        );
+        assert_eq!(prefix_upper_bound("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_upper_bound("\u{10FFFF}\u{10FFFF}"), None);
+        assert_eq!(prefix_upper_bound(""), None);
+        for id in ["ab", "ab\u{10FFFF}", "abzzz", "ab\u{0}"] {
+            assert!(("ab".."ac").contains(&id), "{id:?}");
+            // Rust compares `str` by bytes, the order the stores' indexes use.
+            assert!(id.as_bytes() < "ac".as_bytes());
+        }
     }
 }

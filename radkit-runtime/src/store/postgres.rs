@@ -67,6 +67,10 @@ const MIGRATIONS: &[&str] = &[
     // 5: where each task's last checkpoint is (the row of an append that holds one).
     "CREATE INDEX radkit_journal_checkpoints ON radkit_journal(tid, seq)
         WHERE kind LIKE '%checkpoint%';",
+    // 6: tasks by id prefix (`TaskQuery::id_prefix`) as an index range. The unique index on `id` is
+    // in the database's collation, where the ids with a prefix need not be one range (en-US sorts
+    // `aB` between `ab` and `ac`, so `ab <= id < ac` finds it); in "C" (UTF-8 byte order) they are.
+    "CREATE INDEX radkit_tasks_by_id_c ON radkit_tasks (id COLLATE \"C\");",
 ];
 
 /// The terminal states, as SQL.
@@ -781,6 +785,19 @@ impl Store for PostgresStore {
                 " AND wake_at_ms IS NOT NULL AND wake_at_ms <= ${}",
                 params.len()
             ));
+        }
+        if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
+            if prefix.contains('\0') {
+                // Postgres text cannot hold NUL, so no id has this prefix (and it cannot be sent).
+                return Ok(Vec::new());
+            }
+            // A range of `radkit_tasks_by_id_c` (migration 6): in "C", ids sort by UTF-8 bytes.
+            params.push(Box::new(prefix.to_owned()));
+            sql.push_str(&format!(" AND id COLLATE \"C\" >= ${}", params.len()));
+            if let Some(upper) = super::prefix_upper_bound(prefix) {
+                params.push(Box::new(upper));
+                sql.push_str(&format!(" AND id COLLATE \"C\" < ${}", params.len()));
+            }
         }
         match query.limit {
             Some(limit) => sql.push_str(&format!(

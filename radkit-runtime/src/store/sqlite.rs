@@ -463,36 +463,11 @@ impl Store for SqliteStore {
 
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
         self.read(move |conn| {
-            let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1=1");
-            if query.non_terminal {
-                sql.push_str(" AND state NOT IN ('completed', 'canceled', 'failed', 'rejected')");
-            }
-            if query.principal.is_some() {
-                sql.push_str(" AND principal = ?1");
-            }
-            if query.wake_due_ms.is_some() {
-                sql.push_str(" AND wake_at_ms IS NOT NULL AND wake_at_ms <= ?2");
-            }
-            match query.limit {
-                Some(limit) => sql.push_str(&format!(
-                    " ORDER BY created_at_ms DESC, id DESC LIMIT {limit}"
-                )),
-                None => sql.push_str(" ORDER BY created_at_ms, id"),
-            }
+            let (sql, values) = list_sql(&query);
             let mut stmt = conn.prepare(&sql).map_err(backend)?;
-            let mut bind: Vec<(&str, rusqlite::types::Value)> = Vec::new();
-            if let Some(p) = &query.principal {
-                bind.push(("?1", p.clone().into()));
-            }
-            if let Some(t) = query.wake_due_ms {
-                bind.push(("?2", t.into()));
-            }
-            for (name, value) in &bind {
-                if let Some(index) = stmt.parameter_index(name).map_err(backend)? {
-                    stmt.raw_bind_parameter(index, value).map_err(backend)?;
-                }
-            }
-            let mut rows = stmt.raw_query();
+            let mut rows = stmt
+                .query(rusqlite::params_from_iter(values))
+                .map_err(backend)?;
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(backend)? {
                 out.push(finish_row(row_to_task(row).map_err(backend)?)?);
@@ -501,6 +476,43 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
+
+/// The `SELECT` of [`Store::list`] and its parameters (`?1`, `?2`, … in order).
+fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1=1");
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let mut param = |value: rusqlite::types::Value| {
+        values.push(value);
+        format!("?{}", values.len())
+    };
+    if query.non_terminal {
+        sql.push_str(" AND state NOT IN ('completed', 'canceled', 'failed', 'rejected')");
+    }
+    if let Some(p) = &query.principal {
+        sql.push_str(&format!(" AND principal = {}", param(p.clone().into())));
+    }
+    if let Some(t) = query.wake_due_ms {
+        sql.push_str(&format!(
+            " AND wake_at_ms IS NOT NULL AND wake_at_ms <= {}",
+            param(t.into())
+        ));
+    }
+    // A range of the `id` index (BINARY collation: UTF-8 byte order), not `LIKE`, which is
+    // case-insensitive here and would need `%` and `_` escaped.
+    if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
+        sql.push_str(&format!(" AND id >= {}", param(prefix.to_owned().into())));
+        if let Some(upper) = super::prefix_upper_bound(prefix) {
+            sql.push_str(&format!(" AND id < {}", param(upper.into())));
+        }
+    }
+    match query.limit {
+        Some(limit) => sql.push_str(&format!(
+            " ORDER BY created_at_ms DESC, id DESC LIMIT {limit}"
+        )),
+        None => sql.push_str(" ORDER BY created_at_ms, id"),
+    }
+    (sql, values)
 }
 
 /// The reference the sequential benchmark is judged against: the mean latency of one durable SQLite
@@ -532,4 +544,48 @@ pub fn pragmas(path: &Path, durability: Durability) -> Result<(String, i64), Sto
         .pragma_query_value(None, "synchronous", |r| r.get(0))
         .map_err(backend)?;
     Ok((mode, sync))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How SQLite runs `list` for `query`: the `detail` lines of `EXPLAIN QUERY PLAN`.
+    fn plan(query: &TaskQuery) -> String {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let (sql, values) = list_sql(query);
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let details = stmt
+            .query_map(rusqlite::params_from_iter(values), |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        details.join("\n")
+    }
+
+    #[test]
+    fn an_id_prefix_is_a_range_of_the_id_index_not_a_scan() {
+        for query in [
+            TaskQuery {
+                id_prefix: Some("0b3f".into()),
+                ..TaskQuery::default()
+            },
+            TaskQuery {
+                id_prefix: Some("0b3f%_".into()),
+                principal: Some("alice".into()),
+                non_terminal: true,
+                limit: Some(10),
+                ..TaskQuery::default()
+            },
+        ] {
+            let plan = plan(&query);
+            assert!(
+                plan.contains("SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id>? AND id<?)"),
+                "{query:?}:\n{plan}"
+            );
+        }
+    }
 }
