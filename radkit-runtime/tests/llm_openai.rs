@@ -20,11 +20,13 @@ use radkit_runtime::Engine;
 use serde_json::{json, Value};
 
 type Reply = (u16, Vec<(&'static str, &'static str)>, String);
+/// A request the fake server received: its `Authorization` header and its body.
+type Seen = (Option<String>, Value);
 
 #[derive(Clone, Default)]
 struct Fake {
     replies: Arc<Mutex<VecDeque<Reply>>>,
-    seen: Arc<Mutex<Vec<(Option<String>, Value)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 async fn completions(
