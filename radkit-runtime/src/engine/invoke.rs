@@ -26,7 +26,7 @@ pub(crate) struct StepInvoker {
 /// What the table says about a command at a position.
 enum Found {
     Receipt(Receipt),
-    NoReceipt(CmdRec),
+    NoReceipt(Box<CmdRec>),
     New,
 }
 
@@ -66,14 +66,14 @@ impl StepInvoker {
                     }
                     Some(rec) => match &rec.receipt {
                         Some(receipt) => Found::Receipt(receipt.clone()),
-                        None => Found::NoReceipt(rec.clone()),
+                        None => Found::NoReceipt(Box::new(rec.clone())),
                     },
                     None => Found::New,
                 }
             };
             match found {
                 Found::Receipt(receipt) => outcome(&cmd, receipt),
-                Found::NoReceipt(rec) => self.resume_issued(id, rec).await,
+                Found::NoReceipt(rec) => self.resume_issued(id, *rec).await,
                 Found::New => {
                     let cmd = self.admit(ordinal, &id, cmd).await?;
                     self.issue(id, cmd).await
