@@ -1,5 +1,6 @@
 //! A2A 0.3 wire types. This module owns the JSON shape clients see and nothing else: it never touches
-//! the engine, the store or HTTP. Field names follow `../shared/a2a/a2a-v0.3.0.schema.json` exactly.
+//! the engine, the store or HTTP. Field names follow the A2A 0.3 JSON schema exactly (vendored
+//! in the repository as `docs/a2a/a2a-v0.3.0.schema.json`, with the specification beside it).
 
 mod card;
 mod content;

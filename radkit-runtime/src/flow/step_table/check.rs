@@ -144,7 +144,8 @@ impl std::fmt::Display for TableProblem {
 
 impl std::error::Error for TableProblem {}
 
-/// Why [`StepTable::new`] refused a table: every problem it found, in table order.
+/// Why [`StepTable::new`](super::StepTable::new) refused a table: every problem it found, in table
+/// order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepTableError {
     /// The skill id from its `SkillInfo`.
