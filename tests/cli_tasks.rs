@@ -14,7 +14,10 @@ async fn tasks_list_and_show_print_the_journal_as_a_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let id = {
         let store = SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Full).unwrap();
-        let engine = demo::engine(radkit::Engine::builder(store)).start().await.unwrap();
+        let engine = demo::engine(radkit::Engine::builder(store))
+            .start()
+            .await
+            .unwrap();
         let id = engine
             .send(None, None, Message::user_text("Durable agents"))
             .await
@@ -68,7 +71,10 @@ async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguo
     // 17 random ids: by the pigeonhole principle two of them share their first hex digit.
     let ids: Vec<String> = {
         let store = SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Full).unwrap();
-        let engine = demo::engine(radkit::Engine::builder(store)).start().await.unwrap();
+        let engine = demo::engine(radkit::Engine::builder(store))
+            .start()
+            .await
+            .unwrap();
         let mut ids = Vec::new();
         for _ in 0..17 {
             let id = engine
@@ -96,9 +102,16 @@ async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguo
         .find(|p| ids.iter().filter(|other| other.starts_with(p)).count() == 1)
         .unwrap();
     let out = tasks(&["show", unique]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let shown = String::from_utf8(out.stdout).unwrap();
-    assert!(shown.starts_with(&format!("task {id} — skill `ticker`")), "{shown}");
+    assert!(
+        shown.starts_with(&format!("task {id} — skill `ticker`")),
+        "{shown}"
+    );
     assert!(shown.contains("completed"), "{shown}");
 
     let first = ids
@@ -109,9 +122,15 @@ async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguo
     let out = tasks(&["show", first]);
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.starts_with(&format!("error: `{first}` is ambiguous: ")), "{err}");
+    assert!(
+        err.starts_with(&format!("error: `{first}` is ambiguous: ")),
+        "{err}"
+    );
     for candidate in ids.iter().filter(|i| i.starts_with(first)) {
-        assert!(err.contains(candidate.as_str()), "{candidate} missing from {err}");
+        assert!(
+            err.contains(candidate.as_str()),
+            "{candidate} missing from {err}"
+        );
     }
     for other in ids.iter().filter(|i| !i.starts_with(first)) {
         assert!(!err.contains(other.as_str()), "{other} listed in {err}");

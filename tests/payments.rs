@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 #[path = "../examples/payments/skill.rs"]
 mod skill;
 
-use skill::{read_lines, PaymentWorld, Payments};
 use radkit::model::{Message, Part, Task, TaskState};
 use radkit::store::{Durability, MemoryStore, SqliteStore, TaskQuery};
 use radkit::Engine;
+use skill::{read_lines, PaymentWorld, Payments};
 
 fn reply(id: &str, text: &str) -> Message {
     let mut m = Message::user_text(text);

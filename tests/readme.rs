@@ -57,10 +57,7 @@ fn the_readme_main_rs_is_the_hello_example() {
         .iter()
         .find(|(before, info, _)| before.starts_with("`Cargo.toml`") && info == "toml")
         .expect("a toml block after `Cargo.toml`");
-    assert!(
-        toml.contains("radkit = { path = \"../radkit\" }"),
-        "{toml}"
-    );
+    assert!(toml.contains("radkit = { path = \"../radkit\" }"), "{toml}");
 }
 
 #[test]
@@ -91,11 +88,19 @@ fn readme_excerpts_are_lines_of_their_compiled_files_in_order() {
         }
         checked += 1;
     }
-    assert!(checked >= 2, "expected the README's excerpts, found {checked}");
+    assert!(
+        checked >= 2,
+        "expected the README's excerpts, found {checked}"
+    );
 }
 
-/// The built `hello` example (`cargo test` builds every example before running tests).
+/// The program the session runs: `RADKIT_README_EXE` (what `.ci/run` builds from the README's
+/// `Cargo.toml` and `main.rs` in a fresh crate), else the built `hello` example (`cargo test` builds
+/// every example before running tests).
 fn hello_exe() -> PathBuf {
+    if let Some(exe) = std::env::var_os("RADKIT_README_EXE") {
+        return PathBuf::from(exe);
+    }
     let deps = std::env::current_exe().unwrap();
     let debug = deps.parent().and_then(Path::parent).unwrap();
     let exe = debug.join("examples").join("hello");
@@ -205,17 +210,20 @@ fn the_readme_hello_session_runs_as_printed() {
     };
     assert!(commands[1].starts_with("curl "), "{}", commands[1]);
     let asked = curl(commands[1], "");
-    assert_eq!(asked["result"]["status"]["state"], "input-required", "{asked}");
-    assert!(
-        asked.to_string().contains("What is your name?"),
+    assert_eq!(
+        asked["result"]["status"]["state"], "input-required",
         "{asked}"
     );
+    assert!(asked.to_string().contains("What is your name?"), "{asked}");
     let task = asked["result"]["id"].as_str().unwrap().to_owned();
 
     // 3. The second curl answers it.
     assert!(commands[2].starts_with("curl "), "{}", commands[2]);
     let greeted = curl(commands[2], &task);
-    assert_eq!(greeted["result"]["status"]["state"], "completed", "{greeted}");
+    assert_eq!(
+        greeted["result"]["status"]["state"], "completed",
+        "{greeted}"
+    );
     assert!(greeted.to_string().contains("Hello, Ada!"), "{greeted}");
 
     // 4. `tasks show <prefix>` and 5. `graph hello`.
@@ -234,7 +242,10 @@ fn the_readme_hello_session_runs_as_printed() {
         String::from_utf8(out.stdout).unwrap()
     };
     let shown = run(commands[3]);
-    assert!(shown.starts_with(&format!("task {task} — skill `hello`")), "{shown}");
+    assert!(
+        shown.starts_with(&format!("task {task} — skill `hello`")),
+        "{shown}"
+    );
     assert!(shown.contains("awaiting `name`"), "{shown}");
     assert!(shown.contains("completed: Hello, Ada!"), "{shown}");
     let graph = run(commands[4]);

@@ -167,7 +167,10 @@ fn without_registered_skills_serves_only_the_added_ones() {
 fn an_added_skill_with_a_registered_id_is_a_clear_error() {
     let err = served(builder().skill(AlphaAgain)).unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, radkit::EngineError::DuplicateSkill(_)), "{text}");
+    assert!(
+        matches!(err, radkit::EngineError::DuplicateSkill(_)),
+        "{text}"
+    );
     assert!(
         text.starts_with("skill id `alpha` is served twice: registered by #[flow_skill] at ")
             && text.contains("test_registry.rs:")

@@ -10,10 +10,10 @@
 
 mod skill;
 
-use skill::{read_lines, PaymentWorld, Payments};
 use radkit::model::Message;
 use radkit::store::{Durability, SqliteStore};
 use radkit::Engine;
+use skill::{read_lines, PaymentWorld, Payments};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -3,9 +3,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use radkit::flow::{
-    Cmd, CmdKind, Event, FlowSkill, SkillInfo, StepCtx, StepError, Transition,
-};
+use radkit::flow::{Cmd, CmdKind, Event, FlowSkill, SkillInfo, StepCtx, StepError, Transition};
 use radkit::model::{Artifact, Content};
 
 use super::shared::{critic_input, revision_prompt, Critique, Cycle, Verdict};

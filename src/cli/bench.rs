@@ -5,8 +5,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use futures::future::BoxFuture;
 use crate::effects::Effects;
 use crate::engine::{Boundary, Fault};
 use crate::flow::step_table::{goto, Step, StepInput, StepTable};
@@ -15,6 +13,8 @@ use crate::model::{Message, TaskState};
 use crate::store::{Durability, SqliteStore};
 use crate::tools::FnTool;
 use crate::{Engine, EngineBuilder};
+use anyhow::{bail, Context};
+use futures::future::BoxFuture;
 
 /// Arguments of `radkit bench`.
 #[derive(clap::Args)]
@@ -116,8 +116,13 @@ pub(crate) fn with_bench_skill(builder: EngineBuilder) -> anyhow::Result<EngineB
 }
 
 /// An engine builder serving only `skill`: the program's registered skills stay out of benchmarks.
-fn bench_builder(store: impl crate::store::Store, skill: impl crate::flow::FlowSkill) -> EngineBuilder {
-    Engine::builder(store).without_registered_skills().skill(skill)
+fn bench_builder(
+    store: impl crate::store::Store,
+    skill: impl crate::flow::FlowSkill,
+) -> EngineBuilder {
+    Engine::builder(store)
+        .without_registered_skills()
+        .skill(skill)
 }
 
 fn peak_rss_bytes() -> u64 {

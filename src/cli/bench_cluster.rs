@@ -5,10 +5,10 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
 use crate::model::Message;
 use crate::store::{PostgresStore, Store, TaskQuery};
 use crate::Engine;
+use anyhow::{bail, Context};
 use tokio::io::AsyncBufReadExt;
 
 /// Run the workload; prints one JSON line.
@@ -65,7 +65,15 @@ async fn with_workers(
     let mut children = Vec::new();
     for i in 0..workers {
         let mut child = tokio::process::Command::new(&exe)
-            .args(["worker", "--bench-skill", "--store", url, "--poll-ms", "5", "--worker-id"])
+            .args([
+                "worker",
+                "--bench-skill",
+                "--store",
+                url,
+                "--poll-ms",
+                "5",
+                "--worker-id",
+            ])
             .arg(format!("bench-worker-{i}"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -87,8 +95,8 @@ async fn with_workers(
         .max_active_tasks(0)
         .build()?;
     let started = Instant::now();
-    let sends = (0..flows)
-        .map(|_| submit.send(None, Some("bench"), Message::user_text(steps.to_string())));
+    let sends =
+        (0..flows).map(|_| submit.send(None, Some("bench"), Message::user_text(steps.to_string())));
     futures::future::try_join_all(sends).await?;
     loop {
         let open = store

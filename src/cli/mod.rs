@@ -25,7 +25,6 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-
 use crate::server::ServerConfig;
 use crate::store::Store;
 use crate::{Engine, EngineBuilder};

@@ -7,11 +7,11 @@ use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
-use radkit::{flow_skill, goto};
 use radkit::effects::Effects;
 use radkit::flow::{EffectError, EffectPolicy, StepCtx, StepResult};
 use radkit::model::Content;
 use radkit::tools::FnTool;
+use radkit::{flow_skill, goto};
 
 /// The ticker skill.
 #[derive(Debug, Default)]

@@ -257,11 +257,7 @@ impl EngineBuilder {
             ));
         }
         let order: Vec<String> = skills.iter().map(|s| s.info().id.clone()).collect();
-        if let Some(id) = self
-            .default_skill
-            .as_ref()
-            .filter(|id| !order.contains(id))
-        {
+        if let Some(id) = self.default_skill.as_ref().filter(|id| !order.contains(id)) {
             return Err(EngineError::UnknownSkill(format!(
                 "default skill `{id}` is not served; skills are {}",
                 order.join(", ")
@@ -296,7 +292,6 @@ impl EngineBuilder {
         Ok(engine)
     }
 }
-
 
 fn list_or_none(ids: &[String]) -> String {
     if ids.is_empty() {
