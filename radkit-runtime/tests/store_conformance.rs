@@ -3,9 +3,13 @@
 
 use std::sync::Arc;
 
-use radkit_runtime::journal::Entry;
+use async_trait::async_trait;
+use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::TaskState;
-use radkit_runtime::store::{conformance, Append, Durability, MemoryStore, SqliteStore, Store};
+use radkit_runtime::store::{
+    conformance, Append, Durability, MemoryStore, SqliteStore, Store, StoreError, TaskQuery,
+    TaskRecord,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_passes_the_conformance_suite() {
@@ -28,6 +32,61 @@ async fn sqlite_store_passes_the_conformance_suite_with_normal_durability() {
         SqliteStore::open(dir.path().join("s.sqlite"), Durability::Normal).unwrap(),
     ))
     .await;
+}
+
+/// A store that never compacts: `MemoryStore` in everything, except that it answers the checkpoint
+/// read with the whole journal (what the trait's default does).
+struct NeverCompacts(MemoryStore);
+
+#[async_trait]
+impl Store for NeverCompacts {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.0.append(append).await
+    }
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.0.task(task_id).await
+    }
+    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        self.0.journal(task_id, after).await
+    }
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.0.list(query).await
+    }
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.0.journal(task_id, 0).await
+    }
+}
+
+/// The panic message of `check`, which must panic.
+async fn failure_of(check: impl std::future::Future<Output = ()> + Send + 'static) -> String {
+    let panic = tokio::spawn(check)
+        .await
+        .expect_err("the conformance check must fail")
+        .into_panic();
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_checkpoint_check_fails_a_store_that_returns_the_whole_journal() {
+    let store = Arc::new(NeverCompacts(MemoryStore::new()));
+    let message = failure_of({
+        let store = store.clone();
+        async move { conformance::replay_reads_from_the_last_checkpoint(store.as_ref()).await }
+    })
+    .await;
+    assert!(
+        message.contains("from before the last checkpoint") && message.contains("never compacts"),
+        "the check names what is wrong: {message}"
+    );
+    let message = failure_of(conformance::run_all(store)).await;
+    assert!(
+        message.contains("never compacts"),
+        "and so does the whole suite: {message}"
+    );
 }
 
 #[tokio::test]

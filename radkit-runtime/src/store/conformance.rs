@@ -10,6 +10,9 @@ use crate::flow::{Cmd, EffectError, Event, InvocationId, Receipt};
 use crate::journal::{now_ms, Entry};
 use crate::model::{Artifact, Message, TaskState};
 
+mod checkpoint;
+pub use checkpoint::replay_reads_from_the_last_checkpoint;
+
 fn record(id: &str, principal: Option<&str>) -> TaskRecord {
     TaskRecord {
         id: id.to_owned(),
@@ -531,62 +534,6 @@ pub async fn list_by_id_prefix(store: &dyn Store) {
     assert!(ids(running(&id("b"))).await.is_empty());
     assert_eq!(ids(running(&id("é"))).await, vec![id("é1"), id("é2")]);
     assert_eq!(ids(mine(&id("b"))).await, vec![id("b")]);
-}
-
-/// `journal_for_replay` holds the first entry and everything from the last checkpoint on, in order.
-pub async fn replay_reads_from_the_last_checkpoint(store: &dyn Store) {
-    let id = fresh_id("cp");
-    store.append(create(&id, None)).await.expect("create");
-    let checkpoint = |visit| Entry::Checkpoint {
-        visit,
-        state: serde_json::json!({ "visit": visit }),
-        status: TaskState::Working,
-        compensable: Vec::new(),
-    };
-    let status = || Entry::StatusChanged {
-        state: TaskState::Working,
-    };
-    // Seqs 2..=3, then 4..=6 with a checkpoint at 5, then 7..=8 with one at 7, then 9.
-    let appends = [
-        vec![status(), status()],
-        vec![status(), checkpoint(1), status()],
-        vec![checkpoint(2), status()],
-        vec![status()],
-    ];
-    let mut seq = 2;
-    for entries in appends {
-        let n = entries.len() as u64;
-        store
-            .append(Append::new(&id, seq, entries))
-            .await
-            .expect("append");
-        seq += n;
-    }
-    let all = store.journal(&id, 0).await.expect("journal");
-    let replay = store
-        .journal_for_replay(&id)
-        .await
-        .expect("journal for replay");
-    assert_eq!(
-        replay.first(),
-        all.first(),
-        "the first entry is always there"
-    );
-    let tail: Vec<_> = all.iter().filter(|r| r.seq >= 7).cloned().collect();
-    assert!(
-        replay.ends_with(&tail),
-        "everything from the last checkpoint on, in order"
-    );
-    let seqs: Vec<u64> = replay.iter().map(|r| r.seq).collect();
-    assert!(
-        seqs.windows(2).all(|w| w[0] < w[1]),
-        "in seq order: {seqs:?}"
-    );
-    let missing = store
-        .journal_for_replay("no-such-task")
-        .await
-        .expect("read");
-    assert!(missing.is_empty());
 }
 
 /// Run every conformance test against `store`.
