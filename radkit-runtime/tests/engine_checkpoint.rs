@@ -1,12 +1,18 @@
 //! Checkpoints: a long-running task is reloaded from its first entry and its last checkpoint only, and
 //! nothing it owes survives less for it — not an idempotent command cut off by a crash, not a
-//! compensation recorded hundreds of entries before.
+//! compensation recorded hundreds of entries before. Each test runs on SQLite and on PostgreSQL (the
+//! server is `RADKIT_TEST_POSTGRES_URL`, else the local one, see `services`; when it does not answer
+//! the Postgres tests are reported ignored), each in a fresh file or schema.
 
 mod common;
+#[macro_use]
+mod services;
 
 use std::collections::HashMap;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::*;
 use futures::future::BoxFuture;
@@ -14,11 +20,68 @@ use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Fault};
 use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
 use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
-use radkit_runtime::journal::Entry;
+use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::TaskState;
-use radkit_runtime::store::{Durability, SqliteStore, Store};
+use radkit_runtime::store::{Durability, PostgresStore, SqliteStore, Store};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::Engine;
+use radkit_runtime::{Engine, EngineBuilder};
+
+fn main() -> ExitCode {
+    services::run(trials! {
+        Nothing multi_thread:
+            sqlite_a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick,
+            sqlite_a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel;
+        Postgres multi_thread:
+            postgres_a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick,
+            postgres_a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel;
+    })
+}
+
+/// Where a test's tasks live; [`Backend::open`] opens it again the way a restarted process would.
+enum Backend {
+    Sqlite(tempfile::TempDir),
+    /// A URL whose sessions work in a fresh schema.
+    Postgres(String),
+}
+
+impl Backend {
+    fn sqlite() -> Self {
+        Backend::Sqlite(tempfile::tempdir().expect("a temporary directory"))
+    }
+
+    async fn postgres() -> Self {
+        let (_, scoped) = radkit_runtime::store::postgres::create_schema(
+            &services::postgres_url(),
+            "radkit_checkpoint",
+        )
+        .await
+        .expect("create a test schema");
+        Backend::Postgres(scoped)
+    }
+
+    async fn open(&self) -> Arc<dyn Store> {
+        match self {
+            Backend::Sqlite(dir) => Arc::new(
+                SqliteStore::open(dir.path().join("spin.sqlite"), Durability::Full)
+                    .expect("open the SQLite store"),
+            ),
+            Backend::Postgres(url) => Arc::new(
+                PostgresStore::connect(url)
+                    .await
+                    .expect("connect the Postgres store"),
+            ),
+        }
+    }
+
+    /// An engine named `worker` over a newly opened store. On Postgres, short leases: a crashed
+    /// engine's lease runs out quickly for the next one.
+    async fn engine(&self, worker: &str, counts: &Counts, every: u64) -> EngineBuilder {
+        engine(self.open().await, counts, every)
+            .worker_id(worker)
+            .lease_ttl(Duration::from_millis(400))
+            .poll_interval(Duration::from_millis(20))
+    }
+}
 
 struct Spinner;
 
@@ -65,7 +128,7 @@ struct Counts {
     undone: Arc<AtomicU32>,
 }
 
-fn engine(store: Arc<dyn Store>, counts: &Counts, every: u64) -> radkit_runtime::EngineBuilder {
+fn engine(store: Arc<dyn Store>, counts: &Counts, every: u64) -> EngineBuilder {
     let skill = StepTable::new(SkillInfo::new("spinner", "Spinner"), Spinner, STEPS).unwrap();
     let ticks = counts.ticks.clone();
     let tick = FnTool::new(EffectPolicy::Idempotent, move |args, key| {
@@ -96,18 +159,85 @@ fn engine(store: Arc<dyn Store>, counts: &Counts, every: u64) -> radkit_runtime:
         .checkpoint_every(every)
 }
 
-fn checkpoints(journal: &[radkit_runtime::journal::JournalRecord]) -> usize {
+fn checkpoints(journal: &[JournalRecord]) -> usize {
     journal
         .iter()
         .filter(|r| matches!(r.entry, Entry::Checkpoint { .. }))
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("spin.sqlite");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, Durability::Full).unwrap());
+/// A reload of `task` reads its first entry and what follows its last checkpoint: the last
+/// checkpoint and no other, and at most `every` visits of four entries (activated, command, receipt,
+/// transition) besides, out of a journal of more than `min_len` entries and `min_checkpoints`
+/// checkpoints.
+async fn assert_reload_is_compacted(
+    store: &dyn Store,
+    task: &str,
+    every: u64,
+    min_len: usize,
+    min_checkpoints: usize,
+) {
+    let all = store.journal(task, 0).await.unwrap();
+    let for_replay = store.journal_for_replay(task).await.unwrap();
+    assert!(
+        checkpoints(&all) >= min_checkpoints && all.len() > min_len,
+        "a checkpoint every {every} visits: {} in {} entries",
+        checkpoints(&all),
+        all.len()
+    );
+    let last = all
+        .iter()
+        .rev()
+        .find(|r| matches!(r.entry, Entry::Checkpoint { .. }))
+        .expect("a checkpoint");
+    assert_eq!(for_replay.first(), all.first(), "the first entry is read");
+    assert_eq!(
+        for_replay
+            .iter()
+            .filter(|r| matches!(r.entry, Entry::Checkpoint { .. }))
+            .collect::<Vec<_>>(),
+        vec![last],
+        "the last checkpoint is read and no earlier one"
+    );
+    assert!(
+        for_replay.ends_with(&all[last.seq as usize - 1..]),
+        "everything from the last checkpoint on is read"
+    );
+    assert!(
+        for_replay.len() as u64 <= 1 + 4 * every + 4,
+        "a reload reads {} of {} entries",
+        for_replay.len(),
+        all.len()
+    );
+}
+
+async fn sqlite_a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick() {
+    a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick(
+        Backend::sqlite(),
+    )
+    .await
+}
+
+async fn postgres_a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick()
+{
+    a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick(
+        Backend::postgres().await,
+    )
+    .await
+}
+
+async fn sqlite_a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel() {
+    a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel(Backend::sqlite()).await
+}
+
+async fn postgres_a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel() {
+    a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel(Backend::postgres().await)
+        .await
+}
+
+async fn a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick(
+    backend: Backend,
+) {
     let counts = Counts::default();
     let journaled = Arc::new(AtomicU32::new(0));
     let hook = {
@@ -118,31 +248,26 @@ async fn a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeati
                 && journaled.fetch_add(1, Ordering::SeqCst) == 57
         }
     };
-    let a = engine(store.clone(), &counts, 10)
+    let a = backend
+        .engine("engine-a", &counts, 10)
+        .await
         .fault_hook(hook)
-        .build()
+        .start()
+        .await
         .unwrap();
     let task = a.send(None, None, user("100")).await.unwrap();
     wait_halted(&a).await;
     drop(a);
 
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, Durability::Full).unwrap());
-    let for_replay = store.journal_for_replay(&task).await.unwrap();
-    let all = store.journal(&task, 0).await.unwrap();
-    assert!(
-        checkpoints(&all) >= 5,
-        "a checkpoint every 10 visits: {}",
-        checkpoints(&all)
-    );
-    assert!(
-        // The first entry, then at most ten visits of four entries (activated, command, receipt,
-        // transition) since the last checkpoint.
-        for_replay.len() <= 1 + 4 * 10 && all.len() > 200,
-        "a reload reads {} of {} entries",
-        for_replay.len(),
-        all.len()
-    );
-    let b = engine(store.clone(), &counts, 10).start().await.unwrap();
+    // A new process: it reloads the task from its last checkpoint.
+    let store = backend.open().await;
+    assert_reload_is_compacted(store.as_ref(), &task, 10, 200, 5).await;
+    let b = backend
+        .engine("engine-b", &counts, 10)
+        .await
+        .start()
+        .await
+        .unwrap();
     let waiting = settled(&b, &task).await;
     assert_eq!(waiting.status.state, TaskState::InputRequired);
     b.send(None, None, reply(&task, "yes")).await.unwrap();
@@ -164,14 +289,15 @@ async fn a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeati
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("spin.sqlite");
+async fn a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel(backend: Backend) {
     let counts = Counts::default();
     let task = {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, Durability::Full).unwrap());
-        let a = engine(store, &counts, 5).start().await.unwrap();
+        let a = backend
+            .engine("engine-a", &counts, 5)
+            .await
+            .start()
+            .await
+            .unwrap();
         let task = a.send(None, None, user("40")).await.unwrap();
         assert_eq!(
             settled(&a, &task).await.status.state,
@@ -181,7 +307,8 @@ async fn a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel() 
         task
     };
     // A fresh engine knows the reservation only through the last checkpoint.
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, Durability::Full).unwrap());
+    let store = backend.open().await;
+    assert_reload_is_compacted(store.as_ref(), &task, 5, 100, 7).await;
     let for_replay = store.journal_for_replay(&task).await.unwrap();
     assert!(
         !for_replay
@@ -189,7 +316,12 @@ async fn a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel() 
             .any(|r| matches!(&r.entry, Entry::CommandIssued { cmd, .. } if cmd.kind.fingerprint().contains("reserve"))),
         "the reservation's own entries are not reread"
     );
-    let b = engine(store, &counts, 5).start().await.unwrap();
+    let b = backend
+        .engine("engine-b", &counts, 5)
+        .await
+        .start()
+        .await
+        .unwrap();
     let canceled = b.cancel(None, &task).await.unwrap();
     assert_eq!(canceled.status.state, TaskState::Canceled);
     assert_eq!(
