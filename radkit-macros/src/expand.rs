@@ -12,7 +12,7 @@ use crate::ast::{self, push, Role, Skill, Step};
 use crate::attr::SkillAttrs;
 use crate::codec::{canonical, codecs};
 use crate::rewrite::{variant, variant_at, Mode, Rewriter};
-use crate::{fallback, sig, valid};
+use crate::{fallback, imports, sig, valid};
 
 // Input: `#[flow_skill(..)]` on an impl block or a struct.
 // Output: see `expand_impl` and `expand_struct`; anything else is an error next to the item.
@@ -174,6 +174,8 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
         .as_ref()
         .map(krate)
         .unwrap_or_else(|| quote!(::radkit));
+    // Before `from_syn` removes the `#[step]`s: which names the user left to be found in scope.
+    let imports = imports::BareNames::scan(&item).expand(&krate);
     let (skill, e) = ast::from_syn(&mut item);
     if let Some(e) = e {
         push(&mut errors, e);
@@ -193,13 +195,15 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
         _ => TokenStream::new(),
     };
     if let Some(errors) = errors {
-        return fallback::impl_block(errors, item, &skill, &krate);
+        let item = fallback::impl_block(errors, item, &skill, &krate);
+        return quote!(#imports #item);
     }
     let register = attrs
         .as_ref()
         .and_then(|a| a.register.as_ref())
         .is_none_or(|b| b.value);
-    generate(&krate, item, &skill, meta, register)
+    let item = generate(&krate, item, &skill, meta, register);
+    quote!(#imports #item)
 }
 
 fn payload_type(types: &[&syn::Type]) -> TokenStream {
@@ -574,6 +578,9 @@ mod tests {
             "-> StepResult < __RadkitStateS >",
             "impl :: radkit :: __private :: FlowSkill for S",
             "inventory :: submit !",
+            // The bare `goto!` and `#[step]` resolve without an import.
+            "# [allow (unused_imports)] use :: radkit :: __private :: macros :: * ;",
+            "# [step (@ __radkit_used)] struct __RadkitStepImport ;",
         ] {
             assert!(out.contains(needle), "{needle} in {out}");
         }

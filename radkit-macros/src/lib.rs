@@ -4,9 +4,10 @@
 //!
 //! Pipeline: `attr` (arguments) -> `ast::from_syn` (the skill model; `sig` checks each signature) ->
 //! `valid` (rules across steps) -> `expand` (code; `rewrite` turns the macros into transitions,
-//! `codec` writes the state enum's serde). Every stage collects errors; on error `fallback` emits
-//! the user's item (minus `#[step]`) next to the `compile_error!`s, so IDEs keep working and errors
-//! do not cascade. Users read the documentation on the `radkit` re-exports (`radkit::macros_guide`).
+//! `codec` writes the state enum's serde, `imports` lets bare `goto!`/`await_input!`/`#[step]`
+//! resolve without an import). Every stage collects errors; on error `fallback` emits the user's
+//! item (minus `#[step]`) next to the `compile_error!`s, so IDEs keep working and errors do not
+//! cascade. Users read the documentation on the `radkit` re-exports (`radkit::macros_guide`).
 
 use proc_macro::TokenStream;
 
@@ -15,6 +16,7 @@ mod attr;
 mod codec;
 mod expand;
 mod fallback;
+mod imports;
 mod rewrite;
 mod sig;
 mod valid;
@@ -34,7 +36,16 @@ pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
 /// Marks a step of a `#[flow_skill]` impl block: `#[step]`, `#[step(start)]` or
 /// `#[step(resume_from = "other_step")]`. `#[flow_skill]` consumes it; anywhere else it is an error.
 #[proc_macro_attribute]
-pub fn step(_args: TokenStream, input: TokenStream) -> TokenStream {
+pub fn step(args: TokenStream, input: TokenStream) -> TokenStream {
+    // `#[flow_skill]` emits `#[step(@__radkit_used)]` on a stand-in item so that the user's
+    // `use radkit::step` counts as used; that item is dropped.
+    let args: Vec<proc_macro2::TokenTree> =
+        proc_macro2::TokenStream::from(args).into_iter().collect();
+    if let [proc_macro2::TokenTree::Punct(at), proc_macro2::TokenTree::Ident(marker)] = &args[..] {
+        if at.as_char() == '@' && marker == "__radkit_used" {
+            return TokenStream::new();
+        }
+    }
     let item: proc_macro2::TokenStream = input.into();
     let error = syn::Error::new(
         proc_macro2::Span::call_site(),

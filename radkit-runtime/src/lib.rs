@@ -23,6 +23,24 @@ pub mod tools;
 #[path = "private.rs"]
 pub mod __private;
 
+/// What a typical skill names, in one import: `use radkit::prelude::*;`.
+///
+/// The authoring macros; what a step receives and returns (`StepCtx`, `Content`, `StepResult`,
+/// `StepError`); what it produces (`Artifact`, `Message`); tools and their policies (`Effects`,
+/// `FnTool`, `EffectPolicy`, `EffectError`); approvals (`ApprovalRequest`, `Decision`); and the
+/// `Engine` that runs skills. Your own items of the same names shadow these.
+pub mod prelude {
+    pub use crate::effects::Effects;
+    pub use crate::engine::Engine;
+    pub use crate::flow::{
+        ApprovalRequest, Decision, EffectError, EffectPolicy, StepCtx, StepError, StepResult,
+    };
+    pub use crate::model::{Artifact, Content, Message};
+    pub use crate::tools::FnTool;
+    pub use crate::{await_input, goto};
+    pub use radkit_macros::{flow_skill, step};
+}
+
 pub use engine::{Engine, EngineBuilder, EngineError};
 pub use flow::*;
 pub use model::{Artifact, Content, Message, Part, Role, Task, TaskState};

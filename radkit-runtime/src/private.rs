@@ -18,6 +18,15 @@ pub use crate::flow::{
 pub use crate::model::Content;
 pub use crate::registry::SkillRegistration;
 
+/// The macros a `#[flow_skill]` impl block may name without importing them. When an impl block
+/// writes a bare `goto!`, `await_input!` or `#[step]`, the expansion glob-imports this module next to
+/// it: the user's own `use radkit::goto;` shadows the glob (and stays used), and without one the
+/// glob resolves the name.
+pub mod macros {
+    pub use crate::{await_input, goto};
+    pub use radkit_macros::step;
+}
+
 /// The metadata a `#[flow_skill(..)]` attribute declares (all `'static`, so registration is const).
 #[derive(Debug, Clone, Copy)]
 pub struct Meta {
@@ -263,8 +272,8 @@ pub fn skill_info(meta: &Meta, steps: Vec<StepInfo>) -> SkillInfo {
 ///
 /// Inside a `#[step]` method of a `#[flow_skill]` impl block, `#[flow_skill]` rewrites it into
 /// `Ok(Transition::goto(..))` of the skill's hidden state enum: it compiles only if `step` exists, is
-/// not a `resume_from` step, and `payload` has that step's payload type. Anywhere else it is a compile
-/// error saying so.
+/// not a `resume_from` step, and `payload` has that step's payload type. There it needs no import.
+/// Anywhere else it is a compile error saying so.
 #[macro_export]
 macro_rules! goto {
     (@__radkit_typed $typed:expr) => {
@@ -280,7 +289,7 @@ macro_rules! goto {
 /// The task becomes `input-required` with `message`; the user's reply runs the step declared
 /// `#[step(resume_from = "<this step>")]` with `carry` (leave `carry` out for `()`) and the reply as
 /// its `Content` parameter. It compiles only inside a `#[step]` method that such a step resumes
-/// from, with a carry of that step's payload type.
+/// from, with a carry of that step's payload type; there it needs no import.
 #[macro_export]
 macro_rules! await_input {
     (@__radkit_typed $typed:expr) => {

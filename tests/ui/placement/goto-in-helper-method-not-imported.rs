@@ -1,0 +1,20 @@
+// Rule: goto! works in #[step] methods only; in a helper of the impl it says so, imported or not.
+use radkit::flow::{StepCtx, StepResult};
+use radkit::flow_skill;
+
+#[derive(Default)]
+struct S;
+
+#[flow_skill(id = "s", name = "S")]
+impl S {
+    #[step(start)]
+    async fn a(&self, ctx: &StepCtx) -> StepResult {
+        ctx.complete("x", vec![])
+    }
+
+    fn helper(&self) -> StepResult {
+        goto!("a")
+    }
+}
+
+fn main() {}
