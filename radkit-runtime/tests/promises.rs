@@ -1,0 +1,1022 @@
+//! The engine's promises that had no test of their own: compensation on failure (not only on
+//! cancel), retries that run out, approvals that expire across a restart and on another worker, and
+//! hook denials that a replay honours. Each test names the boundary it crosses and the promise it
+//! checks. The Postgres test uses `RADKIT_TEST_POSTGRES_URL`, else the local server (see `services`);
+//! when it does not answer, that test is reported ignored. Tests that pin a known engine bug are
+//! reported ignored with the bug in their reason (see [`Kind::Bug`]).
+
+mod common;
+#[allow(unused_macros)]
+#[macro_use]
+mod services;
+
+use std::future::Future;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::{status_text, user};
+use futures::future::BoxFuture;
+use libtest_mimic::{Arguments, Failed, Trial};
+use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::{Boundary, Fault, Hook, HookContext, HookDecision};
+use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
+use radkit_runtime::flow::{
+    ApprovalRequest, Cmd, CmdKind, Decision, EffectError, EffectPolicy, ErrorKind, Event,
+    FlowSkill, InvocationId, RetryPolicy, SkillInfo, StepCtx, StepError, StepResult, Transition,
+};
+use radkit_runtime::journal::{now_ms, Entry, JournalRecord};
+use radkit_runtime::model::{Message, Task, TaskState};
+use radkit_runtime::store::{Durability, PostgresStore, SqliteStore, Store};
+use radkit_runtime::tools::FnTool;
+use radkit_runtime::{Engine, EngineBuilder};
+use serde_json::{json, Value};
+
+// ---- the harness ----
+
+/// What a trial needs, and whether it pins a bug.
+enum Kind {
+    /// Runs everywhere.
+    Plain,
+    /// Needs PostgreSQL: ignored (with a note) when the server does not answer.
+    Postgres,
+    /// Pins a known engine bug: reported ignored with `reason` until the engine is fixed; run it with
+    /// `--ignored` to see it fail.
+    Bug(&'static str),
+}
+
+type Body = fn() -> BoxFuture<'static, ()>;
+
+fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        args.test_threads = std::env::var("RUST_TEST_THREADS")
+            .ok()
+            .and_then(|n| n.parse().ok());
+    }
+    let tests: Vec<(&'static str, Kind, Body)> = vec![
+        // 1. Compensation on failure.
+        (
+            "a_permanent_tool_error_after_a_compensable_tool_runs_its_compensation_once_journaled",
+            Kind::Plain,
+            || Box::pin(a_permanent_tool_error_after_a_compensable_tool_runs_its_compensation_once_journaled()),
+        ),
+        (
+            "ctx_fail_after_two_compensable_tools_compensates_newest_first",
+            Kind::Plain,
+            || Box::pin(ctx_fail_after_two_compensable_tools_compensates_newest_first()),
+        ),
+        (
+            "a_crash_between_two_compensations_of_a_failed_step_does_not_repeat_the_finished_one",
+            Kind::Plain,
+            || Box::pin(a_crash_between_two_compensations_of_a_failed_step_does_not_repeat_the_finished_one()),
+        ),
+        (
+            "a_crash_between_two_compensations_after_ctx_fail_keeps_the_failure_reason",
+            Kind::Bug("bug: a crash after a `fail` transition is journaled and before the terminal entry ends the task with the engine's \"no command, timer or input is outstanding\" message instead of the skill's reason"),
+            || Box::pin(a_crash_between_two_compensations_after_ctx_fail_keeps_the_failure_reason()),
+        ),
+        // 2. Retries running out.
+        (
+            "retries_running_out_fail_the_task_naming_the_tool_with_one_invocation_id",
+            Kind::Plain,
+            || Box::pin(retries_running_out_fail_the_task_naming_the_tool_with_one_invocation_id()),
+        ),
+        // 3. Approval expiry across a restart and on another worker.
+        (
+            "an_approval_that_expired_while_the_engine_was_down_takes_its_default_on_restart",
+            Kind::Plain,
+            || Box::pin(an_approval_that_expired_while_the_engine_was_down_takes_its_default_on_restart()),
+        ),
+        (
+            "an_approval_that_expires_after_a_restart_fires_on_the_new_engine",
+            Kind::Plain,
+            || Box::pin(an_approval_that_expires_after_a_restart_fires_on_the_new_engine()),
+        ),
+        (
+            "postgres_an_approval_expires_on_the_worker_that_took_the_task_over",
+            Kind::Postgres,
+            || Box::pin(postgres_an_approval_expires_on_the_worker_that_took_the_task_over()),
+        ),
+        (
+            "a_question_with_a_deadline_issued_by_a_transition_expires",
+            Kind::Bug("bug: an `ask_user` command with `expires_in_ms` issued by a transition (the reducer form) never expires: the driver sets no timer for it and replay reads no deadline"),
+            || Box::pin(a_question_with_a_deadline_issued_by_a_transition_expires()),
+        ),
+        // 5. Hook denials on replay.
+        (
+            "a_hook_denial_is_journaled_and_honoured_on_replay_when_the_hook_now_allows",
+            Kind::Plain,
+            || Box::pin(a_hook_denial_is_journaled_and_honoured_on_replay_when_the_hook_now_allows()),
+        ),
+    ];
+    let postgres_selected = tests.iter().any(|(name, kind, _)| {
+        matches!(kind, Kind::Postgres)
+            && !args.is_filtered_out(&Trial::test(*name, || Ok(())).with_ignored_flag(true))
+    });
+    let postgres = if postgres_selected && (!args.list || args.ignored) {
+        probe_postgres()
+    } else {
+        Ok(())
+    };
+    for (name, kind, _) in &tests {
+        if let Kind::Bug(reason) = kind {
+            eprintln!("note: `{name}` is ignored: it pins a known {reason}");
+        }
+    }
+    let trials = tests
+        .into_iter()
+        .map(|(name, kind, body)| {
+            let missing = match (&kind, &postgres) {
+                (Kind::Postgres, Err(why)) => Some(why.clone()),
+                _ => None,
+            };
+            let ignored = missing.is_some() || matches!(kind, Kind::Bug(_));
+            let trial = Trial::test(name, move || {
+                if let Some(why) = missing {
+                    return Err(Failed::from(why));
+                }
+                on_two_workers(body());
+                Ok(())
+            })
+            .with_ignored_flag(ignored);
+            match kind {
+                Kind::Bug(_) => trial.with_kind("bug"),
+                _ => trial,
+            }
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// Run `body` on a two-worker runtime (what `#[tokio::test(flavor = "multi_thread")]` does).
+fn on_two_workers(body: BoxFuture<'static, ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("build a multi-thread runtime")
+        .block_on(body)
+}
+
+/// Whether the Postgres server answers `SELECT 1` within 3 s; a server named by
+/// `RADKIT_TEST_POSTGRES_URL` that does not answer fails its test rather than being ignored.
+fn probe_postgres() -> Result<(), String> {
+    let url = services::postgres_url();
+    let asked = std::env::var("RADKIT_TEST_POSTGRES_URL").is_ok_and(|v| !v.is_empty());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot build a runtime to probe PostgreSQL: {e}"))?;
+    let answered = runtime.block_on(async {
+        let probe = async {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+            let connection = tokio::spawn(connection);
+            client.simple_query("SELECT 1").await?;
+            drop(client);
+            let _ = connection.await;
+            Ok::<(), tokio_postgres::Error>(())
+        };
+        match tokio::time::timeout(Duration::from_secs(3), probe).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no answer within 3 s".to_owned()),
+        }
+    });
+    match answered {
+        Ok(()) => Ok(()),
+        Err(e) if asked => {
+            panic!("RADKIT_TEST_POSTGRES_URL is set, but PostgreSQL does not answer ({e})")
+        }
+        Err(e) => {
+            let why = format!("PostgreSQL does not answer at the default URL ({e}); start it or set RADKIT_TEST_POSTGRES_URL");
+            eprintln!("\nnote: {why}; the tests that need it are ignored\n");
+            Err(why)
+        }
+    }
+}
+
+// ---- waiting, always bounded ----
+
+/// How long any one wait may take before the test fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// `fut`, or a panic naming `what` was awaited when it takes longer than [`PATIENCE`].
+async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(PATIENCE, fut).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {PATIENCE:?} waiting for {what}"),
+    }
+}
+
+/// The task once it waits for input or has finished.
+async fn settled(engine: &Engine, task: &str, what: &str) -> Task {
+    within(what, engine.wait_settled(None, task))
+        .await
+        .unwrap_or_else(|e| panic!("waiting for {what}: {e}"))
+}
+
+/// The task once its terminal entry is journaled (a task that waits for input does not count).
+async fn finished(engine: &Engine, task: &str, what: &str) -> Task {
+    within(what, async {
+        let mut sub = engine
+            .subscribe(None, task)
+            .await
+            .unwrap_or_else(|e| panic!("subscribing for {what}: {e}"));
+        while sub.next().await.is_some() {}
+        engine
+            .task(None, task, None)
+            .await
+            .unwrap_or_else(|e| panic!("reading the task after {what}: {e}"))
+    })
+    .await
+}
+
+/// Until `engine` halted at an injected crash.
+async fn halted(engine: &Engine, what: &str) {
+    within(what, async {
+        while !engine.is_halted() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
+/// Until the wall clock is past `deadline_ms` (a durable deadline, read from the journal).
+async fn past(deadline_ms: i64) {
+    let wait = u64::try_from(deadline_ms + 1 - now_ms()).unwrap_or(0);
+    assert!(
+        wait <= PATIENCE.as_millis() as u64,
+        "a deadline {wait} ms away is not a short one"
+    );
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    assert!(now_ms() > deadline_ms);
+}
+
+// ---- journal reading ----
+
+async fn journal(engine: &Engine, task: &str) -> Vec<JournalRecord> {
+    engine
+        .journal(None, task)
+        .await
+        .unwrap_or_else(|e| panic!("the journal of {task}: {e}"))
+}
+
+/// The InvocationId of the (single) command with `fingerprint` (`tool \`hotel\``).
+fn command_id(journal: &[JournalRecord], fingerprint: &str) -> InvocationId {
+    let ids: Vec<&InvocationId> = journal
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::CommandIssued { id, cmd, .. } if cmd.kind.fingerprint() == fingerprint => {
+                Some(id)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "{fingerprint} is journaled once: {ids:?}");
+    ids[0].clone()
+}
+
+/// The `compensated` entries: (command, outcome ok), in journal order.
+fn compensated(journal: &[JournalRecord]) -> Vec<(InvocationId, bool)> {
+    journal
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::Compensated { id, outcome } => Some((id.clone(), outcome.is_ok())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn seq_of(journal: &[JournalRecord], pick: impl Fn(&Entry) -> bool) -> u64 {
+    journal
+        .iter()
+        .find(|r| pick(&r.entry))
+        .map(|r| r.seq)
+        .expect("the entry is journaled")
+}
+
+fn sqlite(path: &Path) -> Arc<dyn Store> {
+    Arc::new(SqliteStore::open(path, Durability::Full).expect("open the SQLite store"))
+}
+
+// ---- 1. compensation on failure ----
+
+struct Trip;
+
+/// Reserves with each `Compensate` tool the message names (`hotel`, `flight`), then ends as the
+/// message's last word says: `charge` calls a tool that fails permanently, `fail` returns
+/// `ctx.fail(..)`.
+fn book<'a>(_: &'a Trip, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let words = input.message().joined_texts();
+        for word in words.split_whitespace() {
+            match word {
+                "hotel" | "flight" => {
+                    let _: Value = ctx.tool(word).call(json!({ "for": "ada" })).await?;
+                }
+                "charge" => {
+                    let _: Value = ctx.tool("charge").call(json!({ "cents": 9900 })).await?;
+                }
+                "fail" => return ctx.fail("no seats on the connecting flight"),
+                _ => {}
+            }
+        }
+        ctx.complete("booked", vec![])
+    })
+}
+
+static TRIP_STEPS: &[Step<Trip>] = &[Step::new("book", book).start().takes_user_message()];
+
+/// What the compensations did: (tool, key, the output they were given).
+type Undone = Arc<Mutex<Vec<(String, String, Value)>>>;
+
+/// `hotel` and `flight` (`Compensate`, compensations logged in `undone`; `halt_on` halts the engine
+/// in `slot` from inside the first compensation of that tool), `charge` (always declines).
+fn trip_engine(
+    store: Arc<dyn Store>,
+    undone: &Undone,
+    halt_on: Option<(&'static str, Arc<OnceLock<Engine>>)>,
+) -> EngineBuilder {
+    let reservation = |name: &'static str| {
+        let undone = undone.clone();
+        let halt_on = halt_on.clone();
+        FnTool::new(EffectPolicy::Compensate, move |_, key| async move {
+            Ok(json!({ "reservation": format!("{name}-{key}") }))
+        })
+        .compensate_with(move |_, output, key| {
+            let undone = undone.clone();
+            let halt_on = halt_on.clone();
+            async move {
+                let mut log = undone.lock().unwrap();
+                let first = !log.iter().any(|(tool, _, _)| tool == name);
+                log.push((name.to_owned(), key.as_str().to_owned(), output));
+                if let Some((_, slot)) = halt_on.filter(|(tool, _)| first && *tool == name) {
+                    // The process dies right after this compensation ran, before its entry.
+                    slot.get().expect("the engine is built").halt();
+                }
+                Ok(Value::Null)
+            }
+        })
+    };
+    let charge = FnTool::new(EffectPolicy::Idempotent, |_, _| async {
+        Err(EffectError::permanent("card declined"))
+    });
+    Engine::builder_arc(store)
+        .skill(StepTable::new(SkillInfo::new("trip", "Trip"), Trip, TRIP_STEPS).unwrap())
+        .effects(
+            Effects::new()
+                .tool("hotel", reservation("hotel"))
+                .tool("flight", reservation("flight"))
+                .tool("charge", charge),
+        )
+}
+
+async fn a_permanent_tool_error_after_a_compensable_tool_runs_its_compensation_once_journaled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trip.sqlite");
+    let undone = Undone::default();
+    let engine = trip_engine(sqlite(&path), &undone, None)
+        .start()
+        .await
+        .unwrap();
+    let task = engine.send(None, None, user("hotel charge")).await.unwrap();
+    let done = finished(&engine, &task, "the failed booking").await;
+    assert_eq!(
+        done.status.state,
+        TaskState::Failed,
+        "{}",
+        status_text(&done)
+    );
+    assert!(
+        status_text(&done).contains("tool `charge` failed: card declined"),
+        "{}",
+        status_text(&done)
+    );
+    let entries = journal(&engine, &task).await;
+    let hotel = command_id(&entries, "tool `hotel`");
+    assert_eq!(
+        *undone.lock().unwrap(),
+        vec![(
+            "hotel".to_owned(),
+            hotel.as_str().to_owned(),
+            json!({ "reservation": format!("hotel-{hotel}") })
+        )],
+        "the reservation is undone once, with its key and its recorded output"
+    );
+    assert_eq!(compensated(&entries), vec![(hotel, true)]);
+    assert!(
+        seq_of(&entries, |e| matches!(e, Entry::Compensated { .. }))
+            < seq_of(&entries, |e| matches!(e, Entry::Terminal { .. })),
+        "the compensation is journaled before the task ends"
+    );
+
+    // A restart over the same file, and a cancel of the finished task, undo nothing more.
+    engine.halt();
+    drop(engine);
+    let engine = trip_engine(sqlite(&path), &undone, None)
+        .start()
+        .await
+        .unwrap();
+    assert!(engine.cancel(None, &task).await.is_err());
+    assert_eq!(undone.lock().unwrap().len(), 1, "compensated exactly once");
+    assert_eq!(compensated(&journal(&engine, &task).await).len(), 1);
+}
+
+async fn ctx_fail_after_two_compensable_tools_compensates_newest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let undone = Undone::default();
+    let engine = trip_engine(sqlite(&dir.path().join("trip.sqlite")), &undone, None)
+        .start()
+        .await
+        .unwrap();
+    let task = engine
+        .send(None, None, user("hotel flight fail"))
+        .await
+        .unwrap();
+    let done = finished(&engine, &task, "the failed booking").await;
+    assert_eq!(done.status.state, TaskState::Failed);
+    assert_eq!(status_text(&done), "no seats on the connecting flight");
+    let entries = journal(&engine, &task).await;
+    let (hotel, flight) = (
+        command_id(&entries, "tool `hotel`"),
+        command_id(&entries, "tool `flight`"),
+    );
+    let order: Vec<(String, String)> = undone
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(tool, key, _)| (tool.clone(), key.clone()))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            ("flight".to_owned(), flight.as_str().to_owned()),
+            ("hotel".to_owned(), hotel.as_str().to_owned()),
+        ],
+        "newest first"
+    );
+    assert_eq!(compensated(&entries), vec![(flight, true), (hotel, true)]);
+}
+
+/// The step fails (a permanent tool error); the engine dies right after the first compensation
+/// (`flight`) was journaled and the second (`hotel`) ran, before its entry. Recovery runs `hotel`'s
+/// again with the same key (compensations tolerate a repeat) and never `flight`'s.
+async fn a_crash_between_two_compensations_of_a_failed_step_does_not_repeat_the_finished_one() {
+    crash_between_two_compensations("hotel flight charge", "tool `charge` failed: card declined")
+        .await
+}
+
+/// The same crash after `ctx.fail(..)`: the task must still end with the skill's reason.
+///
+/// BUG (reported ignored until fixed): the `fail` transition's `transitioned` entry is durable once
+/// the first compensation is, but its reason lives only in the terminal entry. Replay sees a finished
+/// visit with nothing outstanding, and the driver's `settle` fails the task with "the skill moved to a
+/// state that waits for an event, but no command, timer or input is outstanding" — the compensations
+/// are right, the reason the client sees is not.
+async fn a_crash_between_two_compensations_after_ctx_fail_keeps_the_failure_reason() {
+    crash_between_two_compensations("hotel flight fail", "no seats on the connecting flight").await
+}
+
+async fn crash_between_two_compensations(message: &str, reason: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trip.sqlite");
+    let undone = Undone::default();
+    let slot = Arc::new(OnceLock::new());
+    let a = trip_engine(sqlite(&path), &undone, Some(("hotel", slot.clone())))
+        .build()
+        .unwrap();
+    let _ = slot.set(a.clone());
+    let task = a.send(None, None, user(message)).await.unwrap();
+    halted(&a, "the crash inside `hotel`'s compensation").await;
+    drop(a);
+
+    let b = trip_engine(sqlite(&path), &undone, None)
+        .start()
+        .await
+        .unwrap();
+    let done = finished(&b, &task, "the recovered failure").await;
+    let entries = journal(&b, &task).await;
+    let (hotel, flight) = (
+        command_id(&entries, "tool `hotel`"),
+        command_id(&entries, "tool `flight`"),
+    );
+    let order: Vec<(String, String)> = undone
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(tool, key, _)| (tool.clone(), key.clone()))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            ("flight".to_owned(), flight.as_str().to_owned()),
+            ("hotel".to_owned(), hotel.as_str().to_owned()),
+            ("hotel".to_owned(), hotel.as_str().to_owned()),
+        ],
+        "the journaled compensation is not repeated; the interrupted one runs again with its key"
+    );
+    assert_eq!(compensated(&entries), vec![(flight, true), (hotel, true)]);
+    assert_eq!(done.status.state, TaskState::Failed);
+    assert_eq!(
+        status_text(&done),
+        reason,
+        "the task ends with the skill's reason"
+    );
+}
+
+// ---- 2. retries running out ----
+
+struct Busy;
+
+fn call_busy<'a>(_: &'a Busy, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let retry = RetryPolicy {
+            max_attempts: 3,
+            initial_backoff_ms: 1,
+            max_backoff_ms: 4,
+        };
+        let out: Value = ctx.tool("always_busy").retry(retry).call(()).await?;
+        ctx.complete(out.to_string(), vec![])
+    })
+}
+
+static BUSY_STEPS: &[Step<Busy>] = &[Step::new("call", call_busy).start().takes_user_message()];
+
+async fn retries_running_out_fail_the_task_naming_the_tool_with_one_invocation_id() {
+    let keys = Arc::new(Mutex::new(Vec::<String>::new()));
+    let tool = {
+        let keys = keys.clone();
+        FnTool::new(EffectPolicy::Idempotent, move |_, key| {
+            let keys = keys.clone();
+            async move {
+                let mut keys = keys.lock().unwrap();
+                keys.push(key.as_str().to_owned());
+                Err(EffectError::transient(format!(
+                    "upstream busy (attempt {})",
+                    keys.len()
+                )))
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::builder_arc(sqlite(&dir.path().join("busy.sqlite")))
+        .skill(StepTable::new(SkillInfo::new("busy", "Busy"), Busy, BUSY_STEPS).unwrap())
+        .effects(Effects::new().tool("always_busy", tool))
+        .start()
+        .await
+        .unwrap();
+    let task = engine.send(None, None, user("go")).await.unwrap();
+    let done = finished(&engine, &task, "the task whose retries ran out").await;
+    assert_eq!(done.status.state, TaskState::Failed);
+    assert_eq!(
+        status_text(&done),
+        "tool `always_busy` failed: upstream busy (attempt 3)",
+        "the failure names the tool and its last error"
+    );
+
+    let entries = journal(&engine, &task).await;
+    let id = command_id(&entries, "tool `always_busy`");
+    assert_eq!(
+        *keys.lock().unwrap(),
+        vec![id.as_str().to_owned(); 3],
+        "three attempts, all with the command's InvocationId as their key"
+    );
+    let failed: Vec<(InvocationId, u32, String)> = entries
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::AttemptFailed { id, attempt, error } => {
+                assert_eq!(error.kind, ErrorKind::Transient);
+                Some((id.clone(), *attempt, error.message.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        failed,
+        vec![
+            (id.clone(), 1, "upstream busy (attempt 1)".to_owned()),
+            (id.clone(), 2, "upstream busy (attempt 2)".to_owned()),
+        ],
+        "every failed attempt before the last is journaled"
+    );
+    let receipts: Vec<_> = entries
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::ReceiptRecorded { receipt } => Some(receipt.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(receipts.len(), 1);
+    assert_eq!(receipts[0].id, id);
+    assert_eq!(receipts[0].attempt, 3, "the last attempt is the receipt");
+    assert_eq!(
+        receipts[0].outcome,
+        Err(EffectError::transient("upstream busy (attempt 3)"))
+    );
+}
+
+// ---- 3. approval expiry ----
+
+/// How long an approval waits: long enough for an engine to reach `input-required` and halt on a
+/// loaded machine, short enough for a test.
+const APPROVAL_WINDOW: Duration = Duration::from_millis(1500);
+
+struct Refund;
+
+fn refund<'a>(_: &'a Refund, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let amount = input.message().joined_texts();
+        let request = ApprovalRequest::new(
+            "pay_out",
+            json!({ "amount": amount }),
+            "refunds need a human",
+        )
+        .expires(APPROVAL_WINDOW, Decision::Reject);
+        let approval = ctx.approve("refund", request).await?;
+        if !approval.approved() {
+            let why = if approval.expired {
+                "the approval expired"
+            } else {
+                "the approver rejected it"
+            };
+            return ctx.reject(format!("refund not paid: {why}"));
+        }
+        let _: Value = ctx
+            .tool("pay_out")
+            .call(json!({ "amount": amount }))
+            .await?;
+        ctx.complete("refund paid", vec![])
+    })
+}
+
+static REFUND_STEPS: &[Step<Refund>] = &[Step::new("refund", refund).start().takes_user_message()];
+
+fn refund_engine(store: Arc<dyn Store>, paid: &Arc<Mutex<u32>>) -> EngineBuilder {
+    let paid = paid.clone();
+    let pay_out = FnTool::new(EffectPolicy::Idempotent, move |_, _| {
+        let paid = paid.clone();
+        async move {
+            *paid.lock().unwrap() += 1;
+            Ok(json!("paid"))
+        }
+    });
+    Engine::builder_arc(store)
+        .skill(StepTable::new(SkillInfo::new("refund", "Refund"), Refund, REFUND_STEPS).unwrap())
+        .effects(Effects::new().tool("pay_out", pay_out))
+}
+
+/// The approval question's command and its journaled deadline.
+fn approval_deadline(journal: &[JournalRecord]) -> (InvocationId, i64) {
+    let ask = command_id(journal, "ask_user `refund`");
+    let at = journal
+        .iter()
+        .find_map(|r| match &r.entry {
+            Entry::TimerSet { id, fire_at_ms } if *id == ask => Some(*fire_at_ms),
+            _ => None,
+        })
+        .expect("the approval's deadline is journaled");
+    (ask, at)
+}
+
+/// Engine A runs the refund until it waits for the approval, then halts before the deadline.
+/// Returns the task, the question and its deadline.
+async fn wait_for_approval_then_halt(a: Engine) -> (String, InvocationId, i64) {
+    let task = a.send(None, None, user("9900")).await.unwrap();
+    let waiting = settled(&a, &task, "the approval question").await;
+    assert_eq!(waiting.status.state, TaskState::InputRequired);
+    a.halt();
+    let (ask, deadline) = approval_deadline(&journal(&a, &task).await);
+    assert!(
+        now_ms() < deadline,
+        "engine A halted before the deadline (else it may have fired there)"
+    );
+    (task, ask, deadline)
+}
+
+/// The task ended `rejected` by the question's default: one question, its receipt the journaled
+/// default, the tool never called.
+async fn assert_expired_by_default(
+    engine: &Engine,
+    task: &str,
+    ask: &InvocationId,
+    paid: &Arc<Mutex<u32>>,
+) {
+    let done = finished(engine, task, "the expired approval's default").await;
+    assert_eq!(
+        done.status.state,
+        TaskState::Rejected,
+        "{}",
+        status_text(&done)
+    );
+    assert_eq!(status_text(&done), "refund not paid: the approval expired");
+    let entries = journal(engine, task).await;
+    let receipts: Vec<_> = entries
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::ReceiptRecorded { receipt } if receipt.id == *ask => {
+                Some(receipt.outcome.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        receipts,
+        vec![Ok(json!({ "decision": "reject", "expired": true }))],
+        "the default is the question's one receipt"
+    );
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|r| matches!(r.entry, Entry::AwaitingInput { .. }))
+            .count(),
+        1,
+        "the question is not asked again"
+    );
+    assert_eq!(*paid.lock().unwrap(), 0, "nothing was paid out");
+}
+
+async fn an_approval_that_expired_while_the_engine_was_down_takes_its_default_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("refund.sqlite");
+    let paid = Arc::new(Mutex::new(0));
+    let a = refund_engine(sqlite(&path), &paid).start().await.unwrap();
+    let (task, ask, deadline) = wait_for_approval_then_halt(a).await;
+    past(deadline).await;
+
+    let b = refund_engine(sqlite(&path), &paid).start().await.unwrap();
+    assert_expired_by_default(&b, &task, &ask, &paid).await;
+}
+
+async fn an_approval_that_expires_after_a_restart_fires_on_the_new_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("refund.sqlite");
+    let paid = Arc::new(Mutex::new(0));
+    let a = refund_engine(sqlite(&path), &paid).start().await.unwrap();
+    let (task, ask, deadline) = wait_for_approval_then_halt(a).await;
+
+    let b = refund_engine(sqlite(&path), &paid).start().await.unwrap();
+    assert!(now_ms() < deadline, "engine B started before the deadline");
+    assert_eq!(
+        b.state(None, &task).await.unwrap(),
+        TaskState::InputRequired,
+        "the restart alone does not answer the question"
+    );
+    assert_expired_by_default(&b, &task, &ask, &paid).await;
+}
+
+async fn postgres_an_approval_expires_on_the_worker_that_took_the_task_over() {
+    let (_, url) = radkit_runtime::store::postgres::create_schema(
+        &services::postgres_url(),
+        "radkit_promises",
+    )
+    .await
+    .expect("create a test schema");
+    let connect = || async {
+        let store: Arc<dyn Store> = Arc::new(
+            PostgresStore::connect(&url)
+                .await
+                .expect("connect the Postgres store"),
+        );
+        store
+    };
+    let paid = Arc::new(Mutex::new(0));
+    let short_leases = |builder: EngineBuilder, worker: &str| {
+        builder
+            .worker_id(worker)
+            .lease_ttl(Duration::from_millis(400))
+            .poll_interval(Duration::from_millis(20))
+    };
+    let a = short_leases(refund_engine(connect().await, &paid), "engine-a")
+        .start()
+        .await
+        .unwrap();
+    let (task, ask, deadline) = wait_for_approval_then_halt(a).await;
+
+    let b = short_leases(refund_engine(connect().await, &paid), "engine-b")
+        .start()
+        .await
+        .unwrap();
+    assert!(now_ms() < deadline, "engine B started before the deadline");
+    assert_expired_by_default(&b, &task, &ask, &paid).await;
+}
+
+/// A reducer that asks from a transition, with a deadline and a default.
+struct AskFromTransition;
+
+#[async_trait]
+impl FlowSkill for AskFromTransition {
+    type State = u32;
+    fn info(&self) -> SkillInfo {
+        SkillInfo::new("ask_from_transition", "Ask from a transition").version("1")
+    }
+    fn initial_state(&self) -> u32 {
+        0
+    }
+    async fn on_event(
+        &self,
+        state: u32,
+        event: Event,
+        _: &StepCtx,
+    ) -> Result<Transition<u32>, StepError> {
+        match (state, event) {
+            (0, Event::UserMessage { .. }) => {
+                let question = Cmd::new(CmdKind::AskUser {
+                    slot: "go_ahead".to_owned(),
+                    message: Message::agent_text("Go ahead?"),
+                    expires_in_ms: Some(300),
+                    on_expiry: Some(json!("expired")),
+                });
+                Ok(Transition::to(1).cmd(question))
+            }
+            (1, Event::CommandResult { outcome, .. }) => match outcome {
+                Ok(answer) if answer == json!("expired") => {
+                    Ok(Transition::reject("nobody answered in time"))
+                }
+                _ => Ok(Transition::complete("answered")),
+            },
+            _ => Ok(Transition::ignore()),
+        }
+    }
+}
+
+/// BUG (reported ignored until fixed): `Transition::to(..).cmd(Cmd::new(CmdKind::AskUser {
+/// expires_in_ms: Some(..), on_expiry: Some(..), .. }))` waits forever. `Inner::apply` computes a
+/// deadline only for `sleep` commands (no `timer_set`, no wake time on the row), `execute` does
+/// nothing for a question, and replay's transition-command path reads `expires_at_ms: None`; only
+/// questions asked from inside a step (`ctx.approve`, the tool gate) expire.
+async fn a_question_with_a_deadline_issued_by_a_transition_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::builder_arc(sqlite(&dir.path().join("ask.sqlite")))
+        .skill(AskFromTransition)
+        .start()
+        .await
+        .unwrap();
+    let task = engine.send(None, None, user("go")).await.unwrap();
+    assert_eq!(
+        settled(&engine, &task, "the question").await.status.state,
+        TaskState::InputRequired
+    );
+    let done = finished(&engine, &task, "the question's expiry (300 ms)").await;
+    assert_eq!(done.status.state, TaskState::Rejected);
+    assert_eq!(status_text(&done), "nobody answered in time");
+}
+
+// ---- 5. hook denials on replay ----
+
+struct Cleanup;
+
+/// `wipe` (a hook may deny it; the step carries on and says so), then `notify`.
+fn cleanup<'a>(_: &'a Cleanup, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let outcome = match ctx
+            .tool("wipe")
+            .call::<_, Value>(json!({ "path": "/data" }))
+            .await
+        {
+            Ok(_) => "wiped".to_owned(),
+            Err(e) => format!("wipe refused: {e}"),
+        };
+        let _: Value = ctx.tool("notify").call(&outcome).await?;
+        ctx.complete(outcome, vec![])
+    })
+}
+
+static CLEANUP_STEPS: &[Step<Cleanup>] =
+    &[Step::new("cleanup", cleanup).start().takes_user_message()];
+
+/// Denies `wipe` when `deny` is set, allows everything otherwise; records what it was asked about.
+struct WipeHook {
+    deny: bool,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl Hook for WipeHook {
+    async fn before_command(&self, _: &HookContext, cmd: &mut Cmd) -> HookDecision {
+        self.asked.lock().unwrap().push(cmd.kind.fingerprint());
+        match &cmd.kind {
+            CmdKind::Tool { tool, .. } if self.deny && tool == "wipe" => {
+                HookDecision::Deny("wiping is frozen during the audit".to_owned())
+            }
+            _ => HookDecision::Continue,
+        }
+    }
+}
+
+fn cleanup_engine(
+    store: Arc<dyn Store>,
+    calls: &Arc<Mutex<Vec<String>>>,
+    hook: WipeHook,
+) -> EngineBuilder {
+    let tool = |name: &'static str| {
+        let calls = calls.clone();
+        FnTool::new(EffectPolicy::Idempotent, move |_, key| {
+            let calls = calls.clone();
+            async move {
+                calls.lock().unwrap().push(format!("{name} {key}"));
+                Ok(json!(name))
+            }
+        })
+    };
+    Engine::builder_arc(store)
+        .skill(
+            StepTable::new(SkillInfo::new("cleanup", "Cleanup"), Cleanup, CLEANUP_STEPS).unwrap(),
+        )
+        .effects(
+            Effects::new()
+                .tool("wipe", tool("wipe"))
+                .tool("notify", tool("notify")),
+        )
+        .hook(hook)
+}
+
+async fn a_hook_denial_is_journaled_and_honoured_on_replay_when_the_hook_now_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cleanup.sqlite");
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let denied = Arc::new(Mutex::new(Vec::new()));
+    // Engine A denies `wipe`, then dies once `notify` is journaled (after the denial is durable).
+    let a = cleanup_engine(
+        sqlite(&path),
+        &calls,
+        WipeHook {
+            deny: true,
+            asked: denied.clone(),
+        },
+    )
+    .fault_hook(|f: &Fault| {
+        f.boundary == Boundary::CommandJournaled && f.what.as_deref() == Some("tool `notify`")
+    })
+    .start()
+    .await
+    .unwrap();
+    let task = a.send(None, None, user("clean up")).await.unwrap();
+    halted(&a, "the crash after `notify` was journaled").await;
+    drop(a);
+    assert_eq!(
+        *denied.lock().unwrap(),
+        vec!["tool `wipe`".to_owned(), "tool `notify`".to_owned()]
+    );
+    assert!(
+        calls.lock().unwrap().is_empty(),
+        "nothing ran before the crash"
+    );
+
+    // Engine B's hook would allow `wipe`; the replay honours the journaled denial instead.
+    let allowed = Arc::new(Mutex::new(Vec::new()));
+    let b = cleanup_engine(
+        sqlite(&path),
+        &calls,
+        WipeHook {
+            deny: false,
+            asked: allowed.clone(),
+        },
+    )
+    .start()
+    .await
+    .unwrap();
+    let done = finished(&b, &task, "the recovered cleanup").await;
+    assert_eq!(
+        done.status.state,
+        TaskState::Completed,
+        "{}",
+        status_text(&done)
+    );
+    let denial =
+        "wipe refused: tool `wipe` failed: denied by a hook: wiping is frozen during the audit";
+    assert_eq!(status_text(&done), denial);
+    let entries = journal(&b, &task).await;
+    let (wipe, notify) = (
+        command_id(&entries, "tool `wipe`"),
+        command_id(&entries, "tool `notify`"),
+    );
+    assert_eq!(
+        *calls.lock().unwrap(),
+        vec![format!("notify {notify}")],
+        "`wipe` never ran; `notify` ran once, with its journaled id"
+    );
+    assert!(
+        allowed.lock().unwrap().is_empty(),
+        "hooks are not asked again about journaled commands: {:?}",
+        allowed.lock().unwrap()
+    );
+    let wipe_receipts: Vec<_> = entries
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::ReceiptRecorded { receipt } if receipt.id == wipe => {
+                Some(receipt.outcome.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        wipe_receipts,
+        vec![Err(EffectError::permanent(
+            "denied by a hook: wiping is frozen during the audit"
+        ))],
+        "the denial is the command's one receipt"
+    );
+}
