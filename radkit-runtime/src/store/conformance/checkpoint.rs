@@ -95,7 +95,7 @@ async fn check_replay_read(store: &dyn Store, what: &str, appends: Vec<Vec<Entry
 }
 
 /// `journal_for_replay` holds the first entry and everything from the last checkpoint on, in order,
-/// and nothing between (see [`replay_read_bounds`] for the slack a row-per-append store has). A store
+/// and nothing between (see `replay_read_bounds` for the slack a row-per-append store has). A store
 /// that answers with the whole journal fails here.
 pub async fn replay_reads_from_the_last_checkpoint(store: &dyn Store) {
     let checkpoint = |visit| Entry::Checkpoint {
