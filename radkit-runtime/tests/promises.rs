@@ -13,6 +13,7 @@ mod services;
 use std::future::Future;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -29,7 +30,10 @@ use radkit_runtime::flow::{
 };
 use radkit_runtime::journal::{now_ms, Entry, JournalRecord};
 use radkit_runtime::model::{Message, Task, TaskState};
-use radkit_runtime::store::{Durability, PostgresStore, SqliteStore, Store};
+use radkit_runtime::store::{
+    Append, Durability, MemoryStore, PostgresStore, SqliteStore, Store, StoreError, TaskQuery,
+    TaskRecord,
+};
 use radkit_runtime::tools::FnTool;
 use radkit_runtime::{Engine, EngineBuilder};
 use serde_json::{json, Value};
@@ -104,6 +108,12 @@ fn main() -> ExitCode {
             "a_question_with_a_deadline_issued_by_a_transition_expires",
             Kind::Bug("bug: an `ask_user` command with `expires_in_ms` issued by a transition (the reducer form) never expires: the driver sets no timer for it and replay reads no deadline"),
             || Box::pin(a_question_with_a_deadline_issued_by_a_transition_expires()),
+        ),
+        // A store that fails once, mid-step.
+        (
+            "a_store_failure_during_a_step_does_not_strand_the_task",
+            Kind::Bug("bug: an append that fails once mid-step strands the task on a single-engine store (SQLite, memory): the failed batch is dropped but its seqs stay taken, so every later append of the run is refused as a conflict and nothing resumes the task until the process restarts"),
+            || Box::pin(a_store_failure_during_a_step_does_not_strand_the_task()),
         ),
         // 5. Hook denials on replay.
         (
@@ -1019,4 +1029,90 @@ async fn a_hook_denial_is_journaled_and_honoured_on_replay_when_the_hook_now_all
         ))],
         "the denial is the command's one receipt"
     );
+}
+
+// ---- a store that fails once ----
+
+/// What the store says when it fails: internal text that must not become the task's status.
+const HICCUP: &str = "connection to db-primary.internal reset by peer";
+
+/// A memory store whose `fail_at`-th append (from 1) fails with [`HICCUP`]; every other call works.
+#[derive(Clone)]
+struct Hiccup {
+    inner: MemoryStore,
+    appends: Arc<AtomicU32>,
+    fail_at: u32,
+}
+
+#[async_trait]
+impl Store for Hiccup {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        if self.appends.fetch_add(1, Ordering::SeqCst) + 1 == self.fail_at {
+            return Err(StoreError::Backend(HICCUP.to_owned()));
+        }
+        self.inner.append(append).await
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal(task_id, after_seq).await
+    }
+
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+}
+
+struct Tick;
+
+fn tick_once<'a>(_: &'a Tick, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let _: Value = ctx.tool("tick").call(()).await?;
+        ctx.complete("ticked", vec![])
+    })
+}
+
+static TICK_STEPS: &[Step<Tick>] = &[Step::new("tick", tick_once).start().takes_user_message()];
+
+/// BUG (reported ignored until fixed): the second append (the step's `activated` and the tool's
+/// `command_issued`) fails once. `TaskRun::flush` has already taken the batch out of the buffer while
+/// `next_seq` stays past it, so the run's next append (the terminal entry of the failure that
+/// follows) leaves a gap and is refused as a conflict; the driver stops, and on a store without
+/// leases nothing ever picks the task up again: it stays `submitted` until the process restarts.
+/// The promise checked: while its engine runs, a task is not stranded by one failed write — it
+/// finishes (completed, or failed with a reason that does not quote the store's internals).
+async fn a_store_failure_during_a_step_does_not_strand_the_task() {
+    let store = Hiccup {
+        inner: MemoryStore::new(),
+        appends: Arc::new(AtomicU32::new(0)),
+        fail_at: 2,
+    };
+    let tick = FnTool::new(EffectPolicy::Idempotent, |_, _| async { Ok(json!("tick")) });
+    let engine = Engine::builder(store.clone())
+        .skill(StepTable::new(SkillInfo::new("tick", "Tick"), Tick, TICK_STEPS).unwrap())
+        .effects(Effects::new().tool("tick", tick))
+        .start()
+        .await
+        .unwrap();
+    let task = engine.send(None, None, user("go")).await.unwrap();
+    let done = finished(&engine, &task, "the task after one failed append").await;
+    assert!(done.status.state.is_terminal(), "{:?}", done.status.state);
+    assert!(
+        !status_text(&done).contains("db-primary"),
+        "the store's internals reach the task's status: {}",
+        status_text(&done)
+    );
+    let seqs: Vec<u64> = journal(&engine, &task)
+        .await
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
 }
