@@ -2,8 +2,9 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
@@ -13,11 +14,26 @@ use radkit_runtime::model::{Message, TaskState};
 use radkit_runtime::tools::FnTool;
 use radkit_runtime::Engine;
 
+/// How long a test waits for anything before it fails.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// `fut`, or a panic naming `what` was awaited when it takes longer than `limit`: a regression fails
+/// the test instead of hanging it.
+pub async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {limit:?} waiting for {what}"),
+    }
+}
+
 /// Counts calls per idempotency key and applies each key's effect once (like a payment provider).
+/// `log` keeps every raw call in order (`tool:key`), so a test can tell one call from two calls with
+/// the same key, which `applied` (deduplicated by key) cannot.
 #[derive(Clone, Default)]
 pub struct Ledger {
     pub calls: Arc<Mutex<HashMap<String, u32>>>,
     pub applied: Arc<Mutex<Vec<String>>>,
+    pub log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Ledger {
@@ -27,23 +43,47 @@ impl Ledger {
     pub fn applied(&self) -> Vec<String> {
         self.applied.lock().unwrap().clone()
     }
+    /// Every call of `tool` so far, in order, as `tool:key` (repeats included).
+    pub fn calls_of(&self, tool: &str) -> Vec<String> {
+        let prefix = format!("{tool}:");
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|call| call.starts_with(&prefix))
+            .cloned()
+            .collect()
+    }
+    /// The keys of `tool` whose effect was applied (each once).
+    pub fn applied_of(&self, tool: &str) -> Vec<String> {
+        let prefix = format!("{tool}:");
+        self.applied()
+            .into_iter()
+            .filter(|key| key.starts_with(&prefix))
+            .collect()
+    }
+    /// Record one raw call of `name` with `key`.
+    pub fn record_call(&self, name: &str, key: &str) {
+        let entry = format!("{name}:{key}");
+        *self.calls.lock().unwrap().entry(entry.clone()).or_default() += 1;
+        self.log.lock().unwrap().push(entry);
+    }
+    /// Apply the effect of `name` for `key`, unless that key was applied already.
+    pub fn apply(&self, name: &str, key: &str) {
+        let entry = format!("{name}:{key}");
+        let mut applied = self.applied.lock().unwrap();
+        if !applied.contains(&entry) {
+            applied.push(entry);
+        }
+    }
     /// A tool with `policy` that records each call and applies each key once.
     pub fn tool(&self, name: &'static str, policy: EffectPolicy) -> FnTool {
         let ledger = self.clone();
         FnTool::new(policy, move |args, key| {
             let ledger = ledger.clone();
             async move {
-                *ledger
-                    .calls
-                    .lock()
-                    .unwrap()
-                    .entry(format!("{name}:{key}"))
-                    .or_default() += 1;
-                let mut applied = ledger.applied.lock().unwrap();
-                let entry = format!("{name}:{key}");
-                if !applied.contains(&entry) {
-                    applied.push(entry);
-                }
+                ledger.record_call(name, key.as_str());
+                ledger.apply(name, key.as_str());
                 Ok(serde_json::json!({ "tool": name, "key": key.as_str(), "args": args }))
             }
         })
@@ -134,25 +174,29 @@ pub fn reply(task_id: &str, text: &str) -> Message {
     m
 }
 
-/// Wait until the engine halted (an injected crash happened).
+/// Wait until the engine halted (an injected crash happened). The engine has no event for its halt
+/// (a crash is the absence of everything after it), so this polls its flag, with a deadline. Once
+/// halted it writes nothing more: every flush checks the flag first.
 pub async fn wait_halted(engine: &Engine) {
-    for _ in 0..500 {
-        if engine.is_halted() {
-            // Let in-flight tasks notice.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let deadline = Instant::now() + PATIENCE;
+    while !engine.is_halted() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {PATIENCE:?} waiting for the engine to halt: the fault boundary was not reached"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    panic!("engine never halted: the fault boundary was not reached");
 }
 
 /// Wait until the task is input-required or finished (bounded, so a hang fails the test).
 pub async fn settled(engine: &Engine, task_id: &str) -> radkit_runtime::model::Task {
-    tokio::time::timeout(Duration::from_secs(20), engine.wait_settled(None, task_id))
-        .await
-        .expect("task did not settle within 20 s")
-        .expect("wait_settled failed")
+    within(
+        PATIENCE,
+        &format!("task {task_id} to settle (input-required or finished)"),
+        engine.wait_settled(None, task_id),
+    )
+    .await
+    .expect("wait_settled failed")
 }
 
 pub fn state_of(task: &radkit_runtime::model::Task) -> TaskState {
