@@ -129,7 +129,7 @@ fn main() -> ExitCode {
     let postgres = if postgres_selected && (!args.list || args.ignored) {
         probe_postgres()
     } else {
-        Ok(())
+        Postgres::Ready
     };
     for (name, kind, _) in &tests {
         if let Kind::Bug(reason) = kind {
@@ -139,13 +139,14 @@ fn main() -> ExitCode {
     let trials = tests
         .into_iter()
         .map(|(name, kind, body)| {
-            let missing = match (&kind, &postgres) {
-                (Kind::Postgres, Err(why)) => Some(why.clone()),
-                _ => None,
+            let (unusable, ignored) = match (&kind, &postgres) {
+                (Kind::Postgres, Postgres::Missing(why)) => (Some(why.clone()), true),
+                (Kind::Postgres, Postgres::Broken(why)) => (Some(why.clone()), false),
+                (Kind::Bug(_), _) => (None, true),
+                _ => (None, false),
             };
-            let ignored = missing.is_some() || matches!(kind, Kind::Bug(_));
             let trial = Trial::test(name, move || {
-                if let Some(why) = missing {
+                if let Some(why) = unusable {
                     return Err(Failed::from(why));
                 }
                 on_two_workers(body());
@@ -171,39 +172,55 @@ fn on_two_workers(body: BoxFuture<'static, ()>) {
         .block_on(body)
 }
 
-/// Whether the Postgres server answers `SELECT 1` within 3 s; a server named by
-/// `RADKIT_TEST_POSTGRES_URL` that does not answer fails its test rather than being ignored.
-fn probe_postgres() -> Result<(), String> {
+/// Whether PostgreSQL can be used (the rules of `services`).
+enum Postgres {
+    /// It answered.
+    Ready,
+    /// Not asked for, and the default server does not answer: its tests are ignored.
+    Missing(String),
+    /// Named by `RADKIT_TEST_POSTGRES_URL` but not answering: its tests fail.
+    Broken(String),
+}
+
+/// Whether the Postgres server answers `SELECT 1` within 3 s.
+fn probe_postgres() -> Postgres {
     let url = services::postgres_url();
     let asked = std::env::var("RADKIT_TEST_POSTGRES_URL").is_ok_and(|v| !v.is_empty());
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let answered = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot build a runtime to probe PostgreSQL: {e}"))?;
-    let answered = runtime.block_on(async {
-        let probe = async {
-            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
-            let connection = tokio::spawn(connection);
-            client.simple_query("SELECT 1").await?;
-            drop(client);
-            let _ = connection.await;
-            Ok::<(), tokio_postgres::Error>(())
-        };
-        match tokio::time::timeout(Duration::from_secs(3), probe).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("no answer within 3 s".to_owned()),
-        }
-    });
+        .map_err(|e| format!("cannot build a runtime to probe it: {e}"))
+        .and_then(|runtime| {
+            runtime.block_on(async {
+                let probe = async {
+                    let (client, connection) =
+                        tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+                    let connection = tokio::spawn(connection);
+                    client.simple_query("SELECT 1").await?;
+                    drop(client);
+                    let _ = connection.await;
+                    Ok::<(), tokio_postgres::Error>(())
+                };
+                match tokio::time::timeout(Duration::from_secs(3), probe).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("no answer within 3 s".to_owned()),
+                }
+            })
+        });
     match answered {
-        Ok(()) => Ok(()),
+        Ok(()) => Postgres::Ready,
         Err(e) if asked => {
-            panic!("RADKIT_TEST_POSTGRES_URL is set, but PostgreSQL does not answer ({e})")
+            let why = format!(
+                "RADKIT_TEST_POSTGRES_URL is set, but PostgreSQL does not answer there ({e})"
+            );
+            eprintln!("\nerror: {why}; the tests that need it fail\n");
+            Postgres::Broken(why)
         }
         Err(e) => {
             let why = format!("PostgreSQL does not answer at the default URL ({e}); start it or set RADKIT_TEST_POSTGRES_URL");
             eprintln!("\nnote: {why}; the tests that need it are ignored\n");
-            Err(why)
+            Postgres::Missing(why)
         }
     }
 }
