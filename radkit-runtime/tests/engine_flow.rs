@@ -19,7 +19,7 @@ use radkit_runtime::flow::{
 };
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
-use radkit_runtime::store::MemoryStore;
+use radkit_runtime::store::{MemoryStore, Store};
 use radkit_runtime::tools::FnTool;
 use radkit_runtime::{Engine, EngineError};
 
@@ -198,7 +198,9 @@ async fn cancel_runs_compensations_newest_first_and_journals_each() {
         settled(&engine, &id).await.status.state,
         TaskState::InputRequired
     );
-    let task = engine.cancel(None, &id).await.unwrap();
+    let task = within(PATIENCE, "the cancel to finish", engine.cancel(None, &id))
+        .await
+        .unwrap();
     assert_eq!(task.status.state, TaskState::Canceled);
     assert_eq!(
         *undone.lock().unwrap(),
@@ -212,7 +214,7 @@ async fn cancel_runs_compensations_newest_first_and_journals_each() {
             .count(),
         2
     );
-    match engine.cancel(None, &id).await {
+    match within(PATIENCE, "a second cancel", engine.cancel(None, &id)).await {
         Err(EngineError::TaskFinished {
             state: TaskState::Canceled,
             ..
@@ -247,7 +249,8 @@ async fn durable_timer_fires_after_restart() {
         .unwrap();
     let id = engine.send(None, None, user("zz")).await.unwrap();
     wait_halted(&engine).await;
-    let row = engine.store().task(&id).await.unwrap().unwrap();
+    drop(engine);
+    let row = store.task(&id).await.unwrap().unwrap();
     assert!(row.wake_at_ms.is_some(), "the timer is a row, not a thread");
     let engine = Engine::builder(store.clone())
         .skill(skill())
@@ -326,6 +329,8 @@ async fn resuming_on_an_incompatible_version_is_a_clear_error() {
         settled(&engine, &id).await.status.state,
         TaskState::InputRequired
     );
+    // The old version's process is gone before the new one starts.
+    drop(engine);
     let engine = Engine::builder(store.clone())
         .skill(Versioned("2", "a"))
         .effects(effects)
@@ -362,6 +367,7 @@ async fn a_step_issuing_another_command_on_replay_is_non_determinism() {
         .unwrap();
     let id = engine.send(None, None, user("go")).await.unwrap();
     wait_halted(&engine).await;
+    drop(engine);
     // Same id and version, but the code now calls tool `b` where the journal recorded tool `a`.
     let engine = Engine::builder(store.clone())
         .skill(Versioned("1", "b"))
@@ -425,7 +431,7 @@ async fn tasks_are_visible_only_to_their_principal() {
         Err(EngineError::TaskNotFound(_))
     ));
     assert!(matches!(
-        engine.cancel(Some("bob"), &id).await,
+        within(PATIENCE, "bob's cancel", engine.cancel(Some("bob"), &id)).await,
         Err(EngineError::TaskNotFound(_))
     ));
 }
@@ -518,7 +524,9 @@ async fn a_reducer_hears_cancel_and_its_goodbye_is_kept() {
         settled(&engine, &id).await.status.state,
         TaskState::InputRequired
     );
-    let task = engine.cancel(None, &id).await.unwrap();
+    let task = within(PATIENCE, "the cancel to finish", engine.cancel(None, &id))
+        .await
+        .unwrap();
     assert_eq!(task.status.state, TaskState::Canceled);
     let history: Vec<String> = task
         .history

@@ -74,10 +74,20 @@ async fn child_process_runs_the_job_until_killed() {
     tokio::time::sleep(Duration::from_secs(120)).await;
 }
 
+/// The child process, killed with SIGKILL when dropped: a failing test leaves no process behind.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[tokio::test]
 async fn kill_9_mid_tool_call_resumes_from_the_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "child_process_runs_the_job_until_killed",
@@ -88,16 +98,21 @@ async fn kill_9_mid_tool_call_resumes_from_the_sqlite_file() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let mut child = Child(child);
+    // The marker is written by another process: no event reaches this one, so poll, with a deadline.
     let started = Instant::now();
     while !dir.path().join("marker").exists() {
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "child never reached the tool call"
+            "timed out waiting for the child to reach the tool call"
         );
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!("the child exited ({status}) before it reached the tool call");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.0.kill().unwrap(); // SIGKILL
+    child.0.wait().unwrap();
 
     let engine = engine_builder(dir.path(), false).start().await.unwrap();
     let tasks = engine.store().list(TaskQuery::default()).await.unwrap();

@@ -179,6 +179,7 @@ async fn an_approved_tool_runs_once_after_a_crash_and_the_question_is_not_asked_
         .await
         .unwrap();
     wait_halted(&engine).await;
+    drop(engine);
     let engine = builder(&store, &log).start().await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(
