@@ -4,13 +4,13 @@
 //! reported ignored.
 
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 mod common;
-use common::{read_events, rpc, user, Server};
+use common::{read_events, rpc, user, within, Server, PATIENCE};
 #[macro_use]
 #[path = "../radkit-runtime/tests/services/mod.rs"]
 mod services;
@@ -36,6 +36,9 @@ fn serve(data_dir: &Path, extra: &[&str]) -> Server {
     common::serve(&args)
 }
 
+/// How long the Python client may run before it is killed and the test fails.
+const SDK_LIMIT: Duration = Duration::from_secs(120);
+
 fn run_sdk_check(url: &str, token: Option<&str>) {
     let python = services::python();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/a2a_sdk_check.py");
@@ -44,7 +47,34 @@ fn run_sdk_check(url: &str, token: Option<&str>) {
     if let Some(token) = token {
         cmd.arg(token);
     }
-    let out = cmd.output().expect("run the python client");
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the python client");
+    let pid = child.id();
+    // The exit is awaited on a thread, so a client that hangs is killed after SDK_LIMIT.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(SDK_LIMIT) {
+        Ok(out) => out.expect("wait for the python client"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            let out = rx.recv_timeout(Duration::from_secs(10));
+            let (stdout, stderr) = match &out {
+                Ok(Ok(out)) => (
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                ),
+                _ => Default::default(),
+            };
+            panic!("timed out after {SDK_LIMIT:?} waiting for the python SDK check; killed it:\n{stdout}\n{stderr}");
+        }
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("ALL PASSED"),
@@ -178,7 +208,13 @@ async fn server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once(
     let mut server = serve(dir.path(), &[]);
     let mut message = user("Durable execution");
     message["metadata"] = json!({ "skillId": "report" });
-    let resp = client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": { "message": message } })).send().await.unwrap();
+    let resp = within(
+        PATIENCE,
+        "the stream to open",
+        client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": { "message": message } })).send(),
+    )
+    .await
+    .unwrap();
     // Read until the second chunk: the skill is now in its durable pause.
     let before = read_events(resp, |events| chunks(events).len() >= 2).await;
     let task_id = before[0]["result"]["id"]
@@ -193,10 +229,14 @@ async fn server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once(
     server.child.wait().unwrap();
 
     let server = serve(dir.path(), &[]);
-    let resp = client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "r", "method": "tasks/resubscribe", "params": { "id": task_id } })).send().await.unwrap();
-    let story = tokio::time::timeout(Duration::from_secs(30), read_events(resp, |_| false))
-        .await
-        .expect("resubscribe ends");
+    let resp = within(
+        PATIENCE,
+        "the resubscription to open",
+        client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "r", "method": "tasks/resubscribe", "params": { "id": task_id } })).send(),
+    )
+    .await
+    .unwrap();
+    let story = read_events(resp, |_| false).await;
     let last = story.last().unwrap();
     assert_eq!(last["result"]["status"]["state"], "completed", "{last}");
     assert_eq!(last["result"]["final"], true);
@@ -246,34 +286,44 @@ async fn a_dropped_stream_connection_does_not_stop_the_task() {
     let client = reqwest::Client::new();
     let mut message = user("Durable execution");
     message["metadata"] = json!({ "skillId": "report" });
-    let resp = client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": { "message": message } })).send().await.unwrap();
+    let resp = within(
+        PATIENCE,
+        "the stream to open",
+        client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": { "message": message } })).send(),
+    )
+    .await
+    .unwrap();
     let first = read_events(resp, |events| !events.is_empty()).await; // the response is dropped here
     let task_id = first[0]["result"]["id"].as_str().unwrap().to_owned();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let got = rpc(
-            &client,
-            &server.url,
-            None,
-            "tasks/get",
-            json!({ "id": task_id }),
-        )
-        .await;
-        if got["result"]["status"]["state"] == "completed" {
-            assert_eq!(
-                got["result"]["artifacts"][0]["parts"]
-                    .as_array()
-                    .unwrap()
-                    .len(),
-                4,
-                "every chunk was still written"
-            );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the task stopped when its client left: {got}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Follow the task on a new connection until its final status.
+    let resp = within(
+        PATIENCE,
+        "the resubscription to open",
+        client.post(format!("{}/", server.url)).json(&json!({ "jsonrpc": "2.0", "id": "r", "method": "tasks/resubscribe", "params": { "id": task_id } })).send(),
+    )
+    .await
+    .unwrap();
+    let rest = read_events(resp, |_| false).await;
+    let last = rest.last().expect("events after the drop");
+    assert_eq!(last["result"]["final"], true, "{last}");
+    assert_eq!(
+        last["result"]["status"]["state"], "completed",
+        "the task stopped when its client left: {last}"
+    );
+    let got = rpc(
+        &client,
+        &server.url,
+        None,
+        "tasks/get",
+        json!({ "id": task_id }),
+    )
+    .await;
+    assert_eq!(
+        got["result"]["artifacts"][0]["parts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4,
+        "every chunk was still written: {got}"
+    );
 }

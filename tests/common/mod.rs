@@ -1,11 +1,25 @@
 //! What the tests that drive `radkit serve` over HTTP share: starting a server, JSON-RPC calls, SSE.
 #![allow(dead_code)]
 
+use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{json, Value};
+
+/// How long a test waits for a server, a response or a stream before it fails.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// `fut`, or a panic naming `what` was awaited when it takes longer than `limit`: a regression fails
+/// the test instead of hanging it.
+pub async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {limit:?} waiting for {what}"),
+    }
+}
 
 /// A `radkit serve` child process.
 pub struct Server {
@@ -32,8 +46,26 @@ pub fn serve(args: &[&str]) -> Server {
         .spawn()
         .expect("start radkit serve");
     let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("banner");
+    // The banner is read on a thread so that a server that never prints it fails the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+        let _ = tx.send(read);
+    });
+    let line = match rx.recv_timeout(PATIENCE) {
+        Ok(Ok(line)) => line,
+        Ok(Err(e)) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("reading the banner of radkit serve failed: {e}");
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("timed out after {PATIENCE:?} waiting for radkit serve to print its address");
+        }
+    };
     let url = line
         .split(" on ")
         .nth(1)
@@ -58,7 +90,12 @@ pub async fn rpc(
     if let Some(token) = token {
         req = req.bearer_auth(token);
     }
-    req.send().await.unwrap().json().await.unwrap()
+    within(
+        PATIENCE,
+        &format!("the answer to `{method}` from {url}"),
+        async { req.send().await.unwrap().json().await.unwrap() },
+    )
+    .await
 }
 
 /// A user message with `text`.
@@ -77,15 +114,24 @@ pub fn uuid() -> String {
     )
 }
 
-/// Read SSE `data:` payloads until a `final: true` status (or the stream ends).
+/// Read SSE `data:` payloads until a `final: true` status (or the stream ends); fails the test when
+/// that takes longer than [`PATIENCE`], showing the events read so far.
 pub async fn read_events(
     resp: reqwest::Response,
     stop_early: impl Fn(&[Value]) -> bool,
 ) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
     let mut events = Vec::new();
     let mut buf = String::new();
     let mut body = resp.bytes_stream();
-    while let Some(chunk) = body.next().await {
+    loop {
+        let Ok(next) = tokio::time::timeout_at(deadline, body.next()).await else {
+            panic!(
+                "timed out after {PATIENCE:?} waiting for the end of an SSE stream; {} events so far: {events:#?}",
+                events.len()
+            );
+        };
+        let Some(chunk) = next else { break };
         let Ok(chunk) = chunk else { break };
         buf.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(end) = buf.find("\n\n") {
