@@ -20,11 +20,14 @@ fn reply(id: &str, text: &str) -> Message {
     m
 }
 
+/// How long a test waits for anything before it fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
 async fn settle(engine: &Engine, id: &str) -> Task {
-    tokio::time::timeout(Duration::from_secs(30), engine.wait_settled(None, id))
-        .await
-        .expect("task settles")
-        .expect("task")
+    match tokio::time::timeout(PATIENCE, engine.wait_settled(None, id)).await {
+        Ok(task) => task.expect("task"),
+        Err(_) => panic!("timed out after {PATIENCE:?} waiting for task {id} to settle"),
+    }
 }
 
 fn text(task: &Task) -> String {
@@ -146,9 +149,10 @@ async fn an_expired_approval_takes_its_declared_default() {
         .await
         .unwrap();
     let mut sub = engine.subscribe(None, &id).await.unwrap();
-    while let Some(record) = tokio::time::timeout(Duration::from_secs(30), sub.next())
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while let Some(record) = tokio::time::timeout_at(deadline, sub.next())
         .await
-        .expect("the approval expires")
+        .unwrap_or_else(|_| panic!("timed out after {PATIENCE:?} waiting for the approval to expire and the task to end"))
     {
         let _ = record;
     }
@@ -182,13 +186,25 @@ async fn child_process_runs_a_payment_until_killed() {
         .send(None, None, Message::user_text("charge 4200 alice"))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(3600)).await;
+    // Stay alive until the parent kills this process; should the parent itself be killed first,
+    // exit on our own instead of lingering.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+/// The child process, killed with SIGKILL when dropped: a failing test leaves no process behind.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Run a payment in a child process, SIGKILL it right after `tool` applied its effect (before the
 /// receipt is written), then recover in this process and return the settled task.
 async fn kill_after(tool: &str, dir: &Path) -> Task {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "child_process_runs_a_payment_until_killed",
@@ -200,16 +216,22 @@ async fn kill_after(tool: &str, dir: &Path) -> Task {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    let mut child = Child(child);
+    // The pause file is written by another process: no event reaches this one, so poll, with a
+    // deadline.
     let started = Instant::now();
     while !dir.join(format!("paused-{tool}")).exists() {
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "the child never reached {tool}"
+            "timed out waiting for the child to pause after {tool}"
         );
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!("the child exited ({status}) before it paused after {tool}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap(); // SIGKILL
+    child.0.wait().unwrap();
     let engine = sqlite_engine(dir, PaymentWorld::new(dir))
         .start()
         .await
