@@ -4,7 +4,7 @@
 //! reported ignored.
 
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -47,34 +47,7 @@ fn run_sdk_check(url: &str, token: Option<&str>) {
     if let Some(token) = token {
         cmd.arg(token);
     }
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the python client");
-    let pid = child.id();
-    // The exit is awaited on a thread, so a client that hangs is killed after SDK_LIMIT.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(SDK_LIMIT) {
-        Ok(out) => out.expect("wait for the python client"),
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            let out = rx.recv_timeout(Duration::from_secs(10));
-            let (stdout, stderr) = match &out {
-                Ok(Ok(out)) => (
-                    String::from_utf8_lossy(&out.stdout).into_owned(),
-                    String::from_utf8_lossy(&out.stderr).into_owned(),
-                ),
-                _ => Default::default(),
-            };
-            panic!("timed out after {SDK_LIMIT:?} waiting for the python SDK check; killed it:\n{stdout}\n{stderr}");
-        }
-    };
+    let out = common::output_within(cmd, SDK_LIMIT, "the python SDK check");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("ALL PASSED"),

@@ -21,6 +21,39 @@ pub async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>
     }
 }
 
+/// Run `cmd` to its end and return its output; when it takes longer than `limit` it is killed with
+/// SIGKILL and the test fails, naming `what` and showing what it printed. Its exit is awaited on a
+/// thread, so the wait is an event, not polling.
+pub fn output_within(mut cmd: Command, limit: Duration, what: &str) -> std::process::Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap_or_else(|e| panic!("wait for {what}: {e}")),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            let printed = match rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(Ok(out)) => format!(
+                    "{}\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+                _ => String::new(),
+            };
+            panic!("timed out after {limit:?} waiting for {what}; killed it:\n{printed}");
+        }
+    }
+}
+
 /// A `radkit serve` child process.
 pub struct Server {
     /// The process.
