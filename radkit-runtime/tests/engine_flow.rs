@@ -127,7 +127,7 @@ async fn max_steps_guard_fails_a_runaway_loop() {
 
 struct Panicky;
 fn boom<'a>(_: &'a Panicky, _: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
-    Box::pin(async move { panic!("kaboom") })
+    Box::pin(async move { panic!("kaboom: token sk-live-123 in /srv/secrets.toml") })
 }
 static PANIC_STEPS: &[Step<Panicky>] = &[Step::new("boom", boom).start().takes_user_message()];
 
@@ -142,7 +142,17 @@ async fn a_panicking_step_fails_its_task_not_the_process() {
     let id = engine.send(None, None, user("go")).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
-    assert!(status_text(&task).contains("kaboom"));
+    // The panic's text is internal: it goes to the server log, never to the client.
+    assert_eq!(
+        status_text(&task),
+        "step `boom` of skill `panic` panicked; see the server log"
+    );
+    let journal = engine.journal(None, &id).await.unwrap();
+    let written = serde_json::to_string(&journal).unwrap();
+    assert!(
+        !written.contains("kaboom") && !written.contains("sk-live"),
+        "the panic payload reached the journal: {written}"
+    );
     // The engine still serves other tasks.
     let id2 = engine.send(None, None, user("again")).await.unwrap();
     assert_eq!(settled(&engine, &id2).await.status.state, TaskState::Failed);

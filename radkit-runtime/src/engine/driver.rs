@@ -65,6 +65,15 @@ pub(crate) enum Stop {
     Halted,
 }
 
+/// The text a panic was raised with, for the log.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 fn status_message(text: &str) -> Message {
     Message::agent_text(text)
 }
@@ -276,12 +285,13 @@ impl Inner {
         let result = match result {
             Ok(r) => r,
             Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".to_owned());
-                Err(StepError::Failed(format!("step `{step}` panicked: {what}")))
+                // The payload is internal (it may quote data, paths or secrets): it goes to the log,
+                // the client gets a message naming only the skill and the step.
+                tracing::error!(task = %run.task_id, skill = %run.skill_id, step = %step, visit, panic = %panic_text(&*panic), "step panicked");
+                Err(StepError::Failed(format!(
+                    "step `{step}` of skill `{}` panicked; see the server log",
+                    run.skill_id
+                )))
             }
         };
         if !self.config.hooks.is_empty() {
@@ -564,6 +574,9 @@ impl Inner {
         let result = std::panic::AssertUnwindSafe(skill.activate(state, Event::Cancel, &ctx))
             .catch_unwind()
             .await;
+        if let Err(panic) = &result {
+            tracing::error!(task = %run.task_id, skill = %run.skill_id, visit, panic = %panic_text(&**panic), "step panicked on cancel");
+        }
         let mut st = run.lock();
         if let Ok(Ok(t)) = result {
             for message in t.messages {
