@@ -106,8 +106,13 @@ fn main() -> ExitCode {
         ),
         (
             "a_question_with_a_deadline_issued_by_a_transition_expires",
-            Kind::Bug("bug: an `ask_user` command with `expires_in_ms` issued by a transition (the reducer form) never expires: the driver sets no timer for it and replay reads no deadline"),
+            Kind::Plain,
             || Box::pin(a_question_with_a_deadline_issued_by_a_transition_expires()),
+        ),
+        (
+            "a_question_issued_by_a_transition_that_expired_while_the_engine_was_down_takes_its_default_on_restart",
+            Kind::Plain,
+            || Box::pin(a_question_issued_by_a_transition_that_expired_while_the_engine_was_down_takes_its_default_on_restart()),
         ),
         // A store that fails once, mid-step.
         (
@@ -869,11 +874,10 @@ impl FlowSkill for AskFromTransition {
     }
 }
 
-/// BUG (reported ignored until fixed): `Transition::to(..).cmd(Cmd::new(CmdKind::AskUser {
-/// expires_in_ms: Some(..), on_expiry: Some(..), .. }))` waits forever. `Inner::apply` computes a
-/// deadline only for `sleep` commands (no `timer_set`, no wake time on the row), `execute` does
-/// nothing for a question, and replay's transition-command path reads `expires_at_ms: None`; only
-/// questions asked from inside a step (`ctx.approve`, the tool gate) expire.
+/// `Transition::to(..).cmd(Cmd::new(CmdKind::AskUser { expires_in_ms: Some(..), on_expiry: Some(..),
+/// .. }))` expires like a question asked inside a step (`ctx.ask`, `ctx.approve`, the tool gate): its
+/// deadline is a durable timer, and without a reply the command's result is its default. (It used to
+/// wait forever: the driver set no timer for it and replay read no deadline.)
 async fn a_question_with_a_deadline_issued_by_a_transition_expires() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::builder_arc(sqlite(&dir.path().join("ask.sqlite")))
@@ -889,6 +893,47 @@ async fn a_question_with_a_deadline_issued_by_a_transition_expires() {
     let done = finished(&engine, &task, "the question's expiry (300 ms)").await;
     assert_eq!(done.status.state, TaskState::Rejected);
     assert_eq!(status_text(&done), "nobody answered in time");
+}
+
+/// The same question, across a restart: the deadline is read back from the journal (`timer_set`)
+/// and the recovered task takes the default once.
+async fn a_question_issued_by_a_transition_that_expired_while_the_engine_was_down_takes_its_default_on_restart(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ask.sqlite");
+    let engine = |path: &Path| Engine::builder_arc(sqlite(path)).skill(AskFromTransition);
+    let a = engine(&path).start().await.unwrap();
+    let task = a.send(None, None, user("go")).await.unwrap();
+    assert_eq!(
+        settled(&a, &task, "the question").await.status.state,
+        TaskState::InputRequired
+    );
+    a.halt();
+    let entries = journal(&a, &task).await;
+    drop(a);
+    let ask = command_id(&entries, "ask_user `go_ahead`");
+    let deadline = entries
+        .iter()
+        .find_map(|r| match &r.entry {
+            Entry::TimerSet { id, fire_at_ms } if *id == ask => Some(*fire_at_ms),
+            _ => None,
+        })
+        .expect("the question's deadline is journaled");
+    past(deadline).await;
+
+    let b = engine(&path).start().await.unwrap();
+    let done = finished(&b, &task, "the expired question after the restart").await;
+    assert_eq!(done.status.state, TaskState::Rejected);
+    assert_eq!(status_text(&done), "nobody answered in time");
+    let receipts: Vec<_> = journal(&b, &task)
+        .await
+        .into_iter()
+        .filter_map(|r| match r.entry {
+            Entry::ReceiptRecorded { receipt } if receipt.id == ask => Some(receipt.outcome),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(receipts, vec![Ok(json!("expired"))], "the default, once");
 }
 
 // ---- 5. hook denials on replay ----

@@ -178,7 +178,26 @@ impl Inner {
                 }
                 Ok(())
             }
-            CmdKind::AskUser { .. } => Ok(()),
+            // Answered through `Engine::send` (the receipt is the reply); without an answer by its
+            // deadline it takes its default, as an in-step question does.
+            CmdKind::AskUser { .. } if rec.question_expired(now_ms()) => {
+                let mut st = run.lock();
+                let value = st.expire_question(&id, &rec.cmd);
+                st.queue.push_front(Work::Activate {
+                    event: Event::CommandResult {
+                        id,
+                        outcome: Ok(value),
+                    },
+                    rerun: None,
+                });
+                Ok(())
+            }
+            CmdKind::AskUser { .. } => {
+                if let Some(at) = rec.fire_at_ms {
+                    self.schedule_timer(run.task_id.to_string(), at);
+                }
+                Ok(())
+            }
             _ if rec.recovered && !rec.cmd.policy.reissue_allowed() => {
                 let err = StepError::OutcomeUnknown {
                     what: rec.cmd.kind.fingerprint(),
@@ -425,24 +444,16 @@ impl Inner {
                     journal_effect(&mut st, &id, &cmd);
                     continue;
                 }
-                let fire_at = match cmd.kind {
-                    CmdKind::Sleep { millis } => {
-                        Some(now_ms().saturating_add(i64::try_from(millis).unwrap_or(i64::MAX)))
+                match cmd.kind {
+                    CmdKind::AskUser { .. } => {
+                        st.ask(&id, &cmd, true);
                     }
-                    _ => None,
-                };
-                st.issue(&id, &cmd, true, fire_at);
-                if let Some(at) = fire_at {
-                    st.set_timer(&id, at);
-                }
-                if let CmdKind::AskUser { slot, message, .. } = &cmd.kind {
-                    st.push(Entry::AwaitingInput {
-                        slot: slot.clone(),
-                        message: message.clone(),
-                        resume: None,
-                        ask: Some(id.clone()),
-                    });
-                    st.set_status(TaskState::InputRequired);
+                    CmdKind::Sleep { millis } => {
+                        let fire_at = super::run::after_ms(millis);
+                        st.issue(&id, &cmd, true, Some(fire_at));
+                        st.set_timer(&id, fire_at);
+                    }
+                    _ => st.issue(&id, &cmd, true, None),
                 }
                 st.queue.push_back(Work::Execute(id));
             }

@@ -11,8 +11,8 @@ use super::hooks::{HookContext, HookDecision, PermissionMode};
 use super::run::{CmdRec, TaskRun};
 use super::Inner;
 use crate::flow::{Cmd, CmdKind, EffectError, InvocationId, Invoker, Receipt, StepError};
-use crate::journal::{now_ms, Entry};
-use crate::model::{Message, TaskState};
+use crate::journal::now_ms;
+use crate::model::Message;
 
 /// The invoker of one visit.
 pub(crate) struct StepInvoker {
@@ -246,7 +246,7 @@ impl StepInvoker {
                 Ok(serde_json::Value::Null)
             }
             CmdKind::Sleep { millis } => {
-                let fire_at = now_ms().saturating_add(i64::try_from(*millis).unwrap_or(i64::MAX));
+                let fire_at = super::run::after_ms(*millis);
                 {
                     let mut st = run.lock();
                     st.issue(&id, &cmd, false, Some(fire_at));
@@ -259,29 +259,8 @@ impl StepInvoker {
                 }
                 Err(StepError::Suspended)
             }
-            CmdKind::AskUser {
-                slot,
-                message,
-                expires_in_ms,
-                ..
-            } => {
-                let expires_at = expires_in_ms
-                    .map(|ms| now_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
-                {
-                    let mut st = run.lock();
-                    st.issue(&id, &cmd, false, expires_at);
-                    if let Some(at) = expires_at {
-                        // The question's deadline is a durable timer like a sleep's.
-                        st.set_timer(&id, at);
-                    }
-                    st.push(Entry::AwaitingInput {
-                        slot: slot.clone(),
-                        message: message.clone(),
-                        resume: None,
-                        ask: Some(id),
-                    });
-                    st.set_status(TaskState::InputRequired);
-                }
+            CmdKind::AskUser { .. } => {
+                let expires_at = run.lock().ask(&id, &cmd, false);
                 self.flush().await?;
                 if let Some(at) = expires_at {
                     self.engine.schedule_timer(run.task_id.to_string(), at);
@@ -343,30 +322,16 @@ impl StepInvoker {
                 }
                 Ok(serde_json::Value::Null)
             }
-            CmdKind::AskUser { on_expiry, .. } => match rec.fire_at_ms {
-                // Expired without a reply: the question takes its declared default, journaled.
-                Some(at) if at <= now_ms() => {
-                    let value = on_expiry.clone().unwrap_or(serde_json::Value::Null);
-                    let receipt = Receipt {
-                        id,
-                        attempt: 1,
-                        outcome: Ok(value.clone()),
-                        usage: None,
-                    };
-                    {
-                        let mut st = self.run.lock();
-                        st.record_receipt(receipt);
-                        st.set_wake(None);
-                        st.set_status(TaskState::Working);
-                    }
-                    Ok(value)
-                }
-                Some(at) => {
+            // Expired without a reply: the question takes its declared default, journaled.
+            CmdKind::AskUser { .. } if rec.question_expired(now_ms()) => {
+                Ok(self.run.lock().expire_question(&id, &rec.cmd))
+            }
+            CmdKind::AskUser { .. } => {
+                if let Some(at) = rec.fire_at_ms {
                     self.engine.schedule_timer(self.run.task_id.to_string(), at);
-                    Err(StepError::Suspended)
                 }
-                None => Err(StepError::Suspended),
-            },
+                Err(StepError::Suspended)
+            }
             _ if !rec.cmd.policy.reissue_allowed() => Err(StepError::OutcomeUnknown {
                 what: rec.cmd.kind.fingerprint(),
                 id,

@@ -215,38 +215,26 @@ pub(crate) fn replay(
     } else if let Some((v, s, event)) = open {
         // A visit without its transition: interrupted by a crash, or suspended by an in-step wait.
         run.state = s;
+        let now = now_ms();
         let mut in_step_wait = None;
-        for rec in commands
-            .values()
-            .filter(|c| !c.transition && c.receipt.is_none())
+        for (id, rec) in commands
+            .iter()
+            .filter(|(_, c)| !c.transition && c.receipt.is_none())
         {
             match rec.cmd.kind {
-                CmdKind::AskUser { .. } if rec.fire_at_ms.is_some_and(|at| at <= now_ms()) => {}
                 CmdKind::AskUser { .. } => {
-                    in_step_wait = Some(Wait::Input {
-                        ask: None,
-                        expires_at_ms: rec.fire_at_ms,
-                    })
+                    if let Some(w) = question_wait(id, rec, now) {
+                        in_step_wait = Some(w);
+                    }
                 }
                 CmdKind::Sleep { .. } => match rec.fire_at_ms {
-                    Some(at) if at > now_ms() && in_step_wait.is_none() => {
+                    Some(at) if at > now && in_step_wait.is_none() => {
                         in_step_wait = Some(Wait::Timer(at))
                     }
                     _ => {}
                 },
                 _ => {}
             }
-        }
-        if let Some(Wait::Input { expires_at_ms, .. }) = in_step_wait {
-            let ask = commands
-                .iter()
-                .find(|(_, c)| {
-                    !c.transition
-                        && c.receipt.is_none()
-                        && matches!(c.cmd.kind, CmdKind::AskUser { .. })
-                })
-                .map(|(id, _)| id.clone());
-            in_step_wait = Some(Wait::Input { ask, expires_at_ms });
         }
         match in_step_wait {
             Some(w) => wait = w,
@@ -292,12 +280,11 @@ pub(crate) fn replay(
                 continue;
             };
             match (&rec.cmd.kind, &rec.receipt) {
-                (CmdKind::AskUser { .. }, None) => {
-                    wait = Wait::Input {
-                        ask: Some(id.clone()),
-                        expires_at_ms: None,
-                    }
-                }
+                (CmdKind::AskUser { .. }, None) => match question_wait(&id, rec, now_ms()) {
+                    Some(w) => wait = w,
+                    // Expired while nobody drove the task: `execute` records its default.
+                    None => run.queue.push_back(Work::Execute(id.clone())),
+                },
                 (CmdKind::Sleep { .. }, None) if rec.fire_at_ms.unwrap_or(0) > now_ms() => {
                     if wait == Wait::Runnable {
                         wait = Wait::Timer(rec.fire_at_ms.unwrap_or(0));
@@ -316,5 +303,15 @@ pub(crate) fn replay(
         run,
         wait,
         open_visit,
+    })
+}
+
+/// What an unanswered question `id` waits for: a reply until its deadline (if any), or `None` once
+/// the deadline has passed (the question takes its default when the task runs). Shared by questions
+/// asked inside a step and those a transition issued.
+fn question_wait(id: &InvocationId, rec: &CmdRec, now_ms: i64) -> Option<Wait> {
+    (!rec.question_expired(now_ms)).then(|| Wait::Input {
+        ask: Some(id.clone()),
+        expires_at_ms: rec.fire_at_ms,
     })
 }

@@ -9,10 +9,24 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
-use crate::flow::{Cmd, Event, InvocationId, Receipt};
+use crate::flow::{Cmd, CmdKind, Event, InvocationId, Receipt};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::TaskState;
 use crate::store::{Append, Store, StoreError};
+
+/// The wall-clock time `millis` from now (a timer's or a question's deadline).
+pub(crate) fn after_ms(millis: u64) -> i64 {
+    now_ms().saturating_add(i64::try_from(millis).unwrap_or(i64::MAX))
+}
+
+impl CmdRec {
+    /// True for a question whose deadline has passed without a receipt (it takes its default).
+    pub fn question_expired(&self, now_ms: i64) -> bool {
+        matches!(self.cmd.kind, CmdKind::AskUser { .. })
+            && self.receipt.is_none()
+            && self.fire_at_ms.is_some_and(|at| at <= now_ms)
+    }
+}
 
 /// What the engine knows of one command of the task.
 #[derive(Debug, Clone)]
@@ -96,6 +110,55 @@ impl RunState {
             cmd: cmd.clone(),
             transition,
         });
+    }
+
+    /// Journal a question (`ask_user`): the command, its deadline as a durable timer (like a sleep's),
+    /// the `awaiting_input` entry and the `input-required` status. Returns the deadline. Questions
+    /// asked inside a step and those a transition issues both go through here (and expire through
+    /// [`RunState::expire_question`]), so the two paths cannot diverge.
+    pub fn ask(&mut self, id: &InvocationId, cmd: &Cmd, transition: bool) -> Option<i64> {
+        let CmdKind::AskUser {
+            slot,
+            message,
+            expires_in_ms,
+            ..
+        } = &cmd.kind
+        else {
+            self.issue(id, cmd, transition, None);
+            return None;
+        };
+        let expires_at = expires_in_ms.map(after_ms);
+        self.issue(id, cmd, transition, expires_at);
+        if let Some(at) = expires_at {
+            self.set_timer(id, at);
+        }
+        self.push(Entry::AwaitingInput {
+            slot: slot.clone(),
+            message: message.clone(),
+            resume: None,
+            ask: Some(id.clone()),
+        });
+        self.set_status(TaskState::InputRequired);
+        expires_at
+    }
+
+    /// Question `id` passed its deadline without a reply: its receipt is its declared default
+    /// (journaled), and the task works again. Returns the default.
+    pub fn expire_question(&mut self, id: &InvocationId, cmd: &Cmd) -> serde_json::Value {
+        let value = match &cmd.kind {
+            CmdKind::AskUser { on_expiry, .. } => on_expiry.clone(),
+            _ => None,
+        }
+        .unwrap_or(serde_json::Value::Null);
+        self.record_receipt(Receipt {
+            id: id.clone(),
+            attempt: 1,
+            outcome: Ok(value.clone()),
+            usage: None,
+        });
+        self.set_wake(None);
+        self.set_status(TaskState::Working);
+        value
     }
 
     /// Buffer a durable timer for command `id` and set the task row's wake time.
