@@ -79,7 +79,7 @@ fn main() -> ExitCode {
         ),
         (
             "a_crash_between_two_compensations_after_ctx_fail_keeps_the_failure_reason",
-            Kind::Bug("bug: a crash after a `fail` transition is journaled and before the terminal entry ends the task with the engine's \"no command, timer or input is outstanding\" message instead of the skill's reason"),
+            Kind::Plain,
             || Box::pin(a_crash_between_two_compensations_after_ctx_fail_keeps_the_failure_reason()),
         ),
         // 2. Retries running out.
@@ -503,11 +503,11 @@ async fn a_crash_between_two_compensations_of_a_failed_step_does_not_repeat_the_
 
 /// The same crash after `ctx.fail(..)`: the task must still end with the skill's reason.
 ///
-/// BUG (reported ignored until fixed): the `fail` transition's `transitioned` entry is durable once
-/// the first compensation is, but its reason lives only in the terminal entry. Replay sees a finished
-/// visit with nothing outstanding, and the driver's `settle` fails the task with "the skill moved to a
-/// state that waits for an event, but no command, timer or input is outstanding" — the compensations
-/// are right, the reason the client sees is not.
+/// The `fail` transition's `transitioned` entry is durable once the first compensation is, but its
+/// reason is written only with the terminal entry. Recovery re-runs the visit (its commands return
+/// their receipts) to get the reason back. (It used to see a finished visit with nothing outstanding
+/// and fail the task with "the skill moved to a state that waits for an event, but no command, timer
+/// or input is outstanding".)
 async fn a_crash_between_two_compensations_after_ctx_fail_keeps_the_failure_reason() {
     crash_between_two_compensations("hotel flight fail", "no seats on the connecting flight").await
 }

@@ -410,7 +410,21 @@ impl Inner {
             Next::To(s) | Next::Goto(s) | Next::AwaitInput { state: s, .. } => Some(s.clone()),
             _ => None,
         };
-        {
+        // A re-run of a visit whose final transition was journaled before a crash (see replay): the
+        // transition, its messages and artifacts are durable already; only the ending is left to do.
+        let recorded = {
+            let mut st = run.lock();
+            st.journaled_end
+                .take_if(|(v, _)| *v == visit)
+                .map(|(_, recorded)| recorded)
+        };
+        if let Some(recorded) = &recorded {
+            if recorded != kind {
+                let reason = format!("step `{step}` of skill `{}` ended the task with `{recorded}` before a restart and returned `{kind}` when re-run; a step must return the same transition given the same receipts", run.skill_id);
+                return Err(self.finish_failed(run, reason).await);
+            }
+        }
+        if recorded.is_none() {
             let mut st = run.lock();
             for message in messages {
                 st.push(Entry::MessageEmitted { message });

@@ -9,6 +9,9 @@ use crate::flow::{CmdKind, EffectPolicy, Event, InvocationId};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::{Message, TaskState};
 
+/// The transitions that end a task.
+const FINAL: [&str; 3] = ["complete", "fail", "reject"];
+
 /// Who the task is.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Header {
@@ -60,6 +63,9 @@ pub(crate) fn replay(
     let mut state: Option<serde_json::Value> = None;
     let mut visit = 0u64;
     let mut open: Option<(u64, serde_json::Value, Event)> = None;
+    // The last visit, when it ended the task (`complete`, `fail`, `reject`): its terminal entry comes
+    // after the compensations a failure owes, so a crash can fall in between.
+    let mut ended: Option<(u64, serde_json::Value, Event, String)> = None;
     let mut pending_goto = false;
     let mut awaiting: Option<(Option<serde_json::Value>, Option<InvocationId>)> = None;
     let mut unconsumed: Option<Message> = None;
@@ -93,6 +99,7 @@ pub(crate) fn replay(
             } => {
                 visit = visit.max(*v);
                 open = Some((*v, s.clone(), event.clone()));
+                ended = None;
                 state = Some(s.clone());
                 pending_goto = false;
                 activated = true;
@@ -144,8 +151,16 @@ pub(crate) fn replay(
                     rec.receipt = Some(receipt.clone());
                 }
             }
-            Entry::Transitioned { next, state: s, .. } => {
-                open = None;
+            Entry::Transitioned {
+                visit: v,
+                next,
+                state: s,
+            } => {
+                if let Some((ov, os, oe)) = open.take() {
+                    if ov == *v && FINAL.contains(&next.as_str()) {
+                        ended = Some((ov, os, oe, next.clone()));
+                    }
+                }
                 if let Some(s) = s {
                     state = Some(s.clone());
                 }
@@ -191,6 +206,7 @@ pub(crate) fn replay(
                 visit = *v;
                 status = *st;
                 open = None;
+                ended = None;
                 pending_goto = true;
                 awaiting = None;
                 unconsumed = None;
@@ -212,6 +228,17 @@ pub(crate) fn replay(
 
     if status.is_terminal() {
         wait = Wait::Terminal(status);
+    } else if let Some((v, s, event, next)) = ended {
+        // The visit's final transition is journaled, its terminal entry is not: re-run the visit
+        // (its commands return their receipts) to get the transition's reason and message back, and
+        // finish the task as the live path would (compensations still owed run first). The driver
+        // journals the transition only once.
+        run.state = s;
+        run.journaled_end = Some((v, next));
+        run.queue.push_back(Work::Activate {
+            event,
+            rerun: Some(v),
+        });
     } else if let Some((v, s, event)) = open {
         // A visit without its transition: interrupted by a crash, or suspended by an in-step wait.
         run.state = s;

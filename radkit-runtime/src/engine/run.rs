@@ -63,6 +63,10 @@ pub(crate) struct RunState {
     pub visit: u64,
     pub queue: VecDeque<Work>,
     pub cancel_requested: bool,
+    /// A visit whose final transition (`complete`, `fail`, `reject`, the second field) was journaled
+    /// before a crash, without the terminal entry: replay re-runs it to finish the task, and the
+    /// transition is not journaled again.
+    pub journaled_end: Option<(u64, String)>,
 }
 
 impl RunState {
@@ -79,6 +83,7 @@ impl RunState {
             visit: 0,
             queue: VecDeque::new(),
             cancel_requested: false,
+            journaled_end: None,
         }
     }
 
