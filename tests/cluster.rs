@@ -5,20 +5,24 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use radkit::journal::{Entry, JournalRecord};
 use radkit::model::{Message, TaskState};
-use radkit::store::{PostgresStore, Store, TaskQuery};
+use radkit::store::{Append, Leases, PostgresStore, Store, StoreError, TaskQuery, TaskRecord};
 use radkit::Engine;
 use serde_json::json;
+use tokio::sync::Notify;
 
 #[allow(dead_code)] // each test uses part of the demo
 #[path = "../src/demo/mod.rs"]
 mod demo;
 
 mod common;
+use common::{within, PATIENCE};
 #[macro_use]
 #[path = "../radkit-runtime/tests/services/mod.rs"]
 mod services;
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
             a_submit_only_engine_leaves_its_tasks_to_the_workers,
             three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing,
             a_worker_paused_past_its_lease_is_fenced_off,
+            a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing,
             a_task_started_on_a_killed_server_is_streamed_and_finished_by_another,
             sigterm_stops_a_worker_and_gives_its_leases_back;
     })
@@ -114,20 +119,66 @@ fn check_journal(task_id: &str, journal: &[JournalRecord]) {
     }
 }
 
-/// Wait until `task` has journaled a few ticks.
-async fn ticked(engine: &Engine, task: &str) {
-    let store = engine.store().clone();
-    wait_for("a few ticks", Duration::from_secs(30), async || {
-        store.task(task).await.unwrap().unwrap().last_seq > 10
-    })
-    .await;
+/// Wait until `task` has journaled more than `seq` entries, following it as `engine` sees it.
+async fn journaled_past(engine: &Engine, task: &str, seq: u64) {
+    let mut sub = engine.subscribe(None, task).await.unwrap();
+    within(
+        PATIENCE,
+        &format!("task {task} to journal past seq {seq}"),
+        async {
+            while let Some(record) = sub.next().await {
+                if record.seq > seq {
+                    return;
+                }
+            }
+            panic!("task {task} ended before seq {seq}");
+        },
+    )
+    .await
 }
 
+/// Wait until `task` has journaled a few ticks.
+async fn ticked(engine: &Engine, task: &str) {
+    journaled_past(engine, task, 10).await
+}
+
+/// The task once it waits for input or has finished, as `engine` sees it.
+async fn settled(engine: &Engine, task: &str) -> radkit::model::Task {
+    within(
+        PATIENCE,
+        &format!("task {task} to settle"),
+        engine.wait_settled(None, task),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("waiting for task {task}: {e}"))
+}
+
+/// Poll `check` until it holds, failing after `timeout`. Only for what no event announces: the state
+/// of other processes (worker processes, their log file) or of rows no subscription covers (leases).
 async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Wait for a child process to exit, failing after `timeout` (polled: a child's exit is no event an
+/// async test can await without a thread).
+fn exited(child: &mut Child, what: &str, timeout: Duration) -> ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what} to exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -137,13 +188,15 @@ async fn any_engine_answers_streams_and_continues_any_task() {
     let b = engine(&url, "engine-b", 2_000).await;
     let task = send(&a, "research_loop_v2", "durable execution").await;
     // B follows a task A runs: its subscription reads what A commits.
-    let waiting = b.wait_settled(None, &task).await.unwrap();
+    let waiting = settled(&b, &task).await;
     assert_eq!(waiting.status.state, TaskState::InputRequired);
     // B takes the answer: it acquires the lease A gave back when the task began to wait.
     let mut reply = Message::user_text("Yes, the tone is right.");
     reply.task_id = Some(task.clone());
-    b.send(None, None, reply).await.unwrap();
-    let done = a.wait_settled(None, &task).await.unwrap();
+    within(PATIENCE, "b to take the answer", b.send(None, None, reply))
+        .await
+        .unwrap();
+    let done = settled(&a, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
     check_journal(&task, &a.journal(None, &task).await.unwrap());
     assert_eq!(
@@ -159,7 +212,9 @@ async fn cancel_on_one_engine_stops_a_task_running_on_another() {
     let b = engine(&url, "engine-b", 2_000).await;
     let task = send(&a, "ticker", "10000 5").await;
     ticked(&a, &task).await;
-    let canceled = b.cancel(None, &task).await.unwrap();
+    let canceled = within(PATIENCE, "the cancel from b", b.cancel(None, &task))
+        .await
+        .unwrap();
     assert_eq!(canceled.status.state, TaskState::Canceled);
     check_journal(&task, &b.journal(None, &task).await.unwrap());
 }
@@ -170,28 +225,49 @@ async fn a_halted_engines_task_is_taken_over_when_its_lease_expires() {
     let task = send(&a, "ticker", "60 5").await;
     ticked(&a, &task).await;
     a.halt(); // a crash: the lease is not given back
-    tokio::time::sleep(Duration::from_millis(50)).await;
+              // Nothing announces that a lease ran out: poll the row until it has, then check that it ran out
+              // still held by A (a release would have cleared the owner; nobody else could have taken it).
+    wait_for("a's lease to expire", Duration::from_secs(30), async || {
+        lease(&url, &task).await.1.is_some_and(|at| at < now_ms())
+    })
+    .await;
     assert_eq!(lease_owner(&url, &task).await.as_deref(), Some("engine-a"));
+    drop(a);
     let b = engine(&url, "engine-b", 400).await;
-    let done = b.wait_settled(None, &task).await.unwrap();
+    let done = settled(&b, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
     check_journal(&task, &b.journal(None, &task).await.unwrap());
 }
 
-/// Who holds the task's lease, read straight from its row.
-async fn lease_owner(url: &str, task_id: &str) -> Option<String> {
+/// A connection of the test's own to the database (for what the store's API does not show).
+async fn sql(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(connection);
     client
+}
+
+/// Who holds the task's lease, read straight from its row.
+async fn lease_owner(url: &str, task_id: &str) -> Option<String> {
+    lease(url, task_id).await.0
+}
+
+/// The task's lease owner and expiry, read straight from its row.
+async fn lease(url: &str, task_id: &str) -> (Option<String>, Option<i64>) {
+    let row = sql(url)
+        .await
         .query_one(
-            "SELECT lease_owner FROM radkit_tasks WHERE id = $1",
+            "SELECT lease_owner, lease_expires_ms FROM radkit_tasks WHERE id = $1",
             &[&task_id],
         )
         .await
-        .unwrap()
-        .get(0)
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+fn now_ms() -> i64 {
+    radkit::journal::now_ms()
 }
 
 async fn shutdown_gives_the_leases_back_for_another_engine_to_continue() {
@@ -201,14 +277,15 @@ async fn shutdown_gives_the_leases_back_for_another_engine_to_continue() {
     let task = send(&a, "ticker", "60 5").await;
     ticked(&a, &task).await;
     assert_eq!(lease_owner(&url, &task).await.as_deref(), Some("engine-a"));
-    a.shutdown().await;
+    within(PATIENCE, "a to shut down", a.shutdown()).await;
     assert_eq!(
         lease_owner(&url, &task).await,
         None,
         "shutdown released the lease"
     );
+    drop(a);
     let b = engine(&url, "engine-b", 600_000).await;
-    let done = b.wait_settled(None, &task).await.unwrap();
+    let done = settled(&b, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
     check_journal(&task, &b.journal(None, &task).await.unwrap());
 }
@@ -217,18 +294,18 @@ async fn a_durable_timer_fires_on_whichever_worker_is_free() {
     let url = fresh_schema().await;
     let a = engine(&url, "engine-a", 2_000).await;
     let task = send(&a, "report", "timers").await;
-    let store = a.store().clone();
     // The report pauses on a durable timer; A gives the lease back while it waits, then dies.
-    wait_for("the pause", Duration::from_secs(30), async || {
-        store
-            .task(&task)
-            .await
-            .unwrap()
-            .unwrap()
-            .wake_at_ms
-            .is_some()
+    let mut sub = a.subscribe(None, &task).await.unwrap();
+    within(PATIENCE, "the report's durable pause", async {
+        while let Some(record) = sub.next().await {
+            if matches!(record.entry, Entry::TimerSet { .. }) {
+                return;
+            }
+        }
+        panic!("the report ended without pausing");
     })
     .await;
+    drop(sub);
     wait_for(
         "the lease to be given back",
         Duration::from_secs(30),
@@ -236,8 +313,9 @@ async fn a_durable_timer_fires_on_whichever_worker_is_free() {
     )
     .await;
     a.halt();
+    drop(a);
     let b = engine(&url, "engine-b", 2_000).await;
-    let done = b.wait_settled(None, &task).await.unwrap();
+    let done = settled(&b, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
     check_journal(&task, &b.journal(None, &task).await.unwrap());
 }
@@ -251,11 +329,7 @@ async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
         send(&a, "ticker", "150 2").await,
         send(&a, "ticker", "150 2").await,
     ];
-    let store = a.store().clone();
-    wait_for("a few ticks", Duration::from_secs(30), async || {
-        store.task(&tasks[0]).await.unwrap().unwrap().last_seq > 20
-    })
-    .await;
+    journaled_past(&a, &tasks[0], 20).await;
     // What a database restart or failover does to the engine's sessions.
     let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
@@ -274,7 +348,7 @@ async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
         "the writer and reader sessions were cut ({killed})"
     );
     for task in &tasks {
-        let done = a.wait_settled(None, task).await.unwrap();
+        let done = settled(&a, task).await;
         assert_eq!(done.status.state, TaskState::Completed);
         check_journal(task, &a.journal(None, task).await.unwrap());
     }
@@ -295,16 +369,15 @@ async fn a_submit_only_engine_leaves_its_tasks_to_the_workers() {
     let w1 = engine(&url, "w1", 2_000).await;
     let w2 = engine(&url, "w2", 2_000).await;
     for task in &tasks {
-        let done = submit.wait_settled(None, task).await.unwrap();
+        let done = settled(&submit, task).await;
         assert_eq!(done.status.state, TaskState::Completed);
         check_journal(task, &submit.journal(None, task).await.unwrap());
     }
     drop((w1, w2));
     // `radkit tasks` reads the same database.
-    let shown = Command::new(env!("CARGO_BIN_EXE_radkit"))
-        .args(["tasks", "show", &tasks[0], "--store", &url])
-        .output()
-        .unwrap();
+    let mut show = Command::new(env!("CARGO_BIN_EXE_radkit"));
+    show.args(["tasks", "show", &tasks[0], "--store", &url]);
+    let shown = common::output_within(show, PATIENCE, "radkit tasks show");
     let timeline = String::from_utf8_lossy(&shown.stdout);
     assert!(
         shown.status.success(),
@@ -421,6 +494,66 @@ async fn completed(store: &std::sync::Arc<dyn Store>) -> usize {
         .count()
 }
 
+/// True once every thread of process `pid` is stopped (SIGSTOP delivered): from then on it changes
+/// nothing, neither the tick log nor the database.
+fn stopped(pid: u32) -> bool {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    threads.flatten().all(|thread| {
+        let stat = std::fs::read_to_string(thread.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state …`: the state follows the last `)`.
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        state.starts_with('T') || state.starts_with('t')
+    })
+}
+
+/// Freeze `worker` (SIGSTOP) at a moment when it holds tasks it has ticked but not finished, and
+/// return those tasks; it stays frozen. Retried while the frozen worker holds no such task (between
+/// two waves of tasks, say): resumed, and frozen again a little later, by polling, since what another
+/// process is doing is announced by no event.
+async fn freeze_mid_task(worker: &Worker, name: &str, url: &str, log: &Path) -> HashSet<String> {
+    let client = sql(url).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        worker.signal("-STOP");
+        let frozen = Instant::now() + Duration::from_secs(10);
+        while !stopped(worker.pid()) {
+            assert!(Instant::now() < frozen, "{name} did not stop");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let held: HashSet<String> = client
+            .query(
+                "SELECT id FROM radkit_tasks WHERE lease_owner = $1
+                 AND state NOT IN ('completed', 'canceled', 'failed', 'rejected')",
+                &[&name],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let ticks = executions(log);
+        let mid_task: HashSet<String> = held
+            .into_iter()
+            .filter(|task| {
+                ticks.iter().any(|(id, pids)| {
+                    id.starts_with(&format!("{task}:")) && pids.contains(&worker.pid())
+                })
+            })
+            .collect();
+        if !mid_task.is_empty() {
+            return mid_task;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {name} to be in the middle of a task"
+        );
+        worker.signal("-CONT");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing() {
     let url = fresh_schema().await;
     let dir = tempfile::tempdir().unwrap();
@@ -448,7 +581,10 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
         completed(&store).await >= 60
     })
     .await;
+    // Kill the victim while it is provably in the middle of tasks: the moment 60 tasks are done says
+    // nothing about the victim (it may have just finished a wave and claimed tasks it has not ticked).
     let victim = workers[0].pid();
+    let interrupted = freeze_mid_task(&workers[0], "worker-0", &url, &log).await;
     workers[0].signal("-KILL");
     wait_for("all 300 tasks", Duration::from_secs(240), async || {
         completed(&store).await == 300
@@ -479,18 +615,18 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
         }
     }
     assert_eq!(receipts, 300 * 8);
-    let taken_over = tasks.iter().filter(|t| {
+    // Every task the victim was in the middle of when it died was finished by the others.
+    for task in &interrupted {
         let pids: HashSet<u32> = ticks
             .iter()
-            .filter(|(id, _)| id.starts_with(t.as_str()))
+            .filter(|(id, _)| id.starts_with(&format!("{task}:")))
             .flat_map(|(_, p)| p.iter().copied())
             .collect();
-        pids.contains(&victim) && pids.len() > 1
-    });
-    assert!(
-        taken_over.count() > 0,
-        "the killed worker held tasks that the others finished"
-    );
+        assert!(
+            pids.contains(&victim) && pids.len() > 1,
+            "task {task}, interrupted by the kill, was ticked by {pids:?} (victim {victim})"
+        );
+    }
 }
 
 async fn a_worker_paused_past_its_lease_is_fenced_off() {
@@ -515,7 +651,7 @@ async fn a_worker_paused_past_its_lease_is_fenced_off() {
     )
     .await;
     a.signal("-CONT");
-    let done = submit.wait_settled(None, &task).await.unwrap();
+    let done = settled(&submit, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
     check_journal(&task, &submit.journal(None, &task).await.unwrap());
     wait_for("worker a to notice", Duration::from_secs(30), async || {
@@ -534,6 +670,251 @@ async fn a_worker_paused_past_its_lease_is_fenced_off() {
         twice.len() <= 1,
         "more than the in-flight tick ran twice: {twice:?}"
     );
+}
+
+// ---- fencing end to end ------------------------------------------------------------------------
+
+/// How the store answered one append.
+#[derive(Debug, Clone, PartialEq)]
+enum Outcome {
+    Committed,
+    Fenced,
+    Conflict,
+    Failed(String),
+}
+
+/// One append an engine made, and the store's answer.
+#[derive(Debug, Clone)]
+struct Attempt {
+    first_seq: u64,
+    last_seq: u64,
+    fence: Option<u64>,
+    outcome: Outcome,
+}
+
+/// The Postgres store, recording every append of the engine that uses it with the store's answer.
+struct Recording {
+    inner: PostgresStore,
+    appends: Arc<Mutex<Vec<Attempt>>>,
+    answered: Arc<Notify>,
+}
+
+#[async_trait::async_trait]
+impl Store for Recording {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        let (first_seq, fence) = (append.first_seq, append.fence);
+        let last_seq = (first_seq + append.entries.len() as u64).saturating_sub(1);
+        let result = self.inner.append(append).await;
+        let outcome = match &result {
+            Ok(()) => Outcome::Committed,
+            Err(StoreError::Fenced { .. }) => Outcome::Fenced,
+            Err(StoreError::Conflict { .. }) => Outcome::Conflict,
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+        self.appends.lock().unwrap().push(Attempt {
+            first_seq,
+            last_seq,
+            fence,
+            outcome,
+        });
+        self.answered.notify_one();
+        result
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal(task_id, after_seq).await
+    }
+
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal_for_replay(task_id).await
+    }
+
+    fn leases(&self) -> Option<&dyn Leases> {
+        self.inner.leases()
+    }
+}
+
+/// A `tick` tool that records every call's InvocationId and holds the first tick with `done == at`
+/// until released.
+struct TickGate {
+    at: u64,
+    armed: AtomicBool,
+    started: Notify,
+    release: Notify,
+    calls: Mutex<Vec<String>>,
+}
+
+impl TickGate {
+    fn new(at: u64) -> Arc<TickGate> {
+        Arc::new(TickGate {
+            at,
+            armed: AtomicBool::new(true),
+            started: Notify::new(),
+            release: Notify::new(),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn tool(self: &Arc<Self>) -> radkit::tools::FnTool {
+        let gate = self.clone();
+        radkit::tools::FnTool::typed(
+            radkit::flow::EffectPolicy::Idempotent,
+            move |count: demo::ticker::Count, key| {
+                let gate = gate.clone();
+                async move {
+                    gate.calls.lock().unwrap().push(key.as_str().to_owned());
+                    if count.done == gate.at && gate.armed.swap(false, Ordering::SeqCst) {
+                        gate.started.notify_one();
+                        gate.release.notified().await;
+                    }
+                    Ok::<u64, radkit::flow::EffectError>(count.done + 1)
+                }
+            },
+        )
+    }
+}
+
+/// An engine whose `tick` is `gate`'s, with leases long enough that it renews none during the test.
+async fn gated_engine(store: impl Store, name: &str, gate: &Arc<TickGate>) -> Engine {
+    let tick = gate.tool();
+    demo::engine(Engine::builder(store))
+        .map_effects(|effects| effects.tool("tick", tick))
+        .worker_id(name)
+        .lease_ttl(Duration::from_secs(60))
+        .poll_interval(Duration::from_millis(20))
+        .start()
+        .await
+        .expect("start the engine")
+}
+
+/// The task's `(last_seq, fence, lease owner)`, read straight from its row.
+async fn position(client: &tokio_postgres::Client, task: &str) -> (u64, u64, Option<String>) {
+    let row = client
+        .query_one(
+            "SELECT last_seq, fence, lease_owner FROM radkit_tasks WHERE id = $1",
+            &[&task],
+        )
+        .await
+        .unwrap();
+    (
+        row.get::<_, i64>(0) as u64,
+        row.get::<_, i64>(1) as u64,
+        row.get(2),
+    )
+}
+
+async fn a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing() {
+    let url = fresh_schema().await;
+    let client = sql(&url).await;
+    let appends = Arc::new(Mutex::new(Vec::<Attempt>::new()));
+    let answered = Arc::new(Notify::new());
+    let recording = Recording {
+        inner: PostgresStore::connect(&url).await.unwrap(),
+        appends: appends.clone(),
+        answered: answered.clone(),
+    };
+    let gate_a = TickGate::new(2);
+    let a = gated_engine(recording, "engine-a", &gate_a).await;
+    let task = send(&a, "ticker", "5").await;
+    within(
+        PATIENCE,
+        "a's third tick to start",
+        gate_a.started.notified(),
+    )
+    .await;
+    let (seq, fence_a, owner) = position(&client, &task).await;
+    assert_eq!(owner.as_deref(), Some("engine-a"));
+
+    // A stalls inside the tick (a GC pause, a frozen VM) past its lease. All the others can see of
+    // that is a lease that ran out, which is what this writes.
+    client
+        .execute(
+            "UPDATE radkit_tasks SET lease_expires_ms = 0 WHERE id = $1",
+            &[&task],
+        )
+        .await
+        .unwrap();
+    let gate_b = TickGate::new(2);
+    let b = gated_engine(
+        PostgresStore::connect(&url).await.unwrap(),
+        "engine-b",
+        &gate_b,
+    )
+    .await;
+    within(
+        PATIENCE,
+        "b to take the task over and run the third tick again",
+        gate_b.started.notified(),
+    )
+    .await;
+    let (seq_b, fence_b, owner) = position(&client, &task).await;
+    assert_eq!(owner.as_deref(), Some("engine-b"));
+    assert!(fence_b > fence_a, "the takeover took a new fencing token");
+    assert_eq!(
+        seq_b, seq,
+        "b has written nothing yet, so a's next append is at exactly the next seq"
+    );
+
+    // A wakes up, finishes its tick and appends with its stale token.
+    let before = appends.lock().unwrap().len();
+    gate_a.release.notify_one();
+    let refused = within(PATIENCE, "a's next append to be answered", async {
+        loop {
+            if let Some(attempt) = appends.lock().unwrap().get(before).cloned() {
+                return attempt;
+            }
+            answered.notified().await;
+        }
+    })
+    .await;
+    assert_eq!(
+        (refused.first_seq, refused.fence),
+        (seq + 1, Some(fence_a)),
+        "a appended at exactly the next seq (the seq check alone would take it), with its token"
+    );
+    assert_eq!(refused.outcome, Outcome::Fenced, "{refused:?}");
+    assert_eq!(
+        position(&client, &task).await.0,
+        seq,
+        "nothing of a's append was written"
+    );
+
+    gate_b.release.notify_one();
+    let done = settled(&b, &task).await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    check_journal(&task, &b.journal(None, &task).await.unwrap());
+    let by_a = appends.lock().unwrap().clone();
+    assert!(
+        by_a.iter()
+            .filter(|x| x.outcome == Outcome::Committed)
+            .all(|x| x.last_seq <= seq),
+        "every entry after the takeover is b's: a's appends were {by_a:?}"
+    );
+    let (a_ticks, b_ticks) = (gate_a.calls(), gate_b.calls());
+    assert_eq!(a_ticks.len(), 3, "a stopped at the refusal: {a_ticks:?}");
+    assert_eq!(
+        b_ticks.first(),
+        a_ticks.last(),
+        "b re-ran the interrupted tick under its InvocationId"
+    );
+    assert_eq!(b_ticks.len(), 3, "b ran the third, fourth and fifth ticks");
+    drop(a);
 }
 
 async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another() {
@@ -577,7 +958,7 @@ async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another()
     })
     .await;
     a.child.kill().unwrap();
-    let _ = a.child.wait();
+    exited(&mut a.child, "the killed server", Duration::from_secs(10));
     // B takes the task over when A's lease expires; its stream ends with the completed status.
     let events = common::read_events(stream, |_| false).await;
     assert!(
@@ -613,7 +994,11 @@ async fn sigterm_stops_a_worker_and_gives_its_leases_back() {
     .await;
     assert_eq!(lease_owner(&url, &task).await.as_deref(), Some("worker-t"));
     worker.signal("-TERM");
-    let status = worker.child.wait().unwrap();
+    let status = exited(
+        &mut worker.child,
+        "the worker stopped by SIGTERM",
+        Duration::from_secs(30),
+    );
     assert!(
         status.success(),
         "a worker stopped by SIGTERM exits cleanly: {status}"
