@@ -277,6 +277,7 @@ impl EngineBuilder {
             halted: Arc::new(AtomicBool::new(false)),
             live: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
+            write_failures: Mutex::new(HashMap::new()),
             worker_started: AtomicBool::new(false),
             claiming: tokio::sync::Mutex::new(()),
         };

@@ -221,13 +221,10 @@ impl StepInvoker {
         Err(StepError::Halted)
     }
 
+    /// Flush the run's buffer. Any failure stops the step as a crash would (never fails the task: a
+    /// failed append stops the run, and the task is reloaded from the store).
     async fn flush(&self) -> Result<(), StepError> {
-        self.run.flush().await.map_err(|e| match e {
-            super::run::FlushError::Halted => StepError::Halted,
-            super::run::FlushError::Store(e) => {
-                StepError::Failed(format!("journal write failed: {e}"))
-            }
-        })
+        self.run.flush().await.map_err(|_| StepError::Halted)
     }
 
     /// A command seen for the first time: journal it, then perform it.

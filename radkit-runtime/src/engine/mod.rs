@@ -56,6 +56,9 @@ pub(crate) struct Inner {
     live: Mutex<HashMap<String, Live>>,
     /// Leases held (task id -> token), shared stores only.
     held: Mutex<HashMap<String, u64>>,
+    /// Runs in a row of a task that stopped on a failed append (single-engine stores), for the backoff
+    /// of its reloads.
+    write_failures: Mutex<HashMap<String, u32>>,
     worker_started: AtomicBool,
     /// Held while claiming, so that shutdown can wait for a claim in flight.
     claiming: tokio::sync::Mutex<()>,
@@ -922,6 +925,58 @@ impl Inner {
             drop(guard);
             drop(live);
             engine.release_live(&task_id, 0);
+            if run.write_failed() {
+                engine.reload_after_failed_write(task_id);
+            } else {
+                engine
+                    .write_failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&task_id);
+            }
+        });
+    }
+
+    /// A run stopped because an append failed: reload the task from the store and drive it again (what
+    /// a restart would do), after a backoff that grows while its runs keep failing. On a shared store
+    /// the run gave its lease back and a worker's claim does this.
+    fn reload_after_failed_write(self: &Arc<Self>, task_id: String) {
+        if self.shared() {
+            return;
+        }
+        let mut failures = {
+            let mut map = self
+                .write_failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let n = map.entry(task_id.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        let engine = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                // 50 ms, doubling, at most 30 s.
+                let delay = Duration::from_millis(50 << failures.clamp(1, 10).saturating_sub(1));
+                tokio::time::sleep(delay.min(Duration::from_secs(30))).await;
+                let Some(engine) = engine.upgrade() else {
+                    return;
+                };
+                if engine.halted.load(Ordering::SeqCst) {
+                    return;
+                }
+                match engine.resume(&task_id, None).await {
+                    Ok(()) => return,
+                    Err(EngineError::Store(e)) => {
+                        tracing::warn!(task = %task_id, error = %e, "reloading the task after a failed append failed; retrying");
+                        failures = failures.saturating_add(1);
+                    }
+                    Err(e) => {
+                        tracing::error!(task = %task_id, error = %e, "task not reloaded after a failed append");
+                        return;
+                    }
+                }
+            }
         });
     }
 

@@ -221,6 +221,8 @@ pub(crate) struct TaskRun {
     pub fence: Option<u64>,
     /// The lease was taken over by another engine: this run must stop and write nothing more.
     lost: AtomicBool,
+    /// An append failed: this run must stop and write nothing more (see [`TaskRun::flush`]).
+    write_failed: AtomicBool,
     /// The task row to create with the first flush.
     pub create: Mutex<Option<crate::store::TaskRecord>>,
     /// The lease to take with the row it creates.
@@ -259,6 +261,7 @@ impl TaskRun {
             tx,
             fence: None,
             lost: AtomicBool::new(false),
+            write_failed: AtomicBool::new(false),
             create: Mutex::new(None),
             new_lease: Mutex::new(None),
             mode: super::PermissionMode::Default,
@@ -272,9 +275,16 @@ impl TaskRun {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// True when the engine halted or this run's lease was lost.
+    /// True when the engine halted, this run's lease was lost or one of its appends failed.
     pub fn is_halted(&self) -> bool {
-        self.halted.load(Ordering::SeqCst) || self.lost.load(Ordering::SeqCst)
+        self.halted.load(Ordering::SeqCst)
+            || self.lost.load(Ordering::SeqCst)
+            || self.write_failed.load(Ordering::SeqCst)
+    }
+
+    /// True once an append of this run failed (the task must be reloaded from the store).
+    pub fn write_failed(&self) -> bool {
+        self.write_failed.load(Ordering::SeqCst)
     }
 
     /// The lease was taken over: stop this run.
@@ -290,6 +300,12 @@ impl TaskRun {
     }
 
     /// Commit everything buffered, then publish it to live subscribers.
+    ///
+    /// A failed append stops the run for good: the batch's seqs are given out and the store may or may
+    /// not hold the batch (an error can arrive after the commit), so the in-memory run no longer knows
+    /// what is durable. Nothing of the batch was published and no effect waiting on it started (every
+    /// caller stops on the error), so the task is reloaded from the store and replayed, as after a
+    /// crash (`Inner::reload_after_failed_write`; on a shared store the released lease is claimed).
     pub async fn flush(&self) -> Result<(), FlushError> {
         let _serial = self.flush_lock.lock().await;
         let (first_seq, entries, state, wake) = {
@@ -325,11 +341,17 @@ impl TaskRun {
                 .take();
         }
         match self.store.append(append).await {
+            Ok(()) => {}
             Err(e @ StoreError::Fenced { .. }) => {
                 self.lose_lease();
                 return Err(e.into());
             }
-            other => other?,
+            Err(e) => {
+                if !self.write_failed.swap(true, Ordering::SeqCst) {
+                    tracing::warn!(task = %self.task_id, error = %e, first_seq, "journal append failed; this run stops and the task is reloaded from the store");
+                }
+                return Err(e.into());
+            }
         }
         if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();
