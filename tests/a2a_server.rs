@@ -112,21 +112,28 @@ async fn a_task_is_visible_only_to_the_principal_that_created_it() {
     )
     .await;
     assert_eq!(cancel["error"]["code"], -32001);
-    let anon = client
-        .post(format!("{}/", server.url))
-        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "id": id } }))
-        .send()
-        .await
-        .unwrap();
+    let anon = within(
+        PATIENCE,
+        "the answer to an anonymous request",
+        client
+            .post(format!("{}/", server.url))
+            .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "id": id } }))
+            .send(),
+    )
+    .await
+    .unwrap();
     assert_eq!(anon.status(), 401);
-    let card: Value = client
-        .get(format!("{}/.well-known/agent-card.json", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card: Value = within(PATIENCE, "the agent card", async {
+        client
+            .get(format!("{}/.well-known/agent-card.json", server.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    })
+    .await;
     assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
     assert_eq!(
         card["url"].as_str().unwrap().trim_end_matches('/'),

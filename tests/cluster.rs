@@ -942,12 +942,16 @@ async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another()
     .await;
     let task_id = sent["result"]["id"].as_str().expect("a task").to_owned();
     // B follows the task over A2A while A runs it.
-    let stream = client
-        .post(format!("{}/", b.url))
-        .json(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tasks/resubscribe", "params": { "id": task_id } }))
-        .send()
-        .await
-        .unwrap();
+    let stream = within(
+        PATIENCE,
+        "b's resubscription to open",
+        client
+            .post(format!("{}/", b.url))
+            .json(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tasks/resubscribe", "params": { "id": task_id } }))
+            .send(),
+    )
+    .await
+    .unwrap();
     let store = PostgresStore::connect(&url).await.unwrap();
     wait_for("a few ticks on A", Duration::from_secs(60), async || {
         store
