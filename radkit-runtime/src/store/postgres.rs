@@ -452,7 +452,25 @@ async fn commit_batch(
             .iter()
             .partition(|i| seen.insert(batch[**i].0.append.task_id.as_str()));
         let appends: Vec<&Encoded> = round.iter().map(|i| &batch[*i].0).collect();
-        match commit_round(client, statement, &appends).await {
+        // A round that lost a deadlock (against this or another worker's lease renewal, which
+        // locks the same rows in another order) or a serialization conflict was rolled back whole:
+        // run it again rather than fail its appends, whose runs would stop and be replayed.
+        let mut retries = 0;
+        let committed = loop {
+            match commit_round(client, statement, &appends).await {
+                Err(e) if rolled_back_by_conflict(&e) && retries < ROUND_RETRIES => {
+                    retries += 1;
+                    tracing::debug!(retries, error = %pg_message(&e), "append round retried");
+                    let pause = 1u64 << retries.min(6);
+                    tokio::time::sleep(std::time::Duration::from_millis(
+                        pause + fastrand::u64(0..=pause),
+                    ))
+                    .await;
+                }
+                other => break other,
+            }
+        };
+        match committed {
             Ok(round_results) => {
                 for (i, result) in round.iter().zip(round_results) {
                     results[*i] = Some(result);
@@ -474,6 +492,18 @@ async fn commit_batch(
         .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend("append not attempted".into()))))
         .collect();
     (results, false)
+}
+
+/// Times a round rolled back by a deadlock or a serialization failure is run again.
+const ROUND_RETRIES: u32 = 8;
+
+/// The statement was rolled back whole because it lost a deadlock or a serialization conflict, so
+/// running it again is safe.
+fn rolled_back_by_conflict(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    })
 }
 
 /// One statement, so one round trip and one implicit transaction, whatever the round's size: the
