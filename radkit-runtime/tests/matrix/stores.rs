@@ -29,6 +29,13 @@ pub struct Schema {
     url: String,
 }
 
+impl Schema {
+    /// The URL whose sessions work in this schema.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
 impl Drop for Schema {
     fn drop(&mut self) {
         if self.name.is_empty() {
