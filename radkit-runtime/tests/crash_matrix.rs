@@ -100,7 +100,6 @@ const CANCELED_TASK_NOT_RESUMED: &str = "after recovery the canceled task stays 
     runnable tasks and the journal's last wait is the question (on Postgres the row is not claimable \
     either)";
 
-
 /// The body of one trial. `services` runs plain `fn`s, so the cell is in const parameters.
 type Body = fn() -> LocalBoxFuture<'static, ()>;
 
