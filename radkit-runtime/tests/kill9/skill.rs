@@ -44,9 +44,12 @@ fn confirmed<'a>(_: &'a Order, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, 
     Box::pin(async move { ctx.complete(DONE, vec![]) })
 }
 
-/// In the child at its kill point: say so with the marker file, then never return.
-pub async fn hang(dir: &Path, what: &str) {
-    if let Err(e) = std::fs::write(dir.join("marker"), what) {
+/// In the child at its kill point: say so with the marker file (naming the function), then never
+/// return. Written beside and renamed into place, so the parent never reads it half written.
+pub async fn hang(dir: &Path, function: &str) {
+    let written = std::fs::write(dir.join("marker.tmp"), function)
+        .and_then(|()| std::fs::rename(dir.join("marker.tmp"), dir.join("marker")));
+    if let Err(e) = written {
         eprintln!("cannot write the marker: {e}");
     }
     std::future::pending::<()>().await;
