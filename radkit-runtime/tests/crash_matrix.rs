@@ -89,16 +89,9 @@ const TABLE: &[Row] = &[
     row(Compensate,  RetryAfterTransient, BOTH, IssuedNoReceipt, (2, 3), Completed),
     // A compensation cut off by a crash runs again with the same key (`.undos(at crash, in all)`),
     // and the task ends as decided before the crash.
-    row(Compensate, CompensationAfterCancel,  BOTH, Compensating, (1, 1), Canceled).undos(1, 2)
-        .bug(CANCELED_TASK_NOT_RESUMED),
+    row(Compensate, CompensationAfterCancel,  BOTH, Compensating, (1, 1), Canceled).undos(1, 2),
     row(Compensate, CompensationAfterFailure, BOTH, Compensating, (1, 1), Failed).undos(1, 2),
 ];
-
-/// Known engine bug of the `CompensationAfterCancel` rows.
-const CANCELED_TASK_NOT_RESUMED: &str = "after recovery the canceled task stays input-required and \
-    its compensation never runs again: replay rebuilds the cancel request, but recovery drives only \
-    runnable tasks and the journal's last wait is the question (on Postgres the row is not claimable \
-    either)";
 
 /// The body of one trial. `services` runs plain `fn`s, so the cell is in const parameters.
 type Body = fn() -> LocalBoxFuture<'static, ()>;

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use super::run::TaskRun;
 use super::{EngineError, Inner};
-use crate::journal::Entry;
 use crate::store::Lease;
 
 /// Who may drive a task.
@@ -184,12 +183,10 @@ impl Inner {
             return Ok(());
         };
         for task_id in leases.cancel_requests(&self.config.worker_id).await? {
+            // A run whose driver stopped refuses it; the request stays on the row, which keeps the
+            // task claimable, so the next claim carries it out.
             if let Some(run) = self.running(&task_id) {
-                let mut st = run.lock();
-                if !st.cancel_requested {
-                    st.cancel_requested = true;
-                    st.push(Entry::CancelRequested);
-                }
+                run.lock().request_cancel();
             }
         }
         Ok(())

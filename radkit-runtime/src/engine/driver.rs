@@ -553,7 +553,11 @@ impl Inner {
 
     /// Compensate, then end the task as canceled.
     pub(crate) async fn finish_canceled(self: &Arc<Self>, run: &Arc<TaskRun>) -> Stop {
-        self.deliver_cancel(run).await;
+        // A run recovered after a crash during the cancel's compensations told the skill already.
+        let delivered = run.lock().cancel_delivered;
+        if !delivered {
+            self.deliver_cancel(run).await;
+        }
         if self.compensate(run).await.is_err() {
             return Stop::Halted;
         }
@@ -574,6 +578,7 @@ impl Inner {
         let (visit, state) = {
             let mut st = run.lock();
             st.visit += 1;
+            st.cancel_delivered = true;
             (st.visit, st.state.clone())
         };
         let step = skill.step_name(&state);

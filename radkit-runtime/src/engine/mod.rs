@@ -569,14 +569,16 @@ impl Engine {
                 state: record.state,
             });
         }
+        if let Some(leases) = self.inner.store.leases() {
+            // On the row before anything is journaled: the row stays claimable until the task ends,
+            // so whichever engine holds or next claims the task (after a crash during the cancel's
+            // compensations, too) finishes the cancel, whatever the task waited for.
+            leases.request_cancel(task_id).await?;
+        }
         let mut marked_running = false;
         if let Some(run) = self.inner.running(task_id) {
             // Journaled with the driver's next flush, so a crash before the end keeps the request.
-            let mut st = run.lock();
-            if !st.cancel_requested {
-                st.cancel_requested = true;
-                st.push(Entry::CancelRequested);
-            }
+            run.lock().request_cancel();
             marked_running = true;
         }
         // The driver may have exited between the check and the mark (its last flush already done):
@@ -586,10 +588,8 @@ impl Engine {
             let guard = gate.lock_owned().await;
             let owner = self.inner.own(task_id, Duration::ZERO).await?;
             if let Ownership::Busy = owner {
-                // Another engine drives it: leave the request where its owner (or the next one) sees it.
-                if let Some(leases) = self.inner.store.leases() {
-                    leases.request_cancel(task_id).await?;
-                }
+                // Another engine drives it: the request on its row is where its owner (or the next
+                // one) sees it.
                 drop(guard);
                 let mut sub = self.subscribe(principal, task_id).await?;
                 while sub.next().await.is_some() {}
@@ -608,12 +608,7 @@ impl Engine {
                     });
                 }
                 _ => {
-                    {
-                        let mut st = run.lock();
-                        st.push(Entry::CancelRequested);
-                        st.cancel_requested = true;
-                        st.queue.clear();
-                    }
+                    run.lock().request_cancel();
                     self.inner.spawn_drive(run, guard);
                 }
             }
@@ -879,12 +874,7 @@ impl Inner {
         };
         let (run, wait, _) = self.load_owned(task_id, owner.token()).await?;
         if cancel && !matches!(wait, Wait::Terminal(_)) {
-            {
-                let mut st = run.lock();
-                st.push(Entry::CancelRequested);
-                st.cancel_requested = true;
-                st.queue.clear();
-            }
+            run.lock().request_cancel();
             self.spawn_drive(run, guard);
             return Ok(());
         }

@@ -56,6 +56,8 @@ pub(crate) fn replay(
     let mut header = None;
     let mut status = TaskState::Submitted;
     let mut cancel_requested = false;
+    // The skill was told of the cancel (its `cancel` visit is journaled).
+    let mut cancel_delivered = false;
     let mut commands = std::collections::HashMap::new();
     let mut compensable: Vec<InvocationId> = Vec::new();
     let mut transition_order: Vec<InvocationId> = Vec::new();
@@ -111,6 +113,7 @@ pub(crate) fn replay(
                     Event::CommandResult { id, .. } | Event::TimerFired { id } => {
                         delivered.insert(id.clone());
                     }
+                    Event::Cancel => cancel_delivered = true,
                     _ => {}
                 }
             }
@@ -223,12 +226,16 @@ pub(crate) fn replay(
     run.visit = visit;
     run.compensable = compensable;
     run.cancel_requested = cancel_requested;
+    run.cancel_delivered = cancel_delivered;
     let mut wait = Wait::Runnable;
     let mut open_visit = None;
 
     if status.is_terminal() {
         wait = Wait::Terminal(status);
     } else if let Some((v, s, event, next)) = ended {
+        // A cancel journaled after the task decided its end is ignored, as on the live path (which
+        // finishes a final transition without looking at cancels).
+        run.cancel_requested = false;
         // The visit's final transition is journaled, its terminal entry is not: re-run the visit
         // (its commands return their receipts) to get the transition's reason and message back, and
         // finish the task as the live path would (compensations still owed run first). The driver
@@ -239,6 +246,11 @@ pub(crate) fn replay(
             event,
             rerun: Some(v),
         });
+    } else if cancel_requested {
+        // A journaled cancel whose compensations or terminal entry are not: the task is runnable
+        // whatever it waited for before (the cancel's own visit does not clear an earlier wait), and
+        // the driver's first act is to finish the cancel (compensations still owed, then terminal).
+        // The state to tell the skill of the cancel (if it was not told yet) is the last journaled.
     } else if let Some((v, s, event)) = open {
         // A visit without its transition: interrupted by a crash, or suspended by an in-step wait.
         run.state = s;

@@ -63,6 +63,9 @@ pub(crate) struct RunState {
     pub visit: u64,
     pub queue: VecDeque<Work>,
     pub cancel_requested: bool,
+    /// The skill was told of the cancel (its `cancel` visit is journaled): a recovered run that
+    /// finishes a cancel cut off by a crash does not tell it again.
+    pub cancel_delivered: bool,
     /// A visit whose final transition (`complete`, `fail`, `reject`, the second field) was journaled
     /// before a crash, without the terminal entry: replay re-runs it to finish the task, and the
     /// transition is not journaled again.
@@ -83,7 +86,18 @@ impl RunState {
             visit: 0,
             queue: VecDeque::new(),
             cancel_requested: false,
+            cancel_delivered: false,
             journaled_end: None,
+        }
+    }
+
+    /// Ask this run to cancel the task (`cancel_requested`, journaled with the next flush), unless the
+    /// task ended or its final transition is journaled (`journaled_end`: it is finished as decided, as
+    /// the live path does).
+    pub fn request_cancel(&mut self) {
+        if !self.cancel_requested && self.journaled_end.is_none() && !self.status.is_terminal() {
+            self.cancel_requested = true;
+            self.push(Entry::CancelRequested);
         }
     }
 
