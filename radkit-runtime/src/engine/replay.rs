@@ -354,3 +354,131 @@ fn question_wait(id: &InvocationId, rec: &CmdRec, now_ms: i64) -> Option<Wait> {
         expires_at_ms: rec.fire_at_ms,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn journal(entries: Vec<Entry>) -> Vec<JournalRecord> {
+        entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, entry)| JournalRecord {
+                seq: i as u64 + 1,
+                at_ms: 0,
+                entry,
+            })
+            .collect()
+    }
+
+    /// A task that asked for input (the reducer's `await_input`), then `more` entries.
+    fn asked_then(more: Vec<Entry>) -> Vec<JournalRecord> {
+        let mut entries = vec![
+            Entry::TaskCreated {
+                skill_id: "s".to_owned(),
+                skill_version: "1".to_owned(),
+                context_id: "c".to_owned(),
+                principal: None,
+                permission_mode: super::super::PermissionMode::Default,
+            },
+            Entry::MessageReceived {
+                message: Message::user_text("go"),
+            },
+            Entry::Activated {
+                visit: 1,
+                step: "start".to_owned(),
+                state: json!("start"),
+                event: Event::UserMessage {
+                    message: Message::user_text("go"),
+                },
+            },
+            Entry::Transitioned {
+                visit: 1,
+                next: "await_input".to_owned(),
+                state: Some(json!("ask")),
+            },
+            Entry::AwaitingInput {
+                slot: "note".to_owned(),
+                message: Message::agent_text("a note?"),
+                resume: Some(json!("ask")),
+                ask: None,
+            },
+            Entry::StatusChanged {
+                state: TaskState::InputRequired,
+            },
+        ];
+        entries.extend(more);
+        journal(entries)
+    }
+
+    fn cancel_visit() -> Vec<Entry> {
+        vec![
+            Entry::CancelRequested,
+            Entry::Activated {
+                visit: 2,
+                step: "ask".to_owned(),
+                state: json!("ask"),
+                event: Event::Cancel,
+            },
+            Entry::Transitioned {
+                visit: 2,
+                next: "cancel".to_owned(),
+                state: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn waiting_task_waits_for_input() {
+        let replayed = replay(&asked_then(vec![]), || json!(null)).unwrap();
+        assert!(matches!(replayed.wait, Wait::Input { ask: None, .. }));
+        assert!(!replayed.run.cancel_requested);
+    }
+
+    #[test]
+    fn crash_during_cancel_compensation_leaves_the_cancel_runnable() {
+        let replayed = replay(&asked_then(cancel_visit()), || json!(null)).unwrap();
+        assert_eq!(replayed.wait, Wait::Runnable);
+        assert!(replayed.run.cancel_requested && replayed.run.cancel_delivered);
+        assert!(replayed.run.queue.is_empty(), "the driver cancels first");
+        assert_eq!(replayed.run.visit, 2);
+    }
+
+    #[test]
+    fn cancel_journaled_before_its_visit_is_delivered_on_recovery() {
+        let replayed = replay(&asked_then(vec![Entry::CancelRequested]), || json!(null)).unwrap();
+        assert_eq!(replayed.wait, Wait::Runnable);
+        assert!(replayed.run.cancel_requested && !replayed.run.cancel_delivered);
+    }
+
+    #[test]
+    fn cancel_after_a_final_transition_is_ignored_as_live() {
+        let mut more = vec![
+            Entry::MessageReceived {
+                message: Message::user_text("note"),
+            },
+            Entry::StatusChanged {
+                state: TaskState::Working,
+            },
+            Entry::Activated {
+                visit: 2,
+                step: "ask".to_owned(),
+                state: json!("ask"),
+                event: Event::UserMessage {
+                    message: Message::user_text("note"),
+                },
+            },
+            Entry::Transitioned {
+                visit: 2,
+                next: "fail".to_owned(),
+                state: None,
+            },
+        ];
+        more.push(Entry::CancelRequested);
+        let replayed = replay(&asked_then(more), || json!(null)).unwrap();
+        assert_eq!(replayed.wait, Wait::Runnable);
+        assert!(!replayed.run.cancel_requested);
+        assert_eq!(replayed.run.journaled_end, Some((2, "fail".to_owned())));
+    }
+}
