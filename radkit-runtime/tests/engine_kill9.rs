@@ -45,7 +45,7 @@ const CASES: &[Case] = &[
            kill: Kill::DuringCompensation, at_kill: &["child prepare", "child effect", "child undo"],
            in_all: &["child prepare", "child effect", "child undo", "parent undo"],
            end: End::Canceled },
-    // The same with the question asked by an `await_input` transition (see the ignored test).
+    // The same with the question asked by an `await_input` transition.
     Case { name: "compensate_after_await_input", policy: EffectPolicy::Compensate,
            then: Then::AwaitInput, kill: Kill::DuringCompensation,
            at_kill: &["child prepare", "child effect", "child undo"],
@@ -76,9 +76,6 @@ async fn kill_9_during_the_compensation_of_a_canceled_task_runs_it_again_and_the
 }
 
 #[tokio::test]
-#[ignore = "known engine bug (crash_matrix's CANCELED_TASK_NOT_RESUMED): after recovery a task \
-    canceled while waiting at an `await_input` transition stays input-required and its compensation \
-    never runs again (replay keeps the transition's wait although the cancel was journaled)"]
 async fn kill_9_during_the_compensation_of_a_task_canceled_at_await_input_runs_it_again() {
     kill_9("compensate_after_await_input").await;
 }
