@@ -163,17 +163,12 @@ fn main() -> ExitCode {
     every_row!(tests, skipped;
         0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20
         21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41);
-    let race = "postgres::cancel_right_after_the_task_settled";
-    if known_bugs() {
-        let body: Body = || Box::pin(matrix::bugs::cancel_right_after_the_task_settled());
-        tests.push(services::multi_thread(
-            race,
-            services::Needs::Postgres,
-            body,
-        ));
-    } else {
-        skipped.push((matrix::bugs::CANCEL_RIGHT_AFTER_SETTLING, race.to_owned()));
-    }
+    let race: Body = || Box::pin(matrix::bugs::cancel_right_after_the_task_settled());
+    tests.push(services::multi_thread(
+        "postgres::cancel_right_after_the_task_settled",
+        services::Needs::Postgres,
+        race,
+    ));
     if !skipped.is_empty() {
         let mut note = format!(
             "\nnote: {} crash-matrix tests state what a known engine bug breaks and do not run \

@@ -278,6 +278,7 @@ impl EngineBuilder {
             live: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             write_failures: Mutex::new(HashMap::new()),
+            unserved_cancels: Mutex::new(Default::default()),
             worker_started: AtomicBool::new(false),
             claiming: tokio::sync::Mutex::new(()),
         };

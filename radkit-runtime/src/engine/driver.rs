@@ -102,7 +102,17 @@ impl Inner {
                 return self.finish_canceled(&run).await;
             }
             let Some(work) = work else {
-                return self.settle(&run).await;
+                let stop = self.settle(&run).await;
+                if let Stop::Idle = stop {
+                    // A cancel asked while the task settled (during its last flush) is carried out
+                    // now; from the close on, a cancel no longer reaches this run (see `closed`).
+                    let mut st = run.lock();
+                    if st.cancel_requested && !st.status.is_terminal() {
+                        continue;
+                    }
+                    st.close();
+                }
+                return stop;
             };
             let step = match work {
                 Work::Execute(id) => self.execute(&run, id).await,

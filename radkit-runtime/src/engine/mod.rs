@@ -59,6 +59,9 @@ pub(crate) struct Inner {
     /// Runs in a row of a task that stopped on a failed append (single-engine stores), for the backoff
     /// of its reloads.
     write_failures: Mutex<HashMap<String, u32>>,
+    /// Tasks whose run was asked to cancel and stopped before carrying it out (on a failed append):
+    /// the reload cancels them (single-engine stores; a shared store keeps the request on the row).
+    unserved_cancels: Mutex<std::collections::HashSet<String>>,
     worker_started: AtomicBool,
     /// Held while claiming, so that shutdown can wait for a claim in flight.
     claiming: tokio::sync::Mutex<()>,
@@ -575,15 +578,15 @@ impl Engine {
             // compensations, too) finishes the cancel, whatever the task waited for.
             leases.request_cancel(task_id).await?;
         }
-        let mut marked_running = false;
-        if let Some(run) = self.inner.running(task_id) {
-            // Journaled with the driver's next flush, so a crash before the end keeps the request.
-            run.lock().request_cancel();
-            marked_running = true;
-        }
-        // The driver may have exited between the check and the mark (its last flush already done):
-        // then cancel through the gate like an idle task.
-        if !marked_running || self.inner.running(task_id).is_none() {
+        // A running task is canceled by its driver: the request is journaled with the driver's next
+        // flush, so a crash before the end keeps it. A run whose driver stopped refuses it (under the
+        // lock its driver takes for its last look at it): then cancel through the gate like an idle
+        // task, which waits for the driver to give the task back.
+        let marked_running = self
+            .inner
+            .running(task_id)
+            .is_some_and(|run| run.lock().request_cancel());
+        if !marked_running {
             let (_, gate) = self.inner.live_handles(task_id);
             let guard = gate.lock_owned().await;
             let owner = self.inner.own(task_id, Duration::ZERO).await?;
@@ -597,9 +600,6 @@ impl Engine {
             }
             let (run, wait, _) = self.inner.load_owned(task_id, owner.token()).await?;
             match wait {
-                Wait::Terminal(TaskState::Canceled) if marked_running => {
-                    self.inner.disown(&run).await;
-                }
                 Wait::Terminal(state) => {
                     self.inner.disown(&run).await;
                     return Err(EngineError::TaskFinished {
@@ -873,6 +873,14 @@ impl Inner {
             Ownership::Sole => false,
         };
         let (run, wait, _) = self.load_owned(task_id, owner.token()).await?;
+        // A cancel its last run was asked for and could not carry out (taken once the task is loaded,
+        // so a reload that fails keeps it).
+        let cancel = self
+            .unserved_cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(task_id)
+            || cancel;
         if cancel && !matches!(wait, Wait::Terminal(_)) {
             run.lock().request_cancel();
             self.spawn_drive(run, guard);
@@ -907,6 +915,16 @@ impl Inner {
         let engine = self.clone();
         tokio::spawn(async move {
             let _stop = engine.drive(run.clone()).await;
+            // From here on a cancel is refused by this run and goes through the gate (which this
+            // task holds until the run is deregistered) or, on a shared store, the task's row.
+            let unserved_cancel = run.lock().close();
+            if unserved_cancel && run.write_failed() && !engine.shared() {
+                engine
+                    .unserved_cancels
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(task_id.clone());
+            }
             engine.disown(&run).await;
             let mut live = engine.live.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(entry) = live.get_mut(&task_id) {

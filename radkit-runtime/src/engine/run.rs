@@ -66,6 +66,10 @@ pub(crate) struct RunState {
     /// The skill was told of the cancel (its `cancel` visit is journaled): a recovered run that
     /// finishes a cancel cut off by a crash does not tell it again.
     pub cancel_delivered: bool,
+    /// The driver stopped: this run flushes nothing more, so nothing may be asked of it (a cancel goes
+    /// through the store instead). Set under this lock together with the driver's last look at
+    /// `cancel_requested`, so a cancel is either seen by the driver or refused here.
+    pub closed: bool,
     /// A visit whose final transition (`complete`, `fail`, `reject`, the second field) was journaled
     /// before a crash, without the terminal entry: replay re-runs it to finish the task, and the
     /// transition is not journaled again.
@@ -87,18 +91,30 @@ impl RunState {
             queue: VecDeque::new(),
             cancel_requested: false,
             cancel_delivered: false,
+            closed: false,
             journaled_end: None,
         }
     }
 
-    /// Ask this run to cancel the task (`cancel_requested`, journaled with the next flush), unless the
-    /// task ended or its final transition is journaled (`journaled_end`: it is finished as decided, as
-    /// the live path does).
-    pub fn request_cancel(&mut self) {
-        if !self.cancel_requested && self.journaled_end.is_none() && !self.status.is_terminal() {
+    /// Ask this run to cancel the task (`cancel_requested`, journaled with the next flush). Returns
+    /// false when the run cannot carry it out: its driver stopped or the task ended. A task whose final
+    /// transition is journaled (`journaled_end`) is finished as decided, as the live path does.
+    pub fn request_cancel(&mut self) -> bool {
+        if self.closed || self.status.is_terminal() {
+            return false;
+        }
+        if !self.cancel_requested && self.journaled_end.is_none() {
             self.cancel_requested = true;
             self.push(Entry::CancelRequested);
         }
+        true
+    }
+
+    /// The driver stops. Returns true when a cancel was asked of this run that it did not carry out
+    /// (it stopped on a halt, a lost lease or a failed append).
+    pub fn close(&mut self) -> bool {
+        self.closed = true;
+        self.cancel_requested && !self.status.is_terminal()
     }
 
     /// Buffer an entry.
@@ -378,5 +394,35 @@ impl TaskRun {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_run_refuses_a_cancel() {
+        let mut st = RunState::new(5, TaskState::InputRequired, serde_json::Value::Null);
+        assert!(!st.close(), "nothing was asked of it");
+        assert!(!st.request_cancel());
+        assert!(!st.cancel_requested && !st.has_pending());
+    }
+
+    #[test]
+    fn a_cancel_the_run_stopped_before_carrying_out_is_reported_at_close() {
+        let mut st = RunState::new(5, TaskState::Working, serde_json::Value::Null);
+        assert!(st.request_cancel());
+        assert!(st.request_cancel(), "asked twice, journaled once");
+        assert_eq!(st.next_seq, 6);
+        assert!(st.close());
+    }
+
+    #[test]
+    fn an_ended_task_refuses_a_cancel() {
+        let mut st = RunState::new(5, TaskState::Working, serde_json::Value::Null);
+        st.set_status(TaskState::Completed);
+        assert!(!st.request_cancel());
+        assert!(!st.close());
     }
 }

@@ -1,6 +1,6 @@
 //! Engine bugs the matrix ran into that are not crash cells: each is a test stating the documented
-//! behaviour, which fails today. They run only with `RADKIT_MATRIX_KNOWN_BUGS=1`, like the table's
-//! rows marked `.bug(..)`.
+//! behaviour. A test here that fails today runs only with `RADKIT_MATRIX_KNOWN_BUGS=1`, like the
+//! table's rows marked `.bug(..)`; a fixed one runs by default and keeps the bug from coming back.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,7 +23,8 @@ use super::stores::Site;
 use super::{Backend, Form, Point};
 use crate::common::user;
 
-/// What goes wrong in [`cancel_right_after_the_task_settled`].
+/// What went wrong in [`cancel_right_after_the_task_settled`] (fixed: a run's driver closes it under
+/// the lock a cancel marks it with, and a cancel a closed run refuses goes the idle path).
 pub const CANCEL_RIGHT_AFTER_SETTLING: &str = "a cancel that arrives while the task's driver is still \
     giving its lease back is lost: `Engine::cancel` marks the finished run, skips the idle path because \
     the run is still registered, and waits for a terminal entry nobody writes";
