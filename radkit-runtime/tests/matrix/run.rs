@@ -77,8 +77,8 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
             let task = settle(&crashed, &task_id, &cell, "the question before the cancel").await;
             assert_eq!(task.status.state, TaskState::InputRequired, "{cell}");
             // The task waits as a row; the engine that ran it stops cleanly and another one cancels
-            // it. (Canceling on the engine whose driver is still winding down can lose the cancel:
-            // see `bugs::cancel_right_after_the_task_settled`.)
+            // it (a cancel racing the driver's wind-down is pinned by
+            // `bugs::cancel_right_after_the_task_settled`).
             crashed.shutdown().await;
             crashed = builder(site.open().await, true)
                 .build()
