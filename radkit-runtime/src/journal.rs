@@ -70,8 +70,8 @@ pub enum Entry {
     Transitioned {
         /// The visit that ended.
         visit: u64,
-        /// `to`, `goto`, `await_input`, `complete`, `fail`, `reject` or `ignore`.
-        next: String,
+        /// How it ended.
+        next: TransitionKind,
         /// The new state, for `to`, `goto` and `await_input`.
         #[serde(
             default,
@@ -185,6 +185,73 @@ impl Entry {
     }
 }
 
+/// How a step visit ended, as its `transitioned` entry records it (stored as the snake-case name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransitionKind {
+    /// To a new state, waiting for the next event.
+    To,
+    /// To a new state, entered at once.
+    Goto,
+    /// To a state that waits for a user message.
+    AwaitInput,
+    /// The task completed.
+    Complete,
+    /// The task failed.
+    Fail,
+    /// The task was rejected.
+    Reject,
+    /// The event was ignored.
+    Ignore,
+    /// The skill was told of a cancel.
+    Cancel,
+}
+
+impl TransitionKind {
+    /// The transitions that end the task (its terminal entry follows, after owed compensations).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            TransitionKind::Complete | TransitionKind::Fail | TransitionKind::Reject
+        )
+    }
+
+    /// The journal name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransitionKind::To => "to",
+            TransitionKind::Goto => "goto",
+            TransitionKind::AwaitInput => "await_input",
+            TransitionKind::Complete => "complete",
+            TransitionKind::Fail => "fail",
+            TransitionKind::Reject => "reject",
+            TransitionKind::Ignore => "ignore",
+            TransitionKind::Cancel => "cancel",
+        }
+    }
+}
+
+impl std::fmt::Display for TransitionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<S> From<&crate::flow::Next<S>> for TransitionKind {
+    fn from(next: &crate::flow::Next<S>) -> Self {
+        use crate::flow::Next;
+        match next {
+            Next::To(_) => TransitionKind::To,
+            Next::Goto(_) => TransitionKind::Goto,
+            Next::AwaitInput { .. } => TransitionKind::AwaitInput,
+            Next::Complete { .. } => TransitionKind::Complete,
+            Next::Fail { .. } => TransitionKind::Fail,
+            Next::Reject { .. } => TransitionKind::Reject,
+            Next::Ignore => TransitionKind::Ignore,
+        }
+    }
+}
+
 /// A command a cancel would compensate, as a checkpoint carries it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Compensable {
@@ -216,6 +283,6 @@ pub struct JournalRecord {
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }

@@ -6,56 +6,13 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
+use super::command::{self, Issued, Outstanding};
 use super::invoke::StepInvoker;
 use super::run::{RunState, TaskRun, Work};
 use super::Inner;
-use crate::flow::{
-    Cmd, CmdKind, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition,
-};
-use crate::journal::{now_ms, Compensable, Entry};
+use crate::flow::{Cmd, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition};
+use crate::journal::{now_ms, Compensable, Entry, TransitionKind};
 use crate::model::{Message, Part, TaskState};
-
-/// Journal an engine-performed effect (emit, progress) together with its receipt.
-pub(crate) fn journal_effect(st: &mut RunState, id: &InvocationId, cmd: &Cmd) {
-    st.issue(id, cmd, false, None);
-    match &cmd.kind {
-        CmdKind::EmitMessage { message } => st.push(Entry::MessageEmitted {
-            message: message.clone(),
-        }),
-        CmdKind::Progress { text } => st.push(Entry::Progress {
-            message: Message::agent_text(text.clone()),
-        }),
-        CmdKind::EmitArtifact {
-            artifact,
-            append,
-            last_chunk,
-        } => st.push(Entry::ArtifactEmitted {
-            artifact: artifact.clone(),
-            append: *append,
-            last_chunk: *last_chunk,
-        }),
-        _ => {}
-    }
-    st.record_receipt(Receipt {
-        id: id.clone(),
-        attempt: 1,
-        outcome: Ok(serde_json::Value::Null),
-        usage: None,
-    });
-}
-
-/// The journal name of a transition kind.
-fn next_kind<S>(next: &Next<S>) -> &'static str {
-    match next {
-        Next::To(_) => "to",
-        Next::Goto(_) => "goto",
-        Next::AwaitInput { .. } => "await_input",
-        Next::Complete { .. } => "complete",
-        Next::Fail { .. } => "fail",
-        Next::Reject { .. } => "reject",
-        Next::Ignore => "ignore",
-    }
-}
 
 /// How a drive ended.
 pub(crate) enum Stop {
@@ -92,10 +49,11 @@ impl Inner {
             }
             let (work, cancel) = {
                 let mut st = run.lock();
-                if st.status.is_terminal() {
+                if st.status().is_terminal() {
                     (None, false)
                 } else {
-                    (st.queue.pop_front(), st.cancel_requested)
+                    let cancel = st.cancel_requested();
+                    (st.queue.pop_front(), cancel)
                 }
             };
             if cancel {
@@ -107,7 +65,7 @@ impl Inner {
                     // A cancel asked while the task settled (during its last flush) is carried out
                     // now; from the close on, a cancel no longer reaches this run (see `closed`).
                     let mut st = run.lock();
-                    if st.cancel_requested && !st.status.is_terminal() {
+                    if st.cancel_requested() && !st.status().is_terminal() {
                         continue;
                     }
                     st.close();
@@ -128,16 +86,9 @@ impl Inner {
     async fn settle(self: &Arc<Self>, run: &Arc<TaskRun>) -> Stop {
         let stuck = {
             let st = run.lock();
-            let waiting = st.status.is_terminal()
-                || st.status == TaskState::InputRequired
-                || st
-                    .commands
-                    .values()
-                    .any(|c| c.transition && c.receipt.is_none())
-                || st
-                    .commands
-                    .values()
-                    .any(|c| c.fire_at_ms.is_some() && c.receipt.is_none());
+            let waiting = st.status().is_terminal()
+                || st.status() == TaskState::InputRequired
+                || st.has_outstanding_wake();
             !waiting
         };
         if stuck {
@@ -152,83 +103,54 @@ impl Inner {
 
     /// Perform (or deliver) a command a transition issued.
     async fn execute(self: &Arc<Self>, run: &Arc<TaskRun>, id: InvocationId) -> Result<(), Stop> {
-        let rec = run.lock().commands.get(&id).cloned();
-        let Some(rec) = rec else { return Ok(()) };
-        if let Some(receipt) = rec.receipt {
-            let event = match rec.cmd.kind {
-                CmdKind::Sleep { .. } => Event::TimerFired { id },
-                _ => Event::CommandResult {
-                    id,
-                    outcome: receipt.outcome,
-                },
+        let (rec, recovered) = {
+            let st = run.lock();
+            let Some(rec) = st.command(&id).cloned() else {
+                return Ok(());
             };
-            run.lock()
-                .queue
-                .push_front(Work::Activate { event, rerun: None });
+            let recovered = st.recovered(&rec);
+            (rec, recovered)
+        };
+        let deliver = |receipt: &Receipt| Work::Activate {
+            event: command::result_event(id.clone(), &rec.cmd, receipt),
+            rerun: None,
+        };
+        if let Some(receipt) = &rec.receipt {
+            run.lock().queue.push_front(deliver(receipt));
             return Ok(());
         }
-        match &rec.cmd.kind {
-            CmdKind::Sleep { .. } => {
-                let fire_at = rec.fire_at_ms.unwrap_or(0);
-                if fire_at <= now_ms() {
-                    let mut st = run.lock();
-                    st.record_receipt(Receipt {
-                        id: id.clone(),
-                        attempt: 1,
-                        outcome: Ok(serde_json::Value::Null),
-                        usage: None,
-                    });
-                    st.set_wake(None);
-                    st.queue.push_front(Work::Activate {
-                        event: Event::TimerFired { id },
-                        rerun: None,
-                    });
-                } else {
-                    self.schedule_timer(run.task_id.to_string(), fire_at);
-                }
-                Ok(())
-            }
-            // Answered through `Engine::send` (the receipt is the reply); without an answer by its
-            // deadline it takes its default, as an in-step question does.
-            CmdKind::AskUser { .. } if rec.question_expired(now_ms()) => {
+        match command::outstanding(&rec, recovered, now_ms()) {
+            // A timer that fired, or a question answered by nobody by its deadline (answered ones
+            // get their receipt through `Engine::send`): it takes its default, as in a step.
+            Outstanding::Due => {
                 let mut st = run.lock();
-                let value = st.expire_question(&id, &rec.cmd);
-                st.queue.push_front(Work::Activate {
-                    event: Event::CommandResult {
-                        id,
-                        outcome: Ok(value),
-                    },
-                    rerun: None,
-                });
-                Ok(())
-            }
-            CmdKind::AskUser { .. } => {
-                if let Some(at) = rec.fire_at_ms {
-                    self.schedule_timer(run.task_id.to_string(), at);
+                command::settle_due(&mut st, &id, &rec.cmd);
+                let receipt = st.command(&id).and_then(|r| r.receipt.clone());
+                if let Some(receipt) = receipt {
+                    st.queue.push_front(deliver(&receipt));
                 }
                 Ok(())
             }
-            _ if rec.recovered && !rec.cmd.policy.reissue_allowed() => {
+            Outstanding::Timer(at) | Outstanding::Question(Some(at)) => {
+                self.schedule_timer(run.task_id.to_string(), at);
+                Ok(())
+            }
+            Outstanding::Question(None) => Ok(()),
+            Outstanding::Unknown => {
                 let err = StepError::OutcomeUnknown {
                     what: rec.cmd.kind.fingerprint(),
                     id,
                 };
                 Err(self.finish_failed(run, err.to_string()).await)
             }
-            _ => {
+            Outstanding::Perform => {
                 if run.flush().await.is_err() {
                     return Err(Stop::Halted);
                 }
                 let Some(receipt) = self.perform(run, &id, &rec.cmd, rec.attempts).await else {
                     return Err(Stop::Halted);
                 };
-                run.lock().queue.push_front(Work::Activate {
-                    event: Event::CommandResult {
-                        id,
-                        outcome: receipt.outcome,
-                    },
-                    rerun: None,
-                });
+                run.lock().queue.push_front(deliver(&receipt));
                 Ok(())
             }
         }
@@ -242,15 +164,8 @@ impl Inner {
         rerun: Option<u64>,
     ) -> Result<(), Stop> {
         let (visit, state) = {
-            let mut st = run.lock();
-            let visit = match rerun {
-                Some(v) => v,
-                None => {
-                    st.visit += 1;
-                    st.visit
-                }
-            };
-            (visit, st.state.clone())
+            let st = run.lock();
+            (rerun.unwrap_or(st.visit() + 1), st.state().clone())
         };
         if visit > self.config.max_steps {
             let reason = format!("max_steps exceeded: the task ran {} step visits (limit {}); a loop that never ends?", visit - 1, self.config.max_steps);
@@ -267,7 +182,7 @@ impl Inner {
         let step = skill.step_name(&state);
         if rerun.is_none() {
             let mut st = run.lock();
-            if matches!(event, Event::UserMessage { .. }) && st.status != TaskState::Working {
+            if matches!(event, Event::UserMessage { .. }) {
                 st.set_status(TaskState::Working);
             }
             st.push(Entry::Activated {
@@ -325,7 +240,7 @@ impl Inner {
         };
         if !self.config.hooks.is_empty() {
             let outcome = match &result {
-                Ok(t) => next_kind(&t.next).to_owned(),
+                Ok(t) => TransitionKind::from(&t.next).to_string(),
                 Err(e) => e.to_string(),
             };
             for hook in &self.config.hooks {
@@ -363,18 +278,18 @@ impl Inner {
     /// checkpoint (replay restarts from it) and forget the commands only replay needed.
     fn checkpoint(&self, st: &mut RunState, visit: u64) {
         let every = self.config.checkpoint_every;
-        if every == 0 || !visit.is_multiple_of(every) || st.cancel_requested {
+        if every == 0 || !visit.is_multiple_of(every) || st.cancel_requested() {
             return;
         }
-        let quiet = st.queue.len() == 1 && st.commands.values().all(|c| c.receipt.is_some());
+        let quiet = st.queue.len() == 1 && st.commands().values().all(|c| c.receipt.is_some());
         if !quiet {
             return;
         }
         let compensable: Vec<Compensable> = st
-            .compensable
+            .compensable()
             .iter()
             .filter_map(|id| {
-                let rec = st.commands.get(id)?;
+                let rec = st.command(id)?;
                 Some(Compensable {
                     id: id.clone(),
                     cmd: rec.cmd.clone(),
@@ -384,14 +299,12 @@ impl Inner {
             .collect();
         let entry = Entry::Checkpoint {
             visit,
-            state: st.state.clone(),
-            status: st.status,
+            state: st.state().clone(),
+            status: st.status(),
             compensable,
         };
+        // The fold forgets what only replay needed (closed visits' commands).
         st.push(entry);
-        let keep: std::collections::HashSet<InvocationId> =
-            st.compensable.iter().cloned().collect();
-        st.commands.retain(|id, _| keep.contains(id));
     }
 
     /// Journal a transition and queue what follows it.
@@ -414,10 +327,13 @@ impl Inner {
             let reason = format!("step `{step}` returned a final or waiting transition with commands; only `to` and `goto` transitions may carry commands (messages and artifacts are fine)");
             return Err(self.finish_failed(run, reason).await);
         }
-        let kind = next_kind(&next);
+        let kind = TransitionKind::from(&next);
         let plain_goto = matches!(next, Next::Goto(_)) && cmds.is_empty();
+        // The state moves into the journal entry (the fold reads it from there); an `await_input`
+        // also names it in its `awaiting_input` entry.
         let new_state = match &next {
-            Next::To(s) | Next::Goto(s) | Next::AwaitInput { state: s, .. } => Some(s.clone()),
+            Next::To(s) | Next::Goto(s) => Some(s.clone()),
+            Next::AwaitInput { state, .. } => Some(state.clone()),
             _ => None,
         };
         // A re-run of a visit whose final transition was journaled before a crash (see replay): the
@@ -429,7 +345,7 @@ impl Inner {
                 .map(|(_, recorded)| recorded)
         };
         if let Some(recorded) = &recorded {
-            if recorded != kind {
+            if *recorded != kind {
                 let reason = format!("step `{step}` of skill `{}` ended the task with `{recorded}` before a restart and returned `{kind}` when re-run; a step must return the same transition given the same receipts", run.skill_id);
                 return Err(self.finish_failed(run, reason).await);
             }
@@ -448,38 +364,23 @@ impl Inner {
             }
             st.push(Entry::Transitioned {
                 visit,
-                next: kind.to_owned(),
-                state: new_state.clone(),
+                next: kind,
+                state: new_state,
             });
-            if let Some(s) = new_state {
-                st.state = s;
-            }
             if let Next::Goto(_) = next {
                 st.queue.push_back(Work::Activate {
                     event: Event::Enter,
                     rerun: None,
                 });
             }
+            let now = now_ms();
             for mut cmd in cmds {
                 let id = InvocationId::derive(&run.task_id, visit, ordinal);
                 ordinal += 1;
                 cmd.policy = self.effects.policy_for(&cmd.kind, cmd.policy);
-                if cmd.kind.is_journal_effect() {
-                    journal_effect(&mut st, &id, &cmd);
-                    continue;
+                if command::issue(&mut st, &id, cmd, true, now) != Issued::Journaled {
+                    st.queue.push_back(Work::Execute(id));
                 }
-                match cmd.kind {
-                    CmdKind::AskUser { .. } => {
-                        st.ask(&id, &cmd, true);
-                    }
-                    CmdKind::Sleep { millis } => {
-                        let fire_at = super::run::after_ms(millis);
-                        st.issue(&id, &cmd, true, Some(fire_at));
-                        st.set_timer(&id, fire_at);
-                    }
-                    _ => st.issue(&id, &cmd, true, None),
-                }
-                st.queue.push_back(Work::Execute(id));
             }
             if plain_goto {
                 self.checkpoint(&mut st, visit);
@@ -529,7 +430,6 @@ impl Inner {
     ) -> Stop {
         {
             let mut st = run.lock();
-            st.set_status(state);
             st.set_wake(None);
             st.queue.clear();
             st.push(Entry::Terminal { state, message });
@@ -564,7 +464,7 @@ impl Inner {
     /// Compensate, then end the task as canceled.
     pub(crate) async fn finish_canceled(self: &Arc<Self>, run: &Arc<TaskRun>) -> Stop {
         // A run recovered after a crash during the cancel's compensations told the skill already.
-        let delivered = run.lock().cancel_delivered;
+        let delivered = run.lock().cancel_delivered();
         if !delivered {
             self.deliver_cancel(run).await;
         }
@@ -586,10 +486,8 @@ impl Inner {
             return;
         };
         let (visit, state) = {
-            let mut st = run.lock();
-            st.visit += 1;
-            st.cancel_delivered = true;
-            (st.visit, st.state.clone())
+            let st = run.lock();
+            (st.visit() + 1, st.state().clone())
         };
         let step = skill.step_name(&state);
         run.lock().push(Entry::Activated {
@@ -632,33 +530,32 @@ impl Inner {
         }
         st.push(Entry::Transitioned {
             visit,
-            next: "cancel".to_owned(),
+            next: TransitionKind::Cancel,
             state: None,
         });
     }
 
     /// Run the compensations of successful `Compensate` commands, newest first, each journaled.
-    async fn compensate(self: &Arc<Self>, run: &Arc<TaskRun>) -> Result<(), ()> {
+    async fn compensate(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+    ) -> Result<(), super::run::FlushError> {
         let todo: Vec<(InvocationId, Cmd, serde_json::Value)> = {
             let st = run.lock();
-            st.compensable
+            st.compensable()
                 .iter()
                 .rev()
                 .filter_map(|id| {
-                    let rec = st.commands.get(id)?;
+                    let rec = st.command(id)?;
                     let value = rec.receipt.as_ref()?.outcome.clone().ok()?;
                     Some((id.clone(), rec.cmd.clone(), value))
                 })
                 .collect()
         };
         for (id, cmd, value) in todo {
-            if run.flush().await.is_err() {
-                return Err(());
-            }
+            run.flush().await?;
             let outcome = self.effects.compensate(&id, &cmd.kind, value).await;
-            let mut st = run.lock();
-            st.compensable.retain(|c| c != &id);
-            st.push(Entry::Compensated { id, outcome });
+            run.lock().push(Entry::Compensated { id, outcome });
         }
         Ok(())
     }

@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::command::{self, Issued, Outstanding};
 use super::fault::Boundary;
+use super::fold::CmdRec;
 use super::hooks::{HookContext, HookDecision, PermissionMode};
-use super::run::{CmdRec, TaskRun};
+use super::run::TaskRun;
 use super::Inner;
 use crate::flow::{Cmd, CmdKind, EffectError, InvocationId, Invoker, Receipt, StepError};
 use crate::journal::now_ms;
@@ -26,7 +28,8 @@ pub(crate) struct StepInvoker {
 /// What the table says about a command at a position.
 enum Found {
     Receipt(Receipt),
-    NoReceipt(Box<CmdRec>),
+    /// Journaled without a receipt; true when an earlier run journaled it.
+    NoReceipt(Box<CmdRec>, bool),
     New,
 }
 
@@ -51,10 +54,10 @@ impl StepInvoker {
             cmd.policy = self.engine.effects.policy_for(&cmd.kind, cmd.policy);
             let found = {
                 let st = self.run.lock();
-                if st.cancel_requested {
+                if st.cancel_requested() {
                     return Err(StepError::Canceled);
                 }
-                match st.commands.get(&id) {
+                match st.command(&id) {
                     Some(rec) if rec.cmd.kind.fingerprint() != cmd.kind.fingerprint() => {
                         return Err(StepError::NonDeterminism {
                             skill: self.run.skill_id.clone(),
@@ -66,14 +69,14 @@ impl StepInvoker {
                     }
                     Some(rec) => match &rec.receipt {
                         Some(receipt) => Found::Receipt(receipt.clone()),
-                        None => Found::NoReceipt(Box::new(rec.clone())),
+                        None => Found::NoReceipt(Box::new(rec.clone()), st.recovered(rec)),
                     },
                     None => Found::New,
                 }
             };
             match found {
                 Found::Receipt(receipt) => outcome(&cmd, receipt),
-                Found::NoReceipt(rec) => self.resume_issued(id, *rec).await,
+                Found::NoReceipt(rec, recovered) => self.resume_issued(id, *rec, recovered).await,
                 Found::New => {
                     let cmd = self.admit(ordinal, &id, cmd).await?;
                     self.issue(id, cmd).await
@@ -191,7 +194,7 @@ impl StepInvoker {
         let error = EffectError::permanent(reason);
         {
             let mut st = self.run.lock();
-            st.issue(id, &cmd, false, None);
+            st.issue(id, cmd.clone(), false);
             st.record_receipt(Receipt {
                 id: id.clone(),
                 attempt: 1,
@@ -230,52 +233,26 @@ impl StepInvoker {
     /// A command seen for the first time: journal it, then perform it.
     async fn issue(&self, id: InvocationId, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let run = &self.run;
-        match &cmd.kind {
-            CmdKind::EmitMessage { .. }
-            | CmdKind::Progress { .. }
-            | CmdKind::EmitArtifact { .. } => {
-                {
-                    let mut st = run.lock();
-                    super::driver::journal_effect(&mut st, &id, &cmd);
-                }
-                // Emissions are what clients stream: make them visible now.
-                self.flush().await?;
-                Ok(serde_json::Value::Null)
-            }
-            CmdKind::Sleep { millis } => {
-                let fire_at = super::run::after_ms(*millis);
-                {
-                    let mut st = run.lock();
-                    st.issue(&id, &cmd, false, Some(fire_at));
-                    st.set_timer(&id, fire_at);
-                }
-                self.flush().await?;
-                self.engine.schedule_timer(run.task_id.to_string(), fire_at);
-                if self.engine.crash_at(Boundary::TimerWait, run, None, None) {
-                    return self.halted();
-                }
-                Err(StepError::Suspended)
-            }
-            CmdKind::AskUser { .. } => {
-                let expires_at = run.lock().ask(&id, &cmd, false);
-                self.flush().await?;
-                if let Some(at) = expires_at {
+        let issued = command::issue(&mut run.lock(), &id, cmd.clone(), false, now_ms());
+        // Emissions are what clients stream, waits must be durable before the step suspends, and a
+        // command before it runs: flush now in every case.
+        self.flush().await?;
+        match issued {
+            Issued::Journaled => Ok(serde_json::Value::Null),
+            Issued::Waits(wake) => {
+                if let Some(at) = wake {
                     self.engine.schedule_timer(run.task_id.to_string(), at);
                 }
-                if self
-                    .engine
-                    .crash_at(Boundary::AwaitingInput, run, None, None)
-                {
+                let boundary = match cmd.kind {
+                    CmdKind::Sleep { .. } => Boundary::TimerWait,
+                    _ => Boundary::AwaitingInput,
+                };
+                if self.engine.crash_at(boundary, run, None, None) {
                     return self.halted();
                 }
                 Err(StepError::Suspended)
             }
-            CmdKind::Llm { .. } | CmdKind::Tool { .. } => {
-                {
-                    let mut st = run.lock();
-                    st.issue(&id, &cmd, false, None);
-                }
-                self.flush().await?;
+            Issued::Perform => {
                 let receipt = self
                     .engine
                     .perform(run, &id, &cmd, 0)
@@ -292,48 +269,26 @@ impl StepInvoker {
         }
     }
 
-    /// A command journaled before a crash (or a suspension) without a receipt.
+    /// A command journaled without a receipt (by an earlier run when `recovered`: before a crash or a
+    /// suspension).
     async fn resume_issued(
         &self,
         id: InvocationId,
         rec: CmdRec,
+        recovered: bool,
     ) -> Result<serde_json::Value, StepError> {
-        match &rec.cmd.kind {
-            CmdKind::Sleep { .. } => {
-                let fire_at = rec.fire_at_ms.unwrap_or(0);
-                if fire_at > now_ms() {
-                    self.engine
-                        .schedule_timer(self.run.task_id.to_string(), fire_at);
-                    return Err(StepError::Suspended);
-                }
-                let receipt = Receipt {
-                    id,
-                    attempt: 1,
-                    outcome: Ok(serde_json::Value::Null),
-                    usage: None,
-                };
-                {
-                    let mut st = self.run.lock();
-                    st.record_receipt(receipt);
-                    st.set_wake(None);
-                }
-                Ok(serde_json::Value::Null)
-            }
-            // Expired without a reply: the question takes its declared default, journaled.
-            CmdKind::AskUser { .. } if rec.question_expired(now_ms()) => {
-                Ok(self.run.lock().expire_question(&id, &rec.cmd))
-            }
-            CmdKind::AskUser { .. } => {
-                if let Some(at) = rec.fire_at_ms {
-                    self.engine.schedule_timer(self.run.task_id.to_string(), at);
-                }
+        match command::outstanding(&rec, recovered, now_ms()) {
+            Outstanding::Due => Ok(command::settle_due(&mut self.run.lock(), &id, &rec.cmd)),
+            Outstanding::Timer(at) | Outstanding::Question(Some(at)) => {
+                self.engine.schedule_timer(self.run.task_id.to_string(), at);
                 Err(StepError::Suspended)
             }
-            _ if !rec.cmd.policy.reissue_allowed() => Err(StepError::OutcomeUnknown {
+            Outstanding::Question(None) => Err(StepError::Suspended),
+            Outstanding::Unknown => Err(StepError::OutcomeUnknown {
                 what: rec.cmd.kind.fingerprint(),
                 id,
             }),
-            _ => {
+            Outstanding::Perform => {
                 let receipt = self
                     .engine
                     .perform(&self.run, &id, &rec.cmd, rec.attempts)

@@ -4,9 +4,11 @@
 
 mod builder;
 mod cluster;
+mod command;
 mod driver;
 mod error;
 pub mod fault;
+mod fold;
 mod hooks;
 mod invoke;
 mod perform;
@@ -343,7 +345,7 @@ impl Engine {
             wake_at_ms: None,
             last_seq: 0,
         };
-        let mut state = RunState::new(1, TaskState::Submitted, initial);
+        let mut state = RunState::new(initial);
         let mode = match message.metadata.as_ref().and_then(|m| m.get("permissionMode")) {
             None => self.inner.config.permission_mode,
             Some(value) => value.as_str().and_then(PermissionMode::parse).ok_or_else(|| {
@@ -457,7 +459,7 @@ impl Engine {
             }
             _ => {
                 self.inner.disown(&run).await;
-                let state = run.lock().status;
+                let state = run.lock().status();
                 return Err(EngineError::NotAwaitingInput {
                     task_id: task_id.to_owned(),
                     state,
@@ -473,7 +475,7 @@ impl Engine {
             st.set_status(TaskState::Working);
             match ask {
                 Some(id) => {
-                    let transition = st.commands.get(&id).map(|c| c.transition).unwrap_or(false);
+                    let transition = st.command(&id).is_some_and(|c| c.transition);
                     let value = invoke::reply_value(&message);
                     st.record_receipt(Receipt {
                         id: id.clone(),
@@ -817,10 +819,8 @@ impl Inner {
                 first_skill.unwrap_or_default()
             )));
         };
-        let replayed = replay(&records, || {
-            skill.initial_state().unwrap_or(serde_json::Value::Null)
-        })
-        .map_err(|reason| {
+        let initial = skill.initial_state().unwrap_or(serde_json::Value::Null);
+        let replayed = replay(&records, initial, now_ms()).map_err(|reason| {
             EngineError::Store(crate::store::StoreError::Corrupt {
                 task_id: task_id.to_owned(),
                 seq: 0,

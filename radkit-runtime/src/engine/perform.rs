@@ -65,17 +65,11 @@ impl Inner {
                     // Honour the service's `Retry-After` when it asks for longer than our backoff.
                     let hint = std::time::Duration::from_millis(error.retry_after_ms.unwrap_or(0));
                     let delay = cmd.retry.backoff(attempt + 1).max(hint);
-                    {
-                        let mut st = run.lock();
-                        if let Some(rec) = st.commands.get_mut(id) {
-                            rec.attempts = attempt;
-                        }
-                        st.push(Entry::AttemptFailed {
-                            id: id.clone(),
-                            attempt,
-                            error,
-                        });
-                    }
+                    run.lock().push(Entry::AttemptFailed {
+                        id: id.clone(),
+                        attempt,
+                        error,
+                    });
                     tokio::time::sleep(delay).await;
                 }
                 result => {
@@ -89,13 +83,7 @@ impl Inner {
                         outcome,
                         usage,
                     };
-                    {
-                        let mut st = run.lock();
-                        if let Some(rec) = st.commands.get_mut(id) {
-                            rec.attempts = attempt;
-                        }
-                        st.record_receipt(receipt.clone());
-                    }
+                    run.lock().record_receipt(receipt.clone());
                     let crash =
                         self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
                     if crash || !cmd.policy.reissue_allowed() {

@@ -3,41 +3,21 @@
 //! effect is released (output commit): a command is durable before it runs, and a receipt is durable
 //! before anything that depends on it leaves the process.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
-use crate::flow::{Cmd, CmdKind, Event, InvocationId, Receipt};
-use crate::journal::{now_ms, Entry, JournalRecord};
+use super::fold::{CmdRec, Folded};
+use crate::flow::{Cmd, Event, InvocationId, Receipt};
+use crate::journal::{now_ms, Entry, JournalRecord, TransitionKind};
 use crate::model::TaskState;
 use crate::store::{Append, Store, StoreError};
 
-/// The wall-clock time `millis` from now (a timer's or a question's deadline).
-pub(crate) fn after_ms(millis: u64) -> i64 {
-    now_ms().saturating_add(i64::try_from(millis).unwrap_or(i64::MAX))
-}
-
-impl CmdRec {
-    /// True for a question whose deadline has passed without a receipt (it takes its default).
-    pub fn question_expired(&self, now_ms: i64) -> bool {
-        matches!(self.cmd.kind, CmdKind::AskUser { .. })
-            && self.receipt.is_none()
-            && self.fire_at_ms.is_some_and(|at| at <= now_ms)
-    }
-}
-
-/// What the engine knows of one command of the task.
-#[derive(Debug, Clone)]
-pub(crate) struct CmdRec {
-    pub cmd: Cmd,
-    pub receipt: Option<Receipt>,
-    pub attempts: u32,
-    pub transition: bool,
-    pub fire_at_ms: Option<i64>,
-    /// Journaled by an earlier run of the engine (before a crash or a wait).
-    pub recovered: bool,
+/// The wall-clock time `millis` after `now_ms` (a timer's or a question's deadline).
+pub(crate) fn after_ms(now_ms: i64, millis: u64) -> i64 {
+    now_ms.saturating_add(i64::try_from(millis).unwrap_or(i64::MAX))
 }
 
 /// Work queued for the driver.
@@ -49,23 +29,19 @@ pub(crate) enum Work {
     Execute(InvocationId),
 }
 
-/// Mutable state of a running task.
+/// Mutable state of a running task: the fold of its journal (read through `Deref`; only
+/// [`RunState::push`] changes it, by applying the entry it buffers) and what the run itself keeps —
+/// the entries not yet committed, the driver's queue and its flags.
 pub(crate) struct RunState {
+    fold: Folded,
     pub next_seq: u64,
     pending: Vec<Entry>,
     pending_state: Option<TaskState>,
     pending_wake: Option<Option<i64>>,
-    pub status: TaskState,
-    pub commands: HashMap<InvocationId, CmdRec>,
-    /// `Compensate` commands with successful receipts, in issue order.
-    pub compensable: Vec<InvocationId>,
-    pub state: serde_json::Value,
-    pub visit: u64,
+    /// The first `seq` this run journals: commands issued before it were journaled by an earlier run
+    /// of the engine (before a crash or a wait).
+    first_own_seq: u64,
     pub queue: VecDeque<Work>,
-    pub cancel_requested: bool,
-    /// The skill was told of the cancel (its `cancel` visit is journaled): a recovered run that
-    /// finishes a cancel cut off by a crash does not tell it again.
-    pub cancel_delivered: bool,
     /// The driver stopped: this run flushes nothing more, so nothing may be asked of it (a cancel goes
     /// through the store instead). Set under this lock together with the driver's last look at
     /// `cancel_requested`, so a cancel is either seen by the driver or refused here.
@@ -73,38 +49,60 @@ pub(crate) struct RunState {
     /// A visit whose final transition (`complete`, `fail`, `reject`, the second field) was journaled
     /// before a crash, without the terminal entry: replay re-runs it to finish the task, and the
     /// transition is not journaled again.
-    pub journaled_end: Option<(u64, String)>,
+    pub journaled_end: Option<(u64, TransitionKind)>,
+}
+
+impl std::ops::Deref for RunState {
+    type Target = Folded;
+    fn deref(&self) -> &Folded {
+        &self.fold
+    }
 }
 
 impl RunState {
-    pub fn new(next_seq: u64, status: TaskState, state: serde_json::Value) -> Self {
+    /// A new task, in the skill's `initial` state, before its first entry.
+    pub fn new(initial: serde_json::Value) -> Self {
+        Self::resumed(Folded::new(initial), VecDeque::new(), None)
+    }
+
+    /// A task whose journal folded into `fold`, with the work replay planned.
+    pub fn resumed(
+        fold: Folded,
+        queue: VecDeque<Work>,
+        journaled_end: Option<(u64, TransitionKind)>,
+    ) -> Self {
+        let next_seq = fold.last_seq() + 1;
         RunState {
+            fold,
             next_seq,
             pending: Vec::new(),
             pending_state: None,
             pending_wake: None,
-            status,
-            commands: HashMap::new(),
-            compensable: Vec::new(),
-            state,
-            visit: 0,
-            queue: VecDeque::new(),
-            cancel_requested: false,
-            cancel_delivered: false,
+            first_own_seq: next_seq,
+            queue,
             closed: false,
-            journaled_end: None,
+            journaled_end,
         }
+    }
+
+    /// The fold of everything journaled or buffered so far.
+    pub fn fold(&self) -> &Folded {
+        &self.fold
+    }
+
+    /// True for a command an earlier run of the engine journaled.
+    pub fn recovered(&self, rec: &CmdRec) -> bool {
+        rec.issued_seq < self.first_own_seq
     }
 
     /// Ask this run to cancel the task (`cancel_requested`, journaled with the next flush). Returns
     /// false when the run cannot carry it out: its driver stopped or the task ended. A task whose final
-    /// transition is journaled (`journaled_end`) is finished as decided, as the live path does.
+    /// transition is journaled is finished as decided, as the live path does.
     pub fn request_cancel(&mut self) -> bool {
-        if self.closed || self.status.is_terminal() {
+        if self.closed || self.status().is_terminal() {
             return false;
         }
-        if !self.cancel_requested && self.journaled_end.is_none() {
-            self.cancel_requested = true;
+        if !self.cancel_requested() && self.journaled_end.is_none() && self.ended().is_none() {
             self.push(Entry::CancelRequested);
         }
         true
@@ -114,86 +112,26 @@ impl RunState {
     /// (it stopped on a halt, a lost lease or a failed append).
     pub fn close(&mut self) -> bool {
         self.closed = true;
-        self.cancel_requested && !self.status.is_terminal()
+        self.cancel_requested() && !self.status().is_terminal()
     }
 
-    /// Buffer an entry.
+    /// Apply an entry to the fold and buffer it; a status entry also goes to the task row.
     pub fn push(&mut self, entry: Entry) {
+        self.fold.apply(self.next_seq, &entry);
+        if let Entry::StatusChanged { state } | Entry::Terminal { state, .. } = &entry {
+            self.pending_state = Some(*state);
+        }
         self.next_seq += 1;
         self.pending.push(entry);
     }
 
-    /// Record a command in the table and buffer its `command_issued` entry.
-    pub fn issue(
-        &mut self,
-        id: &InvocationId,
-        cmd: &Cmd,
-        transition: bool,
-        fire_at_ms: Option<i64>,
-    ) {
-        let rec = CmdRec {
-            cmd: cmd.clone(),
-            receipt: None,
-            attempts: 0,
-            transition,
-            fire_at_ms,
-            recovered: false,
-        };
-        self.commands.insert(id.clone(), rec);
+    /// Buffer a `command_issued` entry.
+    pub fn issue(&mut self, id: &InvocationId, cmd: Cmd, transition: bool) {
         self.push(Entry::CommandIssued {
             id: id.clone(),
-            cmd: cmd.clone(),
+            cmd,
             transition,
         });
-    }
-
-    /// Journal a question (`ask_user`): the command, its deadline as a durable timer (like a sleep's),
-    /// the `awaiting_input` entry and the `input-required` status. Returns the deadline. Questions
-    /// asked inside a step and those a transition issues both go through here (and expire through
-    /// [`RunState::expire_question`]), so the two paths cannot diverge.
-    pub fn ask(&mut self, id: &InvocationId, cmd: &Cmd, transition: bool) -> Option<i64> {
-        let CmdKind::AskUser {
-            slot,
-            message,
-            expires_in_ms,
-            ..
-        } = &cmd.kind
-        else {
-            self.issue(id, cmd, transition, None);
-            return None;
-        };
-        let expires_at = expires_in_ms.map(after_ms);
-        self.issue(id, cmd, transition, expires_at);
-        if let Some(at) = expires_at {
-            self.set_timer(id, at);
-        }
-        self.push(Entry::AwaitingInput {
-            slot: slot.clone(),
-            message: message.clone(),
-            resume: None,
-            ask: Some(id.clone()),
-        });
-        self.set_status(TaskState::InputRequired);
-        expires_at
-    }
-
-    /// Question `id` passed its deadline without a reply: its receipt is its declared default
-    /// (journaled), and the task works again. Returns the default.
-    pub fn expire_question(&mut self, id: &InvocationId, cmd: &Cmd) -> serde_json::Value {
-        let value = match &cmd.kind {
-            CmdKind::AskUser { on_expiry, .. } => on_expiry.clone(),
-            _ => None,
-        }
-        .unwrap_or(serde_json::Value::Null);
-        self.record_receipt(Receipt {
-            id: id.clone(),
-            attempt: 1,
-            outcome: Ok(value.clone()),
-            usage: None,
-        });
-        self.set_wake(None);
-        self.set_status(TaskState::Working);
-        value
     }
 
     /// Buffer a durable timer for command `id` and set the task row's wake time.
@@ -205,14 +143,10 @@ impl RunState {
         self.set_wake(Some(fire_at_ms));
     }
 
-    /// Buffer a status change (journaled, and stored on the task row).
+    /// Buffer a change to a non-terminal status (a task ends with a `terminal` entry).
     pub fn set_status(&mut self, state: TaskState) {
-        if self.status != state {
-            self.status = state;
-            self.pending_state = Some(state);
-            if !state.is_terminal() {
-                self.push(Entry::StatusChanged { state });
-            }
+        if self.status() != state && !state.is_terminal() {
+            self.push(Entry::StatusChanged { state });
         }
     }
 
@@ -221,14 +155,8 @@ impl RunState {
         self.pending_wake = Some(at);
     }
 
-    /// Record a receipt in the table and the buffer.
+    /// Buffer a receipt.
     pub fn record_receipt(&mut self, receipt: Receipt) {
-        if let Some(rec) = self.commands.get_mut(&receipt.id) {
-            if rec.cmd.policy == crate::flow::EffectPolicy::Compensate && receipt.outcome.is_ok() {
-                self.compensable.push(receipt.id.clone());
-            }
-            rec.receipt = Some(receipt.clone());
-        }
         self.push(Entry::ReceiptRecorded { receipt });
     }
 
@@ -401,17 +329,44 @@ impl TaskRun {
 mod tests {
     use super::*;
 
+    /// A run of a task created and now in `status`, its next entry at seq 5.
+    fn run_in(status: TaskState) -> RunState {
+        let mut st = RunState::new(serde_json::Value::Null);
+        st.push(Entry::TaskCreated {
+            skill_id: "s".into(),
+            skill_version: "1".into(),
+            context_id: "c".into(),
+            principal: None,
+            permission_mode: Default::default(),
+        });
+        st.push(Entry::MessageReceived {
+            message: crate::model::Message::user_text("go"),
+        });
+        st.push(Entry::StatusChanged {
+            state: TaskState::Working,
+        });
+        st.set_status(status);
+        while st.next_seq < 5 {
+            st.push(Entry::Progress {
+                message: crate::model::Message::agent_text("."),
+            });
+        }
+        st.pending.clear();
+        st.pending_state = None;
+        st
+    }
+
     #[test]
     fn a_closed_run_refuses_a_cancel() {
-        let mut st = RunState::new(5, TaskState::InputRequired, serde_json::Value::Null);
+        let mut st = run_in(TaskState::InputRequired);
         assert!(!st.close(), "nothing was asked of it");
         assert!(!st.request_cancel());
-        assert!(!st.cancel_requested && !st.has_pending());
+        assert!(!st.cancel_requested() && !st.has_pending());
     }
 
     #[test]
     fn a_cancel_the_run_stopped_before_carrying_out_is_reported_at_close() {
-        let mut st = RunState::new(5, TaskState::Working, serde_json::Value::Null);
+        let mut st = run_in(TaskState::Working);
         assert!(st.request_cancel());
         assert!(st.request_cancel(), "asked twice, journaled once");
         assert_eq!(st.next_seq, 6);
@@ -420,8 +375,11 @@ mod tests {
 
     #[test]
     fn an_ended_task_refuses_a_cancel() {
-        let mut st = RunState::new(5, TaskState::Working, serde_json::Value::Null);
-        st.set_status(TaskState::Completed);
+        let mut st = run_in(TaskState::Working);
+        st.push(Entry::Terminal {
+            state: TaskState::Completed,
+            message: None,
+        });
         assert!(!st.request_cancel());
         assert!(!st.close());
     }

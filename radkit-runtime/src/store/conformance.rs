@@ -91,7 +91,7 @@ pub fn every_entry() -> Vec<Entry> {
         },
         Entry::Transitioned {
             visit: 1,
-            next: "goto".into(),
+            next: crate::journal::TransitionKind::Goto,
             state: Some(serde_json::json!(null)),
         },
         Entry::TimerSet {

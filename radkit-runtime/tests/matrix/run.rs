@@ -357,7 +357,7 @@ fn check_at_crash(cell: &str, row: &Row, journal: &[JournalRecord]) {
         AtCrash::Compensating => {
             let decided = find(journal, receipt, |e| {
                 matches!(e, Entry::CancelRequested)
-                    || matches!(e, Entry::Transitioned { next, .. } if next == "fail")
+                    || matches!(e, Entry::Transitioned { next, .. } if *next == radkit_runtime::journal::TransitionKind::Fail)
             });
             assert!(
                 decided.is_some(),

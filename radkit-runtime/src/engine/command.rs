@@ -1,0 +1,159 @@
+//! Each command kind in one place: what issuing it journals, and what one that is journaled without a
+//! receipt needs now — for commands a step issues and those a transition issues, on the live path and
+//! after a replay. The driver, the step invoker and replay's plan all ask here.
+
+use super::fold::CmdRec;
+use super::run::{after_ms, RunState};
+use crate::flow::{Cmd, CmdKind, Event, InvocationId, Receipt};
+use crate::journal::Entry;
+use crate::model::{Message, TaskState};
+
+/// What issuing a command journaled, and what it needs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Issued {
+    /// Carried out by journaling it (an emitted message, progress, an artifact): its receipt is
+    /// written too.
+    Journaled,
+    /// A timer or a question: the task waits, to be woken at this time (a sleep's end, a question's
+    /// deadline) if any.
+    Waits(Option<i64>),
+    /// An effect (model or tool call) to perform.
+    Perform,
+}
+
+/// Journal `cmd` as command `id`, issued at `now_ms` by a transition or (`transition` false) inside a
+/// step.
+pub(crate) fn issue(
+    st: &mut RunState,
+    id: &InvocationId,
+    cmd: Cmd,
+    transition: bool,
+    now_ms: i64,
+) -> Issued {
+    match &cmd.kind {
+        CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. } => {
+            let entry = match &cmd.kind {
+                CmdKind::EmitMessage { message } => Entry::MessageEmitted {
+                    message: message.clone(),
+                },
+                CmdKind::Progress { text } => Entry::Progress {
+                    message: Message::agent_text(text.clone()),
+                },
+                CmdKind::EmitArtifact {
+                    artifact,
+                    append,
+                    last_chunk,
+                } => Entry::ArtifactEmitted {
+                    artifact: artifact.clone(),
+                    append: *append,
+                    last_chunk: *last_chunk,
+                },
+                _ => unreachable!("matched above"),
+            };
+            // Its result is never an event, whoever issued it.
+            st.issue(id, cmd, false);
+            st.push(entry);
+            st.record_receipt(ok(id, serde_json::Value::Null));
+            Issued::Journaled
+        }
+        CmdKind::Sleep { millis } => {
+            let fire_at = after_ms(now_ms, *millis);
+            st.issue(id, cmd, transition);
+            st.set_timer(id, fire_at);
+            Issued::Waits(Some(fire_at))
+        }
+        CmdKind::AskUser {
+            slot,
+            message,
+            expires_in_ms,
+            ..
+        } => {
+            // A question's deadline is a durable timer, like a sleep's end.
+            let deadline = expires_in_ms.map(|ms| after_ms(now_ms, ms));
+            let asked = Entry::AwaitingInput {
+                slot: slot.clone(),
+                message: message.clone(),
+                resume: None,
+                ask: Some(id.clone()),
+            };
+            st.issue(id, cmd, transition);
+            if let Some(at) = deadline {
+                st.set_timer(id, at);
+            }
+            st.push(asked);
+            st.set_status(TaskState::InputRequired);
+            Issued::Waits(deadline)
+        }
+        CmdKind::Llm { .. } | CmdKind::Tool { .. } => {
+            st.issue(id, cmd, transition);
+            Issued::Perform
+        }
+    }
+}
+
+/// What a command journaled without a receipt needs at `now_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outstanding {
+    /// A sleep whose time has come, or a question past its deadline: [`settle_due`] writes its
+    /// receipt.
+    Due,
+    /// A sleep until this time.
+    Timer(i64),
+    /// A question waiting for its reply, until its deadline if any.
+    Question(Option<i64>),
+    /// An effect to perform (again, under the same id).
+    Perform,
+    /// An effect journaled by an earlier run whose policy forbids reissuing it: its outcome is
+    /// unknown.
+    Unknown,
+}
+
+/// What command `rec` needs at `now_ms`; `recovered` when an earlier run of the engine journaled it.
+pub(crate) fn outstanding(rec: &CmdRec, recovered: bool, now_ms: i64) -> Outstanding {
+    match &rec.cmd.kind {
+        CmdKind::Sleep { .. } => match rec.fire_at_ms {
+            Some(at) if at > now_ms => Outstanding::Timer(at),
+            _ => Outstanding::Due,
+        },
+        CmdKind::AskUser { .. } if rec.question_expired(now_ms) => Outstanding::Due,
+        CmdKind::AskUser { .. } => Outstanding::Question(rec.fire_at_ms),
+        _ if recovered && !rec.cmd.policy.reissue_allowed() => Outstanding::Unknown,
+        _ => Outstanding::Perform,
+    }
+}
+
+/// Write the receipt of a [due](Outstanding::Due) command `id`: a sleep's (the timer fired) or an
+/// expired question's, which takes its declared default and lets the task work again. Returns the
+/// receipt's value.
+pub(crate) fn settle_due(st: &mut RunState, id: &InvocationId, cmd: &Cmd) -> serde_json::Value {
+    let value = match &cmd.kind {
+        CmdKind::AskUser { on_expiry, .. } => on_expiry.clone().unwrap_or_default(),
+        _ => serde_json::Value::Null,
+    };
+    st.record_receipt(ok(id, value.clone()));
+    st.set_wake(None);
+    if matches!(cmd.kind, CmdKind::AskUser { .. }) {
+        st.set_status(TaskState::Working);
+    }
+    value
+}
+
+/// The event that delivers the result of transition command `id` to the skill.
+pub(crate) fn result_event(id: InvocationId, cmd: &Cmd, receipt: &Receipt) -> Event {
+    match cmd.kind {
+        CmdKind::Sleep { .. } => Event::TimerFired { id },
+        _ => Event::CommandResult {
+            id,
+            outcome: receipt.outcome.clone(),
+        },
+    }
+}
+
+fn ok(id: &InvocationId, value: serde_json::Value) -> Receipt {
+    Receipt {
+        id: id.clone(),
+        attempt: 1,
+        outcome: Ok(value),
+        usage: None,
+    }
+}

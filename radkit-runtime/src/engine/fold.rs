@@ -1,0 +1,351 @@
+//! The fold: the one code that turns journal entries into task state. [`Folded::apply`] is called by
+//! the live path as it buffers each entry (`RunState::push`) and by replay over the stored journal
+//! (from the last checkpoint), so a task cannot behave differently after a crash than without one:
+//! both read the same state, built by the same function. Its fields are private; nothing else
+//! writes them.
+//!
+//! The fold does not read the clock and keeps no copy of a visit's state or event that the journal
+//! holds: it points at the entries by `seq` (replay looks them up when it plans the run's next work).
+
+use std::collections::{HashMap, HashSet};
+
+use super::PermissionMode;
+use crate::flow::{Cmd, CmdKind, EffectPolicy, Event, InvocationId, Receipt};
+use crate::journal::{Entry, TransitionKind};
+use crate::model::TaskState;
+
+/// Who the task is (its `task_created` entry).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Header {
+    pub skill_id: String,
+    pub skill_version: String,
+    pub context_id: String,
+    pub principal: Option<String>,
+    pub permission_mode: PermissionMode,
+}
+
+/// What the journal says of one command of the task.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CmdRec {
+    pub cmd: Cmd,
+    pub receipt: Option<Receipt>,
+    /// Attempts made so far (failed attempts, then the receipt's).
+    pub attempts: u32,
+    /// Issued by a transition (its result comes back as an event), not from inside a step.
+    pub transition: bool,
+    /// A sleep's firing time or a question's deadline (its `timer_set` entry).
+    pub fire_at_ms: Option<i64>,
+    /// The `seq` of its `command_issued` entry (0 for one a checkpoint carried).
+    pub issued_seq: u64,
+}
+
+impl CmdRec {
+    /// True for a question whose deadline has passed without a receipt (it takes its default).
+    pub fn question_expired(&self, now_ms: i64) -> bool {
+        matches!(self.cmd.kind, CmdKind::AskUser { .. })
+            && self.receipt.is_none()
+            && self.fire_at_ms.is_some_and(|at| at <= now_ms)
+    }
+}
+
+/// A step visit, by its `activated` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct VisitRef {
+    pub visit: u64,
+    /// The `seq` of its `activated` entry (which holds its state and event).
+    pub seq: u64,
+}
+
+/// What a task waits for, as its `awaiting_input` entry said.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Awaiting {
+    /// The reply is delivered to a state (an `await_input` transition), not to an `ask` command.
+    pub resumes_state: bool,
+    /// The `ask_user` command being answered, if any.
+    pub ask: Option<InvocationId>,
+}
+
+/// A task's state as its journal builds it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Folded {
+    header: Option<Header>,
+    last_seq: u64,
+    status: TaskState,
+    state: serde_json::Value,
+    visit: u64,
+    commands: HashMap<InvocationId, CmdRec>,
+    compensable: Vec<InvocationId>,
+    transition_order: Vec<InvocationId>,
+    delivered: HashSet<InvocationId>,
+    open: Option<VisitRef>,
+    ended: Option<(VisitRef, TransitionKind)>,
+    pending_goto: bool,
+    awaiting: Option<Awaiting>,
+    unconsumed: Option<u64>,
+    activated: bool,
+    cancel_requested: bool,
+    cancel_delivered: bool,
+}
+
+impl Folded {
+    /// A task before its first entry, in the skill's `initial` state.
+    pub fn new(initial: serde_json::Value) -> Self {
+        Folded {
+            header: None,
+            last_seq: 0,
+            status: TaskState::Submitted,
+            state: initial,
+            visit: 0,
+            commands: HashMap::new(),
+            compensable: Vec::new(),
+            transition_order: Vec::new(),
+            delivered: HashSet::new(),
+            open: None,
+            ended: None,
+            pending_goto: false,
+            awaiting: None,
+            unconsumed: None,
+            activated: false,
+            cancel_requested: false,
+            cancel_delivered: false,
+        }
+    }
+
+    /// Apply the entry at `seq`.
+    pub fn apply(&mut self, seq: u64, entry: &Entry) {
+        self.last_seq = seq;
+        match entry {
+            Entry::TaskCreated {
+                skill_id,
+                skill_version,
+                context_id,
+                principal,
+                permission_mode,
+            } => {
+                self.header = Some(Header {
+                    skill_id: skill_id.clone(),
+                    skill_version: skill_version.clone(),
+                    context_id: context_id.clone(),
+                    principal: principal.clone(),
+                    permission_mode: *permission_mode,
+                })
+            }
+            Entry::MessageReceived { .. } => self.unconsumed = Some(seq),
+            Entry::Activated {
+                visit,
+                state,
+                event,
+                ..
+            } => self.activated(seq, *visit, state, event),
+            Entry::CommandIssued {
+                id,
+                cmd,
+                transition,
+            } => self.issued(seq, id, cmd, *transition),
+            Entry::AttemptFailed { id, attempt, .. } => {
+                if let Some(rec) = self.commands.get_mut(id) {
+                    rec.attempts = *attempt;
+                }
+            }
+            Entry::ReceiptRecorded { receipt } => self.receipt(receipt),
+            Entry::Transitioned { visit, next, state } => {
+                if let Some(open) = self.open.take() {
+                    if open.visit == *visit && next.is_final() {
+                        self.ended = Some((open, *next));
+                    }
+                }
+                if let Some(state) = state {
+                    self.state = state.clone();
+                }
+                self.pending_goto = *next == TransitionKind::Goto;
+            }
+            Entry::TimerSet { id, fire_at_ms } => {
+                if let Some(rec) = self.commands.get_mut(id) {
+                    rec.fire_at_ms = Some(*fire_at_ms);
+                }
+            }
+            Entry::AwaitingInput { resume, ask, .. } => {
+                self.awaiting = Some(Awaiting {
+                    resumes_state: resume.is_some(),
+                    ask: ask.clone(),
+                })
+            }
+            Entry::StatusChanged { state } | Entry::Terminal { state, .. } => self.status = *state,
+            // A cancel journaled after the task decided its end is ignored: the task finishes as
+            // decided.
+            Entry::CancelRequested => self.cancel_requested |= self.ended.is_none(),
+            Entry::Compensated { id, .. } => self.compensable.retain(|c| c != id),
+            Entry::Checkpoint {
+                visit,
+                state,
+                status,
+                compensable,
+            } => {
+                // Written right after a `goto` transition with nothing outstanding: what came before
+                // matters only through these fields.
+                self.commands = compensable
+                    .iter()
+                    .map(|c| {
+                        let rec = CmdRec {
+                            cmd: c.cmd.clone(),
+                            receipt: Some(c.receipt.clone()),
+                            attempts: c.receipt.attempt,
+                            transition: false,
+                            fire_at_ms: None,
+                            issued_seq: 0,
+                        };
+                        (c.id.clone(), rec)
+                    })
+                    .collect();
+                self.compensable = compensable.iter().map(|c| c.id.clone()).collect();
+                self.transition_order.clear();
+                self.delivered.clear();
+                self.state = state.clone();
+                self.visit = *visit;
+                self.status = *status;
+                self.open = None;
+                self.ended = None;
+                self.pending_goto = true;
+                self.awaiting = None;
+                self.unconsumed = None;
+                self.activated = true;
+            }
+            Entry::MessageEmitted { .. }
+            | Entry::Progress { .. }
+            | Entry::ArtifactEmitted { .. } => {}
+        }
+    }
+
+    fn activated(&mut self, seq: u64, visit: u64, state: &serde_json::Value, event: &Event) {
+        self.visit = self.visit.max(visit);
+        self.open = Some(VisitRef { visit, seq });
+        self.ended = None;
+        self.pending_goto = false;
+        // Every later visit starts in the state the fold already holds (the last transition's or
+        // checkpoint's); the first one in the state the task was created with, which the journal
+        // keeps (the skill's initial state may have changed since).
+        if !self.activated {
+            self.state = state.clone();
+        }
+        self.activated = true;
+        match event {
+            Event::UserMessage { .. } => {
+                self.unconsumed = None;
+                self.awaiting = None;
+            }
+            Event::CommandResult { id, .. } | Event::TimerFired { id } => {
+                self.delivered.insert(id.clone());
+            }
+            Event::Cancel => self.cancel_delivered = true,
+            _ => {}
+        }
+    }
+
+    fn issued(&mut self, seq: u64, id: &InvocationId, cmd: &Cmd, transition: bool) {
+        if transition {
+            self.transition_order.push(id.clone());
+        }
+        let rec = CmdRec {
+            cmd: cmd.clone(),
+            receipt: None,
+            attempts: 0,
+            transition,
+            fire_at_ms: None,
+            issued_seq: seq,
+        };
+        self.commands.insert(id.clone(), rec);
+    }
+
+    fn receipt(&mut self, receipt: &Receipt) {
+        let Some(rec) = self.commands.get_mut(&receipt.id) else {
+            return;
+        };
+        if rec.cmd.policy == EffectPolicy::Compensate && receipt.outcome.is_ok() {
+            self.compensable.push(receipt.id.clone());
+        }
+        if matches!(rec.cmd.kind, CmdKind::AskUser { .. }) {
+            self.awaiting = None;
+        }
+        rec.attempts = receipt.attempt;
+        rec.receipt = Some(receipt.clone());
+    }
+
+    /// The task's header, once its `task_created` entry is applied.
+    pub fn header(&self) -> Option<&Header> {
+        self.header.as_ref()
+    }
+    /// The `seq` of the last entry applied.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+    /// The task's status.
+    pub fn status(&self) -> TaskState {
+        self.status
+    }
+    /// The state the next visit starts in.
+    pub fn state(&self) -> &serde_json::Value {
+        &self.state
+    }
+    /// The last visit's number.
+    pub fn visit(&self) -> u64 {
+        self.visit
+    }
+    /// The commands the journal holds since the last checkpoint (and those a checkpoint carried).
+    pub fn commands(&self) -> &HashMap<InvocationId, CmdRec> {
+        &self.commands
+    }
+    /// One command.
+    pub fn command(&self, id: &InvocationId) -> Option<&CmdRec> {
+        self.commands.get(id)
+    }
+    /// `Compensate` commands with successful receipts not compensated yet, in issue order.
+    pub fn compensable(&self) -> &[InvocationId] {
+        &self.compensable
+    }
+    /// Transition-issued commands, in issue order.
+    pub fn transition_order(&self) -> &[InvocationId] {
+        &self.transition_order
+    }
+    /// True when the result of transition command `id` was delivered to a visit.
+    pub fn delivered(&self, id: &InvocationId) -> bool {
+        self.delivered.contains(id)
+    }
+    /// The visit whose transition is not journaled (cut off by a crash, or suspended in a step).
+    pub fn open(&self) -> Option<VisitRef> {
+        self.open
+    }
+    /// The last visit, when its final transition is journaled and the task has not ended yet.
+    pub fn ended(&self) -> Option<(VisitRef, TransitionKind)> {
+        self.ended
+    }
+    /// The last transition was a `goto` whose visit has not begun.
+    pub fn pending_goto(&self) -> bool {
+        self.pending_goto
+    }
+    /// What the task waits for, after an `awaiting_input` entry.
+    pub fn awaiting(&self) -> Option<&Awaiting> {
+        self.awaiting.as_ref()
+    }
+    /// The `seq` of a user message no visit has consumed yet.
+    pub fn unconsumed(&self) -> Option<u64> {
+        self.unconsumed
+    }
+    /// A visit happened (or a checkpoint stands for some).
+    pub fn has_activated(&self) -> bool {
+        self.activated
+    }
+    /// A cancel was requested (and the task had not decided its end).
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested
+    }
+    /// The skill was told of the cancel (its `cancel` visit is journaled).
+    pub fn cancel_delivered(&self) -> bool {
+        self.cancel_delivered
+    }
+    /// Something outstanding can wake the task: a transition command without its receipt, or a timer.
+    pub fn has_outstanding_wake(&self) -> bool {
+        self.commands
+            .values()
+            .any(|c| c.receipt.is_none() && (c.transition || c.fire_at_ms.is_some()))
+    }
+}
