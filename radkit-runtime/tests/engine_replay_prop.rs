@@ -161,6 +161,8 @@ struct Run {
     journal: Vec<JournalRecord>,
     boundaries: Boundaries,
     executions: BTreeMap<String, u32>,
+    /// Where a run's live state differed from the fold of its stored journal after an append.
+    divergences: Vec<String>,
 }
 
 impl Run {
@@ -227,6 +229,7 @@ fn builder(store: &MemoryStore, executions: &Executions, every: u64) -> EngineBu
         .skill(Accumulator)
         .effects(effects(executions.clone()))
         .checkpoint_every(every)
+        .check_fold(true)
 }
 
 /// A new engine over the same store, as a restarted process (no fault hook: one crash per run).
@@ -276,10 +279,13 @@ async fn run(ops: &[String], crash: CrashAt, every: u64) -> Run {
         .build()
         .unwrap();
     let mut task_id: Option<String> = None;
+    // What the fold check found, in every engine of the run.
+    let mut divergences = Vec::new();
     let mut i = 0;
     let all: Vec<String> = ops.iter().cloned().chain(["done".to_owned()]).collect();
     while i < all.len() {
         if engine.is_halted() {
+            divergences.extend(engine.fold_divergences());
             engine = restart(&store, &executions, every).await;
         }
         let message = match &task_id {
@@ -324,6 +330,7 @@ async fn run(ops: &[String], crash: CrashAt, every: u64) -> Run {
     let task = loop {
         if engine.is_halted() {
             // The crash came while the last op ran: recover and wait again.
+            divergences.extend(engine.fold_divergences());
             engine = restart(&store, &executions, every).await;
         }
         tokio::select! {
@@ -347,7 +354,9 @@ async fn run(ops: &[String], crash: CrashAt, every: u64) -> Run {
         }
     }
     let executions = executions.lock().unwrap().clone();
+    divergences.extend(engine.fold_divergences());
     Run {
+        divergences,
         state: task.status.state,
         text: status_text(&task),
         journal: engine.journal(None, &task_id).await.unwrap(),
@@ -453,6 +462,13 @@ fn a_crash_ends_like_no_crash(
         Pick::Nth(boundary, n) => CrashAt::Nth(boundary, n),
     };
     let crashed = rt.block_on(run(ops, crash, every));
+    for run in [&reference, &crashed] {
+        prop_assert!(
+            run.divergences.is_empty(),
+            "live state differs from the journal's fold: {:?}",
+            run.divergences
+        );
+    }
     let Some(fault) = crashed.crash() else {
         return Err(TestCaseError::fail(format!(
             "no crash at {crash:?}: the run crossed {} boundaries, the crash-free one {}",

@@ -38,6 +38,9 @@ pub struct EngineConfig {
     /// Visits between journal checkpoints (`0`: never). Reloading a task replays its journal from
     /// the last checkpoint only.
     pub checkpoint_every: u64,
+    /// After every append, compare the run's live fold with the fold of the stored journal and keep
+    /// what differs (tests; see [`EngineBuilder::check_fold`]).
+    pub check_fold: bool,
 }
 
 impl Default for EngineConfig {
@@ -52,6 +55,7 @@ impl Default for EngineConfig {
             poll: Duration::from_millis(100),
             max_active_tasks: 256,
             checkpoint_every: 64,
+            check_fold: false,
         }
     }
 }
@@ -236,6 +240,15 @@ impl EngineBuilder {
         self
     }
 
+    /// After every append, fold the task's stored journal (from its last checkpoint, as a restart
+    /// would) and compare it with the state the run holds; a difference is kept for
+    /// [`Engine::fold_divergences`] and halts the engine. For tests: it reads the journal back after
+    /// every write.
+    pub fn check_fold(mut self, check: bool) -> Self {
+        self.config.check_fold = check;
+        self
+    }
+
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         if self.config.lease_ttl < Duration::from_millis(100) {
@@ -281,6 +294,7 @@ impl EngineBuilder {
             unserved_cancels: Mutex::new(Default::default()),
             worker_started: AtomicBool::new(false),
             claiming: tokio::sync::Mutex::new(()),
+            divergences: Arc::default(),
         };
         Ok(Engine {
             inner: Arc::new(inner),

@@ -8,6 +8,7 @@
 //! holds: it points at the entries by `seq` (replay looks them up when it plans the run's next work).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use super::PermissionMode;
 use crate::flow::{Cmd, CmdKind, EffectPolicy, Event, InvocationId, Receipt};
@@ -347,5 +348,45 @@ impl Folded {
         self.commands
             .values()
             .any(|c| c.receipt.is_none() && (c.transition || c.fire_at_ms.is_some()))
+    }
+}
+
+/// What a run needs to check its live fold against the stored journal's after each append (see
+/// `EngineBuilder::check_fold`).
+#[derive(Clone)]
+pub(crate) struct FoldCheck {
+    /// The skill's initial state (what replay folds over).
+    pub initial: serde_json::Value,
+    /// Where differences are kept.
+    pub divergences: Arc<Mutex<Vec<String>>>,
+}
+
+impl FoldCheck {
+    /// Compare `live` (the run's fold when it took the entries it just committed) with the fold of
+    /// `stored` (the task's journal as a restart reads it). Returns false on a difference, which is
+    /// kept.
+    pub fn compare(
+        &self,
+        task_id: &str,
+        live: &Folded,
+        stored: &[crate::journal::JournalRecord],
+    ) -> bool {
+        let mut folded = Folded::new(self.initial.clone());
+        for record in stored {
+            folded.apply(record.seq, &record.entry);
+        }
+        if folded == *live {
+            return true;
+        }
+        let difference = format!(
+            "task {task_id}: after seq {} the live fold differs from the stored journal's\nlive:   {live:?}\nstored: {folded:?}",
+            live.last_seq()
+        );
+        tracing::error!(task = %task_id, "{difference}");
+        self.divergences
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(difference);
+        false
     }
 }

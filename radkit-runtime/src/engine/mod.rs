@@ -67,6 +67,8 @@ pub(crate) struct Inner {
     worker_started: AtomicBool,
     /// Held while claiming, so that shutdown can wait for a claim in flight.
     claiming: tokio::sync::Mutex<()>,
+    /// Differences between live and stored folds (`EngineConfig::check_fold`).
+    divergences: Arc<Mutex<Vec<String>>>,
 }
 
 /// The durable engine. Cheap to clone.
@@ -251,6 +253,16 @@ impl Engine {
         &self.inner.config.worker_id
     }
 
+    /// What [`EngineBuilder::check_fold`] found: each time a run's live state differed from the fold
+    /// of its stored journal. Empty when the check is off or found nothing.
+    pub fn fold_divergences(&self) -> Vec<String> {
+        self.inner
+            .divergences
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// True once halted.
     pub fn is_halted(&self) -> bool {
         self.inner.halted.load(Ordering::SeqCst)
@@ -378,6 +390,7 @@ impl Engine {
         );
         run.create = Mutex::new(Some(record));
         run.mode = mode;
+        run.fold_check = self.inner.fold_check(skill.as_ref());
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
         let drive_here =
@@ -722,6 +735,14 @@ impl Engine {
 }
 
 impl Inner {
+    /// The fold check of a run of `skill`, when the engine checks folds.
+    fn fold_check(&self, skill: &dyn ErasedSkill) -> Option<fold::FoldCheck> {
+        self.config.check_fold.then(|| fold::FoldCheck {
+            initial: skill.initial_state().unwrap_or_default(),
+            divergences: self.divergences.clone(),
+        })
+    }
+
     pub(crate) fn halt(&self) {
         self.halted.store(true, Ordering::SeqCst);
     }
@@ -850,6 +871,7 @@ impl Inner {
         );
         run.mode = replayed.header.permission_mode;
         run.fence = fence;
+        run.fold_check = self.fold_check(skill.as_ref());
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
-use super::fold::{CmdRec, Folded};
+use super::fold::{CmdRec, FoldCheck, Folded};
 use crate::flow::{Cmd, Event, InvocationId, Receipt};
 use crate::journal::{now_ms, Entry, JournalRecord, TransitionKind};
 use crate::model::TaskState;
@@ -187,6 +187,8 @@ pub(crate) struct TaskRun {
     pub new_lease: Mutex<Option<crate::store::NewLease>>,
     /// The task's permission mode.
     pub mode: super::PermissionMode,
+    /// Compare the live fold with the stored journal's after every append (tests).
+    pub fold_check: Option<FoldCheck>,
 }
 
 /// Why a flush failed.
@@ -223,6 +225,7 @@ impl TaskRun {
             create: Mutex::new(None),
             new_lease: Mutex::new(None),
             mode: super::PermissionMode::Default,
+            fold_check: None,
         }
     }
 
@@ -266,7 +269,7 @@ impl TaskRun {
     /// crash (`Inner::reload_after_failed_write`; on a shared store the released lease is claimed).
     pub async fn flush(&self) -> Result<(), FlushError> {
         let _serial = self.flush_lock.lock().await;
-        let (first_seq, entries, state, wake) = {
+        let (first_seq, entries, state, wake, live) = {
             let mut st = self.lock();
             if !st.has_pending() {
                 return Ok(());
@@ -278,6 +281,7 @@ impl TaskRun {
                 entries,
                 st.pending_state.take(),
                 st.pending_wake.take(),
+                self.fold_check.as_ref().map(|_| st.fold().clone()),
             )
         };
         if self.is_halted() {
@@ -319,6 +323,13 @@ impl TaskRun {
                     at_ms,
                     entry,
                 }));
+            }
+        }
+        if let (Some(check), Some(live)) = (&self.fold_check, live) {
+            let stored = self.store.journal_for_replay(&self.task_id).await?;
+            if !check.compare(&self.task_id, &live, &stored) {
+                self.halted.store(true, Ordering::SeqCst);
+                return Err(FlushError::Halted);
             }
         }
         Ok(())
