@@ -265,7 +265,9 @@ impl Folded {
             self.compensable.push(receipt.id.clone());
         }
         if matches!(rec.cmd.kind, CmdKind::AskUser { .. }) {
+            // The reply is this receipt: the message that carried it is consumed.
             self.awaiting = None;
+            self.unconsumed = None;
         }
         rec.attempts = receipt.attempt;
         rec.receipt = Some(receipt.clone());

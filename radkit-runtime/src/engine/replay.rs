@@ -312,6 +312,61 @@ mod tests {
         ]
     }
 
+    /// The regression the authoring-form proptest found: the reply to a question asked inside a step
+    /// was left "unconsumed", and a later `await_input` re-delivered it as a new message on reload
+    /// (so the task could not be answered).
+    #[test]
+    fn a_reply_to_an_in_step_question_is_not_delivered_again() {
+        let ask = InvocationId::from_string("t:2:0".to_owned());
+        let replayed = replay(
+            &asked_then(vec![
+                Entry::MessageReceived {
+                    message: Message::user_text("ask"),
+                },
+                Entry::Activated {
+                    visit: 2,
+                    step: "ask".to_owned(),
+                    state: json!("ask"),
+                    event: Event::UserMessage {
+                        message: Message::user_text("ask"),
+                    },
+                },
+                Entry::CommandIssued {
+                    id: ask.clone(),
+                    cmd: crate::flow::Cmd::ask_user("extra", Message::agent_text("how much?")),
+                    transition: false,
+                },
+                Entry::MessageReceived {
+                    message: Message::user_text("three"),
+                },
+                Entry::ReceiptRecorded {
+                    receipt: crate::flow::Receipt {
+                        id: ask,
+                        attempt: 1,
+                        outcome: Ok(json!("three")),
+                        usage: None,
+                    },
+                },
+                Entry::Transitioned {
+                    visit: 2,
+                    next: crate::journal::TransitionKind::AwaitInput,
+                    state: Some(json!("wait")),
+                },
+                Entry::AwaitingInput {
+                    slot: "next".to_owned(),
+                    message: Message::agent_text("next?"),
+                    resume: Some(json!("wait")),
+                    ask: None,
+                },
+            ]),
+            json!(null),
+            0,
+        )
+        .unwrap();
+        assert!(matches!(replayed.wait, Wait::Input { ask: None, .. }));
+        assert!(replayed.run.queue.is_empty());
+    }
+
     #[test]
     fn waiting_task_waits_for_input() {
         let replayed = replay(&asked_then(vec![]), json!(null), 0).unwrap();

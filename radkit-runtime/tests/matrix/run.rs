@@ -48,7 +48,8 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
         let builder = Engine::builder_arc(store)
             .without_registered_skills()
             .erased_skill(skill(form, &probe))
-            .effects(Effects::new().tool(EFFECT, probe.tool(row.policy)));
+            .effects(Effects::new().tool(EFFECT, probe.tool(row.policy)))
+            .check_fold(true);
         site.leases(builder, crashing)
     };
 
@@ -102,6 +103,11 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
         halted(&crashed, &cell).await;
     }
     crashed.halt();
+    assert_eq!(
+        crashed.fold_divergences(),
+        Vec::<String>::new(),
+        "{cell}: before the crash"
+    );
     let calls_at_crash = probe.calls();
     let undos_at_crash = probe.undos();
 
@@ -137,6 +143,11 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
         .await
         .unwrap_or_else(|e| panic!("{cell}: the final journal cannot be read: {e}"));
     fresh.shutdown().await;
+    assert_eq!(
+        fresh.fold_divergences(),
+        Vec::<String>::new(),
+        "{cell}: after recovery"
+    );
 
     let expect = &row.expect;
     let counted = (calls_at_crash, probe.calls(), undos_at_crash, probe.undos());
