@@ -6,6 +6,8 @@
 
 mod common;
 
+use radkit::engine::Caller;
+use radkit::model::TaskId;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -307,6 +309,10 @@ async fn bad_params_are_invalid_params() {
                              "messageId": common::uuid(), "kind": "message" });
     let mut unknown_skill = common::user("hello");
     unknown_skill["metadata"] = json!({ "skillId": "no_such_skill" });
+    let mut unknown_mode = common::user("hello");
+    unknown_mode["metadata"] = json!({ "permissionMode": "yolo" });
+    let mut skill_not_text = common::user("hello");
+    skill_not_text["metadata"] = json!({ "skillId": 7 });
     let cases = [
         // `params` that is not an object.
         (
@@ -377,6 +383,22 @@ async fn bad_params_are_invalid_params() {
             "message/send",
             json!({ "message": unknown_skill }),
             "no skill `no_such_skill`",
+        ),
+        // What the server reads from metadata, once, for the engine.
+        (
+            "message/send",
+            json!({ "message": unknown_mode }),
+            "unknown permissionMode \"yolo\"",
+        ),
+        (
+            "message/stream",
+            json!({ "message": common::user("hi"), "metadata": { "permissionMode": 3 } }),
+            "unknown permissionMode 3",
+        ),
+        (
+            "message/send",
+            json!({ "message": skill_not_text }),
+            "metadata `skillId` must be a string",
         ),
     ];
     for (method, params, says) in cases {
@@ -776,7 +798,11 @@ async fn a_task_of_another_skill_version_is_refused_with_unsupported_operation_a
     let v1 = greeter_agent(&path, 1).await;
     let task = waiting_task(&client, &v1.url).await;
     let before = call(&client, &v1.url, "tasks/get", json!({ "id": task })).await;
-    let journal_before = v1.engine.journal(None, &task).await.unwrap();
+    let journal_before = v1
+        .engine
+        .journal(&Caller::Operator, &TaskId::from(&task))
+        .await
+        .unwrap();
     drop(v1);
 
     // Version 2 of the same skill id refuses to continue it, over every path that would.
@@ -798,7 +824,10 @@ async fn a_task_of_another_skill_version_is_refused_with_unsupported_operation_a
     let after = call(&client, &v2.url, "tasks/get", json!({ "id": task })).await;
     assert_eq!(after, before, "the task reads the same");
     assert_eq!(
-        v2.engine.journal(None, &task).await.unwrap(),
+        v2.engine
+            .journal(&Caller::Operator, &TaskId::from(&task))
+            .await
+            .unwrap(),
         journal_before,
         "the journal is untouched"
     );

@@ -1,5 +1,6 @@
 //! `radkit tasks list|show` read a SQLite file and print tasks and a journal timeline.
 
+use radkit::engine::{Caller, Request};
 use std::process::Command;
 
 #[allow(dead_code)] // each test uses part of the demo
@@ -19,10 +20,10 @@ async fn tasks_list_and_show_print_the_journal_as_a_timeline() {
             .await
             .unwrap();
         let id = engine
-            .send(None, None, Message::user_text("Durable agents"))
+            .send(Request::operator(Message::user_text("Durable agents")))
             .await
             .unwrap();
-        engine.wait_settled(None, &id).await.unwrap();
+        engine.wait_settled(&Caller::Operator, &id).await.unwrap();
         id
     };
     let run = |args: &[&str]| {
@@ -42,7 +43,9 @@ async fn tasks_list_and_show_print_the_journal_as_a_timeline() {
     };
     let list = run(&["list"]);
     assert!(
-        list.contains(&id) && list.contains("research_loop_v2") && list.contains("input-required"),
+        list.contains(id.as_str())
+            && list.contains("research_loop_v2")
+            && list.contains("input-required"),
         "{list}"
     );
     let show = run(&["show", &id]);
@@ -78,11 +81,11 @@ async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguo
         let mut ids = Vec::new();
         for _ in 0..17 {
             let id = engine
-                .send(None, Some("ticker"), Message::user_text("1"))
+                .send(Request::operator(Message::user_text("1")).skill("ticker"))
                 .await
                 .unwrap();
-            engine.wait_settled(None, &id).await.unwrap();
-            ids.push(id);
+            engine.wait_settled(&Caller::Operator, &id).await.unwrap();
+            ids.push(id.to_string());
         }
         ids
     };

@@ -3,6 +3,8 @@
 //! with SIGSTOP. The server is `RADKIT_TEST_POSTGRES_URL`, else the local one (see `services`); when
 //! it does not answer these tests are reported ignored. Each test works in a fresh schema.
 
+use radkit::engine::{Caller, Request};
+use radkit::model::TaskId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
@@ -79,9 +81,9 @@ async fn submitter(url: &str) -> Engine {
         .expect("build the engine")
 }
 
-async fn send(engine: &Engine, skill: &str, text: &str) -> String {
+async fn send(engine: &Engine, skill: &str, text: &str) -> TaskId {
     engine
-        .send(None, Some(skill), Message::user_text(text))
+        .send(Request::operator(Message::user_text(text)).skill(skill))
         .await
         .expect("send")
 }
@@ -120,14 +122,14 @@ fn check_journal(task_id: &str, journal: &[JournalRecord]) {
 }
 
 /// Wait until `task` has journaled more than `seq` entries, following it as `engine` sees it.
-async fn journaled_past(engine: &Engine, task: &str, seq: u64) {
-    let mut sub = engine.subscribe(None, task).await.unwrap();
+async fn journaled_past(engine: &Engine, task: &TaskId, seq: u64) {
+    let mut sub = engine.subscribe(&Caller::Operator, task).await.unwrap();
     within(
         PATIENCE,
         &format!("task {task} to journal past seq {seq}"),
         async {
-            while let Some(record) = sub.next().await {
-                if record.seq > seq {
+            while let Some(update) = sub.next().await {
+                if update.expect("follow the task").seq() > seq {
                     return;
                 }
             }
@@ -138,16 +140,16 @@ async fn journaled_past(engine: &Engine, task: &str, seq: u64) {
 }
 
 /// Wait until `task` has journaled a few ticks.
-async fn ticked(engine: &Engine, task: &str) {
+async fn ticked(engine: &Engine, task: &TaskId) {
     journaled_past(engine, task, 10).await
 }
 
 /// The task once it waits for input or has finished, as `engine` sees it.
-async fn settled(engine: &Engine, task: &str) -> radkit::model::Task {
+async fn settled(engine: &Engine, task: &TaskId) -> radkit::model::Task {
     within(
         PATIENCE,
         &format!("task {task} to settle"),
-        engine.wait_settled(None, task),
+        engine.wait_settled(&Caller::Operator, task),
     )
     .await
     .unwrap_or_else(|e| panic!("waiting for task {task}: {e}"))
@@ -192,16 +194,20 @@ async fn any_engine_answers_streams_and_continues_any_task() {
     assert_eq!(waiting.status.state, TaskState::InputRequired);
     // B takes the answer: it acquires the lease A gave back when the task began to wait.
     let mut reply = Message::user_text("Yes, the tone is right.");
-    reply.task_id = Some(task.clone());
-    within(PATIENCE, "b to take the answer", b.send(None, None, reply))
-        .await
-        .unwrap();
+    reply.task_id = Some(task.to_string());
+    within(
+        PATIENCE,
+        "b to take the answer",
+        b.send(Request::operator(reply)),
+    )
+    .await
+    .unwrap();
     let done = settled(&a, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
-    check_journal(&task, &a.journal(None, &task).await.unwrap());
+    check_journal(&task, &a.journal(&Caller::Operator, &task).await.unwrap());
     assert_eq!(
-        a.task(None, &task, None).await.unwrap(),
-        b.task(None, &task, None).await.unwrap(),
+        a.task(&Caller::Operator, &task, None).await.unwrap(),
+        b.task(&Caller::Operator, &task, None).await.unwrap(),
         "both engines show the same task"
     );
 }
@@ -212,11 +218,15 @@ async fn cancel_on_one_engine_stops_a_task_running_on_another() {
     let b = engine(&url, "engine-b", 2_000).await;
     let task = send(&a, "ticker", "10000 5").await;
     ticked(&a, &task).await;
-    let canceled = within(PATIENCE, "the cancel from b", b.cancel(None, &task))
-        .await
-        .unwrap();
+    let canceled = within(
+        PATIENCE,
+        "the cancel from b",
+        b.cancel(&Caller::Operator, &task),
+    )
+    .await
+    .unwrap();
     assert_eq!(canceled.status.state, TaskState::Canceled);
-    check_journal(&task, &b.journal(None, &task).await.unwrap());
+    check_journal(&task, &b.journal(&Caller::Operator, &task).await.unwrap());
 }
 
 async fn a_halted_engines_task_is_taken_over_when_its_lease_expires() {
@@ -236,7 +246,7 @@ async fn a_halted_engines_task_is_taken_over_when_its_lease_expires() {
     let b = engine(&url, "engine-b", 400).await;
     let done = settled(&b, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
-    check_journal(&task, &b.journal(None, &task).await.unwrap());
+    check_journal(&task, &b.journal(&Caller::Operator, &task).await.unwrap());
 }
 
 /// A connection of the test's own to the database (for what the store's API does not show).
@@ -287,7 +297,7 @@ async fn shutdown_gives_the_leases_back_for_another_engine_to_continue() {
     let b = engine(&url, "engine-b", 600_000).await;
     let done = settled(&b, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
-    check_journal(&task, &b.journal(None, &task).await.unwrap());
+    check_journal(&task, &b.journal(&Caller::Operator, &task).await.unwrap());
 }
 
 async fn a_durable_timer_fires_on_whichever_worker_is_free() {
@@ -295,10 +305,11 @@ async fn a_durable_timer_fires_on_whichever_worker_is_free() {
     let a = engine(&url, "engine-a", 2_000).await;
     let task = send(&a, "report", "timers").await;
     // The report pauses on a durable timer; A gives the lease back while it waits, then dies.
-    let mut sub = a.subscribe(None, &task).await.unwrap();
+    let mut sub = a.subscribe(&Caller::Operator, &task).await.unwrap();
     within(PATIENCE, "the report's durable pause", async {
-        while let Some(record) = sub.next().await {
-            if matches!(record.entry, Entry::TimerSet { .. }) {
+        while let Some(update) = sub.next().await {
+            let update = update.expect("follow the task");
+            if matches!(update.record.entry, Entry::TimerSet { .. }) {
                 return;
             }
         }
@@ -317,7 +328,7 @@ async fn a_durable_timer_fires_on_whichever_worker_is_free() {
     let b = engine(&url, "engine-b", 2_000).await;
     let done = settled(&b, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
-    check_journal(&task, &b.journal(None, &task).await.unwrap());
+    check_journal(&task, &b.journal(&Caller::Operator, &task).await.unwrap());
 }
 
 async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
@@ -350,7 +361,7 @@ async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
     for task in &tasks {
         let done = settled(&a, task).await;
         assert_eq!(done.status.state, TaskState::Completed);
-        check_journal(task, &a.journal(None, task).await.unwrap());
+        check_journal(task, &a.journal(&Caller::Operator, task).await.unwrap());
     }
 }
 
@@ -371,7 +382,10 @@ async fn a_submit_only_engine_leaves_its_tasks_to_the_workers() {
     for task in &tasks {
         let done = settled(&submit, task).await;
         assert_eq!(done.status.state, TaskState::Completed);
-        check_journal(task, &submit.journal(None, task).await.unwrap());
+        check_journal(
+            task,
+            &submit.journal(&Caller::Operator, task).await.unwrap(),
+        );
     }
     drop((w1, w2));
     // `radkit tasks` reads the same database.
@@ -653,7 +667,10 @@ async fn a_worker_paused_past_its_lease_is_fenced_off() {
     a.signal("-CONT");
     let done = settled(&submit, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
-    check_journal(&task, &submit.journal(None, &task).await.unwrap());
+    check_journal(
+        &task,
+        &submit.journal(&Caller::Operator, &task).await.unwrap(),
+    );
     wait_for("worker a to notice", Duration::from_secs(30), async || {
         std::fs::read_to_string(&a_err)
             .unwrap_or_default()
@@ -808,7 +825,7 @@ async fn position(client: &tokio_postgres::Client, task: &str) -> (u64, u64, Opt
     let row = client
         .query_one(
             "SELECT last_seq, fence, lease_owner FROM radkit_tasks WHERE id = $1",
-            &[&task],
+            &[&task.to_string()],
         )
         .await
         .unwrap();
@@ -846,7 +863,7 @@ async fn a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing(
     client
         .execute(
             "UPDATE radkit_tasks SET lease_expires_ms = 0 WHERE id = $1",
-            &[&task],
+            &[&task.to_string()],
         )
         .await
         .unwrap();
@@ -898,7 +915,7 @@ async fn a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing(
     gate_b.release.notify_one();
     let done = settled(&b, &task).await;
     assert_eq!(done.status.state, TaskState::Completed);
-    check_journal(&task, &b.journal(None, &task).await.unwrap());
+    check_journal(&task, &b.journal(&Caller::Operator, &task).await.unwrap());
     let by_a = appends.lock().unwrap().clone();
     assert!(
         by_a.iter()

@@ -7,6 +7,8 @@
 //!
 //! `RADKIT_PROPTEST_CASES` sets the number of cases (default 64 per form).
 
+use radkit::engine::{Caller, Request};
+use radkit::model::TaskId;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -243,7 +245,7 @@ async fn run(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Ou
         .cloned()
         .chain(["done".to_owned(), "done".to_owned()])
         .collect();
-    let mut task_id: Option<String> = None;
+    let mut task_id: Option<TaskId> = None;
     let mut i = 0;
     let task = loop {
         if engine.is_halted() {
@@ -252,7 +254,10 @@ async fn run(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Ou
             engine = builder(&store, form, every).start().await.unwrap();
         }
         let Some(id) = task_id.clone() else {
-            match engine.send(None, None, Message::user_text(&all[0])).await {
+            match engine
+                .send(Request::operator(Message::user_text(&all[0])))
+                .await
+            {
                 Ok(id) => {
                     task_id = Some(id);
                     i = 1;
@@ -263,7 +268,7 @@ async fn run(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Ou
             continue;
         };
         let task = tokio::select! {
-            task = engine.wait_settled(None, &id) => task.unwrap(),
+            task = engine.wait_settled(&Caller::Operator, &id) => task.unwrap(),
             () = halted(&engine) => continue,
         };
         if engine.is_halted() {
@@ -274,7 +279,7 @@ async fn run(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Ou
         }
         // After a crash the journal tells how many ops were delivered.
         let delivered = engine
-            .journal(None, &id)
+            .journal(&Caller::Operator, &id)
             .await
             .unwrap()
             .iter()
@@ -285,8 +290,8 @@ async fn run(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Ou
             continue;
         }
         let mut reply = Message::user_text(&all[i]);
-        reply.task_id = Some(id.clone());
-        match engine.send(None, None, reply).await {
+        reply.task_id = Some(id.to_string());
+        match engine.send(Request::operator(reply)).await {
             Ok(_) => i += 1,
             Err(_) if engine.is_halted() => {}
             Err(e) => panic!("reply failed: {e}"),

@@ -15,6 +15,8 @@
 #[macro_use]
 mod services;
 
+use radkit::engine::{Caller, Request};
+use radkit::model::TaskId;
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -172,7 +174,7 @@ fn user(text: &str) -> Message {
 }
 
 /// The first user message's text of each task, mapped to its id.
-async fn tasks_by_errand(store: &Arc<dyn Store>) -> HashMap<String, String> {
+async fn tasks_by_errand(store: &Arc<dyn Store>) -> HashMap<String, TaskId> {
     let mut by_errand = HashMap::new();
     for task in store.list(TaskQuery::default()).await.expect("list tasks") {
         let journal = store.journal(&task.id, 0).await.expect("read a journal");
@@ -182,7 +184,7 @@ async fn tasks_by_errand(store: &Arc<dyn Store>) -> HashMap<String, String> {
             }
             _ => None,
         });
-        by_errand.insert(first.expect("a first message"), task.id);
+        by_errand.insert(first.expect("a first message"), TaskId::from(task.id));
     }
     by_errand
 }
@@ -208,7 +210,11 @@ async fn resume_and_finish(store: Arc<dyn Store>) {
         let engine = engine.clone();
         let id = tasks[errand].clone();
         let what = format!("the `{errand}` task to settle");
-        async move { within(&what, engine.wait_settled(None, &id)).await.unwrap() }
+        async move {
+            within(&what, engine.wait_settled(&Caller::Operator, &id))
+                .await
+                .unwrap()
+        }
     };
     let text = |task: &radkit::model::Task| {
         task.status
@@ -228,9 +234,9 @@ async fn resume_and_finish(store: Arc<dyn Store>) {
     let waiting = settled("wait").await;
     assert_eq!(waiting.status.state, TaskState::InputRequired);
     let mut reply = user("a reply");
-    reply.task_id = Some(tasks["wait"].clone());
+    reply.task_id = Some(tasks["wait"].to_string());
     engine
-        .send(None, None, reply)
+        .send(Request::operator(reply))
         .await
         .expect("answer the old task");
     let waited = settled("wait").await;
@@ -238,9 +244,9 @@ async fn resume_and_finish(store: Arc<dyn Store>) {
 
     // A question asked inside a step gets its answer.
     let mut answer = user("forty-two");
-    answer.task_id = Some(tasks["ask"].clone());
+    answer.task_id = Some(tasks["ask"].to_string());
     engine
-        .send(None, None, answer)
+        .send(Request::operator(answer))
         .await
         .expect("answer the old question");
     let asked = settled("ask").await;
@@ -303,7 +309,7 @@ async fn resume_and_finish(store: Arc<dyn Store>) {
     // A cancel undoes the reservation made by the old version.
     let canceled = within(
         "the cancel of the old reservation",
-        engine.cancel(None, &tasks["reserve"]),
+        engine.cancel(&Caller::Operator, &tasks["reserve"]),
     )
     .await
     .expect("cancel the old task");
@@ -391,13 +397,15 @@ async fn write_tasks(open: impl Fn() -> Arc<dyn Store>) {
     let send = |engine: &Engine, text: &str| {
         let engine = engine.clone();
         let message = user(text);
-        async move { engine.send(None, None, message).await.unwrap() }
+        async move { engine.send(Request::operator(message)).await.unwrap() }
     };
     // Finished and waiting tasks: a clean engine.
     let calm = engine(open(), &world).worker_id("calm").build().unwrap();
     for errand in ["done", "wait", "ask", "reserve"] {
         let id = send(&calm, errand).await;
-        within(errand, calm.wait_settled(None, &id)).await.unwrap();
+        within(errand, calm.wait_settled(&Caller::Operator, &id))
+            .await
+            .unwrap();
     }
     calm.halt();
     // Crashes: each its own engine, halted at its boundary.

@@ -1,6 +1,8 @@
 //! The payment flow's promises: approval gates as state transitions, and the seed's crash plan with a
 //! real process killed by SIGKILL: no double charge, no second email.
 
+use radkit::engine::{Caller, Request};
+use radkit::model::TaskId;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,8 +25,8 @@ fn reply(id: &str, text: &str) -> Message {
 /// How long a test waits for anything before it fails.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-async fn settle(engine: &Engine, id: &str) -> Task {
-    match tokio::time::timeout(PATIENCE, engine.wait_settled(None, id)).await {
+async fn settle(engine: &Engine, id: &TaskId) -> Task {
+    match tokio::time::timeout(PATIENCE, engine.wait_settled(&Caller::Operator, id)).await {
         Ok(task) => task.expect("task"),
         Err(_) => panic!("timed out after {PATIENCE:?} waiting for task {id} to settle"),
     }
@@ -52,7 +54,7 @@ async fn a_charge_is_applied_once_receipted_and_mailed() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), Payments::default()).await;
     let id = engine
-        .send(None, None, Message::user_text("charge 4200 alice"))
+        .send(Request::operator(Message::user_text("charge 4200 alice")))
         .await
         .unwrap();
     let task = settle(&engine, &id).await;
@@ -68,7 +70,7 @@ async fn a_large_refund_waits_for_approval_with_the_exact_proposed_action() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), Payments::default()).await;
     let id = engine
-        .send(None, None, Message::user_text("refund 9900 bob"))
+        .send(Request::operator(Message::user_text("refund 9900 bob")))
         .await
         .unwrap();
     let task = settle(&engine, &id).await;
@@ -95,7 +97,10 @@ async fn a_large_refund_waits_for_approval_with_the_exact_proposed_action() {
         "nothing charged before approval"
     );
     engine
-        .send(None, None, reply(&id, "approve, checked with finance"))
+        .send(Request::operator(reply(
+            &id,
+            "approve, checked with finance",
+        )))
         .await
         .unwrap();
     let task = settle(&engine, &id).await;
@@ -111,7 +116,7 @@ async fn a_rejected_refund_ends_the_task_as_rejected_without_charging() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), Payments::default()).await;
     let id = engine
-        .send(None, None, Message::user_text("refund 9900 bob"))
+        .send(Request::operator(Message::user_text("refund 9900 bob")))
         .await
         .unwrap();
     settle(&engine, &id).await;
@@ -122,8 +127,8 @@ async fn a_rejected_refund_ends_the_task_as_rejected_without_charging() {
             .unwrap()
             .clone(),
     )];
-    decision.task_id = Some(id.clone());
-    engine.send(None, None, decision).await.unwrap();
+    decision.task_id = Some(id.to_string());
+    engine.send(Request::operator(decision)).await.unwrap();
     let task = settle(&engine, &id).await;
     assert_eq!(
         task.status.state,
@@ -145,10 +150,10 @@ async fn an_expired_approval_takes_its_declared_default() {
     )
     .await;
     let id = engine
-        .send(None, None, Message::user_text("refund 9900 bob"))
+        .send(Request::operator(Message::user_text("refund 9900 bob")))
         .await
         .unwrap();
-    let mut sub = engine.subscribe(None, &id).await.unwrap();
+    let mut sub = engine.subscribe(&Caller::Operator, &id).await.unwrap();
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while let Some(record) = tokio::time::timeout_at(deadline, sub.next())
         .await
@@ -156,7 +161,7 @@ async fn an_expired_approval_takes_its_declared_default() {
     {
         let _ = record;
     }
-    let task = engine.task(None, &id, None).await.unwrap();
+    let task = engine.task(&Caller::Operator, &id, None).await.unwrap();
     assert_eq!(task.status.state, TaskState::Rejected, "{}", text(&task));
     assert!(text(&task).contains("expired"));
     assert!(read_lines(&PaymentWorld::new(dir.path()).file("ledger.jsonl")).is_empty());
@@ -183,7 +188,7 @@ async fn child_process_runs_a_payment_until_killed() {
         .await
         .unwrap();
     engine
-        .send(None, None, Message::user_text("charge 4200 alice"))
+        .send(Request::operator(Message::user_text("charge 4200 alice")))
         .await
         .unwrap();
     // Stay alive until the parent kills this process; should the parent itself be killed first,
@@ -238,7 +243,7 @@ async fn kill_after(tool: &str, dir: &Path) -> Task {
         .unwrap();
     let tasks = engine.store().list(TaskQuery::default()).await.unwrap();
     assert_eq!(tasks.len(), 1);
-    settle(&engine, &tasks[0].id).await
+    settle(&engine, &TaskId::from(&tasks[0].id)).await
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! with `#[flow_skill]`, produces the same effect journal for the same scripted model and takes
 //! the task working -> input-required -> (reply) -> completed.
 
+use radkit::engine::{Caller, Request};
 use radkit::flow::{CmdKind, ErasedSkill};
 use radkit::journal::{Entry, JournalRecord};
 use radkit::model::{Message, TaskState};
@@ -72,14 +73,12 @@ async fn run_form(
         .await
         .unwrap();
     let id = engine
-        .send(
-            None,
-            None,
-            Message::user_text("Durable execution for agents"),
-        )
+        .send(Request::operator(Message::user_text(
+            "Durable execution for agents",
+        )))
         .await
         .unwrap();
-    let task = engine.wait_settled(None, &id).await.unwrap();
+    let task = engine.wait_settled(&Caller::Operator, &id).await.unwrap();
     assert_eq!(
         task.status.state,
         TaskState::InputRequired,
@@ -91,9 +90,9 @@ async fn run_form(
         "Critic needs human input."
     );
     let mut reply = Message::user_text("Make it friendlier.");
-    reply.task_id = Some(id.clone());
-    engine.send(None, None, reply).await.unwrap();
-    let task = engine.wait_settled(None, &id).await.unwrap();
+    reply.task_id = Some(id.to_string());
+    engine.send(Request::operator(reply)).await.unwrap();
+    let task = engine.wait_settled(&Caller::Operator, &id).await.unwrap();
     assert_eq!(task.status.state, TaskState::Completed, "{:?}", task.status);
     assert_eq!(
         task.status.message.as_ref().unwrap().joined_texts(),
@@ -110,7 +109,7 @@ async fn run_form(
             )
         })
         .collect();
-    let journal = engine.journal(None, &id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
     (effect_trace(&journal), states(&journal), artifacts)
 }
 

@@ -10,6 +10,7 @@
 
 mod skill;
 
+use radkit::engine::{Caller, Request};
 use radkit::model::Message;
 use radkit::store::{Durability, SqliteStore};
 use radkit::Engine;
@@ -27,8 +28,10 @@ async fn main() -> anyhow::Result<()> {
         .await?;
 
     for request in ["charge 4200 alice", "refund 50 alice", "refund 9900 bob"] {
-        let id = engine.send(None, None, Message::user_text(request)).await?;
-        let mut task = engine.wait_settled(None, &id).await?;
+        let id = engine
+            .send(Request::operator(Message::user_text(request)))
+            .await?;
+        let mut task = engine.wait_settled(&Caller::Operator, &id).await?;
         println!(
             "{request:>18} -> {:?}: {}",
             task.status.state,
@@ -40,9 +43,9 @@ async fn main() -> anyhow::Result<()> {
         );
         if task.status.state == radkit::model::TaskState::InputRequired {
             let mut approve = Message::user_text("approve");
-            approve.task_id = Some(id.clone());
-            engine.send(None, None, approve).await?;
-            task = engine.wait_settled(None, &id).await?;
+            approve.task_id = Some(id.to_string());
+            engine.send(Request::operator(approve)).await?;
+            task = engine.wait_settled(&Caller::Operator, &id).await?;
             println!(
                 "{:>18} -> {:?}: {}",
                 "approve",

@@ -8,6 +8,7 @@ mod common;
 #[macro_use]
 mod services;
 
+use radkit_runtime::engine::{Caller, Request};
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -255,7 +256,7 @@ async fn a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeati
         .start()
         .await
         .unwrap();
-    let task = a.send(None, None, user("100")).await.unwrap();
+    let task = a.send(Request::operator(user("100"))).await.unwrap();
     wait_halted(&a).await;
     drop(a);
 
@@ -270,7 +271,9 @@ async fn a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeati
         .unwrap();
     let waiting = settled(&b, &task).await;
     assert_eq!(waiting.status.state, TaskState::InputRequired);
-    b.send(None, None, reply(&task, "yes")).await.unwrap();
+    b.send(Request::operator(reply(&task, "yes")))
+        .await
+        .unwrap();
     assert_eq!(settled(&b, &task).await.status.state, TaskState::Completed);
 
     let ticks = counts.ticks.lock().unwrap().clone();
@@ -298,7 +301,7 @@ async fn a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel(ba
             .start()
             .await
             .unwrap();
-        let task = a.send(None, None, user("40")).await.unwrap();
+        let task = a.send(Request::operator(user("40"))).await.unwrap();
         assert_eq!(
             settled(&a, &task).await.status.state,
             TaskState::InputRequired
@@ -322,7 +325,7 @@ async fn a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel(ba
         .start()
         .await
         .unwrap();
-    let canceled = b.cancel(None, &task).await.unwrap();
+    let canceled = b.cancel(&Caller::Operator, &task).await.unwrap();
     assert_eq!(canceled.status.state, TaskState::Canceled);
     assert_eq!(
         counts.undone.load(Ordering::SeqCst),

@@ -7,6 +7,8 @@
 
 mod common;
 
+use radkit_runtime::engine::{Caller, Request};
+use radkit_runtime::model::TaskId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -86,7 +88,7 @@ fn call(tool: &str, id: &InvocationId) -> String {
 struct Crashed {
     store: MemoryStore,
     ledger: Ledger,
-    task_id: String,
+    task_id: TaskId,
     /// The task's journal read from the store right after the crash, before any recovery.
     journal: Vec<JournalRecord>,
 }
@@ -111,12 +113,15 @@ impl Crashed {
         let mut task = settled(&engine, &self.task_id).await;
         if task.status.state == TaskState::InputRequired {
             engine
-                .send(None, None, reply(&self.task_id, "thanks"))
+                .send(Request::operator(reply(&self.task_id, "thanks")))
                 .await
                 .unwrap();
             task = settled(&engine, &self.task_id).await;
         }
-        let journal = engine.journal(None, &self.task_id).await.unwrap();
+        let journal = engine
+            .journal(&Caller::Operator, &self.task_id)
+            .await
+            .unwrap();
         (task, journal)
     }
 }
@@ -131,12 +136,15 @@ async fn crash_with(
 ) -> Crashed {
     let store = MemoryStore::new();
     let engine = crashing_engine(&store, effects, once(boundary, tool));
-    let task_id = engine.send(None, None, user("42 EUR")).await.unwrap();
+    let task_id = engine
+        .send(Request::operator(user("42 EUR")))
+        .await
+        .unwrap();
     if tool == "send_email" {
         let t = settled(&engine, &task_id).await;
         assert_eq!(t.status.state, TaskState::InputRequired);
         engine
-            .send(None, None, reply(&task_id, "thanks"))
+            .send(Request::operator(reply(&task_id, "thanks")))
             .await
             .unwrap();
     }
@@ -396,13 +404,16 @@ async fn crash_during_resume_replays_the_reply() {
     let store = MemoryStore::new();
     let ledger = Ledger::default();
     let engine = crashing_engine(&store, pay_effects(&ledger), once(Boundary::Resuming, ""));
-    let task_id = engine.send(None, None, user("10 EUR")).await.unwrap();
+    let task_id = engine
+        .send(Request::operator(user("10 EUR")))
+        .await
+        .unwrap();
     assert_eq!(
         settled(&engine, &task_id).await.status.state,
         TaskState::InputRequired
     );
     engine
-        .send(None, None, reply(&task_id, "see you"))
+        .send(Request::operator(reply(&task_id, "see you")))
         .await
         .unwrap();
     wait_halted(&engine).await;
@@ -461,7 +472,7 @@ async fn non_terminal_tasks_are_recovered_at_start() {
     for i in 0..5 {
         ids.push(
             engine
-                .send(None, None, user(&format!("{i} EUR")))
+                .send(Request::operator(user(&format!("{i} EUR"))))
                 .await
                 .unwrap(),
         );
@@ -547,9 +558,9 @@ async fn idempotent_policy_is_taken_from_the_tool_declaration() {
     let store = MemoryStore::new();
     let ledger = Ledger::default();
     let engine = fresh_engine(&store, &ledger).await;
-    let task_id = engine.send(None, None, user("1 EUR")).await.unwrap();
+    let task_id = engine.send(Request::operator(user("1 EUR"))).await.unwrap();
     settled(&engine, &task_id).await;
-    let journal = engine.journal(None, &task_id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &task_id).await.unwrap();
     let policy = journal.iter().find_map(|r| match &r.entry {
         Entry::CommandIssued { cmd, .. } if cmd.kind.fingerprint().contains("charge_card") => {
             Some(cmd.policy)

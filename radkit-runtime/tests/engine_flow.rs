@@ -3,6 +3,7 @@
 
 mod common;
 
+use radkit_runtime::engine::{Caller, Request};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,7 +49,7 @@ async fn transient_errors_are_retried_and_every_attempt_is_journaled() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("go")).await.unwrap();
+    let id = engine.send(Request::operator(user("go"))).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(
         task.status.state,
@@ -57,7 +58,7 @@ async fn transient_errors_are_retried_and_every_attempt_is_journaled() {
         status_text(&task)
     );
     assert_eq!(*count.lock().unwrap(), 3);
-    let journal = engine.journal(None, &id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
     let failed: Vec<u32> = journal
         .iter()
         .filter_map(|r| match &r.entry {
@@ -83,7 +84,7 @@ async fn permanent_errors_are_not_retried_and_fail_the_task() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("go")).await.unwrap();
+    let id = engine.send(Request::operator(user("go"))).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
     assert!(
@@ -115,7 +116,7 @@ async fn max_steps_guard_fails_a_runaway_loop() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("go")).await.unwrap();
+    let id = engine.send(Request::operator(user("go"))).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
     assert!(
@@ -139,7 +140,7 @@ async fn a_panicking_step_fails_its_task_not_the_process() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("go")).await.unwrap();
+    let id = engine.send(Request::operator(user("go"))).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
     // The panic's text is internal: it goes to the server log, never to the client.
@@ -147,14 +148,14 @@ async fn a_panicking_step_fails_its_task_not_the_process() {
         status_text(&task),
         "step `boom` of skill `panic` panicked; see the server log"
     );
-    let journal = engine.journal(None, &id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
     let written = serde_json::to_string(&journal).unwrap();
     assert!(
         !written.contains("kaboom") && !written.contains("sk-live"),
         "the panic payload reached the journal: {written}"
     );
     // The engine still serves other tasks.
-    let id2 = engine.send(None, None, user("again")).await.unwrap();
+    let id2 = engine.send(Request::operator(user("again"))).await.unwrap();
     assert_eq!(settled(&engine, &id2).await.status.state, TaskState::Failed);
 }
 
@@ -203,20 +204,24 @@ async fn cancel_runs_compensations_newest_first_and_journals_each() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("trip")).await.unwrap();
+    let id = engine.send(Request::operator(user("trip"))).await.unwrap();
     assert_eq!(
         settled(&engine, &id).await.status.state,
         TaskState::InputRequired
     );
-    let task = within(PATIENCE, "the cancel to finish", engine.cancel(None, &id))
-        .await
-        .unwrap();
+    let task = within(
+        PATIENCE,
+        "the cancel to finish",
+        engine.cancel(&Caller::Operator, &id),
+    )
+    .await
+    .unwrap();
     assert_eq!(task.status.state, TaskState::Canceled);
     assert_eq!(
         *undone.lock().unwrap(),
         vec!["flight".to_owned(), "hotel".to_owned()]
     );
-    let journal = engine.journal(None, &id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
     assert_eq!(
         journal
             .iter()
@@ -224,14 +229,20 @@ async fn cancel_runs_compensations_newest_first_and_journals_each() {
             .count(),
         2
     );
-    match within(PATIENCE, "a second cancel", engine.cancel(None, &id)).await {
+    match within(
+        PATIENCE,
+        "a second cancel",
+        engine.cancel(&Caller::Operator, &id),
+    )
+    .await
+    {
         Err(EngineError::TaskFinished {
             state: TaskState::Canceled,
             ..
         }) => {}
         other => panic!("a finished task is not cancelable: {other:?}"),
     }
-    match engine.send(None, None, reply(&id, "late")).await {
+    match engine.send(Request::operator(reply(&id, "late"))).await {
         Err(EngineError::TaskFinished { .. }) => {}
         other => panic!("a message to a finished task is an error: {other:?}"),
     }
@@ -257,7 +268,7 @@ async fn durable_timer_fires_after_restart() {
         .fault_hook(hook)
         .build()
         .unwrap();
-    let id = engine.send(None, None, user("zz")).await.unwrap();
+    let id = engine.send(Request::operator(user("zz"))).await.unwrap();
     wait_halted(&engine).await;
     drop(engine);
     let row = store.task(&id).await.unwrap().unwrap();
@@ -274,7 +285,7 @@ async fn durable_timer_fires_after_restart() {
         "{}",
         status_text(&task)
     );
-    let journal = engine.journal(None, &id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
     assert_eq!(
         journal
             .iter()
@@ -334,7 +345,7 @@ async fn resuming_on_an_incompatible_version_is_a_clear_error() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("go")).await.unwrap();
+    let id = engine.send(Request::operator(user("go"))).await.unwrap();
     assert_eq!(
         settled(&engine, &id).await.status.state,
         TaskState::InputRequired
@@ -347,7 +358,7 @@ async fn resuming_on_an_incompatible_version_is_a_clear_error() {
         .start()
         .await
         .unwrap();
-    match engine.send(None, None, reply(&id, "more")).await {
+    match engine.send(Request::operator(reply(&id, "more"))).await {
         Err(e @ EngineError::VersionMismatch { .. }) => {
             let text = e.to_string();
             assert!(
@@ -375,7 +386,7 @@ async fn a_step_issuing_another_command_on_replay_is_non_determinism() {
         .fault_hook(hook)
         .build()
         .unwrap();
-    let id = engine.send(None, None, user("go")).await.unwrap();
+    let id = engine.send(Request::operator(user("go"))).await.unwrap();
     wait_halted(&engine).await;
     drop(engine);
     // Same id and version, but the code now calls tool `b` where the journal recorded tool `a`.
@@ -408,19 +419,25 @@ async fn bad_input_is_a_typed_error() {
     let mut empty = user("x");
     empty.parts.clear();
     assert!(matches!(
-        engine.send(None, None, empty).await,
+        engine.send(Request::operator(empty)).await,
         Err(EngineError::InvalidInput(_))
     ));
     assert!(matches!(
-        engine.send(None, Some("nope"), user("x")).await,
+        engine
+            .send(Request::operator(user("x")).skill("nope"))
+            .await,
         Err(EngineError::UnknownSkill(_))
     ));
     assert!(matches!(
-        engine.send(None, None, reply("no-such-task", "x")).await,
+        engine
+            .send(Request::operator(reply("no-such-task", "x")))
+            .await,
         Err(EngineError::TaskNotFound(_))
     ));
     assert!(matches!(
-        engine.task(None, "no-such-task", None).await,
+        engine
+            .task(&Caller::Operator, &"no-such-task".into(), None)
+            .await,
         Err(EngineError::TaskNotFound(_))
     ));
 }
@@ -434,14 +451,25 @@ async fn tasks_are_visible_only_to_their_principal() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(Some("alice"), None, user("go")).await.unwrap();
-    assert!(engine.task(Some("alice"), &id, None).await.is_ok());
+    let id = engine
+        .send(Request::new(Caller::principal("alice"), user("go")))
+        .await
+        .unwrap();
+    assert!(engine
+        .task(&Caller::principal("alice"), &id, None)
+        .await
+        .is_ok());
     assert!(matches!(
-        engine.task(Some("bob"), &id, None).await,
+        engine.task(&Caller::principal("bob"), &id, None).await,
         Err(EngineError::TaskNotFound(_))
     ));
     assert!(matches!(
-        within(PATIENCE, "bob's cancel", engine.cancel(Some("bob"), &id)).await,
+        within(
+            PATIENCE,
+            "bob's cancel",
+            engine.cancel(&Caller::principal("bob"), &id)
+        )
+        .await,
         Err(EngineError::TaskNotFound(_))
     ));
 }
@@ -482,7 +510,7 @@ async fn reducer_commands_deliver_results_as_events() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("go")).await.unwrap();
+    let id = engine.send(Request::operator(user("go"))).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(
         status_text(&task),
@@ -529,14 +557,18 @@ async fn a_reducer_hears_cancel_and_its_goodbye_is_kept() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("hi")).await.unwrap();
+    let id = engine.send(Request::operator(user("hi"))).await.unwrap();
     assert_eq!(
         settled(&engine, &id).await.status.state,
         TaskState::InputRequired
     );
-    let task = within(PATIENCE, "the cancel to finish", engine.cancel(None, &id))
-        .await
-        .unwrap();
+    let task = within(
+        PATIENCE,
+        "the cancel to finish",
+        engine.cancel(&Caller::Operator, &id),
+    )
+    .await
+    .unwrap();
     assert_eq!(task.status.state, TaskState::Canceled);
     let history: Vec<String> = task
         .history

@@ -8,6 +8,8 @@
 //! task ends. The table `CASES` is the specification.
 #![cfg(unix)]
 
+use radkit_runtime::engine::Caller;
+use radkit_runtime::model::TaskId;
 use std::path::PathBuf;
 
 use radkit_runtime::flow::EffectPolicy;
@@ -121,7 +123,7 @@ async fn kill_9(name: &str) {
         .await
         .expect("list the tasks");
     assert_eq!(tasks.len(), 1, "{name}: one task in the file");
-    let task_id = tasks[0].id.clone();
+    let task_id = TaskId::from(tasks[0].id.clone());
     let at_kill = store
         .journal(&task_id, 0)
         .await
@@ -177,10 +179,18 @@ async fn kill_9(name: &str) {
         .start()
         .await
         .expect("start the recovering engine");
-    let task = match tokio::time::timeout(PATIENCE, engine.wait_settled(None, &task_id)).await {
+    let task = match tokio::time::timeout(
+        PATIENCE,
+        engine.wait_settled(&Caller::Operator, &task_id),
+    )
+    .await
+    {
         Ok(task) => task.expect("wait_settled"),
         Err(_) => {
-            let journal = engine.journal(None, &task_id).await.unwrap_or_default();
+            let journal = engine
+                .journal(&Caller::Operator, &task_id)
+                .await
+                .unwrap_or_default();
             panic!(
                 "{name}: timed out after {PATIENCE:?} waiting for the recovered task to end {:?}; \
                  its journal:\n{}",
@@ -193,7 +203,7 @@ async fn kill_9(name: &str) {
     let journal = within(
         PATIENCE,
         "the final journal",
-        engine.journal(None, &task_id),
+        engine.journal(&Caller::Operator, &task_id),
     )
     .await
     .expect("read the final journal");

@@ -9,6 +9,8 @@
 
 mod common;
 
+use radkit_runtime::engine::{Caller, Request};
+use radkit_runtime::model::TaskId;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -155,7 +157,7 @@ struct Boundaries {
 
 /// What a run did.
 struct Run {
-    task_id: String,
+    task_id: TaskId,
     state: TaskState,
     text: String,
     journal: Vec<JournalRecord>,
@@ -278,7 +280,7 @@ async fn run(ops: &[String], crash: CrashAt, every: u64) -> Run {
         .fault_hook(hook)
         .build()
         .unwrap();
-    let mut task_id: Option<String> = None;
+    let mut task_id: Option<TaskId> = None;
     // What the fold check found, in every engine of the run.
     let mut divergences = Vec::new();
     let mut i = 0;
@@ -303,7 +305,7 @@ async fn run(ops: &[String], crash: CrashAt, every: u64) -> Run {
                 }
                 // After a crash the journal tells whether this op was already delivered.
                 let delivered = engine
-                    .journal(None, id)
+                    .journal(&Caller::Operator, id)
                     .await
                     .unwrap()
                     .iter()
@@ -316,7 +318,7 @@ async fn run(ops: &[String], crash: CrashAt, every: u64) -> Run {
                 reply(id, &all[i])
             }
         };
-        match engine.send(None, None, message).await {
+        match engine.send(Request::operator(message)).await {
             Ok(id) => {
                 task_id.get_or_insert(id);
                 i += 1;
@@ -359,7 +361,7 @@ async fn run(ops: &[String], crash: CrashAt, every: u64) -> Run {
         divergences,
         state: task.status.state,
         text: status_text(&task),
-        journal: engine.journal(None, &task_id).await.unwrap(),
+        journal: engine.journal(&Caller::Operator, &task_id).await.unwrap(),
         task_id,
         boundaries,
         executions,

@@ -2,6 +2,7 @@
 
 mod common;
 
+use radkit_runtime::engine::{Caller, Request};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -62,15 +63,9 @@ fn builder(store: &MemoryStore, log: &Arc<Mutex<Vec<String>>>) -> radkit_runtime
         .effects(effects)
 }
 
-fn with_mode(text: &str, mode: &str) -> Message {
-    let mut m = user(text);
-    m.metadata = Some(
-        serde_json::json!({ "permissionMode": mode })
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
-    m
+/// A new task in permission mode `mode` (as a server parses it from message metadata).
+fn with_mode(text: &str, mode: &str) -> Request {
+    Request::operator(user(text)).mode(PermissionMode::parse(mode).expect("a known mode"))
 }
 
 #[tokio::test]
@@ -78,7 +73,7 @@ async fn plan_mode_runs_read_only_tools_and_refuses_the_rest() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let engine = builder(&MemoryStore::new(), &log).start().await.unwrap();
     let id = engine
-        .send(None, None, with_mode("read edit", "plan"))
+        .send(with_mode("read edit", "plan"))
         .await
         .unwrap();
     let task = settled(&engine, &id).await;
@@ -96,7 +91,10 @@ async fn plan_mode_runs_read_only_tools_and_refuses_the_rest() {
 async fn default_mode_asks_before_destructive_tools() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let engine = builder(&MemoryStore::new(), &log).start().await.unwrap();
-    let id = engine.send(None, None, user("read delete")).await.unwrap();
+    let id = engine
+        .send(Request::operator(user("read delete")))
+        .await
+        .unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::InputRequired);
     assert!(
@@ -110,7 +108,7 @@ async fn default_mode_asks_before_destructive_tools() {
         "`delete` waits for the answer"
     );
     engine
-        .send(None, None, reply(&id, "approve"))
+        .send(Request::operator(reply(&id, "approve")))
         .await
         .unwrap();
     let task = settled(&engine, &id).await;
@@ -128,7 +126,7 @@ async fn a_declined_permission_ends_the_task_rejected() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let engine = builder(&MemoryStore::new(), &log).start().await.unwrap();
     let id = engine
-        .send(None, None, with_mode("edit delete", "acceptEdits"))
+        .send(with_mode("edit delete", "acceptEdits"))
         .await
         .unwrap();
     let task = settled(&engine, &id).await;
@@ -137,7 +135,10 @@ async fn a_declined_permission_ends_the_task_rejected() {
         TaskState::InputRequired,
         "edit ran, delete asks"
     );
-    engine.send(None, None, reply(&id, "reject")).await.unwrap();
+    engine
+        .send(Request::operator(reply(&id, "reject")))
+        .await
+        .unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Rejected);
     assert_eq!(log.lock().unwrap().len(), 1);
@@ -148,17 +149,16 @@ async fn bypass_mode_runs_everything_and_bad_modes_are_refused() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let engine = builder(&MemoryStore::new(), &log).start().await.unwrap();
     let id = engine
-        .send(None, None, with_mode("read edit delete", "bypass"))
+        .send(with_mode("read edit delete", "bypass"))
         .await
         .unwrap();
     assert_eq!(
         settled(&engine, &id).await.status.state,
         TaskState::Completed
     );
-    assert!(engine
-        .send(None, None, with_mode("read", "yolo"))
-        .await
-        .is_err());
+    // An unknown mode is refused where it is parsed (the server answers -32602, see
+    // tests/a2a_errors.rs); the engine takes typed modes only.
+    assert_eq!(PermissionMode::parse("yolo"), None);
 }
 
 #[tokio::test]
@@ -169,13 +169,16 @@ async fn an_approved_tool_runs_once_after_a_crash_and_the_question_is_not_asked_
         f.boundary == Boundary::CommandJournaled && f.what.as_deref() == Some("tool `delete`")
     };
     let engine = builder(&store, &log).fault_hook(hook).build().unwrap();
-    let id = engine.send(None, None, user("delete read")).await.unwrap();
+    let id = engine
+        .send(Request::operator(user("delete read")))
+        .await
+        .unwrap();
     assert_eq!(
         settled(&engine, &id).await.status.state,
         TaskState::InputRequired
     );
     engine
-        .send(None, None, reply(&id, "approve"))
+        .send(Request::operator(reply(&id, "approve")))
         .await
         .unwrap();
     wait_halted(&engine).await;
@@ -188,7 +191,7 @@ async fn an_approved_tool_runs_once_after_a_crash_and_the_question_is_not_asked_
         "{}",
         status_text(&task)
     );
-    let journal = engine.journal(None, &id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
     assert_eq!(
         journal
             .iter()
@@ -258,7 +261,10 @@ async fn hooks_observe_modify_and_deny() {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user("read delete")).await.unwrap();
+    let id = engine
+        .send(Request::operator(user("read delete")))
+        .await
+        .unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
     assert!(

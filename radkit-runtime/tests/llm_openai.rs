@@ -1,6 +1,7 @@
 //! The OpenAI-compatible client against a local chat-completions server on loopback: text and
 //! structured answers, token usage on the receipt, 429 with Retry-After, 5xx, 4xx and malformed answers.
 
+use radkit_runtime::engine::{Caller, Request};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -206,17 +207,17 @@ async fn run_critic(
         .await
         .unwrap();
     let id = engine
-        .send(None, None, Message::user_text("draft"))
+        .send(Request::operator(Message::user_text("draft")))
         .await
         .unwrap();
     let task = tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        engine.wait_settled(None, &id),
+        engine.wait_settled(&Caller::Operator, &id),
     )
     .await
     .unwrap()
     .unwrap();
-    (task, engine.journal(None, &id).await.unwrap())
+    (task, engine.journal(&Caller::Operator, &id).await.unwrap())
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::{Caller, Request};
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{ErrorKind, InvocationId, RetryPolicy, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::Entry;
@@ -134,19 +135,19 @@ async fn a_scripted_structured_answer_runs_through_the_engine_with_usage_on_the_
         .await
         .unwrap();
     let id = engine
-        .send(None, None, Message::user_text("a draft"))
+        .send(Request::operator(Message::user_text("a draft")))
         .await
         .unwrap();
     let task = tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        engine.wait_settled(None, &id),
+        engine.wait_settled(&Caller::Operator, &id),
     )
     .await
     .unwrap()
     .unwrap();
     assert_eq!(task.status.state, TaskState::Completed);
     assert_eq!(model.calls(), 2, "the transient failure was retried");
-    let journal = engine.journal(None, &id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
     let schema = journal.iter().find_map(|r| match &r.entry {
         Entry::CommandIssued { cmd, .. } => match &cmd.kind {
             radkit_runtime::flow::CmdKind::Llm { schema, .. } => schema.clone(),

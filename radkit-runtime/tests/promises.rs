@@ -10,6 +10,8 @@ mod common;
 #[macro_use]
 mod services;
 
+use radkit_runtime::engine::{Caller, Request};
+use radkit_runtime::model::TaskId;
 use std::future::Future;
 use std::path::Path;
 use std::process::ExitCode;
@@ -245,22 +247,24 @@ async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
 }
 
 /// The task once it waits for input or has finished.
-async fn settled(engine: &Engine, task: &str, what: &str) -> Task {
-    within(what, engine.wait_settled(None, task))
+async fn settled(engine: &Engine, task: &TaskId, what: &str) -> Task {
+    within(what, engine.wait_settled(&Caller::Operator, task))
         .await
         .unwrap_or_else(|e| panic!("waiting for {what}: {e}"))
 }
 
 /// The task once its terminal entry is journaled (a task that waits for input does not count).
-async fn finished(engine: &Engine, task: &str, what: &str) -> Task {
+async fn finished(engine: &Engine, task: &TaskId, what: &str) -> Task {
     within(what, async {
         let mut sub = engine
-            .subscribe(None, task)
+            .subscribe(&Caller::Operator, task)
             .await
             .unwrap_or_else(|e| panic!("subscribing for {what}: {e}"));
-        while sub.next().await.is_some() {}
+        while let Some(update) = sub.next().await {
+            update.unwrap();
+        }
         engine
-            .task(None, task, None)
+            .task(&Caller::Operator, task, None)
             .await
             .unwrap_or_else(|e| panic!("reading the task after {what}: {e}"))
     })
@@ -290,9 +294,9 @@ async fn past(deadline_ms: i64) {
 
 // ---- journal reading ----
 
-async fn journal(engine: &Engine, task: &str) -> Vec<JournalRecord> {
+async fn journal(engine: &Engine, task: &TaskId) -> Vec<JournalRecord> {
     engine
-        .journal(None, task)
+        .journal(&Caller::Operator, task)
         .await
         .unwrap_or_else(|e| panic!("the journal of {task}: {e}"))
 }
@@ -415,7 +419,10 @@ async fn a_permanent_tool_error_after_a_compensable_tool_runs_its_compensation_o
         .start()
         .await
         .unwrap();
-    let task = engine.send(None, None, user("hotel charge")).await.unwrap();
+    let task = engine
+        .send(Request::operator(user("hotel charge")))
+        .await
+        .unwrap();
     let done = finished(&engine, &task, "the failed booking").await;
     assert_eq!(
         done.status.state,
@@ -453,7 +460,7 @@ async fn a_permanent_tool_error_after_a_compensable_tool_runs_its_compensation_o
         .start()
         .await
         .unwrap();
-    assert!(engine.cancel(None, &task).await.is_err());
+    assert!(engine.cancel(&Caller::Operator, &task).await.is_err());
     assert_eq!(undone.lock().unwrap().len(), 1, "compensated exactly once");
     assert_eq!(compensated(&journal(&engine, &task).await).len(), 1);
 }
@@ -466,7 +473,7 @@ async fn ctx_fail_after_two_compensable_tools_compensates_newest_first() {
         .await
         .unwrap();
     let task = engine
-        .send(None, None, user("hotel flight fail"))
+        .send(Request::operator(user("hotel flight fail")))
         .await
         .unwrap();
     let done = finished(&engine, &task, "the failed booking").await;
@@ -522,7 +529,7 @@ async fn crash_between_two_compensations(message: &str, reason: &str) {
         .build()
         .unwrap();
     let _ = slot.set(a.clone());
-    let task = a.send(None, None, user(message)).await.unwrap();
+    let task = a.send(Request::operator(user(message))).await.unwrap();
     halted(&a, "the crash inside `hotel`'s compensation").await;
     drop(a);
 
@@ -601,7 +608,7 @@ async fn retries_running_out_fail_the_task_naming_the_tool_with_one_invocation_i
         .start()
         .await
         .unwrap();
-    let task = engine.send(None, None, user("go")).await.unwrap();
+    let task = engine.send(Request::operator(user("go"))).await.unwrap();
     let done = finished(&engine, &task, "the task whose retries ran out").await;
     assert_eq!(done.status.state, TaskState::Failed);
     assert_eq!(
@@ -716,8 +723,8 @@ fn approval_deadline(journal: &[JournalRecord]) -> (InvocationId, i64) {
 
 /// Engine A runs the refund until it waits for the approval, then halts before the deadline.
 /// Returns the task, the question and its deadline.
-async fn wait_for_approval_then_halt(a: Engine) -> (String, InvocationId, i64) {
-    let task = a.send(None, None, user("9900")).await.unwrap();
+async fn wait_for_approval_then_halt(a: Engine) -> (TaskId, InvocationId, i64) {
+    let task = a.send(Request::operator(user("9900"))).await.unwrap();
     let waiting = settled(&a, &task, "the approval question").await;
     assert_eq!(waiting.status.state, TaskState::InputRequired);
     a.halt();
@@ -733,7 +740,7 @@ async fn wait_for_approval_then_halt(a: Engine) -> (String, InvocationId, i64) {
 /// default, the tool never called.
 async fn assert_expired_by_default(
     engine: &Engine,
-    task: &str,
+    task: &TaskId,
     ask: &InvocationId,
     paid: &Arc<Mutex<u32>>,
 ) {
@@ -793,7 +800,7 @@ async fn an_approval_that_expires_after_a_restart_fires_on_the_new_engine() {
     let b = refund_engine(sqlite(&path), &paid).start().await.unwrap();
     assert!(now_ms() < deadline, "engine B started before the deadline");
     assert_eq!(
-        b.state(None, &task).await.unwrap(),
+        b.state(&Caller::Operator, &task).await.unwrap(),
         TaskState::InputRequired,
         "the restart alone does not answer the question"
     );
@@ -886,7 +893,7 @@ async fn a_question_with_a_deadline_issued_by_a_transition_expires() {
         .start()
         .await
         .unwrap();
-    let task = engine.send(None, None, user("go")).await.unwrap();
+    let task = engine.send(Request::operator(user("go"))).await.unwrap();
     assert_eq!(
         settled(&engine, &task, "the question").await.status.state,
         TaskState::InputRequired
@@ -904,7 +911,7 @@ async fn a_question_issued_by_a_transition_that_expired_while_the_engine_was_dow
     let path = dir.path().join("ask.sqlite");
     let engine = |path: &Path| Engine::builder_arc(sqlite(path)).skill(AskFromTransition);
     let a = engine(&path).start().await.unwrap();
-    let task = a.send(None, None, user("go")).await.unwrap();
+    let task = a.send(Request::operator(user("go"))).await.unwrap();
     assert_eq!(
         settled(&a, &task, "the question").await.status.state,
         TaskState::InputRequired
@@ -1026,7 +1033,7 @@ async fn a_hook_denial_is_journaled_and_honoured_on_replay_when_the_hook_now_all
     .start()
     .await
     .unwrap();
-    let task = a.send(None, None, user("clean up")).await.unwrap();
+    let task = a.send(Request::operator(user("clean up"))).await.unwrap();
     halted(&a, "the crash after `notify` was journaled").await;
     drop(a);
     assert_eq!(
@@ -1164,7 +1171,7 @@ async fn a_store_failure_during_a_step_does_not_strand_the_task() {
         .start()
         .await
         .unwrap();
-    let task = engine.send(None, None, user("go")).await.unwrap();
+    let task = engine.send(Request::operator(user("go"))).await.unwrap();
     let done = finished(&engine, &task, "the task after one failed append").await;
     assert_eq!(
         done.status.state,

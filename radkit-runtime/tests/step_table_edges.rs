@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use futures::future::BoxFuture;
+use radkit_runtime::engine::Request;
 use radkit_runtime::flow::step_table::{goto, Step, StepInput, StepTable};
 use radkit_runtime::flow::{SkillInfo, StepCtx, StepResult, Transition};
 use radkit_runtime::model::TaskState;
@@ -48,7 +49,7 @@ async fn run(text: &str) -> radkit_runtime::model::Task {
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user(text)).await.unwrap();
+    let id = engine.send(Request::operator(user(text))).await.unwrap();
     settled(&engine, &id).await
 }
 

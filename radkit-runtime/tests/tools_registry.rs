@@ -3,6 +3,7 @@
 
 mod common;
 
+use radkit_runtime::engine::{Caller, Request};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -94,9 +95,9 @@ async fn run(effects: Effects, text: &str) -> (radkit_runtime::model::Task, Vec<
         .start()
         .await
         .unwrap();
-    let id = engine.send(None, None, user(text)).await.unwrap();
+    let id = engine.send(Request::operator(user(text))).await.unwrap();
     let task = settled(&engine, &id).await;
-    let journal = engine.journal(None, &id).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
     (task, journal)
 }
 

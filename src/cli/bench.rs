@@ -1,6 +1,7 @@
 //! `bench`: the engine's own benchmarks, on skills of their own (not the program's). Each workload runs on a fresh SQLite file with FULL
 //! durability and prints one JSON line. Build with `--release`.
 
+use crate::engine::{Caller, Request};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -168,9 +169,9 @@ pub(crate) fn report(workload: &str, steps: u64, elapsed: Duration, extra: serde
 pub(crate) async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow::Result<()> {
     let runs = (0..flows).map(|_| async move {
         let id = engine
-            .send(None, None, Message::user_text(steps.to_string()))
+            .send(Request::operator(Message::user_text(steps.to_string())))
             .await?;
-        let task = engine.wait_settled(None, &id).await?;
+        let task = engine.wait_settled(&Caller::Operator, &id).await?;
         if task.status.state != TaskState::Completed {
             bail!("bench task ended {:?}", task.status);
         }
@@ -254,7 +255,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     .fault_hook(hook)
                     .build()?;
                 engine
-                    .send(None, None, Message::user_text((steps + 10).to_string()))
+                    .send(Request::operator(Message::user_text(
+                        (steps + 10).to_string(),
+                    )))
                     .await?;
                 while !engine.is_halted() {
                     tokio::time::sleep(Duration::from_millis(5)).await;

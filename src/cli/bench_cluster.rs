@@ -2,6 +2,7 @@
 //! process or shared by `--workers N` `worker --bench-skill` processes, in a fresh schema that is dropped
 //! afterwards.
 
+use crate::engine::Request;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -95,8 +96,9 @@ async fn with_workers(
         .max_active_tasks(0)
         .build()?;
     let started = Instant::now();
-    let sends =
-        (0..flows).map(|_| submit.send(None, Some("bench"), Message::user_text(steps.to_string())));
+    let sends = (0..flows).map(|_| {
+        submit.send(Request::operator(Message::user_text(steps.to_string())).skill("bench"))
+    });
     futures::future::try_join_all(sends).await?;
     loop {
         let open = store

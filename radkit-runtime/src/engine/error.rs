@@ -26,9 +26,15 @@ pub enum EngineError {
         /// Its state.
         state: TaskState,
     },
-    /// No skill with that id, or no skill could be chosen.
+    /// No skill with that id is served (or a task belongs to one that is not).
     #[error("{0}")]
     UnknownSkill(String),
+    /// A new task names no skill and the agent serves several without a default.
+    #[error("this agent serves {} skills and the request names none; choose one of: {}", skills.len(), skills.join(", "))]
+    NoSkillChosen {
+        /// The skills served.
+        skills: Vec<String>,
+    },
     /// Two served skills have one id.
     #[error(transparent)]
     DuplicateSkill(#[from] crate::registry::DuplicateSkill),

@@ -57,12 +57,14 @@ fn status(
     })
 }
 
-/// The stream event a journal record produces, if any.
+/// The stream event a subscription's update produces, if any; a status event is final when the update
+/// is (see [`Update::is_final`](super::Update::is_final)).
 pub fn stream_event(
     task_id: &str,
     context_id: &str,
-    record: &JournalRecord,
+    update: &super::Update,
 ) -> Option<StreamEvent> {
+    let record = &update.record;
     let at = record.at_ms;
     match &record.entry {
         Entry::TaskCreated { .. } => Some(status(
@@ -97,7 +99,7 @@ pub fn stream_event(
             TaskState::InputRequired,
             Some(message),
             at,
-            true,
+            update.is_final,
         )),
         Entry::Terminal { state, message } => Some(status(
             task_id,
@@ -105,7 +107,7 @@ pub fn stream_event(
             *state,
             message.as_ref(),
             at,
-            true,
+            update.is_final,
         )),
         Entry::ArtifactEmitted {
             artifact,

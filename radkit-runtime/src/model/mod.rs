@@ -4,11 +4,13 @@
 
 mod card;
 mod content;
+mod id;
 mod message;
 mod task;
 
 pub use card::{AgentCapabilities, AgentCard, AgentSkill, SecurityScheme};
 pub use content::Content;
+pub use id::TaskId;
 pub use message::{FileContent, Message, Part, Role};
 pub use task::{
     Artifact, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,

@@ -3,11 +3,16 @@
 use axum::http::HeaderMap;
 
 use super::ServerConfig;
+use crate::engine::Caller;
 
-/// The principal of a request: `Ok(None)` when auth is off, `Err(())` when a valid token is missing.
-pub(crate) fn principal(config: &ServerConfig, headers: &HeaderMap) -> Result<Option<String>, ()> {
+/// A request without a valid bearer token, on a server that requires one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unauthorized;
+
+/// Who sent a request: the operator when auth is off, else the principal of its token.
+pub(crate) fn caller(config: &ServerConfig, headers: &HeaderMap) -> Result<Caller, Unauthorized> {
     if config.tokens.is_empty() {
-        return Ok(None);
+        return Ok(Caller::Operator);
     }
     let presented = headers
         .get(axum::http::header::AUTHORIZATION)
@@ -17,13 +22,13 @@ pub(crate) fn principal(config: &ServerConfig, headers: &HeaderMap) -> Result<Op
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .map(str::trim)
-        .ok_or(())?;
+        .ok_or(Unauthorized)?;
     config
         .tokens
         .iter()
         .find(|(token, _)| constant_time_eq(token.as_bytes(), presented.as_bytes()))
-        .map(|(_, principal)| Some(principal.clone()))
-        .ok_or(())
+        .map(|(_, principal)| Caller::principal(principal.clone()))
+        .ok_or(Unauthorized)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -8,10 +8,10 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::jsonrpc::{self, codes, Request, RpcError};
+use super::jsonrpc::{self, codes, RpcError};
 use super::{stream, AppState};
-use crate::engine::EngineError;
-use crate::model::{Message, Part, Task};
+use crate::engine::{Caller, EngineError, PermissionMode, Request};
+use crate::model::{Message, Part, Task, TaskId};
 
 /// How long a blocking `message/send` waits before returning the task as it is.
 const BLOCKING_WAIT: Duration = Duration::from_secs(60);
@@ -41,14 +41,14 @@ struct SendParams {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct QueryParams {
-    id: String,
+    id: TaskId,
     #[serde(default)]
     history_length: Option<i64>,
 }
 
 #[derive(Deserialize)]
 struct IdParams {
-    id: String,
+    id: TaskId,
 }
 
 fn decode_params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, RpcError> {
@@ -68,7 +68,7 @@ fn history(len: Option<i64>) -> Result<Option<usize>, RpcError> {
 }
 
 /// Map an engine error to the A2A error a client should see; internals are logged, not sent.
-fn engine_error(error: EngineError, cancel: bool) -> RpcError {
+pub(crate) fn engine_error(error: EngineError, cancel: bool) -> RpcError {
     match error {
         EngineError::TaskNotFound(id) => {
             RpcError::new(codes::TASK_NOT_FOUND, format!("task {id} not found"))
@@ -80,6 +80,10 @@ fn engine_error(error: EngineError, cancel: bool) -> RpcError {
         | EngineError::NotAwaitingInput { .. }
         | EngineError::UnknownSkill(_)
         | EngineError::InvalidInput(_)) => RpcError::new(codes::INVALID_PARAMS, e.to_string()),
+        e @ EngineError::NoSkillChosen { .. } => RpcError::new(
+            codes::INVALID_PARAMS,
+            format!("{e} (in message metadata `skillId`)"),
+        ),
         e @ EngineError::VersionMismatch { .. } => {
             RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
         }
@@ -128,22 +132,22 @@ fn accept_modes(mut task: Task, accepted: &Option<Vec<String>>) -> Task {
 
 pub(crate) async fn dispatch(
     state: Arc<AppState>,
-    principal: Option<String>,
-    request: Request,
+    caller: Caller,
+    request: jsonrpc::Request,
 ) -> Response {
     let id = request.id.clone();
     let result = match request.method.as_str() {
-        "message/send" => send(&state, principal, request.params)
+        "message/send" => send(&state, caller, request.params)
             .await
             .map(|task| jsonrpc::ok(&id, task)),
-        "message/stream" => return stream_message(state, principal, request).await,
-        "tasks/get" => get(&state, principal, request.params)
+        "message/stream" => return stream_message(state, caller, request).await,
+        "tasks/get" => get(&state, caller, request.params)
             .await
             .map(|task| jsonrpc::ok(&id, task)),
-        "tasks/cancel" => cancel(&state, principal, request.params)
+        "tasks/cancel" => cancel(&state, caller, request.params)
             .await
             .map(|task| jsonrpc::ok(&id, task)),
-        "tasks/resubscribe" => return resubscribe(state, principal, request).await,
+        "tasks/resubscribe" => return resubscribe(state, caller, request).await,
         m if m.starts_with("tasks/pushNotificationConfig/") => Err(RpcError::new(
             codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "push notifications are not supported; use message/stream or tasks/resubscribe",
@@ -166,9 +170,9 @@ pub(crate) async fn dispatch(
 /// Validate and start (or continue) a task; returns the task id and the request's options.
 async fn start(
     state: &AppState,
-    principal: Option<&str>,
+    caller: &Caller,
     params: Value,
-) -> Result<(String, SendConfiguration), RpcError> {
+) -> Result<(TaskId, SendConfiguration), RpcError> {
     let SendParams {
         message,
         configuration,
@@ -193,25 +197,57 @@ async fn start(
             "`message.parts` must not be empty",
         ));
     }
-    let skill = metadata
-        .as_ref()
-        .and_then(|m| m.get("skillId").or_else(|| m.get("skill_id")))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let request = engine_request(caller.clone(), message, metadata.as_ref())?;
     let task_id = state
         .engine
-        .send(principal, skill.as_deref(), message)
+        .send(request)
         .await
         .map_err(|e| engine_error(e, false))?;
     Ok((task_id, configuration))
 }
 
-async fn send(
-    state: &AppState,
-    principal: Option<String>,
-    params: Value,
-) -> Result<Task, RpcError> {
-    let (task_id, config) = start(state, principal.as_deref(), params).await?;
+/// The engine request for a message: the A2A metadata keys are read here, once. `skillId` (or
+/// `skill_id`) names the skill of a new task and `permissionMode` its permission mode, in the request's
+/// `metadata` or the message's (the request's wins).
+fn engine_request(
+    caller: Caller,
+    message: Message,
+    params_metadata: Option<&serde_json::Map<String, Value>>,
+) -> Result<Request, RpcError> {
+    let lookup = |keys: &[&str]| {
+        [params_metadata, message.metadata.as_ref()]
+            .into_iter()
+            .flatten()
+            .find_map(|m| keys.iter().find_map(|k| m.get(*k)))
+            .cloned()
+    };
+    let skill = match lookup(&["skillId", "skill_id"]) {
+        None => None,
+        Some(Value::String(id)) => Some(id),
+        Some(other) => {
+            return Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("metadata `skillId` must be a string, got {other}"),
+            ))
+        }
+    };
+    let mode = match lookup(&["permissionMode"]) {
+        None => None,
+        Some(value) => Some(value.as_str().and_then(PermissionMode::parse).ok_or_else(|| {
+            RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("unknown permissionMode {value}; expected \"plan\", \"default\", \"acceptEdits\" or \"bypass\""),
+            )
+        })?),
+    };
+    let mut request = Request::new(caller, message);
+    request.skill = skill;
+    request.mode = mode;
+    Ok(request)
+}
+
+async fn send(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
+    let (task_id, config) = start(state, &caller, params).await?;
     let history_length = history(config.history_length)?.or(Some(state.config.max_history));
     let task = if config.blocking.unwrap_or(false) {
         // The task keeps running if we stop waiting: the engine owns it, not this request.
@@ -219,96 +255,82 @@ async fn send(
             BLOCKING_WAIT,
             state
                 .engine
-                .wait_settled_with(principal.as_deref(), &task_id, history_length),
+                .wait_settled_with(&caller, &task_id, history_length),
         )
         .await
         {
             Ok(settled) => settled.map_err(|e| engine_error(e, false))?,
             Err(_) => state
                 .engine
-                .task(principal.as_deref(), &task_id, history_length)
+                .task(&caller, &task_id, history_length)
                 .await
                 .map_err(|e| engine_error(e, false))?,
         }
     } else {
         state
             .engine
-            .task(principal.as_deref(), &task_id, history_length)
+            .task(&caller, &task_id, history_length)
             .await
             .map_err(|e| engine_error(e, false))?
     };
     Ok(accept_modes(task, &config.accepted_output_modes))
 }
 
-async fn get(state: &AppState, principal: Option<String>, params: Value) -> Result<Task, RpcError> {
+async fn get(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
     let QueryParams { id, history_length } = decode_params(params)?;
     let history_length = history(history_length)?.or(Some(state.config.max_history));
     state
         .engine
-        .task(principal.as_deref(), &id, history_length)
+        .task(&caller, &id, history_length)
         .await
         .map_err(|e| engine_error(e, false))
 }
 
-async fn cancel(
-    state: &AppState,
-    principal: Option<String>,
-    params: Value,
-) -> Result<Task, RpcError> {
+async fn cancel(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
     let IdParams { id } = decode_params(params)?;
     state
         .engine
-        .cancel(principal.as_deref(), &id)
+        .cancel(&caller, &id)
         .await
         .map_err(|e| engine_error(e, true))
 }
 
 async fn stream_message(
     state: Arc<AppState>,
-    principal: Option<String>,
-    request: Request,
+    caller: Caller,
+    request: jsonrpc::Request,
 ) -> Response {
     let id = request.id.clone();
-    let task_id = match start(&state, principal.as_deref(), request.params).await {
+    let task_id = match start(&state, &caller, request.params).await {
         Ok((task_id, _)) => task_id,
         Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
     };
     // The stream opens with the task as it is now, then every journal record after it.
-    let (task, after) = match state
+    let snapshot = match state
         .engine
-        .snapshot(
-            principal.as_deref(),
-            &task_id,
-            Some(state.config.max_history),
-        )
+        .snapshot(&caller, &task_id, Some(state.config.max_history))
         .await
     {
         Ok(snapshot) => snapshot,
         Err(e) => return Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     };
-    let settled = task.status.state.is_terminal()
-        || task.status.state == crate::model::TaskState::InputRequired;
     match state
         .engine
-        .subscribe_from(principal.as_deref(), &task_id, after)
+        .subscribe_from(&caller, &task_id, snapshot.last_seq)
         .await
     {
-        Ok(sub) => stream::sse(sub, id, Some(task), settled).into_response(),
+        Ok(sub) => stream::sse(sub, id, Some(snapshot.task), snapshot.is_final).into_response(),
         Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     }
 }
 
-async fn resubscribe(
-    state: Arc<AppState>,
-    principal: Option<String>,
-    request: Request,
-) -> Response {
+async fn resubscribe(state: Arc<AppState>, caller: Caller, request: jsonrpc::Request) -> Response {
     let id = request.id.clone();
     let IdParams { id: task_id } = match decode_params(request.params) {
         Ok(p) => p,
         Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
     };
-    match state.engine.subscribe(principal.as_deref(), &task_id).await {
+    match state.engine.subscribe(&caller, &task_id).await {
         Ok(sub) => stream::sse(sub, id, None, false).into_response(),
         Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     }

@@ -89,9 +89,9 @@ async fn rpc(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let principal = match auth::principal(&state.config, &headers) {
-        Ok(p) => p,
-        Err(()) => {
+    let caller = match auth::caller(&state.config, &headers) {
+        Ok(caller) => caller,
+        Err(auth::Unauthorized) => {
             return (
                 StatusCode::UNAUTHORIZED,
                 [("www-authenticate", "Bearer")],
@@ -104,5 +104,5 @@ async fn rpc(
         Ok(r) => r,
         Err(error) => return Json(error).into_response(),
     };
-    methods::dispatch(state, principal, request).await
+    methods::dispatch(state, caller, request).await
 }

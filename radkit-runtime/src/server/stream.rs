@@ -8,10 +8,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::stream::{self, Stream, StreamExt};
 use serde_json::Value;
 
-use super::jsonrpc;
+use super::{jsonrpc, methods};
 use crate::engine::{stream_event, StreamEvent, Subscription};
-use crate::journal::Entry;
-use crate::model::{Task, TaskState};
+use crate::model::Task;
 
 fn sse_event(id: &Value, result: impl serde::Serialize) -> Result<Event, Infallible> {
     Ok(Event::default().data(jsonrpc::ok(id, result).to_string()))
@@ -23,8 +22,10 @@ struct Follow {
     done: bool,
 }
 
-/// Stream `first` (if any), then every journal record after the subscription's start as an event;
-/// `done` ends the stream right after `first` (the task was already settled).
+/// Stream `first` (if any), then every journal record after the subscription's start as an event,
+/// until the update the subscription marks final; `done` ends the stream right after `first` (the
+/// task was already settled). A subscription that fails (the store cannot be read) ends the stream
+/// with a JSON-RPC error event, never silently.
 pub(crate) fn sse(
     sub: Subscription,
     id: Value,
@@ -38,28 +39,21 @@ pub(crate) fn sse(
             if f.done {
                 return None;
             }
-            let record = f.sub.next().await?;
-            let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &record) else {
+            let update = match f.sub.next().await? {
+                Ok(update) => update,
+                Err(error) => {
+                    f.done = true;
+                    let error = methods::engine_error(error, false);
+                    let event = Event::default().data(jsonrpc::error(&f.id, error).to_string());
+                    return Some((Ok(event), f));
+                }
+            };
+            f.done = update.is_final;
+            let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &update) else {
                 continue;
             };
             let event = match event {
-                StreamEvent::Status(mut status) => {
-                    if status.is_final && status.status.state == TaskState::InputRequired {
-                        // A past question in a replay is not the end of the story: it is final only if
-                        // nothing already journaled answers it.
-                        let answered = f.sub.upcoming().any(|r| {
-                            matches!(
-                                r.entry,
-                                Entry::MessageReceived { .. }
-                                    | Entry::Activated { .. }
-                                    | Entry::Terminal { .. }
-                            )
-                        });
-                        status.is_final = !answered;
-                    }
-                    f.done = status.is_final;
-                    sse_event(&f.id, status)
-                }
+                StreamEvent::Status(status) => sse_event(&f.id, status),
                 StreamEvent::Artifact(artifact) => sse_event(&f.id, artifact),
             };
             return Some((event, f));

@@ -1,6 +1,8 @@
 //! Shared pieces of the engine tests: a counting ledger tool, a payment-like skill, waiting helpers.
 #![allow(dead_code)]
 
+use radkit_runtime::engine::Caller;
+use radkit_runtime::model::TaskId;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -189,11 +191,11 @@ pub async fn wait_halted(engine: &Engine) {
 }
 
 /// Wait until the task is input-required or finished (bounded, so a hang fails the test).
-pub async fn settled(engine: &Engine, task_id: &str) -> radkit_runtime::model::Task {
+pub async fn settled(engine: &Engine, task_id: &TaskId) -> radkit_runtime::model::Task {
     within(
         PATIENCE,
         &format!("task {task_id} to settle (input-required or finished)"),
-        engine.wait_settled(None, task_id),
+        engine.wait_settled(&Caller::Operator, task_id),
     )
     .await
     .expect("wait_settled failed")

@@ -2,6 +2,7 @@
 //! parent's side, the guard that spawns it, waits for its marker, kills it with SIGKILL and reaps it
 //! on every exit path.
 
+use radkit_runtime::engine::{Caller, Request};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ pub async fn run(case: &Case, dir: &Path) {
         .await
         .expect("start the child's engine");
     let task_id = first
-        .send(None, None, Message::user_text("order 7"))
+        .send(Request::operator(Message::user_text("order 7")))
         .await
         .expect("create the task");
     let _canceling = match case.kill {
@@ -34,7 +35,7 @@ pub async fn run(case: &Case, dir: &Path) {
             let task = within(
                 PATIENCE,
                 "the question before the cancel",
-                first.wait_settled(None, &task_id),
+                first.wait_settled(&Caller::Operator, &task_id),
             )
             .await
             .expect("wait_settled");
@@ -53,7 +54,9 @@ pub async fn run(case: &Case, dir: &Path) {
                 .await
                 .expect("start the child's canceling engine");
             let id = task_id.clone();
-            Some(tokio::spawn(async move { second.cancel(None, &id).await }))
+            Some(tokio::spawn(async move {
+                second.cancel(&Caller::Operator, &id).await
+            }))
         }
     };
     tokio::time::sleep(CHILD_LIFETIME).await;

@@ -2,6 +2,7 @@
 //! behaviour. A test here that fails today runs only with `RADKIT_MATRIX_KNOWN_BUGS=1`, like the
 //! table's rows marked `.bug(..)`; a fixed one runs by default and keeps the bug from coming back.
 
+use radkit_runtime::engine::{Caller, Request};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,12 +59,17 @@ pub async fn cancel_right_after_the_task_settled() {
         .start()
         .await
         .expect("start the engine");
-    let task_id = engine.send(None, None, user("order 7")).await.unwrap();
-    let waiting =
-        tokio::time::timeout(Duration::from_secs(20), engine.wait_settled(None, &task_id))
-            .await
-            .expect("the task settles")
-            .expect("wait_settled");
+    let task_id = engine
+        .send(Request::operator(user("order 7")))
+        .await
+        .unwrap();
+    let waiting = tokio::time::timeout(
+        Duration::from_secs(20),
+        engine.wait_settled(&Caller::Operator, &task_id),
+    )
+    .await
+    .expect("the task settles")
+    .expect("wait_settled");
     assert_eq!(waiting.status.state, TaskState::InputRequired);
     tokio::time::timeout(Duration::from_secs(20), store.releasing.notified())
         .await
@@ -71,7 +77,7 @@ pub async fn cancel_right_after_the_task_settled() {
     store.watch_reads.store(true, Ordering::SeqCst);
     let canceling = {
         let (engine, task_id) = (engine.clone(), task_id.clone());
-        tokio::spawn(async move { engine.cancel(None, &task_id).await })
+        tokio::spawn(async move { engine.cancel(&Caller::Operator, &task_id).await })
     };
     // The cancel reads the journal once it has decided how to cancel (following the task); an
     // engine that waits for the driver instead gets the release after this bounded wait.

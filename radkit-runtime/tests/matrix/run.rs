@@ -3,6 +3,8 @@
 //! reopened store, drive the task to its end, and check the raw call counts, the keys the tool saw,
 //! the final journal and the final state. Every wait is bounded and names what it waited for.
 
+use radkit_runtime::engine::{Caller, Request};
+use radkit_runtime::model::TaskId;
 use std::time::{Duration, Instant};
 
 use radkit_runtime::effects::Effects;
@@ -61,7 +63,7 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
     }
     let mut crashed = crashing.build().expect("build the engine that crashes");
     let task_id = crashed
-        .send(None, None, user("order 7"))
+        .send(Request::operator(user("order 7")))
         .await
         .unwrap_or_else(|e| panic!("{cell}: the task was not created: {e}"));
     let mut canceling = None;
@@ -70,7 +72,7 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
             let task = settle(&crashed, &task_id, &cell, "the question before the crash").await;
             assert_eq!(task.status.state, TaskState::InputRequired, "{cell}");
             crashed
-                .send(None, None, reply(&task_id, NOTE))
+                .send(Request::operator(reply(&task_id, NOTE)))
                 .await
                 .unwrap_or_else(|e| panic!("{cell}: the reply was refused: {e}"));
         }
@@ -85,7 +87,9 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
                 .build()
                 .expect("build the engine that cancels and crashes");
             let (engine, id) = (crashed.clone(), task_id.clone());
-            canceling = Some(tokio::spawn(async move { engine.cancel(None, &id).await }));
+            canceling = Some(tokio::spawn(async move {
+                engine.cancel(&Caller::Operator, &id).await
+            }));
         }
         Point::TimerWait if boundary.is_none() => {
             committed(&crashed, &task_id, &cell, "timer_set", |entry| {
@@ -133,7 +137,7 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
     let mut task = settle(&fresh, &task_id, &cell, "the recovered task").await;
     if task.status.state == TaskState::InputRequired && row.point == Point::AwaitingInput {
         fresh
-            .send(None, None, reply(&task_id, NOTE))
+            .send(Request::operator(reply(&task_id, NOTE)))
             .await
             .unwrap_or_else(|e| panic!("{cell}: the reply after recovery was refused: {e}"));
         task = settle(&fresh, &task_id, &cell, "the answered task").await;
@@ -182,12 +186,12 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
 }
 
 /// Wait for the task to settle (input-required or finished).
-async fn settle(engine: &Engine, task_id: &str, cell: &str, what: &str) -> Task {
-    match tokio::time::timeout(LIMIT, engine.wait_settled(None, task_id)).await {
+async fn settle(engine: &Engine, task_id: &TaskId, cell: &str, what: &str) -> Task {
+    match tokio::time::timeout(LIMIT, engine.wait_settled(&Caller::Operator, task_id)).await {
         Ok(Ok(task)) => task,
         Ok(Err(e)) => panic!("{cell}: waiting for {what} to settle failed: {e}"),
         Err(_) => {
-            let state = engine.state(None, task_id).await;
+            let state = engine.state(&Caller::Operator, task_id).await;
             panic!("{cell}: {what} did not settle within {LIMIT:?} (its row says {state:?})")
         }
     }
@@ -196,17 +200,20 @@ async fn settle(engine: &Engine, task_id: &str, cell: &str, what: &str) -> Task 
 /// Wait until an entry matching `wanted` is committed.
 async fn committed(
     engine: &Engine,
-    task_id: &str,
+    task_id: &TaskId,
     cell: &str,
     what: &str,
     wanted: impl Fn(&Entry) -> bool,
 ) {
     let mut sub = engine
-        .subscribe(None, task_id)
+        .subscribe(&Caller::Operator, task_id)
         .await
         .unwrap_or_else(|e| panic!("{cell}: cannot follow the task: {e}"));
     let seen = async {
-        while let Some(record) = sub.next().await {
+        while let Some(update) = sub.next().await {
+            let record = update
+                .unwrap_or_else(|e| panic!("{cell}: the subscription failed: {e}"))
+                .record;
             if wanted(&record.entry) {
                 return true;
             }

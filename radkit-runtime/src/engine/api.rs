@@ -1,0 +1,514 @@
+//! The engine's public API: sending messages, reading, following and canceling tasks, recovery.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::cluster::Ownership;
+use super::replay::Wait;
+use super::run::{RunState, TaskRun, Work};
+use super::{
+    invoke, project, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode, Request,
+    Snapshot, Subscription,
+};
+use crate::flow::{ErasedSkill, Event, Receipt, SkillInfo};
+use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
+use crate::store::{NewLease, Store, TaskQuery, TaskRecord, CREATION_TOKEN};
+
+impl Engine {
+    /// An engine over `store`, serving every skill registered with `#[flow_skill]` (unless declared
+    /// `register = false`) plus the ones added with [`EngineBuilder::skill`].
+    pub fn builder(store: impl Store) -> EngineBuilder {
+        Self::builder_arc(Arc::new(store))
+    }
+
+    /// An engine over a shared store.
+    pub fn builder_arc(store: Arc<dyn Store>) -> EngineBuilder {
+        EngineBuilder::new(store)
+    }
+
+    /// The skills served, in the order [`EngineBuilder::skills`] gives.
+    pub fn skills(&self) -> Vec<SkillInfo> {
+        self.inner
+            .order
+            .iter()
+            .filter_map(|id| self.inner.skills.get(id))
+            .map(|s| s.info().clone())
+            .collect()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// Stop writing at once (what a crash does). Used by tests and shutdown.
+    pub fn halt(&self) {
+        self.inner.halt();
+    }
+
+    /// Stop writing, then give back every lease held so other workers take the tasks over at once
+    /// instead of after the lease expires. A step in flight is cut off as by a crash (its command is
+    /// reissued by the next owner with the same InvocationId).
+    pub async fn shutdown(&self) {
+        self.inner.halt();
+        self.inner.release_all().await;
+    }
+
+    /// This engine's name in leases.
+    pub fn worker_id(&self) -> &str {
+        &self.inner.config.worker_id
+    }
+
+    /// What [`EngineBuilder::check_fold`] found: each time a run's live state differed from the fold
+    /// of its stored journal. Empty when the check is off or found nothing.
+    pub fn fold_divergences(&self) -> Vec<String> {
+        self.inner
+            .divergences
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// True once halted.
+    pub fn is_halted(&self) -> bool {
+        self.inner.halted.load(Ordering::SeqCst)
+    }
+
+    /// Send a user message: a message without `task_id` starts a task of the request's skill (or of
+    /// the only or default skill); one with `task_id` answers a task waiting for input. Returns the
+    /// task id.
+    pub async fn send(&self, request: Request) -> Result<TaskId, EngineError> {
+        let Request {
+            caller,
+            skill,
+            mode,
+            message,
+        } = request;
+        if message.parts.is_empty() {
+            return Err(EngineError::InvalidInput("message has no parts".to_owned()));
+        }
+        if message.role != Role::User {
+            return Err(EngineError::InvalidInput(
+                "message role must be `user`".to_owned(),
+            ));
+        }
+        match message.task_id.clone() {
+            Some(task_id) => {
+                let task_id = TaskId::from(task_id);
+                self.answer(&caller, &task_id, message).await?;
+                Ok(task_id)
+            }
+            None => {
+                let skill = self.choose_skill(skill.as_deref())?;
+                let mode = mode.unwrap_or(self.inner.config.permission_mode);
+                self.start_task(&caller, skill, mode, message).await
+            }
+        }
+    }
+
+    fn choose_skill(&self, skill_id: Option<&str>) -> Result<Arc<dyn ErasedSkill>, EngineError> {
+        match skill_id {
+            Some(id) => self.inner.skills.get(id).cloned().ok_or_else(|| {
+                EngineError::UnknownSkill(format!(
+                    "no skill `{id}`; skills are {}",
+                    self.inner.order.join(", ")
+                ))
+            }),
+            None if self.inner.order.len() == 1 => {
+                Ok(self.inner.skills[&self.inner.order[0]].clone())
+            }
+            None if self.inner.default_skill.is_some() => {
+                let id = self.inner.default_skill.as_deref().unwrap_or_default();
+                self.inner
+                    .skills
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| EngineError::UnknownSkill(format!("no skill `{id}`")))
+            }
+            None => Err(EngineError::NoSkillChosen {
+                skills: self.inner.order.clone(),
+            }),
+        }
+    }
+
+    async fn start_task(
+        &self,
+        caller: &Caller,
+        skill: Arc<dyn ErasedSkill>,
+        mode: PermissionMode,
+        mut message: Message,
+    ) -> Result<TaskId, EngineError> {
+        let info = skill.info();
+        let task_id = new_id();
+        let context_id = message.context_id.clone().unwrap_or_else(new_id);
+        message.task_id = Some(task_id.clone());
+        message.context_id = Some(context_id.clone());
+        let initial = skill
+            .initial_state()
+            .map_err(|e| EngineError::InvalidInput(e.to_string()))?;
+        let now = now_ms();
+        let record = TaskRecord {
+            id: task_id.clone(),
+            context_id: context_id.clone(),
+            skill_id: info.id.clone(),
+            skill_version: info.version.clone(),
+            principal: caller.principal_name().map(str::to_owned),
+            state: TaskState::Submitted,
+            created_at_ms: now,
+            updated_at_ms: now,
+            wake_at_ms: None,
+            last_seq: 0,
+        };
+        let mut state = RunState::new(initial);
+        state.push(Entry::TaskCreated {
+            skill_id: info.id.clone(),
+            skill_version: info.version.clone(),
+            context_id: context_id.clone(),
+            principal: record.principal.clone(),
+            permission_mode: mode,
+        });
+        state.push(Entry::MessageReceived {
+            message: message.clone(),
+        });
+        state.queue.push_back(Work::Activate {
+            event: Event::UserMessage { message },
+            rerun: None,
+        });
+        let (tx, gate) = self.inner.live_handles(&task_id);
+        let mut run = TaskRun::new(
+            task_id.clone().into(),
+            context_id.into(),
+            info.id.clone(),
+            state,
+            self.inner.store.clone(),
+            self.inner.halted.clone(),
+            tx,
+        );
+        run.create = Mutex::new(Some(record));
+        run.mode = mode;
+        run.fold_check = self.inner.fold_check(skill.as_ref());
+        // On a shared store the task is leased to this engine when it has room; otherwise it is
+        // created unleased and a worker with room claims it.
+        let drive_here =
+            !self.inner.shared() || self.inner.held_count() < self.inner.config.max_active_tasks;
+        if self.inner.shared() && drive_here {
+            run.fence = Some(CREATION_TOKEN);
+            run.new_lease = Mutex::new(Some(NewLease {
+                owner: self.inner.config.worker_id.clone(),
+                ttl_ms: i64::try_from(self.inner.config.lease_ttl.as_millis()).unwrap_or(i64::MAX),
+            }));
+            self.inner.hold(&task_id, CREATION_TOKEN);
+        }
+        let run = Arc::new(run);
+        let guard = gate.lock_owned().await;
+        if let Err(e) = run.flush().await {
+            self.inner.disown(&run).await;
+            return Err(e.into());
+        }
+        if drive_here {
+            self.inner.spawn_drive(run, guard);
+        }
+        Ok(TaskId::from(task_id))
+    }
+
+    /// The task's row, if `caller` may see it (a task it may not see is not found, as one that does
+    /// not exist).
+    async fn visible(&self, caller: &Caller, task_id: &str) -> Result<TaskRecord, EngineError> {
+        match self.inner.store.task(task_id).await? {
+            Some(t) if caller.can_see(t.principal.as_deref()) => Ok(t),
+            _ => Err(EngineError::TaskNotFound(task_id.to_string())),
+        }
+    }
+
+    async fn answer(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        mut message: Message,
+    ) -> Result<(), EngineError> {
+        let record = self.visible(caller, task_id).await?;
+        if record.state.is_terminal() {
+            return Err(EngineError::TaskFinished {
+                task_id: task_id.to_string(),
+                state: record.state,
+            });
+        }
+        if self.inner.shared() && record.state != TaskState::InputRequired {
+            // The row changes in the same statement as the journal: the task is not waiting.
+            return Err(EngineError::NotAwaitingInput {
+                task_id: task_id.to_string(),
+                state: record.state,
+            });
+        }
+        let (_, gate) = self.inner.live_handles(task_id);
+        let guard = gate.lock_owned().await;
+        // On a shared store, the engine that just settled the task may still be giving its lease back.
+        let patience = self.inner.config.lease_ttl + self.inner.config.poll * 2;
+        let owner = self.inner.own(task_id, patience).await?;
+        if let Ownership::Busy = owner {
+            return Err(EngineError::NotAwaitingInput {
+                task_id: task_id.to_string(),
+                state: record.state,
+            });
+        }
+        let (run, wait, open_visit) = self.inner.load_owned(task_id, owner.token()).await?;
+        let ask = match wait {
+            Wait::Input { ask, .. } => ask,
+            Wait::Terminal(state) => {
+                self.inner.disown(&run).await;
+                return Err(EngineError::TaskFinished {
+                    task_id: task_id.to_string(),
+                    state,
+                });
+            }
+            _ => {
+                self.inner.disown(&run).await;
+                let state = run.lock().status();
+                return Err(EngineError::NotAwaitingInput {
+                    task_id: task_id.to_string(),
+                    state,
+                });
+            }
+        };
+        message.context_id = Some(run.context_id.to_string());
+        {
+            let mut st = run.lock();
+            st.push(Entry::MessageReceived {
+                message: message.clone(),
+            });
+            st.set_status(TaskState::Working);
+            match ask {
+                Some(id) => {
+                    let transition = st.command(&id).is_some_and(|c| c.transition);
+                    let value = invoke::reply_value(&message);
+                    st.record_receipt(Receipt {
+                        id: id.clone(),
+                        attempt: 1,
+                        outcome: Ok(value),
+                        usage: None,
+                    });
+                    st.set_wake(None);
+                    if transition {
+                        st.queue.push_front(Work::Execute(id));
+                    } else if let Some((visit, event)) = open_visit {
+                        st.queue.push_front(Work::Activate {
+                            event,
+                            rerun: Some(visit),
+                        });
+                    }
+                }
+                None => st.queue.push_back(Work::Activate {
+                    event: Event::UserMessage { message },
+                    rerun: None,
+                }),
+            }
+        }
+        if let Err(e) = run.flush().await {
+            self.inner.disown(&run).await;
+            return Err(e.into());
+        }
+        if self.inner.crash_at(Boundary::Resuming, &run, None, None) {
+            return Ok(());
+        }
+        self.inner.spawn_drive(run, guard);
+        Ok(())
+    }
+
+    /// The task as A2A shows it.
+    pub async fn task(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        history_length: Option<usize>,
+    ) -> Result<Task, EngineError> {
+        self.visible(caller, task_id).await?;
+        let records = self.inner.store.journal(task_id, 0).await?;
+        project(task_id, &records, history_length)
+            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_string()))
+    }
+
+    /// The task as A2A shows it, the seq of the last journal entry it reflects, and whether the task
+    /// is settled there (a subscription from that seq would have nothing to say until it is answered).
+    pub async fn snapshot(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        history_length: Option<usize>,
+    ) -> Result<Snapshot, EngineError> {
+        self.visible(caller, task_id).await?;
+        let records = self.inner.store.journal(task_id, 0).await?;
+        let last_seq = records.last().map(|r| r.seq).unwrap_or(0);
+        let is_final = super::subscription::settled(&records);
+        let task = project(task_id, &records, history_length)
+            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_string()))?;
+        Ok(Snapshot {
+            task,
+            last_seq,
+            is_final,
+        })
+    }
+
+    /// The task's current state (from its row; cheap).
+    pub async fn state(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskState, EngineError> {
+        Ok(self.visible(caller, task_id).await?.state)
+    }
+
+    /// The task's journal.
+    pub async fn journal(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+    ) -> Result<Vec<JournalRecord>, EngineError> {
+        self.visible(caller, task_id).await?;
+        Ok(self.inner.store.journal(task_id, 0).await?)
+    }
+
+    /// Cancel a task: compensations of `Compensate` commands run newest first, then the task ends
+    /// `canceled`. A finished task answers [`EngineError::TaskFinished`].
+    pub async fn cancel(&self, caller: &Caller, task_id: &TaskId) -> Result<Task, EngineError> {
+        let record = self.visible(caller, task_id).await?;
+        if record.state.is_terminal() {
+            return Err(EngineError::TaskFinished {
+                task_id: task_id.to_string(),
+                state: record.state,
+            });
+        }
+        if let Some(leases) = self.inner.store.leases() {
+            // On the row before anything is journaled: the row stays claimable until the task ends,
+            // so whichever engine holds or next claims the task (after a crash during the cancel's
+            // compensations, too) finishes the cancel, whatever the task waited for.
+            leases.request_cancel(task_id).await?;
+        }
+        // A running task is canceled by its driver: the request is journaled with the driver's next
+        // flush, so a crash before the end keeps it. A run whose driver stopped refuses it (under the
+        // lock its driver takes for its last look at it): then cancel through the gate like an idle
+        // task, which waits for the driver to give the task back.
+        let marked_running = self
+            .inner
+            .running(task_id)
+            .is_some_and(|run| run.lock().request_cancel());
+        if !marked_running {
+            let (_, gate) = self.inner.live_handles(task_id);
+            let guard = gate.lock_owned().await;
+            let owner = self.inner.own(task_id, Duration::ZERO).await?;
+            if let Ownership::Busy = owner {
+                // Another engine drives it: the request on its row is where its owner (or the next
+                // one) sees it.
+                drop(guard);
+                let mut sub = self.subscribe(caller, task_id).await?;
+                while let Some(update) = sub.next().await {
+                    update?;
+                }
+                return self.task(caller, task_id, None).await;
+            }
+            let (run, wait, _) = self.inner.load_owned(task_id, owner.token()).await?;
+            match wait {
+                Wait::Terminal(state) => {
+                    self.inner.disown(&run).await;
+                    return Err(EngineError::TaskFinished {
+                        task_id: task_id.to_string(),
+                        state,
+                    });
+                }
+                _ => {
+                    run.lock().request_cancel();
+                    self.inner.spawn_drive(run, guard);
+                }
+            }
+        }
+        let mut sub = self.subscribe(caller, task_id).await?;
+        while let Some(update) = sub.next().await {
+            update?;
+        }
+        self.task(caller, task_id, None).await
+    }
+
+    /// Follow a task: its journal so far, then live records until the terminal entry.
+    pub async fn subscribe(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+    ) -> Result<Subscription, EngineError> {
+        self.subscribe_from(caller, task_id, 0).await
+    }
+
+    /// Follow a task from after `after_seq`.
+    pub async fn subscribe_from(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        after_seq: u64,
+    ) -> Result<Subscription, EngineError> {
+        let record = self.visible(caller, task_id).await?;
+        let (tx, _) = self.inner.live_handles(task_id);
+        let rx = tx.subscribe();
+        let backlog = self.inner.store.journal(task_id, after_seq).await?;
+        Ok(Subscription::new(
+            self.clone(),
+            task_id.clone(),
+            record.context_id,
+            backlog,
+            rx,
+            after_seq,
+        ))
+    }
+
+    /// Wait until the task is input-required or finished, and return it.
+    pub async fn wait_settled(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+    ) -> Result<Task, EngineError> {
+        self.wait_settled_with(caller, task_id, None).await
+    }
+
+    /// Like [`Engine::wait_settled`], returning at most `history_length` history messages. The task is
+    /// projected from the records the wait already read: no extra store round trip.
+    pub async fn wait_settled_with(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        history_length: Option<usize>,
+    ) -> Result<Task, EngineError> {
+        let mut sub = self.subscribe(caller, task_id).await?;
+        let mut records = Vec::new();
+        while let Some(update) = sub.next().await {
+            let update = update?;
+            records.push(update.record);
+            if update.is_final {
+                break;
+            }
+        }
+        project(task_id, &records, history_length)
+            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_string()))
+    }
+
+    /// Rehydrate every non-terminal task from its journal and continue it. Returns how many.
+    ///
+    /// On a shared store (Postgres) this starts the worker loop instead: tasks are claimed through
+    /// leases as this engine has room, and none is resumed here (returns 0).
+    pub async fn recover(&self) -> Result<usize, EngineError> {
+        if self.inner.shared() {
+            self.inner.start_worker();
+            return Ok(0);
+        }
+        let tasks = self
+            .inner
+            .store
+            .list(TaskQuery {
+                non_terminal: true,
+                ..TaskQuery::default()
+            })
+            .await?;
+        let mut resumed = 0;
+        for task in tasks {
+            match self.inner.resume(&task.id, None).await {
+                Ok(()) => resumed += 1,
+                Err(e) => tracing::error!(task = %task.id, error = %e, "task not resumed"),
+            }
+        }
+        Ok(resumed)
+    }
+}

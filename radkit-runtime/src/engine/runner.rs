@@ -1,0 +1,279 @@
+//! Running tasks: loading and replaying a task, driving it on its own tokio task, reloading it after a
+//! failed append, waking it on timers, and the per-task live entries (gate, broadcast, running run).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+
+use super::cluster::Ownership;
+use super::replay::{replay, Wait};
+use super::run::TaskRun;
+use super::{EngineError, Inner, Live, LIVE_CAPACITY};
+use crate::flow::Event;
+use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::store::Lease;
+
+impl Inner {
+    pub(super) fn live_handles(
+        &self,
+        task_id: &str,
+    ) -> (
+        broadcast::Sender<Arc<JournalRecord>>,
+        Arc<tokio::sync::Mutex<()>>,
+    ) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = live.entry(task_id.to_owned()).or_insert_with(|| Live {
+            tx: broadcast::channel(LIVE_CAPACITY).0,
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+            run: None,
+        });
+        (entry.tx.clone(), entry.gate.clone())
+    }
+
+    pub(super) fn running(&self, task_id: &str) -> Option<Arc<TaskRun>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(task_id)
+            .and_then(|l| l.run.clone())
+    }
+
+    /// Load and replay a task the caller owns (it holds its gate and, on a shared store, the lease
+    /// `fence`, which is given back if the task cannot be loaded).
+    pub(super) async fn load_owned(
+        &self,
+        task_id: &str,
+        fence: Option<u64>,
+    ) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
+        let loaded = self.load(task_id, fence).await;
+        if let (Err(_), Some(token)) = (&loaded, fence) {
+            self.give_back(task_id, token, false).await;
+        }
+        loaded
+    }
+
+    async fn load(
+        &self,
+        task_id: &str,
+        fence: Option<u64>,
+    ) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
+        let records = self.store.journal_for_replay(task_id).await?;
+        let first_skill = records.iter().find_map(|r| match &r.entry {
+            Entry::TaskCreated { skill_id, .. } => Some(skill_id.clone()),
+            _ => None,
+        });
+        let skill = first_skill
+            .as_ref()
+            .and_then(|id| self.skills.get(id))
+            .cloned();
+        let Some(skill) = skill else {
+            return Err(EngineError::UnknownSkill(format!(
+                "task {task_id} belongs to skill `{}`, which this agent does not serve",
+                first_skill.unwrap_or_default()
+            )));
+        };
+        let initial = skill.initial_state().unwrap_or(serde_json::Value::Null);
+        let replayed = replay(&records, initial, now_ms()).map_err(|reason| {
+            EngineError::Store(crate::store::StoreError::Corrupt {
+                task_id: task_id.to_owned(),
+                seq: 0,
+                reason,
+            })
+        })?;
+        let info = skill.info();
+        if replayed.header.skill_version != info.version
+            && !matches!(replayed.wait, Wait::Terminal(_))
+        {
+            return Err(EngineError::VersionMismatch {
+                task_id: task_id.to_owned(),
+                skill_id: info.id.clone(),
+                recorded: replayed.header.skill_version,
+                running: info.version.clone(),
+            });
+        }
+        let (tx, _) = self.live_handles(task_id);
+        let mut run = TaskRun::new(
+            task_id.into(),
+            replayed.header.context_id.into(),
+            info.id.clone(),
+            replayed.run,
+            self.store.clone(),
+            self.halted.clone(),
+            tx,
+        );
+        run.mode = replayed.header.permission_mode;
+        run.fence = fence;
+        run.fold_check = self.fold_check(skill.as_ref());
+        Ok((Arc::new(run), replayed.wait, replayed.open_visit))
+    }
+
+    /// Load a task and drive it if it has work (recovery, timers, claims). `claimed`: the lease a
+    /// claim took; without it, a shared store's lease is acquired here (and nothing happens while
+    /// another engine holds it).
+    pub(super) async fn resume(
+        self: &Arc<Self>,
+        task_id: &str,
+        claimed: Option<Lease>,
+    ) -> Result<(), EngineError> {
+        let (_, gate) = self.live_handles(task_id);
+        let guard = gate.lock_owned().await;
+        let owner = match claimed {
+            Some(lease) => Ownership::Leased(lease),
+            None => self.own(task_id, Duration::ZERO).await?,
+        };
+        let cancel = match &owner {
+            Ownership::Busy => return Ok(()),
+            Ownership::Leased(lease) => lease.cancel_requested,
+            Ownership::Sole => false,
+        };
+        let (run, wait, _) = self.load_owned(task_id, owner.token()).await?;
+        // A cancel its last run was asked for and could not carry out (taken once the task is loaded,
+        // so a reload that fails keeps it).
+        let cancel = self
+            .unserved_cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(task_id)
+            || cancel;
+        if cancel && !matches!(wait, Wait::Terminal(_)) {
+            run.lock().request_cancel();
+            self.spawn_drive(run, guard);
+            return Ok(());
+        }
+        match wait {
+            Wait::Runnable => {
+                self.spawn_drive(run, guard);
+                return Ok(());
+            }
+            Wait::Timer(at) => self.schedule_timer(task_id.to_owned(), at),
+            Wait::Input {
+                expires_at_ms: Some(at),
+                ..
+            } => self.schedule_timer(task_id.to_owned(), at),
+            Wait::Input { .. } | Wait::Terminal(_) => {}
+        }
+        self.disown(&run).await;
+        Ok(())
+    }
+
+    pub(super) fn spawn_drive(
+        self: &Arc<Self>,
+        run: Arc<TaskRun>,
+        guard: tokio::sync::OwnedMutexGuard<()>,
+    ) {
+        let task_id = run.task_id.to_string();
+        if let Some(live) = self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&task_id)
+        {
+            live.run = Some(run.clone());
+        }
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let _stop = engine.drive(run.clone()).await;
+            // From here on a cancel is refused by this run and goes through the gate (which this
+            // task holds until the run is deregistered) or, on a shared store, the task's row.
+            let unserved_cancel = run.lock().close();
+            if unserved_cancel && run.write_failed() && !engine.shared() {
+                engine
+                    .unserved_cancels
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(task_id.clone());
+            }
+            engine.disown(&run).await;
+            let mut live = engine.live.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(entry) = live.get_mut(&task_id) {
+                entry.run = None;
+            }
+            drop(guard);
+            drop(live);
+            engine.release_live(&task_id, 0);
+            if run.write_failed() {
+                engine.reload_after_failed_write(task_id);
+            } else {
+                engine
+                    .write_failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&task_id);
+            }
+        });
+    }
+
+    /// A run stopped because an append failed: reload the task from the store and drive it again (what
+    /// a restart would do), after a backoff that grows while its runs keep failing. On a shared store
+    /// the run gave its lease back and a worker's claim does this.
+    fn reload_after_failed_write(self: &Arc<Self>, task_id: String) {
+        if self.shared() {
+            return;
+        }
+        let mut failures = {
+            let mut map = self
+                .write_failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let n = map.entry(task_id.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        let engine = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                // 50 ms, doubling, at most 30 s.
+                let delay = Duration::from_millis(50 << failures.clamp(1, 10).saturating_sub(1));
+                tokio::time::sleep(delay.min(Duration::from_secs(30))).await;
+                let Some(engine) = engine.upgrade() else {
+                    return;
+                };
+                if engine.halted.load(Ordering::SeqCst) {
+                    return;
+                }
+                match engine.resume(&task_id, None).await {
+                    Ok(()) => return,
+                    Err(EngineError::Store(e)) => {
+                        tracing::warn!(task = %task_id, error = %e, "reloading the task after a failed append failed; retrying");
+                        failures = failures.saturating_add(1);
+                    }
+                    Err(e) => {
+                        tracing::error!(task = %task_id, error = %e, "task not reloaded after a failed append");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Forget a task's live entry once nothing uses it: no driver, no subscriber (other than
+    /// `own_receivers` of the caller, which is going away) and nobody waiting on its gate.
+    pub(super) fn release_live(&self, task_id: &str, own_receivers: usize) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let unused = live.get(task_id).is_some_and(|e| {
+            e.run.is_none()
+                && e.tx.receiver_count() <= own_receivers
+                && Arc::strong_count(&e.gate) == 1
+        });
+        if unused {
+            live.remove(task_id);
+        }
+    }
+
+    /// Wake `task_id` at `at_ms` (the timer is durable in the journal; this is only the alarm clock).
+    pub(crate) fn schedule_timer(self: &Arc<Self>, task_id: String, at_ms: i64) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let delay = u64::try_from(at_ms.saturating_sub(now_ms())).unwrap_or(0);
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            if engine.halted.load(Ordering::SeqCst) {
+                return;
+            }
+            if let Err(e) = engine.resume(&task_id, None).await {
+                tracing::error!(task = %task_id, error = %e, "timer wake failed");
+            }
+        });
+    }
+}

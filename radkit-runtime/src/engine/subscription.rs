@@ -1,0 +1,265 @@
+//! Following a task: its journal so far, then every record as it is committed (live from this process,
+//! polled from a shared store), as typed [`Update`]s that say when the task settled. Finality is
+//! decided here, once, for every subscriber (the server's streams, `wait_settled`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+
+use super::{Engine, EngineError};
+use crate::journal::{Entry, JournalRecord};
+use crate::model::TaskId;
+use crate::store::StoreError;
+
+/// Store reads in a row that may fail while polling a shared store (it may be restarting) before the
+/// subscriber gets the error.
+const POLL_FAILURES: u32 = 5;
+
+/// True for a record that answers a question asked before it: a reply, a new visit, the end.
+fn answers(record: &JournalRecord) -> bool {
+    matches!(
+        record.entry,
+        Entry::MessageReceived { .. } | Entry::Activated { .. } | Entry::Terminal { .. }
+    )
+}
+
+/// True when `records` (a journal from its start) leave the task settled: ended, or waiting for input
+/// with nothing after the question that answers it. The same rule as [`Update::is_final`].
+pub(crate) fn settled(records: &[JournalRecord]) -> bool {
+    let last = records.iter().rposition(|r| {
+        matches!(
+            r.entry,
+            Entry::AwaitingInput { .. } | Entry::Terminal { .. }
+        )
+    });
+    match last {
+        Some(i) => {
+            matches!(records[i].entry, Entry::Terminal { .. })
+                || !records[i + 1..].iter().any(answers)
+        }
+        None => false,
+    }
+}
+
+/// The task as A2A shows it at one point of its journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The task.
+    pub task: crate::model::Task,
+    /// The seq of the last journal entry it reflects (follow it with `Engine::subscribe_from`).
+    pub last_seq: u64,
+    /// The task is settled there: ended, or waiting for input (a stream for a client ends here).
+    pub is_final: bool,
+}
+
+/// One journal record as a subscriber sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// The record; its `seq` orders the stream (each is seen once, in order).
+    pub record: JournalRecord,
+    /// The task settled with this record: it ended (`terminal`), or it waits for input
+    /// (`awaiting_input`) and nothing already committed answers it. A stream for a client ends here.
+    pub is_final: bool,
+}
+
+impl Update {
+    /// The record's position in the journal.
+    pub fn seq(&self) -> u64 {
+        self.record.seq
+    }
+}
+
+/// A live view of one task: its journal so far, then every record as it is committed, until the
+/// terminal entry.
+pub struct Subscription {
+    /// Task id.
+    pub task_id: TaskId,
+    /// Context id.
+    pub context_id: String,
+    backlog: VecDeque<JournalRecord>,
+    rx: broadcast::Receiver<Arc<JournalRecord>>,
+    last_seq: u64,
+    engine: Engine,
+    /// The terminal entry was returned, or an error: nothing follows.
+    ended: bool,
+    /// Store reads in a row that found nothing new (shared stores).
+    quiet_polls: u32,
+    /// Store reads in a row that failed (shared stores).
+    failed_polls: u32,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.engine.inner.release_live(&self.task_id, 1);
+    }
+}
+
+impl Subscription {
+    pub(super) fn new(
+        engine: Engine,
+        task_id: TaskId,
+        context_id: String,
+        backlog: Vec<JournalRecord>,
+        rx: broadcast::Receiver<Arc<JournalRecord>>,
+        after_seq: u64,
+    ) -> Self {
+        Subscription {
+            task_id,
+            context_id,
+            backlog: backlog.into(),
+            rx,
+            last_seq: after_seq,
+            engine,
+            ended: false,
+            quiet_polls: 0,
+            failed_polls: 0,
+        }
+    }
+
+    /// The next record, in seq order, each exactly once; `None` after the terminal entry. A store
+    /// that cannot be read is an error (after which the subscription ends), never a silent end.
+    pub async fn next(&mut self) -> Option<Result<Update, EngineError>> {
+        if self.ended {
+            return None;
+        }
+        let record = match self.next_record().await {
+            Ok(Some(record)) => record,
+            Ok(None) => {
+                self.ended = true;
+                return None;
+            }
+            Err(e) => {
+                self.ended = true;
+                return Some(Err(e.into()));
+            }
+        };
+        self.last_seq = record.seq;
+        let is_final = match &record.entry {
+            Entry::Terminal { .. } => {
+                self.ended = true;
+                true
+            }
+            Entry::AwaitingInput { .. } => match self.answered().await {
+                Ok(answered) => !answered,
+                Err(e) => {
+                    self.ended = true;
+                    return Some(Err(e.into()));
+                }
+            },
+            _ => false,
+        };
+        Some(Ok(Update { record, is_final }))
+    }
+
+    /// True when a record already committed after the current one answers the question it asked (a
+    /// past question in a replay is not where the story ends). On a shared store another engine may
+    /// have committed the answer: the store is read when nothing is known locally.
+    async fn answered(&mut self) -> Result<bool, StoreError> {
+        self.drain_live();
+        if self.backlog.is_empty() && self.engine.inner.shared() {
+            let records = self
+                .engine
+                .inner
+                .store
+                .journal(&self.task_id, self.last_seq)
+                .await?;
+            self.backlog.extend(records);
+        }
+        let last = self.last_seq;
+        Ok(self.backlog.iter().filter(|r| r.seq > last).any(answers))
+    }
+
+    /// The next record after `last_seq`; `None` when the live channel closed.
+    async fn next_record(&mut self) -> Result<Option<JournalRecord>, StoreError> {
+        loop {
+            if let Some(record) = self.backlog.pop_front() {
+                if record.seq > self.last_seq {
+                    return Ok(Some(record));
+                }
+                continue;
+            }
+            let received = if self.engine.inner.shared() {
+                match self.poll_shared().await? {
+                    Some(received) => received,
+                    None => continue,
+                }
+            } else {
+                self.rx.recv().await
+            };
+            match received {
+                Ok(record) if record.seq <= self.last_seq => continue,
+                Ok(record) if record.seq == self.last_seq + 1 => {
+                    return Ok(Some((*record).clone()))
+                }
+                // A gap (we lagged, or records were committed by another process): read the store.
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let records = self
+                        .engine
+                        .inner
+                        .store
+                        .journal(&self.task_id, self.last_seq)
+                        .await?;
+                    self.backlog.extend(records);
+                }
+                Err(broadcast::error::RecvError::Closed) => return Ok(None),
+            }
+        }
+    }
+
+    /// On a shared store other engines commit this task's records too: wait for a live record, and
+    /// read the store when it is quiet, less and less often while nothing happens (a task may wait a
+    /// day for a human). `None` when the store was read (the backlog holds what it had).
+    async fn poll_shared(
+        &mut self,
+    ) -> Result<Option<Result<Arc<JournalRecord>, broadcast::error::RecvError>>, StoreError> {
+        let quiet = self.engine.inner.config.poll * (1 << self.quiet_polls.min(4));
+        if let Ok(received) =
+            tokio::time::timeout(quiet.min(Duration::from_secs(2)), self.rx.recv()).await
+        {
+            self.quiet_polls = 0;
+            return Ok(Some(received));
+        }
+        self.quiet_polls += 1;
+        match self
+            .engine
+            .inner
+            .store
+            .journal(&self.task_id, self.last_seq)
+            .await
+        {
+            Ok(records) => {
+                self.failed_polls = 0;
+                if !records.is_empty() {
+                    self.quiet_polls = 0;
+                }
+                self.backlog.extend(records);
+                Ok(None)
+            }
+            // The database may be restarting: keep following a while, then tell the subscriber.
+            Err(e) if self.failed_polls + 1 < POLL_FAILURES => {
+                self.failed_polls += 1;
+                tracing::warn!(task = %self.task_id, error = %e, attempt = self.failed_polls, "subscription cannot read the store; retrying");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Move already-published live records into the backlog, dropping ones we have seen.
+    fn drain_live(&mut self) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(record) => {
+                    let newest = self.backlog.back().map(|r| r.seq).unwrap_or(self.last_seq);
+                    if record.seq > newest {
+                        self.backlog.push_back((*record).clone());
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+}
