@@ -1068,3 +1068,17 @@ impl Leases for PostgresStore {
         rows.iter().map(|r| get(r, "id")).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_repeats_the_runnable_index_predicate() {
+        let predicate = format!(
+            "WHERE state IN {} OR wake_at_ms IS NOT NULL OR cancel_requested",
+            sql_state_list(&CLAIMABLE)
+        );
+        assert!(MIGRATIONS[1].contains(&predicate), "{predicate}");
+    }
+}
