@@ -79,6 +79,7 @@ fn engine_error(error: EngineError, cancel: bool) -> RpcError {
         e @ (EngineError::TaskFinished { .. }
         | EngineError::NotAwaitingInput { .. }
         | EngineError::UnknownSkill(_)
+        | EngineError::SkillNotServed { .. }
         | EngineError::InvalidInput(_)) => RpcError::new(codes::INVALID_PARAMS, e.to_string()),
         e @ EngineError::VersionMismatch { .. } => {
             RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
