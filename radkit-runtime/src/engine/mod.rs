@@ -392,10 +392,7 @@ impl Engine {
         let guard = gate.lock_owned().await;
         if let Err(e) = run.flush().await {
             self.inner.disown(&run).await;
-            return Err(match e {
-                run::FlushError::Halted => EngineError::Halted,
-                run::FlushError::Store(e) => EngineError::Store(e),
-            });
+            return Err(e.into());
         }
         if drive_here {
             self.inner.spawn_drive(run, guard);
@@ -499,10 +496,7 @@ impl Engine {
         }
         if let Err(e) = run.flush().await {
             self.inner.disown(&run).await;
-            return Err(match e {
-                run::FlushError::Halted => EngineError::Halted,
-                run::FlushError::Store(e) => EngineError::Store(e),
-            });
+            return Err(e.into());
         }
         if self.inner.crash_at(Boundary::Resuming, &run, None, None) {
             return Ok(());
@@ -812,10 +806,10 @@ impl Inner {
             .and_then(|id| self.skills.get(id))
             .cloned();
         let Some(skill) = skill else {
-            return Err(EngineError::UnknownSkill(format!(
-                "task {task_id} belongs to skill `{}`, which this agent does not serve",
-                first_skill.unwrap_or_default()
-            )));
+            return Err(EngineError::SkillNotServed {
+                task_id: task_id.to_owned(),
+                skill_id: first_skill.unwrap_or_default(),
+            });
         };
         let replayed = replay(&records, || {
             skill.initial_state().unwrap_or(serde_json::Value::Null)
