@@ -672,7 +672,7 @@ struct BreakableStore {
 impl BreakableStore {
     fn check(&self) -> Result<(), StoreError> {
         if self.broken.load(Ordering::SeqCst) {
-            Err(StoreError::Backend(SECRET.to_owned()))
+            Err(StoreError::backend("connecting", SECRET))
         } else {
             Ok(())
         }

@@ -536,11 +536,11 @@ async fn freeze_mid_task(worker: &Worker, name: &str, url: &str, log: &Path) -> 
             assert!(Instant::now() < frozen, "{name} did not stop");
             std::thread::sleep(Duration::from_millis(1));
         }
+        let terminal: Vec<&str> = TaskState::TERMINAL.iter().map(|s| s.as_str()).collect();
         let held: HashSet<String> = client
             .query(
-                "SELECT id FROM radkit_tasks WHERE lease_owner = $1
-                 AND state NOT IN ('completed', 'canceled', 'failed', 'rejected')",
-                &[&name],
+                "SELECT id FROM radkit_tasks WHERE lease_owner = $1 AND NOT (state = ANY($2))",
+                &[&name, &terminal],
             )
             .await
             .unwrap()

@@ -161,7 +161,7 @@ pub enum Entry {
 }
 
 impl Entry {
-    /// The entry's kind name (stored in its own column for queries and timelines).
+    /// The entry's kind name (for messages and logs; stores derive their columns from the entry itself).
     pub fn kind_name(&self) -> &'static str {
         match self {
             Entry::TaskCreated { .. } => "task_created",

@@ -373,6 +373,67 @@ async fn resuming_on_an_incompatible_version_is_a_clear_error() {
 }
 
 #[tokio::test]
+async fn a_task_of_a_skill_this_agent_does_not_serve_says_so() {
+    let store = MemoryStore::new();
+    let effects = Effects::new().tool("a", counting(Arc::new(AtomicU32::new(0))));
+    let engine = Engine::builder(store.clone())
+        .skill(Versioned("1", "a"))
+        .effects(effects)
+        .start()
+        .await
+        .unwrap();
+    let id = engine.send(Request::operator(user("go"))).await.unwrap();
+    settled(&engine, &id).await;
+    drop(engine);
+    let other = StepTable::new(SkillInfo::new("panic", "Panic"), Panicky, PANIC_STEPS).unwrap();
+    let engine = Engine::builder(store.clone())
+        .skill(other)
+        .start()
+        .await
+        .unwrap();
+    match engine.send(Request::operator(reply(&id, "more"))).await {
+        Err(EngineError::SkillNotServed { task_id, skill_id }) => {
+            assert_eq!(
+                (task_id.as_str(), skill_id.as_str()),
+                (id.as_str(), "versioned")
+            );
+        }
+        other => panic!("expected a skill that is not served, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_engine_that_cannot_be_built_as_configured_is_a_config_error() {
+    let versioned = || Engine::builder(MemoryStore::new()).skill(Versioned("1", "a"));
+    for (what, built) in [
+        (
+            "no skill",
+            Engine::builder(MemoryStore::new())
+                .without_registered_skills()
+                .build(),
+        ),
+        (
+            "a default that is not served",
+            versioned().default_skill("nope").build(),
+        ),
+        (
+            "an only_skills id that is not served",
+            versioned().only_skills(["nope"]).build(),
+        ),
+        (
+            "a lease too short",
+            versioned().lease_ttl(Duration::from_millis(1)).build(),
+        ),
+    ] {
+        match built {
+            Err(EngineError::Config(_)) => {}
+            Err(other) => panic!("{what}: expected a config error, got {other:?}"),
+            Ok(_) => panic!("{what}: built"),
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_step_issuing_another_command_on_replay_is_non_determinism() {
     let store = MemoryStore::new();
     let c = Arc::new(AtomicU32::new(0));

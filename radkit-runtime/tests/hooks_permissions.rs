@@ -13,7 +13,7 @@ use radkit_runtime::engine::{Boundary, Fault, Hook, HookContext, HookDecision, P
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{Cmd, CmdKind, EffectPolicy, Receipt, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::Entry;
-use radkit_runtime::model::{Message, TaskState};
+use radkit_runtime::model::TaskState;
 use radkit_runtime::store::MemoryStore;
 use radkit_runtime::tools::FnTool;
 use radkit_runtime::Engine;
@@ -72,10 +72,7 @@ fn with_mode(text: &str, mode: &str) -> Request {
 async fn plan_mode_runs_read_only_tools_and_refuses_the_rest() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let engine = builder(&MemoryStore::new(), &log).start().await.unwrap();
-    let id = engine
-        .send(with_mode("read edit", "plan"))
-        .await
-        .unwrap();
+    let id = engine.send(with_mode("read edit", "plan")).await.unwrap();
     let task = settled(&engine, &id).await;
     assert_eq!(task.status.state, TaskState::Failed);
     assert!(

@@ -1118,7 +1118,7 @@ struct Hiccup {
 impl Store for Hiccup {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
         if self.appends.fetch_add(1, Ordering::SeqCst) + 1 == self.fail_at {
-            return Err(StoreError::Backend(HICCUP.to_owned()));
+            return Err(StoreError::backend("appending", HICCUP));
         }
         self.inner.append(append).await
     }

@@ -21,7 +21,9 @@ fn main() -> ExitCode {
             postgres_group_commit_batches_concurrent_appends,
             a_worker_whose_lease_was_taken_over_cannot_append,
             concurrent_claimers_never_get_the_same_task,
-            only_tasks_with_work_now_are_claimed;
+            only_tasks_with_work_now_are_claimed,
+            a_null_or_mistyped_column_is_a_typed_error_naming_it,
+            the_migration_backfills_the_checkpoint_column_of_rows_the_previous_version_wrote;
     })
 }
 
@@ -291,4 +293,178 @@ async fn only_tasks_with_work_now_are_claimed() {
             .is_none(),
         "finished tasks take no lease"
     );
+}
+
+/// A session on `url` for changing rows behind the store's back.
+async fn sql(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+/// The column a [`StoreError::Column`] names, or a panic saying what came instead.
+#[track_caller]
+fn column_of<T: std::fmt::Debug>(result: Result<T, StoreError>) -> String {
+    match result {
+        Err(StoreError::Column { column, .. }) => column.into_owned(),
+        other => panic!("expected a column error, got {other:?}"),
+    }
+}
+
+async fn a_null_or_mistyped_column_is_a_typed_error_naming_it() {
+    let url = services::postgres_url();
+    let (schema, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
+        .await
+        .expect("create a test schema");
+    let store = PostgresStore::connect(&scoped).await.expect("connect");
+    create(&store, "t", TaskState::Working, None).await;
+    let admin = sql(&scoped).await;
+    admin
+        .batch_execute(
+            "ALTER TABLE radkit_tasks ALTER COLUMN context_id DROP NOT NULL;
+             UPDATE radkit_tasks SET context_id = NULL",
+        )
+        .await
+        .unwrap();
+    assert_eq!(column_of(store.task("t").await), "context_id");
+    let listed = store.list(Default::default()).await;
+    let error = listed.as_ref().expect_err("a NULL context_id");
+    assert!(
+        error.to_string().starts_with("store column `context_id`"),
+        "{error}"
+    );
+    admin
+        .batch_execute(
+            "UPDATE radkit_tasks SET context_id = 'c';
+             ALTER TABLE radkit_tasks ALTER COLUMN skill_version TYPE INTEGER USING 7",
+        )
+        .await
+        .unwrap();
+    assert_eq!(column_of(store.task("t").await), "skill_version");
+    admin
+        .batch_execute(
+            "ALTER TABLE radkit_tasks ALTER COLUMN skill_version TYPE TEXT;
+             UPDATE radkit_tasks SET last_seq = -3",
+        )
+        .await
+        .unwrap();
+    assert_eq!(column_of(store.task("t").await), "last_seq");
+    admin
+        .batch_execute(
+            "UPDATE radkit_tasks SET last_seq = 1;
+             ALTER TABLE radkit_journal ALTER COLUMN at_ms DROP NOT NULL;
+             UPDATE radkit_journal SET at_ms = NULL",
+        )
+        .await
+        .unwrap();
+    assert!(store.task("t").await.unwrap().is_some());
+    assert_eq!(column_of(store.journal("t", 0).await), "at_ms");
+    assert_eq!(column_of(store.journal_for_replay("t").await), "at_ms");
+    radkit_runtime::store::postgres::drop_schema(&url, &schema)
+        .await
+        .ok();
+}
+
+/// The schema name the root crate's fixture dump was written in (renamed when loaded).
+const FIXTURE_SCHEMA: &str = "radkit_fixture_v0";
+
+async fn the_migration_backfills_the_checkpoint_column_of_rows_the_previous_version_wrote() {
+    let url = services::postgres_url();
+    let (schema, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
+        .await
+        .expect("create a test schema");
+    // The tables and rows the previous version wrote (the root crate's journal fixture).
+    let dump = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/fixture.postgres.sql"),
+    )
+    .expect("the fixture dump");
+    let old: String = dump
+        .lines()
+        .filter(|l| !l.starts_with('\\') && !l.starts_with("CREATE SCHEMA"))
+        .filter(|l| !l.starts_with("ALTER SCHEMA") && !l.contains("OWNER TO"))
+        .map(|l| l.replace(FIXTURE_SCHEMA, &schema) + "\n")
+        .collect();
+    let admin = sql(&scoped).await;
+    admin.batch_execute(&old).await.expect("load the dump");
+    admin
+        .batch_execute(&format!("SET search_path = {schema}"))
+        .await
+        .unwrap();
+    // A task whose last real checkpoint (seq 2) is followed by kinds that only look like one.
+    admin
+        .batch_execute(
+            r#"WITH t AS (
+                INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, state,
+                                          created_at_ms, updated_at_ms, last_seq)
+                VALUES ('lookalike', 'c', 's', '1', 'working', 0, 0, 7) RETURNING tid)
+             INSERT INTO radkit_journal (tid, seq, at_ms, kind, body, last_seq)
+             SELECT tid, seq, 0, kind, body, last FROM t, (VALUES
+                (1, 'cancel_requested', '"cancel_requested"', NULL),
+                (2, 'cancel_requested,checkpoint', '["cancel_requested","cancel_requested"]', 3),
+                (4, 'cancel_requested', '"cancel_requested"', NULL),
+                (5, 'no_checkpoint,cancel_requested', '["cancel_requested","cancel_requested"]', 6),
+                (7, 'checkpoints', '"cancel_requested"', NULL)) AS v(seq, kind, body, last)"#,
+        )
+        .await
+        .unwrap();
+    let store = PostgresStore::connect(&scoped).await.expect("migrate");
+    let rows = admin
+        .query("SELECT kind, checkpoint FROM radkit_journal", &[])
+        .await
+        .unwrap();
+    let mut checkpoints = 0;
+    for row in &rows {
+        let kind: String = row.get(0);
+        let checkpoint: bool = row.get(1);
+        assert_eq!(
+            checkpoint,
+            kind.split(',').any(|k| k == "checkpoint"),
+            "{kind}"
+        );
+        checkpoints += usize::from(checkpoint);
+    }
+    // The fixture's checkpointed loop, and the look-alike's last row.
+    assert!(checkpoints >= 2, "{checkpoints} checkpoint rows");
+    let replayed: Vec<u64> = store
+        .journal_for_replay("lookalike")
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(replayed, [1, 2, 3, 4, 5, 6, 7]);
+    // New rows: the flag from the entries, and no kind.
+    create(&store, "new", TaskState::Working, None).await;
+    let checkpoint = Entry::Checkpoint {
+        visit: 1,
+        state: serde_json::Value::Null,
+        status: TaskState::Working,
+        compensable: Vec::new(),
+    };
+    store
+        .append(Append::new(
+            "new",
+            2,
+            vec![Entry::CancelRequested, checkpoint],
+        ))
+        .await
+        .unwrap();
+    let new: Vec<(i64, Option<String>, bool)> = admin
+        .query(
+            "SELECT j.seq, j.kind, j.checkpoint FROM radkit_journal j
+             JOIN radkit_tasks t ON t.tid = j.tid WHERE t.id = 'new' ORDER BY j.seq",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(new, [(1, None, false), (2, None, true)]);
+    radkit_runtime::store::postgres::drop_schema(&url, &schema)
+        .await
+        .ok();
 }

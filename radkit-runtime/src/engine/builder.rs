@@ -164,7 +164,7 @@ impl EngineBuilder {
                     available.extend(crate::registry::skills().iter().map(|r| r.id.to_owned()));
                 }
                 available.extend(self.added.iter().map(|s| s.info().id.clone()));
-                return Err(EngineError::UnknownSkill(format!(
+                return Err(EngineError::Config(format!(
                     "only_skills names `{missing}`, which is not available; available skills are {}",
                     list_or_none(&available)
                 )));
@@ -252,7 +252,7 @@ impl EngineBuilder {
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         if self.config.lease_ttl < Duration::from_millis(100) {
-            return Err(EngineError::InvalidInput(format!(
+            return Err(EngineError::Config(format!(
                 "lease ttl {:?} is too short; use at least 100 ms",
                 self.config.lease_ttl
             )));
@@ -264,14 +264,14 @@ impl EngineBuilder {
             .clamp(Duration::from_millis(1), self.config.lease_ttl / 4);
         let skills = self.skills()?;
         if skills.is_empty() {
-            return Err(EngineError::UnknownSkill(
+            return Err(EngineError::Config(
                 "no skill to serve: register one with #[flow_skill], or add one with EngineBuilder::skill"
                     .to_owned(),
             ));
         }
         let order: Vec<String> = skills.iter().map(|s| s.info().id.clone()).collect();
         if let Some(id) = self.default_skill.as_ref().filter(|id| !order.contains(id)) {
-            return Err(EngineError::UnknownSkill(format!(
+            return Err(EngineError::Config(format!(
                 "default skill `{id}` is not served; skills are {}",
                 order.join(", ")
             )));

@@ -35,9 +35,22 @@ pub enum EngineError {
         /// The skills served.
         skills: Vec<String>,
     },
+    /// The task belongs to a skill this agent does not serve (it was created by an agent with other
+    /// skills sharing the store), so it cannot be resumed here.
+    #[error("task {task_id} belongs to skill `{skill_id}`, which this agent does not serve")]
+    SkillNotServed {
+        /// Task.
+        task_id: String,
+        /// The skill recorded at its creation.
+        skill_id: String,
+    },
     /// Two served skills have one id.
     #[error(transparent)]
     DuplicateSkill(#[from] crate::registry::DuplicateSkill),
+    /// The engine cannot be built as configured: no skill to serve, a default skill or an
+    /// `only_skills` id that is not served, a lease too short.
+    #[error("{0}")]
+    Config(String),
     /// The request is malformed.
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -59,4 +72,13 @@ pub enum EngineError {
     /// The engine is halted.
     #[error("engine halted")]
     Halted,
+}
+
+impl From<super::run::FlushError> for EngineError {
+    fn from(e: super::run::FlushError) -> Self {
+        match e {
+            super::run::FlushError::Halted => EngineError::Halted,
+            super::run::FlushError::Store(e) => EngineError::Store(e),
+        }
+    }
 }

@@ -200,15 +200,6 @@ pub(crate) enum FlushError {
     Store(#[from] StoreError),
 }
 
-impl From<FlushError> for super::EngineError {
-    fn from(e: FlushError) -> Self {
-        match e {
-            FlushError::Halted => super::EngineError::Halted,
-            FlushError::Store(e) => super::EngineError::Store(e),
-        }
-    }
-}
-
 impl TaskRun {
     pub fn new(
         task_id: Arc<str>,

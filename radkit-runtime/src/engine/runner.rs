@@ -69,10 +69,10 @@ impl Inner {
             .and_then(|id| self.skills.get(id))
             .cloned();
         let Some(skill) = skill else {
-            return Err(EngineError::UnknownSkill(format!(
-                "task {task_id} belongs to skill `{}`, which this agent does not serve",
-                first_skill.unwrap_or_default()
-            )));
+            return Err(EngineError::SkillNotServed {
+                task_id: task_id.to_owned(),
+                skill_id: first_skill.unwrap_or_default(),
+            });
         };
         let initial = skill.initial_state().unwrap_or(serde_json::Value::Null);
         let replayed = replay(&records, initial, now_ms()).map_err(|reason| {

@@ -29,12 +29,31 @@ pub enum TaskState {
 }
 
 impl TaskState {
-    /// True for states a task never leaves.
+    /// Every state, in declaration order.
+    pub const ALL: [TaskState; 9] = [
+        TaskState::Submitted,
+        TaskState::Working,
+        TaskState::InputRequired,
+        TaskState::Completed,
+        TaskState::Canceled,
+        TaskState::Failed,
+        TaskState::Rejected,
+        TaskState::AuthRequired,
+        TaskState::Unknown,
+    ];
+
+    /// The states a task never leaves: the one definition [`TaskState::is_terminal`] and the stores'
+    /// SQL filters are built from.
+    pub const TERMINAL: [TaskState; 4] = [
+        TaskState::Completed,
+        TaskState::Canceled,
+        TaskState::Failed,
+        TaskState::Rejected,
+    ];
+
+    /// True for states a task never leaves ([`TaskState::TERMINAL`]).
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskState::Completed | TaskState::Canceled | TaskState::Failed | TaskState::Rejected
-        )
+        Self::TERMINAL.contains(&self)
     }
 
     /// The wire name (`input-required`, ...).
@@ -204,4 +223,21 @@ pub enum ArtifactUpdateKind {
     #[default]
     #[serde(rename = "artifact-update")]
     ArtifactUpdate,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskState;
+
+    #[test]
+    fn all_lists_each_state_once_and_terminal_is_a_subset() {
+        for (i, state) in TaskState::ALL.into_iter().enumerate() {
+            assert_eq!(TaskState::parse(state.as_str()), Some(state));
+            assert!(!TaskState::ALL[..i].contains(&state), "{state:?} twice");
+        }
+        for state in TaskState::TERMINAL {
+            assert!(TaskState::ALL.contains(&state) && state.is_terminal());
+        }
+        assert!(!TaskState::Working.is_terminal() && !TaskState::InputRequired.is_terminal());
+    }
 }

@@ -79,6 +79,7 @@ pub(crate) fn engine_error(error: EngineError, cancel: bool) -> RpcError {
         e @ (EngineError::TaskFinished { .. }
         | EngineError::NotAwaitingInput { .. }
         | EngineError::UnknownSkill(_)
+        | EngineError::SkillNotServed { .. }
         | EngineError::InvalidInput(_)) => RpcError::new(codes::INVALID_PARAMS, e.to_string()),
         e @ EngineError::NoSkillChosen { .. } => RpcError::new(
             codes::INVALID_PARAMS,

@@ -4,6 +4,7 @@
 //! Every store passes the same conformance suite (`store::conformance`).
 
 use std::borrow::Cow;
+use std::error::Error;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -85,25 +86,76 @@ impl Append {
     }
 }
 
-/// An append with its entries serialized on the caller's thread (not the writer's): `(kind, JSON)`.
+/// An append encoded on the caller's thread (not the writer's) as the one journal row it is stored
+/// as: one entry is stored as itself, several as a JSON array of the entries `first_seq..=last_seq`
+/// (read back by [`decode_row`]). Seqs are checked to fit the stores' signed 64-bit integers here,
+/// once, so the writers bind them without casts.
 pub(crate) struct Encoded {
     pub append: Append,
-    pub rows: Vec<(&'static str, String)>,
+    /// The row's `body`.
+    pub body: String,
+    /// `append.first_seq`, as stored.
+    pub first_seq: i64,
+    /// The seq of the append's last entry (`first_seq - 1` when it has none).
+    pub last_seq: i64,
+    /// Whether the append holds an [`Entry::Checkpoint`]: the row's `checkpoint` column, which
+    /// [`Store::journal_for_replay`] finds the last checkpoint by.
+    pub checkpoint: bool,
 }
 
 impl Encoded {
     pub fn new(append: Append) -> Result<Self, StoreError> {
-        let rows = append
+        let body = match append.entries.as_slice() {
+            [entry] => serde_json::to_string(entry),
+            entries => serde_json::to_string(entries),
+        }
+        .map_err(|e| StoreError::backend("a journal entry does not serialize", e))?;
+        let first_seq = to_sql_int("seq", append.first_seq)?;
+        let count = i64::try_from(append.entries.len()).map_err(|_| StoreError::OutOfRange {
+            what: "entries in one append",
+            value: append.entries.len() as u64,
+        })?;
+        let last_seq = first_seq
+            .checked_add(count - 1)
+            .ok_or_else(|| StoreError::OutOfRange {
+                what: "last seq of the append",
+                value: append
+                    .first_seq
+                    .saturating_add(append.entries.len() as u64)
+                    .saturating_sub(1),
+            })?;
+        let checkpoint = append
             .entries
             .iter()
-            .map(|entry| {
-                let body = serde_json::to_string(entry)
-                    .map_err(|e| StoreError::Backend(format!("entry does not serialize: {e}")))?;
-                Ok((entry.kind_name(), body))
-            })
-            .collect::<Result<_, StoreError>>()?;
-        Ok(Encoded { append, rows })
+            .any(|entry| matches!(entry, Entry::Checkpoint { .. }));
+        Ok(Encoded {
+            append,
+            body,
+            first_seq,
+            last_seq,
+            checkpoint,
+        })
     }
+
+    /// The row's `last_seq` column: set for a row of several entries (an array), `NULL` for one.
+    pub fn last_seq_column(&self) -> Option<i64> {
+        (self.append.entries.len() != 1).then_some(self.last_seq)
+    }
+}
+
+/// `value` as the stores' signed 64-bit integer (`INTEGER`, `BIGINT`): seqs and fencing tokens are
+/// `u64` in the API, and one past `i64::MAX` is refused rather than stored negative.
+pub(crate) fn to_sql_int(what: &'static str, value: u64) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
+}
+
+/// A stored signed integer as the `u64` the API speaks: a negative one is an unreadable value of
+/// `column`, never wrapped to a huge seq or token.
+pub(crate) fn from_sql_int(column: &'static str, value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|e| StoreError::Column {
+        column: column.into(),
+        source: format!("{value} is negative: {e}").into(),
+    })
 }
 
 /// Write statistics: how many appends were committed in how many transactions.
@@ -115,38 +167,22 @@ pub struct StoreStats {
     pub appends: u64,
 }
 
-impl Encoded {
-    /// The append as one journal row `(kinds, body, last seq)`: one entry is stored as itself, several
-    /// as a JSON array of the already encoded entries with the last one's seq (read back by
-    /// [`decode_row`]).
-    pub(crate) fn journal_row(&self) -> (Cow<'_, str>, Cow<'_, str>, Option<i64>) {
-        match self.rows.as_slice() {
-            // The common case on the append path: no copy.
-            [(kind, body)] => (Cow::Borrowed(*kind), Cow::Borrowed(body.as_str()), None),
-            rows => {
-                let kinds: Vec<&str> = rows.iter().map(|(k, _)| *k).collect();
-                let mut body =
-                    String::with_capacity(rows.iter().map(|(_, b)| b.len() + 1).sum::<usize>() + 1);
-                body.push('[');
-                for (i, (_, entry)) in rows.iter().enumerate() {
-                    if i > 0 {
-                        body.push(',');
-                    }
-                    body.push_str(entry);
-                }
-                body.push(']');
-                let last = self.append.first_seq + rows.len() as u64 - 1;
-                (
-                    Cow::Owned(kinds.join(",")),
-                    Cow::Owned(body),
-                    Some(last as i64),
-                )
-            }
-        }
-    }
+/// `states` as an SQL list of string literals, `('completed', 'canceled', …)`: the stores build their
+/// state filters from [`TaskState::TERMINAL`] with it rather than spelling the names again. The wire
+/// names are fixed identifiers without quotes, so they are safe to inline.
+pub(crate) fn sql_state_list(states: &[TaskState]) -> String {
+    let names: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    format!("({})", names.join(", "))
 }
 
-/// Decode a journal row written by [`Encoded::journal_row`] (or an older one-entry row) into `out`,
+/// [`TaskState::TERMINAL`] as SQL, built once.
+pub(crate) fn sql_terminal_states() -> &'static str {
+    static LIST: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| sql_state_list(&TaskState::TERMINAL));
+    &LIST
+}
+
+/// Decode a journal row written from an [`Encoded`] (or an older one-entry row) into `out`,
 /// keeping the entries after `after_seq`.
 pub(crate) fn decode_row(
     task_id: &str,
@@ -213,8 +249,12 @@ pub(crate) fn prefix_upper_bound(prefix: &str) -> Option<String> {
     None
 }
 
+/// A backend's error, kept whole as the source of a [`StoreError`].
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
 /// Store failures.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The append's `first_seq` is not the task's next seq (a gap or a duplicate), or the task to
     /// create exists already, or the task to append to does not exist.
@@ -245,12 +285,92 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
-    /// The backend failed (I/O, connection, SQL).
-    #[error("store backend error: {0}")]
-    Backend(String),
+    /// The backend failed (I/O, connection, SQL): what the store was doing, and the backend's own
+    /// error as the source (its text, causes included, is part of this error's message).
+    #[error("store backend error: {context}: {}", describe(.source.as_ref()))]
+    Backend {
+        /// What failed: `sqlite`, `postgres`, or the operation (`connecting to …`).
+        context: Cow<'static, str>,
+        /// The backend's error.
+        #[source]
+        source: BoxError,
+    },
+    /// A stored value is not what its column holds by the schema: `NULL`, another type, or a number
+    /// out of range (a negative seq). The row was written by something other than this store, or
+    /// the schema was changed by hand.
+    #[error("store column `{column}` holds an unreadable value: {}", describe(.source.as_ref()))]
+    Column {
+        /// The column.
+        column: Cow<'static, str>,
+        /// Why it could not be read.
+        #[source]
+        source: BoxError,
+    },
+    /// A seq or token does not fit the stores' signed 64-bit integers.
+    #[error("{what} {value} is out of range: a store holds at most {}", i64::MAX)]
+    OutOfRange {
+        /// What the number is.
+        what: &'static str,
+        /// The number.
+        value: u64,
+    },
     /// The store is shut down.
     #[error("store is closed")]
     Closed,
+}
+
+impl StoreError {
+    /// A [`StoreError::Backend`]: `source` failed while the store was doing `context`.
+    pub fn backend(context: impl Into<Cow<'static, str>>, source: impl Into<BoxError>) -> Self {
+        StoreError::Backend {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::backend("sqlite", e)
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        StoreError::backend("postgres", e)
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        StoreError::backend("postgres connection pool", e)
+    }
+}
+
+/// An error and its causes, `outer: inner: …`. A Postgres server error shows its severity, SQLSTATE
+/// and message (tokio-postgres's own text for it is just "db error").
+pub(crate) fn describe(error: &(dyn Error + 'static)) -> String {
+    use tokio_postgres::error::DbError;
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = match e.downcast_ref::<DbError>() {
+            Some(db) => format!(
+                "postgres {} {}: {}",
+                db.severity(),
+                db.code().code(),
+                db.message()
+            ),
+            None if e.source().is_some_and(|s| s.is::<DbError>()) => String::new(),
+            None => e.to_string(),
+        };
+        // Wrappers often repeat their cause's text (`Arc`, `rusqlite::Error`).
+        if !text.is_empty() && parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
 }
 
 /// Persistence of tasks and journals.
@@ -290,7 +410,68 @@ pub trait Store: Send + Sync + 'static {
 
 #[cfg(test)]
 mod tests {
-    use super::prefix_upper_bound;
+    use super::*;
+
+    #[test]
+    fn the_sql_terminal_list_is_task_states_definition() {
+        let listed: Vec<TaskState> = sql_terminal_states()
+            .strip_prefix('(')
+            .and_then(|l| l.strip_suffix(')'))
+            .expect("a parenthesized list")
+            .split(", ")
+            .map(|name| {
+                let name = name.strip_prefix('\'').and_then(|n| n.strip_suffix('\''));
+                name.and_then(TaskState::parse)
+                    .expect("a quoted state name")
+            })
+            .collect();
+        let terminal: Vec<TaskState> = TaskState::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .collect();
+        assert_eq!(listed, terminal);
+        assert_eq!(listed, TaskState::TERMINAL);
+    }
+
+    #[test]
+    fn a_seq_past_i64_max_is_refused_not_wrapped() {
+        let append = Append::new("t", u64::MAX, vec![Entry::CancelRequested]);
+        assert!(matches!(
+            Encoded::new(append),
+            Err(StoreError::OutOfRange { what: "seq", .. })
+        ));
+        let at_the_edge = Append::new("t", i64::MAX as u64, vec![Entry::CancelRequested; 2]);
+        assert!(matches!(
+            Encoded::new(at_the_edge),
+            Err(StoreError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            from_sql_int("seq", -1),
+            Err(StoreError::Column { column, .. }) if column == "seq"
+        ));
+    }
+
+    #[test]
+    fn a_backend_error_keeps_its_source_and_says_what_failed() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "no access");
+        let e = StoreError::backend("creating directory /x", io);
+        assert_eq!(
+            e.to_string(),
+            "store backend error: creating directory /x: no access"
+        );
+        let source = e.source().expect("a source");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        let sqlite: StoreError = rusqlite::Connection::open_in_memory()
+            .unwrap()
+            .execute("SELECT * FROM missing", [])
+            .unwrap_err()
+            .into();
+        assert!(
+            sqlite.to_string().contains("no such table: missing"),
+            "{sqlite}"
+        );
+        assert!(sqlite.source().is_some_and(|s| s.is::<rusqlite::Error>()));
+    }
 
     #[test]
     fn prefix_upper_bound_is_the_next_string_past_every_extension() {

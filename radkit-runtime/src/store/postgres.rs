@@ -13,11 +13,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::types::{FromSql, ToSql};
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
 use super::{
-    Append, Encoded, Lease, Leases, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN,
+    describe, from_sql_int, sql_state_list, sql_terminal_states, to_sql_int, Append, BoxError,
+    Encoded, Lease, Leases, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN,
 };
 use crate::journal::{now_ms, JournalRecord};
 use crate::model::TaskState;
@@ -71,43 +72,43 @@ const MIGRATIONS: &[&str] = &[
     // in the database's collation, where the ids with a prefix need not be one range (en-US sorts
     // `aB` between `ab` and `ac`, so `ab <= id < ac` finds it); in "C" (UTF-8 byte order) they are.
     "CREATE INDEX radkit_tasks_by_id_c ON radkit_tasks (id COLLATE \"C\");",
+    // 7: a row holding a checkpoint says so in a typed column, set at append time from the entries
+    // (`Encoded::checkpoint`), and the checkpoint index is on it. The backfill is the one place the
+    // old comma-joined `kind` text is read (as exact names, not a substring). `kind` stays, nullable
+    // and no longer written, so that a worker of the previous version sharing this database during
+    // an upgrade can still append: its rows have `checkpoint = FALSE`, which only makes a replay
+    // start at an earlier checkpoint.
+    "ALTER TABLE radkit_journal ADD COLUMN checkpoint BOOLEAN NOT NULL DEFAULT FALSE;
+     UPDATE radkit_journal SET checkpoint = TRUE
+        WHERE 'checkpoint' = ANY (string_to_array(kind, ','));
+     DROP INDEX radkit_journal_checkpoints;
+     CREATE INDEX radkit_journal_checkpoints ON radkit_journal(tid, seq) WHERE checkpoint;
+     ALTER TABLE radkit_journal ALTER COLUMN kind DROP NOT NULL;",
 ];
 
-/// The terminal states, as SQL.
-const TERMINAL: &str = "('completed', 'canceled', 'failed', 'rejected')";
+/// States in which a task without a timer is claimable work: the predicate of the
+/// `radkit_tasks_runnable` index (migration 2), which a claim repeats so the planner uses it.
+const CLAIMABLE: [TaskState; 2] = [TaskState::Submitted, TaskState::Working];
 
-fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// [`CREATION_TOKEN`] as stored (checked at compile time).
+const CREATION_FENCE: i64 = {
+    assert!(CREATION_TOKEN <= i64::MAX as u64);
+    CREATION_TOKEN as i64
+};
+
+/// Column `name` of `row` as `T`: a `NULL` or a value of another type is a [`StoreError::Column`]
+/// naming the column, never a panic.
+fn get<'a, T: FromSql<'a>>(row: &'a Row, name: &'static str) -> Result<T, StoreError> {
+    row.try_get(name).map_err(|e| StoreError::Column {
+        column: name.into(),
+        source: e.into(),
+    })
 }
 
-/// A Postgres error with the server's message (tokio-postgres displays a server error as just
-/// "db error").
-fn pg_error(e: &tokio_postgres::Error) -> StoreError {
-    StoreError::Backend(pg_message(e))
-}
-
-fn pg_message(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!(
-            "postgres {} {}: {}",
-            db.severity(),
-            db.code().code(),
-            db.message()
-        ),
-        None => format!("postgres: {}", chain(e)),
-    }
-}
-
-/// An error and its causes, `outer: inner: …` (tokio-postgres keeps the I/O cause in `source`).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
+/// Column `name` of `row`, a `BIGINT` that holds a `u64` (a seq or a token): a negative value is a
+/// [`StoreError::Column`] too.
+fn get_u64(row: &Row, name: &'static str) -> Result<u64, StoreError> {
+    from_sql_int(name, get(row, name)?)
 }
 
 /// The session is gone: the server shut it down or the connection broke.
@@ -150,9 +151,10 @@ const WRITER_IDLE_IN_TRANSACTION: &str = "1s";
 
 /// The writer's own connection, reopened after it breaks (server restart, network, the timeout above).
 async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
-        StoreError::Backend(format!("connecting to {}: {}", redact(url), chain(&e)))
-    })?;
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| StoreError::backend(format!("connecting to {}", redact(url)), e))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "postgres writer connection ended");
@@ -163,8 +165,7 @@ async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError
             .batch_execute(&format!(
                 "SET idle_in_transaction_session_timeout = '{WRITER_IDLE_IN_TRANSACTION}'"
             ))
-            .await
-            .map_err(backend)?;
+            .await?;
     }
     Ok(client)
 }
@@ -172,14 +173,12 @@ async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError
 /// Create a fresh schema in the database `url` names (tests, benchmarks): returns its name and a URL
 /// whose sessions work in it (`options=-csearch_path=<name>`).
 pub async fn create_schema(url: &str, prefix: &str) -> Result<(String, String), StoreError> {
-    let config = Config::from_str(url)
-        .map_err(|e| StoreError::Backend(format!("bad Postgres URL {}: {e}", redact(url))))?;
+    let config = parse_url(url)?;
     let client = connect_writer(&config, url).await?;
     let name = format!("{prefix}_{}", crate::model::new_id().replace('-', ""));
     client
         .batch_execute(&format!("CREATE SCHEMA {name}"))
-        .await
-        .map_err(|e| pg_error(&e))?;
+        .await?;
     let sep = if url.contains('?') { '&' } else { '?' };
     Ok((
         name.clone(),
@@ -189,13 +188,18 @@ pub async fn create_schema(url: &str, prefix: &str) -> Result<(String, String), 
 
 /// Drop a schema made by [`create_schema`], with everything in it.
 pub async fn drop_schema(url: &str, name: &str) -> Result<(), StoreError> {
-    let config = Config::from_str(url)
-        .map_err(|e| StoreError::Backend(format!("bad Postgres URL {}: {e}", redact(url))))?;
+    let config = parse_url(url)?;
     let client = connect_writer(&config, url).await?;
     client
         .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
-        .await
-        .map_err(|e| pg_error(&e))
+        .await?;
+    Ok(())
+}
+
+/// The connection settings in `url`.
+fn parse_url(url: &str) -> Result<Config, StoreError> {
+    Config::from_str(url)
+        .map_err(|e| StoreError::backend(format!("parsing the Postgres URL {}", redact(url)), e))
 }
 
 /// The URL without its password, for messages.
@@ -209,49 +213,59 @@ fn redact(url: &str) -> String {
 }
 
 async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    migrate_to(client, MIGRATIONS.len()).await
+}
+
+/// Apply the migrations up to `target` (tests stop early to write rows in an old schema).
+async fn migrate_to(client: &mut Client, target: usize) -> Result<(), StoreError> {
     client
         .batch_execute("CREATE TABLE IF NOT EXISTS radkit_migrations (version INT PRIMARY KEY)")
-        .await
-        .map_err(backend)?;
+        .await?;
     // One migrator at a time, across processes.
-    let tx = client.transaction().await.map_err(backend)?;
+    let tx = client.transaction().await?;
     tx.batch_execute("LOCK TABLE radkit_migrations IN EXCLUSIVE MODE")
-        .await
-        .map_err(backend)?;
-    let applied: i32 = tx
+        .await?;
+    let row = tx
         .query_one(
-            "SELECT COALESCE(MAX(version), 0) FROM radkit_migrations",
+            "SELECT COALESCE(MAX(version), 0) AS version FROM radkit_migrations",
             &[],
         )
-        .await
-        .map_err(backend)?
-        .get(0);
-    let applied = usize::try_from(applied).unwrap_or(0);
+        .await?;
+    let applied: i32 = get(&row, "version")?;
+    let applied = usize::try_from(applied).map_err(|e| StoreError::Column {
+        column: "radkit_migrations.version".into(),
+        source: format!("{applied} is negative: {e}").into(),
+    })?;
     if applied > MIGRATIONS.len() {
-        return Err(StoreError::Backend(format!(
-            "database schema version {applied} is newer than this radkit understands ({})",
-            MIGRATIONS.len()
-        )));
+        return Err(StoreError::backend(
+            "opening the postgres database",
+            format!(
+                "database schema version {applied} is newer than this radkit understands ({}); upgrade radkit",
+                MIGRATIONS.len()
+            ),
+        ));
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
-        tx.batch_execute(sql).await.map_err(backend)?;
-        let version = i32::try_from(i + 1).unwrap_or(i32::MAX);
+    for (version, sql) in (1i32..).zip(MIGRATIONS).take(target).skip(applied) {
+        let migration = |e: tokio_postgres::Error| {
+            StoreError::backend(format!("applying postgres schema migration {version}"), e)
+        };
+        tx.batch_execute(sql).await.map_err(migration)?;
         tx.execute(
             "INSERT INTO radkit_migrations (version) VALUES ($1)",
             &[&version],
         )
         .await
-        .map_err(backend)?;
+        .map_err(migration)?;
     }
-    tx.commit().await.map_err(backend)
+    tx.commit().await?;
+    Ok(())
 }
 
 impl PostgresStore {
     /// Connect to `url` (`postgres://user@host:port/db`, libpq's key/value form also works), apply
     /// migrations and start the writer.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let config = Config::from_str(url)
-            .map_err(|e| StoreError::Backend(format!("bad Postgres URL {}: {e}", redact(url))))?;
+        let config = parse_url(url)?;
         let mut writer = connect_writer(&config, url).await?;
         migrate(&mut writer).await?;
         let manager = Manager::from_config(
@@ -264,7 +278,7 @@ impl PostgresStore {
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .build()
-            .map_err(backend)?;
+            .map_err(|e| StoreError::backend("building the postgres connection pool", e))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let queue: Queue = Arc::new(tokio::sync::Mutex::new(rx));
         let mut first = Some(writer);
@@ -295,7 +309,7 @@ impl PostgresStore {
     }
 
     async fn reader(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(backend)
+        Ok(self.pool.get().await?)
     }
 
     /// Run `statement` on a pooled connection. A connection the server closed (a restart, a
@@ -316,11 +330,11 @@ impl PostgresStore {
             match result {
                 Ok(value) => return Ok(value),
                 Err(e) if retries <= POOL_SIZE && (client.is_closed() || disconnected(&e)) => {
-                    tracing::warn!(error = %pg_error(&e), "postgres connection lost; retrying on a new one");
+                    tracing::warn!(error = %describe(&e), "postgres connection lost; retrying on a new one");
                     drop(deadpool_postgres::Object::take(client));
                     retries += 1;
                 }
-                Err(e) => return Err(pg_error(&e)),
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -362,8 +376,16 @@ async fn writer_loop(
     queue: Queue,
     stats: Arc<Counters>,
 ) {
+    // Why the writer has no connection, for the appends it then fails.
+    let mut not_connected: Option<Arc<StoreError>> = None;
     let mut client = match client {
-        Some(c) => prepared_writer(&config, &url, Some(c)).await.ok(),
+        Some(c) => match prepared_writer(&config, &url, Some(c)).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                not_connected = Some(Arc::new(e));
+                None
+            }
+        },
         None => None,
     };
     loop {
@@ -386,6 +408,7 @@ async fn writer_loop(
                 Ok(c) => Some(c),
                 Err(e) => {
                     tracing::error!(error = %e, "postgres writer cannot reconnect");
+                    not_connected = Some(Arc::new(e));
                     None
                 }
             };
@@ -404,9 +427,11 @@ async fn writer_loop(
             None => batch
                 .iter()
                 .map(|_| {
-                    Err(StoreError::Backend(
-                        "postgres writer is not connected".into(),
-                    ))
+                    let why: BoxError = match &not_connected {
+                        Some(e) => Box::new(e.clone()),
+                        None => "no connection".into(),
+                    };
+                    Err(StoreError::backend("postgres writer is not connected", why))
                 })
                 .collect(),
         };
@@ -432,7 +457,10 @@ async fn prepared_writer(
         Some(c) => c,
         None => connect_writer(config, url).await?,
     };
-    let statement = client.prepare(APPEND_SQL).await.map_err(backend)?;
+    let statement = client
+        .prepare(APPEND_SQL)
+        .await
+        .map_err(|e| StoreError::backend("preparing the postgres append statement", e))?;
     Ok((client, statement))
 }
 
@@ -460,7 +488,7 @@ async fn commit_batch(
             match commit_round(client, statement, &appends).await {
                 Err(e) if rolled_back_by_conflict(&e) && retries < ROUND_RETRIES => {
                     retries += 1;
-                    tracing::debug!(retries, error = %pg_message(&e), "append round retried");
+                    tracing::debug!(retries, error = %describe(&e), "append round retried");
                     let pause = 1u64 << retries.min(6);
                     tokio::time::sleep(std::time::Duration::from_millis(
                         pause + fastrand::u64(0..=pause),
@@ -477,19 +505,35 @@ async fn commit_batch(
                 }
             }
             Err(e) => {
-                let message = pg_message(&e);
+                let broken = client.is_closed() || disconnected(&e);
+                // This round and every later one fail of the same error.
+                let e = Arc::new(e);
                 let results = results
                     .into_iter()
-                    .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend(message.clone()))))
+                    .map(|r| {
+                        r.unwrap_or_else(|| {
+                            Err(StoreError::backend(
+                                "appending to postgres",
+                                Box::new(e.clone()) as BoxError,
+                            ))
+                        })
+                    })
                     .collect();
-                return (results, client.is_closed() || disconnected(&e));
+                return (results, broken);
             }
         }
         rest = later;
     }
     let results = results
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend("append not attempted".into()))))
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                Err(StoreError::backend(
+                    "postgres writer",
+                    "append not attempted",
+                ))
+            })
+        })
         .collect();
     (results, false)
 }
@@ -534,10 +578,10 @@ WITH upd AS (
 ), done AS (
   SELECT tid, id FROM upd UNION ALL SELECT tid, id FROM ins
 ), journal AS (
-  INSERT INTO radkit_journal (tid, seq, last_seq, at_ms, kind, body)
-  SELECT done.tid, j.seq, j.last_seq, $1, j.kind, j.body
-  FROM UNNEST($21::text[], $22::bigint[], $25::bigint[], $23::text[], $24::text[])
-       AS j(id, seq, last_seq, kind, body)
+  INSERT INTO radkit_journal (tid, seq, last_seq, at_ms, checkpoint, body)
+  SELECT done.tid, j.seq, j.last_seq, $1, j.checkpoint, j.body
+  FROM UNNEST($21::text[], $22::bigint[], $25::bigint[], $23::bool[], $24::text[])
+       AS j(id, seq, last_seq, checkpoint, body)
   JOIN done ON done.id = j.id
 )
 SELECT id FROM done";
@@ -573,12 +617,23 @@ async fn commit_round(
     let mut j_id = Vec::new();
     let mut j_seq = Vec::new();
     let mut j_last: Vec<Option<i64>> = Vec::new();
-    let mut j_kind: Vec<std::borrow::Cow<'_, str>> = Vec::new();
-    let mut j_body: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+    let mut j_checkpoint: Vec<bool> = Vec::new();
+    let mut j_body: Vec<&str> = Vec::new();
     let mut refused: Vec<Option<StoreError>> = Vec::with_capacity(round.len());
     for encoded in round {
         let append = &encoded.append;
-        let last_seq = (append.first_seq + append.entries.len() as u64).saturating_sub(1) as i64;
+        let last_seq = encoded.last_seq;
+        let fence = match append
+            .fence
+            .map(|f| to_sql_int("fencing token", f))
+            .transpose()
+        {
+            Ok(fence) => fence,
+            Err(e) => {
+                refused.push(Some(e));
+                continue;
+            }
+        };
         match &append.create {
             Some(record) if append.first_seq == 1 && record.id == append.task_id => {
                 c_id.push(record.id.as_str());
@@ -594,9 +649,9 @@ async fn commit_round(
                 });
                 c_last.push(last_seq);
                 c_owner.push(append.lease.as_ref().map(|l| l.owner.as_str()));
-                c_expires.push(append.lease.as_ref().map(|l| now + l.ttl_ms));
+                c_expires.push(append.lease.as_ref().map(|l| now.saturating_add(l.ttl_ms)));
                 c_fence.push(if append.lease.is_some() {
-                    CREATION_TOKEN as i64
+                    CREATION_FENCE
                 } else {
                     0
                 });
@@ -611,24 +666,21 @@ async fn commit_round(
             }
             None => {
                 u_id.push(append.task_id.as_str());
-                u_first.push(append.first_seq as i64);
+                u_first.push(encoded.first_seq);
                 u_last.push(last_seq);
-                u_fence.push(append.fence.map(|f| f as i64));
+                u_fence.push(fence);
                 u_state.push(append.state.map(|s| s.as_str()));
                 u_set_wake.push(append.wake_at_ms.is_some());
                 u_wake.push(append.wake_at_ms.flatten());
             }
         }
         refused.push(None);
-        let (kind, body, last) = encoded.journal_row();
         j_id.push(append.task_id.as_str());
-        j_seq.push(append.first_seq as i64);
-        j_last.push(last);
-        j_kind.push(kind);
-        j_body.push(body);
+        j_seq.push(encoded.first_seq);
+        j_last.push(encoded.last_seq_column());
+        j_checkpoint.push(encoded.checkpoint);
+        j_body.push(encoded.body.as_str());
     }
-    let j_kinds: Vec<&str> = j_kind.iter().map(|k| k.as_ref()).collect();
-    let j_bodies: Vec<&str> = j_body.iter().map(|b| b.as_ref()).collect();
     let params: [&(dyn ToSql + Sync); 25] = [
         &now,
         &u_id,
@@ -652,16 +704,32 @@ async fn commit_round(
         &c_fence,
         &j_id,
         &j_seq,
-        &j_kinds,
-        &j_bodies,
+        &j_checkpoint,
+        &j_body,
         &j_last,
     ];
-    let done: std::collections::HashSet<String> = client
-        .query(statement, &params)
-        .await?
+    let committed = client.query(statement, &params).await?;
+    // The statement has committed: an unreadable answer fails the round's appends, whose runs then
+    // resume from the journal, which holds what was committed.
+    let done = match committed
         .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .map(|r| get::<String>(r, "id"))
+        .collect::<Result<std::collections::HashSet<String>, _>>()
+    {
+        Ok(done) => done,
+        Err(e) => {
+            let e = Arc::new(e);
+            return Ok(round
+                .iter()
+                .map(|_| {
+                    Err(StoreError::backend(
+                        "reading which appends postgres committed",
+                        Box::new(e.clone()) as BoxError,
+                    ))
+                })
+                .collect());
+        }
+    };
     // Why the others were refused: read their rows now (rare; only to name the error).
     let failed: Vec<&str> = round
         .iter()
@@ -669,7 +737,8 @@ async fn commit_round(
         .filter(|(e, r)| r.is_none() && !done.contains(&e.append.task_id))
         .map(|(e, _)| e.append.task_id.as_str())
         .collect();
-    let mut rows: std::collections::HashMap<String, (u64, u64)> = std::collections::HashMap::new();
+    let mut rows: std::collections::HashMap<String, Result<(u64, u64), StoreError>> =
+        std::collections::HashMap::new();
     if !failed.is_empty() {
         match client
             .query(
@@ -680,10 +749,16 @@ async fn commit_round(
         {
             Ok(found) => {
                 for r in found {
-                    rows.insert(
-                        r.get(0),
-                        (r.get::<_, i64>(1) as u64, r.get::<_, i64>(2) as u64),
-                    );
+                    match get::<String>(&r, "id") {
+                        Ok(id) => {
+                            let position = get_u64(&r, "last_seq")
+                                .and_then(|last| Ok((last, get_u64(&r, "fence")?)));
+                            rows.insert(id, position);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not read why appends were refused")
+                        }
+                    }
                 }
             }
             Err(e) => tracing::warn!(error = %e, "could not read why appends were refused"),
@@ -705,38 +780,40 @@ async fn commit_round(
                 expected,
                 got: append.first_seq,
             };
-            match (rows.get(&append.task_id), append.fence) {
+            match (rows.remove(&append.task_id), append.fence) {
                 _ if append.create.is_some() => Err(conflict(0)),
-                (Some((_, fence)), Some(token)) if *fence != token => Err(StoreError::Fenced {
+                (Some(Err(unreadable)), _) => Err(unreadable),
+                (Some(Ok((_, fence))), Some(token)) if fence != token => Err(StoreError::Fenced {
                     task_id: append.task_id.clone(),
                     token,
                 }),
-                (Some((last, _)), _) => Err(conflict(last + 1)),
+                (Some(Ok((last, _))), _) => Err(conflict(last + 1)),
                 (None, _) => Err(conflict(0)),
             }
         })
         .collect())
 }
 
-fn row_to_task(r: &tokio_postgres::Row) -> Result<TaskRecord, StoreError> {
-    let id: String = r.get(0);
-    let state: String = r.get(5);
-    let state = TaskState::parse(&state).ok_or_else(|| StoreError::Corrupt {
+/// A task row selected with [`TASK_COLUMNS`].
+fn row_to_task(r: &Row) -> Result<TaskRecord, StoreError> {
+    let id: String = get(r, "id")?;
+    let state: &str = get(r, "state")?;
+    let state = TaskState::parse(state).ok_or_else(|| StoreError::Corrupt {
         task_id: id.clone(),
         seq: 0,
         reason: format!("unknown task state `{state}`"),
     })?;
     Ok(TaskRecord {
         id,
-        context_id: r.get(1),
-        skill_id: r.get(2),
-        skill_version: r.get(3),
-        principal: r.get(4),
+        context_id: get(r, "context_id")?,
+        skill_id: get(r, "skill_id")?,
+        skill_version: get(r, "skill_version")?,
+        principal: get(r, "principal")?,
         state,
-        created_at_ms: r.get(6),
-        updated_at_ms: r.get(7),
-        wake_at_ms: r.get(8),
-        last_seq: r.get::<_, i64>(9) as u64,
+        created_at_ms: get(r, "created_at_ms")?,
+        updated_at_ms: get(r, "updated_at_ms")?,
+        wake_at_ms: get(r, "wake_at_ms")?,
+        last_seq: get_u64(r, "last_seq")?,
     })
 }
 
@@ -778,7 +855,7 @@ impl Store for PostgresStore {
                    AND j.seq >= COALESCE((SELECT MAX(c.seq) FROM radkit_journal c
                                           WHERE c.tid = t.tid AND c.seq <= $2::bigint + 1), 0)
                  ORDER BY j.seq",
-                &[&task_id, &(after_seq as i64)],
+                &[&task_id, &to_sql_int("seq", after_seq)?],
             )
             .await?;
         decode_rows(task_id, &rows, after_seq)
@@ -791,7 +868,7 @@ impl Store for PostgresStore {
                  JOIN radkit_tasks t ON t.tid = j.tid
                  WHERE t.id = $1
                    AND (j.seq = 1 OR j.seq >= (SELECT COALESCE(MAX(c.seq), 0) FROM radkit_journal c
-                                               WHERE c.tid = t.tid AND c.kind LIKE '%checkpoint%'))
+                                               WHERE c.tid = t.tid AND c.checkpoint))
                  ORDER BY j.seq",
                 &[&task_id],
             )
@@ -803,7 +880,8 @@ impl Store for PostgresStore {
         let mut sql = format!("SELECT {TASK_COLUMNS} FROM radkit_tasks WHERE TRUE");
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
         if query.non_terminal {
-            sql.push_str(" AND state NOT IN ('completed', 'canceled', 'failed', 'rejected')");
+            sql.push_str(" AND state NOT IN ");
+            sql.push_str(sql_terminal_states());
         }
         if let Some(p) = query.principal.clone() {
             params.push(Box::new(p));
@@ -851,24 +929,26 @@ impl Store for PostgresStore {
 /// Journal rows `(seq, at_ms, body)` to the records after `after_seq`.
 fn decode_rows(
     task_id: &str,
-    rows: &[tokio_postgres::Row],
+    rows: &[Row],
     after_seq: u64,
 ) -> Result<Vec<JournalRecord>, StoreError> {
     let mut records = Vec::new();
     for r in rows {
-        let seq = r.get::<_, i64>(0) as u64;
-        let body: &str = r.get(2);
-        super::decode_row(task_id, seq, r.get(1), body, after_seq, &mut records)?;
+        let seq = get_u64(r, "seq")?;
+        let at_ms: i64 = get(r, "at_ms")?;
+        let body: &str = get(r, "body")?;
+        super::decode_row(task_id, seq, at_ms, body, after_seq, &mut records)?;
     }
     Ok(records)
 }
 
-fn row_to_lease(r: &tokio_postgres::Row) -> Lease {
-    Lease {
-        task_id: r.get(0),
-        token: r.get::<_, i64>(1) as u64,
-        cancel_requested: r.get(2),
-    }
+/// A lease row `(id, fence, cancel_requested)`.
+fn row_to_lease(r: &Row) -> Result<Lease, StoreError> {
+    Ok(Lease {
+        task_id: get(r, "id")?,
+        token: get_u64(r, "fence")?,
+        cancel_requested: get(r, "cancel_requested")?,
+    })
 }
 
 #[async_trait]
@@ -889,17 +969,19 @@ impl Leases for PostgresStore {
                     "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
                      WHERE tid IN (
                         SELECT tid FROM radkit_tasks
-                        WHERE ((state IN ('submitted', 'working') AND wake_at_ms IS NULL)
+                        WHERE ((state IN {claimable} AND wake_at_ms IS NULL)
                                OR wake_at_ms <= $3 OR cancel_requested)
-                          AND state NOT IN {TERMINAL}
+                          AND state NOT IN {terminal}
                           AND (lease_expires_ms IS NULL OR lease_expires_ms < $3)
                           AND (skill_id, skill_version) IN
                               (SELECT * FROM UNNEST($5::text[], $6::text[]))
                           AND NOT (id = ANY($7::text[]))
                         ORDER BY tid LIMIT $4 FOR UPDATE SKIP LOCKED)
-                     RETURNING id, fence, cancel_requested"
-                ), &[&owner, &(now + ttl_ms), &now, &limit, &skill_ids, &versions, &held]).await?;
-        Ok(rows.iter().map(row_to_lease).collect())
+                     RETURNING id, fence, cancel_requested",
+                    claimable = sql_state_list(&CLAIMABLE),
+                    terminal = sql_terminal_states(),
+                ), &[&owner, &now.saturating_add(ttl_ms), &now, &limit, &skill_ids, &versions, &held]).await?;
+        rows.iter().map(row_to_lease).collect()
     }
 
     async fn acquire(
@@ -911,11 +993,12 @@ impl Leases for PostgresStore {
         let now = now_ms();
         let row = self.rows(&format!(
                     "UPDATE radkit_tasks SET lease_owner = $1, lease_expires_ms = $2, fence = fence + 1
-                     WHERE id = $3 AND state NOT IN {TERMINAL}
+                     WHERE id = $3 AND state NOT IN {terminal}
                        AND (lease_owner IS NULL OR lease_owner = $1 OR lease_expires_ms < $4)
-                     RETURNING id, fence, cancel_requested"
-                ), &[&owner, &(now + ttl_ms), &task_id, &now]).await?.into_iter().next();
-        Ok(row.as_ref().map(row_to_lease))
+                     RETURNING id, fence, cancel_requested",
+                    terminal = sql_terminal_states(),
+                ), &[&owner, &now.saturating_add(ttl_ms), &task_id, &now]).await?.into_iter().next();
+        row.as_ref().map(row_to_lease).transpose()
     }
 
     async fn renew(
@@ -928,17 +1011,23 @@ impl Leases for PostgresStore {
             return Ok(Vec::new());
         }
         let ids: Vec<&str> = held.iter().map(|(id, _)| id.as_str()).collect();
-        let tokens: Vec<i64> = held.iter().map(|(_, t)| *t as i64).collect();
+        let tokens = held
+            .iter()
+            .map(|(_, t)| to_sql_int("fencing token", *t))
+            .collect::<Result<Vec<i64>, _>>()?;
         let rows = self
             .rows(
                 "UPDATE radkit_tasks t SET lease_expires_ms = $1
                  FROM UNNEST($2::text[], $3::bigint[]) AS v(id, fence)
                  WHERE t.id = v.id AND t.fence = v.fence AND t.lease_owner = $4
                  RETURNING t.id",
-                &[&(now_ms() + ttl_ms), &ids, &tokens, &owner],
+                &[&now_ms().saturating_add(ttl_ms), &ids, &tokens, &owner],
             )
             .await?;
-        let kept: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+        let kept = rows
+            .iter()
+            .map(|r| get::<String>(r, "id"))
+            .collect::<Result<std::collections::HashSet<String>, _>>()?;
         Ok(held
             .iter()
             .filter(|(id, _)| !kept.contains(id))
@@ -950,7 +1039,7 @@ impl Leases for PostgresStore {
         self.exec(
             "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
                  WHERE id = $1 AND lease_owner = $2 AND fence = $3",
-            &[&task_id, &owner, &(token as i64)],
+            &[&task_id, &owner, &to_sql_int("fencing token", token)?],
         )
         .await?;
         Ok(())
@@ -970,11 +1059,26 @@ impl Leases for PostgresStore {
             .rows(
                 &format!(
                     "SELECT id FROM radkit_tasks
-                     WHERE lease_owner = $1 AND cancel_requested AND state NOT IN {TERMINAL}"
+                     WHERE lease_owner = $1 AND cancel_requested AND state NOT IN {}",
+                    sql_terminal_states()
                 ),
                 &[&owner],
             )
             .await?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        rows.iter().map(|r| get(r, "id")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_repeats_the_runnable_index_predicate() {
+        let predicate = format!(
+            "WHERE state IN {} OR wake_at_ms IS NOT NULL OR cancel_requested",
+            sql_state_list(&CLAIMABLE)
+        );
+        assert!(MIGRATIONS[1].contains(&predicate), "{predicate}");
     }
 }

@@ -11,10 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::types::FromSql;
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
-use super::{Append, Encoded, Store, StoreError, StoreStats, TaskQuery, TaskRecord};
+use super::{
+    sql_terminal_states, Append, Encoded, Store, StoreError, StoreStats, TaskQuery, TaskRecord,
+};
 use crate::journal::{now_ms, JournalRecord};
 use crate::model::TaskState;
 
@@ -45,10 +48,6 @@ struct Shared {
 #[derive(Clone)]
 pub struct SqliteStore {
     shared: Arc<Shared>,
-}
-
-fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
 }
 
 /// Schema migrations, applied in order at open; `PRAGMA user_version` counts the applied ones.
@@ -88,39 +87,65 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE journal ADD COLUMN last_seq INTEGER;
      DROP INDEX journal_checkpoints;
      CREATE INDEX journal_checkpoints ON journal(tid, seq) WHERE kind LIKE '%checkpoint%';",
+    // 4: a row holding a checkpoint says so in a typed column, set at append time from the entries
+    // (`Encoded::checkpoint`), and the checkpoint index is on it. The backfill is the one place the
+    // old comma-joined `kind` text is read (as exact names, not a substring); then it goes, since
+    // nothing else reads it.
+    "ALTER TABLE journal ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 0;
+     UPDATE journal SET checkpoint = 1 WHERE instr(',' || kind || ',', ',checkpoint,') > 0;
+     DROP INDEX journal_checkpoints;
+     CREATE INDEX journal_checkpoints ON journal(tid, seq) WHERE checkpoint = 1;
+     ALTER TABLE journal DROP COLUMN kind;",
 ];
 
+/// Column `name` of `row` as `T`: a `NULL`, a value of another type or an out-of-range number is a
+/// [`StoreError::Column`] naming the column.
+fn get<T: FromSql>(row: &Row<'_>, name: &'static str) -> Result<T, StoreError> {
+    row.get(name).map_err(|e| StoreError::Column {
+        column: name.into(),
+        source: e.into(),
+    })
+}
+
 fn connect(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
-    let conn = Connection::open(path).map_err(backend)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))
-        .map_err(backend)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(backend)?;
+    let conn = Connection::open(path).map_err(|e| {
+        StoreError::backend(format!("opening sqlite database {}", path.display()), e)
+    })?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
     let sync = match durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
     };
-    conn.pragma_update(None, "synchronous", sync)
-        .map_err(backend)?;
+    conn.pragma_update(None, "synchronous", sync)?;
     Ok(conn)
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    let version: usize = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(backend)?;
+    migrate_to(conn, MIGRATIONS.len())
+}
+
+/// Apply the migrations up to `target` (tests stop early to write rows in an old schema).
+fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), StoreError> {
+    let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if version > MIGRATIONS.len() {
-        return Err(StoreError::Backend(format!(
-            "database schema version {version} is newer than this radkit understands ({}); upgrade radkit",
-            MIGRATIONS.len()
-        )));
+        return Err(StoreError::backend(
+            "opening the sqlite database",
+            format!(
+                "database schema version {version} is newer than this radkit understands ({}); upgrade radkit",
+                MIGRATIONS.len()
+            ),
+        ));
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
-        let tx = conn.transaction().map_err(backend)?;
-        tx.execute_batch(sql).map_err(backend)?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().take(target).skip(version) {
+        let migration = |e: rusqlite::Error| {
+            StoreError::backend(format!("applying sqlite schema migration {}", i + 1), e)
+        };
+        let tx = conn.transaction().map_err(migration)?;
+        tx.execute_batch(sql).map_err(migration)?;
         tx.pragma_update(None, "user_version", i + 1)
-            .map_err(backend)?;
-        tx.commit().map_err(backend)?;
+            .map_err(migration)?;
+        tx.commit().map_err(migration)?;
     }
     Ok(())
 }
@@ -131,7 +156,7 @@ impl SqliteStore {
         let path = path.as_ref().to_owned();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
+                StoreError::backend(format!("creating directory {}", dir.display()), e)
             })?;
         }
         let mut conn = connect(&path, durability)?;
@@ -148,7 +173,7 @@ impl SqliteStore {
         std::thread::Builder::new()
             .name("radkit-sqlite-writer".into())
             .spawn(move || writer_loop(conn, rx, stats))
-            .map_err(backend)?;
+            .map_err(|e| StoreError::backend("starting the sqlite writer thread", e))?;
         Ok(SqliteStore { shared })
     }
 
@@ -185,9 +210,8 @@ impl SqliteStore {
             let conn = match pooled {
                 Some(c) => c,
                 None => {
-                    let c = Connection::open(&shared.path).map_err(backend)?;
-                    c.busy_timeout(std::time::Duration::from_secs(10))
-                        .map_err(backend)?;
+                    let c = Connection::open(&shared.path)?;
+                    c.busy_timeout(std::time::Duration::from_secs(10))?;
                     c
                 }
             };
@@ -199,7 +223,7 @@ impl SqliteStore {
             result
         })
         .await
-        .map_err(backend)?
+        .map_err(|e| StoreError::backend("sqlite read task", e))?
     }
 }
 
@@ -212,14 +236,20 @@ fn read_records(
     task_id: &str,
     after_seq: u64,
 ) -> Result<Vec<JournalRecord>, StoreError> {
-    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
-    let mut rows = stmt.query(params).map_err(backend)?;
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params)?;
     let mut out = Vec::new();
-    while let Some(row) = rows.next().map_err(backend)? {
-        let seq = row.get::<_, i64>(0).map_err(backend)? as u64;
-        let at_ms = row.get::<_, i64>(1).map_err(backend)?;
+    while let Some(row) = rows.next()? {
+        let seq: u64 = get(row, "seq")?;
+        let at_ms: i64 = get(row, "at_ms")?;
         // Decoded straight from SQLite's buffer: no copy of the body.
-        let body = row.get_ref(2).map_err(backend)?.as_str().map_err(backend)?;
+        let body = row
+            .get_ref("body")
+            .and_then(|v| v.as_str().map_err(Into::into))
+            .map_err(|e| StoreError::Column {
+                column: "body".into(),
+                source: e.into(),
+            })?;
         super::decode_row(task_id, seq, at_ms, body, after_seq, &mut out)?;
     }
     Ok(out)
@@ -281,7 +311,17 @@ fn commit_batch(
         }
         Err(e) => {
             last_seqs.clear();
-            batch.iter().map(|_| Err(backend(&e))).collect()
+            // Every append of the batch failed of the same error.
+            let e = Arc::new(e);
+            batch
+                .iter()
+                .map(|_| {
+                    Err(StoreError::backend(
+                        "committing to sqlite",
+                        Box::new(e.clone()) as super::BoxError,
+                    ))
+                })
+                .collect()
         }
     }
 }
@@ -302,7 +342,7 @@ fn apply_one(
         Some(known) => Some(*known),
         None => tx
             .prepare_cached("SELECT tid, COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), 0) FROM tasks WHERE id = ?1")?
-            .query_row(params![append.task_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u64)))
+            .query_row(params![append.task_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u64>(1)?)))
             .optional()?,
     };
     let tid = match (&append.create, known) {
@@ -330,12 +370,17 @@ fn apply_one(
         }
         (None, Some((tid, _))) => tid,
     };
-    let (kind, body, last) = encoded.journal_row();
     tx.prepare_cached(
-        "INSERT INTO journal (tid, seq, last_seq, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO journal (tid, seq, last_seq, at_ms, checkpoint, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
-    .execute(params![tid, append.first_seq as i64, last, now, kind, body])?;
-    let last_seq = append.first_seq + encoded.rows.len() as u64 - 1;
+    .execute(params![
+        tid,
+        encoded.first_seq,
+        encoded.last_seq_column(),
+        now,
+        encoded.checkpoint,
+        encoded.body
+    ])?;
     // The row changes only when the state or the timer does: `last_seq` and `updated_at_ms` are read
     // from the journal, so a plain step writes no task-row page (one page less per commit).
     if append.state.is_some() || append.wake_at_ms.is_some() {
@@ -348,46 +393,61 @@ fn apply_one(
         )?
         .execute(params![append.state.map(TaskState::as_str), set_wake, wake, tid])?;
     }
-    if append.state.is_some_and(TaskState::is_terminal) {
-        last_seqs.remove(&append.task_id);
-    } else {
-        last_seqs.insert(append.task_id.clone(), (tid, last_seq));
+    // Only an empty append at seq 0 could make `last_seq` negative; then the cache forgets the
+    // task and the next append reads it from the journal.
+    match u64::try_from(encoded.last_seq) {
+        Ok(last_seq) if !append.state.is_some_and(TaskState::is_terminal) => {
+            last_seqs.insert(append.task_id.clone(), (tid, last_seq));
+        }
+        _ => {
+            last_seqs.remove(&append.task_id);
+        }
     }
     Ok(Ok(()))
 }
 
-fn row_to_task(r: &rusqlite::Row<'_>) -> rusqlite::Result<(TaskRecord, String)> {
-    let state: String = r.get(5)?;
-    Ok((
-        TaskRecord {
-            id: r.get(0)?,
-            context_id: r.get(1)?,
-            skill_id: r.get(2)?,
-            skill_version: r.get(3)?,
-            principal: r.get(4)?,
-            state: TaskState::Unknown,
-            created_at_ms: r.get(6)?,
-            updated_at_ms: r.get(7)?,
-            wake_at_ms: r.get(8)?,
-            last_seq: r.get::<_, i64>(9)? as u64,
-        },
-        state,
-    ))
-}
-
-fn finish_row((mut record, state): (TaskRecord, String)) -> Result<TaskRecord, StoreError> {
-    record.state = TaskState::parse(&state).ok_or_else(|| StoreError::Corrupt {
-        task_id: record.id.clone(),
+/// A task row selected with [`TASK_COLUMNS`].
+fn row_to_task(r: &Row<'_>) -> Result<TaskRecord, StoreError> {
+    let id: String = get(r, "id")?;
+    let state: String = get(r, "state")?;
+    let state = TaskState::parse(&state).ok_or_else(|| StoreError::Corrupt {
+        task_id: id.clone(),
         seq: 0,
         reason: format!("unknown task state `{state}`"),
     })?;
-    Ok(record)
+    Ok(TaskRecord {
+        id,
+        context_id: get(r, "context_id")?,
+        skill_id: get(r, "skill_id")?,
+        skill_version: get(r, "skill_version")?,
+        principal: get(r, "principal")?,
+        state,
+        created_at_ms: get(r, "created_at_ms")?,
+        updated_at_ms: get(r, "updated_at_ms")?,
+        wake_at_ms: get(r, "wake_at_ms")?,
+        last_seq: get(r, "last_seq")?,
+    })
+}
+
+/// The task rows `stmt` selects with `values`.
+fn query_tasks(
+    stmt: &mut rusqlite::Statement<'_>,
+    values: impl rusqlite::Params,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let mut rows = stmt.query(values)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(row_to_task(row)?);
+    }
+    Ok(out)
 }
 
 const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, state, created_at_ms,
-    COALESCE((SELECT at_ms FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), created_at_ms),
+    COALESCE((SELECT at_ms FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), created_at_ms)
+        AS updated_at_ms,
     wake_at_ms,
-    COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), 0)";
+    COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), 0)
+        AS last_seq";
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -406,13 +466,9 @@ impl Store for SqliteStore {
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let id = task_id.to_owned();
         self.read(move |conn| {
-            let row = conn
-                .prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))
-                .map_err(backend)?
-                .query_row(params![id], row_to_task)
-                .optional()
-                .map_err(backend)?;
-            row.map(finish_row).transpose()
+            let mut stmt =
+                conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?;
+            Ok(query_tasks(&mut stmt, params![id])?.pop())
         })
         .await
     }
@@ -434,7 +490,7 @@ impl Store for SqliteStore {
                    AND seq >= COALESCE((SELECT MAX(seq) FROM journal
                                         WHERE tid = (SELECT tid FROM t) AND seq <= ?2 + 1), 0)
                  ORDER BY seq",
-                params![id, after_seq as i64],
+                params![id, super::to_sql_int("seq", after_seq)?],
                 &id,
                 after_seq,
             )
@@ -444,39 +500,28 @@ impl Store for SqliteStore {
 
     async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
         let id = task_id.to_owned();
-        self.read(move |conn| {
-            read_records(
-                conn,
-                "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
-                 SELECT seq, at_ms, body FROM journal
-                 WHERE tid = (SELECT tid FROM t)
-                   AND (seq = 1 OR seq >= (SELECT COALESCE(MAX(seq), 0) FROM journal
-                                           WHERE tid = (SELECT tid FROM t) AND kind LIKE '%checkpoint%'))
-                 ORDER BY seq",
-                params![id],
-                &id,
-                0,
-            )
-        })
-        .await
+        self.read(move |conn| read_records(conn, REPLAY_SQL, params![id], &id, 0))
+            .await
     }
 
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
         self.read(move |conn| {
             let (sql, values) = list_sql(&query);
-            let mut stmt = conn.prepare(&sql).map_err(backend)?;
-            let mut rows = stmt
-                .query(rusqlite::params_from_iter(values))
-                .map_err(backend)?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next().map_err(backend)? {
-                out.push(finish_row(row_to_task(row).map_err(backend)?)?);
-            }
-            Ok(out)
+            let mut stmt = conn.prepare(&sql)?;
+            query_tasks(&mut stmt, rusqlite::params_from_iter(values))
         })
         .await
     }
 }
+
+/// The rows of [`Store::journal_for_replay`]: the first and those from the last checkpoint on (found
+/// in the partial index `journal_checkpoints`).
+const REPLAY_SQL: &str = "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
+     SELECT seq, at_ms, body FROM journal
+     WHERE tid = (SELECT tid FROM t)
+       AND (seq = 1 OR seq >= (SELECT COALESCE(MAX(seq), 0) FROM journal
+                               WHERE tid = (SELECT tid FROM t) AND checkpoint = 1))
+     ORDER BY seq";
 
 /// The `SELECT` of [`Store::list`] and its parameters (`?1`, `?2`, … in order).
 fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value>) {
@@ -487,7 +532,8 @@ fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value>) {
         format!("?{}", values.len())
     };
     if query.non_terminal {
-        sql.push_str(" AND state NOT IN ('completed', 'canceled', 'failed', 'rejected')");
+        sql.push_str(" AND state NOT IN ");
+        sql.push_str(sql_terminal_states());
     }
     if let Some(p) = &query.principal {
         sql.push_str(&format!(" AND principal = {}", param(p.clone().into())));
@@ -520,15 +566,15 @@ fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value>) {
 /// `commits` transactions.
 pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, StoreError> {
     let conn = connect(path, Durability::Full)?;
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
-        .map_err(backend)?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
+    )?;
     let started = std::time::Instant::now();
     for i in 0..commits {
         conn.execute(
             "INSERT INTO t (body) VALUES (?1)",
             params![format!("commit {i}")],
-        )
-        .map_err(backend)?;
+        )?;
     }
     Ok(started.elapsed() / commits.max(1))
 }
@@ -537,18 +583,15 @@ pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, 
 /// `radkit doctor`-style checks): `("wal", 2)` is WAL with FULL.
 pub fn pragmas(path: &Path, durability: Durability) -> Result<(String, i64), StoreError> {
     let conn = connect(path, durability)?;
-    let mode: String = conn
-        .pragma_query_value(None, "journal_mode", |r| r.get(0))
-        .map_err(backend)?;
-    let sync: i64 = conn
-        .pragma_query_value(None, "synchronous", |r| r.get(0))
-        .map_err(backend)?;
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
     Ok((mode, sync))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::Entry;
 
     /// How SQLite runs `list` for `query`: the `detail` lines of `EXPLAIN QUERY PLAN`.
     fn plan(query: &TaskQuery) -> String {
@@ -586,6 +629,162 @@ mod tests {
                 plan.contains("SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id>? AND id<?)"),
                 "{query:?}:\n{plan}"
             );
+        }
+    }
+
+    fn checkpoint(visit: u64) -> Entry {
+        Entry::Checkpoint {
+            visit,
+            state: serde_json::Value::Null,
+            status: TaskState::Working,
+            compensable: Vec::new(),
+        }
+    }
+
+    fn task_row(id: &str) -> TaskRecord {
+        TaskRecord {
+            id: id.into(),
+            context_id: "c".into(),
+            skill_id: "s".into(),
+            skill_version: "1".into(),
+            principal: None,
+            state: TaskState::Working,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            wake_at_ms: None,
+            last_seq: 0,
+        }
+    }
+
+    /// `(seq, checkpoint)` of every journal row, in order.
+    fn checkpoint_flags(conn: &Connection) -> Vec<(i64, bool)> {
+        conn.prepare("SELECT seq, checkpoint FROM journal ORDER BY tid, seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn migration_4_backfills_the_checkpoint_column_from_the_old_kind_text_and_drops_it() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 3).unwrap();
+        // Rows as the previous version wrote them: one entry per row (before migration 3) or one
+        // row per append with its kinds comma-joined.
+        conn.execute_batch(
+            "INSERT INTO tasks (tid, id, context_id, skill_id, skill_version, state, created_at_ms, updated_at_ms)
+                VALUES (1, 't', 'c', 's', '1', 'working', 0, 0);
+             INSERT INTO journal (tid, seq, last_seq, at_ms, kind, body) VALUES
+                (1, 1, 2, 0, 'task_created,message_received', '[]'),
+                (1, 3, NULL, 0, 'checkpoint', '{}'),
+                (1, 4, 6, 0, 'transitioned,checkpoint,activated', '[]'),
+                (1, 7, NULL, 0, 'checkpoints', '{}'),
+                (1, 8, 9, 0, 'activated,checkpoint', '[]'),
+                (1, 10, 11, 0, 'no_checkpoint,activated', '[]');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(
+            checkpoint_flags(&conn),
+            [
+                (1, false),
+                (3, true),
+                (4, true),
+                (7, false),
+                (8, true),
+                (10, false)
+            ]
+        );
+        let columns: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info('journal')")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(columns.contains(&"checkpoint".to_owned()), "{columns:?}");
+        assert!(!columns.contains(&"kind".to_owned()), "{columns:?}");
+    }
+
+    #[test]
+    fn the_last_checkpoint_is_found_in_the_partial_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {REPLAY_SQL}"))
+            .unwrap()
+            .query_map(params!["t"], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("USING COVERING INDEX journal_checkpoints"),
+            "{plan}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_append_holding_a_checkpoint_sets_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.sqlite");
+        let store = SqliteStore::open_default(&path).unwrap();
+        let mut create = Append::new("t", 1, vec![Entry::CancelRequested]);
+        create.create = Some(task_row("t"));
+        store.append(create).await.unwrap();
+        let entries = vec![
+            Entry::CancelRequested,
+            checkpoint(1),
+            Entry::CancelRequested,
+        ];
+        store.append(Append::new("t", 2, entries)).await.unwrap();
+        store
+            .append(Append::new("t", 5, vec![checkpoint(2)]))
+            .await
+            .unwrap();
+        store
+            .append(Append::new("t", 6, vec![Entry::CancelRequested]))
+            .await
+            .unwrap();
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(
+            checkpoint_flags(&conn),
+            [(1, false), (2, true), (5, true), (6, false)]
+        );
+        let replay: Vec<u64> = store
+            .journal_for_replay("t")
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(replay, [1, 5, 6]);
+    }
+
+    #[tokio::test]
+    async fn a_mistyped_column_is_a_typed_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.sqlite");
+        let store = SqliteStore::open_default(&path).unwrap();
+        let mut create = Append::new("t", 1, vec![Entry::CancelRequested]);
+        create.create = Some(task_row("t"));
+        store.append(create).await.unwrap();
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("UPDATE tasks SET created_at_ms = 'yesterday'", [])
+            .unwrap();
+        match store.task("t").await {
+            Err(StoreError::Column { column, .. }) => assert_eq!(column, "created_at_ms"),
+            other => panic!("expected a column error, got {other:?}"),
+        }
+        conn.execute("UPDATE tasks SET created_at_ms = 0", [])
+            .unwrap();
+        conn.execute("UPDATE journal SET seq = -1", []).unwrap();
+        match store.journal("t", 0).await {
+            Err(e @ StoreError::Column { .. }) => {
+                assert!(e.to_string().starts_with("store column `seq`"), "{e}")
+            }
+            other => panic!("expected a column error, got {other:?}"),
         }
     }
 }
