@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::cluster;
-use super::{Engine, EngineError, Fault, FaultHook, Hook, Inner, PermissionMode};
+use super::{Engine, EngineError, Fault, FaultHook, Hook, Inner};
 use crate::effects::Effects;
-use crate::flow::{erase, ErasedSkill, FlowSkill};
+use crate::flow::{erase, ErasedSkill, FlowSkill, PermissionMode};
 use crate::registry::{DuplicateSkill, SkillOrigin};
 use crate::store::Store;
 
