@@ -8,6 +8,7 @@
 
 extern crate self as radkit_runtime;
 
+mod config;
 pub mod effects;
 pub mod engine;
 pub mod flow;
