@@ -22,7 +22,7 @@ use crate::store::Store;
 pub struct EngineConfig {
     /// Step visits a task may make before it is failed as a runaway loop.
     pub max_steps: u64,
-    /// Crash injection: set by [`EngineBuilder::fault_hook`] (the `testing` feature) only.
+    /// Crash injection: set by `EngineBuilder::fault_hook` (the `testing` feature) only.
     pub(crate) fault: Option<FaultHook>,
     /// Hooks, called in order.
     pub hooks: Vec<Arc<dyn Hook>>,

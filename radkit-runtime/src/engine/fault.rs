@@ -2,10 +2,8 @@
 //! there. Dying halts the whole engine at once: nothing more is journaled, exactly like `kill -9`.
 //!
 //! The engine always asks (the boundaries are part of its code), but only the `testing` feature makes
-//! these types public and lets a builder install a hook ([`EngineBuilder::fault_hook`]); without it
+//! these types public and lets a builder install a hook (`EngineBuilder::fault_hook`); without it
 //! nobody can, and the question is always "no".
-//!
-//! [`EngineBuilder::fault_hook`]: super::EngineBuilder::fault_hook
 #![cfg_attr(not(feature = "testing"), doc(hidden))]
 
 #[cfg(feature = "testing")]
