@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::flow::{Cmd, EffectError, Event, InvocationId, Receipt};
+use crate::flow::{Cmd, EffectError, Event, InvocationId, PermissionMode, Receipt};
 use crate::model::{Artifact, Message, TaskState};
 
 /// One journal entry.
@@ -23,7 +23,7 @@ pub enum Entry {
         principal: Option<String>,
         /// The task's permission mode.
         #[serde(default)]
-        permission_mode: crate::engine::PermissionMode,
+        permission_mode: PermissionMode,
     },
     /// A user message arrived (part of the history).
     MessageReceived {

@@ -2,12 +2,27 @@
 //! A2A server. Users depend on the `radkit` facade, which re-exports this crate and the macros.
 //!
 //! Data flows one way: `server` (A2A JSON-RPC) -> `engine` -> (`store`, skills through `flow`) ->
-//! journal records -> subscribers.
+//! journal records -> subscribers. The top-level modules are layers: none imports a module that
+//! imports it back (`tests/module_cycles.rs` checks).
+//!
+//! # Features
+//!
+//! The default build is what a program that runs skills needs. Test and benchmark tooling sits behind
+//! the `testing` feature (tokio's `test-util` pattern), off by default:
+//!
+//! * fault injection: the `engine::fault` types (`Boundary`, `Fault`, `FaultHook`) and
+//!   `EngineBuilder::fault_hook`, which halts the engine at a durability boundary as `kill -9` would;
+//! * the store conformance suite, `store::conformance`, which every store (and a store of your own)
+//!   runs.
+//!
+//! Without `testing` none of these exist in the public API and no crash can be injected. Enable it in
+//! `[dev-dependencies]` (`radkit = { .., features = ["testing"] }`); the `radkit` facade forwards it.
 
 #![warn(missing_docs)]
 
 extern crate self as radkit_runtime;
 
+mod config;
 pub mod effects;
 pub mod engine;
 pub mod flow;

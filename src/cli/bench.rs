@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::effects::Effects;
-use crate::engine::{Boundary, Fault};
 use crate::flow::step_table::{goto, Step, StepInput, StepTable};
 use crate::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
 use crate::model::{Message, TaskState};
@@ -107,6 +106,67 @@ fn bench_skill() -> anyhow::Result<(StepTable<Ticker>, FnTool)> {
     Ok((skill, noop))
 }
 
+/// A `noop` that answers its first `answered` calls and never returns from the next one, after
+/// noting in `reached` how long after `started` it began. Its command is durably journaled by then
+/// (commands are journaled before they run) and the task writes nothing more: the journal a crash
+/// right before that command's effect leaves, made without the runtime's fault injection (the
+/// `testing` feature, which the CLI does not use).
+fn noop_until(answered: u64, started: Instant, reached: Arc<Mutex<Option<Duration>>>) -> FnTool {
+    let calls = Arc::new(AtomicU64::new(0));
+    FnTool::new(EffectPolicy::Idempotent, move |args, _key| {
+        let call = calls.fetch_add(1, Ordering::SeqCst);
+        let reached = reached.clone();
+        async move {
+            if call < answered {
+                return Ok(args);
+            }
+            reached
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(started.elapsed());
+            futures::future::pending().await
+        }
+    })
+}
+
+/// When `reached` is set, within `limit`.
+async fn wait_reached(
+    reached: &Mutex<Option<Duration>>,
+    limit: Duration,
+) -> anyhow::Result<Duration> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(d) = *reached.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Ok(d);
+        }
+        if Instant::now() > deadline {
+            bail!("the task issued no command within {limit:?}");
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+}
+
+/// The reference the sequential benchmark is judged against: the mean latency of one durable SQLite
+/// commit (WAL, `synchronous=FULL` as `Durability::Full` opens the store, one small row per
+/// transaction) on a fresh file at `path`, over `commits` transactions.
+fn commit_latency(path: &std::path::Path, commits: u32) -> anyhow::Result<Duration> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
+    )?;
+    let started = Instant::now();
+    for i in 0..commits {
+        conn.execute(
+            "INSERT INTO t (body) VALUES (?1)",
+            rusqlite::params![format!("commit {i}")],
+        )?;
+    }
+    Ok(started.elapsed() / commits.max(1))
+}
+
 /// `builder` serving the `bench` skill too, with its `noop` tool (`worker --bench-skill`, which
 /// `bench concurrent --workers N` starts).
 pub(crate) fn with_bench_skill(builder: EngineBuilder) -> anyhow::Result<EngineBuilder> {
@@ -194,8 +254,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let started = Instant::now();
             run_tasks(&engine, 1, steps).await?;
             let elapsed = started.elapsed();
-            let baseline =
-                crate::store::sqlite::commit_latency(&path.with_extension("baseline"), 500)?;
+            let baseline = commit_latency(&path.with_extension("baseline"), 500)?;
             let us_per_step = elapsed.as_secs_f64() * 1e6 / steps.max(1) as f64;
             let baseline_us = baseline.as_secs_f64() * 1e6;
             let extra = serde_json::json!({
@@ -244,24 +303,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let (_dir, path) = fresh_db()?;
             // Build a task with `steps` receipts and stop the engine right before its next command.
             {
-                let (skill, effects) = engine_parts()?;
-                let issued = Arc::new(AtomicU64::new(0));
-                let hook = move |f: &Fault| {
-                    f.boundary == Boundary::CommandJournaled
-                        && issued.fetch_add(1, Ordering::SeqCst) == steps
-                };
+                let (skill, _) = bench_skill()?;
+                let reached = Arc::new(Mutex::new(None));
+                let noop = noop_until(steps, Instant::now(), reached.clone());
                 let engine = bench_builder(SqliteStore::open(&path, Durability::Full)?, skill)
-                    .effects(effects)
-                    .fault_hook(hook)
+                    .effects(Effects::new().tool("noop", noop))
                     .build()?;
                 engine
                     .send(Request::operator(Message::user_text(
                         (steps + 10).to_string(),
                     )))
                     .await?;
-                while !engine.is_halted() {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
+                wait_reached(&reached, Duration::from_secs(600)).await?;
+                engine.halt();
             }
             let exe = std::env::current_exe()?;
             let started = Instant::now();
@@ -371,37 +425,19 @@ async fn a2a(requests: u64, concurrency: u64) -> anyhow::Result<()> {
 /// The reopen half of `bench resume`: open the file, recover, stop at the first new command.
 async fn resume_child(path: &std::path::Path, steps: u64) -> anyhow::Result<()> {
     let started = Instant::now();
-    let first = Arc::new(Mutex::new(None::<Duration>));
-    let seen = first.clone();
-    let hook = move |f: &Fault| {
-        if f.boundary == Boundary::CommandJournaled {
-            seen.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(started.elapsed());
-            return true;
-        }
-        false
-    };
-    let (skill, effects) = engine_parts()?;
+    let first = Arc::new(Mutex::new(None));
+    // The reissued command is the first the tool sees: it notes the time and never answers.
+    let (skill, _) = bench_skill()?;
     let store = SqliteStore::open(path, Durability::Full)?;
     let engine = bench_builder(store, skill)
-        .effects(effects)
-        .fault_hook(hook)
+        .effects(Effects::new().tool("noop", noop_until(0, started, first.clone())))
         .build()?;
     let resumed = engine.recover().await?;
     if resumed != 1 {
         bail!("expected one task to resume, found {resumed}");
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let elapsed = loop {
-        if let Some(d) = *first.lock().unwrap_or_else(|p| p.into_inner()) {
-            break d;
-        }
-        if Instant::now() > deadline {
-            bail!("the resumed task issued no command within 10 s");
-        }
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    };
+    let elapsed = wait_reached(&first, Duration::from_secs(10)).await?;
+    engine.halt();
     let receipts = steps;
     let seconds = elapsed.as_secs_f64();
     println!(

@@ -14,13 +14,13 @@ use tokio::io::AsyncBufReadExt;
 
 /// Run the workload; prints one JSON line.
 pub async fn concurrent(url: &str, flows: u64, steps: u64, workers: u64) -> anyhow::Result<()> {
-    let (schema, scoped) = crate::store::postgres::create_schema(url, "radkit_bench").await?;
+    let (schema, scoped) = create_schema(url, "radkit_bench").await?;
     let result = if workers == 0 {
         in_process(&scoped, flows, steps).await
     } else {
         with_workers(&scoped, flows, steps, workers).await
     };
-    if let Err(e) = crate::store::postgres::drop_schema(url, &schema).await {
+    if let Err(e) = drop_schema(url, &schema).await {
         eprintln!("warning: bench schema {schema} not dropped: {e}");
     }
     let (elapsed, stats) = result?;
@@ -130,4 +130,43 @@ async fn with_workers(
     }
     // This process wrote only the creations; the workers' statements are not counted here.
     Ok((elapsed, store.stats()))
+}
+
+/// A client on the database `url` names, its connection driven in the background.
+async fn admin_client(url: &str) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .context("connecting to Postgres for the bench schema")?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            eprintln!("warning: bench schema connection ended: {e}");
+        }
+    });
+    Ok(client)
+}
+
+/// Create a fresh schema in the database `url` names: returns its name and a URL whose sessions work
+/// in it (`options=-csearch_path=<name>`). The CLI's own copy of the runtime's test helper, which sits
+/// behind the `testing` feature.
+async fn create_schema(url: &str, prefix: &str) -> anyhow::Result<(String, String)> {
+    let client = admin_client(url).await?;
+    let name = format!("{prefix}_{}", crate::model::new_id().replace('-', ""));
+    client
+        .batch_execute(&format!("CREATE SCHEMA {name}"))
+        .await
+        .with_context(|| format!("creating schema {name}"))?;
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Ok((
+        name.clone(),
+        format!("{url}{sep}options=-csearch_path%3D{name}"),
+    ))
+}
+
+/// Drop a schema made by [`create_schema`], with everything in it.
+async fn drop_schema(url: &str, name: &str) -> anyhow::Result<()> {
+    let client = admin_client(url).await?;
+    client
+        .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
+        .await
+        .with_context(|| format!("dropping schema {name}"))
 }

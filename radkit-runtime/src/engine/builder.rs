@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::cluster;
-use super::{Engine, EngineError, Fault, FaultHook, Hook, Inner, PermissionMode};
+use super::fault::FaultHook;
+use super::{Engine, EngineError, Hook, Inner};
 use crate::effects::Effects;
-use crate::flow::{erase, ErasedSkill, FlowSkill};
+use crate::flow::{erase, ErasedSkill, FlowSkill, PermissionMode};
 use crate::registry::{DuplicateSkill, SkillOrigin};
 use crate::store::Store;
 
@@ -21,8 +22,8 @@ use crate::store::Store;
 pub struct EngineConfig {
     /// Step visits a task may make before it is failed as a runaway loop.
     pub max_steps: u64,
-    /// Crash injection (tests).
-    pub fault: Option<FaultHook>,
+    /// Crash injection: set by `EngineBuilder::fault_hook` (the `testing` feature) only.
+    pub(crate) fault: Option<FaultHook>,
     /// Hooks, called in order.
     pub hooks: Vec<Arc<dyn Hook>>,
     /// The permission mode of a task whose first message does not set `permissionMode` in metadata.
@@ -234,8 +235,12 @@ impl EngineBuilder {
         self
     }
 
-    /// Crash at the boundaries where `hook` says so (tests).
-    pub fn fault_hook(mut self, hook: impl Fn(&Fault) -> bool + Send + Sync + 'static) -> Self {
+    /// Crash at the boundaries where `hook` says so (tests; the `testing` feature).
+    #[cfg(feature = "testing")]
+    pub fn fault_hook(
+        mut self,
+        hook: impl Fn(&super::Fault) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.config.fault = Some(Arc::new(hook));
         self
     }

@@ -1,42 +1,15 @@
-//! Hooks and permission modes. Hooks observe step visits and commands, may modify a command before it
+//! Hooks and the permission gate. Hooks observe step visits and commands, may modify a command before it
 //! is journaled, or deny it (the denial is journaled as the command's receipt, so replay agrees). The
 //! built-in permission gate compares the task's mode with the minimum mode a tool declares: below it,
 //! a `plan` task is refused the tool and other modes ask a human first.
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 
 use crate::flow::{Cmd, Receipt};
 
-/// How much a task may do without asking, from least to most.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
-#[serde(rename_all = "camelCase")]
-pub enum PermissionMode {
-    /// Read-only: only tools that declare `Plan` run; others are refused.
-    Plan,
-    /// Ask before any tool that needs more than `Default` (edits, destructive tools).
-    #[default]
-    Default,
-    /// Edits run; ask before destructive tools.
-    AcceptEdits,
-    /// Everything runs without asking.
-    Bypass,
-}
-
-impl PermissionMode {
-    /// Parse `plan`, `default`, `acceptEdits` (or `accept-edits`), `bypass` (or `bypassPermissions`).
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "plan" => Some(PermissionMode::Plan),
-            "default" => Some(PermissionMode::Default),
-            "acceptEdits" | "accept-edits" | "accept_edits" => Some(PermissionMode::AcceptEdits),
-            "bypass" | "bypassPermissions" => Some(PermissionMode::Bypass),
-            _ => None,
-        }
-    }
-}
+/// Defined in `flow` (the journal and the tools name it, and they sit below the engine); re-exported
+/// here so `engine::PermissionMode` keeps working.
+pub use crate::flow::PermissionMode;
 
 /// Where a hook is called.
 #[derive(Debug, Clone, PartialEq, Eq)]

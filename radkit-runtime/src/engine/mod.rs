@@ -28,7 +28,8 @@ use tokio::sync::broadcast;
 
 pub use builder::{EngineBuilder, EngineConfig};
 pub use error::EngineError;
-pub use fault::{Boundary, Fault, FaultHook};
+#[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
+pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision, PermissionMode};
 pub use projection::{project, stream_event, StreamEvent};
 pub use request::{Caller, Request};

@@ -1,71 +1,12 @@
-//! The agent card, generated from the skills the engine serves.
+//! The agent card the server serves at `/.well-known/agent-card.json`. It is built in the registry
+//! (`registry::agent_card` builds it for the registered skills), below the engine; this module only
+//! keeps its public path.
 
-use std::collections::BTreeMap;
-
-use super::ServerConfig;
+use crate::config::ServerConfig;
 use crate::flow::SkillInfo;
-use crate::model::{AgentCapabilities, AgentCard, AgentSkill, SecurityScheme, PROTOCOL_VERSION};
-
-fn modes(modes: &[String]) -> Option<Vec<String>> {
-    if modes.is_empty() {
-        None
-    } else {
-        Some(modes.to_vec())
-    }
-}
+use crate::model::AgentCard;
 
 /// The A2A 0.3 card for `skills` served with `config`.
 pub fn agent_card(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard {
-    let (security_schemes, security) = if config.tokens.is_empty() {
-        (None, None)
-    } else {
-        let scheme = SecurityScheme {
-            kind: "http".to_owned(),
-            scheme: "bearer".to_owned(),
-            bearer_format: None,
-            description: Some("A token configured with `radkit serve --token`.".to_owned()),
-        };
-        (
-            Some(BTreeMap::from([("bearer".to_owned(), scheme)])),
-            Some(vec![BTreeMap::from([("bearer".to_owned(), Vec::new())])]),
-        )
-    };
-    AgentCard {
-        protocol_version: PROTOCOL_VERSION.to_owned(),
-        name: config.name.clone(),
-        description: config.description.clone(),
-        url: config.url.clone(),
-        preferred_transport: Some("JSONRPC".to_owned()),
-        version: config.version.clone(),
-        capabilities: AgentCapabilities {
-            streaming: Some(true),
-            push_notifications: Some(false),
-            state_transition_history: Some(false),
-        },
-        security_schemes,
-        security,
-        default_input_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
-        default_output_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
-        skills: skills
-            .iter()
-            .map(|s| AgentSkill {
-                id: s.id.clone(),
-                name: s.name.clone(),
-                description: if s.description.is_empty() {
-                    s.name.clone()
-                } else {
-                    s.description.clone()
-                },
-                tags: s.tags.clone(),
-                examples: if s.examples.is_empty() {
-                    None
-                } else {
-                    Some(s.examples.clone())
-                },
-                input_modes: modes(&s.input_modes),
-                output_modes: modes(&s.output_modes),
-            })
-            .collect(),
-        documentation_url: None,
-    }
+    crate::registry::card_for(skills, config)
 }

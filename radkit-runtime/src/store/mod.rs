@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::journal::{Entry, JournalRecord};
 use crate::model::TaskState;
 
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod lease;
 pub mod memory;

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::flow::{Decision, EffectError, EffectPolicy, InvocationId};
+use crate::flow::{Decision, EffectError, EffectPolicy, InvocationId, PermissionMode};
 
 /// A tool's demand that a human approve a call before it runs (see [`Tool::needs_approval`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,8 +56,8 @@ pub trait Tool: Send + Sync + 'static {
 
     /// The least permission mode in which the tool runs without asking: `Plan` for read-only tools,
     /// `AcceptEdits` for tools that edit, `Bypass` for destructive ones. Default: `Default`.
-    fn min_mode(&self) -> crate::engine::PermissionMode {
-        crate::engine::PermissionMode::Default
+    fn min_mode(&self) -> PermissionMode {
+        PermissionMode::Default
     }
 
     /// Whether this call needs a human's approval first. The engine's built-in gate asks with the
@@ -94,7 +94,7 @@ impl<T: Tool> Tool for Arc<T> {
         (**self).policy()
     }
 
-    fn min_mode(&self) -> crate::engine::PermissionMode {
+    fn min_mode(&self) -> PermissionMode {
         (**self).min_mode()
     }
 
@@ -129,7 +129,7 @@ type GateFn = dyn Fn(&serde_json::Value) -> Option<ApprovalNeed> + Send + Sync;
 #[derive(Clone)]
 pub struct FnTool {
     policy: EffectPolicy,
-    min_mode: crate::engine::PermissionMode,
+    min_mode: PermissionMode,
     call: Arc<CallFn>,
     undo: Option<Arc<UndoFn>>,
     gate: Option<Arc<GateFn>>,
@@ -169,7 +169,7 @@ impl FnTool {
     {
         FnTool {
             policy,
-            min_mode: crate::engine::PermissionMode::Default,
+            min_mode: PermissionMode::Default,
             call: Arc::new(move |a, k| Box::pin(call(a, k))),
             undo: None,
             gate: None,
@@ -238,7 +238,7 @@ impl FnTool {
     }
 
     /// The least permission mode in which the tool runs without asking.
-    pub fn min_mode(mut self, mode: crate::engine::PermissionMode) -> Self {
+    pub fn min_mode(mut self, mode: PermissionMode) -> Self {
         self.min_mode = mode;
         self
     }
@@ -260,7 +260,7 @@ impl Tool for FnTool {
         self.policy
     }
 
-    fn min_mode(&self) -> crate::engine::PermissionMode {
+    fn min_mode(&self) -> PermissionMode {
         self.min_mode
     }
 

@@ -1,0 +1,369 @@
+//! The runtime's top-level modules form layers: no module may reach, directly or through others, a
+//! module that reaches back to it. This test reads the crate's source, collects every dependency of
+//! one top-level module on another (`use crate::x`, `crate::x::..` and `radkit_runtime::x::..` paths,
+//! and `super::` paths that climb out of the module), and fails naming each cycle and the files that
+//! make its edges. Comments, doc comments and string literals are skipped: only code counts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// `(from, to)` -> the files that make that edge.
+type Edges = BTreeMap<(String, String), BTreeSet<String>>;
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = module_edges(&src);
+    let cycles = cycles(&edges);
+    if cycles.is_empty() {
+        return;
+    }
+    let mut report = String::from("top-level modules of radkit-runtime import each other in a cycle; a lower module must not import a higher one (move the shared item down, or pass it in):\n");
+    for cycle in &cycles {
+        report.push_str(&format!("  cycle: {}\n", cycle.join(" -> ")));
+        for pair in cycle.windows(2) {
+            let files = &edges[&(pair[0].clone(), pair[1].clone())];
+            report.push_str(&format!(
+                "    {} -> {} in {}\n",
+                pair[0],
+                pair[1],
+                files.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    panic!("{report}");
+}
+
+/// The scanner must see the edges everyone knows of, or a silent parser bug would pass the test above.
+#[test]
+fn the_scanner_sees_known_edges() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = module_edges(&src);
+    for (from, to) in [
+        ("engine", "store"),
+        ("engine", "journal"),
+        ("server", "engine"),
+        ("store", "journal"),
+        ("flow", "model"),
+    ] {
+        assert!(
+            edges.contains_key(&(from.to_owned(), to.to_owned())),
+            "no edge {from} -> {to} found; edges: {:?}",
+            edges.keys().collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn the_scanner_reads_groups_super_and_skips_comments() {
+    let tops: BTreeSet<String> = ["a", "b", "c", "d", "e", "f"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let text = r##"
+        //! uses crate::f in a doc comment, which does not count
+        use crate::{b::X, c};
+        /* crate::f */ const S: &str = "crate::f"; const R: &str = r#"crate::f"#;
+        fn g<'x>(c: char) -> bool { c == '"' && crate::d::ok() }
+        mod inner { use super::super::e::Y; use super::Z; }
+        macro_rules! m { () => { $crate::f::Q } }
+        pub(super) fn h() {}
+    "##;
+    let found = file_edges(&["a".to_owned(), "sub".to_owned()], text, &tops);
+    let expected: BTreeSet<String> = ["b", "c", "d"].iter().map(|s| (*s).to_owned()).collect();
+    assert_eq!(found, expected);
+    let found = file_edges(
+        &["a".to_owned()],
+        "mod t { use super::super::e::Y; }",
+        &tops,
+    );
+    assert_eq!(found, BTreeSet::from(["e".to_owned()]));
+}
+
+/// Every dependency of one top-level module on another.
+fn module_edges(src: &Path) -> Edges {
+    let mut files = Vec::new();
+    collect(src, &mut files);
+    let tops: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| module_path(src, f).first().cloned())
+        .collect();
+    let mut edges = Edges::new();
+    for file in &files {
+        let path = module_path(src, file);
+        if path.is_empty() {
+            continue; // the crate root re-exports everything; it is not a layer
+        }
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let shown = file.strip_prefix(src).unwrap_or(file).display().to_string();
+        for to in file_edges(&path, &text, &tops) {
+            if to != path[0] {
+                edges
+                    .entry((path[0].clone(), to))
+                    .or_default()
+                    .insert(shown.clone());
+            }
+        }
+    }
+    edges
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read the source directory")
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            collect(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `engine/driver.rs` -> `[engine, driver]`, `store/mod.rs` -> `[store]`, `lib.rs` -> `[]`.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap_or(file);
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if let Some(last) = parts.pop() {
+        let stem = last.trim_end_matches(".rs");
+        if stem != "mod" && stem != "lib" {
+            parts.push(stem.to_owned());
+        }
+    }
+    parts
+}
+
+/// The top-level modules (of `tops`) that a file at module path `path` names.
+fn file_edges(path: &[String], text: &str, tops: &BTreeSet<String>) -> BTreeSet<String> {
+    let tokens = tokens(text);
+    let mut found = BTreeSet::new();
+    // Inline `mod x { .. }` blocks: (name, brace depth inside the block).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = tokens[i].as_str();
+        match t {
+            "{" => depth += 1,
+            "}" => {
+                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                    inline.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            "mod" if tokens.get(i + 2).is_some_and(|t| t == "{") => {
+                inline.push((tokens[i + 1].clone(), depth + 1));
+            }
+            "crate" | "radkit_runtime"
+                if (i == 0 || tokens[i - 1] != "$" && tokens[i - 1] != "::")
+                    && tokens.get(i + 1).is_some_and(|t| t == "::") =>
+            {
+                heads(&tokens, i + 2, &mut |name| {
+                    if tops.contains(name) {
+                        found.insert(name.to_owned());
+                    }
+                });
+            }
+            "super" if i == 0 || tokens[i - 1] != "::" => {
+                let mut here: Vec<String> = path
+                    .iter()
+                    .cloned()
+                    .chain(inline.iter().map(|(name, _)| name.clone()))
+                    .collect();
+                let mut j = i;
+                while tokens.get(j).is_some_and(|t| t == "super")
+                    && tokens.get(j + 1).is_some_and(|t| t == "::")
+                {
+                    here.pop();
+                    j += 2;
+                }
+                if here.is_empty() {
+                    heads(&tokens, j, &mut |name| {
+                        if tops.contains(name) {
+                            found.insert(name.to_owned());
+                        }
+                    });
+                }
+                // `pub(super)` names no path: step over it.
+                i = j.max(i + 1);
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found
+}
+
+/// The first segment of the path at `tokens[at..]`, or of each path in a `{ .. }` group there.
+fn heads(tokens: &[String], at: usize, f: &mut dyn FnMut(&str)) {
+    match tokens.get(at).map(String::as_str) {
+        Some("{") => {
+            let mut depth = 0usize;
+            let mut start = true;
+            for t in &tokens[at..] {
+                match t.as_str() {
+                    "{" => {
+                        depth += 1;
+                        start = depth == 1;
+                    }
+                    "}" => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return;
+                        }
+                    }
+                    "," if depth == 1 => start = true,
+                    name if start => {
+                        f(name);
+                        start = false;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Some(name) => f(name),
+        None => {}
+    }
+}
+
+/// Identifiers and punctuation of `text`, without comments, strings and char literals.
+fn tokens(text: &str) -> Vec<String> {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        if ch == '/' && c.get(i + 1) == Some(&'/') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if ch == '/' && c.get(i + 1) == Some(&'*') {
+            let mut nest = 0;
+            while i < c.len() {
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    nest += 1;
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    nest -= 1;
+                    i += 2;
+                    if nest == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if ch == '"' {
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                i += if c[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if (ch == 'r' || ch == 'b')
+            && (i == 0 || !is_ident(c[i - 1]))
+            && raw_string_start(&c, i).is_some()
+        {
+            let (hashes, body) = raw_string_start(&c, i).unwrap_or((0, i));
+            let close: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            i = body;
+            while i < c.len() && c[i..].iter().take(close.len()).ne(close.iter()) {
+                i += 1;
+            }
+            i += close.len();
+        } else if ch == '\'' {
+            // A char literal ('x', '\n', '"'), else a lifetime or label.
+            if c.get(i + 1) == Some(&'\\') {
+                i += 2;
+                while i < c.len() && c[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+            } else if c.get(i + 2) == Some(&'\'') {
+                i += 3;
+            } else {
+                i += 1;
+            }
+        } else if is_ident(ch) {
+            let start = i;
+            while i < c.len() && is_ident(c[i]) {
+                i += 1;
+            }
+            out.push(c[start..i].iter().collect());
+        } else if ch == ':' && c.get(i + 1) == Some(&':') {
+            out.push("::".to_owned());
+            i += 2;
+        } else if ch.is_whitespace() {
+            i += 1;
+        } else {
+            out.push(ch.to_string());
+            i += 1;
+        }
+    }
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// For `r"`, `r#"`, `br##"`: the number of `#` and where the body starts.
+fn raw_string_start(c: &[char], at: usize) -> Option<(usize, usize)> {
+    let mut i = at;
+    if c.get(i) == Some(&'b') {
+        i += 1;
+    }
+    if c.get(i) != Some(&'r') {
+        return None;
+    }
+    i += 1;
+    let mut hashes = 0;
+    while c.get(i) == Some(&'#') {
+        hashes += 1;
+        i += 1;
+    }
+    (c.get(i) == Some(&'"')).then_some((hashes, i + 1))
+}
+
+/// Every elementary cycle found by a depth-first search from each module, each reported once (as
+/// its rotation starting at its smallest module), closed (`[a, b, a]`).
+fn cycles(edges: &Edges) -> Vec<Vec<String>> {
+    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (from, to) in edges.keys() {
+        next.entry(from.as_str()).or_default().push(to.as_str());
+    }
+    let mut found: BTreeSet<Vec<String>> = BTreeSet::new();
+    for &start in next.keys() {
+        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
+        let mut on_path: Vec<&str> = vec![start];
+        while let Some((node, idx)) = stack.pop() {
+            let outs = next.get(node).map(Vec::as_slice).unwrap_or(&[]);
+            if idx >= outs.len() {
+                on_path.pop();
+                continue;
+            }
+            stack.push((node, idx + 1));
+            let to = outs[idx];
+            if to == start {
+                let mut cycle: Vec<String> = on_path.iter().map(|s| (*s).to_owned()).collect();
+                // Only the rotation that starts at its smallest module, so each cycle shows once.
+                if cycle.iter().min() == cycle.first() {
+                    cycle.push(start.to_owned());
+                    found.insert(cycle);
+                }
+            } else if !on_path.contains(&to) && to > start {
+                on_path.push(to);
+                stack.push((to, 0));
+            }
+        }
+    }
+    found.into_iter().collect()
+}
