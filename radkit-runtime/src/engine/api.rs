@@ -8,10 +8,10 @@ use super::cluster::Ownership;
 use super::replay::Wait;
 use super::run::{RunState, TaskRun, Work};
 use super::{
-    invoke, project, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode, Request,
+    command, project, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode, Request,
     Snapshot, Subscription,
 };
-use crate::flow::{ErasedSkill, Event, Receipt, SkillInfo};
+use crate::flow::{ErasedSkill, Event, SkillInfo};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
 use crate::store::{NewLease, Store, TaskQuery, TaskRecord, CREATION_TOKEN};
@@ -273,38 +273,7 @@ impl Engine {
             }
         };
         message.context_id = Some(run.context_id.to_string());
-        {
-            let mut st = run.lock();
-            st.push(Entry::MessageReceived {
-                message: message.clone(),
-            });
-            st.set_status(TaskState::Working);
-            match ask {
-                Some(id) => {
-                    let transition = st.command(&id).is_some_and(|c| c.transition);
-                    let value = invoke::reply_value(&message);
-                    st.record_receipt(Receipt {
-                        id: id.clone(),
-                        attempt: 1,
-                        outcome: Ok(value),
-                        usage: None,
-                    });
-                    st.set_wake(None);
-                    if transition {
-                        st.queue.push_front(Work::Execute(id));
-                    } else if let Some((visit, event)) = open_visit {
-                        st.queue.push_front(Work::Activate {
-                            event,
-                            rerun: Some(visit),
-                        });
-                    }
-                }
-                None => st.queue.push_back(Work::Activate {
-                    event: Event::UserMessage { message },
-                    rerun: None,
-                }),
-            }
-        }
+        command::receive_reply(&mut run.lock(), message, ask, open_visit);
         if let Err(e) = run.flush().await {
             self.inner.disown(&run).await;
             return Err(e.into());

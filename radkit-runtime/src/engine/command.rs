@@ -3,7 +3,7 @@
 //! after a replay. The driver, the step invoker and replay's plan all ask here.
 
 use super::fold::CmdRec;
-use super::run::{after_ms, RunState};
+use super::run::{after_ms, RunState, Work};
 use crate::flow::{Cmd, CmdKind, Event, InvocationId, Receipt};
 use crate::journal::Entry;
 use crate::model::{Message, TaskState};
@@ -136,6 +136,45 @@ pub(crate) fn settle_due(st: &mut RunState, id: &InvocationId, cmd: &Cmd) -> ser
         st.set_status(TaskState::Working);
     }
     value
+}
+
+/// Journal a user's reply to a task waiting for input, and queue what it wakes: the question `ask`
+/// gets the message as its receipt (a transition's question delivers it as an event; a step's
+/// re-runs the step's `open_visit`, where the question returns it), or, after an `await_input`, the
+/// message is delivered to the waiting state.
+pub(crate) fn receive_reply(
+    st: &mut RunState,
+    message: Message,
+    ask: Option<InvocationId>,
+    open_visit: Option<(u64, Event)>,
+) {
+    st.push(Entry::MessageReceived {
+        message: message.clone(),
+    });
+    st.set_status(TaskState::Working);
+    let Some(id) = ask else {
+        st.queue.push_back(Work::Activate {
+            event: Event::UserMessage { message },
+            rerun: None,
+        });
+        return;
+    };
+    let transition = st.command(&id).is_some_and(|c| c.transition);
+    st.record_receipt(ok(&id, reply_value(&message)));
+    st.set_wake(None);
+    if transition {
+        st.queue.push_front(Work::Execute(id));
+    } else if let Some((visit, event)) = open_visit {
+        st.queue.push_front(Work::Activate {
+            event,
+            rerun: Some(visit),
+        });
+    }
+}
+
+/// The reply to a question as its receipt's value.
+fn reply_value(message: &Message) -> serde_json::Value {
+    serde_json::to_value(message).unwrap_or(serde_json::Value::Null)
 }
 
 /// The event that delivers the result of transition command `id` to the skill.

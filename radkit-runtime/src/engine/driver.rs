@@ -10,7 +10,9 @@ use super::command::{self, Issued, Outstanding};
 use super::invoke::StepInvoker;
 use super::run::{RunState, TaskRun, Work};
 use super::Inner;
-use crate::flow::{Cmd, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition};
+use crate::flow::{
+    Cmd, ErasedSkill, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition,
+};
 use crate::journal::{now_ms, Compensable, Entry, TransitionKind};
 use crate::model::{Message, Part, TaskState};
 
@@ -163,35 +165,7 @@ impl Inner {
         event: Event,
         rerun: Option<u64>,
     ) -> Result<(), Stop> {
-        let (visit, state) = {
-            let st = run.lock();
-            (rerun.unwrap_or(st.visit() + 1), st.state().clone())
-        };
-        if visit > self.config.max_steps {
-            let reason = format!("max_steps exceeded: the task ran {} step visits (limit {}); a loop that never ends?", visit - 1, self.config.max_steps);
-            return Err(self.finish_failed(run, reason).await);
-        }
-        let skill = match self.skills.get(&run.skill_id) {
-            Some(s) => s.clone(),
-            None => {
-                return Err(self
-                    .finish_failed(run, format!("skill `{}` is not registered", run.skill_id))
-                    .await)
-            }
-        };
-        let step = skill.step_name(&state);
-        if rerun.is_none() {
-            let mut st = run.lock();
-            if matches!(event, Event::UserMessage { .. }) {
-                st.set_status(TaskState::Working);
-            }
-            st.push(Entry::Activated {
-                visit,
-                step: step.clone(),
-                state: state.clone(),
-                event: event.clone(),
-            });
-        }
+        let (visit, state, skill, step) = self.begin_visit(run, &event, rerun).await?;
         let ordinal = Arc::new(AtomicU32::new(0));
         let invoker = StepInvoker {
             engine: self.clone(),
@@ -220,24 +194,7 @@ impl Inner {
                     .await);
             }
         }
-        let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit);
-        let result = tracing::Instrument::instrument(
-            std::panic::AssertUnwindSafe(skill.activate(state, event, &ctx)).catch_unwind(),
-            span,
-        )
-        .await;
-        let result = match result {
-            Ok(r) => r,
-            Err(panic) => {
-                // The payload is internal (it may quote data, paths or secrets): it goes to the log,
-                // the client gets a message naming only the skill and the step.
-                tracing::error!(task = %run.task_id, skill = %run.skill_id, step = %step, visit, panic = %panic_text(&*panic), "step panicked");
-                Err(StepError::Failed(format!(
-                    "step `{step}` of skill `{}` panicked; see the server log",
-                    run.skill_id
-                )))
-            }
-        };
+        let result = self.run_step(run, &*skill, state, event, &ctx, visit).await;
         if !self.config.hooks.is_empty() {
             let outcome = match &result {
                 Ok(t) => TransitionKind::from(&t.next).to_string(),
@@ -252,14 +209,8 @@ impl Inner {
                 .finish(run, TaskState::Rejected, Some(status_message(&reason)))
                 .await),
             Ok(transition) => {
-                self.apply(
-                    run,
-                    visit,
-                    &step,
-                    transition,
-                    ordinal.load(std::sync::atomic::Ordering::SeqCst),
-                )
-                .await
+                let ordinal = ordinal.load(std::sync::atomic::Ordering::SeqCst);
+                self.apply(run, visit, &step, transition, ordinal).await
             }
             Err(StepError::Suspended) => match run.flush().await {
                 Ok(()) => Ok(()),
@@ -272,6 +223,69 @@ impl Inner {
                 Err(self.finish_failed(run, other.to_string()).await)
             }
         }
+    }
+
+    /// The visit's number, state, skill and step; a new visit (not a `rerun`) is journaled. A task
+    /// past `max_steps`, or whose skill is gone, fails instead.
+    async fn begin_visit(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        event: &Event,
+        rerun: Option<u64>,
+    ) -> Result<(u64, serde_json::Value, Arc<dyn ErasedSkill>, String), Stop> {
+        let (visit, state) = {
+            let st = run.lock();
+            (rerun.unwrap_or(st.visit() + 1), st.state().clone())
+        };
+        if visit > self.config.max_steps {
+            let reason = format!("max_steps exceeded: the task ran {} step visits (limit {}); a loop that never ends?", visit - 1, self.config.max_steps);
+            return Err(self.finish_failed(run, reason).await);
+        }
+        let Some(skill) = self.skills.get(&run.skill_id).cloned() else {
+            let reason = format!("skill `{}` is not registered", run.skill_id);
+            return Err(self.finish_failed(run, reason).await);
+        };
+        let step = skill.step_name(&state);
+        if rerun.is_none() {
+            let mut st = run.lock();
+            if matches!(event, Event::UserMessage { .. }) {
+                st.set_status(TaskState::Working);
+            }
+            st.push(Entry::Activated {
+                visit,
+                step: step.clone(),
+                state: state.clone(),
+                event: event.clone(),
+            });
+        }
+        Ok((visit, state, skill, step))
+    }
+
+    /// Run the skill's step in a `step` span; a panic becomes a failure whose message names only the
+    /// skill and the step (the payload, which may quote data or secrets, goes to the log).
+    async fn run_step(
+        &self,
+        run: &TaskRun,
+        skill: &dyn ErasedSkill,
+        state: serde_json::Value,
+        event: Event,
+        ctx: &StepCtx,
+        visit: u64,
+    ) -> Result<Transition<serde_json::Value>, StepError> {
+        let step = ctx.step();
+        let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit);
+        let result = tracing::Instrument::instrument(
+            std::panic::AssertUnwindSafe(skill.activate(state, event, ctx)).catch_unwind(),
+            span,
+        )
+        .await;
+        result.unwrap_or_else(|panic| {
+            tracing::error!(task = %run.task_id, skill = %run.skill_id, step = %step, visit, panic = %panic_text(&*panic), "step panicked");
+            Err(StepError::Failed(format!(
+                "step `{step}` of skill `{}` panicked; see the server log",
+                run.skill_id
+            )))
+        })
     }
 
     /// Every `checkpoint_every` visits, after a `goto` that leaves nothing outstanding, journal a
@@ -314,7 +328,7 @@ impl Inner {
         visit: u64,
         step: &str,
         t: Transition<serde_json::Value>,
-        mut ordinal: u32,
+        ordinal: u32,
     ) -> Result<(), Stop> {
         let Transition {
             next,
@@ -328,14 +342,6 @@ impl Inner {
             return Err(self.finish_failed(run, reason).await);
         }
         let kind = TransitionKind::from(&next);
-        let plain_goto = matches!(next, Next::Goto(_)) && cmds.is_empty();
-        // The state moves into the journal entry (the fold reads it from there); an `await_input`
-        // also names it in its `awaiting_input` entry.
-        let new_state = match &next {
-            Next::To(s) | Next::Goto(s) => Some(s.clone()),
-            Next::AwaitInput { state, .. } => Some(state.clone()),
-            _ => None,
-        };
         // A re-run of a visit whose final transition was journaled before a crash (see replay): the
         // transition, its messages and artifacts are durable already; only the ending is left to do.
         let recorded = {
@@ -344,48 +350,78 @@ impl Inner {
                 .take_if(|(v, _)| *v == visit)
                 .map(|(_, recorded)| recorded)
         };
-        if let Some(recorded) = &recorded {
-            if *recorded != kind {
+        match recorded {
+            Some(recorded) if recorded != kind => {
                 let reason = format!("step `{step}` of skill `{}` ended the task with `{recorded}` before a restart and returned `{kind}` when re-run; a step must return the same transition given the same receipts", run.skill_id);
                 return Err(self.finish_failed(run, reason).await);
             }
-        }
-        if recorded.is_none() {
-            let mut st = run.lock();
-            for message in messages {
-                st.push(Entry::MessageEmitted { message });
-            }
-            for artifact in artifacts {
-                st.push(Entry::ArtifactEmitted {
-                    artifact,
-                    append: false,
-                    last_chunk: true,
-                });
-            }
-            st.push(Entry::Transitioned {
-                visit,
-                next: kind,
-                state: new_state,
-            });
-            if let Next::Goto(_) = next {
-                st.queue.push_back(Work::Activate {
-                    event: Event::Enter,
-                    rerun: None,
-                });
-            }
-            let now = now_ms();
-            for mut cmd in cmds {
-                let id = InvocationId::derive(&run.task_id, visit, ordinal);
-                ordinal += 1;
-                cmd.policy = self.effects.policy_for(&cmd.kind, cmd.policy);
-                if command::issue(&mut st, &id, cmd, true, now) != Issued::Journaled {
-                    st.queue.push_back(Work::Execute(id));
+            Some(_) => {}
+            None => {
+                let mut st = run.lock();
+                for message in messages {
+                    st.push(Entry::MessageEmitted { message });
                 }
-            }
-            if plain_goto {
-                self.checkpoint(&mut st, visit);
+                for artifact in artifacts {
+                    st.push(Entry::ArtifactEmitted {
+                        artifact,
+                        append: false,
+                        last_chunk: true,
+                    });
+                }
+                self.journal_transition(&mut st, &run.task_id, visit, &next, cmds, ordinal);
             }
         }
+        self.follow(run, next).await
+    }
+
+    /// Journal the transition `next` of `visit` and its commands, and queue what follows: the next
+    /// visit after a `goto`, each command to perform or wait for.
+    fn journal_transition(
+        &self,
+        st: &mut RunState,
+        task_id: &str,
+        visit: u64,
+        next: &Next<serde_json::Value>,
+        cmds: Vec<Cmd>,
+        mut ordinal: u32,
+    ) {
+        let plain_goto = matches!(next, Next::Goto(_)) && cmds.is_empty();
+        // The state moves into the journal entry (the fold reads it from there).
+        let state = match next {
+            Next::To(s) | Next::Goto(s) | Next::AwaitInput { state: s, .. } => Some(s.clone()),
+            _ => None,
+        };
+        st.push(Entry::Transitioned {
+            visit,
+            next: TransitionKind::from(next),
+            state,
+        });
+        if let Next::Goto(_) = next {
+            st.queue.push_back(Work::Activate {
+                event: Event::Enter,
+                rerun: None,
+            });
+        }
+        let now = now_ms();
+        for mut cmd in cmds {
+            let id = InvocationId::derive(task_id, visit, ordinal);
+            ordinal += 1;
+            cmd.policy = self.effects.policy_for(&cmd.kind, cmd.policy);
+            if command::issue(st, &id, cmd, true, now) != Issued::Journaled {
+                st.queue.push_back(Work::Execute(id));
+            }
+        }
+        if plain_goto {
+            self.checkpoint(st, visit);
+        }
+    }
+
+    /// What follows a journaled transition: wait for input, end the task, or go on.
+    async fn follow(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        next: Next<serde_json::Value>,
+    ) -> Result<(), Stop> {
         match next {
             Next::AwaitInput {
                 slot,

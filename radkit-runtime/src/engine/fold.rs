@@ -10,9 +10,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use super::PermissionMode;
+use crate::flow::PermissionMode;
 use crate::flow::{Cmd, CmdKind, EffectPolicy, Event, InvocationId, Receipt};
-use crate::journal::{Entry, TransitionKind};
+use crate::journal::{Compensable, Entry, TransitionKind};
 use crate::model::TaskState;
 
 /// Who the task is (its `task_created` entry).
@@ -181,40 +181,48 @@ impl Folded {
                 state,
                 status,
                 compensable,
-            } => {
-                // Written right after a `goto` transition with nothing outstanding: what came before
-                // matters only through these fields.
-                self.commands = compensable
-                    .iter()
-                    .map(|c| {
-                        let rec = CmdRec {
-                            cmd: c.cmd.clone(),
-                            receipt: Some(c.receipt.clone()),
-                            attempts: c.receipt.attempt,
-                            transition: false,
-                            fire_at_ms: None,
-                            issued_seq: 0,
-                        };
-                        (c.id.clone(), rec)
-                    })
-                    .collect();
-                self.compensable = compensable.iter().map(|c| c.id.clone()).collect();
-                self.transition_order.clear();
-                self.delivered.clear();
-                self.state = state.clone();
-                self.visit = *visit;
-                self.status = *status;
-                self.open = None;
-                self.ended = None;
-                self.pending_goto = true;
-                self.awaiting = None;
-                self.unconsumed = None;
-                self.activated = true;
-            }
+            } => self.checkpoint(*visit, state, *status, compensable),
             Entry::MessageEmitted { .. }
             | Entry::Progress { .. }
             | Entry::ArtifactEmitted { .. } => {}
         }
+    }
+
+    /// A checkpoint is written right after a `goto` transition with nothing outstanding: what came
+    /// before it matters only through its fields.
+    fn checkpoint(
+        &mut self,
+        visit: u64,
+        state: &serde_json::Value,
+        status: TaskState,
+        compensable: &[Compensable],
+    ) {
+        self.commands = compensable
+            .iter()
+            .map(|c| {
+                let rec = CmdRec {
+                    cmd: c.cmd.clone(),
+                    receipt: Some(c.receipt.clone()),
+                    attempts: c.receipt.attempt,
+                    transition: false,
+                    fire_at_ms: None,
+                    issued_seq: 0,
+                };
+                (c.id.clone(), rec)
+            })
+            .collect();
+        self.compensable = compensable.iter().map(|c| c.id.clone()).collect();
+        self.transition_order.clear();
+        self.delivered.clear();
+        self.state = state.clone();
+        self.visit = visit;
+        self.status = status;
+        self.open = None;
+        self.ended = None;
+        self.pending_goto = true;
+        self.awaiting = None;
+        self.unconsumed = None;
+        self.activated = true;
     }
 
     fn activated(&mut self, seq: u64, visit: u64, state: &serde_json::Value, event: &Event) {

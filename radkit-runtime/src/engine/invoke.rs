@@ -9,12 +9,12 @@ use async_trait::async_trait;
 use super::command::{self, Issued, Outstanding};
 use super::fault::Boundary;
 use super::fold::CmdRec;
-use super::hooks::{HookContext, HookDecision, PermissionMode};
+use super::hooks::{HookContext, HookDecision};
 use super::run::TaskRun;
 use super::Inner;
+use crate::flow::PermissionMode;
 use crate::flow::{Cmd, CmdKind, EffectError, InvocationId, Invoker, Receipt, StepError};
 use crate::journal::now_ms;
-use crate::model::Message;
 
 /// The invoker of one visit.
 pub(crate) struct StepInvoker {
@@ -298,9 +298,4 @@ impl StepInvoker {
             }
         }
     }
-}
-
-/// The reply to an `ask` as a receipt value.
-pub(crate) fn reply_value(message: &Message) -> serde_json::Value {
-    serde_json::to_value(message).unwrap_or(serde_json::Value::Null)
 }

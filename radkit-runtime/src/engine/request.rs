@@ -2,7 +2,7 @@
 //! permission mode ([`Request`]). A server turns its protocol's metadata into these once; the engine
 //! never reads metadata keys.
 
-use super::PermissionMode;
+use crate::flow::PermissionMode;
 use crate::model::Message;
 
 /// Who is asking: which tasks a call may see and change.

@@ -186,7 +186,7 @@ pub(crate) struct TaskRun {
     /// The lease to take with the row it creates.
     pub new_lease: Mutex<Option<crate::store::NewLease>>,
     /// The task's permission mode.
-    pub mode: super::PermissionMode,
+    pub mode: crate::flow::PermissionMode,
     /// Compare the live fold with the stored journal's after every append (tests).
     pub fold_check: Option<FoldCheck>,
 }
@@ -224,7 +224,7 @@ impl TaskRun {
             write_failed: AtomicBool::new(false),
             create: Mutex::new(None),
             new_lease: Mutex::new(None),
-            mode: super::PermissionMode::Default,
+            mode: crate::flow::PermissionMode::Default,
             fold_check: None,
         }
     }

@@ -170,6 +170,7 @@ async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError
     Ok(client)
 }
 
+#[cfg(feature = "testing")]
 /// Create a fresh schema in the database `url` names (tests, benchmarks): returns its name and a URL
 /// whose sessions work in it (`options=-csearch_path=<name>`).
 pub async fn create_schema(url: &str, prefix: &str) -> Result<(String, String), StoreError> {
@@ -186,6 +187,7 @@ pub async fn create_schema(url: &str, prefix: &str) -> Result<(String, String), 
     ))
 }
 
+#[cfg(feature = "testing")]
 /// Drop a schema made by [`create_schema`], with everything in it.
 pub async fn drop_schema(url: &str, name: &str) -> Result<(), StoreError> {
     let config = parse_url(url)?;

@@ -561,6 +561,7 @@ fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value>) {
     (sql, values)
 }
 
+#[cfg(feature = "testing")]
 /// The reference the sequential benchmark is judged against: the mean latency of one durable SQLite
 /// commit (WAL, `synchronous=FULL`, one small row per transaction) on a fresh file at `path`, over
 /// `commits` transactions.
@@ -579,6 +580,7 @@ pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, 
     Ok(started.elapsed() / commits.max(1))
 }
 
+#[cfg(feature = "testing")]
 /// The `journal_mode` and `synchronous` a connection opened like the store's gets (for tests and
 /// `radkit doctor`-style checks): `("wal", 2)` is WAL with FULL.
 pub fn pragmas(path: &Path, durability: Durability) -> Result<(String, i64), StoreError> {
