@@ -8,8 +8,8 @@ use super::cluster::Ownership;
 use super::replay::Wait;
 use super::run::{RunState, TaskRun, Work};
 use super::{
-    command, project, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode, Request,
-    Snapshot, Subscription,
+    command, project, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode,
+    Request, Snapshot, Subscription,
 };
 use crate::flow::{ErasedSkill, Event, SkillInfo};
 use crate::journal::{now_ms, Entry, JournalRecord};

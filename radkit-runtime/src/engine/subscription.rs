@@ -174,11 +174,32 @@ impl Subscription {
     /// The next record after `last_seq`; `None` when the live channel closed.
     async fn next_record(&mut self) -> Result<Option<JournalRecord>, StoreError> {
         loop {
-            if let Some(record) = self.backlog.pop_front() {
-                if record.seq > self.last_seq {
-                    return Ok(Some(record));
+            match self.backlog.front().map(|r| r.seq) {
+                Some(seq) if seq <= self.last_seq => {
+                    self.backlog.pop_front();
+                    continue;
                 }
-                continue;
+                Some(seq) if seq == self.last_seq + 1 => return Ok(self.backlog.pop_front()),
+                // A gap (the live channel lagged while records were drained into the backlog):
+                // everything published was committed first, so the store has what is missing.
+                Some(_) => {
+                    let records = self
+                        .engine
+                        .inner
+                        .store
+                        .journal(&self.task_id, self.last_seq)
+                        .await?;
+                    if records.is_empty() {
+                        return Err(StoreError::Corrupt {
+                            task_id: self.task_id.to_string(),
+                            seq: self.last_seq + 1,
+                            reason: "a published record is missing from the store".to_owned(),
+                        });
+                    }
+                    self.backlog = records.into();
+                    continue;
+                }
+                None => {}
             }
             let received = if self.engine.inner.shared() {
                 match self.poll_shared().await? {
@@ -247,7 +268,8 @@ impl Subscription {
         }
     }
 
-    /// Move already-published live records into the backlog, dropping ones we have seen.
+    /// Move already-published live records into the backlog, dropping ones we have seen. After a lag
+    /// the backlog has a gap, which [`Subscription::next_record`] fills from the store.
     fn drain_live(&mut self) {
         loop {
             match self.rx.try_recv() {
