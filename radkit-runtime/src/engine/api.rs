@@ -176,7 +176,7 @@ impl Engine {
             event: Event::UserMessage { message },
             rerun: None,
         });
-        let (tx, gate) = self.inner.live_handles(&task_id);
+        let (tx, gate) = self.inner.live.handles(&task_id);
         let mut run = TaskRun::new(
             task_id.clone().into(),
             context_id.into(),
@@ -242,7 +242,7 @@ impl Engine {
                 state: record.state,
             });
         }
-        let (_, gate) = self.inner.live_handles(task_id);
+        let (_, gate) = self.inner.live.handles(task_id);
         let guard = gate.lock_owned().await;
         // On a shared store, the engine that just settled the task may still be giving its lease back.
         let patience = self.inner.config.lease_ttl + self.inner.config.poll * 2;
@@ -356,10 +356,11 @@ impl Engine {
         // task, which waits for the driver to give the task back.
         let marked_running = self
             .inner
+            .live
             .running(task_id)
             .is_some_and(|run| run.lock().request_cancel());
         if !marked_running {
-            let (_, gate) = self.inner.live_handles(task_id);
+            let (_, gate) = self.inner.live.handles(task_id);
             let guard = gate.lock_owned().await;
             let owner = self.inner.own(task_id, Duration::ZERO).await?;
             if let Ownership::Busy = owner {
@@ -411,7 +412,7 @@ impl Engine {
         after_seq: u64,
     ) -> Result<Subscription, EngineError> {
         let record = self.visible(caller, task_id).await?;
-        let (tx, _) = self.inner.live_handles(task_id);
+        let (tx, _) = self.inner.live.handles(task_id);
         let rx = tx.subscribe();
         let backlog = self.inner.store.journal(task_id, after_seq).await?;
         Ok(Subscription::new(

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::cluster;
@@ -293,12 +293,9 @@ impl EngineBuilder {
             effects: self.effects,
             config: self.config,
             halted: Arc::new(AtomicBool::new(false)),
-            live: Mutex::new(HashMap::new()),
-            held: Mutex::new(HashMap::new()),
-            write_failures: Mutex::new(HashMap::new()),
-            unserved_cancels: Mutex::new(Default::default()),
-            worker_started: AtomicBool::new(false),
-            claiming: tokio::sync::Mutex::new(()),
+            live: Default::default(),
+            leases: Default::default(),
+            reloads: Default::default(),
             divergences: Arc::default(),
         };
         Ok(Engine {

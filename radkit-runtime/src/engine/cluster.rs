@@ -12,13 +12,25 @@
 //!
 //! [`Store::leases`]: crate::store::Store::leases
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use super::run::TaskRun;
 use super::{EngineError, Inner};
 use crate::store::Lease;
+
+/// This engine's part in a shared store's leases: the leases it holds, its worker loop, its claims.
+#[derive(Default)]
+pub(crate) struct LeaseState {
+    /// Leases held (task id -> token).
+    held: Mutex<HashMap<String, u64>>,
+    /// The worker loop (claims, renewals, cancel polling) runs.
+    worker_started: AtomicBool,
+    /// Held while claiming, so that shutdown can wait for a claim in flight.
+    claiming: tokio::sync::Mutex<()>,
+}
 
 /// Who may drive a task.
 pub(crate) enum Ownership {
@@ -63,11 +75,16 @@ impl Inner {
 
     /// Leases this engine holds now.
     pub(crate) fn held_count(&self) -> usize {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.leases
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     pub(crate) fn hold(&self, task_id: &str, token: u64) {
-        self.held
+        self.leases
+            .held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(task_id.to_owned(), token);
@@ -122,7 +139,7 @@ impl Inner {
             return;
         };
         {
-            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            let mut held = self.leases.held.lock().unwrap_or_else(|p| p.into_inner());
             if held.get(task_id) == Some(&token) {
                 held.remove(task_id);
             }
@@ -138,7 +155,7 @@ impl Inner {
 
     /// Start claiming, renewing and cancel polling (once; only for shared stores).
     pub(crate) fn start_worker(self: &Arc<Self>) {
-        if self.shared() && !self.worker_started.swap(true, Ordering::SeqCst) {
+        if self.shared() && !self.leases.worker_started.swap(true, Ordering::SeqCst) {
             tracing::info!(worker = %self.config.worker_id, ttl_ms = self.ttl_ms(), poll_ms = self.config.poll.as_millis() as u64, max_active = self.config.max_active_tasks, "worker started");
             tokio::spawn(work(Arc::downgrade(self)));
             tokio::spawn(keep_leases(Arc::downgrade(self)));
@@ -151,6 +168,7 @@ impl Inner {
             return Ok(());
         };
         let held: Vec<(String, u64)> = self
+            .leases
             .held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -163,12 +181,12 @@ impl Inner {
         for task_id in lost {
             let token = held.iter().find(|(id, _)| *id == task_id).map(|h| h.1);
             {
-                let mut map = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                let mut map = self.leases.held.lock().unwrap_or_else(|p| p.into_inner());
                 if map.get(&task_id).copied() == token {
                     map.remove(&task_id);
                 }
             }
-            if let Some(run) = self.running(&task_id) {
+            if let Some(run) = self.live.running(&task_id) {
                 if run.fence == token {
                     run.lose_lease();
                 }
@@ -185,7 +203,7 @@ impl Inner {
         for task_id in leases.cancel_requests(&self.config.worker_id).await? {
             // A run whose driver stopped refuses it; the request stays on the row, which keeps the
             // task claimable, so the next claim carries it out.
-            if let Some(run) = self.running(&task_id) {
+            if let Some(run) = self.live.running(&task_id) {
                 run.lock().request_cancel();
             }
         }
@@ -211,6 +229,7 @@ impl Inner {
             .map(|s| (s.info().id.clone(), s.info().version.clone()))
             .collect();
         let held: Vec<String> = self
+            .leases
             .held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -219,7 +238,7 @@ impl Inner {
             .collect();
         // `release_all` waits for a claim in flight, and a claim that started before the halt gives
         // back what it got.
-        let _claiming = self.claiming.lock().await;
+        let _claiming = self.leases.claiming.lock().await;
         if self.halted.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -250,8 +269,9 @@ impl Inner {
 
     /// Give back every lease (shutdown, after the halt): other workers take the tasks over at once.
     pub(crate) async fn release_all(&self) {
-        let _no_claim_in_flight = self.claiming.lock().await;
+        let _no_claim_in_flight = self.leases.claiming.lock().await;
         let held: Vec<(String, u64)> = self
+            .leases
             .held
             .lock()
             .unwrap_or_else(|p| p.into_inner())

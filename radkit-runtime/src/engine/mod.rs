@@ -12,6 +12,7 @@ pub mod fault;
 mod fold;
 mod hooks;
 mod invoke;
+mod live;
 mod perform;
 pub mod projection;
 mod replay;
@@ -23,8 +24,6 @@ mod subscription;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-use tokio::sync::broadcast;
 
 pub use builder::{EngineBuilder, EngineConfig};
 pub use error::EngineError;
@@ -38,17 +37,7 @@ pub use subscription::{Snapshot, Subscription, Update};
 use self::run::TaskRun;
 use crate::effects::Effects;
 use crate::flow::{ErasedSkill, InvocationId};
-use crate::journal::JournalRecord;
 use crate::store::Store;
-
-/// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
-const LIVE_CAPACITY: usize = 64;
-
-struct Live {
-    tx: broadcast::Sender<Arc<JournalRecord>>,
-    gate: Arc<tokio::sync::Mutex<()>>,
-    run: Option<Arc<TaskRun>>,
-}
 
 pub(crate) struct Inner {
     store: Arc<dyn Store>,
@@ -58,18 +47,12 @@ pub(crate) struct Inner {
     pub(crate) effects: Effects,
     config: EngineConfig,
     halted: Arc<AtomicBool>,
-    live: Mutex<HashMap<String, Live>>,
-    /// Leases held (task id -> token), shared stores only.
-    held: Mutex<HashMap<String, u64>>,
-    /// Runs in a row of a task that stopped on a failed append (single-engine stores), for the backoff
-    /// of its reloads.
-    write_failures: Mutex<HashMap<String, u32>>,
-    /// Tasks whose run was asked to cancel and stopped before carrying it out (on a failed append):
-    /// the reload cancels them (single-engine stores; a shared store keeps the request on the row).
-    unserved_cancels: Mutex<std::collections::HashSet<String>>,
-    worker_started: AtomicBool,
-    /// Held while claiming, so that shutdown can wait for a claim in flight.
-    claiming: tokio::sync::Mutex<()>,
+    /// The tasks in hand (broadcast, gate, run).
+    live: live::LiveTasks,
+    /// Leases held, the worker loop, claims (shared stores only).
+    leases: cluster::LeaseState,
+    /// What reloads after failed appends remember (single-engine stores).
+    reloads: runner::Reloads,
     /// Differences between live and stored folds (`EngineConfig::check_fold`).
     divergences: Arc<Mutex<Vec<String>>>,
 }

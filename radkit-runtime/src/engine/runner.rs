@@ -1,45 +1,64 @@
 //! Running tasks: loading and replaying a task, driving it on its own tokio task, reloading it after a
-//! failed append, waking it on timers, and the per-task live entries (gate, broadcast, running run).
+//! failed append, waking it on timers.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use tokio::sync::broadcast;
 
 use super::cluster::Ownership;
 use super::replay::{replay, Wait};
 use super::run::TaskRun;
-use super::{EngineError, Inner, Live, LIVE_CAPACITY};
+use super::{EngineError, Inner};
 use crate::flow::Event;
-use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::journal::{now_ms, Entry};
 use crate::store::Lease;
 
-impl Inner {
-    pub(super) fn live_handles(
-        &self,
-        task_id: &str,
-    ) -> (
-        broadcast::Sender<Arc<JournalRecord>>,
-        Arc<tokio::sync::Mutex<()>>,
-    ) {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = live.entry(task_id.to_owned()).or_insert_with(|| Live {
-            tx: broadcast::channel(LIVE_CAPACITY).0,
-            gate: Arc::new(tokio::sync::Mutex::new(())),
-            run: None,
-        });
-        (entry.tx.clone(), entry.gate.clone())
+/// What the reloads after failed appends remember (single-engine stores; a shared store keeps both on
+/// the task's row and lease).
+#[derive(Default)]
+pub(crate) struct Reloads {
+    /// Runs in a row of a task that stopped on a failed append, for the backoff of its reloads.
+    failures: Mutex<HashMap<String, u32>>,
+    /// Tasks whose run was asked to cancel and stopped before carrying it out: the reload cancels them.
+    cancels: Mutex<HashSet<String>>,
+}
+
+impl Reloads {
+    /// One more run of `task_id` stopped on a failed append; returns how many in a row.
+    fn failed(&self, task_id: &str) -> u32 {
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(task_id.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
     }
 
-    pub(super) fn running(&self, task_id: &str) -> Option<Arc<TaskRun>> {
-        self.live
+    /// A run of `task_id` ended without a failed append.
+    fn succeeded(&self, task_id: &str) {
+        self.failures
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(task_id)
-            .and_then(|l| l.run.clone())
+            .remove(task_id);
     }
 
+    /// Keep a cancel the run of `task_id` could not carry out.
+    fn keep_cancel(&self, task_id: &str) {
+        self.cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(task_id.to_owned());
+    }
+
+    /// Take the kept cancel of `task_id`, if any.
+    fn take_cancel(&self, task_id: &str) -> bool {
+        self.cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(task_id)
+    }
+}
+
+impl Inner {
     /// Load and replay a task the caller owns (it holds its gate and, on a shared store, the lease
     /// `fence`, which is given back if the task cannot be loaded).
     pub(super) async fn load_owned(
@@ -93,7 +112,7 @@ impl Inner {
                 running: info.version.clone(),
             });
         }
-        let (tx, _) = self.live_handles(task_id);
+        let (tx, _) = self.live.handles(task_id);
         let mut run = TaskRun::new(
             task_id.into(),
             replayed.header.context_id.into(),
@@ -117,7 +136,7 @@ impl Inner {
         task_id: &str,
         claimed: Option<Lease>,
     ) -> Result<(), EngineError> {
-        let (_, gate) = self.live_handles(task_id);
+        let (_, gate) = self.live.handles(task_id);
         let guard = gate.lock_owned().await;
         let owner = match claimed {
             Some(lease) => Ownership::Leased(lease),
@@ -131,12 +150,7 @@ impl Inner {
         let (run, wait, _) = self.load_owned(task_id, owner.token()).await?;
         // A cancel its last run was asked for and could not carry out (taken once the task is loaded,
         // so a reload that fails keeps it).
-        let cancel = self
-            .unserved_cancels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(task_id)
-            || cancel;
+        let cancel = self.reloads.take_cancel(task_id) || cancel;
         if cancel && !matches!(wait, Wait::Terminal(_)) {
             run.lock().request_cancel();
             self.spawn_drive(run, guard);
@@ -164,14 +178,7 @@ impl Inner {
         guard: tokio::sync::OwnedMutexGuard<()>,
     ) {
         let task_id = run.task_id.to_string();
-        if let Some(live) = self
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&task_id)
-        {
-            live.run = Some(run.clone());
-        }
+        self.live.start(&run);
         let engine = self.clone();
         tokio::spawn(async move {
             let _stop = engine.drive(run.clone()).await;
@@ -179,28 +186,14 @@ impl Inner {
             // task holds until the run is deregistered) or, on a shared store, the task's row.
             let unserved_cancel = run.lock().close();
             if unserved_cancel && run.write_failed() && !engine.shared() {
-                engine
-                    .unserved_cancels
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(task_id.clone());
+                engine.reloads.keep_cancel(&task_id);
             }
             engine.disown(&run).await;
-            let mut live = engine.live.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(entry) = live.get_mut(&task_id) {
-                entry.run = None;
-            }
-            drop(guard);
-            drop(live);
-            engine.release_live(&task_id, 0);
+            engine.live.stop(&task_id, guard);
             if run.write_failed() {
                 engine.reload_after_failed_write(task_id);
             } else {
-                engine
-                    .write_failures
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&task_id);
+                engine.reloads.succeeded(&task_id);
             }
         });
     }
@@ -212,15 +205,7 @@ impl Inner {
         if self.shared() {
             return;
         }
-        let mut failures = {
-            let mut map = self
-                .write_failures
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let n = map.entry(task_id.clone()).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        };
+        let mut failures = self.reloads.failed(&task_id);
         let engine = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
@@ -246,20 +231,6 @@ impl Inner {
                 }
             }
         });
-    }
-
-    /// Forget a task's live entry once nothing uses it: no driver, no subscriber (other than
-    /// `own_receivers` of the caller, which is going away) and nobody waiting on its gate.
-    pub(super) fn release_live(&self, task_id: &str, own_receivers: usize) {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let unused = live.get(task_id).is_some_and(|e| {
-            e.run.is_none()
-                && e.tx.receiver_count() <= own_receivers
-                && Arc::strong_count(&e.gate) == 1
-        });
-        if unused {
-            live.remove(task_id);
-        }
     }
 
     /// Wake `task_id` at `at_ms` (the timer is durable in the journal; this is only the alarm clock).

@@ -92,7 +92,7 @@ pub struct Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.engine.inner.release_live(&self.task_id, 1);
+        self.engine.inner.live.release(&self.task_id, 1);
     }
 }
 

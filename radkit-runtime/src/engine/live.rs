@@ -1,0 +1,88 @@
+//! The tasks this engine has in hand: per task, the broadcast its run publishes committed records on,
+//! the gate that serializes whoever loads or drives the task here, and the run while a driver has it.
+//! An entry exists only while something uses it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{broadcast, OwnedMutexGuard};
+
+use super::run::TaskRun;
+use crate::journal::JournalRecord;
+
+/// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
+const LIVE_CAPACITY: usize = 64;
+
+/// A task's broadcast of committed records.
+pub(crate) type Records = broadcast::Sender<Arc<JournalRecord>>;
+
+/// A task's gate: held by whoever loads, answers, cancels or drives it in this engine.
+pub(crate) type Gate = Arc<tokio::sync::Mutex<()>>;
+
+struct Live {
+    tx: Records,
+    gate: Gate,
+    run: Option<Arc<TaskRun>>,
+}
+
+/// The live entries of the tasks in hand.
+#[derive(Default)]
+pub(crate) struct LiveTasks {
+    map: Mutex<HashMap<String, Live>>,
+}
+
+impl LiveTasks {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Live>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The task's broadcast and gate (its entry is made on first use).
+    pub fn handles(&self, task_id: &str) -> (Records, Gate) {
+        let mut live = self.lock();
+        let entry = live.entry(task_id.to_owned()).or_insert_with(|| Live {
+            tx: broadcast::channel(LIVE_CAPACITY).0,
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+            run: None,
+        });
+        (entry.tx.clone(), entry.gate.clone())
+    }
+
+    /// The task's run, while a driver has it.
+    pub fn running(&self, task_id: &str) -> Option<Arc<TaskRun>> {
+        self.lock().get(task_id).and_then(|l| l.run.clone())
+    }
+
+    /// A driver takes the task's run.
+    pub fn start(&self, run: &Arc<TaskRun>) {
+        if let Some(live) = self.lock().get_mut(&*run.task_id) {
+            live.run = Some(run.clone());
+        }
+    }
+
+    /// The driver is done: deregister its run and open the gate it held, under one lock (so whoever
+    /// takes the gate next finds no run), then forget the entry if nothing else uses it.
+    pub fn stop(&self, task_id: &str, gate: OwnedMutexGuard<()>) {
+        {
+            let mut live = self.lock();
+            if let Some(entry) = live.get_mut(task_id) {
+                entry.run = None;
+            }
+            drop(gate);
+        }
+        self.release(task_id, 0);
+    }
+
+    /// Forget a task's live entry once nothing uses it: no driver, no subscriber (other than
+    /// `own_receivers` of the caller, which is going away) and nobody waiting on its gate.
+    pub fn release(&self, task_id: &str, own_receivers: usize) {
+        let mut live = self.lock();
+        let unused = live.get(task_id).is_some_and(|e| {
+            e.run.is_none()
+                && e.tx.receiver_count() <= own_receivers
+                && Arc::strong_count(&e.gate) == 1
+        });
+        if unused {
+            live.remove(task_id);
+        }
+    }
+}
