@@ -275,7 +275,7 @@ impl TaskRun {
                 return Ok(());
             }
             let entries = std::mem::take(&mut st.pending);
-            let first_seq = st.next_seq - entries.len() as u64;
+            let first_seq = st.next_seq - u64::try_from(entries.len()).unwrap_or(u64::MAX);
             (
                 first_seq,
                 entries,
@@ -288,9 +288,10 @@ impl TaskRun {
             return Err(FlushError::Halted);
         }
         // Subscribers read the store after subscribing, so one that subscribes before this commit ends
-        // must get these records live: decide whether to publish only after the commit.
-        let copy = entries.clone();
-        let mut append = Append::new(self.task_id.to_string(), first_seq, entries);
+        // must get these records live: decide whether to publish only after the commit. The store and
+        // the publication share the entries; they are copied only for subscribers.
+        let entries: Arc<[Entry]> = entries.into();
+        let mut append = Append::new(self.task_id.to_string(), first_seq, entries.clone());
         append.state = state;
         append.wake_at_ms = wake;
         append.fence = self.fence;
@@ -317,11 +318,11 @@ impl TaskRun {
         }
         if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();
-            for (i, entry) in copy.into_iter().enumerate() {
+            for (seq, entry) in (first_seq..).zip(entries.iter()) {
                 let _ = self.tx.send(Arc::new(JournalRecord {
-                    seq: first_seq + i as u64,
+                    seq,
                     at_ms,
-                    entry,
+                    entry: entry.clone(),
                 }));
             }
         }

@@ -54,7 +54,7 @@ pub(crate) fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(),
             .or_insert((record, Vec::new())),
         None => tasks.get_mut(&append.task_id).ok_or_else(|| conflict(0))?,
     };
-    for (i, entry) in append.entries.into_iter().enumerate() {
+    for (i, entry) in append.entries.iter().cloned().enumerate() {
         journal.push(JournalRecord {
             seq: append.first_seq + i as u64,
             at_ms,

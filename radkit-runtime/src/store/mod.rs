@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::error::Error;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -56,8 +57,9 @@ pub struct Append {
     pub task_id: String,
     /// Seq of the first entry; must be the task's `last_seq + 1`, else [`StoreError::Conflict`].
     pub first_seq: u64,
-    /// The entries, in order.
-    pub entries: Vec<Entry>,
+    /// The entries, in order (shared: the engine publishes them to subscribers after the commit
+    /// without copying them for the store).
+    pub entries: Arc<[Entry]>,
     /// The task row to create (with `first_seq == 1`), if this append creates the task.
     pub create: Option<TaskRecord>,
     /// New state for the row, if it changed.
@@ -73,11 +75,15 @@ pub struct Append {
 
 impl Append {
     /// An append of `entries` to `task_id` at `first_seq`, changing nothing else.
-    pub fn new(task_id: impl Into<String>, first_seq: u64, entries: Vec<Entry>) -> Self {
+    pub fn new(
+        task_id: impl Into<String>,
+        first_seq: u64,
+        entries: impl Into<Arc<[Entry]>>,
+    ) -> Self {
         Append {
             task_id: task_id.into(),
             first_seq,
-            entries,
+            entries: entries.into(),
             create: None,
             state: None,
             wake_at_ms: None,
@@ -106,7 +112,7 @@ pub(crate) struct Encoded {
 
 impl Encoded {
     pub fn new(append: Append) -> Result<Self, StoreError> {
-        let body = match append.entries.as_slice() {
+        let body = match &*append.entries {
             [entry] => serde_json::to_string(entry),
             entries => serde_json::to_string(entries),
         }
