@@ -156,7 +156,7 @@ impl Inner {
     /// Start claiming, renewing and cancel polling (once; only for shared stores).
     pub(crate) fn start_worker(self: &Arc<Self>) {
         if self.shared() && !self.leases.worker_started.swap(true, Ordering::SeqCst) {
-            tracing::info!(worker = %self.config.worker_id, ttl_ms = self.ttl_ms(), poll_ms = self.config.poll.as_millis() as u64, max_active = self.config.max_active_tasks, "worker started");
+            tracing::info!(worker = %self.config.worker_id, ttl_ms = self.ttl_ms(), poll_ms = u64::try_from(self.config.poll.as_millis()).unwrap_or(u64::MAX), max_active = self.config.max_active_tasks, "worker started");
             tokio::spawn(work(Arc::downgrade(self)));
             tokio::spawn(keep_leases(Arc::downgrade(self)));
         }

@@ -54,7 +54,7 @@ impl Inner {
             } else {
                 self.effects.perform(id, &cmd.kind).await
             };
-            tracing::debug!(task = %run.task_id, invocation = %id, policy = ?cmd.policy, attempt, latency_us = started.elapsed().as_micros() as u64, ok = result.is_ok(), "command attempt");
+            tracing::debug!(task = %run.task_id, invocation = %id, policy = ?cmd.policy, attempt, latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX), ok = result.is_ok(), "command attempt");
             if self.crash_at(Boundary::EffectReturned, run, Some(id), Some(&what)) {
                 return None;
             }

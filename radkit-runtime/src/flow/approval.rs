@@ -204,7 +204,7 @@ pub(crate) fn ask_cmd(
     data.insert("default".into(), serde_json::to_value(request.default)?);
     let expires_in_ms = request
         .expires_in
-        .map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64);
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     if let Some(ms) = expires_in_ms {
         data.insert("expires_in_ms".into(), ms.into());
     }

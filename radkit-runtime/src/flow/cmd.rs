@@ -287,7 +287,7 @@ impl Cmd {
     /// Sleep.
     pub fn sleep(duration: Duration) -> Self {
         Cmd::new(CmdKind::Sleep {
-            millis: duration.as_millis().min(u64::MAX as u128) as u64,
+            millis: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         })
     }
 

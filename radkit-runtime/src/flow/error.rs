@@ -48,7 +48,7 @@ impl EffectError {
 
     /// With a `Retry-After` hint.
     pub fn retry_after(mut self, delay: std::time::Duration) -> Self {
-        self.retry_after_ms = Some(delay.as_millis().min(u128::from(u64::MAX)) as u64);
+        self.retry_after_ms = Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
         self
     }
 

@@ -62,7 +62,7 @@ fn history(len: Option<i64>) -> Result<Option<usize>, RpcError> {
             codes::INVALID_PARAMS,
             "`historyLength` must not be negative",
         )),
-        Some(n) => Ok(Some(n as usize)),
+        Some(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
         None => Ok(None),
     }
 }
