@@ -159,12 +159,7 @@ impl Subscription {
     async fn answered(&mut self) -> Result<bool, StoreError> {
         self.drain_live();
         if self.backlog.is_empty() && self.engine.inner.shared() {
-            let records = self
-                .engine
-                .inner
-                .store
-                .journal(&self.task_id, self.last_seq)
-                .await?;
+            let records = self.unseen().await?;
             self.backlog.extend(records);
         }
         let last = self.last_seq;
@@ -183,12 +178,7 @@ impl Subscription {
                 // A gap (the live channel lagged while records were drained into the backlog):
                 // everything published was committed first, so the store has what is missing.
                 Some(_) => {
-                    let records = self
-                        .engine
-                        .inner
-                        .store
-                        .journal(&self.task_id, self.last_seq)
-                        .await?;
+                    let records = self.unseen().await?;
                     if records.is_empty() {
                         return Err(StoreError::Corrupt {
                             task_id: self.task_id.to_string(),
@@ -216,12 +206,7 @@ impl Subscription {
                 }
                 // A gap (we lagged, or records were committed by another process): read the store.
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                    let records = self
-                        .engine
-                        .inner
-                        .store
-                        .journal(&self.task_id, self.last_seq)
-                        .await?;
+                    let records = self.unseen().await?;
                     self.backlog.extend(records);
                 }
                 Err(broadcast::error::RecvError::Closed) => return Ok(None),
@@ -243,13 +228,7 @@ impl Subscription {
             return Ok(Some(received));
         }
         self.quiet_polls += 1;
-        match self
-            .engine
-            .inner
-            .store
-            .journal(&self.task_id, self.last_seq)
-            .await
-        {
+        match self.unseen().await {
             Ok(records) => {
                 self.failed_polls = 0;
                 if !records.is_empty() {
@@ -266,6 +245,15 @@ impl Subscription {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// What the store holds after the last record returned.
+    async fn unseen(&self) -> Result<Vec<JournalRecord>, StoreError> {
+        self.engine
+            .inner
+            .store
+            .journal(&self.task_id, self.last_seq)
+            .await
     }
 
     /// Move already-published live records into the backlog, dropping ones we have seen. After a lag
