@@ -16,6 +16,11 @@ use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
 use crate::store::{NewLease, Store, TaskQuery, TaskRecord, CREATION_TOKEN};
 
+/// How long a reply to a task whose row says it waits for input waits for a brief holder of the task
+/// (its driver winding down, a load for a timer, a cancel or another reply) before it is answered
+/// that the task is not waiting.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(2);
+
 impl Engine {
     /// An engine over `store`, serving every skill registered with `#[flow_skill]` (unless declared
     /// `register = false`) plus the ones added with [`EngineBuilder::skill`].
@@ -61,8 +66,9 @@ impl Engine {
         &self.inner.config.worker_id
     }
 
-    /// What [`EngineBuilder::check_fold`] found: each time a run's live state differed from the fold
+    /// What `EngineBuilder::check_fold` found: each time a run's live state differed from the fold
     /// of its stored journal. Empty when the check is off or found nothing.
+    #[cfg(feature = "testing")]
     pub fn fold_divergences(&self) -> Vec<String> {
         self.inner
             .divergences
@@ -235,15 +241,23 @@ impl Engine {
                 state: record.state,
             });
         }
-        if self.inner.shared() && record.state != TaskState::InputRequired {
-            // The row changes in the same statement as the journal: the task is not waiting.
+        if record.state != TaskState::InputRequired {
+            // The row changes in the same statement as the journal: the task is not waiting (it is
+            // working, or sleeping on a timer). Said at once, not after the run ends.
             return Err(EngineError::NotAwaitingInput {
                 task_id: task_id.to_string(),
                 state: record.state,
             });
         }
         let (_, gate) = self.inner.live.handles(task_id);
-        let guard = gate.lock_owned().await;
+        // The row says the task waits: whoever holds its gate (the driver winding down after it
+        // settled, a load for a timer, a cancel or another reply) lets go at once.
+        let Ok(guard) = tokio::time::timeout(ANSWER_PATIENCE, gate.lock_owned()).await else {
+            return Err(EngineError::NotAwaitingInput {
+                task_id: task_id.to_string(),
+                state: TaskState::Working,
+            });
+        };
         // On a shared store, the engine that just settled the task may still be giving its lease back.
         let patience = self.inner.config.lease_ttl + self.inner.config.poll * 2;
         let owner = self.inner.own(task_id, patience).await?;
@@ -459,6 +473,12 @@ impl Engine {
     ///
     /// On a shared store (Postgres) this starts the worker loop instead: tasks are claimed through
     /// leases as this engine has room, and none is resumed here (returns 0).
+    ///
+    /// A waiting task costs nothing until an event arrives for it: one waiting for input is loaded
+    /// when a reply addresses it, one with a timer (a sleep, a question's deadline) when its alarm
+    /// rings — the rule a shared store's claims follow (working tasks without a timer, and due
+    /// timers). Tasks that were working are loaded now. Returns how many were taken in hand (resumed
+    /// or given an alarm).
     pub async fn recover(&self) -> Result<usize, EngineError> {
         if self.inner.shared() {
             self.inner.start_worker();
@@ -472,13 +492,20 @@ impl Engine {
                 ..TaskQuery::default()
             })
             .await?;
-        let mut resumed = 0;
+        let mut taken = 0;
         for task in tasks {
-            match self.inner.resume(&task.id, None).await {
-                Ok(()) => resumed += 1,
-                Err(e) => tracing::error!(task = %task.id, error = %e, "task not resumed"),
+            match (task.state, task.wake_at_ms) {
+                (_, Some(at)) => self.inner.schedule_timer(task.id, at),
+                (TaskState::InputRequired, None) => continue,
+                _ => {
+                    if let Err(e) = self.inner.resume(&task.id, None).await {
+                        tracing::error!(task = %task.id, error = %e, "task not resumed");
+                        continue;
+                    }
+                }
             }
+            taken += 1;
         }
-        Ok(resumed)
+        Ok(taken)
     }
 }

@@ -26,7 +26,7 @@ pub struct EngineConfig {
     pub(crate) fault: Option<FaultHook>,
     /// Hooks, called in order.
     pub hooks: Vec<Arc<dyn Hook>>,
-    /// The permission mode of a task whose first message does not set `permissionMode` in metadata.
+    /// The permission mode of a task whose `Request` names no mode (the server sets one from `permissionMode` metadata).
     pub permission_mode: PermissionMode,
     /// This engine's name in leases (shared stores only).
     pub worker_id: String,
@@ -40,8 +40,8 @@ pub struct EngineConfig {
     /// the last checkpoint only.
     pub checkpoint_every: u64,
     /// After every append, compare the run's live fold with the fold of the stored journal and keep
-    /// what differs (tests; see [`EngineBuilder::check_fold`]).
-    pub check_fold: bool,
+    /// what differs (set by `EngineBuilder::check_fold`, the `testing` feature).
+    pub(crate) check_fold: bool,
 }
 
 impl Default for EngineConfig {
@@ -247,8 +247,9 @@ impl EngineBuilder {
 
     /// After every append, fold the task's stored journal (from its last checkpoint, as a restart
     /// would) and compare it with the state the run holds; a difference is kept for
-    /// [`Engine::fold_divergences`] and halts the engine. For tests: it reads the journal back after
-    /// every write.
+    /// `Engine::fold_divergences` and halts the engine. For tests (the `testing` feature): it reads
+    /// the journal back after every write.
+    #[cfg(feature = "testing")]
     pub fn check_fold(mut self, check: bool) -> Self {
         self.config.check_fold = check;
         self

@@ -62,8 +62,6 @@ pub(crate) struct VisitRef {
 pub(crate) struct Awaiting {
     /// The reply is delivered to a state (an `await_input` transition), not to an `ask` command.
     pub resumes_state: bool,
-    /// The `ask_user` command being answered, if any.
-    pub ask: Option<InvocationId>,
 }
 
 /// A task's state as its journal builds it.
@@ -153,6 +151,9 @@ impl Folded {
                 if let Some(open) = self.open.take() {
                     if open.visit == *visit && next.is_final() {
                         self.ended = Some((open, *next));
+                        // The task ends as the step decided, whenever a cancel came: one asked
+                        // during the visit is dropped, as one asked after it is ignored.
+                        self.cancel_requested = false;
                     }
                 }
                 if let Some(state) = state {
@@ -165,10 +166,9 @@ impl Folded {
                     rec.fire_at_ms = Some(*fire_at_ms);
                 }
             }
-            Entry::AwaitingInput { resume, ask, .. } => {
+            Entry::AwaitingInput { resume, .. } => {
                 self.awaiting = Some(Awaiting {
                     resumes_state: resume.is_some(),
-                    ask: ask.clone(),
                 })
             }
             Entry::StatusChanged { state } | Entry::Terminal { state, .. } => self.status = *state,

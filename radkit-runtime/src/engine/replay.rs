@@ -367,6 +367,43 @@ mod tests {
         assert!(replayed.run.queue.is_empty());
     }
 
+    /// The mirror of `cancel_after_a_final_transition_is_ignored_as_live`: a cancel asked while the
+    /// visit ran, before it returned `fail`, is dropped by the final transition — live, the task
+    /// ends `failed`, and so it does after a crash during the failure's compensations.
+    #[test]
+    fn cancel_before_a_final_transition_is_dropped_as_live() {
+        let replayed = replay(
+            &asked_then(vec![
+                Entry::MessageReceived {
+                    message: Message::user_text("note"),
+                },
+                Entry::Activated {
+                    visit: 2,
+                    step: "ask".to_owned(),
+                    state: json!("ask"),
+                    event: Event::UserMessage {
+                        message: Message::user_text("note"),
+                    },
+                },
+                Entry::CancelRequested,
+                Entry::Transitioned {
+                    visit: 2,
+                    next: crate::journal::TransitionKind::Fail,
+                    state: None,
+                },
+            ]),
+            json!(null),
+            0,
+        )
+        .unwrap();
+        assert!(!replayed.run.cancel_requested());
+        assert_eq!(
+            replayed.run.journaled_end,
+            Some((2, crate::journal::TransitionKind::Fail))
+        );
+        assert_eq!(replayed.run.queue.len(), 1, "the failing visit is re-run");
+    }
+
     #[test]
     fn waiting_task_waits_for_input() {
         let replayed = replay(&asked_then(vec![]), json!(null), 0).unwrap();

@@ -104,6 +104,9 @@ impl RunState {
         }
         if !self.cancel_requested() && self.journaled_end.is_none() && self.ended().is_none() {
             self.push(Entry::CancelRequested);
+            // The task has work now, whatever its status says: a due wake time is what recovery and
+            // a shared store's claims look for in the row, so a cancel cut off by a crash is finished.
+            self.set_wake(Some(now_ms()));
         }
         true
     }

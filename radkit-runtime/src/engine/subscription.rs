@@ -10,18 +10,24 @@ use tokio::sync::broadcast;
 
 use super::{Engine, EngineError};
 use crate::journal::{Entry, JournalRecord};
-use crate::model::TaskId;
+use crate::model::{TaskId, TaskState};
 use crate::store::StoreError;
 
 /// Store reads in a row that may fail while polling a shared store (it may be restarting) before the
 /// subscriber gets the error.
 const POLL_FAILURES: u32 = 5;
 
-/// True for a record that answers a question asked before it: a reply, a new visit, the end.
+/// True for a record that answers a question asked before it: a reply, a new visit, the task working
+/// again (a question that expired takes its default and the step goes on), the end.
 fn answers(record: &JournalRecord) -> bool {
     matches!(
         record.entry,
-        Entry::MessageReceived { .. } | Entry::Activated { .. } | Entry::Terminal { .. }
+        Entry::MessageReceived { .. }
+            | Entry::Activated { .. }
+            | Entry::StatusChanged {
+                state: TaskState::Working
+            }
+            | Entry::Terminal { .. }
     )
 }
 
@@ -158,9 +164,12 @@ impl Subscription {
     /// have committed the answer: the store is read when nothing is known locally.
     async fn answered(&mut self) -> Result<bool, StoreError> {
         self.drain_live();
-        if self.backlog.is_empty() && self.engine.inner.shared() {
-            let records = self.unseen().await?;
-            self.backlog.extend(records);
+        // A lag leaves a gap, which may hide the answer: what was published is in the store.
+        let gap = (self.last_seq + 1..)
+            .zip(self.backlog.iter().filter(|r| r.seq > self.last_seq))
+            .any(|(expected, r)| r.seq != expected);
+        if gap || (self.backlog.is_empty() && self.engine.inner.shared()) {
+            self.backlog = self.unseen().await?.into();
         }
         let last = self.last_seq;
         Ok(self.backlog.iter().filter(|r| r.seq > last).any(answers))
@@ -179,7 +188,7 @@ impl Subscription {
                 // everything published was committed first, so the store has what is missing.
                 Some(_) => {
                     let records = self.unseen().await?;
-                    if records.is_empty() {
+                    if records.first().map(|r| r.seq) != Some(self.last_seq + 1) {
                         return Err(StoreError::Corrupt {
                             task_id: self.task_id.to_string(),
                             seq: self.last_seq + 1,

@@ -8,9 +8,10 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::errors::engine_error;
 use super::jsonrpc::{self, codes, RpcError};
 use super::{stream, AppState};
-use crate::engine::{Caller, EngineError, PermissionMode, Request};
+use crate::engine::{Caller, PermissionMode, Request};
 use crate::model::{Message, Part, Task, TaskId};
 
 /// How long a blocking `message/send` waits before returning the task as it is.
@@ -64,37 +65,6 @@ fn history(len: Option<i64>) -> Result<Option<usize>, RpcError> {
         )),
         Some(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
         None => Ok(None),
-    }
-}
-
-/// Map an engine error to the A2A error a client should see; internals are logged, not sent.
-pub(crate) fn engine_error(error: EngineError, cancel: bool) -> RpcError {
-    match error {
-        EngineError::TaskNotFound(id) => {
-            RpcError::new(codes::TASK_NOT_FOUND, format!("task {id} not found"))
-        }
-        e @ EngineError::TaskFinished { .. } if cancel => {
-            RpcError::new(codes::TASK_NOT_CANCELABLE, e.to_string())
-        }
-        e @ (EngineError::TaskFinished { .. }
-        | EngineError::NotAwaitingInput { .. }
-        | EngineError::UnknownSkill(_)
-        | EngineError::SkillNotServed { .. }
-        | EngineError::InvalidInput(_)) => RpcError::new(codes::INVALID_PARAMS, e.to_string()),
-        e @ EngineError::NoSkillChosen { .. } => RpcError::new(
-            codes::INVALID_PARAMS,
-            format!("{e} (in message metadata `skillId`)"),
-        ),
-        e @ EngineError::VersionMismatch { .. } => {
-            RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
-        }
-        other => {
-            tracing::error!(error = %other, "request failed");
-            RpcError::new(
-                codes::INTERNAL_ERROR,
-                "internal error; the server log has the details",
-            )
-        }
     }
 }
 
@@ -223,7 +193,7 @@ fn engine_request(
             .cloned()
     };
     let skill = match lookup(&["skillId", "skill_id"]) {
-        None => None,
+        None | Some(Value::Null) => None,
         Some(Value::String(id)) => Some(id),
         Some(other) => {
             return Err(RpcError::new(

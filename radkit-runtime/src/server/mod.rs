@@ -4,6 +4,7 @@
 
 mod auth;
 pub mod card;
+mod errors;
 mod jsonrpc;
 mod methods;
 mod stream;

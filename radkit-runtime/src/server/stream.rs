@@ -8,7 +8,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::stream::{self, Stream, StreamExt};
 use serde_json::Value;
 
-use super::{jsonrpc, methods};
+use super::errors::engine_error;
+use super::jsonrpc;
 use crate::engine::{stream_event, StreamEvent, Subscription};
 use crate::model::Task;
 
@@ -43,7 +44,7 @@ pub(crate) fn sse(
                 Ok(update) => update,
                 Err(error) => {
                     f.done = true;
-                    let error = methods::engine_error(error, false);
+                    let error = engine_error(error, false);
                     let event = Event::default().data(jsonrpc::error(&f.id, error).to_string());
                     return Some((Ok(event), f));
                 }

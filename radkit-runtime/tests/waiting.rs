@@ -1,0 +1,157 @@
+//! A waiting task costs nothing until an event arrives for it, and a message to a task that is not
+//! waiting is answered at once.
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::{reply, settled, user, within, PATIENCE};
+use futures::future::BoxFuture;
+use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::{Caller, EngineError, Request};
+use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
+use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
+use radkit_runtime::journal::JournalRecord;
+use radkit_runtime::model::TaskState;
+use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
+use radkit_runtime::tools::FnTool;
+use radkit_runtime::Engine;
+
+/// Asks for a note (`note`), or works until the test lets it go (`work`), then completes.
+struct Errand;
+
+fn start<'a>(_: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        if input.message().joined_texts() == "work" {
+            let _: serde_json::Value = ctx.tool("slow").call(()).await?;
+            return ctx.complete("worked", vec![]);
+        }
+        await_input("note", "A note?", ())
+    })
+}
+
+fn noted<'a>(_: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(
+        async move { ctx.complete(format!("noted {}", input.message().joined_texts()), vec![]) },
+    )
+}
+
+static STEPS: &[Step<Errand>] = &[
+    Step::new("start", start).start().takes_user_message(),
+    Step::new("noted", noted).resume_from("start"),
+];
+
+/// A memory store that counts replay loads.
+#[derive(Clone, Default)]
+struct CountingLoads {
+    inner: MemoryStore,
+    loads: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Store for CountingLoads {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.inner.append(append).await
+    }
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal(task_id, after).await
+    }
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.journal_for_replay(task_id).await
+    }
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+}
+
+fn errand(store: impl Store, release: Arc<tokio::sync::Notify>) -> radkit_runtime::EngineBuilder {
+    let slow = FnTool::new(EffectPolicy::Idempotent, move |_, _| {
+        let release = release.clone();
+        async move {
+            release.notified().await;
+            Ok(serde_json::json!("done"))
+        }
+    });
+    Engine::builder(store)
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("errand", "Errand"), Errand, STEPS).unwrap())
+        .effects(Effects::new().tool("slow", slow))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_loads_no_task_that_waits_for_input_until_it_is_answered() {
+    let store = CountingLoads::default();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let first = errand(store.clone(), release.clone())
+        .start()
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let id = first.send(Request::operator(user("note"))).await.unwrap();
+        assert_eq!(
+            settled(&first, &id).await.status.state,
+            TaskState::InputRequired
+        );
+        tasks.push(id);
+    }
+    first.shutdown().await;
+
+    store.loads.store(0, Ordering::SeqCst);
+    let engine = errand(store.clone(), release).start().await.unwrap();
+    assert_eq!(
+        store.loads.load(Ordering::SeqCst),
+        0,
+        "recovery read no waiting task's journal"
+    );
+    engine
+        .send(Request::operator(reply(&tasks[7], "hi")))
+        .await
+        .unwrap();
+    let done = settled(&engine, &tasks[7]).await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert_eq!(
+        store.loads.load(Ordering::SeqCst),
+        1,
+        "the answered task, once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_to_a_working_task_is_answered_at_once() {
+    let release = Arc::new(tokio::sync::Notify::new());
+    let engine = errand(MemoryStore::new(), release.clone())
+        .start()
+        .await
+        .unwrap();
+    let id = engine.send(Request::operator(user("work"))).await.unwrap();
+    // The step is inside its tool call now (or about to be): the task works.
+    within(PATIENCE, "the task to start working", async {
+        while engine.state(&Caller::Operator, &id).await.unwrap() != TaskState::Working {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let refused = within(
+        Duration::from_secs(5),
+        "the answer to a message sent to a working task",
+        engine.send(Request::operator(reply(&id, "are you there?"))),
+    )
+    .await;
+    match refused {
+        Err(EngineError::NotAwaitingInput { state, .. }) => assert_eq!(state, TaskState::Working),
+        other => panic!("expected a refusal saying the task works, got {other:?}"),
+    }
+    release.notify_one();
+    assert_eq!(
+        settled(&engine, &id).await.status.state,
+        TaskState::Completed
+    );
+}
