@@ -279,6 +279,29 @@ pub struct JournalRecord {
     pub entry: Entry,
 }
 
+/// The deepest JSON nesting a message may have (the message object is level 1). The journal stores a
+/// message inside up to about ten levels of its own (a row, an entry, a receipt's outcome, a skill's
+/// state), and its decoder refuses anything deeper than 128 levels; this limit keeps every message
+/// that is accepted readable back, with room for a skill's state around it. Checked when a message
+/// enters the engine.
+pub const MAX_MESSAGE_DEPTH: usize = 64;
+
+/// How deeply `value` nests (a scalar is 1, `[]` and `{}` are 1, `[[1]]` is 3... counted as the
+/// JSON decoder does: one level per array or object).
+pub fn json_depth(value: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match value {
+            serde_json::Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            serde_json::Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -12,7 +12,7 @@ use super::{
     Request, Snapshot, Subscription,
 };
 use crate::flow::{ErasedSkill, Event, SkillInfo};
-use crate::journal::{now_ms, Entry, JournalRecord};
+use crate::journal::{json_depth, now_ms, Entry, JournalRecord, MAX_MESSAGE_DEPTH};
 use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
 use crate::store::{NewLease, Store, TaskQuery, TaskRecord, CREATION_TOKEN};
 
@@ -99,6 +99,15 @@ impl Engine {
             return Err(EngineError::InvalidInput(
                 "message role must be `user`".to_owned(),
             ));
+        }
+        // What the journal could not read back is refused before anything is written.
+        let depth = serde_json::to_value(&message)
+            .map(|v| json_depth(&v))
+            .map_err(|e| EngineError::InvalidInput(format!("message does not serialize: {e}")))?;
+        if depth > MAX_MESSAGE_DEPTH {
+            return Err(EngineError::InvalidInput(format!(
+                "message nests {depth} levels deep; the limit is {MAX_MESSAGE_DEPTH}"
+            )));
         }
         match message.task_id.clone() {
             Some(task_id) => {
