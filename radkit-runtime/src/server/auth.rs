@@ -1,6 +1,6 @@
 //! Bearer-token authentication: a configured token maps to a principal; tasks are scoped to it. It
-//! keeps only SHA-256 digests of the configured tokens and compares digests, so neither a token's
-//! bytes nor its length shape the time a comparison takes; it never stores or logs a token.
+//! compares SHA-256 digests of the presented and the configured tokens, so neither a token's bytes
+//! nor its length shape the time a comparison takes, and it never writes or logs a token.
 
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
