@@ -278,11 +278,30 @@ async fn a_body_that_is_not_a_request_object_is_an_invalid_request() {
         (r#"{"jsonrpc":"2.0","id":3}"#, json!(3)),
         (r#"{"jsonrpc":"2.0","id":3,"method":7}"#, json!(3)),
     ];
+    let mut cases: Vec<(String, Value)> = cases
+        .into_iter()
+        .map(|(body, id)| (body.to_owned(), id))
+        .collect();
+    // Valid JSON with a number no JSON value here can hold: an invalid request, not a parse error.
+    cases.push((
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tasks/get","params":{{"id":"x"}}}}"#,
+            "9".repeat(5_000)
+        ),
+        Value::Null,
+    ));
+    cases.push((
+        r#"{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"id":"x","historyLength":1e999}}"#
+            .to_owned(),
+        Value::Null,
+    ));
     for (body, id) in cases {
-        let (status, envelope) = post(&client, &agent.url, body).await;
+        let (status, envelope) = post(&client, &agent.url, body.clone()).await;
+        // The 5,000-digit id, shortened in messages.
+        let body: String = body.chars().take(120).collect();
         assert_eq!(status, 200, "{body}: {envelope}");
         assert_eq!(envelope["id"], id, "{body}: {envelope}");
-        error(&envelope, -32600, body);
+        error(&envelope, -32600, &body);
     }
 }
 
@@ -311,8 +330,23 @@ async fn bad_params_are_invalid_params() {
     unknown_skill["metadata"] = json!({ "skillId": "no_such_skill" });
     let mut unknown_mode = common::user("hello");
     unknown_mode["metadata"] = json!({ "permissionMode": "yolo" });
+    // Deeper than the journal could read back (radkit::journal::MAX_MESSAGE_DEPTH is 64).
+    let mut too_deep = common::user("hello");
+    let mut deep = json!(1);
+    for _ in 0..70 {
+        deep = json!([deep]);
+    }
+    too_deep["metadata"] = json!({ "deep": deep });
     let mut skill_not_text = common::user("hello");
     skill_not_text["metadata"] = json!({ "skillId": 7 });
+    let with_file = |file: Value| {
+        let mut message = common::user("hello");
+        message["parts"]
+            .as_array_mut()
+            .expect("parts")
+            .push(json!({ "kind": "file", "file": file }));
+        message
+    };
     let cases = [
         // `params` that is not an object.
         (
@@ -384,6 +418,11 @@ async fn bad_params_are_invalid_params() {
             json!({ "message": unknown_skill }),
             "no skill `no_such_skill`",
         ),
+        (
+            "message/send",
+            json!({ "message": too_deep }),
+            "the limit is 64",
+        ),
         // What the server reads from metadata, once, for the engine.
         (
             "message/send",
@@ -399,6 +438,27 @@ async fn bad_params_are_invalid_params() {
             "message/send",
             json!({ "message": skill_not_text }),
             "metadata `skillId` must be a string",
+        ),
+        // A file part: base64 `bytes` or a `uri`, exactly one of them.
+        (
+            "message/send",
+            json!({ "message": with_file(json!({ "bytes": "!!notbase64" })) }),
+            "`message.parts[1].file.bytes` is not valid base64",
+        ),
+        (
+            "message/stream",
+            json!({ "message": with_file(json!({ "bytes": "aGVsbG8=\n", "mimeType": "text/plain" })) }),
+            "`message.parts[1].file.bytes` is not valid base64",
+        ),
+        (
+            "message/send",
+            json!({ "message": with_file(json!({ "bytes": "aGVsbG8=", "uri": "https://example.com/f" })) }),
+            "`file` has both `bytes` and `uri`; send one of them",
+        ),
+        (
+            "message/send",
+            json!({ "message": with_file(json!({ "name": "f.txt" })) }),
+            "`file` has neither `bytes` nor `uri`",
         ),
     ];
     for (method, params, says) in cases {
@@ -439,6 +499,40 @@ async fn a_message_to_a_finished_task_is_invalid_params() {
             format!("task {task} is already completed and cannot be changed")
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_naming_another_context_is_invalid_params_and_changes_nothing() {
+    let agent = ask_agent().await;
+    let client = client();
+    let task = waiting_task(&client, &agent.url).await;
+    let got = call(&client, &agent.url, "tasks/get", json!({ "id": task })).await;
+    let context = got["result"]["contextId"]
+        .as_str()
+        .expect("a context id")
+        .to_owned();
+    for method in ["message/send", "message/stream"] {
+        let mut message = answer(&task, "42");
+        message["contextId"] = json!("ctx-of-something-else");
+        let envelope = call(&client, &agent.url, method, json!({ "message": message })).await;
+        let said = method_error(&envelope, -32602, method);
+        for id in ["ctx-of-something-else", task.as_str(), context.as_str()] {
+            assert!(said.contains(id), "{method}: `{id}` in {said}");
+        }
+    }
+    let got = call(&client, &agent.url, "tasks/get", json!({ "id": task })).await;
+    assert_eq!(got["result"]["status"]["state"], "input-required", "{got}");
+    // The task's own context, or none, is an answer.
+    let mut message = answer(&task, "42");
+    message["contextId"] = json!(context);
+    let done = call(
+        &client,
+        &agent.url,
+        "message/send",
+        json!({ "message": message, "configuration": { "blocking": true } }),
+    )
+    .await;
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -580,6 +674,10 @@ async fn a_body_over_one_mib_gets_413_before_it_is_parsed() {
     // Not JSON at all: a parse would answer -32700, the limit answers first.
     let (status, body) = post(&client, &agent.url, vec![b'x'; MIB + 1]).await;
     assert_eq!(status, 413, "{body}");
+    // Still a JSON-RPC answer: an invalid request with a null id, naming the limit.
+    assert_eq!(body["id"], Value::Null, "{body}");
+    let message = error(&body, -32600, "a body over the limit");
+    assert!(message.contains("1048576 bytes"), "{message}");
     // A well-formed message/send one byte over the limit starts no task.
     let request = |size: usize| {
         let mut envelope = json!({ "jsonrpc": "2.0", "id": "big", "method": "message/send",
@@ -592,6 +690,7 @@ async fn a_body_over_one_mib_gets_413_before_it_is_parsed() {
     };
     let (status, body) = post(&client, &agent.url, request(MIB + 1)).await;
     assert_eq!(status, 413, "{body}");
+    error(&body, -32600, "a message/send over the limit");
     assert!(agent
         .engine
         .store()

@@ -22,6 +22,7 @@ fn main() -> ExitCode {
             official_python_sdk_with_bearer_auth;
         Nothing current_thread:
             a_task_is_visible_only_to_the_principal_that_created_it,
+            unnamed_tokens_are_distinct_principals_that_store_no_part_of_the_token,
             accepted_output_modes_filter_artifact_parts,
             server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once,
             a_dropped_stream_connection_does_not_stop_the_task;
@@ -139,6 +140,152 @@ async fn a_task_is_visible_only_to_the_principal_that_created_it() {
         card["url"].as_str().unwrap().trim_end_matches('/'),
         server.url
     );
+}
+
+/// The principal each task in `data_dir` was created for, from the journal.
+async fn stored_principals(data_dir: &Path, tasks: &[&str]) -> Vec<Option<String>> {
+    use radkit::journal::Entry;
+    use radkit::store::{Durability, SqliteStore, Store};
+    let store = SqliteStore::open(data_dir.join("radkit.sqlite"), Durability::Full).unwrap();
+    let mut principals = Vec::new();
+    for task in tasks {
+        let journal = store.journal(task, 0).await.unwrap();
+        principals.push(
+            journal
+                .iter()
+                .find_map(|r| match &r.entry {
+                    Entry::TaskCreated { principal, .. } => Some(principal.clone()),
+                    _ => None,
+                })
+                .flatten(),
+        );
+    }
+    principals
+}
+
+async fn unnamed_tokens_are_distinct_principals_that_store_no_part_of_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two unnamed tokens with one prefix, and a named token with a comma in it.
+    let tokens = [
+        "--token",
+        "abcdSECRET1",
+        "--token",
+        "abcdOTHER2",
+        "--token",
+        "p,q=bob",
+    ];
+    let server = serve(dir.path(), &tokens);
+    let client = reqwest::Client::new();
+    let start = |token: &'static str| {
+        let (client, url) = (client.clone(), server.url.clone());
+        async move {
+            let sent = rpc(
+                &client,
+                &url,
+                Some(token),
+                "message/send",
+                json!({ "message": user("topic"), "configuration": { "blocking": true } }),
+            )
+            .await;
+            assert_eq!(
+                sent["result"]["status"]["state"], "input-required",
+                "{token}: {sent}"
+            );
+            sent["result"]["id"].as_str().expect("task id").to_owned()
+        }
+    };
+    let first = start("abcdSECRET1").await;
+    let second = start("abcdOTHER2").await;
+    // The second token neither reads nor answers the first one's task.
+    let read = rpc(
+        &client,
+        &server.url,
+        Some("abcdOTHER2"),
+        "tasks/get",
+        json!({ "id": first }),
+    )
+    .await;
+    assert_eq!(read["error"]["code"], -32001, "{read}");
+    let mut reply = user("Make it friendlier.");
+    reply["taskId"] = json!(first);
+    let answered = rpc(
+        &client,
+        &server.url,
+        Some("abcdOTHER2"),
+        "message/send",
+        json!({ "message": reply }),
+    )
+    .await;
+    assert_eq!(answered["error"]["code"], -32001, "{answered}");
+    // A token with a comma in it is one token, for its named principal; its halves are no tokens.
+    let bobs = start("p,q").await;
+    for half in ["p", "q", "q=bob"] {
+        let resp = within(PATIENCE, "an answer", client.post(format!("{}/", server.url)).bearer_auth(half)
+            .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": { "id": bobs } })).send())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 401, "{half}");
+    }
+    drop(server);
+
+    // No part of a secret anywhere in the database files (the WAL included), read while no process
+    // has them open.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        for needle in ["SECRET1", "OTHER2", "token-abcd", "p,q"] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+                "`{needle}` in {}",
+                path.display()
+            );
+        }
+    }
+
+    let principals = stored_principals(dir.path(), &[&first, &second, &bobs]).await;
+    let [Some(one), Some(two), Some(bob)] = &principals[..] else {
+        panic!("every task has a principal: {principals:?}");
+    };
+    assert_eq!(bob, "bob");
+    assert_ne!(one, two);
+    for principal in [one, two] {
+        let hex = principal
+            .strip_prefix("token-")
+            .unwrap_or_else(|| panic!("{principal}"));
+        assert!(
+            hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{principal}"
+        );
+    }
+    // After a restart each token is still its own principal.
+    let server = serve(dir.path(), &tokens);
+    let mine = rpc(
+        &client,
+        &server.url,
+        Some("abcdSECRET1"),
+        "tasks/get",
+        json!({ "id": first }),
+    )
+    .await;
+    assert_eq!(mine["result"]["id"], first.as_str(), "{mine}");
+    let theirs = rpc(
+        &client,
+        &server.url,
+        Some("abcdOTHER2"),
+        "tasks/get",
+        json!({ "id": first }),
+    )
+    .await;
+    assert_eq!(theirs["error"]["code"], -32001, "{theirs}");
+    let own = rpc(
+        &client,
+        &server.url,
+        Some("abcdOTHER2"),
+        "tasks/get",
+        json!({ "id": second }),
+    )
+    .await;
+    assert_eq!(own["result"]["id"], second.as_str(), "{own}");
 }
 
 async fn accepted_output_modes_filter_artifact_parts() {

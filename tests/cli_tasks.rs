@@ -7,7 +7,7 @@ use std::process::Command;
 #[path = "../src/demo/mod.rs"]
 mod demo;
 
-use radkit::model::Message;
+use radkit::model::{Message, TaskState};
 use radkit::store::{Durability, SqliteStore};
 
 #[tokio::test]
@@ -138,4 +138,96 @@ async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguo
     for other in ids.iter().filter(|i| !i.starts_with(first)) {
         assert!(!err.contains(other.as_str()), "{other} listed in {err}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ticker_refuses_a_count_the_engines_max_steps_would_stop_and_runs_the_largest_it_accepts(
+) {
+    let engine = demo::engine(radkit::Engine::builder(radkit::store::MemoryStore::new()))
+        .start()
+        .await
+        .unwrap();
+    let run = |text: String| {
+        let engine = engine.clone();
+        async move {
+            let id = engine
+                .send(Request::operator(Message::user_text(text)).skill("ticker"))
+                .await
+                .unwrap();
+            engine.wait_settled(&Caller::Operator, &id).await.unwrap()
+        }
+    };
+    let max = demo::ticker::MAX_TICKS;
+    for too_many in [max + 1, 20_000, 100_000] {
+        let task = run(too_many.to_string()).await;
+        assert_eq!(
+            task.status.state,
+            TaskState::Rejected,
+            "{too_many}: {task:?}"
+        );
+        let said = task
+            .status
+            .message
+            .map(|m| m.joined_texts())
+            .unwrap_or_default();
+        assert!(said.contains(&format!("1 to {max} steps")), "{said}");
+    }
+    let task = run(max.to_string()).await;
+    assert_eq!(task.status.state, TaskState::Completed, "{:?}", task.status);
+    assert_eq!(
+        task.status.message.map(|m| m.joined_texts()).as_deref(),
+        Some(format!("{max} ticks").as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_show_into_a_reader_that_stops_early_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let store =
+            SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Normal).unwrap();
+        let engine = demo::engine(radkit::Engine::builder(store))
+            .start()
+            .await
+            .unwrap();
+        let id = engine
+            .send(Request::operator(Message::user_text("1500")).skill("ticker"))
+            .await
+            .unwrap();
+        engine.wait_settled(&Caller::Operator, &id).await.unwrap();
+        id
+    };
+    let show = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
+        cmd.arg("tasks")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["show", id.as_str()]);
+        cmd
+    };
+    let whole = show().output().unwrap();
+    assert!(whole.status.success());
+    // More than a pipe holds, so the command is still writing when its reader leaves.
+    assert!(
+        whole.stdout.len() > 256 * 1024,
+        "{} bytes",
+        whole.stdout.len()
+    );
+    // `radkit tasks show <id> | head -1`.
+    let mut child = show()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with(&format!("task {id}")), "{first}");
+    // The reader is dropped here: the rest of the output meets a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(stderr.is_empty(), "{stderr}");
 }

@@ -216,7 +216,7 @@ async fn cancel_on_one_engine_stops_a_task_running_on_another() {
     let url = fresh_schema().await;
     let a = engine(&url, "engine-a", 2_000).await;
     let b = engine(&url, "engine-b", 2_000).await;
-    let task = send(&a, "ticker", "10000 5").await;
+    let task = send(&a, "ticker", "9999 5").await;
     ticked(&a, &task).await;
     let canceled = within(
         PATIENCE,

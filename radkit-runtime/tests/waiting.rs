@@ -155,3 +155,74 @@ async fn a_message_to_a_working_task_is_answered_at_once() {
         TaskState::Completed
     );
 }
+
+/// A user message whose metadata nests arrays until the whole message is `depth` levels deep.
+fn nested(text: &str, depth: usize) -> radkit_runtime::model::Message {
+    let mut message = user(text);
+    let mut levels = 0;
+    loop {
+        let mut value = serde_json::json!(1);
+        for _ in 0..levels {
+            value = serde_json::json!([value]);
+        }
+        message.metadata = Some(serde_json::Map::from_iter([("deep".to_owned(), value)]));
+        let got = radkit_runtime::journal::json_depth(&serde_json::to_value(&message).unwrap());
+        if got >= depth {
+            assert_eq!(got, depth, "depths are reached one at a time");
+            return message;
+        }
+        levels += 1;
+    }
+}
+
+/// Whatever is acknowledged can be read back: the deepest message the engine accepts is journaled,
+/// read back (also by a new engine over the same file, as after a restart) and answered with; one
+/// level deeper is refused before anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deepest_accepted_message_round_trips_and_a_deeper_one_leaves_no_task() {
+    use radkit_runtime::journal::MAX_MESSAGE_DEPTH;
+    use radkit_runtime::store::{Durability, SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.sqlite");
+    let open = || SqliteStore::open(&path, Durability::Full).unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+
+    let engine = errand(open(), release.clone()).start().await.unwrap();
+    let deeper = nested("note", MAX_MESSAGE_DEPTH + 1);
+    match engine.send(Request::operator(deeper)).await {
+        Err(EngineError::InvalidInput(why)) => {
+            assert!(why.contains(&MAX_MESSAGE_DEPTH.to_string()), "{why}")
+        }
+        other => panic!("expected the depth limit, got {other:?}"),
+    }
+    let rows = engine.store().list(TaskQuery::default()).await.unwrap();
+    assert!(
+        rows.is_empty(),
+        "a refused message leaves no task: {rows:?}"
+    );
+
+    let deepest = nested("note", MAX_MESSAGE_DEPTH);
+    let id = engine
+        .send(Request::operator(deepest.clone()))
+        .await
+        .unwrap();
+    let waiting = settled(&engine, &id).await;
+    assert_eq!(waiting.status.state, TaskState::InputRequired);
+    let first = &waiting.history.as_ref().unwrap()[0];
+    assert_eq!(first.metadata, deepest.metadata, "read back as sent");
+    engine.shutdown().await;
+    drop(engine);
+
+    let engine = errand(open(), release).start().await.unwrap();
+    let mut answer = nested("deep answer", MAX_MESSAGE_DEPTH);
+    answer.task_id = Some(id.to_string());
+    engine
+        .send(Request::operator(answer.clone()))
+        .await
+        .unwrap();
+    let done = settled(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    let history = done.history.unwrap();
+    assert_eq!(history[0].metadata, deepest.metadata);
+    assert!(history.iter().any(|m| m.metadata == answer.metadata));
+}

@@ -25,8 +25,10 @@ pub struct Args {
     /// SQLite durability: `full` (default) or `normal`.
     #[arg(long, default_value = "full")]
     pub durability: String,
-    /// Require `Authorization: Bearer <token>`; `token` or `token=principal` (repeatable).
-    #[arg(long = "token", env = "RADKIT_TOKENS", value_delimiter = ',')]
+    /// Require `Authorization: Bearer <token>`; `token` or `token=principal` (repeatable; the first
+    /// `=` ends the token). A token without a principal gets its own, `token-` and a hash of the
+    /// token. Without `--token`, RADKIT_TOKENS holds the same values separated by whitespace.
+    #[arg(long = "token")]
     pub tokens: Vec<String>,
     /// Public URL of the endpoint, if not `http://<addr>/` (behind a proxy).
     #[arg(long)]
@@ -76,6 +78,26 @@ pub fn with_models(builder: EngineBuilder, llm: &str) -> anyhow::Result<EngineBu
     }
 }
 
+/// The `(token, principal)` pairs of the `--token` values, else of RADKIT_TOKENS (split on
+/// whitespace, which a bearer token cannot contain; never on commas, which it can). A token without
+/// `=principal` is its own principal under a name derived from it ([`server::token_principal`]), so
+/// no two tokens share one and no part of a token is stored.
+fn tokens(args: &[String], env: Option<&str>) -> Vec<(String, String)> {
+    let values: Vec<&str> = if args.is_empty() {
+        env.unwrap_or_default().split_whitespace().collect()
+    } else {
+        args.iter().map(String::as_str).collect()
+    };
+    values
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .map(|t| match t.split_once('=') {
+            Some((token, principal)) => (token.to_owned(), principal.to_owned()),
+            None => (t.to_owned(), server::token_principal(t)),
+        })
+        .collect()
+}
+
 /// Run `serve`.
 pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     super::init_tracing();
@@ -104,18 +126,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| format!("http://{local}/")),
     );
-    config.tokens = args
-        .tokens
-        .iter()
-        .filter(|t| !t.is_empty())
-        .map(|t| match t.split_once('=') {
-            Some((token, principal)) => (token.to_owned(), principal.to_owned()),
-            None => (
-                t.clone(),
-                format!("token-{}", &t.chars().take(4).collect::<String>()),
-            ),
-        })
-        .collect();
+    config.tokens = tokens(&args.tokens, std::env::var("RADKIT_TOKENS").ok().as_deref());
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
     println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", config.name, skills.join(", "));
     // On SIGINT or SIGTERM: stop serving, stop writing, and give leases back so that other
@@ -126,4 +137,42 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     }
     engine.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tokens;
+
+    fn args(values: &[&str]) -> Vec<String> {
+        values.iter().map(|v| (*v).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_token_is_never_split_on_commas_and_an_unnamed_one_gets_its_own_principal() {
+        let got = tokens(&args(&["p,q=bob", "abcdSECRET1", "abcdOTHER2"]), None);
+        assert_eq!(got[0], ("p,q".to_owned(), "bob".to_owned()));
+        assert_eq!(got[1].0, "abcdSECRET1");
+        assert_eq!(got[2].0, "abcdOTHER2");
+        assert_ne!(got[1].1, got[2].1, "two unnamed tokens are two principals");
+        for (_, principal) in &got[1..] {
+            assert!(principal.starts_with("token-"), "{principal}");
+            assert!(!principal.contains("abcd") && !principal.contains("SECRET"));
+        }
+    }
+
+    #[test]
+    fn radkit_tokens_is_split_on_whitespace_and_only_read_without_token_options() {
+        let env = Some(" a,b=alice\n c=bob\tabcd \n");
+        let got = tokens(&[], env);
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[0], ("a,b".to_owned(), "alice".to_owned()));
+        assert_eq!(got[1], ("c".to_owned(), "bob".to_owned()));
+        assert_eq!(got[2].0, "abcd");
+        assert_eq!(
+            tokens(&args(&["x=carol"]), env),
+            vec![("x".to_owned(), "carol".to_owned())]
+        );
+        assert!(tokens(&[], None).is_empty());
+        assert!(tokens(&[], Some("  \n")).is_empty());
+    }
 }

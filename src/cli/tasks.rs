@@ -1,6 +1,7 @@
 //! `radkit tasks list|show <id>`: the tasks in a store (a SQLite file or a Postgres database), and one
 //! task's journal as a timeline.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -199,7 +200,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             (Arc::new(sqlite), location)
         }
     };
-    match args.command {
+    let out = std::io::stdout();
+    let mut out = std::io::BufWriter::new(out.lock());
+    let printed = match args.command {
         Command::List { running, limit } => {
             let tasks = store
                 .list(TaskQuery {
@@ -208,40 +211,62 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     ..TaskQuery::default()
                 })
                 .await?;
-            println!(
-                "{:<36}  {:<18}  {:<14}  {:>5}  updated",
-                "task", "skill", "state", "seq"
-            );
-            for t in tasks {
-                println!(
-                    "{:<36}  {:<18}  {:<14}  {:>5}  {}",
-                    t.id,
-                    t.skill_id,
-                    t.state.as_str(),
-                    t.last_seq,
-                    time(t.updated_at_ms)
-                );
-            }
+            print_list(&mut out, &tasks)
         }
         Command::Show { id } => {
             let task = find(store.as_ref(), &id, &location).await?;
-            let id = task.id.clone();
-            println!(
-                "task {} — skill `{}` version {} — {}",
-                task.id,
-                task.skill_id,
-                task.skill_version,
-                task.state.as_str()
-            );
-            for record in store.journal(&id, 0).await? {
-                println!(
-                    "{:>5}  {}  {}",
-                    record.seq,
-                    time(record.at_ms),
-                    describe(&record)
-                );
-            }
+            let journal = store.journal(&task.id, 0).await?;
+            print_show(&mut out, &task, &journal)
         }
+    };
+    match printed.and_then(|()| out.flush()) {
+        // The reader went away (`radkit tasks show <id> | head`): that ends the output, not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+fn print_list(out: &mut impl Write, tasks: &[crate::store::TaskRecord]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<36}  {:<18}  {:<14}  {:>5}  updated",
+        "task", "skill", "state", "seq"
+    )?;
+    for t in tasks {
+        writeln!(
+            out,
+            "{:<36}  {:<18}  {:<14}  {:>5}  {}",
+            t.id,
+            t.skill_id,
+            t.state.as_str(),
+            t.last_seq,
+            time(t.updated_at_ms)
+        )?;
+    }
+    Ok(())
+}
+
+fn print_show(
+    out: &mut impl Write,
+    task: &crate::store::TaskRecord,
+    journal: &[JournalRecord],
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "task {} — skill `{}` version {} — {}",
+        task.id,
+        task.skill_id,
+        task.skill_version,
+        task.state.as_str()
+    )?;
+    for record in journal {
+        writeln!(
+            out,
+            "{:>5}  {}  {}",
+            record.seq,
+            time(record.at_ms),
+            describe(record)
+        )?;
     }
     Ok(())
 }

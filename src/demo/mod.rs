@@ -17,9 +17,11 @@ pub mod ticker;
 use radkit::EngineBuilder;
 
 /// The demo configuration: the research forms, the report, the scripted models and the `tick` tool;
-/// a message that names no skill runs `research_loop_v2`.
+/// a message that names no skill runs `research_loop_v2`. `max_steps` is set here, from the ticker's
+/// limit, so the largest count the ticker accepts always fits.
 pub fn engine(builder: EngineBuilder) -> EngineBuilder {
     shared::research_forms(builder)
         .skill(report::skill())
         .map_effects(ticker::with_tick_tool)
+        .max_steps(ticker::MAX_TICKS + 1)
 }

@@ -13,6 +13,11 @@ use radkit::model::Content;
 use radkit::tools::FnTool;
 use radkit::{flow_skill, goto};
 
+/// Most ticks a task may ask for: the start step and one visit per tick must fit the engine's
+/// `max_steps` (10,000 by default, and what [`super::engine`] sets), so a count the engine would stop
+/// part-way is refused up front instead.
+pub const MAX_TICKS: u64 = 9_999;
+
 /// The ticker skill.
 #[derive(Debug, Default)]
 pub struct Ticker;
@@ -42,7 +47,7 @@ impl Ticker {
         let text = msg.joined_texts();
         let mut words = text.split_whitespace().map(str::parse::<u64>);
         match (words.next(), words.next().unwrap_or(Ok(0)), words.next()) {
-            (Some(Ok(total @ 1..=100_000)), Ok(delay_ms @ 0..=60_000), None) => goto!(
+            (Some(Ok(total @ 1..=MAX_TICKS)), Ok(delay_ms @ 0..=60_000), None) => goto!(
                 "tick",
                 Count {
                     done: 0,
@@ -51,7 +56,7 @@ impl Ticker {
                 }
             ),
             _ => ctx.reject(format!(
-                "expected `<steps> [<ms per step>]` (1 to 100000 steps, at most 60000 ms), got `{text}`"
+                "expected `<steps> [<ms per step>]` (1 to {MAX_TICKS} steps, at most 60000 ms), got `{text}`"
             )),
         }
     }

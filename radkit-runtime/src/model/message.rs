@@ -14,8 +14,9 @@ pub enum Role {
     Agent,
 }
 
-/// A file, either inline (base64 `bytes`) or by `uri`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A file, either inline (base64 `bytes`) or by `uri`; never both (the A2A schema's `FileWithBytes`
+/// and `FileWithUri`), so a file with both is refused rather than one of them dropped.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum FileContent {
     /// Inline base64 content.
@@ -40,6 +41,46 @@ pub enum FileContent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
+}
+
+impl<'de> Deserialize<'de> for FileContent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Either {
+            #[serde(default)]
+            bytes: Option<String>,
+            #[serde(default)]
+            uri: Option<String>,
+            #[serde(rename = "mimeType", default)]
+            mime_type: Option<String>,
+            #[serde(default)]
+            name: Option<String>,
+        }
+        let Either {
+            bytes,
+            uri,
+            mime_type,
+            name,
+        } = Either::deserialize(deserializer)?;
+        match (bytes, uri) {
+            (Some(bytes), None) => Ok(FileContent::Bytes {
+                bytes,
+                mime_type,
+                name,
+            }),
+            (None, Some(uri)) => Ok(FileContent::Uri {
+                uri,
+                mime_type,
+                name,
+            }),
+            (Some(_), Some(_)) => Err(serde::de::Error::custom(
+                "`file` has both `bytes` and `uri`; send one of them",
+            )),
+            (None, None) => Err(serde::de::Error::custom(
+                "`file` has neither `bytes` nor `uri`; send one of them",
+            )),
+        }
+    }
 }
 
 /// One piece of content: text, file or structured data (`kind` discriminates).
@@ -182,4 +223,47 @@ pub(crate) fn joined(parts: &[Part]) -> String {
         out.push_str(text);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(file: serde_json::Value) -> Result<Part, serde_json::Error> {
+        serde_json::from_value(serde_json::json!({ "kind": "file", "file": file }))
+    }
+
+    #[test]
+    fn a_file_is_bytes_or_a_uri_and_never_both() {
+        let bytes = part(serde_json::json!({ "bytes": "aGk=", "mimeType": "text/plain" })).unwrap();
+        assert_eq!(
+            bytes,
+            Part::File {
+                file: FileContent::Bytes {
+                    bytes: "aGk=".to_owned(),
+                    mime_type: Some("text/plain".to_owned()),
+                    name: None
+                },
+                metadata: None
+            }
+        );
+        let uri = part(serde_json::json!({ "uri": "https://example.com/a", "name": "a" })).unwrap();
+        assert!(matches!(
+            &uri,
+            Part::File { file: FileContent::Uri { uri, name: Some(name), .. }, .. }
+                if uri == "https://example.com/a" && name == "a"
+        ));
+        for p in [&bytes, &uri] {
+            let text = serde_json::to_value(p).unwrap();
+            assert_eq!(&serde_json::from_value::<Part>(text).unwrap(), p);
+        }
+        let both = part(serde_json::json!({ "bytes": "aGk=", "uri": "https://example.com/a" }))
+            .unwrap_err()
+            .to_string();
+        assert!(both.contains("`file` has both `bytes` and `uri`"), "{both}");
+        let neither = part(serde_json::json!({ "name": "a" }))
+            .unwrap_err()
+            .to_string();
+        assert!(neither.contains("neither `bytes` nor `uri`"), "{neither}");
+    }
 }

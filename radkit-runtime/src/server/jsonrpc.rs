@@ -86,13 +86,37 @@ pub(crate) fn unauthorized() -> Value {
     )
 }
 
+/// The answer to a body over the server's limit (sent with HTTP 413): no id could be read.
+pub(crate) fn too_large(limit: usize) -> Value {
+    error(
+        &Value::Null,
+        RpcError::new(
+            codes::INVALID_REQUEST,
+            format!("the request body is larger than the limit of {limit} bytes"),
+        ),
+    )
+}
+
 /// Parse a request body: -32700 for bad JSON, -32600 for a bad envelope.
 pub(crate) fn parse(body: &[u8]) -> Result<Request, Value> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
-        error(
-            &Value::Null,
-            RpcError::new(codes::PARSE_ERROR, format!("parse error: {e}")),
-        )
+        // Valid JSON that `Value` cannot hold (a number beyond f64, e.g. a 5,000-digit `id`) is an
+        // invalid request, not a parse error: JSON-RPC keeps -32700 for text that is not JSON.
+        // `IgnoredAny` checks the syntax only, without converting numbers.
+        if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+            error(
+                &Value::Null,
+                RpcError::new(
+                    codes::INVALID_REQUEST,
+                    format!("invalid request: the JSON holds a value out of range ({e})"),
+                ),
+            )
+        } else {
+            error(
+                &Value::Null,
+                RpcError::new(codes::PARSE_ERROR, format!("parse error: {e}")),
+            )
+        }
     })?;
     let Value::Object(mut object) = value else {
         return Err(error(

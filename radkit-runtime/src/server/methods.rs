@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::errors::engine_error;
 use super::jsonrpc::{self, codes, RpcError};
 use super::{stream, AppState};
-use crate::engine::{Caller, PermissionMode, Request};
-use crate::model::{Message, Part, Task, TaskId};
+use crate::engine::{Caller, EngineError, PermissionMode, Request};
+use crate::model::{FileContent, Message, Part, Task, TaskId};
 
 /// How long a blocking `message/send` waits before returning the task as it is.
 const BLOCKING_WAIT: Duration = Duration::from_secs(60);
@@ -168,6 +168,8 @@ async fn start(
             "`message.parts` must not be empty",
         ));
     }
+    check_file_bytes(&message.parts)?;
+    check_context(state, caller, &message).await?;
     let request = engine_request(caller.clone(), message, metadata.as_ref())?;
     let task_id = state
         .engine
@@ -175,6 +177,64 @@ async fn start(
         .await
         .map_err(|e| engine_error(e, false))?;
     Ok((task_id, configuration))
+}
+
+/// Inline file content must be base64 (the standard alphabet; padding optional), as the A2A schema
+/// says: a client that sends anything else learns it now, not when a skill decodes it.
+fn check_file_bytes(parts: &[Part]) -> Result<(), RpcError> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine as _;
+    const BASE64: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    for (i, part) in parts.iter().enumerate() {
+        if let Part::File {
+            file: FileContent::Bytes { bytes, .. },
+            ..
+        } = part
+        {
+            BASE64.decode(bytes).map_err(|e| {
+                RpcError::new(
+                    codes::INVALID_PARAMS,
+                    format!("`message.parts[{i}].file.bytes` is not valid base64: {e}"),
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// A message to an existing task that names a context must name that task's context: the engine
+/// keeps the task's own, so a different one would be dropped without a word. A task the caller
+/// cannot see is left to the engine, which answers -32001.
+async fn check_context(
+    state: &AppState,
+    caller: &Caller,
+    message: &Message,
+) -> Result<(), RpcError> {
+    let (Some(task_id), Some(context_id)) = (&message.task_id, &message.context_id) else {
+        return Ok(());
+    };
+    let task = match state
+        .engine
+        .task(caller, &TaskId::from(task_id), Some(0))
+        .await
+    {
+        Ok(task) => task,
+        Err(EngineError::TaskNotFound(_)) => return Ok(()),
+        Err(e) => return Err(engine_error(e, false)),
+    };
+    if task.context_id == *context_id {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        codes::INVALID_PARAMS,
+        format!(
+            "`message.contextId` `{context_id}` is not the context of task `{task_id}`, which is `{}`; send that `contextId` or none",
+            task.context_id
+        ),
+    ))
 }
 
 /// The engine request for a message: the A2A metadata keys are read here, once. `skillId` (or

@@ -11,6 +11,7 @@ mod stream;
 
 use std::sync::Arc;
 
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,17 +21,25 @@ use axum::{Json, Router};
 use crate::engine::Engine;
 
 pub use crate::config::ServerConfig;
+pub use auth::token_principal;
 pub use jsonrpc::{codes, RpcError};
 
 pub(crate) struct AppState {
     pub engine: Engine,
     pub config: ServerConfig,
+    /// `config.tokens` as digests: what a presented token is compared with.
+    pub tokens: auth::Tokens,
 }
 
 /// The axum router: `POST /` (JSON-RPC) and `GET /.well-known/agent-card.json`.
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
-    let state = Arc::new(AppState { engine, config });
+    let tokens = auth::Tokens::new(&config.tokens);
+    let state = Arc::new(AppState {
+        engine,
+        config,
+        tokens,
+    });
     Router::new()
         .route("/", post(rpc))
         .route("/.well-known/agent-card.json", get(agent_card))
@@ -55,9 +64,9 @@ async fn agent_card(State(state): State<Arc<AppState>>) -> Json<crate::model::Ag
 async fn rpc(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Response {
-    let caller = match auth::caller(&state.config, &headers) {
+    let caller = match state.tokens.caller(&headers) {
         Ok(caller) => caller,
         Err(auth::Unauthorized) => {
             return (
@@ -67,6 +76,18 @@ async fn rpc(
             )
                 .into_response();
         }
+    };
+    let body = match body {
+        Ok(body) => body,
+        // Over the limit: 413, and still a JSON-RPC envelope a client can read.
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Json(jsonrpc::too_large(state.config.max_body_bytes)),
+            )
+                .into_response();
+        }
+        Err(rejection) => return rejection.into_response(),
     };
     let request = match jsonrpc::parse(&body) {
         Ok(r) => r,
