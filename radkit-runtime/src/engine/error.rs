@@ -69,6 +69,13 @@ pub enum EngineError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store does not accept writes (a full disk, a database that is down): the task's run
+    /// stopped, and it is resumed by itself when the store accepts writes again.
+    #[error("storage unavailable: task {task_id} could not be written; it resumes when the store accepts writes again")]
+    StorageUnavailable {
+        /// Task.
+        task_id: String,
+    },
     /// The engine is halted.
     #[error("engine halted")]
     Halted,

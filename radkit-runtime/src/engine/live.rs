@@ -13,8 +13,17 @@ use crate::journal::JournalRecord;
 /// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
 const LIVE_CAPACITY: usize = 64;
 
+/// What a run tells the subscribers of its task.
+#[derive(Debug)]
+pub(crate) enum Published {
+    /// A committed record.
+    Record(JournalRecord),
+    /// An append failed: the run stopped, and the task is reloaded when the store accepts writes.
+    WriteFailed,
+}
+
 /// A task's broadcast of committed records.
-pub(crate) type Records = broadcast::Sender<Arc<JournalRecord>>;
+pub(crate) type Records = broadcast::Sender<Arc<Published>>;
 
 /// A task's gate: held by whoever loads, answers, cancels or drives it in this engine.
 pub(crate) type Gate = Arc<tokio::sync::Mutex<()>>;

@@ -7,9 +7,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::broadcast;
-
 use super::fold::{CmdRec, FoldCheck, Folded};
+use super::live::{Published, Records};
 use crate::flow::{Cmd, Event, InvocationId, Receipt};
 use crate::journal::{now_ms, Entry, JournalRecord, TransitionKind};
 use crate::model::TaskState;
@@ -177,7 +176,7 @@ pub(crate) struct TaskRun {
     flush_lock: tokio::sync::Mutex<()>,
     store: Arc<dyn Store>,
     halted: Arc<AtomicBool>,
-    tx: broadcast::Sender<Arc<JournalRecord>>,
+    tx: Records,
     /// The lease's fencing token, when the store is shared (every append carries it).
     pub fence: Option<u64>,
     /// The lease was taken over by another engine: this run must stop and write nothing more.
@@ -211,7 +210,7 @@ impl TaskRun {
         state: RunState,
         store: Arc<dyn Store>,
         halted: Arc<AtomicBool>,
-        tx: broadcast::Sender<Arc<JournalRecord>>,
+        tx: Records,
     ) -> Self {
         TaskRun {
             task_id,
@@ -315,6 +314,9 @@ impl TaskRun {
             Err(e) => {
                 if !self.write_failed.swap(true, Ordering::SeqCst) {
                     tracing::warn!(task = %self.task_id, error = %e, first_seq, "journal append failed; this run stops and the task is reloaded from the store");
+                    // Whoever waits on the task (a stream, a blocking send) is told now, not left
+                    // waiting for a run that stopped.
+                    let _ = self.tx.send(Arc::new(Published::WriteFailed));
                 }
                 return Err(e.into());
             }
@@ -322,11 +324,11 @@ impl TaskRun {
         if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();
             for (seq, entry) in (first_seq..).zip(entries.iter()) {
-                let _ = self.tx.send(Arc::new(JournalRecord {
+                let _ = self.tx.send(Arc::new(Published::Record(JournalRecord {
                     seq,
                     at_ms,
                     entry: entry.clone(),
-                }));
+                })));
             }
         }
         if let (Some(check), Some(live)) = (&self.fold_check, live) {

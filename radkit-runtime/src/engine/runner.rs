@@ -14,6 +14,9 @@ use crate::flow::Event;
 use crate::journal::{now_ms, Entry};
 use crate::store::Lease;
 
+/// The longest wait between reloads of a task whose appends keep failing.
+const RELOAD_BACKOFF_CAP: Duration = Duration::from_secs(5);
+
 /// What the reloads after failed appends remember (single-engine stores; a shared store keeps both on
 /// the task's row and lease).
 #[derive(Default)]
@@ -209,9 +212,9 @@ impl Inner {
         let engine = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
-                // 50 ms, doubling, at most 30 s.
-                let delay = Duration::from_millis(50 << failures.clamp(1, 10).saturating_sub(1));
-                tokio::time::sleep(delay.min(Duration::from_secs(30))).await;
+                // 50 ms, doubling, at most 5 s: a task resumes soon after the store accepts writes again.
+                let delay = Duration::from_millis(50 << failures.clamp(1, 8).saturating_sub(1));
+                tokio::time::sleep(delay.min(RELOAD_BACKOFF_CAP)).await;
                 let Some(engine) = engine.upgrade() else {
                     return;
                 };

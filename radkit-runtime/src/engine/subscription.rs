@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+use super::live::Published;
 use super::{Engine, EngineError};
 use crate::journal::{Entry, JournalRecord};
 use crate::model::{TaskId, TaskState};
@@ -85,7 +86,7 @@ pub struct Subscription {
     /// Context id.
     pub context_id: String,
     backlog: VecDeque<JournalRecord>,
-    rx: broadcast::Receiver<Arc<JournalRecord>>,
+    rx: broadcast::Receiver<Arc<Published>>,
     last_seq: u64,
     engine: Engine,
     /// The terminal entry was returned, or an error: nothing follows.
@@ -94,6 +95,8 @@ pub struct Subscription {
     quiet_polls: u32,
     /// Store reads in a row that failed (shared stores).
     failed_polls: u32,
+    /// The task's run said an append failed (seen while draining the live channel).
+    write_failed: bool,
 }
 
 impl Drop for Subscription {
@@ -108,7 +111,7 @@ impl Subscription {
         task_id: TaskId,
         context_id: String,
         backlog: Vec<JournalRecord>,
-        rx: broadcast::Receiver<Arc<JournalRecord>>,
+        rx: broadcast::Receiver<Arc<Published>>,
         after_seq: u64,
     ) -> Self {
         Subscription {
@@ -121,6 +124,7 @@ impl Subscription {
             ended: false,
             quiet_polls: 0,
             failed_polls: 0,
+            write_failed: false,
         }
     }
 
@@ -138,7 +142,7 @@ impl Subscription {
             }
             Err(e) => {
                 self.ended = true;
-                return Some(Err(e.into()));
+                return Some(Err(e));
             }
         };
         self.last_seq = record.seq;
@@ -175,8 +179,9 @@ impl Subscription {
         Ok(self.backlog.iter().filter(|r| r.seq > last).any(answers))
     }
 
-    /// The next record after `last_seq`; `None` when the live channel closed.
-    async fn next_record(&mut self) -> Result<Option<JournalRecord>, StoreError> {
+    /// The next record after `last_seq`; `None` when the live channel closed; an error when the
+    /// store cannot be read or the task's run could not write.
+    async fn next_record(&mut self) -> Result<Option<JournalRecord>, EngineError> {
         loop {
             match self.backlog.front().map(|r| r.seq) {
                 Some(seq) if seq <= self.last_seq => {
@@ -193,11 +198,13 @@ impl Subscription {
                             task_id: self.task_id.to_string(),
                             seq: self.last_seq + 1,
                             reason: "a published record is missing from the store".to_owned(),
-                        });
+                        }
+                        .into());
                     }
                     self.backlog = records.into();
                     continue;
                 }
+                None if self.write_failed => return Err(self.storage_unavailable()),
                 None => {}
             }
             let received = if self.engine.inner.shared() {
@@ -208,11 +215,14 @@ impl Subscription {
             } else {
                 self.rx.recv().await
             };
+            let received = received.map(|published| match &*published {
+                Published::Record(record) => Some(record.clone()),
+                Published::WriteFailed => None,
+            });
             match received {
-                Ok(record) if record.seq <= self.last_seq => continue,
-                Ok(record) if record.seq == self.last_seq + 1 => {
-                    return Ok(Some((*record).clone()))
-                }
+                Ok(None) => return Err(self.storage_unavailable()),
+                Ok(Some(record)) if record.seq <= self.last_seq => continue,
+                Ok(Some(record)) if record.seq == self.last_seq + 1 => return Ok(Some(record)),
                 // A gap (we lagged, or records were committed by another process): read the store.
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
                     let records = self.unseen().await?;
@@ -228,7 +238,7 @@ impl Subscription {
     /// day for a human). `None` when the store was read (the backlog holds what it had).
     async fn poll_shared(
         &mut self,
-    ) -> Result<Option<Result<Arc<JournalRecord>, broadcast::error::RecvError>>, StoreError> {
+    ) -> Result<Option<Result<Arc<Published>, broadcast::error::RecvError>>, StoreError> {
         let quiet = self.engine.inner.config.poll * (1 << self.quiet_polls.min(4));
         if let Ok(received) =
             tokio::time::timeout(quiet.min(Duration::from_secs(2)), self.rx.recv()).await
@@ -256,6 +266,12 @@ impl Subscription {
         }
     }
 
+    fn storage_unavailable(&self) -> EngineError {
+        EngineError::StorageUnavailable {
+            task_id: self.task_id.to_string(),
+        }
+    }
+
     /// What the store holds after the last record returned.
     async fn unseen(&self) -> Result<Vec<JournalRecord>, StoreError> {
         self.engine
@@ -269,13 +285,14 @@ impl Subscription {
     /// the backlog has a gap, which [`Subscription::next_record`] fills from the store.
     fn drain_live(&mut self) {
         loop {
-            match self.rx.try_recv() {
-                Ok(record) => {
+            match self.rx.try_recv().as_deref() {
+                Ok(Published::Record(record)) => {
                     let newest = self.backlog.back().map(|r| r.seq).unwrap_or(self.last_seq);
                     if record.seq > newest {
-                        self.backlog.push_back((*record).clone());
+                        self.backlog.push_back(record.clone());
                     }
                 }
+                Ok(Published::WriteFailed) => self.write_failed = true,
                 Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
                 Err(_) => break,
             }

@@ -3,6 +3,7 @@
 
 use super::jsonrpc::{codes, RpcError};
 use crate::engine::EngineError;
+use crate::store::StoreError;
 
 /// Map an engine error to the A2A error a client should see; internals are logged, not sent.
 pub(crate) fn engine_error(error: EngineError, cancel: bool) -> RpcError {
@@ -24,6 +25,14 @@ pub(crate) fn engine_error(error: EngineError, cancel: bool) -> RpcError {
         ),
         e @ EngineError::VersionMismatch { .. } => {
             RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
+        }
+        e @ (EngineError::StorageUnavailable { .. }
+        | EngineError::Store(StoreError::Backend { .. })) => {
+            tracing::error!(error = %e, "storage unavailable");
+            RpcError::new(
+                codes::STORAGE_UNAVAILABLE,
+                "storage unavailable; retry later (the server log has the details)",
+            )
         }
         other => {
             tracing::error!(error = %other, "request failed");

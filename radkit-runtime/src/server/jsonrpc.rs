@@ -25,6 +25,11 @@ pub mod codes {
     pub const UNSUPPORTED_OPERATION: i64 = -32004;
     /// Incompatible content types.
     pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+    /// radkit's own (in JSON-RPC's range for server errors): the store does not accept writes or
+    /// cannot be reached right now (a full disk, a database that is down). Nothing of the request
+    /// was acknowledged unless it says so; a task whose write failed resumes by itself once the store
+    /// accepts writes again. Retry later.
+    pub const STORAGE_UNAVAILABLE: i64 = -32050;
 }
 
 /// A JSON-RPC error object.
