@@ -312,14 +312,28 @@ async fn every<Fut>(
 }
 
 /// Renew every third of the lease's lifetime, on its own task so that claiming and resuming never
-/// delay it.
+/// delay it. A renewal that fails (the database is unreachable, or the statement lost a conflict)
+/// says nothing about the leases: none is given up for it, and the next renewal comes sooner, after a
+/// tenth of the lifetime, while the leases still have most of theirs.
 async fn keep_leases(engine: Weak<Inner>) {
+    let failed = Arc::new(AtomicBool::new(false));
     every(
         engine,
-        |e| e.config.lease_ttl / 3,
-        |e| async move {
-            if let Err(e) = e.renew().await {
-                tracing::warn!(error = %e, "lease renewal failed");
+        {
+            let failed = failed.clone();
+            move |e| match failed.load(Ordering::SeqCst) {
+                true => e.config.lease_ttl / 10,
+                false => e.config.lease_ttl / 3,
+            }
+        },
+        |e| {
+            let failed = failed.clone();
+            async move {
+                let result = e.renew().await;
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, "lease renewal failed; retrying soon");
+                }
+                failed.store(result.is_err(), Ordering::SeqCst);
             }
         },
     )
