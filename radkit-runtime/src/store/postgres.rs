@@ -223,19 +223,33 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// The first key of the advisory lock migrations take (the second is the schema's name hashed), so
+/// that it does not meet an application's own advisory locks on the same database: "radk".
+const MIGRATION_LOCK: i32 = 0x7261_646b;
+
 async fn migrate(client: &mut Client) -> Result<(), StoreError> {
     migrate_to(client, MIGRATIONS.len()).await
 }
 
 /// Apply the migrations up to `target` (tests stop early to write rows in an old schema).
 async fn migrate_to(client: &mut Client, target: usize) -> Result<(), StoreError> {
-    client
-        .batch_execute("CREATE TABLE IF NOT EXISTS radkit_migrations (version INT PRIMARY KEY)")
-        .await?;
-    // One migrator at a time, across processes.
+    // One migrator at a time per schema, across processes, from the very first statement: two
+    // processes starting on a fresh database at once would otherwise both create `radkit_migrations`
+    // (one of them failing on a unique violation in `pg_type`). The lock is the transaction's, so it
+    // is released at commit or rollback, and by the server when a frozen starter's session times out.
     let tx = client.transaction().await?;
-    tx.batch_execute("LOCK TABLE radkit_migrations IN EXCLUSIVE MODE")
-        .await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext(COALESCE(current_schema(), '')))",
+        &[&MIGRATION_LOCK],
+    )
+    .await
+    .map_err(|e| StoreError::backend("taking the postgres migration lock", e))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS radkit_migrations (version INT PRIMARY KEY);
+         LOCK TABLE radkit_migrations IN EXCLUSIVE MODE",
+    )
+    .await
+    .map_err(|e| StoreError::backend("creating the postgres migrations table", e))?;
     let row = tx
         .query_one(
             "SELECT COALESCE(MAX(version), 0) AS version FROM radkit_migrations",
