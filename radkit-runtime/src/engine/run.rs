@@ -259,6 +259,11 @@ impl TaskRun {
         }
     }
 
+    /// Stop this run as on a lost lease, without logging a takeover (the caller logged why).
+    pub fn stop_as_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+    }
+
     /// True once the lease was lost.
     pub fn lease_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
@@ -315,10 +320,8 @@ impl TaskRun {
                 Err(e) if e.is_retryable() && conflicts < APPEND_RETRIES && !self.is_halted() => {
                     conflicts += 1;
                     tracing::debug!(task = %self.task_id, error = %e, first_seq, conflicts, "journal append lost a conflict; appending again");
-                    tokio::time::sleep(std::time::Duration::from_millis(
-                        10 << conflicts.min(6),
-                    ))
-                    .await;
+                    tokio::time::sleep(std::time::Duration::from_millis(10 << conflicts.min(6)))
+                        .await;
                 }
                 appended => break appended,
             }

@@ -1085,6 +1085,22 @@ impl Leases for PostgresStore {
             .collect())
     }
 
+    async fn holds(&self, owner: &str, task_id: &str, token: u64) -> Result<bool, StoreError> {
+        let rows = self
+            .rows(
+                "SELECT 1 AS held FROM radkit_tasks
+                 WHERE id = $1 AND lease_owner = $2 AND fence = $3 AND lease_expires_ms > $4",
+                &[
+                    &task_id,
+                    &owner,
+                    &to_sql_int("fencing token", token)?,
+                    &now_ms(),
+                ],
+            )
+            .await?;
+        Ok(!rows.is_empty())
+    }
+
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
         self.exec(
             "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
