@@ -40,8 +40,10 @@ fn main() -> ExitCode {
             tasks_finish_when_the_database_drops_every_connection_mid_run,
             a_submit_only_engine_leaves_its_tasks_to_the_workers,
             three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing,
+            two_workers_with_short_leases_and_no_faults_run_every_effect_once,
             a_worker_paused_past_its_lease_is_fenced_off,
             a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing,
+            an_at_most_once_effect_never_starts_after_the_lease_was_taken,
             a_task_started_on_a_killed_server_is_streamed_and_finished_by_another,
             sigterm_stops_a_worker_and_gives_its_leases_back;
     })
@@ -643,6 +645,61 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
     }
 }
 
+/// No fault at all: two workers with 2 s leases (renewed every 0.7 s) share 300 tasks of 100 ticks.
+/// Lease renewal and the group-commit append both lock many task rows; they must lock them in one
+/// order, else Postgres breaks the deadlock after a second by aborting one of them, a renewal that
+/// fails so costs leases, and the other worker re-runs effects. (Before the fix about half the runs of
+/// 60 ticks failed; 100 ticks give the deadlock more chances.)
+async fn two_workers_with_short_leases_and_no_faults_run_every_effect_once() {
+    let url = fresh_schema().await;
+    let dir = tempfile::tempdir().unwrap();
+    let _logs = ShowLogsOnFailure(dir.path());
+    let log = dir.path().join("ticks.log");
+    let submit = submitter(&url).await;
+    let mut tasks = Vec::new();
+    for _ in 0..300 {
+        tasks.push(send(&submit, "ticker", "100 10").await);
+    }
+    let errs: Vec<_> = (0..2)
+        .map(|i| dir.path().join(format!("worker-{i}.err")))
+        .collect();
+    let _workers: Vec<Worker> = (0..2)
+        .map(|i| Worker::start(&url, &format!("worker-{i}"), &log, &errs[i], 2_000, 256))
+        .collect();
+    let store = submit.store().clone();
+    wait_for("all 300 tasks", Duration::from_secs(180), async || {
+        completed(&store).await == 300
+    })
+    .await;
+    let ticks = executions(&log);
+    let twice: Vec<_> = ticks.iter().filter(|(_, pids)| pids.len() > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{} effects ran more than once with no fault injected: {:?}",
+        twice.len(),
+        twice.iter().take(5).collect::<Vec<_>>()
+    );
+    assert_eq!(ticks.len(), 300 * 100, "every tick ran");
+    for task in &tasks {
+        check_journal(task, &store.journal(task, 0).await.unwrap());
+    }
+    for err in &errs {
+        let text = std::fs::read_to_string(err).unwrap_or_default();
+        for symptom in [
+            "deadlock",
+            "lease renewal failed",
+            "fenced off",
+            "append failed",
+        ] {
+            assert!(
+                !text.contains(symptom),
+                "{}: `{symptom}` with no fault injected:\n{text}",
+                err.display()
+            );
+        }
+    }
+}
+
 async fn a_worker_paused_past_its_lease_is_fenced_off() {
     let url = fresh_schema().await;
     let dir = tempfile::tempdir().unwrap();
@@ -931,6 +988,200 @@ async fn a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing(
         "b re-ran the interrupted tick under its InvocationId"
     );
     assert_eq!(b_ticks.len(), 3, "b ran the third, fourth and fifth ticks");
+    drop(a);
+}
+
+/// The Postgres store of an engine whose journal write of its `at`th command is held, once committed,
+/// until the test lets it return (the window between journaling a command and starting its effect,
+/// stretched), and which announces every lease check the engine makes to the waiters of `checked`.
+struct HoldAfterCommand {
+    inner: PostgresStore,
+    at: usize,
+    commands: Mutex<usize>,
+    held: Notify,
+    go: Notify,
+    checked: Notify,
+}
+
+#[async_trait::async_trait]
+impl Store for HoldAfterCommand {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        let issued = append
+            .entries
+            .iter()
+            .filter(|e| matches!(e, Entry::CommandIssued { .. }))
+            .count();
+        self.inner.append(append).await?;
+        let reached = {
+            let mut commands = self.commands.lock().unwrap();
+            let before = *commands;
+            *commands += issued;
+            before < self.at && *commands >= self.at
+        };
+        if reached {
+            self.held.notify_one();
+            self.go.notified().await;
+        }
+        Ok(())
+    }
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal(task_id, after).await
+    }
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal_for_replay(task_id).await
+    }
+    fn leases(&self) -> Option<&dyn Leases> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl Leases for HoldAfterCommand {
+    async fn claim(
+        &self,
+        owner: &str,
+        skills: &[(String, String)],
+        held: &[String],
+        ttl_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<radkit::store::Lease>, StoreError> {
+        self.inner.claim(owner, skills, held, ttl_ms, limit).await
+    }
+    async fn acquire(
+        &self,
+        owner: &str,
+        task_id: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<radkit::store::Lease>, StoreError> {
+        self.inner.acquire(owner, task_id, ttl_ms).await
+    }
+    async fn renew(
+        &self,
+        owner: &str,
+        held: &[(String, u64)],
+        ttl_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.renew(owner, held, ttl_ms).await
+    }
+    async fn holds(&self, owner: &str, task_id: &str, token: u64) -> Result<bool, StoreError> {
+        let held = self.inner.holds(owner, task_id, token).await;
+        self.checked.notify_waiters();
+        held
+    }
+    async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
+        self.inner.release(owner, task_id, token).await
+    }
+    async fn request_cancel(&self, task_id: &str) -> Result<(), StoreError> {
+        self.inner.request_cancel(task_id).await
+    }
+    async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.cancel_requests(owner).await
+    }
+}
+
+/// An `AtMostOnce` `tick` tool recording each call's InvocationId, announcing each call to the
+/// waiters of `called`.
+fn at_most_once_tick(calls: Arc<Mutex<Vec<String>>>, called: Arc<Notify>) -> radkit::tools::FnTool {
+    radkit::tools::FnTool::typed(
+        radkit::flow::EffectPolicy::AtMostOnce,
+        move |count: demo::ticker::Count, key| {
+            calls.lock().unwrap().push(key.as_str().to_owned());
+            called.notify_waiters();
+            async move { Ok::<u64, radkit::flow::EffectError>(count.done + 1) }
+        },
+    )
+}
+
+/// A worker paused between journaling an `AtMostOnce` command and starting its effect, while its
+/// lease is taken over, must not start the effect: it checks the lease right before (fencing alone
+/// refuses only the receipt, after the effect happened). The next owner reports the outcome unknown.
+async fn an_at_most_once_effect_never_starts_after_the_lease_was_taken() {
+    let url = fresh_schema().await;
+    let client = sql(&url).await;
+    let store = Arc::new(HoldAfterCommand {
+        inner: PostgresStore::connect(&url).await.unwrap(),
+        at: 3,
+        commands: Mutex::new(0),
+        held: Notify::new(),
+        go: Notify::new(),
+        checked: Notify::new(),
+    });
+    let (calls_a, called_a) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Notify::new()));
+    let tick = at_most_once_tick(calls_a.clone(), called_a.clone());
+    let a = demo::engine(Engine::builder_arc(store.clone()))
+        .map_effects(|effects| effects.tool("tick", tick))
+        .worker_id("engine-a")
+        .lease_ttl(Duration::from_secs(60))
+        .poll_interval(Duration::from_millis(20))
+        .start()
+        .await
+        .expect("start engine a");
+    let task = send(&a, "ticker", "5").await;
+    within(
+        PATIENCE,
+        "a to journal its third tick",
+        store.held.notified(),
+    )
+    .await;
+    assert_eq!(calls_a.lock().unwrap().len(), 2, "two ticks ran");
+    // Another worker took the task over meanwhile (what a pause past the lease looks like).
+    client
+        .execute(
+            "UPDATE radkit_tasks SET lease_owner = 'engine-b', fence = fence + 1,
+                lease_expires_ms = $2 WHERE id = $1",
+            &[&task.to_string(), &(now_ms() + 60_000)],
+        )
+        .await
+        .unwrap();
+    // Wait for whichever comes first once a goes on: its lease check or the tick (announced to
+    // waiters registered now, so nothing from the earlier ticks counts).
+    let (checked, called) = (store.checked.notified(), called_a.notified());
+    tokio::pin!(checked, called);
+    checked.as_mut().enable();
+    called.as_mut().enable();
+    store.go.notify_one();
+    within(PATIENCE, "a to check its lease or run the tick", async {
+        tokio::select! {
+            _ = checked => {}
+            _ = called => {}
+        }
+    })
+    .await;
+    let ran = calls_a.lock().unwrap().clone();
+    assert_eq!(
+        ran.len(),
+        2,
+        "a started the at-most-once tick after its lease was taken: {ran:?}"
+    );
+
+    // The next owner finds the third tick journaled without a receipt: its outcome is unknown.
+    client
+        .execute(
+            "UPDATE radkit_tasks SET lease_expires_ms = 0 WHERE id = $1",
+            &[&task.to_string()],
+        )
+        .await
+        .unwrap();
+    let (calls_b, called_b) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Notify::new()));
+    let tick = at_most_once_tick(calls_b.clone(), called_b);
+    let b = demo::engine(Engine::builder(PostgresStore::connect(&url).await.unwrap()))
+        .map_effects(|effects| effects.tool("tick", tick))
+        .worker_id("engine-b")
+        .lease_ttl(Duration::from_secs(60))
+        .poll_interval(Duration::from_millis(20))
+        .start()
+        .await
+        .expect("start engine b");
+    let done = settled(&b, &task).await;
+    assert_eq!(done.status.state, TaskState::Failed, "{:?}", done.status);
+    assert!(calls_b.lock().unwrap().is_empty(), "b ran no tick");
+    assert_eq!(calls_a.lock().unwrap().len(), 2, "a ran no more");
     drop(a);
 }
 

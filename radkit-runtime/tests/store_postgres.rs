@@ -23,7 +23,9 @@ fn main() -> ExitCode {
             concurrent_claimers_never_get_the_same_task,
             only_tasks_with_work_now_are_claimed,
             a_null_or_mistyped_column_is_a_typed_error_naming_it,
-            the_migration_backfills_the_checkpoint_column_of_rows_the_previous_version_wrote;
+            the_migration_backfills_the_checkpoint_column_of_rows_the_previous_version_wrote,
+            processes_connecting_to_a_fresh_schema_at_once_all_succeed,
+            a_postgres_server_error_keeps_its_message_detail_and_code;
     })
 }
 
@@ -467,4 +469,88 @@ async fn the_migration_backfills_the_checkpoint_column_of_rows_the_previous_vers
     radkit_runtime::store::postgres::drop_schema(&url, &schema)
         .await
         .ok();
+}
+
+/// Stores connecting at once to a fresh schema (processes starting together on a new database) all
+/// migrate it: the first applies the migrations, the others wait for it and find them applied. The
+/// migrations table was once created before the migration lock was taken, and all but one starter
+/// failed on a unique violation in `pg_type`.
+async fn processes_connecting_to_a_fresh_schema_at_once_all_succeed() {
+    let url = services::postgres_url();
+    let (_, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
+        .await
+        .expect("create a test schema");
+    let connects: Vec<_> = (0..8)
+        .map(|_| {
+            let scoped = scoped.clone();
+            tokio::spawn(async move { PostgresStore::connect(&scoped).await })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for connect in connects {
+        match connect.await.expect("the connect task") {
+            Ok(store) => stores.push(store),
+            Err(e) => panic!("a concurrent connect failed: {e}"),
+        }
+    }
+    let row = sql(&scoped)
+        .await
+        .query_one(
+            "SELECT count(*), max(version)::bigint FROM radkit_migrations",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (count, max): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(count, max, "each migration applied once");
+    create(&stores[7], "t", TaskState::Submitted, None).await;
+    assert!(stores[0].task("t").await.unwrap().is_some());
+}
+
+/// What the server says when it refuses a statement reaches the store error's text: its message, its
+/// detail, its hint and its SQLSTATE, both through the writer (an append) and through the pool (a
+/// lease taken); tokio-postgres's own text for a server error is only "db error".
+async fn a_postgres_server_error_keeps_its_message_detail_and_code() {
+    let url = services::postgres_url();
+    let (schema, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
+        .await
+        .expect("create a test schema");
+    let store = PostgresStore::connect(&scoped).await.unwrap();
+    create(&store, "t", TaskState::Submitted, None).await;
+    // A trigger refuses every later change of a task row, with a message, a detail and a hint.
+    sql(&scoped)
+        .await
+        .batch_execute(&format!(
+            "CREATE FUNCTION {schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               RAISE EXCEPTION 'task rows are frozen'
+                 USING DETAIL = 'an administrator froze them', HINT = 'ask the administrator',
+                       ERRCODE = 'P0042';
+             END $$;
+             CREATE TRIGGER refuse BEFORE UPDATE ON {schema}.radkit_tasks
+                FOR EACH ROW EXECUTE FUNCTION {schema}.refuse();"
+        ))
+        .await
+        .unwrap();
+    let appended = store
+        .append(Append::new("t", 2, vec![Entry::CancelRequested]))
+        .await
+        .expect_err("the trigger refuses the append");
+    let acquired = store
+        .leases()
+        .expect("postgres has leases")
+        .acquire("w", "t", 1_000)
+        .await
+        .expect_err("the trigger refuses the lease");
+    for error in [appended, acquired] {
+        let text = error.to_string();
+        for part in [
+            "P0042",
+            "task rows are frozen",
+            "an administrator froze them",
+            "ask the administrator",
+        ] {
+            assert!(text.contains(part), "`{part}` is missing from `{text}`");
+        }
+    }
 }

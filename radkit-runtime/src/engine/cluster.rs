@@ -123,6 +123,34 @@ impl Inner {
         }
     }
 
+    /// Right before an `AtMostOnce` effect of `run` starts: true when the run may start it, because
+    /// it still holds its task's lease (owner and token current, not expired) or needs none. A worker
+    /// paused past its lease (GC, SIGSTOP, a partition) would otherwise start the effect after the new
+    /// owner took the task, and fencing refuses only its receipt. When the lease is gone, or the store
+    /// cannot say, the run stops as on a lost lease: the effect never starts, and the task's next
+    /// owner reports its outcome as unknown, as it does for any `AtMostOnce` command journaled
+    /// without a receipt.
+    pub(crate) async fn may_start_at_most_once(&self, run: &TaskRun) -> bool {
+        let (Some(leases), Some(token)) = (self.store.leases(), run.fence) else {
+            return true;
+        };
+        match leases
+            .holds(&self.config.worker_id, &run.task_id, token)
+            .await
+        {
+            Ok(true) => true,
+            Ok(false) => {
+                run.lose_lease();
+                false
+            }
+            Err(e) => {
+                tracing::warn!(task = %run.task_id, error = %e, "the lease could not be confirmed before an at-most-once effect; the effect does not start and this run stops");
+                run.stop_as_lost();
+                false
+            }
+        }
+    }
+
     /// Give back the lease `run` holds (it waits, finished or stopped). A halted engine keeps its
     /// leases, as a crashed one would: they expire, unless `Engine::shutdown` gives them back.
     pub(crate) async fn disown(&self, run: &TaskRun) {
@@ -312,14 +340,28 @@ async fn every<Fut>(
 }
 
 /// Renew every third of the lease's lifetime, on its own task so that claiming and resuming never
-/// delay it.
+/// delay it. A renewal that fails (the database is unreachable, or the statement lost a conflict)
+/// says nothing about the leases: none is given up for it, and the next renewal comes sooner, after a
+/// tenth of the lifetime, while the leases still have most of theirs.
 async fn keep_leases(engine: Weak<Inner>) {
+    let failed = Arc::new(AtomicBool::new(false));
     every(
         engine,
-        |e| e.config.lease_ttl / 3,
-        |e| async move {
-            if let Err(e) = e.renew().await {
-                tracing::warn!(error = %e, "lease renewal failed");
+        {
+            let failed = failed.clone();
+            move |e| match failed.load(Ordering::SeqCst) {
+                true => e.config.lease_ttl / 10,
+                false => e.config.lease_ttl / 3,
+            }
+        },
+        |e| {
+            let failed = failed.clone();
+            async move {
+                let result = e.renew().await;
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, "lease renewal failed; retrying soon");
+                }
+                failed.store(result.is_err(), Ordering::SeqCst);
             }
         },
     )

@@ -1,5 +1,6 @@
 //! Performing one `llm` or `tool` command: attempts with exponential backoff and jitter, every failed
-//! attempt journaled, the receipt recorded, crash hooks at each boundary.
+//! attempt journaled, the receipt recorded, crash hooks at each boundary. On a shared store an
+//! `AtMostOnce` attempt starts only after the store confirms the run still holds the task's lease.
 
 use std::sync::Arc;
 
@@ -40,6 +41,9 @@ impl Inner {
         loop {
             attempt += 1;
             if run.is_halted() {
+                return None;
+            }
+            if !cmd.policy.reissue_allowed() && !self.may_start_at_most_once(run).await {
                 return None;
             }
             let started = std::time::Instant::now();

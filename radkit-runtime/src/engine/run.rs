@@ -193,6 +193,10 @@ pub(crate) struct TaskRun {
     pub fold_check: Option<FoldCheck>,
 }
 
+/// Times an append rolled back by a deadlock or a serialization conflict is made again before the
+/// run stops on it (the store has retried it already; this covers a conflict that outlasts that).
+const APPEND_RETRIES: u32 = 5;
+
 /// Why a flush failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum FlushError {
@@ -257,6 +261,11 @@ impl TaskRun {
         }
     }
 
+    /// Stop this run as on a lost lease, without logging a takeover (the caller logged why).
+    pub fn stop_as_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+    }
+
     /// True once the lease was lost.
     pub fn lease_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
@@ -305,7 +314,21 @@ impl TaskRun {
                 .unwrap_or_else(|p| p.into_inner())
                 .take();
         }
-        match self.store.append(append).await {
+        // An append rolled back by a conflict with a concurrent statement wrote nothing: the same
+        // append is made again, so the conflict costs the run no step.
+        let mut conflicts = 0;
+        let appended = loop {
+            match self.store.append(append.clone()).await {
+                Err(e) if e.is_retryable() && conflicts < APPEND_RETRIES && !self.is_halted() => {
+                    conflicts += 1;
+                    tracing::debug!(task = %self.task_id, error = %e, first_seq, conflicts, "journal append lost a conflict; appending again");
+                    tokio::time::sleep(std::time::Duration::from_millis(10 << conflicts.min(6)))
+                        .await;
+                }
+                appended => break appended,
+            }
+        };
+        match appended {
             Ok(()) => {}
             Err(e @ StoreError::Fenced { .. }) => {
                 self.lose_lease();

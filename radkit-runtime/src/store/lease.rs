@@ -69,6 +69,11 @@ pub trait Leases: Send + Sync {
         ttl_ms: i64,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// True while `owner` holds the lease on `task_id` with `token` and it has not expired: the
+    /// engine asks right before it starts an `AtMostOnce` effect, which must not start without a valid
+    /// lease (a worker paused past its lease may otherwise run it after the new owner took the task).
+    async fn holds(&self, owner: &str, task_id: &str, token: u64) -> Result<bool, StoreError>;
+
     /// Give a lease back (its task now waits for input or a timer, or is finished).
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError>;
 

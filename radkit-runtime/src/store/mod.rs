@@ -334,6 +334,31 @@ impl StoreError {
             source: source.into(),
         }
     }
+
+    /// True when the operation was rolled back whole because it lost a deadlock or a serialization
+    /// conflict against a concurrent one (Postgres SQLSTATE `40P01`, `40001`): it changed nothing, and
+    /// doing it again is safe and will likely succeed. Such an error says nothing about leases (a
+    /// renewal that failed this way did not find them taken over) and costs no step (an append that
+    /// failed this way wrote nothing, so the same append may be made again).
+    pub fn is_retryable(&self) -> bool {
+        let StoreError::Backend { source, .. } = self else {
+            return false;
+        };
+        let mut next: Option<&(dyn Error + 'static)> = Some(source.as_ref());
+        while let Some(e) = next {
+            if let Some(db) = e.downcast_ref::<tokio_postgres::error::DbError>() {
+                return rolled_back_by_conflict(db.code());
+            }
+            next = e.source();
+        }
+        false
+    }
+}
+
+/// The statement lost a deadlock or a serialization conflict, so it was rolled back whole.
+pub(crate) fn rolled_back_by_conflict(code: &tokio_postgres::error::SqlState) -> bool {
+    use tokio_postgres::error::SqlState;
+    *code == SqlState::T_R_DEADLOCK_DETECTED || *code == SqlState::T_R_SERIALIZATION_FAILURE
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -354,20 +379,33 @@ impl From<deadpool_postgres::PoolError> for StoreError {
     }
 }
 
-/// An error and its causes, `outer: inner: …`. A Postgres server error shows its severity, SQLSTATE
-/// and message (tokio-postgres's own text for it is just "db error").
+/// An error and its causes, `outer: inner: …`. A Postgres server error shows its severity, SQLSTATE,
+/// message, and its detail, hint and context when it has them (tokio-postgres's own text for it is
+/// just "db error").
 pub(crate) fn describe(error: &(dyn Error + 'static)) -> String {
     use tokio_postgres::error::DbError;
     let mut parts: Vec<String> = Vec::new();
     let mut next = Some(error);
     while let Some(e) = next {
         let text = match e.downcast_ref::<DbError>() {
-            Some(db) => format!(
-                "postgres {} {}: {}",
-                db.severity(),
-                db.code().code(),
-                db.message()
-            ),
+            Some(db) => {
+                let mut text = format!(
+                    "postgres {} {}: {}",
+                    db.severity(),
+                    db.code().code(),
+                    db.message()
+                );
+                for (label, part) in [
+                    ("detail", db.detail()),
+                    ("hint", db.hint()),
+                    ("where", db.where_()),
+                ] {
+                    if let Some(part) = part.filter(|p| !p.is_empty()) {
+                        text.push_str(&format!(" ({label}: {part})"));
+                    }
+                }
+                text
+            }
             None if e.source().is_some_and(|s| s.is::<DbError>()) => String::new(),
             None => e.to_string(),
         };

@@ -5,7 +5,16 @@
 //! task row (`FOR UPDATE`), checks the expected seq and, when the append carries a fencing token, that
 //! the token is still the task's current one: a worker whose lease was taken over can no longer append.
 //! Leases ([`Leases`]) are claimed with `FOR UPDATE SKIP LOCKED`. Schema changes are
-//! versioned migrations applied at connect.
+//! versioned migrations applied at connect, one migrator at a time per schema (an advisory lock).
+//!
+//! Lock order: a statement that locks several task rows (the group-commit append, lease renewal, a
+//! claim) locks them by `tid` (`ORDER BY tid FOR NO KEY UPDATE`) before it changes any, so two such
+//! statements (a worker's renewal and its own append, say) at worst wait for each other and never
+//! deadlock. Postgres breaks a deadlock only after `deadlock_timeout` (1 s by default) by aborting one
+//! statement, and a renewal aborted that way can cost leases. Statements that lock one row (acquire,
+//! release, a cancel request) cannot close a cycle. A statement that still loses a deadlock or a
+//! serialization conflict (40P01, 40001) was rolled back whole and is run again
+//! ([`StoreError::is_retryable`]).
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -214,19 +223,33 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// The first key of the advisory lock migrations take (the second is the schema's name hashed), so
+/// that it does not meet an application's own advisory locks on the same database: "radk".
+const MIGRATION_LOCK: i32 = 0x7261_646b;
+
 async fn migrate(client: &mut Client) -> Result<(), StoreError> {
     migrate_to(client, MIGRATIONS.len()).await
 }
 
 /// Apply the migrations up to `target` (tests stop early to write rows in an old schema).
 async fn migrate_to(client: &mut Client, target: usize) -> Result<(), StoreError> {
-    client
-        .batch_execute("CREATE TABLE IF NOT EXISTS radkit_migrations (version INT PRIMARY KEY)")
-        .await?;
-    // One migrator at a time, across processes.
+    // One migrator at a time per schema, across processes, from the very first statement: two
+    // processes starting on a fresh database at once would otherwise both create `radkit_migrations`
+    // (one of them failing on a unique violation in `pg_type`). The lock is the transaction's, so it
+    // is released at commit or rollback, and by the server when a frozen starter's session times out.
     let tx = client.transaction().await?;
-    tx.batch_execute("LOCK TABLE radkit_migrations IN EXCLUSIVE MODE")
-        .await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext(COALESCE(current_schema(), '')))",
+        &[&MIGRATION_LOCK],
+    )
+    .await
+    .map_err(|e| StoreError::backend("taking the postgres migration lock", e))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS radkit_migrations (version INT PRIMARY KEY);
+         LOCK TABLE radkit_migrations IN EXCLUSIVE MODE",
+    )
+    .await
+    .map_err(|e| StoreError::backend("creating the postgres migrations table", e))?;
     let row = tx
         .query_one(
             "SELECT COALESCE(MAX(version), 0) AS version FROM radkit_migrations",
@@ -316,7 +339,9 @@ impl PostgresStore {
 
     /// Run `statement` on a pooled connection. A connection the server closed (a restart, a
     /// failover, an administrator) is thrown away and the statement retried on the next one (at most
-    /// once per pooled connection, then on a new one); every statement run here is safe to repeat.
+    /// once per pooled connection, then on a new one); a statement rolled back by a deadlock or a
+    /// serialization conflict is run again after a short pause (up to [`ROUND_RETRIES`] times). Every
+    /// statement run here is safe to repeat.
     async fn retrying<T, Fut>(
         &self,
         statement: impl Fn(deadpool_postgres::Object) -> Fut,
@@ -327,10 +352,17 @@ impl PostgresStore {
         >,
     {
         let mut retries = 0;
+        let mut conflicts = 0;
         loop {
             let (client, result) = statement(self.reader().await?).await;
             match result {
                 Ok(value) => return Ok(value),
+                Err(e) if conflicts < ROUND_RETRIES && rolled_back_by_conflict(&e) => {
+                    conflicts += 1;
+                    tracing::debug!(retries = conflicts, error = %describe(&e), "statement retried");
+                    drop(client);
+                    conflict_pause(conflicts).await;
+                }
                 Err(e) if retries <= POOL_SIZE && (client.is_closed() || disconnected(&e)) => {
                     tracing::warn!(error = %describe(&e), "postgres connection lost; retrying on a new one");
                     drop(deadpool_postgres::Object::take(client));
@@ -491,11 +523,7 @@ async fn commit_batch(
                 Err(e) if rolled_back_by_conflict(&e) && retries < ROUND_RETRIES => {
                     retries += 1;
                     tracing::debug!(retries, error = %describe(&e), "append round retried");
-                    let pause = 1u64 << retries.min(6);
-                    tokio::time::sleep(std::time::Duration::from_millis(
-                        pause + fastrand::u64(0..=pause),
-                    ))
-                    .await;
+                    conflict_pause(retries).await;
                 }
                 other => break other,
             }
@@ -546,25 +574,37 @@ const ROUND_RETRIES: u32 = 8;
 /// The statement was rolled back whole because it lost a deadlock or a serialization conflict, so
 /// running it again is safe.
 fn rolled_back_by_conflict(e: &tokio_postgres::Error) -> bool {
-    use tokio_postgres::error::SqlState;
-    e.code().is_some_and(|c| {
-        *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
-    })
+    e.code().is_some_and(super::rolled_back_by_conflict)
 }
 
-/// One statement, so one round trip and one implicit transaction, whatever the round's size: the
+/// A pause before running again a statement that lost a conflict: 2, 4, … 64 ms after the `retries`th
+/// loss, plus as much jitter, so that the two sides of a conflict do not meet again.
+async fn conflict_pause(retries: u32) {
+    let pause = 1u64 << retries.clamp(1, 6);
+    tokio::time::sleep(std::time::Duration::from_millis(
+        pause + fastrand::u64(0..=pause),
+    ))
+    .await;
+}
+
+/// One statement, so one round trip and one implicit transaction, whatever the round's size: `locked`
+/// takes the row locks of the tasks to update in `tid` order (see the module docs), the
 /// `UPDATE` checks each task's expected seq and fencing token under the row lock (a row another
 /// transaction holds is re-checked once it is free), the `INSERT` creates new tasks, and the journal
 /// rows of exactly the appends that passed are inserted.
 const APPEND_SQL: &str = "
-WITH upd AS (
+WITH locked AS MATERIALIZED (
+  SELECT tid FROM radkit_tasks WHERE id = ANY($2::text[]) ORDER BY tid FOR NO KEY UPDATE
+), upd AS (
   UPDATE radkit_tasks t
   SET last_seq = v.last_seq, updated_at_ms = $1,
       state = COALESCE(v.state, t.state),
       wake_at_ms = CASE WHEN v.set_wake THEN v.wake ELSE t.wake_at_ms END
-  FROM UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[])
+  FROM locked,
+       UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[])
        AS v(id, first_seq, last_seq, fence, state, set_wake, wake)
-  WHERE t.id = v.id AND t.last_seq = v.first_seq - 1 AND (v.fence IS NULL OR t.fence = v.fence)
+  WHERE t.tid = locked.tid AND t.id = v.id AND t.last_seq = v.first_seq - 1
+    AND (v.fence IS NULL OR t.fence = v.fence)
   RETURNING t.tid, t.id
 ), ins AS (
   INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms,
@@ -1017,11 +1057,19 @@ impl Leases for PostgresStore {
             .iter()
             .map(|(_, t)| to_sql_int("fencing token", *t))
             .collect::<Result<Vec<i64>, _>>()?;
+        // The rows are locked in `tid` order first (see the module docs): the ids come in the order of
+        // the engine's hash map.
         let rows = self
             .rows(
-                "UPDATE radkit_tasks t SET lease_expires_ms = $1
-                 FROM UNNEST($2::text[], $3::bigint[]) AS v(id, fence)
-                 WHERE t.id = v.id AND t.fence = v.fence AND t.lease_owner = $4
+                "WITH locked AS MATERIALIZED (
+                    SELECT t.tid FROM radkit_tasks t
+                    JOIN UNNEST($2::text[], $3::bigint[]) AS v(id, fence)
+                      ON t.id = v.id AND t.fence = v.fence
+                    WHERE t.lease_owner = $4
+                    ORDER BY t.tid FOR NO KEY UPDATE OF t
+                 )
+                 UPDATE radkit_tasks t SET lease_expires_ms = $1
+                 FROM locked WHERE t.tid = locked.tid
                  RETURNING t.id",
                 &[&now_ms().saturating_add(ttl_ms), &ids, &tokens, &owner],
             )
@@ -1035,6 +1083,22 @@ impl Leases for PostgresStore {
             .filter(|(id, _)| !kept.contains(id))
             .map(|(id, _)| id.clone())
             .collect())
+    }
+
+    async fn holds(&self, owner: &str, task_id: &str, token: u64) -> Result<bool, StoreError> {
+        let rows = self
+            .rows(
+                "SELECT 1 AS held FROM radkit_tasks
+                 WHERE id = $1 AND lease_owner = $2 AND fence = $3 AND lease_expires_ms > $4",
+                &[
+                    &task_id,
+                    &owner,
+                    &to_sql_int("fencing token", token)?,
+                    &now_ms(),
+                ],
+            )
+            .await?;
+        Ok(!rows.is_empty())
     }
 
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {

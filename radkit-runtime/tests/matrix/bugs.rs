@@ -168,6 +168,9 @@ impl Leases for HeldRelease {
     ) -> Result<Vec<String>, StoreError> {
         self.leases().renew(owner, held, ttl_ms).await
     }
+    async fn holds(&self, owner: &str, task_id: &str, token: u64) -> Result<bool, StoreError> {
+        self.leases().holds(owner, task_id, token).await
+    }
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
         if self.hold.swap(false, Ordering::SeqCst) {
             self.releasing.notify_one();
