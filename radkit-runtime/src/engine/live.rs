@@ -13,8 +13,10 @@ use crate::journal::JournalRecord;
 /// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
 const LIVE_CAPACITY: usize = 64;
 
-/// What a run tells the subscribers of its task.
+/// What a run tells the subscribers of its task (always behind an `Arc`, so the variants' sizes do
+/// not matter).
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Published {
     /// A committed record.
     Record(JournalRecord),
