@@ -808,11 +808,30 @@ impl Store for BreakableStore {
 /// The generic internal error, and none of the secret's words.
 #[track_caller]
 fn generic_internal_error(envelope: &Value, what: &str) {
-    let message = method_error(envelope, -32603, what);
-    assert_eq!(
-        message, "internal error; the server log has the details",
-        "{what}"
+    generic_error(
+        envelope,
+        -32603,
+        "internal error; the server log has the details",
+        what,
     );
+}
+
+/// The documented storage error (`-32050`), and none of the secret's words.
+#[track_caller]
+fn generic_storage_error(envelope: &Value, what: &str) {
+    generic_error(
+        envelope,
+        -32050,
+        "storage unavailable; retry later (the server log has the details)",
+        what,
+    );
+}
+
+/// `code` with the generic `message`, and none of the secret's words.
+#[track_caller]
+fn generic_error(envelope: &Value, code: i64, says: &str, what: &str) {
+    let message = method_error(envelope, code, what);
+    assert_eq!(message, says, "{what}");
     let text = envelope.to_string();
     for word in [
         "db-primary",
@@ -826,7 +845,7 @@ fn generic_internal_error(envelope: &Value, what: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_failure_is_a_generic_internal_error_without_its_details() {
+async fn a_store_failure_is_the_storage_error_without_its_details() {
     let store = BreakableStore::default();
     let builder = Engine::builder(store.clone())
         .without_registered_skills()
@@ -848,7 +867,7 @@ async fn a_store_failure_is_a_generic_internal_error_without_its_details() {
     for (method, params) in cases {
         let what = format!("{method} {params}");
         let envelope = call(&client, &agent.url, method, params).await;
-        generic_internal_error(&envelope, &what);
+        generic_storage_error(&envelope, &what);
     }
 
     // Repaired, the store shows the task as it was: nothing above changed it.

@@ -230,3 +230,95 @@ async fn a_subscriber_that_lagged_misses_no_record() {
     );
     assert_eq!(seqs, (1..=stored).collect::<Vec<_>>());
 }
+
+/// Reports `PROGRESS_LAPS` progress updates (one append each), then completes.
+struct Chatty;
+
+const PROGRESS_LAPS: u32 = 300;
+
+fn chat<'a>(_: &'a Chatty, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let n: u32 = input.payload()?;
+        if n >= PROGRESS_LAPS {
+            return ctx.complete("chatted", vec![]);
+        }
+        ctx.progress(format!("lap {n}")).await?;
+        goto("chat", n + 1)
+    })
+}
+
+static CHATTY: &[Step<Chatty>] = &[Step::new("chat", chat)
+    .start()
+    .takes_user_message()
+    .goes_to(&["chat"])];
+
+/// A memory store that records how much each journal read returned.
+#[derive(Clone, Default)]
+struct CountingReads {
+    inner: MemoryStore,
+    whole_reads: Arc<std::sync::atomic::AtomicUsize>,
+    largest_page: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait]
+impl Store for CountingReads {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.inner.append(append).await
+    }
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        self.whole_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.journal(task_id, after).await
+    }
+    async fn journal_page(
+        &self,
+        task_id: &str,
+        after: u64,
+        appends: usize,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let page = self.inner.journal_page(task_id, after, appends).await?;
+        self.largest_page.fetch_max(page.len(), Ordering::SeqCst);
+        Ok(page)
+    }
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal_for_replay(task_id).await
+    }
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+}
+
+/// A subscriber to a long journal holds one page of it at a time: it never reads the whole journal
+/// at once, and still gets every record once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_a_long_journal_reads_it_a_page_at_a_time() {
+    let store = CountingReads::default();
+    let engine = Engine::builder(store.clone())
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("chatty", "Chatty"), Chatty, CHATTY).unwrap())
+        .start()
+        .await
+        .unwrap();
+    let task = engine.send(Request::operator(user("go"))).await.unwrap();
+    ended(&store.inner, &task).await;
+    let stored = store.inner.journal(&task, 0).await.unwrap().len();
+    assert!(stored > 3 * PROGRESS_LAPS as usize, "{stored} records");
+
+    store.whole_reads.store(0, Ordering::SeqCst);
+    store.largest_page.store(0, Ordering::SeqCst);
+    let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    let mut seqs = Vec::new();
+    while let Some(update) = within(PATIENCE, "the next update", sub.next()).await {
+        seqs.push(update.expect("the store can be read").seq());
+    }
+    assert_eq!(seqs, (1..=stored as u64).collect::<Vec<_>>());
+    assert_eq!(
+        store.whole_reads.load(Ordering::SeqCst),
+        0,
+        "no whole-journal read"
+    );
+    let largest = store.largest_page.load(Ordering::SeqCst);
+    assert!(largest <= 64, "a page of {largest} records");
+}

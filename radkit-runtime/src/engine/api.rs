@@ -437,7 +437,11 @@ impl Engine {
         let record = self.visible(caller, task_id).await?;
         let (tx, _) = self.inner.live.handles(task_id);
         let rx = tx.subscribe();
-        let backlog = self.inner.store.journal(task_id, after_seq).await?;
+        let backlog = self
+            .inner
+            .store
+            .journal_page(task_id, after_seq, super::subscription::PAGE_APPENDS)
+            .await?;
         Ok(Subscription::new(
             self.clone(),
             task_id.clone(),

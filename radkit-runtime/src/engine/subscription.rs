@@ -14,6 +14,9 @@ use crate::journal::{Entry, JournalRecord};
 use crate::model::{TaskId, TaskState};
 use crate::store::StoreError;
 
+/// Appends read from the store at a time: what a subscriber holds of a long journal.
+pub(crate) const PAGE_APPENDS: usize = 64;
+
 /// Store reads in a row that may fail while polling a shared store (it may be restarting) before the
 /// subscriber gets the error.
 const POLL_FAILURES: u32 = 5;
@@ -97,6 +100,8 @@ pub struct Subscription {
     failed_polls: u32,
     /// The task's run said an append failed (seen while draining the live channel).
     write_failed: bool,
+    /// The last page read from the store was not empty: the store may hold more after the backlog.
+    paging: bool,
 }
 
 impl Drop for Subscription {
@@ -125,6 +130,7 @@ impl Subscription {
             quiet_polls: 0,
             failed_polls: 0,
             write_failed: false,
+            paging: true,
         }
     }
 
@@ -175,8 +181,19 @@ impl Subscription {
         if gap || (self.backlog.is_empty() && self.engine.inner.shared()) {
             self.backlog = self.unseen().await?.into();
         }
-        let last = self.last_seq;
-        Ok(self.backlog.iter().filter(|r| r.seq > last).any(answers))
+        loop {
+            let last = self.last_seq;
+            if self.backlog.iter().filter(|r| r.seq > last).any(answers) {
+                return Ok(true);
+            }
+            if !self.paging {
+                return Ok(false);
+            }
+            // More may be committed than the backlog holds: read on, a page at a time.
+            let newest = self.backlog.back().map_or(last, |r| r.seq.max(last));
+            let page = self.page_after(newest).await?;
+            self.backlog.extend(page);
+        }
     }
 
     /// The next record after `last_seq`; `None` when the live channel closed; an error when the
@@ -205,6 +222,12 @@ impl Subscription {
                     continue;
                 }
                 None if self.write_failed => return Err(self.storage_unavailable()),
+                // The store may hold more than one page: read it before following live records.
+                None if self.paging => {
+                    let page = self.unseen().await?;
+                    self.backlog.extend(page);
+                    continue;
+                }
                 None => {}
             }
             let received = if self.engine.inner.shared() {
@@ -272,13 +295,21 @@ impl Subscription {
         }
     }
 
-    /// What the store holds after the last record returned.
-    async fn unseen(&self) -> Result<Vec<JournalRecord>, StoreError> {
-        self.engine
+    /// The next page the store holds after the last record returned.
+    async fn unseen(&mut self) -> Result<Vec<JournalRecord>, StoreError> {
+        self.page_after(self.last_seq).await
+    }
+
+    /// The page the store holds after `seq`; an empty one ends paging (live records follow).
+    async fn page_after(&mut self, seq: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        let page = self
+            .engine
             .inner
             .store
-            .journal(&self.task_id, self.last_seq)
-            .await
+            .journal_page(&self.task_id, seq, PAGE_APPENDS)
+            .await?;
+        self.paging = !page.is_empty();
+        Ok(page)
     }
 
     /// Move already-published live records into the backlog, dropping ones we have seen. After a lag

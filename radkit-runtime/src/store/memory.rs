@@ -106,7 +106,32 @@ impl Store for MemoryStore {
         Ok(self
             .lock()
             .get(task_id)
-            .map(|(_, journal)| journal.iter().skip(after_seq as usize).cloned().collect())
+            .map(|(_, journal)| {
+                let skip = usize::try_from(after_seq).unwrap_or(usize::MAX);
+                journal.iter().skip(skip).cloned().collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// A page of `appends` entries (the memory store keeps entries, not appends).
+    async fn journal_page(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+        appends: usize,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let skip = usize::try_from(after_seq).unwrap_or(usize::MAX);
+        Ok(self
+            .lock()
+            .get(task_id)
+            .map(|(_, journal)| {
+                journal
+                    .iter()
+                    .skip(skip)
+                    .take(appends.max(1))
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default())
     }
 

@@ -438,6 +438,20 @@ pub trait Store: Send + Sync + 'static {
     /// Task rows matching `query`.
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;
 
+    /// The next part of a task's journal after `after_seq`: the entries of about `appends` appends
+    /// (all of each append; none when there is nothing after `after_seq`), in order. A reader that
+    /// follows a long journal (a stream, a resubscribe) holds one page at a time. The default reads
+    /// the whole rest, which is correct but holds it all.
+    async fn journal_page(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+        appends: usize,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let _ = appends;
+        self.journal(task_id, after_seq).await
+    }
+
     /// What replay needs: the first entry (`task_created`) and every entry from the last
     /// `checkpoint` on, in order (all entries when there is no checkpoint). Replay restarts at the
     /// last checkpoint it sees, so the default (the whole journal) is correct but slow for long

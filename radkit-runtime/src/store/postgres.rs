@@ -903,6 +903,27 @@ impl Store for PostgresStore {
         decode_rows(task_id, &rows, after_seq)
     }
 
+    async fn journal_page(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+        appends: usize,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let limit = i64::try_from(appends.max(1)).unwrap_or(i64::MAX);
+        // The journal query's index range, `appends` rows of it.
+        let rows = self
+            .rows(
+                "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
+                 WHERE t.id = $1
+                   AND j.seq >= COALESCE((SELECT MAX(c.seq) FROM radkit_journal c
+                                          WHERE c.tid = t.tid AND c.seq <= $2::bigint + 1), 0)
+                 ORDER BY j.seq LIMIT $3",
+                &[&task_id, &to_sql_int("seq", after_seq)?, &limit],
+            )
+            .await?;
+        decode_rows(task_id, &rows, after_seq)
+    }
+
     async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
         let rows = self
             .rows(

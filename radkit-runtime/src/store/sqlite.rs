@@ -504,6 +504,32 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn journal_page(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+        appends: usize,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let id = task_id.to_owned();
+        let limit = i64::try_from(appends.max(1)).unwrap_or(i64::MAX);
+        self.read(move |conn| {
+            read_records(
+                conn,
+                // The journal query's index range, `appends` rows of it.
+                "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
+                 SELECT seq, at_ms, body FROM journal
+                 WHERE tid = (SELECT tid FROM t)
+                   AND seq >= COALESCE((SELECT MAX(seq) FROM journal
+                                        WHERE tid = (SELECT tid FROM t) AND seq <= ?2 + 1), 0)
+                 ORDER BY seq LIMIT ?3",
+                params![id, super::to_sql_int("seq", after_seq)?, limit],
+                &id,
+                after_seq,
+            )
+        })
+        .await
+    }
+
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
         self.read(move |conn| {
             let (sql, values) = list_sql(&query);
