@@ -10,7 +10,7 @@ mod common;
 #[macro_use]
 mod services;
 
-use radkit_runtime::engine::{Caller, Request};
+use radkit_runtime::engine::{Caller, EngineError, Request};
 use radkit_runtime::model::TaskId;
 use std::future::Future;
 use std::path::Path;
@@ -253,15 +253,27 @@ async fn settled(engine: &Engine, task: &TaskId, what: &str) -> Task {
         .unwrap_or_else(|e| panic!("waiting for {what}: {e}"))
 }
 
-/// The task once its terminal entry is journaled (a task that waits for input does not count).
+/// The task once its terminal entry is journaled (a task that waits for input does not count). A
+/// subscription told that the task's run could not write (`StorageUnavailable`) is opened again, as a
+/// client would: the task resumes by itself.
 async fn finished(engine: &Engine, task: &TaskId, what: &str) -> Task {
     within(what, async {
-        let mut sub = engine
-            .subscribe(&Caller::Operator, task)
-            .await
-            .unwrap_or_else(|e| panic!("subscribing for {what}: {e}"));
-        while let Some(update) = sub.next().await {
-            update.unwrap();
+        'follow: loop {
+            let mut sub = engine
+                .subscribe(&Caller::Operator, task)
+                .await
+                .unwrap_or_else(|e| panic!("subscribing for {what}: {e}"));
+            while let Some(update) = sub.next().await {
+                match update {
+                    Ok(_) => {}
+                    Err(EngineError::StorageUnavailable { .. }) => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue 'follow;
+                    }
+                    Err(e) => panic!("following the task for {what}: {e}"),
+                }
+            }
+            break;
         }
         engine
             .task(&Caller::Operator, task, None)
