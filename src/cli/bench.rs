@@ -57,6 +57,18 @@ enum Workload {
         #[arg(long, default_value_t = 32)]
         concurrency: u64,
     },
+    /// Clients that resubscribe to one long task and never read: server memory before, during, after.
+    Resubscribe {
+        /// Journal entries of the task they follow.
+        #[arg(long, default_value_t = 40_000)]
+        entries: u64,
+        /// Followers at once.
+        #[arg(long, default_value_t = 1000)]
+        clients: u64,
+        /// How long they hang on, in seconds.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+    },
     /// Reopen a task with N receipts in a fresh engine; time until its next command.
     Resume {
         /// Receipts before the reopen.
@@ -299,6 +311,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             requests,
             concurrency,
         } => a2a(requests, concurrency).await?,
+        Workload::Resubscribe {
+            entries,
+            clients,
+            seconds,
+        } => {
+            super::bench_streams::resubscribe(entries, clients, Duration::from_secs(seconds))
+                .await?
+        }
         Workload::Resume { steps, child: None } => {
             let (_dir, path) = fresh_db()?;
             // Build a task with `steps` receipts and stop the engine right before its next command.
