@@ -117,6 +117,8 @@ pub async fn resubscribe(entries: u64, clients: u64, hold: Duration) -> anyhow::
     }
     drop(sockets);
     tokio::time::sleep(Duration::from_secs(2)).await;
+    // What `radkit serve` does every few seconds (see `cli::memory`).
+    super::memory::release_free_memory();
     let after = rss_bytes();
     server.abort();
     println!(

@@ -16,6 +16,7 @@ pub mod bench;
 pub mod bench_cluster;
 mod bench_streams;
 pub mod graph;
+mod memory;
 pub mod serve;
 pub mod tasks;
 pub mod worker;

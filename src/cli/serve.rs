@@ -129,6 +129,8 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     config.tokens = tokens(&args.tokens, std::env::var("RADKIT_TOKENS").ok().as_deref());
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
     println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", config.name, skills.join(", "));
+    // Memory a burst of clients used goes back to the system once they are gone.
+    super::memory::spawn_trimmer();
     // On SIGINT or SIGTERM: stop serving, stop writing, and give leases back so that other
     // workers sharing a Postgres store take the tasks over at once.
     tokio::select! {
