@@ -226,3 +226,53 @@ async fn the_deepest_accepted_message_round_trips_and_a_deeper_one_leaves_no_tas
     assert_eq!(history[0].metadata, deepest.metadata);
     assert!(history.iter().any(|m| m.metadata == answer.metadata));
 }
+
+/// A client that retries `message/send` (it lost the answer to a reset connection) gets the task its
+/// first send created, not a second one; A2A's `messageId` is unique per message, and a task id is
+/// derived from it and the sender, so another principal's message with the same id is another task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_message_finds_its_task_instead_of_starting_another() {
+    let store = MemoryStore::new();
+    let engine = errand(store.clone(), Arc::new(tokio::sync::Notify::new()))
+        .start()
+        .await
+        .unwrap();
+    let message = user("note");
+    let first = engine
+        .send(Request::operator(message.clone()))
+        .await
+        .unwrap();
+    let again = engine
+        .send(Request::operator(message.clone()))
+        .await
+        .unwrap();
+    assert_eq!(first, again, "the retry names the first task");
+    // Sent twice at the same time: still one task.
+    let twice = user("note");
+    let (a, b) = tokio::join!(
+        engine.send(Request::operator(twice.clone())),
+        engine.send(Request::operator(twice.clone()))
+    );
+    assert_eq!(a.unwrap(), b.unwrap());
+    // Another principal's message with the same id is its own task.
+    let alice = engine
+        .send(Request::new(Caller::principal("alice"), message.clone()))
+        .await
+        .unwrap();
+    assert_ne!(alice, first);
+    let rows = store.list(TaskQuery::default()).await.unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    // The retry did not disturb the task: it waits for its note, and takes it once.
+    assert_eq!(
+        settled(&engine, &first).await.status.state,
+        TaskState::InputRequired
+    );
+    engine
+        .send(Request::operator(reply(&first, "hi")))
+        .await
+        .unwrap();
+    assert_eq!(
+        settled(&engine, &first).await.status.state,
+        TaskState::Completed
+    );
+}

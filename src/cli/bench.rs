@@ -393,10 +393,15 @@ async fn a2a(requests: u64, concurrency: u64) -> anyhow::Result<()> {
         let (client, url, next) = (client.clone(), url.clone(), next.clone());
         tokio::spawn(async move {
             let mut latencies = Vec::new();
-            while next.fetch_add(1, Ordering::Relaxed) < requests {
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= requests {
+                    break;
+                }
+                // A message id per request: one names one task (a repeated id is a retry).
                 let body = serde_json::json!({
                     "jsonrpc": "2.0", "id": 1, "method": "message/send",
-                    "params": { "message": { "role": "user", "parts": [{ "kind": "text", "text": "ping" }], "messageId": "m", "kind": "message" },
+                    "params": { "message": { "role": "user", "parts": [{ "kind": "text", "text": "ping" }], "messageId": format!("ping-{n}"), "kind": "message" },
                                 "configuration": { "blocking": true } }
                 });
                 let t = Instant::now();

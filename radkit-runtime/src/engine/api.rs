@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::cluster::Ownership;
 use super::replay::Wait;
-use super::run::{RunState, TaskRun, Work};
+use super::run::{self, RunState, TaskRun, Work};
 use super::{
     command, project, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode,
     Request, Snapshot, Subscription,
@@ -14,7 +14,28 @@ use super::{
 use crate::flow::{ErasedSkill, Event, SkillInfo};
 use crate::journal::{json_depth, now_ms, Entry, JournalRecord, MAX_MESSAGE_DEPTH};
 use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
-use crate::store::{NewLease, Store, TaskQuery, TaskRecord, CREATION_TOKEN};
+use crate::store::{NewLease, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN};
+
+/// The namespace of task ids derived from message ids (a UUID v5 namespace of radkit's own).
+const TASK_ID_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x7261_646b_6974_2d74_6173_6b2d_6964_0001);
+
+/// The id of the task a message starts: derived from the sender and the message's id (A2A's
+/// `messageId` is unique per message), so the same message sent again — a client retrying after a
+/// lost answer — names the same task instead of starting a second one. A message without an id gets
+/// a fresh one.
+fn task_id_for(caller: &Caller, message_id: &str) -> TaskId {
+    if message_id.is_empty() {
+        return TaskId::new();
+    }
+    let sender = match caller {
+        Caller::Operator => "operator:".to_owned(),
+        Caller::Principal(name) => format!("principal:{}:", name.len()),
+    };
+    let principal = caller.principal_name().unwrap_or_default();
+    let name = format!("{sender}{principal}\u{0}{message_id}");
+    TaskId::from(uuid::Uuid::new_v5(&TASK_ID_NAMESPACE, name.as_bytes()).to_string())
+}
 
 /// How long a reply to a task whose row says it waits for input waits for a brief holder of the task
 /// (its driver winding down, a load for a timer, a cancel or another reply) before it is answered
@@ -116,11 +137,27 @@ impl Engine {
                 Ok(task_id)
             }
             None => {
+                // A retried message (the client lost the answer) finds the task it created.
+                let task_id = task_id_for(&caller, &message.message_id);
+                if self.created(&caller, &task_id).await? {
+                    return Ok(task_id);
+                }
                 let skill = self.choose_skill(skill.as_deref())?;
                 let mode = mode.unwrap_or(self.inner.config.permission_mode);
-                self.start_task(&caller, skill, mode, message).await
+                self.start_task(&caller, task_id, skill, mode, message)
+                    .await
             }
         }
+    }
+
+    /// True when `task_id` (derived from a caller and a message id) exists and `caller` created it.
+    async fn created(&self, caller: &Caller, task_id: &TaskId) -> Result<bool, EngineError> {
+        Ok(self
+            .inner
+            .store
+            .task(task_id)
+            .await?
+            .is_some_and(|row| caller.can_see(row.principal.as_deref())))
     }
 
     fn choose_skill(&self, skill_id: Option<&str>) -> Result<Arc<dyn ErasedSkill>, EngineError> {
@@ -151,12 +188,13 @@ impl Engine {
     async fn start_task(
         &self,
         caller: &Caller,
+        task_id: TaskId,
         skill: Arc<dyn ErasedSkill>,
         mode: PermissionMode,
         mut message: Message,
     ) -> Result<TaskId, EngineError> {
         let info = skill.info();
-        let task_id = new_id();
+        let task_id = task_id.into_string();
         let context_id = message.context_id.clone().unwrap_or_else(new_id);
         message.task_id = Some(task_id.clone());
         message.context_id = Some(context_id.clone());
@@ -220,6 +258,13 @@ impl Engine {
         let guard = gate.lock_owned().await;
         if let Err(e) = run.flush().await {
             self.inner.disown(&run).await;
+            let task_id = TaskId::from(task_id);
+            // The same message sent twice at once: the other send created the task.
+            if matches!(e, run::FlushError::Store(StoreError::Conflict { .. }))
+                && self.created(caller, &task_id).await?
+            {
+                return Ok(task_id);
+            }
             return Err(e.into());
         }
         if drive_here {
