@@ -382,3 +382,86 @@ async fn a_caller_over_its_stream_limit_gets_32052_until_a_stream_ends() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[test]
+fn the_store_keeps_its_descriptors_when_clients_open_more_connections_than_the_process_may() {
+    // `radkit serve` on SQLite with 128 file descriptors: 16 connections and 64 refusals in
+    // progress fit, with room for the store's files; 200 clients do not.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args([
+        "-c",
+        "ulimit -n 128 && exec \"$0\" serve --addr 127.0.0.1:0 \"$@\"",
+        env!("CARGO_BIN_EXE_radkit"),
+        "--data-dir",
+    ])
+    .arg(dir.path())
+    .args(["--max-connections", "16"]);
+    let server = common::serve_command(cmd);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let addr: SocketAddr = server
+            .url
+            .trim_start_matches("http://")
+            .parse()
+            .expect("the server's address");
+        // A kept-alive connection opened first, then 200 that send nothing.
+        let mut kept = TcpStream::connect(addr).await.expect("connect");
+        kept.write_all(&raw_request("tasks/get", json!({ "id": "x" }), false))
+            .await
+            .expect("write");
+        assert_eq!(read_response(&mut kept).await.0, 200);
+        let mut idle = Vec::new();
+        for _ in 0..200 {
+            idle.push(TcpStream::connect(addr).await.expect("connect"));
+        }
+        // Past the time a refused connection is kept to deliver its answer: the refusals in
+        // progress (64 at most; more were closed unanswered) are over.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        // Reads open store connections (new descriptors) while every slot is taken: they succeed.
+        for i in 0..20 {
+            kept.write_all(&raw_request(
+                "tasks/get",
+                json!({ "id": format!("missing-{i}") }),
+                false,
+            ))
+            .await
+            .expect("write");
+            let (status, body) = read_response(&mut kept).await;
+            assert_eq!(status, 200, "{body}");
+            assert_eq!(body["error"]["code"], -32001, "the store failed: {body}");
+        }
+        // A new connection is refused while the others are held, and served once they close.
+        let mut refused = TcpStream::connect(addr).await.expect("connect");
+        refused
+            .write_all(&raw_request("tasks/get", json!({ "id": "x" }), true))
+            .await
+            .expect("write");
+        let (status, body) = read_response(&mut refused).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (503, &json!(-32051)),
+            "{body}"
+        );
+        drop(idle);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut socket = TcpStream::connect(addr).await.expect("connect");
+            socket
+                .write_all(&raw_request("tasks/get", json!({ "id": "x" }), true))
+                .await
+                .expect("write");
+            let (status, body) = read_response(&mut socket).await;
+            if status == 200 {
+                assert_eq!(body["error"]["code"], -32001, "{body}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "still refused: {body}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
