@@ -1,5 +1,5 @@
 //! What `radkit::server::serve` promises about connections, whatever clients do: a request head
-//! that trickles is cut after the header timeout, an idle keep-alive connection after the idle
+//! (or body) that trickles is cut after the header timeout, an idle keep-alive connection after the idle
 //! timeout (a stream in progress is never idle), a connection over the limit is answered 503 with
 //! the JSON-RPC error -32051 at once and closed, and a caller over its stream limit gets -32052
 //! instead of a stream. Each test runs the engine over a memory store and the server in-process on
@@ -190,7 +190,7 @@ fn is_stream(response: &reqwest::Response) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_head_that_trickles_is_cut_after_the_header_timeout() {
+async fn a_request_head_or_body_that_trickles_is_cut_after_the_header_timeout() {
     let agent = agent(|mut c| {
         c.header_timeout = Duration::from_millis(300);
         c
@@ -215,6 +215,14 @@ async fn a_request_head_that_trickles_is_cut_after_the_header_timeout() {
         .await
         .expect("write");
     let open = open_for(&mut kept).await;
+    assert!(open < Duration::from_secs(2), "closed after {open:?}");
+    // A body that stops short of its `content-length`.
+    let mut short = TcpStream::connect(agent.addr).await.expect("connect");
+    short
+        .write_all(b"POST / HTTP/1.1\r\nhost: radkit\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\"")
+        .await
+        .expect("write");
+    let open = open_for(&mut short).await;
     assert!(open < Duration::from_secs(2), "closed after {open:?}");
     // The server still answers.
     let card = client()

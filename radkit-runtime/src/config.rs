@@ -28,8 +28,8 @@ pub struct ServerConfig {
     /// limit (`ulimit -n`) less what the store needs.
     pub max_connections: usize,
     /// How long a client may take to send a request's head (the request line and the headers),
-    /// from its first byte, or from the connection's opening for its first request; then the
-    /// connection is closed.
+    /// from its first byte, or from the connection's opening for its first request, and then its
+    /// body, from the end of the head; then the connection is closed.
     pub header_timeout: Duration,
     /// How long a keep-alive connection may wait for its next request with none in flight; then it
     /// is closed. A response being sent (an SSE stream) is in flight, never idle.

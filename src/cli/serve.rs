@@ -43,7 +43,8 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: Option<u32>,
     /// Milliseconds a client may take to send a request's head, from its first byte (from the
-    /// connection's opening, for its first request) (default 10000); then the connection is closed.
+    /// connection's opening, for its first request), and then its body (default 10000); then the
+    /// connection is closed.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_ms: Option<u64>,
     /// Milliseconds a keep-alive connection may wait for its next request (default 60000); then it

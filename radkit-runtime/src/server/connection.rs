@@ -7,7 +7,9 @@
 //! The timeouts are kept here rather than by hyper's `header_read_timeout`: hyper starts that clock
 //! as soon as a connection waits for a request head, so it would also close every idle keep-alive
 //! connection after the (short) header timeout. Here a head's clock starts with its first byte (or
-//! with the connection, for its first request) and an idle connection has its own, longer one.
+//! with the connection, for its first request) and an idle connection has its own, longer one. A
+//! request's body gets the header timeout too, from the end of its head, so that a body trickled a
+//! byte at a time cannot hold a connection either.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,7 +22,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{Request, Response};
 use axum::Router;
-use http_body::{Frame, SizeHint};
+use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -168,8 +170,12 @@ enum Phase {
     Head { since: Instant },
     /// No request in flight and no byte of the next one since `since`.
     Idle { since: Instant },
-    /// Requests in flight (their responses not all sent): no timeout runs.
-    Busy { requests: usize },
+    /// Requests in flight (their responses not all sent): no timeout runs, unless a request's body
+    /// is still being read, since `body_since` (the end of its head).
+    Busy {
+        requests: usize,
+        body_since: Option<Instant>,
+    },
 }
 
 /// A connection's phase, shared by its reads, its requests and its watchdog.
@@ -198,7 +204,7 @@ impl Activity {
         match self.update(|p| *p) {
             Phase::Head { since } => Some(since + limits.header_timeout),
             Phase::Idle { since } => Some(since + limits.idle_timeout),
-            Phase::Busy { .. } => None,
+            Phase::Busy { body_since, .. } => body_since.map(|s| s + limits.header_timeout),
         }
     }
 
@@ -218,17 +224,33 @@ impl Activity {
         }
     }
 
-    /// A request was read: it is in flight until its response is sent or dropped.
-    fn begin(self: &Arc<Self>) -> InFlight {
+    /// A request's head was read: it is in flight until its response is sent or dropped, and its
+    /// body (unless it has none) is being read.
+    fn begin(self: &Arc<Self>, body: bool) -> InFlight {
+        let body_since = body.then(Instant::now);
         self.update(|p| {
             *p = match *p {
-                Phase::Busy { requests } => Phase::Busy {
+                Phase::Busy { requests, .. } => Phase::Busy {
                     requests: requests + 1,
+                    body_since,
                 },
-                _ => Phase::Busy { requests: 1 },
+                _ => Phase::Busy {
+                    requests: 1,
+                    body_since,
+                },
             }
         });
+        self.changed.notify_one();
         InFlight(self.clone())
+    }
+
+    /// A request's body was read (or dropped): its clock stops.
+    fn body_read(&self) {
+        self.update(|p| {
+            if let Phase::Busy { body_since, .. } = p {
+                *body_since = None;
+            }
+        });
     }
 }
 
@@ -238,9 +260,13 @@ struct InFlight(Arc<Activity>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         let idle = self.0.update(|p| match *p {
-            Phase::Busy { requests } if requests > 1 => {
+            Phase::Busy {
+                requests,
+                body_since,
+            } if requests > 1 => {
                 *p = Phase::Busy {
                     requests: requests - 1,
+                    body_since,
                 };
                 false
             }
@@ -309,7 +335,8 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// The router as a hyper service whose responses keep their request in flight until sent.
+/// The router as a hyper service whose requests' bodies run the header clock and whose responses
+/// keep their request in flight until sent.
 struct Tracked {
     inner: TowerToHyperService<Router>,
     activity: Arc<Activity>,
@@ -321,7 +348,13 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
-        let in_flight = self.activity.begin();
+        let in_flight = self.activity.begin(!request.body().is_end_stream());
+        let activity = self.activity.clone();
+        let request = request.map(|body| Upload {
+            body,
+            activity,
+            done: false,
+        });
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
@@ -330,6 +363,53 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
                 _in_flight: in_flight,
             }))
         })
+    }
+}
+
+/// A request body that stops its clock when it is read to the end or dropped.
+struct Upload {
+    body: Incoming,
+    activity: Arc<Activity>,
+    done: bool,
+}
+
+impl Upload {
+    fn finish(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.activity.body_read();
+        }
+    }
+}
+
+impl http_body::Body for Upload {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) || this.body.is_end_stream() {
+            this.finish();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
