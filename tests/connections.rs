@@ -391,6 +391,42 @@ async fn a_caller_over_its_stream_limit_gets_32052_until_a_stream_ends() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_limit_is_per_principal() {
+    let agent = agent(|mut c| {
+        c.max_streams_per_principal = 1;
+        c.tokens = vec![
+            ("alice-token".to_owned(), "alice".to_owned()),
+            ("bob-token".to_owned(), "bob".to_owned()),
+        ];
+        c
+    })
+    .await;
+    let client = client();
+    let stream = |token: &'static str| {
+        let body = json!({ "jsonrpc": "2.0", "id": 3, "method": "message/stream", "params": { "message": common::user("nap") } });
+        let request = client
+            .post(format!("{}/", agent.url))
+            .bearer_auth(token)
+            .json(&body)
+            .send();
+        async move {
+            common::within(PATIENCE, "the start of a stream", request)
+                .await
+                .expect("POST message/stream")
+        }
+    };
+    let alice = stream("alice-token").await;
+    assert!(is_stream(&alice));
+    let refused = stream("alice-token").await;
+    assert!(!is_stream(&refused));
+    let body: Value = refused.json().await.expect("a JSON error");
+    assert_eq!(body["error"]["code"], -32052, "{body}");
+    // Alice's streams do not count against Bob's.
+    let bob = stream("bob-token").await;
+    assert!(is_stream(&bob), "bob was refused");
+}
+
 #[test]
 fn the_store_keeps_its_descriptors_when_clients_open_more_connections_than_the_process_may() {
     // `radkit serve` on SQLite with 128 file descriptors: 16 connections and 64 refusals in
