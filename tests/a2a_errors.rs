@@ -550,6 +550,19 @@ async fn a_message_to_a_task_that_waits_for_no_input_is_invalid_params() {
     )
     .await;
     let task = sent["result"]["id"].as_str().expect("a task id").to_owned();
+    // A non-blocking send can answer before the run starts (`submitted`): wait for `working`.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let got = call(&client, &agent.url, "tasks/get", json!({ "id": task })).await;
+        if got["result"]["status"]["state"] == "working" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never working: {got}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     for method in ["message/send", "message/stream"] {
         let envelope = call(
             &client,

@@ -1,8 +1,10 @@
 //! [`ServerConfig`]: how an agent presents itself (the name, description, version and URL on its
 //! card, and whether it asks for a bearer token) and what its A2A server accepts (tokens, body and
-//! history limits). The registry reads it to build the card and the server to serve requests, so it
+//! history, connection, timeout and stream limits). The registry reads it to build the card and the server to serve requests, so it
 //! sits below both; it holds settings and their defaults, never behaviour. Public as
 //! `server::ServerConfig`.
+
+use std::time::Duration;
 
 /// How the server presents itself and what it accepts.
 #[derive(Debug, Clone)]
@@ -21,6 +23,20 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Most history messages returned when a client does not ask for a `historyLength`.
     pub max_history: usize,
+    /// Most connections served at once; one more is answered 503 with the JSON-RPC error -32051
+    /// and closed, never queued. Each costs a file descriptor, so keep it well under the process's
+    /// limit (`ulimit -n`) less what the store needs.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's head (the request line and the headers),
+    /// from its first byte, or from the connection's opening for its first request, and then its
+    /// body, from the end of the head; then the connection is closed.
+    pub header_timeout: Duration,
+    /// How long a keep-alive connection may wait for its next request with none in flight; then it
+    /// is closed. A response being sent (an SSE stream) is in flight, never idle.
+    pub idle_timeout: Duration,
+    /// Most `message/stream` and `tasks/resubscribe` streams open at once for one principal (the
+    /// operator, when auth is off, is one); one more is refused with the JSON-RPC error -32052.
+    pub max_streams_per_principal: usize,
 }
 
 impl ServerConfig {
@@ -34,6 +50,10 @@ impl ServerConfig {
             tokens: Vec::new(),
             max_body_bytes: 1024 * 1024,
             max_history: 1000,
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_streams_per_principal: 64,
         }
     }
 }

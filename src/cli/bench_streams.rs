@@ -88,6 +88,12 @@ pub async fn resubscribe(entries: u64, clients: u64, hold: Duration) -> anyhow::
     let addr = listener.local_addr()?;
     let mut config = crate::server::ServerConfig::new(format!("http://{addr}/"));
     config.max_history = 10;
+    // Every follower is let in (the limits would answer most of them -32051 or -32052).
+    let room = usize::try_from(clients)
+        .unwrap_or(usize::MAX)
+        .saturating_add(64);
+    config.max_connections = config.max_connections.max(room);
+    config.max_streams_per_principal = config.max_streams_per_principal.max(room);
     let server = tokio::spawn(crate::server::serve(listener, engine.clone(), config));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = rss_bytes();

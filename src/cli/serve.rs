@@ -38,9 +38,44 @@ pub struct Args {
     /// endpoint from RADKIT_LLM_BASE_URL, RADKIT_LLM_API_KEY and RADKIT_LLM_MODEL; tools unchanged).
     #[arg(long, default_value = "program", value_parser = ["program", "scripted", "openai"])]
     pub llm: String,
+    /// Most connections served at once (default 512); one more is answered 503 with the JSON-RPC
+    /// error -32051 and closed. Each is a file descriptor: keep it well under `ulimit -n`.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// Milliseconds a client may take to send a request's head, from its first byte (from the
+    /// connection's opening, for its first request), and then its body (default 10000); then the
+    /// connection is closed.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_ms: Option<u64>,
+    /// Milliseconds a keep-alive connection may wait for its next request (default 60000); then it
+    /// is closed. A stream being sent is never idle.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_ms: Option<u64>,
+    /// Most `message/stream` and `tasks/resubscribe` streams open at once per principal (default
+    /// 64; without `--token`, all callers are one); one more gets the JSON-RPC error -32052.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: Option<u32>,
     /// Lease settings (Postgres only).
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
+}
+
+impl Args {
+    /// Apply the connection, timeout and stream options that were given to `config`.
+    fn limits(&self, config: &mut server::ServerConfig) {
+        if let Some(n) = self.max_connections {
+            config.max_connections = n as usize;
+        }
+        if let Some(ms) = self.header_timeout_ms {
+            config.header_timeout = std::time::Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.idle_timeout_ms {
+            config.idle_timeout = std::time::Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_streams {
+            config.max_streams_per_principal = n as usize;
+        }
+    }
 }
 
 /// Open the store an `--store`/`--data-dir` pair names.
@@ -127,6 +162,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|| format!("http://{local}/")),
     );
     config.tokens = tokens(&args.tokens, std::env::var("RADKIT_TOKENS").ok().as_deref());
+    args.limits(&mut config);
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
     println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", config.name, skills.join(", "));
     // Memory a burst of clients used goes back to the system once they are gone.

@@ -71,9 +71,15 @@ impl Drop for Server {
 
 /// Start `radkit serve` on a free port with `args`; killed when dropped.
 pub fn serve(args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_radkit"))
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .args(args)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
+    cmd.args(["serve", "--addr", "127.0.0.1:0"]).args(args);
+    serve_command(cmd)
+}
+
+/// Start `cmd`, which runs `radkit serve` (through a shell, say), and read the address it prints;
+/// killed when dropped.
+pub fn serve_command(mut cmd: Command) -> Server {
+    let mut child = cmd
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()

@@ -30,6 +30,14 @@ pub mod codes {
     /// was acknowledged unless it says so; a task whose write failed resumes by itself once the store
     /// accepts writes again. Retry later.
     pub const STORAGE_UNAVAILABLE: i64 = -32050;
+    /// radkit's own: the server already serves as many connections as it is configured to
+    /// (`ServerConfig::max_connections`); sent with HTTP 503 on a connection that is then closed.
+    /// Retry later, or reuse a connection.
+    pub const TOO_MANY_CONNECTIONS: i64 = -32051;
+    /// radkit's own: the caller already has as many `message/stream` and `tasks/resubscribe`
+    /// streams open as the server allows one principal (`ServerConfig::max_streams_per_principal`).
+    /// Close one, or poll with `tasks/get`. A refused `message/stream` started no task.
+    pub const TOO_MANY_STREAMS: i64 = -32052;
 }
 
 /// A JSON-RPC error object.
@@ -98,6 +106,27 @@ pub(crate) fn too_large(limit: usize) -> Value {
         RpcError::new(
             codes::INVALID_REQUEST,
             format!("the request body is larger than the limit of {limit} bytes"),
+        ),
+    )
+}
+
+/// The answer on a connection over the server's limit (sent with HTTP 503): no request was read.
+pub(crate) fn too_many_connections(limit: usize) -> Value {
+    error(
+        &Value::Null,
+        RpcError::new(
+            codes::TOO_MANY_CONNECTIONS,
+            format!("too many connections: the server serves at most {limit} at once; retry later"),
+        ),
+    )
+}
+
+/// The error for a stream over the caller's limit.
+pub(crate) fn too_many_streams(limit: usize) -> RpcError {
+    RpcError::new(
+        codes::TOO_MANY_STREAMS,
+        format!(
+            "too many streams: at most {limit} `message/stream` or `tasks/resubscribe` streams may be open at once per caller; close one or poll with `tasks/get`"
         ),
     )
 }

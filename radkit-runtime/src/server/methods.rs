@@ -332,6 +332,10 @@ async fn stream_message(
     request: jsonrpc::Request,
 ) -> Response {
     let id = request.id.clone();
+    // The slot first: a stream refused must not have started a task the client cannot follow.
+    let Some(slot) = state.streams.take(&caller) else {
+        return too_many_streams(&state, &id);
+    };
     let task_id = match start(&state, &caller, request.params).await {
         Ok((task_id, _)) => task_id,
         Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
@@ -350,7 +354,9 @@ async fn stream_message(
         .subscribe_from(&caller, &task_id, snapshot.last_seq)
         .await
     {
-        Ok(sub) => stream::sse(sub, id, Some(snapshot.task), snapshot.is_final).into_response(),
+        Ok(sub) => {
+            stream::sse(sub, id, Some(snapshot.task), snapshot.is_final, slot).into_response()
+        }
         Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     }
 }
@@ -361,8 +367,20 @@ async fn resubscribe(state: Arc<AppState>, caller: Caller, request: jsonrpc::Req
         Ok(p) => p,
         Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
     };
+    let Some(slot) = state.streams.take(&caller) else {
+        return too_many_streams(&state, &id);
+    };
     match state.engine.subscribe(&caller, &task_id).await {
-        Ok(sub) => stream::sse(sub, id, None, false).into_response(),
+        Ok(sub) => stream::sse(sub, id, None, false, slot).into_response(),
         Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
     }
+}
+
+/// The answer to a stream over the caller's limit: a JSON-RPC error instead of a stream.
+fn too_many_streams(state: &AppState, id: &Value) -> Response {
+    Json(jsonrpc::error(
+        id,
+        jsonrpc::too_many_streams(state.streams.limit()),
+    ))
+    .into_response()
 }

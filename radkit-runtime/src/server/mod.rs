@@ -4,6 +4,7 @@
 
 mod auth;
 pub mod card;
+mod connection;
 mod errors;
 mod jsonrpc;
 mod methods;
@@ -29,16 +30,20 @@ pub(crate) struct AppState {
     pub config: ServerConfig,
     /// `config.tokens` as digests: what a presented token is compared with.
     pub tokens: auth::Tokens,
+    /// The streams open for each caller, within `config.max_streams_per_principal`.
+    pub streams: Arc<stream::Slots>,
 }
 
 /// The axum router: `POST /` (JSON-RPC) and `GET /.well-known/agent-card.json`.
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
+    let streams = Arc::new(stream::Slots::new(config.max_streams_per_principal));
     let state = Arc::new(AppState {
         engine,
         config,
         tokens,
+        streams,
     });
     Router::new()
         .route("/", post(rpc))
@@ -48,13 +53,22 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .with_state(state)
 }
 
-/// Serve on `listener` until the process ends.
+/// Serve on `listener` until the future is dropped (which closes every connection): HTTP/1.1 with
+/// keep-alive, at most `config.max_connections` connections at once (one more is answered 503
+/// with the JSON-RPC error -32051 and closed), a connection closed when a request head takes longer
+/// than `config.header_timeout` or a keep-alive wait longer than `config.idle_timeout`. A failed
+/// accept (out of file descriptors) is logged and retried after a pause; it never ends the server.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     engine: Engine,
     config: ServerConfig,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(engine, config)).await
+    let limits = connection::Limits {
+        max_connections: config.max_connections,
+        header_timeout: config.header_timeout,
+        idle_timeout: config.idle_timeout,
+    };
+    connection::accept_loop(listener, router(engine, config), limits).await
 }
 
 async fn agent_card(State(state): State<Arc<AppState>>) -> Json<crate::model::AgentCard> {
