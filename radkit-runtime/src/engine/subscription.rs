@@ -15,7 +15,7 @@ use crate::model::{TaskId, TaskState};
 use crate::store::StoreError;
 
 /// Appends read from the store at a time: what a subscriber holds of a long journal.
-pub(crate) const PAGE_APPENDS: usize = 16;
+pub(crate) const PAGE_APPENDS: usize = 4;
 
 /// Store reads in a row that may fail while polling a shared store (it may be restarting) before the
 /// subscriber gets the error.
