@@ -528,6 +528,23 @@ fn stopped(pid: u32) -> bool {
 /// return those tasks; it stays frozen. Retried while the frozen worker holds no such task (between
 /// two waves of tasks, say): resumed, and frozen again a little later, by polling, since what another
 /// process is doing is announced by no event.
+/// Those of `tasks` that have not ended.
+async fn still_running(url: &str, tasks: &HashSet<String>) -> HashSet<String> {
+    let terminal: Vec<&str> = TaskState::TERMINAL.iter().map(|s| s.as_str()).collect();
+    let ids: Vec<&str> = tasks.iter().map(String::as_str).collect();
+    sql(url)
+        .await
+        .query(
+            "SELECT id FROM radkit_tasks WHERE id = ANY($1) AND NOT (state = ANY($2))",
+            &[&ids, &terminal],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
 async fn freeze_mid_task(worker: &Worker, name: &str, url: &str, log: &Path) -> HashSet<String> {
     let client = sql(url).await;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -600,8 +617,13 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
     // Kill the victim while it is provably in the middle of tasks: the moment 60 tasks are done says
     // nothing about the victim (it may have just finished a wave and claimed tasks it has not ticked).
     let victim = workers[0].pid();
-    let interrupted = freeze_mid_task(&workers[0], "worker-0", &url, &log).await;
+    let frozen = freeze_mid_task(&workers[0], "worker-0", &url, &log).await;
     workers[0].signal("-KILL");
+    // An append the victim had sent before it froze may still commit at the server: a task it
+    // finished that way was not interrupted. Its lease outlives this pause, so nobody else has taken
+    // any of these tasks yet.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let interrupted = still_running(&url, &frozen).await;
     wait_for("all 300 tasks", Duration::from_secs(240), async || {
         completed(&store).await == 300
     })
