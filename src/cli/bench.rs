@@ -57,6 +57,19 @@ enum Workload {
         #[arg(long, default_value_t = 32)]
         concurrency: u64,
     },
+    /// Mixed load (sends, answers, streams, resubscribes, cancels, reads, slow clients) for a while,
+    /// with RSS and latency printed every few seconds.
+    Soak {
+        /// How long, in seconds.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Clients at once.
+        #[arg(long, default_value_t = 32)]
+        clients: u64,
+        /// Seconds between reports.
+        #[arg(long, default_value_t = 10)]
+        every: u64,
+    },
     /// Clients that resubscribe to one long task and never read: server memory before, during, after.
     Resubscribe {
         /// Journal entries of the task they follow.
@@ -311,6 +324,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             requests,
             concurrency,
         } => a2a(requests, concurrency).await?,
+        Workload::Soak {
+            seconds,
+            clients,
+            every,
+        } => super::bench_soak::soak(seconds, clients, Duration::from_secs(every.max(1))).await?,
         Workload::Resubscribe {
             entries,
             clients,
