@@ -286,8 +286,9 @@ pub struct JournalRecord {
 /// enters the engine.
 pub const MAX_MESSAGE_DEPTH: usize = 64;
 
-/// How deeply `value` nests (a scalar is 1, `[]` and `{}` are 1, `[[1]]` is 3... counted as the
-/// JSON decoder does: one level per array or object).
+/// How deeply `value` nests, counting every value as a level (a scalar is 1, `[]` and `{}` are 1,
+/// `[[1]]` is 3): one more than the decoder's count of arrays and objects when the deepest value is a
+/// scalar, so the limit errs on the safe side.
 pub fn json_depth(value: &serde_json::Value) -> usize {
     let mut deepest = 0;
     let mut stack = vec![(value, 1usize)];

@@ -30,32 +30,14 @@ pub(crate) fn issue(
     transition: bool,
     now_ms: i64,
 ) -> Issued {
+    if let Some(entry) = emitted(&cmd.kind) {
+        // Its result is never an event, whoever issued it.
+        st.issue(id, cmd, false);
+        st.push(entry);
+        st.record_receipt(ok(id, serde_json::Value::Null));
+        return Issued::Journaled;
+    }
     match &cmd.kind {
-        CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. } => {
-            let entry = match &cmd.kind {
-                CmdKind::EmitMessage { message } => Entry::MessageEmitted {
-                    message: message.clone(),
-                },
-                CmdKind::Progress { text } => Entry::Progress {
-                    message: Message::agent_text(text.clone()),
-                },
-                CmdKind::EmitArtifact {
-                    artifact,
-                    append,
-                    last_chunk,
-                } => Entry::ArtifactEmitted {
-                    artifact: artifact.clone(),
-                    append: *append,
-                    last_chunk: *last_chunk,
-                },
-                _ => unreachable!("matched above"),
-            };
-            // Its result is never an event, whoever issued it.
-            st.issue(id, cmd, false);
-            st.push(entry);
-            st.record_receipt(ok(id, serde_json::Value::Null));
-            Issued::Journaled
-        }
         CmdKind::Sleep { millis } => {
             let fire_at = after_ms(now_ms, *millis);
             st.issue(id, cmd, transition);
@@ -88,7 +70,33 @@ pub(crate) fn issue(
             st.issue(id, cmd, transition);
             Issued::Perform
         }
+        // Emissions were journaled above.
+        CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. } => {
+            Issued::Journaled
+        }
     }
+}
+
+/// The entry that carries out an emission (a message, progress, an artifact); `None` for the rest.
+fn emitted(kind: &CmdKind) -> Option<Entry> {
+    Some(match kind {
+        CmdKind::EmitMessage { message } => Entry::MessageEmitted {
+            message: message.clone(),
+        },
+        CmdKind::Progress { text } => Entry::Progress {
+            message: Message::agent_text(text.clone()),
+        },
+        CmdKind::EmitArtifact {
+            artifact,
+            append,
+            last_chunk,
+        } => Entry::ArtifactEmitted {
+            artifact: artifact.clone(),
+            append: *append,
+            last_chunk: *last_chunk,
+        },
+        _ => return None,
+    })
 }
 
 /// What a command journaled without a receipt needs at `now_ms`.

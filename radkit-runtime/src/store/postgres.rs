@@ -889,18 +889,8 @@ impl Store for PostgresStore {
         task_id: &str,
         after_seq: u64,
     ) -> Result<Vec<JournalRecord>, StoreError> {
-        // From the row holding entry `after_seq + 1` on: an index range, however long the journal.
-        let rows = self
-            .rows(
-                "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid
-                 WHERE t.id = $1
-                   AND j.seq >= COALESCE((SELECT MAX(c.seq) FROM radkit_journal c
-                                          WHERE c.tid = t.tid AND c.seq <= $2::bigint + 1), 0)
-                 ORDER BY j.seq",
-                &[&task_id, &to_sql_int("seq", after_seq)?],
-            )
-            .await?;
-        decode_rows(task_id, &rows, after_seq)
+        // The whole rest: a page without a limit.
+        self.journal_page(task_id, after_seq, usize::MAX).await
     }
 
     async fn journal_page(
@@ -910,7 +900,8 @@ impl Store for PostgresStore {
         appends: usize,
     ) -> Result<Vec<JournalRecord>, StoreError> {
         let limit = i64::try_from(appends.max(1)).unwrap_or(i64::MAX);
-        // The journal query's index range, `appends` rows of it.
+        // From the row holding entry `after_seq + 1` on, `appends` rows: an index range, however
+        // long the journal.
         let rows = self
             .rows(
                 "SELECT j.seq, j.at_ms, j.body FROM radkit_journal j JOIN radkit_tasks t ON t.tid = j.tid

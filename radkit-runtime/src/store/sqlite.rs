@@ -478,24 +478,8 @@ impl Store for SqliteStore {
         task_id: &str,
         after_seq: u64,
     ) -> Result<Vec<JournalRecord>, StoreError> {
-        let id = task_id.to_owned();
-        self.read(move |conn| {
-            read_records(
-                conn,
-                // From the row holding entry `after_seq + 1` on: an index range, however long the
-                // journal.
-                "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
-                 SELECT seq, at_ms, body FROM journal
-                 WHERE tid = (SELECT tid FROM t)
-                   AND seq >= COALESCE((SELECT MAX(seq) FROM journal
-                                        WHERE tid = (SELECT tid FROM t) AND seq <= ?2 + 1), 0)
-                 ORDER BY seq",
-                params![id, super::to_sql_int("seq", after_seq)?],
-                &id,
-                after_seq,
-            )
-        })
-        .await
+        // The whole rest: a page without a limit.
+        self.journal_page(task_id, after_seq, usize::MAX).await
     }
 
     async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
@@ -515,7 +499,8 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             read_records(
                 conn,
-                // The journal query's index range, `appends` rows of it.
+                // From the row holding entry `after_seq + 1` on, `appends` rows: an index range,
+                // however long the journal.
                 "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
                  SELECT seq, at_ms, body FROM journal
                  WHERE tid = (SELECT tid FROM t)
