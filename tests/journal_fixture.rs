@@ -201,6 +201,24 @@ async fn resume_and_finish(store: Arc<dyn Store>) {
     let world = World::default();
     let tasks = tasks_by_errand(&store).await;
     assert_eq!(tasks.len(), 8, "the fixture's tasks: {tasks:?}");
+    // The schema migration filled each task's view (what reads show) from its journal.
+    for (errand, id) in &tasks {
+        let view = store
+            .task_view(id, None)
+            .await
+            .expect("read a view")
+            .expect("the task has a view");
+        let journal = store.journal(id, 0).await.expect("read a journal");
+        assert_eq!(
+            view,
+            radkit::store::view::fold_journal(view.record.clone(), &journal, None),
+            "the `{errand}` task's view after the migration is its journal's fold"
+        );
+        assert!(
+            !view.history.is_empty(),
+            "`{errand}`: its history was filled"
+        );
+    }
     let engine = engine(store.clone(), &world)
         .worker_id("today")
         .start()

@@ -82,6 +82,15 @@ enum Workload {
         #[arg(long, default_value_t = 5)]
         seconds: u64,
     },
+    /// `tasks/get` of a task with a long journal against the same read of a short task (the floor).
+    Read {
+        /// Journal entries of the long task.
+        #[arg(long, default_value_t = 40_000)]
+        entries: u64,
+        /// Reads of each task.
+        #[arg(long, default_value_t = 1000)]
+        reads: u64,
+    },
     /// Reopen a task with N receipts in a fresh engine; time until its next command.
     Resume {
         /// Receipts before the reopen.
@@ -337,6 +346,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             super::bench_streams::resubscribe(entries, clients, Duration::from_secs(seconds))
                 .await?
         }
+        Workload::Read { entries, reads } => super::bench_reads::read(entries, reads).await?,
         Workload::Resume { steps, child: None } => {
             let (_dir, path) = fresh_db()?;
             // Build a task with `steps` receipts and stop the engine right before its next command.

@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt;
 use crate::engine::{Caller, Request};
 use crate::flow::step_table::{goto, Step, StepInput, StepTable};
 use crate::flow::{SkillInfo, StepCtx, StepResult};
-use crate::model::{Message, TaskState};
+use crate::model::{Message, TaskId, TaskState};
 use crate::store::{Durability, SqliteStore};
 use crate::Engine;
 
@@ -44,7 +44,7 @@ static LAPS: &[Step<Chatter>] = &[Step::new("lap", lap)
     .goes_to(&["lap"])];
 
 /// The process's resident memory now (`VmRSS`), in bytes.
-fn rss_bytes() -> u64 {
+pub(super) fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -55,23 +55,28 @@ fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-fn mb(bytes: u64) -> f64 {
+pub(super) fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-/// Run `bench resubscribe`.
-pub async fn resubscribe(entries: u64, clients: u64, hold: Duration) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let store = SqliteStore::open(dir.path().join("bench.sqlite"), Durability::Normal)?;
-    let laps = entries.div_ceil(ENTRIES_PER_LAP);
+/// An engine on a fresh SQLite file in `dir` serving the chatter skill, for tasks of up to `entries`
+/// journal entries.
+pub(super) async fn chatter_engine(dir: &std::path::Path, entries: u64) -> anyhow::Result<Engine> {
+    let store = SqliteStore::open(dir.join("bench.sqlite"), Durability::Normal)?;
     let skill = StepTable::new(SkillInfo::new("chatter", "Chatter"), Chatter, LAPS)
         .map_err(anyhow::Error::msg)?;
-    let engine = Engine::builder(store)
+    Ok(Engine::builder(store)
         .without_registered_skills()
         .skill(skill)
-        .max_steps(laps + 10)
+        .max_steps(entries.div_ceil(ENTRIES_PER_LAP) + 10)
         .start()
-        .await?;
+        .await?)
+}
+
+/// A finished task of about `entries` journal entries (a progress update every few), and its
+/// journal's length.
+pub(super) async fn long_task(engine: &Engine, entries: u64) -> anyhow::Result<(TaskId, usize)> {
+    let laps = entries.div_ceil(ENTRIES_PER_LAP);
     let task = engine
         .send(Request::operator(Message::user_text(laps.to_string())))
         .await?;
@@ -82,7 +87,14 @@ pub async fn resubscribe(entries: u64, clients: u64, hold: Duration) -> anyhow::
         done.status.state
     );
     let journal = engine.journal(&Caller::Operator, &task).await?.len();
-    drop(done);
+    Ok((task, journal))
+}
+
+/// Run `bench resubscribe`.
+pub async fn resubscribe(entries: u64, clients: u64, hold: Duration) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let engine = chatter_engine(dir.path(), entries).await?;
+    let (task, journal) = long_task(&engine, entries).await?;
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;

@@ -8,8 +8,8 @@ use super::cluster::Ownership;
 use super::replay::Wait;
 use super::run::{self, RunState, TaskRun, Work};
 use super::{
-    command, project, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode,
-    Request, Snapshot, Subscription,
+    command, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode, Request,
+    Snapshot, Subscription,
 };
 use crate::flow::{ErasedSkill, Event, SkillInfo};
 use crate::journal::{json_depth, now_ms, Entry, JournalRecord, MAX_MESSAGE_DEPTH};
@@ -360,10 +360,22 @@ impl Engine {
         task_id: &TaskId,
         history_length: Option<usize>,
     ) -> Result<Task, EngineError> {
-        self.visible(caller, task_id).await?;
-        let records = self.inner.store.journal(task_id, 0).await?;
-        project(task_id, &records, history_length)
-            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_string()))
+        Ok(super::projection::a2a_task(
+            self.visible_view(caller, task_id, history_length).await?,
+        ))
+    }
+
+    /// The task's stored view, if `caller` may see the task (see [`Engine::visible`]).
+    async fn visible_view(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        history_length: Option<usize>,
+    ) -> Result<crate::store::TaskView, EngineError> {
+        match self.inner.store.task_view(task_id, history_length).await? {
+            Some(view) if caller.can_see(view.record.principal.as_deref()) => Ok(view),
+            _ => Err(EngineError::TaskNotFound(task_id.to_string())),
+        }
     }
 
     /// The task as A2A shows it, the seq of the last journal entry it reflects, and whether the task
@@ -374,16 +386,11 @@ impl Engine {
         task_id: &TaskId,
         history_length: Option<usize>,
     ) -> Result<Snapshot, EngineError> {
-        self.visible(caller, task_id).await?;
-        let records = self.inner.store.journal(task_id, 0).await?;
-        let last_seq = records.last().map(|r| r.seq).unwrap_or(0);
-        let is_final = super::subscription::settled(&records);
-        let task = project(task_id, &records, history_length)
-            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_string()))?;
+        let view = self.visible_view(caller, task_id, history_length).await?;
         Ok(Snapshot {
-            task,
-            last_seq,
-            is_final,
+            last_seq: view.record.last_seq,
+            is_final: view.settled,
+            task: super::projection::a2a_task(view),
         })
     }
 
@@ -506,25 +513,29 @@ impl Engine {
         self.wait_settled_with(caller, task_id, None).await
     }
 
-    /// Like [`Engine::wait_settled`], returning at most `history_length` history messages. The task is
-    /// projected from the records the wait already read: no extra store round trip.
+    /// Like [`Engine::wait_settled`], returning at most `history_length` history messages. A task
+    /// settled already is read once; else the wait follows the journal from where that read left it
+    /// (not from its start), and reads the task again when it settles: the cost does not grow with
+    /// the journal's length.
     pub async fn wait_settled_with(
         &self,
         caller: &Caller,
         task_id: &TaskId,
         history_length: Option<usize>,
     ) -> Result<Task, EngineError> {
-        let mut sub = self.subscribe(caller, task_id).await?;
-        let mut records = Vec::new();
+        let snapshot = self.snapshot(caller, task_id, history_length).await?;
+        if snapshot.is_final {
+            return Ok(snapshot.task);
+        }
+        let mut sub = self
+            .subscribe_from(caller, task_id, snapshot.last_seq)
+            .await?;
         while let Some(update) = sub.next().await {
-            let update = update?;
-            records.push(update.record);
-            if update.is_final {
+            if update?.is_final {
                 break;
             }
         }
-        project(task_id, &records, history_length)
-            .ok_or_else(|| EngineError::TaskNotFound(task_id.to_string()))
+        self.task(caller, task_id, history_length).await
     }
 
     /// Rehydrate every non-terminal task from its journal and continue it. Returns how many.

@@ -392,6 +392,32 @@ impl FoldCheck {
             "task {task_id}: after seq {} the live fold differs from the stored journal's\nlive:   {live:?}\nstored: {folded:?}",
             live.last_seq()
         );
+        self.diverged(task_id, difference)
+    }
+
+    /// Compare the task's stored view (what reads show) with the fold of its whole `journal`
+    /// (`store::view::fold_journal`). Returns false on a difference, which is kept.
+    pub fn compare_view(
+        &self,
+        task_id: &str,
+        view: Option<crate::store::TaskView>,
+        journal: &[crate::journal::JournalRecord],
+    ) -> bool {
+        let expected = view
+            .as_ref()
+            .map(|v| crate::store::view::fold_journal(v.record.clone(), journal, None));
+        if view.is_some() && view == expected {
+            return true;
+        }
+        self.diverged(
+            task_id,
+            format!(
+                "task {task_id}: the stored view differs from its journal's fold\nview:    {view:?}\njournal: {expected:?}"
+            ),
+        )
+    }
+
+    fn diverged(&self, task_id: &str, difference: String) -> bool {
         tracing::error!(task = %task_id, "{difference}");
         self.divergences
             .lock()

@@ -30,7 +30,7 @@ pub use error::EngineError;
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
 pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision, PermissionMode};
-pub use projection::{project, stream_event, StreamEvent};
+pub use projection::{a2a_task, stream_event, StreamEvent};
 pub use request::{Caller, Request};
 pub use subscription::{Snapshot, Subscription, Update};
 

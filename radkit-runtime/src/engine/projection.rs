@@ -1,10 +1,14 @@
 //! Projections of the journal: the A2A `Task` (status, history, artifacts) and the stream of A2A
-//! update events. Pure functions of journal records; the server renders them.
+//! update events. Pure functions of journal records and of the stores' task views; the server renders
+//! them.
+//!
+//! [`a2a_task`] renders the view a store keeps current with each append (`store::view`).
 
-use crate::journal::{Entry, JournalRecord};
+use crate::journal::Entry;
 use crate::model::{
-    Artifact, Message, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    Message, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
+use crate::store::TaskView;
 
 /// An event for `message/stream` and `tasks/resubscribe`.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,88 +130,34 @@ pub fn stream_event(
     }
 }
 
-/// The task as A2A shows it, folded from its journal. `None` when the journal has no creation entry.
-pub fn project(
-    task_id: &str,
-    records: &[JournalRecord],
-    history_length: Option<usize>,
-) -> Option<Task> {
-    let mut context_id = None;
-    let mut state = TaskState::Submitted;
-    let mut status_message: Option<Message> = None;
-    let mut at_ms = 0;
-    let mut history: Vec<Message> = Vec::new();
-    let mut artifacts: Vec<Artifact> = Vec::new();
-    for record in records {
-        match &record.entry {
-            Entry::TaskCreated { context_id: c, .. } => {
-                context_id = Some(c.clone());
-                at_ms = record.at_ms;
-            }
-            Entry::MessageReceived { message } => history.push(message.clone()),
-            Entry::MessageEmitted { message } => history.push(message.clone()),
-            Entry::Progress { message } => {
-                status_message = Some(message.clone());
-                at_ms = record.at_ms;
-            }
-            Entry::StatusChanged { state: s } => {
-                if *s != state {
-                    status_message = None;
-                }
-                state = *s;
-                at_ms = record.at_ms;
-            }
-            Entry::AwaitingInput { message, .. } => {
-                history.push(message.clone());
-                state = TaskState::InputRequired;
-                status_message = Some(message.clone());
-                at_ms = record.at_ms;
-            }
-            Entry::Terminal { state: s, message } => {
-                state = *s;
-                status_message = message.clone();
-                if let Some(m) = message {
-                    history.push(m.clone());
-                }
-                at_ms = record.at_ms;
-            }
-            Entry::ArtifactEmitted {
-                artifact, append, ..
-            } => match artifacts
-                .iter_mut()
-                .find(|a| a.artifact_id == artifact.artifact_id)
-            {
-                Some(existing) if *append => existing.parts.extend(artifact.parts.iter().cloned()),
-                Some(existing) => *existing = artifact.clone(),
-                None => artifacts.push(artifact.clone()),
-            },
-            _ => {}
-        }
-    }
-    let context_id = context_id?;
-    let mut history: Vec<Message> = history
-        .iter()
-        .map(|m| scoped(m, task_id, &context_id))
-        .collect();
-    if let Some(n) = history_length {
-        let skip = history.len().saturating_sub(n);
-        history.drain(..skip);
-    }
-    Some(Task {
-        id: task_id.to_owned(),
+/// The task as A2A shows it, from its stored view (its history is the view's: ask the store for the
+/// window wanted).
+pub fn a2a_task(view: TaskView) -> Task {
+    let TaskView {
+        record,
+        status_message,
+        status_at_ms,
+        history,
+        artifacts,
+        settled: _,
+    } = view;
+    let (task_id, context_id) = (record.id, record.context_id);
+    Task {
         status: TaskStatus {
-            state,
-            message: status_message.map(|m| scoped(&m, task_id, &context_id)),
-            timestamp: Some(timestamp(at_ms)),
+            state: record.state,
+            message: status_message.map(|m| scoped(&m, &task_id, &context_id)),
+            timestamp: Some(timestamp(status_at_ms)),
         },
-        context_id,
-        history: Some(history),
-        artifacts: if artifacts.is_empty() {
-            None
-        } else {
-            Some(artifacts)
-        },
+        history: Some(
+            history
+                .iter()
+                .map(|m| scoped(m, &task_id, &context_id))
+                .collect(),
+        ),
+        artifacts: (!artifacts.is_empty()).then_some(artifacts),
         metadata: None,
         kind: Default::default(),
-    })
+        id: task_id,
+        context_id,
+    }
 }

@@ -356,7 +356,11 @@ impl TaskRun {
         }
         if let (Some(check), Some(live)) = (&self.fold_check, live) {
             let stored = self.store.journal_for_replay(&self.task_id).await?;
-            if !check.compare(&self.task_id, &live, &stored) {
+            let view = self.store.task_view(&self.task_id, None).await?;
+            let journal = self.store.journal(&self.task_id, 0).await?;
+            if !check.compare(&self.task_id, &live, &stored)
+                || !check.compare_view(&self.task_id, view, &journal)
+            {
                 self.halted.store(true, Ordering::SeqCst);
                 return Err(FlushError::Halted);
             }

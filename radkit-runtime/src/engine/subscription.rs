@@ -11,8 +11,8 @@ use tokio::sync::broadcast;
 use super::live::Published;
 use super::{Engine, EngineError};
 use crate::journal::{Entry, JournalRecord};
-use crate::model::{TaskId, TaskState};
-use crate::store::StoreError;
+use crate::model::TaskId;
+use crate::store::{view, StoreError};
 
 /// Appends read from the store at a time: what a subscriber holds of a long journal.
 pub(crate) const PAGE_APPENDS: usize = 4;
@@ -21,36 +21,9 @@ pub(crate) const PAGE_APPENDS: usize = 4;
 /// subscriber gets the error.
 const POLL_FAILURES: u32 = 5;
 
-/// True for a record that answers a question asked before it: a reply, a new visit, the task working
-/// again (a question that expired takes its default and the step goes on), the end.
+/// True for a record that answers a question asked before it (see [`view::answers`]).
 fn answers(record: &JournalRecord) -> bool {
-    matches!(
-        record.entry,
-        Entry::MessageReceived { .. }
-            | Entry::Activated { .. }
-            | Entry::StatusChanged {
-                state: TaskState::Working
-            }
-            | Entry::Terminal { .. }
-    )
-}
-
-/// True when `records` (a journal from its start) leave the task settled: ended, or waiting for input
-/// with nothing after the question that answers it. The same rule as [`Update::is_final`].
-pub(crate) fn settled(records: &[JournalRecord]) -> bool {
-    let last = records.iter().rposition(|r| {
-        matches!(
-            r.entry,
-            Entry::AwaitingInput { .. } | Entry::Terminal { .. }
-        )
-    });
-    match last {
-        Some(i) => {
-            matches!(records[i].entry, Entry::Terminal { .. })
-                || !records[i + 1..].iter().any(answers)
-        }
-        None => false,
-    }
+    view::answers(&record.entry)
 }
 
 /// The task as A2A shows it at one point of its journal.

@@ -11,7 +11,9 @@ use crate::journal::{now_ms, Entry};
 use crate::model::{Artifact, Message, TaskState};
 
 mod checkpoint;
+mod view;
 pub use checkpoint::replay_reads_from_the_last_checkpoint;
+pub use view::task_views_match_the_journals_fold;
 
 fn record(id: &str, principal: Option<&str>) -> TaskRecord {
     TaskRecord {
@@ -545,4 +547,5 @@ pub async fn run_all(store: Arc<dyn Store>) {
     a_failed_append_does_not_sink_others(store.clone()).await;
     list_filters(store.as_ref()).await;
     list_by_id_prefix(store.as_ref()).await;
+    task_views_match_the_journals_fold(store.as_ref()).await;
 }

@@ -6,10 +6,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use super::view::{MemView, TaskView, ViewDelta};
 use super::{Append, Store, StoreError, TaskQuery, TaskRecord};
 use crate::journal::{now_ms, JournalRecord};
 
-type Tasks = HashMap<String, (TaskRecord, Vec<JournalRecord>)>;
+/// One task: its row, its journal and its view.
+struct Stored {
+    row: TaskRecord,
+    journal: Vec<JournalRecord>,
+    view: MemView,
+}
+
+type Tasks = HashMap<String, Stored>;
 
 /// An in-memory store.
 #[derive(Clone, Default)]
@@ -29,7 +37,7 @@ impl MemoryStore {
 }
 
 /// Apply one append to an in-memory map, with the same rules as every store.
-pub(crate) fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(), StoreError> {
+fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(), StoreError> {
     let conflict = |expected| StoreError::Conflict {
         task_id: append.task_id.clone(),
         expected,
@@ -42,26 +50,31 @@ pub(crate) fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(),
     } else {
         match tasks.get(&append.task_id) {
             None => return Err(conflict(0)),
-            Some((row, _)) if row.last_seq + 1 != append.first_seq => {
-                return Err(conflict(row.last_seq + 1))
+            Some(task) if task.row.last_seq + 1 != append.first_seq => {
+                return Err(conflict(task.row.last_seq + 1))
             }
             Some(_) => {}
         }
     }
-    let (row, journal) = match append.create {
-        Some(record) => tasks
-            .entry(append.task_id.clone())
-            .or_insert((record, Vec::new())),
+    let task = match append.create {
+        Some(row) => tasks.entry(append.task_id.clone()).or_insert(Stored {
+            row,
+            journal: Vec::new(),
+            view: MemView::default(),
+        }),
         None => tasks.get_mut(&append.task_id).ok_or_else(|| conflict(0))?,
     };
     for (i, entry) in append.entries.iter().cloned().enumerate() {
-        journal.push(JournalRecord {
+        task.journal.push(JournalRecord {
             seq: append.first_seq + i as u64,
             at_ms,
             entry,
         });
     }
-    row.last_seq = journal.len() as u64;
+    task.view
+        .apply(&ViewDelta::of(append.first_seq, &append.entries), at_ms);
+    let row = &mut task.row;
+    row.last_seq = task.journal.len() as u64;
     row.updated_at_ms = at_ms;
     if let Some(state) = append.state {
         row.state = state;
@@ -73,7 +86,7 @@ pub(crate) fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(),
 }
 
 /// Whether a row matches a query.
-pub(crate) fn matches(row: &TaskRecord, query: &TaskQuery) -> bool {
+fn matches(row: &TaskRecord, query: &TaskQuery) -> bool {
     (!query.non_terminal || !row.state.is_terminal())
         && query
             .principal
@@ -95,7 +108,18 @@ impl Store for MemoryStore {
     }
 
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        Ok(self.lock().get(task_id).map(|(row, _)| row.clone()))
+        Ok(self.lock().get(task_id).map(|task| task.row.clone()))
+    }
+
+    async fn task_view(
+        &self,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<Option<TaskView>, StoreError> {
+        Ok(self
+            .lock()
+            .get(task_id)
+            .map(|task| task.view.view(task.row.clone(), history)))
     }
 
     async fn journal(
@@ -106,9 +130,9 @@ impl Store for MemoryStore {
         Ok(self
             .lock()
             .get(task_id)
-            .map(|(_, journal)| {
+            .map(|task| {
                 let skip = usize::try_from(after_seq).unwrap_or(usize::MAX);
-                journal.iter().skip(skip).cloned().collect()
+                task.journal.iter().skip(skip).cloned().collect()
             })
             .unwrap_or_default())
     }
@@ -124,8 +148,8 @@ impl Store for MemoryStore {
         Ok(self
             .lock()
             .get(task_id)
-            .map(|(_, journal)| {
-                journal
+            .map(|task| {
+                task.journal
                     .iter()
                     .skip(skip)
                     .take(appends.max(1))
@@ -137,7 +161,7 @@ impl Store for MemoryStore {
 
     async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
         let tasks = self.lock();
-        let Some((_, journal)) = tasks.get(task_id) else {
+        let Some(Stored { journal, .. }) = tasks.get(task_id) else {
             return Ok(Vec::new());
         };
         let from = journal
@@ -156,8 +180,8 @@ impl Store for MemoryStore {
         let mut rows: Vec<TaskRecord> = self
             .lock()
             .values()
-            .filter(|(row, _)| matches(row, &query))
-            .map(|(row, _)| row.clone())
+            .filter(|task| matches(&task.row, &query))
+            .map(|task| task.row.clone())
             .collect();
         rows.sort_by(|a, b| {
             a.created_at_ms

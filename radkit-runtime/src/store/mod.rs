@@ -19,11 +19,13 @@ pub mod lease;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
+pub mod view;
 
 pub use lease::{Lease, Leases, NewLease, CREATION_TOKEN};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::{Durability, SqliteStore};
+pub use view::TaskView;
 
 /// The summary row of one task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,6 +110,8 @@ pub(crate) struct Encoded {
     /// Whether the append holds an [`Entry::Checkpoint`]: the row's `checkpoint` column, which
     /// [`Store::journal_for_replay`] finds the last checkpoint by.
     pub checkpoint: bool,
+    /// What the append changes in the task's view, as stored.
+    pub view: view::EncodedView,
 }
 
 impl Encoded {
@@ -135,12 +139,14 @@ impl Encoded {
             .entries
             .iter()
             .any(|entry| matches!(entry, Entry::Checkpoint { .. }));
+        let view = view::EncodedView::new(append.first_seq, &append.entries)?;
         Ok(Encoded {
             append,
             body,
             first_seq,
             last_seq,
             checkpoint,
+            view,
         })
     }
 
@@ -434,6 +440,23 @@ pub trait Store: Send + Sync + 'static {
         task_id: &str,
         after_seq: u64,
     ) -> Result<Vec<JournalRecord>, StoreError>;
+
+    /// The task row with what A2A shows of the task (status message, the newest `history` history
+    /// messages or all of them, artifacts), read in one snapshot. Stores keep the view current with
+    /// each append (see [`view`]), so this costs the same however long the journal is. The default
+    /// folds the whole journal, which is correct but costs its length.
+    async fn task_view(
+        &self,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<Option<TaskView>, StoreError> {
+        let Some(record) = self.task(task_id).await? else {
+            return Ok(None);
+        };
+        // The journal may be newer than the row read before it: the view shows the journal.
+        let journal = self.journal(task_id, 0).await?;
+        Ok(Some(view::fold_journal(record, &journal, history)))
+    }
 
     /// Task rows matching `query`.
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;

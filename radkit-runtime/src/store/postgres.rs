@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
+use super::view::{self, MemView, TaskView};
 use super::{
     describe, from_sql_int, sql_state_list, sql_terminal_states, to_sql_int, Append, BoxError,
     Encoded, Lease, Leases, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN,
@@ -93,7 +94,31 @@ const MIGRATIONS: &[&str] = &[
      DROP INDEX radkit_journal_checkpoints;
      CREATE INDEX radkit_journal_checkpoints ON radkit_journal(tid, seq) WHERE checkpoint;
      ALTER TABLE radkit_journal ALTER COLUMN kind DROP NOT NULL;",
+    // 8: the task view (`store::view`): the status message on the row, history messages and
+    // artifact pieces by the seq of the entry that made them. Filled for existing tasks by folding
+    // their journals ([`backfill_views`]) in the same transaction. Workers of an earlier version do
+    // not keep the view: stop them before starting this one on a shared database.
+    "ALTER TABLE radkit_tasks ADD COLUMN status_message TEXT, ADD COLUMN status_at_ms BIGINT,
+        ADD COLUMN settled BOOLEAN NOT NULL DEFAULT FALSE;
+     CREATE TABLE radkit_history (
+        tid BIGINT NOT NULL REFERENCES radkit_tasks(tid),
+        seq BIGINT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (tid, seq)
+     );
+     CREATE TABLE radkit_artifacts (
+        tid BIGINT NOT NULL REFERENCES radkit_tasks(tid),
+        seq BIGINT NOT NULL,
+        pos BIGINT NOT NULL,
+        artifact_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (tid, seq)
+     );
+     CREATE INDEX radkit_artifacts_by_id ON radkit_artifacts(tid, artifact_id);",
 ];
+
+/// The migration after which existing tasks get their view ([`backfill_views`]).
+const VIEW_MIGRATION: i32 = 8;
 
 /// States in which a task without a timer is claimable work: the predicate of the
 /// `radkit_tasks_runnable` index (migration 2), which a claim repeats so the planner uses it.
@@ -275,6 +300,9 @@ async fn migrate_to(client: &mut Client, target: usize) -> Result<(), StoreError
             StoreError::backend(format!("applying postgres schema migration {version}"), e)
         };
         tx.batch_execute(sql).await.map_err(migration)?;
+        if version == VIEW_MIGRATION {
+            backfill_views(&tx).await?;
+        }
         tx.execute(
             "INSERT INTO radkit_migrations (version) VALUES ($1)",
             &[&version],
@@ -284,6 +312,62 @@ async fn migrate_to(client: &mut Client, target: usize) -> Result<(), StoreError
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// Give every task written before the view existed its view, folded from its journal. A task whose
+/// journal does not decode keeps an empty view (it was unreadable already) and is logged.
+async fn backfill_views(tx: &tokio_postgres::Transaction<'_>) -> Result<(), StoreError> {
+    let tasks = tx.query("SELECT tid, id FROM radkit_tasks", &[]).await?;
+    for task in &tasks {
+        let tid: i64 = get(task, "tid")?;
+        let id: String = get(task, "id")?;
+        let rows = tx
+            .query(
+                "SELECT seq, at_ms, body FROM radkit_journal WHERE tid = $1 ORDER BY seq",
+                &[&tid],
+            )
+            .await?;
+        let records = match decode_rows(&id, &rows, 0) {
+            Ok(records) => records,
+            Err(e) => {
+                tracing::warn!(task = %id, error = %e, "task view not filled: its journal does not decode");
+                continue;
+            }
+        };
+        let view = MemView::fold(&records);
+        let message = view.status_message.as_ref().map(to_json).transpose()?;
+        tx.execute(
+            "UPDATE radkit_tasks SET status_message = $1, status_at_ms = $2, settled = $3
+             WHERE tid = $4",
+            &[&message, &view.status_at_ms, &view.settled, &tid],
+        )
+        .await?;
+        for (seq, message) in &view.history {
+            tx.execute(
+                "INSERT INTO radkit_history (tid, seq, body) VALUES ($1, $2, $3)",
+                &[&tid, &to_sql_int("seq", *seq)?, &to_json(message)?],
+            )
+            .await?;
+        }
+        for row in &view.artifacts {
+            tx.execute(
+                "INSERT INTO radkit_artifacts (tid, seq, pos, artifact_id, body) VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &tid,
+                    &to_sql_int("seq", row.seq)?,
+                    &to_sql_int("seq", row.pos)?,
+                    &row.artifact.artifact_id,
+                    &to_json(&row.artifact)?,
+                ],
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::backend("a task view value", e))
 }
 
 impl PostgresStore {
@@ -599,22 +683,33 @@ WITH locked AS MATERIALIZED (
   UPDATE radkit_tasks t
   SET last_seq = v.last_seq, updated_at_ms = $1,
       state = COALESCE(v.state, t.state),
-      wake_at_ms = CASE WHEN v.set_wake THEN v.wake ELSE t.wake_at_ms END
+      wake_at_ms = CASE WHEN v.set_wake THEN v.wake ELSE t.wake_at_ms END,
+      status_message = CASE WHEN NOT v.touched THEN t.status_message
+                            WHEN v.unless_state_was IS NOT NULL AND t.state <> v.unless_state_was
+                              THEN NULL
+                            WHEN v.set_message THEN v.message ELSE t.status_message END,
+      status_at_ms = CASE WHEN v.touched THEN $1 ELSE t.status_at_ms END,
+      settled = COALESCE(v.settled, t.settled)
   FROM locked,
-       UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[])
-       AS v(id, first_seq, last_seq, fence, state, set_wake, wake)
+       UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[],
+              $26::bool[], $27::text[], $28::bool[], $29::text[], $40::bool[])
+       AS v(id, first_seq, last_seq, fence, state, set_wake, wake, touched, unless_state_was,
+            set_message, message, settled)
   WHERE t.tid = locked.tid AND t.id = v.id AND t.last_seq = v.first_seq - 1
     AND (v.fence IS NULL OR t.fence = v.fence)
   RETURNING t.tid, t.id
 ), ins AS (
   INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms,
-                            updated_at_ms, wake_at_ms, last_seq, lease_owner, lease_expires_ms, fence)
+                            updated_at_ms, wake_at_ms, last_seq, lease_owner, lease_expires_ms, fence,
+                            status_message, status_at_ms, settled)
   SELECT c.id, c.context_id, c.skill_id, c.skill_version, c.principal, c.state, c.created_at_ms, $1,
-         c.wake, c.last_seq, c.owner, c.expires, c.fence
+         c.wake, c.last_seq, c.owner, c.expires, c.fence, c.message,
+         CASE WHEN c.touched THEN $1 END, COALESCE(c.settled, FALSE)
   FROM UNNEST($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-              $15::bigint[], $16::bigint[], $17::bigint[], $18::text[], $19::bigint[], $20::bigint[])
+              $15::bigint[], $16::bigint[], $17::bigint[], $18::text[], $19::bigint[], $20::bigint[],
+              $30::text[], $31::bool[], $41::bool[])
        AS c(id, context_id, skill_id, skill_version, principal, state, created_at_ms, wake, last_seq,
-            owner, expires, fence)
+            owner, expires, fence, message, touched, settled)
   ON CONFLICT (id) DO NOTHING
   RETURNING tid, id
 ), done AS (
@@ -625,6 +720,23 @@ WITH locked AS MATERIALIZED (
   FROM UNNEST($21::text[], $22::bigint[], $25::bigint[], $23::bool[], $24::text[])
        AS j(id, seq, last_seq, checkpoint, body)
   JOIN done ON done.id = j.id
+), history AS (
+  INSERT INTO radkit_history (tid, seq, body)
+  SELECT done.tid, h.seq, h.body
+  FROM UNNEST($32::text[], $33::bigint[], $34::text[]) AS h(id, seq, body)
+  JOIN done ON done.id = h.id
+), replaced AS (
+  DELETE FROM radkit_artifacts a
+  USING UNNEST($35::text[], $37::text[], $38::bool[]) AS r(id, artifact_id, replaces), done
+  WHERE r.replaces AND done.id = r.id AND a.tid = done.tid AND a.artifact_id = r.artifact_id
+), artifacts AS (
+  INSERT INTO radkit_artifacts (tid, seq, pos, artifact_id, body)
+  SELECT done.tid, p.seq,
+         COALESCE((SELECT MIN(a.pos) FROM radkit_artifacts a
+                   WHERE a.tid = done.tid AND a.artifact_id = p.artifact_id), p.seq),
+         p.artifact_id, p.body
+  FROM UNNEST($35::text[], $36::bigint[], $37::text[], $39::text[]) AS p(id, seq, artifact_id, body)
+  JOIN done ON done.id = p.id
 )
 SELECT id FROM done";
 
@@ -661,6 +773,23 @@ async fn commit_round(
     let mut j_last: Vec<Option<i64>> = Vec::new();
     let mut j_checkpoint: Vec<bool> = Vec::new();
     let mut j_body: Vec<&str> = Vec::new();
+    // Views: the status change of each update and create, history rows and artifact pieces.
+    let mut u_touched = Vec::new();
+    let mut u_unless: Vec<Option<&str>> = Vec::new();
+    let mut u_set = Vec::new();
+    let mut u_message: Vec<Option<&str>> = Vec::new();
+    let mut c_message: Vec<Option<&str>> = Vec::new();
+    let mut c_touched = Vec::new();
+    let mut u_settled: Vec<Option<bool>> = Vec::new();
+    let mut c_settled: Vec<Option<bool>> = Vec::new();
+    let mut h_id = Vec::new();
+    let mut h_seq = Vec::new();
+    let mut h_body: Vec<&str> = Vec::new();
+    let mut a_id = Vec::new();
+    let mut a_seq = Vec::new();
+    let mut a_artifact: Vec<&str> = Vec::new();
+    let mut a_replaces = Vec::new();
+    let mut a_body: Vec<&str> = Vec::new();
     let mut refused: Vec<Option<StoreError>> = Vec::with_capacity(round.len());
     for encoded in round {
         let append = &encoded.append;
@@ -697,6 +826,9 @@ async fn commit_round(
                 } else {
                     0
                 });
+                c_message.push(encoded.view.message.as_deref());
+                c_touched.push(encoded.view.touched);
+                c_settled.push(encoded.view.settled);
             }
             Some(_) => {
                 refused.push(Some(StoreError::Conflict {
@@ -714,7 +846,24 @@ async fn commit_round(
                 u_state.push(append.state.map(|s| s.as_str()));
                 u_set_wake.push(append.wake_at_ms.is_some());
                 u_wake.push(append.wake_at_ms.flatten());
+                u_touched.push(encoded.view.touched);
+                u_unless.push(encoded.view.unless_state_was);
+                u_set.push(encoded.view.set);
+                u_message.push(encoded.view.message.as_deref());
+                u_settled.push(encoded.view.settled);
             }
+        }
+        for (seq, body) in &encoded.view.history {
+            h_id.push(append.task_id.as_str());
+            h_seq.push(*seq);
+            h_body.push(body.as_str());
+        }
+        for (seq, artifact_id, replaces, body) in &encoded.view.artifacts {
+            a_id.push(append.task_id.as_str());
+            a_seq.push(*seq);
+            a_artifact.push(artifact_id.as_str());
+            a_replaces.push(*replaces);
+            a_body.push(body.as_str());
         }
         refused.push(None);
         j_id.push(append.task_id.as_str());
@@ -723,7 +872,7 @@ async fn commit_round(
         j_checkpoint.push(encoded.checkpoint);
         j_body.push(encoded.body.as_str());
     }
-    let params: [&(dyn ToSql + Sync); 25] = [
+    let params: [&(dyn ToSql + Sync); 41] = [
         &now,
         &u_id,
         &u_first,
@@ -749,6 +898,22 @@ async fn commit_round(
         &j_checkpoint,
         &j_body,
         &j_last,
+        &u_touched,
+        &u_unless,
+        &u_set,
+        &u_message,
+        &c_message,
+        &c_touched,
+        &h_id,
+        &h_seq,
+        &h_body,
+        &a_id,
+        &a_seq,
+        &a_artifact,
+        &a_replaces,
+        &a_body,
+        &u_settled,
+        &c_settled,
     ];
     let committed = client.query(statement, &params).await?;
     // The statement has committed: an unreadable answer fails the round's appends, whose runs then
@@ -882,6 +1047,59 @@ impl Store for PostgresStore {
             .into_iter()
             .next();
         row.as_ref().map(row_to_task).transpose()
+    }
+
+    async fn task_view(
+        &self,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<Option<TaskView>, StoreError> {
+        let limit = history.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        // One statement, so one snapshot: the row, the newest `limit` history messages (all when
+        // NULL) and the artifact pieces in (pos, seq) order.
+        let rows = self
+            .rows(
+                &format!(
+                    "SELECT {TASK_COLUMNS}, status_message, status_at_ms, settled,
+                       ARRAY(SELECT body FROM (SELECT seq, body FROM radkit_history h
+                                               WHERE h.tid = t.tid ORDER BY seq DESC LIMIT $2) n
+                             ORDER BY seq) AS history,
+                       ARRAY(SELECT pos FROM radkit_artifacts a WHERE a.tid = t.tid
+                             ORDER BY pos, seq) AS artifact_pos,
+                       ARRAY(SELECT body FROM radkit_artifacts a WHERE a.tid = t.tid
+                             ORDER BY pos, seq) AS artifact_body
+                     FROM radkit_tasks t WHERE id = $1"
+                ),
+                &[&task_id, &limit],
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let history: Vec<&str> = get(row, "history")?;
+        let positions: Vec<i64> = get(row, "artifact_pos")?;
+        let bodies: Vec<&str> = get(row, "artifact_body")?;
+        let message: Option<&str> = get(row, "status_message")?;
+        let mut pieces = Vec::with_capacity(bodies.len());
+        for (pos, body) in positions.into_iter().zip(bodies) {
+            pieces.push((
+                from_sql_int("pos", pos)?,
+                view::decode(task_id, "an artifact", body)?,
+            ));
+        }
+        Ok(Some(TaskView {
+            record: row_to_task(row)?,
+            status_message: message
+                .map(|m| view::decode(task_id, "the status message", m))
+                .transpose()?,
+            status_at_ms: get::<Option<i64>>(row, "status_at_ms")?.unwrap_or_default(),
+            history: history
+                .into_iter()
+                .map(|m| view::decode(task_id, "a history message", m))
+                .collect::<Result<_, _>>()?,
+            artifacts: view::join_pieces(pieces),
+            settled: get(row, "settled")?,
+        }))
     }
 
     async fn journal(

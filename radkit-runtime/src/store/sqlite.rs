@@ -15,6 +15,7 @@ use rusqlite::types::FromSql;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use tokio::sync::oneshot;
 
+use super::view::{self, EncodedView, MemView, TaskView};
 use super::{
     sql_terminal_states, Append, Encoded, Store, StoreError, StoreStats, TaskQuery, TaskRecord,
 };
@@ -96,7 +97,31 @@ const MIGRATIONS: &[&str] = &[
      DROP INDEX journal_checkpoints;
      CREATE INDEX journal_checkpoints ON journal(tid, seq) WHERE checkpoint = 1;
      ALTER TABLE journal DROP COLUMN kind;",
+    // 5: the task view (`store::view`): the status message on the row, history messages and artifact
+    // pieces by the seq of the entry that made them. Filled for existing tasks by folding their
+    // journals ([`backfill_views`]) in the same transaction.
+    "ALTER TABLE tasks ADD COLUMN status_message TEXT;
+     ALTER TABLE tasks ADD COLUMN status_at_ms INTEGER;
+     ALTER TABLE tasks ADD COLUMN settled INTEGER NOT NULL DEFAULT 0;
+     CREATE TABLE history (
+        tid INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (tid, seq)
+     ) WITHOUT ROWID;
+     CREATE TABLE artifacts (
+        tid INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        pos INTEGER NOT NULL,
+        artifact_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (tid, seq)
+     ) WITHOUT ROWID;
+     CREATE INDEX artifacts_by_id ON artifacts(tid, artifact_id);",
 ];
+
+/// The migration after which existing tasks get their view ([`backfill_views`]).
+const VIEW_MIGRATION: usize = 5;
 
 /// Column `name` of `row` as `T`: a `NULL`, a value of another type or an out-of-range number is a
 /// [`StoreError::Column`] naming the column.
@@ -143,11 +168,72 @@ fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), StoreError> {
         };
         let tx = conn.transaction().map_err(migration)?;
         tx.execute_batch(sql).map_err(migration)?;
+        if i + 1 == VIEW_MIGRATION {
+            backfill_views(&tx)?;
+        }
         tx.pragma_update(None, "user_version", i + 1)
             .map_err(migration)?;
         tx.commit().map_err(migration)?;
     }
     Ok(())
+}
+
+/// Give every task written before the view existed its view, folded from its journal. A task whose
+/// journal does not decode keeps an empty view (it was unreadable already) and is logged.
+fn backfill_views(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    let tasks: Vec<(i64, String)> = {
+        let mut stmt = tx.prepare("SELECT tid, id FROM tasks")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    for (tid, id) in tasks {
+        let records = match read_records(
+            tx,
+            "SELECT seq, at_ms, body FROM journal WHERE tid = ?1 ORDER BY seq",
+            params![tid],
+            &id,
+            0,
+        ) {
+            Ok(records) => records,
+            Err(e) => {
+                tracing::warn!(task = %id, error = %e, "task view not filled: its journal does not decode");
+                continue;
+            }
+        };
+        let view = MemView::fold(&records);
+        tx.execute(
+            "UPDATE tasks SET status_message = ?1, status_at_ms = ?2, settled = ?3 WHERE tid = ?4",
+            params![
+                view.status_message.as_ref().map(to_json).transpose()?,
+                view.status_at_ms,
+                view.settled,
+                tid
+            ],
+        )?;
+        for (seq, message) in &view.history {
+            tx.execute(
+                "INSERT INTO history (tid, seq, body) VALUES (?1, ?2, ?3)",
+                params![tid, super::to_sql_int("seq", *seq)?, to_json(message)?],
+            )?;
+        }
+        for row in &view.artifacts {
+            tx.execute(
+                "INSERT INTO artifacts (tid, seq, pos, artifact_id, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    tid,
+                    super::to_sql_int("seq", row.seq)?,
+                    super::to_sql_int("seq", row.pos)?,
+                    row.artifact.artifact_id,
+                    to_json(&row.artifact)?
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::backend("a task view value", e))
 }
 
 impl SqliteStore {
@@ -381,18 +467,48 @@ fn apply_one(
         encoded.checkpoint,
         encoded.body
     ])?;
-    // The row changes only when the state or the timer does: `last_seq` and `updated_at_ms` are read
-    // from the journal, so a plain step writes no task-row page (one page less per commit).
-    if append.state.is_some() || append.wake_at_ms.is_some() {
+    // The row changes only when the state, the status or the timer does: `last_seq` and
+    // `updated_at_ms` are read from the journal, so a plain step writes no task-row page (one page
+    // less per commit). The status message's rule reads the state before the append: SQLite
+    // evaluates every `SET` expression against the row as it was.
+    let view = &encoded.view;
+    if append.state.is_some()
+        || append.wake_at_ms.is_some()
+        || view.touched
+        || view.settled == Some(true)
+    {
         let (set_wake, wake) = match append.wake_at_ms {
             Some(w) => (true, w),
             None => (false, None),
         };
         tx.prepare_cached(
-            "UPDATE tasks SET state = COALESCE(?1, state), wake_at_ms = CASE WHEN ?2 THEN ?3 ELSE wake_at_ms END WHERE tid = ?4",
+            "UPDATE tasks SET state = COALESCE(?1, state),
+                wake_at_ms = CASE WHEN ?2 THEN ?3 ELSE wake_at_ms END,
+                status_message = CASE WHEN NOT ?4 THEN status_message
+                                      WHEN ?5 IS NOT NULL AND state <> ?5 THEN NULL
+                                      WHEN ?6 THEN ?7 ELSE status_message END,
+                status_at_ms = CASE WHEN ?4 THEN ?8 ELSE status_at_ms END,
+                settled = COALESCE(?10, settled)
+             WHERE tid = ?9",
         )?
-        .execute(params![append.state.map(TaskState::as_str), set_wake, wake, tid])?;
+        .execute(params![
+            append.state.map(TaskState::as_str),
+            set_wake,
+            wake,
+            view.touched,
+            view.unless_state_was,
+            view.set,
+            view.message,
+            now,
+            tid,
+            view.settled
+        ])?;
+    } else if view.settled == Some(false) {
+        // A new visit (most appends) unsettles a settled task only: no row write otherwise.
+        tx.prepare_cached("UPDATE tasks SET settled = 0 WHERE tid = ?1 AND settled = 1")?
+            .execute(params![tid])?;
     }
+    write_view_rows(tx, tid, view)?;
     // Only an empty append at seq 0 could make `last_seq` negative; then the cache forgets the
     // task and the next append reads it from the journal.
     match u64::try_from(encoded.last_seq) {
@@ -404,6 +520,97 @@ fn apply_one(
         }
     }
     Ok(Ok(()))
+}
+
+/// An append's history messages and artifact pieces (see [`view::MemView::apply`] for the rules).
+fn write_view_rows(
+    tx: &rusqlite::Transaction<'_>,
+    tid: i64,
+    view: &EncodedView,
+) -> Result<(), rusqlite::Error> {
+    for (seq, body) in &view.history {
+        tx.prepare_cached("INSERT INTO history (tid, seq, body) VALUES (?1, ?2, ?3)")?
+            .execute(params![tid, seq, body])?;
+    }
+    for (seq, artifact_id, replaces, body) in &view.artifacts {
+        let pos: Option<i64> = tx
+            .prepare_cached("SELECT MIN(pos) FROM artifacts WHERE tid = ?1 AND artifact_id = ?2")?
+            .query_row(params![tid, artifact_id], |r| r.get(0))?;
+        if *replaces {
+            tx.prepare_cached("DELETE FROM artifacts WHERE tid = ?1 AND artifact_id = ?2")?
+                .execute(params![tid, artifact_id])?;
+        }
+        tx.prepare_cached(
+            "INSERT INTO artifacts (tid, seq, pos, artifact_id, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![tid, seq, pos.unwrap_or(*seq), artifact_id, body])?;
+    }
+    Ok(())
+}
+
+/// The view of task `id` (see [`Store::task_view`]), read in one read transaction.
+fn read_view(
+    conn: &Connection,
+    id: &str,
+    history: Option<usize>,
+) -> Result<Option<TaskView>, StoreError> {
+    // One snapshot for the three reads (WAL: the transaction sees one commit's state).
+    let tx = conn.unchecked_transaction()?;
+    let row = tx
+        .prepare_cached(&format!(
+            "SELECT {TASK_COLUMNS}, tid, status_message, status_at_ms, settled FROM tasks WHERE id = ?1"
+        ))?
+        .query(params![id])?
+        .next()?
+        .map(|r| -> Result<_, StoreError> {
+            let message: Option<String> = get(r, "status_message")?;
+            Ok((
+                row_to_task(r)?,
+                get::<i64>(r, "tid")?,
+                message,
+                get::<Option<i64>>(r, "status_at_ms")?,
+                get::<bool>(r, "settled")?,
+            ))
+        })
+        .transpose()?;
+    let Some((record, tid, message, at_ms, settled)) = row else {
+        return Ok(None);
+    };
+    let limit = history.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let mut stmt = tx.prepare_cached(
+        "SELECT body FROM (SELECT seq, body FROM history WHERE tid = ?1 ORDER BY seq DESC LIMIT ?2)
+         ORDER BY seq",
+    )?;
+    let mut rows = stmt.query(params![tid, limit])?;
+    let mut messages = Vec::new();
+    while let Some(r) = rows.next()? {
+        messages.push(view::decode(
+            id,
+            "a history message",
+            &get::<String>(r, "body")?,
+        )?);
+    }
+    let mut stmt =
+        tx.prepare_cached("SELECT pos, body FROM artifacts WHERE tid = ?1 ORDER BY pos, seq")?;
+    let mut rows = stmt.query(params![tid])?;
+    let mut pieces = Vec::new();
+    while let Some(r) = rows.next()? {
+        let pos: u64 = get(r, "pos")?;
+        pieces.push((
+            pos,
+            view::decode(id, "an artifact", &get::<String>(r, "body")?)?,
+        ));
+    }
+    Ok(Some(TaskView {
+        record,
+        status_message: message
+            .map(|m| view::decode(id, "the status message", &m))
+            .transpose()?,
+        status_at_ms: at_ms.unwrap_or_default(),
+        history: messages,
+        artifacts: view::join_pieces(pieces),
+        settled,
+    }))
 }
 
 /// A task row selected with [`TASK_COLUMNS`].
@@ -471,6 +678,15 @@ impl Store for SqliteStore {
             Ok(query_tasks(&mut stmt, params![id])?.pop())
         })
         .await
+    }
+
+    async fn task_view(
+        &self,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<Option<TaskView>, StoreError> {
+        let id = task_id.to_owned();
+        self.read(move |conn| read_view(conn, &id, history)).await
     }
 
     async fn journal(
