@@ -245,11 +245,17 @@ pub async fn soak(seconds: u64, clients: u64, every: Duration) -> anyhow::Result
         rss_first.get_or_insert(rss);
         rss_max = rss_max.max(rss);
         rss_last = rss;
+        let memory = super::memory::memory_use();
+        let mb = |bytes: u64| (bytes as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0;
         println!(
             "{}",
             json!({
                 "seconds": started.elapsed().as_secs(),
                 "rss_mb": rss,
+                "heap_in_use_mb": memory.heap_in_use.map(mb),
+                "heap_held_mb": memory.heap_held.map(mb),
+                "sqlite_mb": mb(memory.sqlite),
+                "tasks_in_hand": engine.tasks_in_hand(),
                 "actions": latencies.len(),
                 "errors": interval.errors.swap(0, Ordering::Relaxed),
                 "p50_ms": pct(0.5),

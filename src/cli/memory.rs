@@ -27,3 +27,35 @@ pub fn spawn_trimmer() {
         }
     });
 }
+
+/// Where the process's memory is, in bytes, for benchmarks: the allocator's heap in use and held
+/// from the system (glibc's `mallinfo2`; `None` elsewhere), and what SQLite holds (its page caches,
+/// statements and connections; `sqlite3_memory_used`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryUse {
+    pub heap_in_use: Option<u64>,
+    pub heap_held: Option<u64>,
+    pub sqlite: u64,
+}
+
+/// The process's [`MemoryUse`] now.
+pub fn memory_use() -> MemoryUse {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallinfo2 only reads the allocator's counters and returns them by value.
+    let (heap_in_use, heap_held) = {
+        let info = unsafe { libc::mallinfo2() };
+        (
+            Some(info.uordblks as u64 + info.hblkhd as u64),
+            Some(info.arena as u64 + info.hblkhd as u64),
+        )
+    };
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let (heap_in_use, heap_held) = (None, None);
+    // SAFETY: sqlite3_memory_used reads SQLite's own counter; it takes no argument.
+    let sqlite = unsafe { rusqlite::ffi::sqlite3_memory_used() };
+    MemoryUse {
+        heap_in_use,
+        heap_held,
+        sqlite: u64::try_from(sqlite).unwrap_or(0),
+    }
+}

@@ -98,6 +98,13 @@ impl Engine {
             .clone()
     }
 
+    /// How many tasks this engine has in hand now: being driven, followed by a subscriber, or with
+    /// someone at their gate. A number that only grows under steady load is a leak (`bench soak`
+    /// prints it).
+    pub fn tasks_in_hand(&self) -> usize {
+        self.inner.live.len()
+    }
+
     /// True once halted.
     pub fn is_halted(&self) -> bool {
         self.inner.halted.load(Ordering::SeqCst)

@@ -58,6 +58,11 @@ impl LiveTasks {
         (entry.tx.clone(), entry.gate.clone())
     }
 
+    /// How many tasks have an entry.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     /// The task's run, while a driver has it.
     pub fn running(&self, task_id: &str) -> Option<Arc<TaskRun>> {
         self.lock().get(task_id).and_then(|l| l.run.clone())

@@ -368,12 +368,17 @@ fn writer_loop(
     }
 }
 
+/// Most running tasks whose last seq the writer keeps (see [`commit_batch`]).
+const CACHED_SEQS: usize = 20_000;
+
 /// Apply a batch in one transaction. A conflicting append is refused alone; a backend failure fails
 /// the whole batch (nothing of it is committed).
 ///
 /// `last_seqs` caches each task's last seq: the writer thread is the only writer of the file in this
 /// process (several processes must not write one SQLite file; use Postgres for that), so the cache is
-/// exact once loaded. It is cleared when a batch fails and pruned when tasks end.
+/// exact once loaded. It holds tasks that are running: a task that ends or stops to wait for input
+/// leaves it (its next append, maybe days later, reads its seq once), and it is dropped whole (its
+/// memory with it) when a batch fails or it passes [`CACHED_SEQS`] tasks.
 fn commit_batch(
     conn: &mut Connection,
     batch: &mut [(Encoded, Reply)],
@@ -390,13 +395,13 @@ fn commit_batch(
     })();
     match outcome {
         Ok(()) => {
-            if last_seqs.len() > 100_000 {
-                last_seqs.clear();
+            if last_seqs.len() > CACHED_SEQS {
+                *last_seqs = HashMap::new();
             }
             results
         }
         Err(e) => {
-            last_seqs.clear();
+            *last_seqs = HashMap::new();
             // Every append of the batch failed of the same error.
             let e = Arc::new(e);
             batch
@@ -511,8 +516,11 @@ fn apply_one(
     write_view_rows(tx, tid, view)?;
     // Only an empty append at seq 0 could make `last_seq` negative; then the cache forgets the
     // task and the next append reads it from the journal.
+    let stops = append
+        .state
+        .is_some_and(|s| s.is_terminal() || s == TaskState::InputRequired);
     match u64::try_from(encoded.last_seq) {
-        Ok(last_seq) if !append.state.is_some_and(TaskState::is_terminal) => {
+        Ok(last_seq) if !stops => {
             last_seqs.insert(append.task_id.clone(), (tid, last_seq));
         }
         _ => {
