@@ -149,11 +149,24 @@ async fn post(client: &reqwest::Client, url: &str, body: impl Into<reqwest::Body
         .await
         .unwrap_or_else(|e| panic!("POST {url}/: {e}"));
     let status = resp.status().as_u16();
+    let stream = resp
+        .headers()
+        .get("content-type")
+        .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"));
     let text = resp
         .text()
         .await
         .unwrap_or_else(|e| panic!("the body of the answer from {url}/: {e}"));
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    // A stream that cannot start is one SSE event holding the error: its envelope is the answer.
+    let json = match stream {
+        true => text
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap_or_default()
+            .to_owned(),
+        false => text.clone(),
+    };
+    let body = serde_json::from_str(&json).unwrap_or(Value::String(text));
     (status, body)
 }
 
@@ -580,6 +593,66 @@ async fn a_message_to_a_task_that_waits_for_no_input_is_invalid_params() {
 }
 
 // ---- -32001, -32002, -32003, -32004 ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_cannot_start_is_one_sse_error_event_not_a_json_body() {
+    let agent = ask_agent().await;
+    let client = client();
+    let waiting = waiting_task(&client, &agent.url).await;
+    let cases = [
+        (
+            "tasks/resubscribe",
+            json!({ "id": "no-such-task" }),
+            None,
+            -32001,
+        ),
+        (
+            "message/stream",
+            json!({ "message": answer("no-such-task", "hi") }),
+            None,
+            -32001,
+        ),
+        (
+            "tasks/resubscribe",
+            json!({ "id": waiting }),
+            Some("seven"),
+            -32602,
+        ),
+        (
+            "tasks/resubscribe",
+            json!({ "id": waiting }),
+            Some("100000"),
+            -32602,
+        ),
+    ];
+    for (method, params, last_event_id, code) in cases {
+        let what = format!("{method} {params} Last-Event-ID {last_event_id:?}");
+        let mut request = client
+            .post(format!("{}/", agent.url))
+            .json(&json!({ "jsonrpc": "2.0", "id": "req", "method": method, "params": params }));
+        if let Some(last) = last_event_id {
+            request = request.header("last-event-id", last);
+        }
+        let resp = request.send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{what}");
+        assert_eq!(
+            resp.headers()["content-type"],
+            "text/event-stream",
+            "{what}: a streaming client reads the error as an event"
+        );
+        let text = resp.text().await.unwrap();
+        let events: Vec<Value> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        assert_eq!(events.len(), 1, "{what}: one event: {text}");
+        let message = method_error(&events[0], code, &what);
+        if code == -32602 {
+            assert!(message.contains("Last-Event-ID"), "{what}: {message}");
+        }
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_task_is_task_not_found() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 mod common;
-use common::{read_events, rpc, user, within, Server, PATIENCE};
+use common::{read_events, read_sse, rpc, user, within, Server, PATIENCE};
 #[macro_use]
 #[path = "../radkit-runtime/tests/services/mod.rs"]
 mod services;
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
             unnamed_tokens_are_distinct_principals_that_store_no_part_of_the_token,
             accepted_output_modes_filter_artifact_parts,
             server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once,
+            a_stream_killed_with_its_server_resumes_from_last_event_id_with_nothing_repeated_or_lost,
             a_dropped_stream_connection_does_not_stop_the_task;
     })
 }
@@ -405,6 +406,115 @@ async fn server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once(
         .filter_map(|e| e["result"]["status"]["state"].as_str())
         .collect();
     assert_eq!(states.first(), Some(&"submitted"));
+}
+
+/// The artifact chunks' texts of SSE events (with ids).
+fn chunk_texts(events: &[(Option<u64>, Value)]) -> Vec<String> {
+    chunks(&events.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>())
+}
+
+async fn a_stream_killed_with_its_server_resumes_from_last_event_id_with_nothing_repeated_or_lost()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let mut server = serve(dir.path(), &[]);
+    let mut message = user("Durable execution");
+    message["metadata"] = json!({ "skillId": "report" });
+    let request = json!({ "jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": { "message": message } });
+    let resp = within(
+        PATIENCE,
+        "the stream to open",
+        client
+            .post(format!("{}/", server.url))
+            .json(&request)
+            .send(),
+    )
+    .await
+    .unwrap();
+    let before = read_sse(resp, |events| chunk_texts(events).len() >= 2).await;
+    let ids: Vec<u64> = before
+        .iter()
+        .map(|(id, e)| id.unwrap_or_else(|| panic!("every event has an id: {e}")))
+        .collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "ids are increasing journal seqs: {ids:?}"
+    );
+    let task_id = before[0].1["result"]["id"].as_str().unwrap().to_owned();
+    let seen = *ids.last().unwrap();
+    server.child.kill().unwrap(); // SIGKILL, mid-stream
+    server.child.wait().unwrap();
+
+    // The same send again (same messageId: the same task) with the last id seen: the rest of the
+    // story, nothing of it twice.
+    let server = serve(dir.path(), &[]);
+    let resp = within(
+        PATIENCE,
+        "the resumed stream to open",
+        client
+            .post(format!("{}/", server.url))
+            .header("last-event-id", seen.to_string())
+            .json(&request)
+            .send(),
+    )
+    .await
+    .unwrap();
+    let after = read_sse(resp, |_| false).await;
+    assert!(
+        after.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
+        "only events after {seen}: {after:?}"
+    );
+    assert!(
+        after
+            .iter()
+            .all(|(_, e)| e["result"]["taskId"] == task_id.as_str()),
+        "the same task: {after:?}"
+    );
+    let mut story = chunk_texts(&before);
+    story.extend(chunk_texts(&after));
+    assert_eq!(
+        story,
+        vec![
+            "# Durable execution\n",
+            "Durable steps journal every effect before it runs.\n",
+            "A crash replays receipts instead of repeating effects.\n",
+            "Waiting for a human costs nothing.\n"
+        ],
+        "every chunk once, in order, across the kill"
+    );
+    let last = &after.last().unwrap().1;
+    assert_eq!(last["result"]["status"]["state"], "completed", "{last}");
+    let final_id = after.last().unwrap().0.unwrap();
+
+    // tasks/resubscribe resumes the same way; after the final event there is nothing more.
+    let resubscribe = |last_event_id: u64| {
+        client
+            .post(format!("{}/", server.url))
+            .header("last-event-id", last_event_id.to_string())
+            .json(&json!({ "jsonrpc": "2.0", "id": "r", "method": "tasks/resubscribe", "params": { "id": task_id } }))
+            .send()
+    };
+    let resp = within(PATIENCE, "a resubscription", resubscribe(seen))
+        .await
+        .unwrap();
+    let again = read_sse(resp, |_| false).await;
+    let again_ids: Vec<Option<u64>> = again.iter().map(|(id, _)| *id).collect();
+    let after_ids: Vec<Option<u64>> = after.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        again_ids, after_ids,
+        "resubscribe after {seen} replays the same events"
+    );
+    let resp = within(
+        PATIENCE,
+        "a resubscription after the end",
+        resubscribe(final_id),
+    )
+    .await
+    .unwrap();
+    assert!(
+        read_sse(resp, |_| false).await.is_empty(),
+        "a stream resumed after its final event ends at once"
+    );
 }
 
 async fn a_dropped_stream_connection_does_not_stop_the_task() {

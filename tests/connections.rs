@@ -189,6 +189,32 @@ fn is_stream(response: &reqwest::Response) -> bool {
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
+/// A streaming answer, read up to its first event: `Ok` with the stream (held open by whoever keeps
+/// it) when the stream started, `Err` with the JSON-RPC error envelope of a stream refused (one SSE
+/// event holding the error).
+async fn opened(response: reqwest::Response) -> Result<impl futures::Stream + Send, Value> {
+    use futures::StreamExt;
+    assert!(is_stream(&response), "streaming methods answer SSE");
+    let mut body = response.bytes_stream().boxed();
+    let mut buf = String::new();
+    while !buf.contains("\n\n") {
+        let chunk = common::within(PATIENCE, "the first event of a stream", body.next())
+            .await
+            .expect("an event before the stream ends")
+            .expect("a chunk");
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let data = buf
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .expect("a data line");
+    let event: Value = serde_json::from_str(data).expect("a JSON-RPC envelope");
+    match event.get("error") {
+        Some(_) => Err(event),
+        None => Ok(body),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_head_or_body_that_trickles_is_cut_after_the_header_timeout() {
     let agent = agent(|mut c| {
@@ -356,25 +382,23 @@ async fn a_caller_over_its_stream_limit_gets_32052_until_a_stream_ends() {
     let task = napping_task(&client, &agent.url).await;
     let mut open = Vec::new();
     for _ in 0..2 {
-        let stream = resubscribe(&client, &agent.url, &task).await;
-        assert!(is_stream(&stream));
-        open.push(stream);
+        let stream = opened(resubscribe(&client, &agent.url, &task).await).await;
+        open.push(stream.expect("a stream within the limit"));
     }
-    let third = resubscribe(&client, &agent.url, &task).await;
-    assert!(!is_stream(&third), "a third stream was opened");
-    let body: Value = third.json().await.expect("a JSON error");
+    let third = opened(resubscribe(&client, &agent.url, &task).await).await;
+    let body = third.err().expect("a third stream was opened");
     assert_eq!(body["id"], 9, "{body}");
     assert_eq!(body["error"]["code"], -32052, "{body}");
     // A refused message/stream starts no task.
     let before = task_count(&agent).await;
-    let refused = common::rpc(
-        &client,
-        &agent.url,
-        None,
-        "message/stream",
-        json!({ "message": common::user("nap") }),
-    )
-    .await;
+    let body = json!({ "jsonrpc": "2.0", "id": 4, "method": "message/stream", "params": { "message": common::user("nap") } });
+    let refused = client
+        .post(format!("{}/", agent.url))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST message/stream");
+    let refused = opened(refused).await.err().expect("a refusal");
     assert_eq!(refused["error"]["code"], -32052, "{refused}");
     assert_eq!(task_count(&agent).await, before);
 
@@ -382,8 +406,10 @@ async fn a_caller_over_its_stream_limit_gets_32052_until_a_stream_ends() {
     drop(open.remove(0));
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        let again = resubscribe(&client, &agent.url, &task).await;
-        if is_stream(&again) {
+        if opened(resubscribe(&client, &agent.url, &task).await)
+            .await
+            .is_ok()
+        {
             break;
         }
         assert!(Instant::now() < deadline, "still refused");
@@ -416,15 +442,17 @@ async fn the_stream_limit_is_per_principal() {
                 .expect("POST message/stream")
         }
     };
-    let alice = stream("alice-token").await;
-    assert!(is_stream(&alice));
-    let refused = stream("alice-token").await;
-    assert!(!is_stream(&refused));
-    let body: Value = refused.json().await.expect("a JSON error");
+    let _alice = opened(stream("alice-token").await)
+        .await
+        .expect("alice's first stream");
+    let body = opened(stream("alice-token").await)
+        .await
+        .err()
+        .expect("alice's second stream is refused");
     assert_eq!(body["error"]["code"], -32052, "{body}");
     // Alice's streams do not count against Bob's.
-    let bob = stream("bob-token").await;
-    assert!(is_stream(&bob), "bob was refused");
+    let bob = opened(stream("bob-token").await).await;
+    assert!(bob.is_ok(), "bob was refused");
 }
 
 #[test]

@@ -159,6 +159,21 @@ pub async fn read_events(
     resp: reqwest::Response,
     stop_early: impl Fn(&[Value]) -> bool,
 ) -> Vec<Value> {
+    read_sse(resp, |events: &[(Option<u64>, Value)]| {
+        let values: Vec<Value> = events.iter().map(|(_, v)| v.clone()).collect();
+        stop_early(&values)
+    })
+    .await
+    .into_iter()
+    .map(|(_, v)| v)
+    .collect()
+}
+
+/// Like [`read_events`], with each event's SSE `id:` (a journal seq) beside its payload.
+pub async fn read_sse(
+    resp: reqwest::Response,
+    stop_early: impl Fn(&[(Option<u64>, Value)]) -> bool,
+) -> Vec<(Option<u64>, Value)> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let mut events = Vec::new();
     let mut buf = String::new();
@@ -175,11 +190,15 @@ pub async fn read_events(
         buf.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(end) = buf.find("\n\n") {
             let frame: String = buf.drain(..end + 2).collect();
+            let id = frame
+                .lines()
+                .find_map(|l| l.strip_prefix("id: "))
+                .map(|id| id.parse::<u64>().expect("an event id is a journal seq"));
             for line in frame.lines() {
                 if let Some(data) = line.strip_prefix("data: ") {
                     let v: Value = serde_json::from_str(data).unwrap();
                     let is_final = v["result"]["final"] == true;
-                    events.push(v);
+                    events.push((id, v));
                     if is_final || stop_early(&events) {
                         return events;
                     }

@@ -401,6 +401,41 @@ impl Engine {
         })
     }
 
+    /// True when the task is settled and a follower that has seen its records up to `seq` has seen
+    /// the record that settled it (its question or its end): a stream resumed after `seq` has nothing
+    /// more to say. Reads the journal after `seq` a page at a time, until a settling record.
+    pub async fn settled_by(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        seq: u64,
+    ) -> Result<bool, EngineError> {
+        if !self.visible_view(caller, task_id, Some(0)).await?.settled {
+            return Ok(false);
+        }
+        let mut after = seq;
+        loop {
+            let page = self
+                .inner
+                .store
+                .journal_page(task_id, after, super::subscription::PAGE_APPENDS)
+                .await?;
+            let Some(last) = page.last() else {
+                return Ok(true);
+            };
+            if page.iter().any(|r| {
+                matches!(
+                    r.entry,
+                    crate::journal::Entry::AwaitingInput { .. }
+                        | crate::journal::Entry::Terminal { .. }
+                )
+            }) {
+                return Ok(false);
+            }
+            after = last.seq;
+        }
+    }
+
     /// The task's current state (from its row; cheap).
     pub async fn state(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskState, EngineError> {
         Ok(self.visible(caller, task_id).await?.state)

@@ -105,20 +105,32 @@ pub(crate) async fn dispatch(
     state: Arc<AppState>,
     caller: Caller,
     request: jsonrpc::Request,
+    headers: &axum::http::HeaderMap,
 ) -> Response {
     let id = request.id.clone();
+    if matches!(
+        request.method.as_str(),
+        "message/stream" | "tasks/resubscribe"
+    ) {
+        let resume = match stream::last_event_id(headers) {
+            Ok(resume) => resume,
+            Err(e) => return stream::error(&id, e),
+        };
+        return match request.method.as_str() {
+            "message/stream" => stream_message(state, caller, request, resume).await,
+            _ => resubscribe(state, caller, request, resume).await,
+        };
+    }
     let result = match request.method.as_str() {
         "message/send" => send(&state, caller, request.params)
             .await
             .map(|task| jsonrpc::ok(&id, task)),
-        "message/stream" => return stream_message(state, caller, request).await,
         "tasks/get" => get(&state, caller, request.params)
             .await
             .map(|task| jsonrpc::ok(&id, task)),
         "tasks/cancel" => cancel(&state, caller, request.params)
             .await
             .map(|task| jsonrpc::ok(&id, task)),
-        "tasks/resubscribe" => return resubscribe(state, caller, request).await,
         m if m.starts_with("tasks/pushNotificationConfig/") => Err(RpcError::new(
             codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "push notifications are not supported; use message/stream or tasks/resubscribe",
@@ -326,10 +338,14 @@ async fn cancel(state: &AppState, caller: Caller, params: Value) -> Result<Task,
         .map_err(|e| engine_error(e, true))
 }
 
+/// `message/stream`: the task as it is now, then every journal record after it. With `resume` (a
+/// reconnect's `Last-Event-ID`; a retried send with the same `messageId` names the same task) the
+/// events after that seq instead.
 async fn stream_message(
     state: Arc<AppState>,
     caller: Caller,
     request: jsonrpc::Request,
+    resume: Option<u64>,
 ) -> Response {
     let id = request.id.clone();
     // The slot first: a stream refused must not have started a task the client cannot follow.
@@ -338,49 +354,94 @@ async fn stream_message(
     };
     let task_id = match start(&state, &caller, request.params).await {
         Ok((task_id, _)) => task_id,
-        Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
+        Err(e) => return stream::error(&id, e),
     };
-    // The stream opens with the task as it is now, then every journal record after it.
     let snapshot = match state
         .engine
         .snapshot(&caller, &task_id, Some(state.config.max_history))
         .await
     {
         Ok(snapshot) => snapshot,
-        Err(e) => return Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
+        Err(e) => return stream::error(&id, engine_error(e, false)),
     };
-    match state
-        .engine
-        .subscribe_from(&caller, &task_id, snapshot.last_seq)
-        .await
-    {
-        Ok(sub) => {
-            stream::sse(sub, id, Some(snapshot.task), snapshot.is_final, slot).into_response()
+    let (first, after, done) = match resume {
+        Some(seq) => match resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await {
+            Ok(done) => (None, seq, done),
+            Err(e) => return stream::error(&id, e),
+        },
+        None => {
+            let (seq, done) = (snapshot.last_seq, snapshot.is_final);
+            (Some((snapshot.task, seq)), seq, done)
         }
-        Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
+    };
+    match state.engine.subscribe_from(&caller, &task_id, after).await {
+        Ok(sub) => stream::sse(sub, id, first, done, slot).into_response(),
+        Err(e) => stream::error(&id, engine_error(e, false)),
     }
 }
 
-async fn resubscribe(state: Arc<AppState>, caller: Caller, request: jsonrpc::Request) -> Response {
+/// Whether a stream of `task_id` resumed after event `seq` has nothing more to say (the client saw the
+/// event that settled the task), or an error when `seq` is past the task's journal (no event of it
+/// had that id).
+async fn resumed(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &TaskId,
+    last_seq: u64,
+    seq: u64,
+) -> Result<bool, RpcError> {
+    if seq > last_seq {
+        return Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            format!("`Last-Event-ID` {seq} is past the task's last event ({last_seq})"),
+        ));
+    }
+    state
+        .engine
+        .settled_by(caller, task_id, seq)
+        .await
+        .map_err(|e| engine_error(e, false))
+}
+
+/// `tasks/resubscribe`: the task's journal from its start (or after `resume`, a reconnect's
+/// `Last-Event-ID`) as events, then live ones.
+async fn resubscribe(
+    state: Arc<AppState>,
+    caller: Caller,
+    request: jsonrpc::Request,
+    resume: Option<u64>,
+) -> Response {
     let id = request.id.clone();
     let IdParams { id: task_id } = match decode_params(request.params) {
         Ok(p) => p,
-        Err(e) => return Json(jsonrpc::error(&id, e)).into_response(),
+        Err(e) => return stream::error(&id, e),
     };
     let Some(slot) = state.streams.take(&caller) else {
         return too_many_streams(&state, &id);
     };
-    match state.engine.subscribe(&caller, &task_id).await {
-        Ok(sub) => stream::sse(sub, id, None, false, slot).into_response(),
-        Err(e) => Json(jsonrpc::error(&id, engine_error(e, false))).into_response(),
+    let done = match resume {
+        None => false,
+        Some(seq) => match state.engine.snapshot(&caller, &task_id, Some(0)).await {
+            Ok(snapshot) => {
+                match resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await {
+                    Ok(done) => done,
+                    Err(e) => return stream::error(&id, e),
+                }
+            }
+            Err(e) => return stream::error(&id, engine_error(e, false)),
+        },
+    };
+    match state
+        .engine
+        .subscribe_from(&caller, &task_id, resume.unwrap_or(0))
+        .await
+    {
+        Ok(sub) => stream::sse(sub, id, None, done, slot).into_response(),
+        Err(e) => stream::error(&id, engine_error(e, false)),
     }
 }
 
 /// The answer to a stream over the caller's limit: a JSON-RPC error instead of a stream.
 fn too_many_streams(state: &AppState, id: &Value) -> Response {
-    Json(jsonrpc::error(
-        id,
-        jsonrpc::too_many_streams(state.streams.limit()),
-    ))
-    .into_response()
+    stream::error(id, jsonrpc::too_many_streams(state.streams.limit()))
 }

@@ -107,5 +107,5 @@ async fn rpc(
         Ok(r) => r,
         Err(error) => return Json(error).into_response(),
     };
-    methods::dispatch(state, caller, request).await
+    methods::dispatch(state, caller, request, &headers).await
 }

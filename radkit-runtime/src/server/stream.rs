@@ -2,6 +2,12 @@
 //! wrapped in the JSON-RPC response envelope of the request. The stream ends after the event marked
 //! `final` (input-required or terminal) that reflects the task's current state. It also counts the
 //! streams each caller has open ([`Slots`]), so that no principal holds more than its share.
+//!
+//! **Resumable**: every event carries `id: <journal seq>` (the seq of the record it shows; the opening
+//! task, the seq it reflects). A client that reconnects with `Last-Event-ID: <seq>` gets exactly the
+//! events after that one, from the journal, on any server sharing the store and after a restart.
+//! A stream that cannot start answers with one SSE event holding the JSON-RPC error, so a streaming
+//! client reads the error as it reads any event.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -16,8 +22,39 @@ use super::jsonrpc;
 use crate::engine::{stream_event, Caller, StreamEvent, Subscription};
 use crate::model::Task;
 
-fn sse_event(id: &Value, result: impl serde::Serialize) -> Result<Event, Infallible> {
-    Ok(Event::default().data(jsonrpc::ok(id, result).to_string()))
+fn sse_event(id: &Value, seq: u64, result: impl serde::Serialize) -> Result<Event, Infallible> {
+    Ok(Event::default()
+        .id(seq.to_string())
+        .data(jsonrpc::ok(id, result).to_string()))
+}
+
+/// The answer to a streaming request that cannot start: an SSE stream of one event, the JSON-RPC
+/// error for request `id`.
+pub(crate) fn error(id: &Value, error: jsonrpc::RpcError) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let event: Result<Event, Infallible> =
+        Ok(Event::default().data(jsonrpc::error(id, error).to_string()));
+    Sse::new(stream::iter([event])).into_response()
+}
+
+/// The journal seq a reconnecting client saw last (its `Last-Event-ID` header), if it sent one.
+pub(crate) fn last_event_id(
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<u64>, jsonrpc::RpcError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            jsonrpc::RpcError::new(
+                jsonrpc::codes::INVALID_PARAMS,
+                "`Last-Event-ID` must be the id of an event of this stream (a journal seq)",
+            )
+        })
 }
 
 /// The streams open for each caller (the operator is one caller), each at most `limit`.
@@ -87,18 +124,18 @@ struct Follow {
     _slot: Slot,
 }
 
-/// Stream `first` (if any), then every journal record after the subscription's start as an event,
-/// until the update the subscription marks final; `done` ends the stream right after `first` (the
-/// task was already settled). A subscription that fails (the store cannot be read) ends the stream
+/// Stream `first` (if any: the task and the seq it reflects), then every journal record after the
+/// subscription's start as an event, until the update the subscription marks final; `done` ends the
+/// stream right after `first` (the task was already settled). A subscription that fails (the store cannot be read) ends the stream
 /// with a JSON-RPC error event, never silently. `slot` is given back when the stream is dropped.
 pub(crate) fn sse(
     sub: Subscription,
     id: Value,
-    first: Option<Task>,
+    first: Option<(Task, u64)>,
     done: bool,
     slot: Slot,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let head = stream::iter(first.map(|task| sse_event(&id, task)));
+    let head = stream::iter(first.map(|(task, seq)| sse_event(&id, seq, task)));
     let follow = Follow {
         sub,
         id,
@@ -123,9 +160,10 @@ pub(crate) fn sse(
             let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &update) else {
                 continue;
             };
+            let seq = update.seq();
             let event = match event {
-                StreamEvent::Status(status) => sse_event(&f.id, status),
-                StreamEvent::Artifact(artifact) => sse_event(&f.id, artifact),
+                StreamEvent::Status(status) => sse_event(&f.id, seq, status),
+                StreamEvent::Artifact(artifact) => sse_event(&f.id, seq, artifact),
             };
             return Some((event, f));
         }
