@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-/// The error codes A2A 0.3 names.
+/// The error codes A2A names (0.3 and 1.0 share them), and radkit's own.
 pub mod codes {
     /// Invalid JSON.
     pub const PARSE_ERROR: i64 = -32700;
@@ -25,6 +25,14 @@ pub mod codes {
     pub const UNSUPPORTED_OPERATION: i64 = -32004;
     /// Incompatible content types.
     pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+    /// The agent produced a response of the wrong type.
+    pub const INVALID_AGENT_RESPONSE: i64 = -32006;
+    /// The agent has no (authenticated) extended agent card.
+    pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
+    /// The client must use an extension the request did not declare (1.0).
+    pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
+    /// The request's `A2A-Version` is not one this agent speaks (1.0).
+    pub const VERSION_NOT_SUPPORTED: i64 = -32009;
     /// radkit's own (in JSON-RPC's range for server errors): the store does not accept writes or
     /// cannot be reached right now (a full disk, a database that is down). Nothing of the request
     /// was acknowledged unless it says so; a task whose write failed resumes by itself once the store

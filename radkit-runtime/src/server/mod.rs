@@ -9,6 +9,7 @@ mod errors;
 mod jsonrpc;
 mod methods;
 mod stream;
+mod version;
 
 use std::sync::Arc;
 
