@@ -16,8 +16,9 @@
 //!   omitted when empty.
 //! * `optional` scalars and message-typed fields are [`Option`]s, omitted when `None`.
 //!
-//! Like ProtoJSON parsers, readers also accept enums by number and fields by their proto
-//! (snake_case) names. They do not accept `null` for a non-message field, nor numbers as strings.
+//! Like ProtoJSON parsers, readers also accept enums by number and `raw` bytes in URL-safe or
+//! unpadded base64, and ignore unknown fields. Unlike them, they do not accept fields by their proto
+//! (snake_case) names, `null` for a field that is not an `Option`, or numbers as strings.
 //!
 //! Conversions are `TryFrom` both ways with [`V1Error`]: each version has values the other lacks
 //! (`*_UNSPECIFIED` and content-less parts in 1.0, the `unknown` task state in 0.3, and 0.3 inline
@@ -257,7 +258,7 @@ struct PartFields {
     metadata: Option<Metadata>,
     #[serde(default)]
     filename: String,
-    #[serde(default, alias = "media_type")]
+    #[serde(default)]
     media_type: String,
 }
 
@@ -299,17 +300,12 @@ impl TryFrom<PartFields> for Part {
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     /// Unique id, chosen by the sender.
-    #[serde(alias = "message_id")]
     pub message_id: String,
     /// Context id; `""` when unset.
-    #[serde(
-        alias = "context_id",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub context_id: String,
     /// Task id; `""` when unset.
-    #[serde(alias = "task_id", default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub task_id: String,
     /// Sender.
     pub role: Role,
@@ -323,11 +319,7 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
     /// Tasks this message refers to for context.
-    #[serde(
-        alias = "reference_task_ids",
-        default,
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reference_task_ids: Vec<String>,
 }
 
@@ -352,11 +344,7 @@ pub struct Task {
     /// Task id.
     pub id: String,
     /// Context id; `""` when unset (the proto does not require it).
-    #[serde(
-        alias = "context_id",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub context_id: String,
     /// Current status.
     pub status: TaskStatus,
@@ -376,7 +364,6 @@ pub struct Task {
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
     /// Unique within the task.
-    #[serde(alias = "artifact_id")]
     pub artifact_id: String,
     /// Human-readable name; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -401,10 +388,8 @@ pub struct Artifact {
 #[serde(rename_all = "camelCase")]
 pub struct TaskStatusUpdateEvent {
     /// Task id.
-    #[serde(alias = "task_id")]
     pub task_id: String,
     /// Context id.
-    #[serde(alias = "context_id")]
     pub context_id: String,
     /// New status.
     pub status: TaskStatus,
@@ -418,10 +403,8 @@ pub struct TaskStatusUpdateEvent {
 #[serde(rename_all = "camelCase")]
 pub struct TaskArtifactUpdateEvent {
     /// Task id.
-    #[serde(alias = "task_id")]
     pub task_id: String,
     /// Context id.
-    #[serde(alias = "context_id")]
     pub context_id: String,
     /// The artifact or chunk.
     pub artifact: Artifact,
@@ -429,7 +412,7 @@ pub struct TaskArtifactUpdateEvent {
     #[serde(default, skip_serializing_if = "is_false")]
     pub append: bool,
     /// This is the artifact's last chunk.
-    #[serde(alias = "last_chunk", default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub last_chunk: bool,
     /// Metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -462,7 +445,7 @@ pub struct TaskPushNotificationConfig {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
     /// The task; `""` when unset (as inside a `SendMessage` request).
-    #[serde(alias = "task_id", default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub task_id: String,
     /// Where notifications are posted.
     pub url: String,
@@ -485,7 +468,6 @@ pub struct GetTaskPushNotificationConfigRequest {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// The task.
-    #[serde(alias = "task_id")]
     pub task_id: String,
     /// The configuration.
     pub id: String,
@@ -499,7 +481,6 @@ pub struct DeleteTaskPushNotificationConfigRequest {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// The task.
-    #[serde(alias = "task_id")]
     pub task_id: String,
     /// The configuration.
     pub id: String,
@@ -513,17 +494,12 @@ pub struct ListTaskPushNotificationConfigsRequest {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// The task.
-    #[serde(alias = "task_id")]
     pub task_id: String,
     /// Most configurations to return; `0` when unset.
-    #[serde(alias = "page_size", default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub page_size: i32,
     /// Token from a previous response; `""` when unset.
-    #[serde(
-        alias = "page_token",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub page_token: String,
 }
 
@@ -535,11 +511,7 @@ pub struct ListTaskPushNotificationConfigsResponse {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub configs: Vec<TaskPushNotificationConfig>,
     /// Token for the next page; `""` on the last.
-    #[serde(
-        alias = "next_page_token",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub next_page_token: String,
 }
 
@@ -552,33 +524,17 @@ pub struct ListTaskPushNotificationConfigsResponse {
 #[serde(rename_all = "camelCase")]
 pub struct SendMessageConfiguration {
     /// Media types the client accepts in response parts.
-    #[serde(
-        alias = "accepted_output_modes",
-        default,
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accepted_output_modes: Vec<String>,
     /// Push notifications for the task this send creates (its `taskId` empty).
-    #[serde(
-        alias = "task_push_notification_config",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_push_notification_config: Option<TaskPushNotificationConfig>,
     /// Most recent history messages to return; `None` is no limit, `0` none.
-    #[serde(
-        alias = "history_length",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<i32>,
     /// Return once the task exists instead of waiting for a terminal or interrupted state (the
     /// default, `false`, waits). 1.0 has no `blocking` field.
-    #[serde(
-        alias = "return_immediately",
-        default,
-        skip_serializing_if = "is_false"
-    )]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub return_immediately: bool,
 }
 
@@ -619,10 +575,8 @@ pub enum StreamResponse {
     /// `message`: a message from the agent.
     Message(Message),
     /// `statusUpdate`: a status change.
-    #[serde(alias = "status_update")]
     StatusUpdate(TaskStatusUpdateEvent),
     /// `artifactUpdate`: an artifact or chunk.
-    #[serde(alias = "artifact_update")]
     ArtifactUpdate(TaskArtifactUpdateEvent),
 }
 
@@ -636,11 +590,7 @@ pub struct GetTaskRequest {
     /// The task.
     pub id: String,
     /// Most recent history messages to return; `None` is no limit, `0` none.
-    #[serde(
-        alias = "history_length",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<i32>,
 }
 
@@ -652,45 +602,25 @@ pub struct ListTasksRequest {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// Only tasks of this context; `""` for any.
-    #[serde(
-        alias = "context_id",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub context_id: String,
     /// Only tasks in this state; `Unspecified` for any.
     #[serde(default, skip_serializing_if = "TaskState::is_unspecified")]
     pub status: TaskState,
     /// Most tasks to return (1 to 100; 50 when `None`).
-    #[serde(alias = "page_size", default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_size: Option<i32>,
     /// Token from a previous response; `""` for the first page.
-    #[serde(
-        alias = "page_token",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub page_token: String,
     /// Most history messages per task.
-    #[serde(
-        alias = "history_length",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<i32>,
     /// Only tasks whose status timestamp is at or after this one (a `google.protobuf.Timestamp`).
-    #[serde(
-        alias = "status_timestamp_after",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_timestamp_after: Option<String>,
     /// Include artifacts (default `false`).
-    #[serde(
-        alias = "include_artifacts",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_artifacts: Option<bool>,
 }
 
@@ -702,13 +632,13 @@ pub struct ListTasksResponse {
     #[serde(default)]
     pub tasks: Vec<Task>,
     /// Token for the next page; `""` on the last.
-    #[serde(alias = "next_page_token", default)]
+    #[serde(default)]
     pub next_page_token: String,
     /// The page size used.
-    #[serde(alias = "page_size", default)]
+    #[serde(default)]
     pub page_size: i32,
     /// Tasks matching before paging.
-    #[serde(alias = "total_size", default)]
+    #[serde(default)]
     pub total_size: i32,
 }
 
@@ -758,13 +688,11 @@ pub struct AgentInterface {
     /// Absolute URL of the interface.
     pub url: String,
     /// `JSONRPC`, `GRPC`, `HTTP+JSON`, or a custom binding's URI.
-    #[serde(alias = "protocol_binding")]
     pub protocol_binding: String,
     /// Routing identifier clients must send in requests' `tenant`; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// A2A version exposed here (`"1.0"`, `"0.3"`).
-    #[serde(alias = "protocol_version")]
     pub protocol_version: String,
 }
 
@@ -777,7 +705,7 @@ pub struct AgentCard {
     /// What the agent does.
     pub description: String,
     /// Interfaces, the preferred one first.
-    #[serde(alias = "supported_interfaces", default)]
+    #[serde(default)]
     pub supported_interfaces: Vec<AgentInterface>,
     /// The service provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -785,33 +713,21 @@ pub struct AgentCard {
     /// Agent version.
     pub version: String,
     /// Documentation URL.
-    #[serde(
-        alias = "documentation_url",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub documentation_url: Option<String>,
     /// Optional capabilities.
     pub capabilities: AgentCapabilities,
     /// Security schemes by name.
-    #[serde(
-        alias = "security_schemes",
-        default,
-        skip_serializing_if = "BTreeMap::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub security_schemes: BTreeMap<String, SecurityScheme>,
     /// Security requirements (any one of them suffices).
-    #[serde(
-        alias = "security_requirements",
-        default,
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub security_requirements: Vec<SecurityRequirement>,
     /// Default accepted input media types.
-    #[serde(alias = "default_input_modes", default)]
+    #[serde(default)]
     pub default_input_modes: Vec<String>,
     /// Default produced output media types.
-    #[serde(alias = "default_output_modes", default)]
+    #[serde(default)]
     pub default_output_modes: Vec<String>,
     /// Skills.
     #[serde(default)]
@@ -820,7 +736,7 @@ pub struct AgentCard {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signatures: Vec<AgentCardSignature>,
     /// Icon URL.
-    #[serde(alias = "icon_url", default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icon_url: Option<String>,
 }
 
@@ -841,21 +757,13 @@ pub struct AgentCapabilities {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streaming: Option<bool>,
     /// Supports push notifications.
-    #[serde(
-        alias = "push_notifications",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_notifications: Option<bool>,
     /// Protocol extensions supported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<AgentExtension>,
     /// Serves an extended card to authenticated clients (`GetExtendedAgentCard`).
-    #[serde(
-        alias = "extended_agent_card",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extended_agent_card: Option<bool>,
 }
 
@@ -893,17 +801,13 @@ pub struct AgentSkill {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
     /// Accepted input media types, overriding the card's defaults.
-    #[serde(alias = "input_modes", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input_modes: Vec<String>,
     /// Produced output media types, overriding the card's defaults.
-    #[serde(alias = "output_modes", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_modes: Vec<String>,
     /// Security requirements of this skill.
-    #[serde(
-        alias = "security_requirements",
-        default,
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub security_requirements: Vec<SecurityRequirement>,
 }
 
@@ -943,22 +847,19 @@ pub struct StringList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SecurityScheme {
     /// `apiKeySecurityScheme`.
-    #[serde(rename = "apiKeySecurityScheme", alias = "api_key_security_scheme")]
+    #[serde(rename = "apiKeySecurityScheme")]
     ApiKey(ApiKeySecurityScheme),
     /// `httpAuthSecurityScheme`.
-    #[serde(rename = "httpAuthSecurityScheme", alias = "http_auth_security_scheme")]
+    #[serde(rename = "httpAuthSecurityScheme")]
     HttpAuth(HttpAuthSecurityScheme),
     /// `oauth2SecurityScheme`.
-    #[serde(rename = "oauth2SecurityScheme", alias = "oauth2_security_scheme")]
+    #[serde(rename = "oauth2SecurityScheme")]
     OAuth2(OAuth2SecurityScheme),
     /// `openIdConnectSecurityScheme`.
-    #[serde(
-        rename = "openIdConnectSecurityScheme",
-        alias = "open_id_connect_security_scheme"
-    )]
+    #[serde(rename = "openIdConnectSecurityScheme")]
     OpenIdConnect(OpenIdConnectSecurityScheme),
     /// `mtlsSecurityScheme`.
-    #[serde(rename = "mtlsSecurityScheme", alias = "mtls_security_scheme")]
+    #[serde(rename = "mtlsSecurityScheme")]
     MutualTls(MutualTlsSecurityScheme),
 }
 
@@ -984,11 +885,7 @@ pub struct HttpAuthSecurityScheme {
     /// Authorization header scheme (RFC 7235), e.g. `Bearer`.
     pub scheme: String,
     /// Bearer token format hint, e.g. `JWT`; `""` when unset.
-    #[serde(
-        alias = "bearer_format",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub bearer_format: String,
 }
 
@@ -1002,11 +899,7 @@ pub struct OAuth2SecurityScheme {
     /// The supported flow.
     pub flows: OAuthFlows,
     /// Authorization server metadata URL (RFC 8414); `""` when unset.
-    #[serde(
-        alias = "oauth2_metadata_url",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub oauth2_metadata_url: String,
 }
 
@@ -1018,7 +911,6 @@ pub struct OpenIdConnectSecurityScheme {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     /// OpenID Connect discovery URL.
-    #[serde(alias = "open_id_connect_url")]
     pub open_id_connect_url: String,
 }
 
@@ -1035,17 +927,14 @@ pub struct MutualTlsSecurityScheme {
 #[serde(rename_all = "camelCase")]
 pub enum OAuthFlows {
     /// `authorizationCode`.
-    #[serde(alias = "authorization_code")]
     AuthorizationCode(AuthorizationCodeOAuthFlow),
     /// `clientCredentials`.
-    #[serde(alias = "client_credentials")]
     ClientCredentials(ClientCredentialsOAuthFlow),
     /// `implicit` (deprecated in the proto: use authorization code with PKCE).
     Implicit(ImplicitOAuthFlow),
     /// `password` (deprecated in the proto: use authorization code with PKCE, or device code).
     Password(PasswordOAuthFlow),
     /// `deviceCode` (RFC 8628).
-    #[serde(alias = "device_code")]
     DeviceCode(DeviceCodeOAuthFlow),
 }
 
@@ -1054,23 +943,17 @@ pub enum OAuthFlows {
 #[serde(rename_all = "camelCase")]
 pub struct AuthorizationCodeOAuthFlow {
     /// Authorization URL.
-    #[serde(alias = "authorization_url")]
     pub authorization_url: String,
     /// Token URL.
-    #[serde(alias = "token_url")]
     pub token_url: String,
     /// Refresh URL; `""` when unset.
-    #[serde(
-        alias = "refresh_url",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default)]
     pub scopes: BTreeMap<String, String>,
     /// PKCE (RFC 7636) is required.
-    #[serde(alias = "pkce_required", default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub pkce_required: bool,
 }
 
@@ -1079,14 +962,9 @@ pub struct AuthorizationCodeOAuthFlow {
 #[serde(rename_all = "camelCase")]
 pub struct ClientCredentialsOAuthFlow {
     /// Token URL.
-    #[serde(alias = "token_url")]
     pub token_url: String,
     /// Refresh URL; `""` when unset.
-    #[serde(
-        alias = "refresh_url",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default)]
@@ -1098,18 +976,10 @@ pub struct ClientCredentialsOAuthFlow {
 #[serde(rename_all = "camelCase")]
 pub struct ImplicitOAuthFlow {
     /// Authorization URL; `""` when unset.
-    #[serde(
-        alias = "authorization_url",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub authorization_url: String,
     /// Refresh URL; `""` when unset.
-    #[serde(
-        alias = "refresh_url",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -1121,14 +991,10 @@ pub struct ImplicitOAuthFlow {
 #[serde(rename_all = "camelCase")]
 pub struct PasswordOAuthFlow {
     /// Token URL; `""` when unset.
-    #[serde(alias = "token_url", default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token_url: String,
     /// Refresh URL; `""` when unset.
-    #[serde(
-        alias = "refresh_url",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -1140,17 +1006,11 @@ pub struct PasswordOAuthFlow {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCodeOAuthFlow {
     /// Device authorization endpoint.
-    #[serde(alias = "device_authorization_url")]
     pub device_authorization_url: String,
     /// Token URL.
-    #[serde(alias = "token_url")]
     pub token_url: String,
     /// Refresh URL; `""` when unset.
-    #[serde(
-        alias = "refresh_url",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default)]
