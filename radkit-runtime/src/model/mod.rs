@@ -1,12 +1,14 @@
 //! A2A 0.3 wire types. This module owns the JSON shape clients see and nothing else: it never touches
 //! the engine, the store or HTTP. Field names follow the A2A 0.3 JSON schema exactly (vendored
 //! in the repository as `docs/a2a/a2a-v0.3.0.schema.json`, with the specification beside it).
+//! [`v1`] holds the A2A 1.0.1 wire types and their conversions to and from these.
 
 mod card;
 mod content;
 mod id;
 mod message;
 mod task;
+pub mod v1;
 
 pub use card::{AgentCapabilities, AgentCard, AgentSkill, SecurityScheme};
 pub use content::Content;

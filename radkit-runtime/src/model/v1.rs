@@ -1,0 +1,1479 @@
+//! A2A 1.0.1 wire types in their JSON (ProtoJSON) form, and conversions to and from the crate's
+//! A2A 0.3 model.
+//!
+//! The normative source is `a2a.proto` (package `lf.a2a.v1`); JSON follows ProtoJSON as ADR-001
+//! adopts it: field names in lowerCamelCase, enums as their proto names (`TASK_STATE_WORKING`),
+//! `oneof`s as the name of the member that is set (no `kind` discriminators), `bytes` as base64.
+//! None of these messages has an `int64` field, so every number is a JSON number.
+//!
+//! How proto fields map to Rust, the same way throughout:
+//!
+//! * A field marked `REQUIRED` (`google.api.field_behavior`) is always written. On input it must be
+//!   present, except repeated fields, maps and `ListTasksResponse`'s paging fields, whose empty or
+//!   zero value is meaningful and which ProtoJSON writers omit; those default like any proto3 field.
+//! * Other scalars (implicit presence) are plain values that default when absent and are omitted when
+//!   they hold the zero value (`""`, `0`, `false`, `*_UNSPECIFIED`); repeated fields and maps are
+//!   omitted when empty.
+//! * `optional` scalars and message-typed fields are [`Option`]s, omitted when `None`.
+//!
+//! Like ProtoJSON parsers, readers also accept enums by number and `raw` bytes in URL-safe or
+//! unpadded base64, and ignore unknown fields. Unlike them, they do not accept fields by their proto
+//! (snake_case) names, `null` for a field that is not an `Option`, or numbers as strings.
+//!
+//! Conversions are `TryFrom` both ways with [`V1Error`]: each version has values the other lacks
+//! (`*_UNSPECIFIED` and content-less parts in 1.0, the `unknown` task state in 0.3, and 0.3 inline
+//! file bytes that are not base64). Where one side has a field the other does not, the conversion
+//! drops it, as each impl documents.
+
+use std::collections::BTreeMap;
+
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine as _;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::message::MessageKind;
+use super::task::{ArtifactUpdateKind, StatusUpdateKind, TaskKind};
+use super::{FileContent, Metadata};
+
+/// The A2A protocol version these types speak (`AgentInterface.protocolVersion`).
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+// ---------------------------------------------------------------------------------------------
+// Enums
+// ---------------------------------------------------------------------------------------------
+
+/// Lifecycle state of a task (`lf.a2a.v1.TaskState`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum TaskState {
+    /// `TASK_STATE_UNSPECIFIED`: the proto's zero value, "unknown or indeterminate".
+    #[default]
+    Unspecified = 0,
+    /// `TASK_STATE_SUBMITTED`: submitted and acknowledged.
+    Submitted = 1,
+    /// `TASK_STATE_WORKING`: being processed.
+    Working = 2,
+    /// `TASK_STATE_COMPLETED`: finished successfully (terminal).
+    Completed = 3,
+    /// `TASK_STATE_FAILED`: finished with an error (terminal).
+    Failed = 4,
+    /// `TASK_STATE_CANCELED`: canceled before completion (terminal).
+    Canceled = 5,
+    /// `TASK_STATE_INPUT_REQUIRED`: waiting for the client (interrupted).
+    InputRequired = 6,
+    /// `TASK_STATE_REJECTED`: the agent declined (terminal).
+    Rejected = 7,
+    /// `TASK_STATE_AUTH_REQUIRED`: waiting for authentication (interrupted).
+    AuthRequired = 8,
+}
+
+impl TaskState {
+    /// Every state, in proto number order.
+    pub const ALL: [TaskState; 9] = [
+        TaskState::Unspecified,
+        TaskState::Submitted,
+        TaskState::Working,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Canceled,
+        TaskState::InputRequired,
+        TaskState::Rejected,
+        TaskState::AuthRequired,
+    ];
+
+    /// The proto name, which is the JSON form (`TASK_STATE_INPUT_REQUIRED`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Unspecified => "TASK_STATE_UNSPECIFIED",
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+            TaskState::AuthRequired => "TASK_STATE_AUTH_REQUIRED",
+        }
+    }
+
+    fn is_unspecified(&self) -> bool {
+        *self == TaskState::Unspecified
+    }
+}
+
+/// Who sent a message (`lf.a2a.v1.Role`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum Role {
+    /// `ROLE_UNSPECIFIED`: the proto's zero value.
+    #[default]
+    Unspecified = 0,
+    /// `ROLE_USER`: from the client to the server.
+    User = 1,
+    /// `ROLE_AGENT`: from the server to the client.
+    Agent = 2,
+}
+
+impl Role {
+    /// Every role, in proto number order.
+    pub const ALL: [Role; 3] = [Role::Unspecified, Role::User, Role::Agent];
+
+    /// The proto name, which is the JSON form (`ROLE_USER`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Unspecified => "ROLE_UNSPECIFIED",
+            Role::User => "ROLE_USER",
+            Role::Agent => "ROLE_AGENT",
+        }
+    }
+}
+
+impl Serialize for TaskState {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskState {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        proto_enum(
+            deserializer,
+            "TaskState",
+            &Self::ALL,
+            |s| s.as_str(),
+            |s| s as i32,
+        )
+    }
+}
+
+impl Serialize for Role {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        proto_enum(
+            deserializer,
+            "Role",
+            &Self::ALL,
+            |r| r.as_str(),
+            |r| r as i32,
+        )
+    }
+}
+
+/// Reads an enum as ProtoJSON parsers do: by proto name or by number.
+fn proto_enum<'de, D: Deserializer<'de>, T: Copy>(
+    deserializer: D,
+    what: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+    number: fn(T) -> i32,
+) -> Result<T, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NameOrNumber {
+        Name(String),
+        Number(i64),
+    }
+    let found = match NameOrNumber::deserialize(deserializer)? {
+        NameOrNumber::Name(n) => all.iter().find(|v| name(**v) == n).ok_or(n),
+        NameOrNumber::Number(n) => all
+            .iter()
+            .find(|v| i64::from(number(**v)) == n)
+            .ok_or(n.to_string()),
+    };
+    found
+        .copied()
+        .map_err(|value| D::Error::custom(format!("unknown {what} value `{value}`")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Core objects
+// ---------------------------------------------------------------------------------------------
+
+/// One piece of content (`lf.a2a.v1.Part`): the `content` oneof plus fields common to all kinds.
+///
+/// In JSON the oneof member's name is the discriminator: `{"text": ..}`, `{"raw": ..}`,
+/// `{"url": ..}` or `{"data": ..}`. Reading refuses a part that sets more than one; a part that sets
+/// none reads (ProtoJSON allows it) with `content: None`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", try_from = "PartFields")]
+pub struct Part {
+    /// The content, if set.
+    #[serde(flatten)]
+    pub content: Option<PartContent>,
+    /// Part metadata.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    /// File name (e.g. `document.pdf`); `""` when unset.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub filename: String,
+    /// Media (MIME) type of the content, for any kind; `""` when unset.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub media_type: String,
+}
+
+/// The `content` oneof of a [`Part`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PartContent {
+    /// `text`: a string.
+    Text(String),
+    /// `raw`: file bytes (standard base64 with padding in JSON).
+    #[serde(serialize_with = "serialize_base64")]
+    Raw(Vec<u8>),
+    /// `url`: where the file's content lives.
+    Url(String),
+    /// `data`: any JSON value (a `google.protobuf.Value`), `null` included.
+    Data(Value),
+}
+
+impl From<PartContent> for Part {
+    fn from(content: PartContent) -> Self {
+        Part {
+            content: Some(content),
+            ..Part::default()
+        }
+    }
+}
+
+/// A [`Part`] as read: every oneof member optional, so that more than one can be refused.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PartFields {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    raw: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    data: Option<Value>,
+    #[serde(default)]
+    metadata: Option<Metadata>,
+    #[serde(default)]
+    filename: String,
+    #[serde(default)]
+    media_type: String,
+}
+
+impl TryFrom<PartFields> for Part {
+    type Error = String;
+
+    fn try_from(fields: PartFields) -> Result<Self, String> {
+        let raw = match fields.raw {
+            Some(text) => Some(PartContent::Raw(
+                decode_base64(&text).map_err(|e| format!("`raw` is not valid base64: {e}"))?,
+            )),
+            None => None,
+        };
+        let mut set = [
+            fields.text.map(PartContent::Text),
+            raw,
+            fields.url.map(PartContent::Url),
+            fields.data.map(PartContent::Data),
+        ]
+        .into_iter()
+        .flatten();
+        let content = set.next();
+        if set.next().is_some() {
+            return Err(
+                "a part sets more than one of `text`, `raw`, `url` and `data`; it holds one".into(),
+            );
+        }
+        Ok(Part {
+            content,
+            metadata: fields.metadata,
+            filename: fields.filename,
+            media_type: fields.media_type,
+        })
+    }
+}
+
+/// One unit of communication between client and server (`lf.a2a.v1.Message`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    /// Unique id, chosen by the sender.
+    pub message_id: String,
+    /// Context id; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context_id: String,
+    /// Task id; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
+    /// Sender.
+    pub role: Role,
+    /// Content.
+    #[serde(default)]
+    pub parts: Vec<Part>,
+    /// Metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    /// URIs of extensions present in or contributing to this message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+    /// Tasks this message refers to for context.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_task_ids: Vec<String>,
+}
+
+/// Status of a task at a point in time (`lf.a2a.v1.TaskStatus`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStatus {
+    /// State.
+    pub state: TaskState,
+    /// A message about the status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    /// When the status was recorded (a `google.protobuf.Timestamp`: RFC 3339, UTC, `Z`), kept as
+    /// the text read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+}
+
+/// The core unit of action (`lf.a2a.v1.Task`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    /// Task id.
+    pub id: String,
+    /// Context id; `""` when unset (the proto does not require it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context_id: String,
+    /// Current status.
+    pub status: TaskStatus,
+    /// Outputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<Artifact>,
+    /// Messages exchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Message>,
+    /// Metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// An output of a task (`lf.a2a.v1.Artifact`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    /// Unique within the task.
+    pub artifact_id: String,
+    /// Human-readable name; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Description; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Content.
+    #[serde(default)]
+    pub parts: Vec<Part>,
+    /// Metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    /// URIs of extensions present in or contributing to this artifact.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+}
+
+/// A change in a task's status (`lf.a2a.v1.TaskStatusUpdateEvent`). 1.0 has no `final` flag: the
+/// binding's stream closes instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatusUpdateEvent {
+    /// Task id.
+    pub task_id: String,
+    /// Context id.
+    pub context_id: String,
+    /// New status.
+    pub status: TaskStatus,
+    /// Metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// An artifact, or a chunk of one, generated (`lf.a2a.v1.TaskArtifactUpdateEvent`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskArtifactUpdateEvent {
+    /// Task id.
+    pub task_id: String,
+    /// Context id.
+    pub context_id: String,
+    /// The artifact or chunk.
+    pub artifact: Artifact,
+    /// Append to the artifact sent before with the same id.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub append: bool,
+    /// This is the artifact's last chunk.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub last_chunk: bool,
+    /// Metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Push notifications
+// ---------------------------------------------------------------------------------------------
+
+/// Authentication for push notifications (`lf.a2a.v1.AuthenticationInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthenticationInfo {
+    /// HTTP authentication scheme (`Bearer`, `Basic`, ...; case-insensitive).
+    pub scheme: String,
+    /// Credentials in the scheme's format; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub credentials: String,
+}
+
+/// A push notification configuration for a task (`lf.a2a.v1.TaskPushNotificationConfig`; 1.0 has
+/// no separate `PushNotificationConfig`). Also the request of `CreateTaskPushNotificationConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPushNotificationConfig {
+    /// Routing identifier from the selected `AgentInterface`; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// Configuration id; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// The task; `""` when unset (as inside a `SendMessage` request).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
+    /// Where notifications are posted.
+    pub url: String,
+    /// Token unique to this task or session; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
+    /// Authentication the agent uses when posting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<AuthenticationInfo>,
+}
+
+/// The request of `CreateTaskPushNotificationConfig`, which the proto declares as the config itself.
+pub type CreateTaskPushNotificationConfigRequest = TaskPushNotificationConfig;
+
+/// Request of `GetTaskPushNotificationConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetTaskPushNotificationConfigRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// The task.
+    pub task_id: String,
+    /// The configuration.
+    pub id: String,
+}
+
+/// Request of `DeleteTaskPushNotificationConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteTaskPushNotificationConfigRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// The task.
+    pub task_id: String,
+    /// The configuration.
+    pub id: String,
+}
+
+/// Request of `ListTaskPushNotificationConfigs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTaskPushNotificationConfigsRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// The task.
+    pub task_id: String,
+    /// Most configurations to return; `0` when unset.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub page_size: i32,
+    /// Token from a previous response; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub page_token: String,
+}
+
+/// Response of `ListTaskPushNotificationConfigs`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTaskPushNotificationConfigsResponse {
+    /// The configurations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<TaskPushNotificationConfig>,
+    /// Token for the next page; `""` on the last.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub next_page_token: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests and responses
+// ---------------------------------------------------------------------------------------------
+
+/// Configuration of a send (`lf.a2a.v1.SendMessageConfiguration`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessageConfiguration {
+    /// Media types the client accepts in response parts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_output_modes: Vec<String>,
+    /// Push notifications for the task this send creates (its `taskId` empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_push_notification_config: Option<TaskPushNotificationConfig>,
+    /// Most recent history messages to return; `None` is no limit, `0` none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i32>,
+    /// Return once the task exists instead of waiting for a terminal or interrupted state (the
+    /// default, `false`, waits). 1.0 has no `blocking` field.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub return_immediately: bool,
+}
+
+/// Request of `SendMessage` and `SendStreamingMessage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessageRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// The message.
+    pub message: Message,
+    /// Configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<SendMessageConfiguration>,
+    /// Metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// Response of `SendMessage`: the `payload` oneof.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SendMessageResponse {
+    /// `task`: the task created or updated.
+    Task(Task),
+    /// `message`: a direct reply.
+    Message(Message),
+}
+
+/// One item of `SendStreamingMessage` and `SubscribeToTask` streams and of push notifications: the
+/// `payload` oneof.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StreamResponse {
+    /// `task`: the task's current state.
+    Task(Task),
+    /// `message`: a message from the agent.
+    Message(Message),
+    /// `statusUpdate`: a status change.
+    StatusUpdate(TaskStatusUpdateEvent),
+    /// `artifactUpdate`: an artifact or chunk.
+    ArtifactUpdate(TaskArtifactUpdateEvent),
+}
+
+/// Request of `GetTask`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetTaskRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// The task.
+    pub id: String,
+    /// Most recent history messages to return; `None` is no limit, `0` none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i32>,
+}
+
+/// Request of `ListTasks`: filters and paging, all optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// Only tasks of this context; `""` for any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context_id: String,
+    /// Only tasks in this state; `Unspecified` for any.
+    #[serde(default, skip_serializing_if = "TaskState::is_unspecified")]
+    pub status: TaskState,
+    /// Most tasks to return (1 to 100; 50 when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<i32>,
+    /// Token from a previous response; `""` for the first page.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub page_token: String,
+    /// Most history messages per task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i32>,
+    /// Only tasks whose status timestamp is at or after this one (a `google.protobuf.Timestamp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_timestamp_after: Option<String>,
+    /// Include artifacts (default `false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_artifacts: Option<bool>,
+}
+
+/// Response of `ListTasks`. Every field is always written (`nextPageToken` is `""` on the last page).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksResponse {
+    /// The tasks of this page.
+    #[serde(default)]
+    pub tasks: Vec<Task>,
+    /// Token for the next page; `""` on the last.
+    #[serde(default)]
+    pub next_page_token: String,
+    /// The page size used.
+    #[serde(default)]
+    pub page_size: i32,
+    /// Tasks matching before paging.
+    #[serde(default)]
+    pub total_size: i32,
+}
+
+/// Request of `CancelTask`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelTaskRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// The task.
+    pub id: String,
+    /// Metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// Request of `SubscribeToTask`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscribeToTaskRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// The task.
+    pub id: String,
+}
+
+/// Request of `GetExtendedAgentCard`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetExtendedAgentCardRequest {
+    /// Routing identifier; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent card
+// ---------------------------------------------------------------------------------------------
+
+/// A URL, protocol binding and protocol version at which the agent is reachable
+/// (`lf.a2a.v1.AgentInterface`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentInterface {
+    /// Absolute URL of the interface.
+    pub url: String,
+    /// `JSONRPC`, `GRPC`, `HTTP+JSON`, or a custom binding's URI.
+    pub protocol_binding: String,
+    /// Routing identifier clients must send in requests' `tenant`; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
+    /// A2A version exposed here (`"1.0"`, `"0.3"`).
+    pub protocol_version: String,
+}
+
+/// Self-describing manifest of an agent (`lf.a2a.v1.AgentCard`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCard {
+    /// Agent name.
+    pub name: String,
+    /// What the agent does.
+    pub description: String,
+    /// Interfaces, the preferred one first.
+    #[serde(default)]
+    pub supported_interfaces: Vec<AgentInterface>,
+    /// The service provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<AgentProvider>,
+    /// Agent version.
+    pub version: String,
+    /// Documentation URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub documentation_url: Option<String>,
+    /// Optional capabilities.
+    pub capabilities: AgentCapabilities,
+    /// Security schemes by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub security_schemes: BTreeMap<String, SecurityScheme>,
+    /// Security requirements (any one of them suffices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_requirements: Vec<SecurityRequirement>,
+    /// Default accepted input media types.
+    #[serde(default)]
+    pub default_input_modes: Vec<String>,
+    /// Default produced output media types.
+    #[serde(default)]
+    pub default_output_modes: Vec<String>,
+    /// Skills.
+    #[serde(default)]
+    pub skills: Vec<AgentSkill>,
+    /// JWS signatures of the card.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signatures: Vec<AgentCardSignature>,
+    /// Icon URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon_url: Option<String>,
+}
+
+/// The agent's service provider (`lf.a2a.v1.AgentProvider`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentProvider {
+    /// Provider website or documentation.
+    pub url: String,
+    /// Organization name.
+    pub organization: String,
+}
+
+/// Optional capabilities of an agent (`lf.a2a.v1.AgentCapabilities`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCapabilities {
+    /// Supports streaming responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<bool>,
+    /// Supports push notifications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_notifications: Option<bool>,
+    /// Protocol extensions supported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<AgentExtension>,
+    /// Serves an extended card to authenticated clients (`GetExtendedAgentCard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_agent_card: Option<bool>,
+}
+
+/// A protocol extension the agent supports (`lf.a2a.v1.AgentExtension`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentExtension {
+    /// URI identifying the extension; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uri: String,
+    /// How the agent uses it; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Clients must understand and comply with it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub required: bool,
+    /// Extension-specific parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Metadata>,
+}
+
+/// One skill the agent offers (`lf.a2a.v1.AgentSkill`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSkill {
+    /// Unique id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Keywords.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Example prompts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
+    /// Accepted input media types, overriding the card's defaults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_modes: Vec<String>,
+    /// Produced output media types, overriding the card's defaults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_modes: Vec<String>,
+    /// Security requirements of this skill.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_requirements: Vec<SecurityRequirement>,
+}
+
+/// A JWS (RFC 7515, JSON form) signature of an agent card (`lf.a2a.v1.AgentCardSignature`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentCardSignature {
+    /// Protected header, base64url-encoded JSON.
+    pub protected: String,
+    /// Signature, base64url-encoded.
+    pub signature: String,
+    /// Unprotected header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<Metadata>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Security
+// ---------------------------------------------------------------------------------------------
+
+/// Required schemes and their scopes, all of them at once (`lf.a2a.v1.SecurityRequirement`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityRequirement {
+    /// Scheme name (a key of `AgentCard.securitySchemes`) to required scopes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub schemes: BTreeMap<String, StringList>,
+}
+
+/// A list of strings (`lf.a2a.v1.StringList`), in JSON `{"list": [..]}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StringList {
+    /// The strings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub list: Vec<String>,
+}
+
+/// A security scheme (`lf.a2a.v1.SecurityScheme`): the `scheme` oneof, after OpenAPI 3.2.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SecurityScheme {
+    /// `apiKeySecurityScheme`.
+    #[serde(rename = "apiKeySecurityScheme")]
+    ApiKey(ApiKeySecurityScheme),
+    /// `httpAuthSecurityScheme`.
+    #[serde(rename = "httpAuthSecurityScheme")]
+    HttpAuth(HttpAuthSecurityScheme),
+    /// `oauth2SecurityScheme`.
+    #[serde(rename = "oauth2SecurityScheme")]
+    OAuth2(OAuth2SecurityScheme),
+    /// `openIdConnectSecurityScheme`.
+    #[serde(rename = "openIdConnectSecurityScheme")]
+    OpenIdConnect(OpenIdConnectSecurityScheme),
+    /// `mtlsSecurityScheme`.
+    #[serde(rename = "mtlsSecurityScheme")]
+    MutualTls(MutualTlsSecurityScheme),
+}
+
+/// API key authentication (`lf.a2a.v1.APIKeySecurityScheme`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeySecurityScheme {
+    /// Description; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Where the key goes: `query`, `header` or `cookie`.
+    pub location: String,
+    /// Name of the header, query parameter or cookie.
+    pub name: String,
+}
+
+/// HTTP authentication (`lf.a2a.v1.HTTPAuthSecurityScheme`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpAuthSecurityScheme {
+    /// Description; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Authorization header scheme (RFC 7235), e.g. `Bearer`.
+    pub scheme: String,
+    /// Bearer token format hint, e.g. `JWT`; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bearer_format: String,
+}
+
+/// OAuth 2.0 authentication (`lf.a2a.v1.OAuth2SecurityScheme`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuth2SecurityScheme {
+    /// Description; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The supported flow.
+    pub flows: OAuthFlows,
+    /// Authorization server metadata URL (RFC 8414); `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub oauth2_metadata_url: String,
+}
+
+/// OpenID Connect authentication (`lf.a2a.v1.OpenIdConnectSecurityScheme`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenIdConnectSecurityScheme {
+    /// Description; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// OpenID Connect discovery URL.
+    pub open_id_connect_url: String,
+}
+
+/// Mutual TLS authentication (`lf.a2a.v1.MutualTlsSecurityScheme`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MutualTlsSecurityScheme {
+    /// Description; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// The OAuth 2.0 flow (`lf.a2a.v1.OAuthFlows`): the `flow` oneof.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OAuthFlows {
+    /// `authorizationCode`.
+    AuthorizationCode(AuthorizationCodeOAuthFlow),
+    /// `clientCredentials`.
+    ClientCredentials(ClientCredentialsOAuthFlow),
+    /// `implicit` (deprecated in the proto: use authorization code with PKCE).
+    Implicit(ImplicitOAuthFlow),
+    /// `password` (deprecated in the proto: use authorization code with PKCE, or device code).
+    Password(PasswordOAuthFlow),
+    /// `deviceCode` (RFC 8628).
+    DeviceCode(DeviceCodeOAuthFlow),
+}
+
+/// The authorization code flow (`lf.a2a.v1.AuthorizationCodeOAuthFlow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorizationCodeOAuthFlow {
+    /// Authorization URL.
+    pub authorization_url: String,
+    /// Token URL.
+    pub token_url: String,
+    /// Refresh URL; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refresh_url: String,
+    /// Scope name to description.
+    #[serde(default)]
+    pub scopes: BTreeMap<String, String>,
+    /// PKCE (RFC 7636) is required.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pkce_required: bool,
+}
+
+/// The client credentials flow (`lf.a2a.v1.ClientCredentialsOAuthFlow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCredentialsOAuthFlow {
+    /// Token URL.
+    pub token_url: String,
+    /// Refresh URL; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refresh_url: String,
+    /// Scope name to description.
+    #[serde(default)]
+    pub scopes: BTreeMap<String, String>,
+}
+
+/// The implicit flow (`lf.a2a.v1.ImplicitOAuthFlow`, deprecated).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImplicitOAuthFlow {
+    /// Authorization URL; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub authorization_url: String,
+    /// Refresh URL; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refresh_url: String,
+    /// Scope name to description.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scopes: BTreeMap<String, String>,
+}
+
+/// The resource owner password flow (`lf.a2a.v1.PasswordOAuthFlow`, deprecated).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PasswordOAuthFlow {
+    /// Token URL; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token_url: String,
+    /// Refresh URL; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refresh_url: String,
+    /// Scope name to description.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scopes: BTreeMap<String, String>,
+}
+
+/// The device code flow, RFC 8628 (`lf.a2a.v1.DeviceCodeOAuthFlow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceCodeOAuthFlow {
+    /// Device authorization endpoint.
+    pub device_authorization_url: String,
+    /// Token URL.
+    pub token_url: String,
+    /// Refresh URL; `""` when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub refresh_url: String,
+    /// Scope name to description.
+    #[serde(default)]
+    pub scopes: BTreeMap<String, String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions to and from the 0.3 model
+// ---------------------------------------------------------------------------------------------
+
+/// A value one protocol version has and the other cannot express.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum V1Error {
+    /// A 1.0 enum holds its `*_UNSPECIFIED` zero value, which 0.3 has no value for.
+    #[error("`{field}` is unspecified, and A2A 0.3 has no such value")]
+    Unspecified {
+        /// The field (`Message.role`, `TaskStatus.state`).
+        field: &'static str,
+    },
+    /// A 0.3 task state is `unknown`, which 1.0 dropped.
+    #[error("`{field}` is `unknown`, which A2A 1.0 has no state for")]
+    UnknownState {
+        /// The field (`TaskStatus.state`).
+        field: &'static str,
+    },
+    /// A 1.0 part sets none of `text`, `raw`, `url` and `data`.
+    #[error("`{field}` is not set: the part has none of `text`, `raw`, `url` and `data`")]
+    NoContent {
+        /// The field (`Part.content`).
+        field: &'static str,
+    },
+    /// A 1.0 data part holds a JSON value other than an object; 0.3 data parts hold objects only.
+    #[error("`{field}` is not a JSON object, and A2A 0.3 data parts hold objects only")]
+    DataNotObject {
+        /// The field (`Part.data`).
+        field: &'static str,
+    },
+    /// 0.3 inline file content is not base64, so it has no 1.0 `raw` bytes.
+    #[error("`{field}` is not valid base64")]
+    InvalidBase64 {
+        /// The field (`file.bytes`).
+        field: &'static str,
+        /// Why decoding failed.
+        source: base64::DecodeError,
+    },
+}
+
+impl From<super::Role> for Role {
+    fn from(role: super::Role) -> Self {
+        match role {
+            super::Role::User => Role::User,
+            super::Role::Agent => Role::Agent,
+        }
+    }
+}
+
+impl TryFrom<Role> for super::Role {
+    type Error = V1Error;
+
+    /// Fails on `ROLE_UNSPECIFIED`.
+    fn try_from(role: Role) -> Result<Self, V1Error> {
+        match role {
+            Role::User => Ok(super::Role::User),
+            Role::Agent => Ok(super::Role::Agent),
+            Role::Unspecified => Err(V1Error::Unspecified {
+                field: "Message.role",
+            }),
+        }
+    }
+}
+
+impl TryFrom<super::TaskState> for TaskState {
+    type Error = V1Error;
+
+    /// Fails on `unknown`, which 1.0 dropped.
+    fn try_from(state: super::TaskState) -> Result<Self, V1Error> {
+        use super::TaskState as Old;
+        Ok(match state {
+            Old::Submitted => TaskState::Submitted,
+            Old::Working => TaskState::Working,
+            Old::InputRequired => TaskState::InputRequired,
+            Old::Completed => TaskState::Completed,
+            Old::Canceled => TaskState::Canceled,
+            Old::Failed => TaskState::Failed,
+            Old::Rejected => TaskState::Rejected,
+            Old::AuthRequired => TaskState::AuthRequired,
+            Old::Unknown => {
+                return Err(V1Error::UnknownState {
+                    field: "TaskStatus.state",
+                })
+            }
+        })
+    }
+}
+
+impl TryFrom<TaskState> for super::TaskState {
+    type Error = V1Error;
+
+    /// Fails on `TASK_STATE_UNSPECIFIED`.
+    fn try_from(state: TaskState) -> Result<Self, V1Error> {
+        use super::TaskState as Old;
+        Ok(match state {
+            TaskState::Submitted => Old::Submitted,
+            TaskState::Working => Old::Working,
+            TaskState::Completed => Old::Completed,
+            TaskState::Failed => Old::Failed,
+            TaskState::Canceled => Old::Canceled,
+            TaskState::InputRequired => Old::InputRequired,
+            TaskState::Rejected => Old::Rejected,
+            TaskState::AuthRequired => Old::AuthRequired,
+            TaskState::Unspecified => {
+                return Err(V1Error::Unspecified {
+                    field: "TaskStatus.state",
+                })
+            }
+        })
+    }
+}
+
+impl TryFrom<super::Part> for Part {
+    type Error = V1Error;
+
+    /// Text to `text`, data to `data`, a file to `raw` (its base64 decoded) or `url`, with its MIME
+    /// type and name as `mediaType` and `filename`.
+    fn try_from(part: super::Part) -> Result<Self, V1Error> {
+        Ok(match part {
+            super::Part::Text { text, metadata } => Part {
+                metadata,
+                ..PartContent::Text(text).into()
+            },
+            super::Part::Data { data, metadata } => Part {
+                metadata,
+                ..PartContent::Data(Value::Object(data)).into()
+            },
+            super::Part::File { file, metadata } => {
+                let (content, mime_type, name) = match file {
+                    FileContent::Bytes {
+                        bytes,
+                        mime_type,
+                        name,
+                    } => {
+                        let raw =
+                            decode_base64(&bytes).map_err(|source| V1Error::InvalidBase64 {
+                                field: "file.bytes",
+                                source,
+                            })?;
+                        (PartContent::Raw(raw), mime_type, name)
+                    }
+                    FileContent::Uri {
+                        uri,
+                        mime_type,
+                        name,
+                    } => (PartContent::Url(uri), mime_type, name),
+                };
+                Part {
+                    content: Some(content),
+                    metadata,
+                    filename: name.unwrap_or_default(),
+                    media_type: mime_type.unwrap_or_default(),
+                }
+            }
+        })
+    }
+}
+
+impl TryFrom<Part> for super::Part {
+    type Error = V1Error;
+
+    /// `raw` and `url` to a file part (bytes re-encoded as standard base64) with `mediaType` and
+    /// `filename` as its MIME type and name. 0.3 text and data parts have neither, so those of a
+    /// `text` or `data` part are dropped. Fails on a part without content and on `data` that is not
+    /// a JSON object.
+    fn try_from(part: Part) -> Result<Self, V1Error> {
+        let Part {
+            content,
+            metadata,
+            filename,
+            media_type,
+        } = part;
+        let file = |file| super::Part::File {
+            file,
+            metadata: None,
+        };
+        let content = content.ok_or(V1Error::NoContent {
+            field: "Part.content",
+        })?;
+        let part = match content {
+            PartContent::Text(text) => super::Part::Text {
+                text,
+                metadata: None,
+            },
+            PartContent::Data(Value::Object(data)) => super::Part::Data {
+                data,
+                metadata: None,
+            },
+            PartContent::Data(_) => return Err(V1Error::DataNotObject { field: "Part.data" }),
+            PartContent::Raw(raw) => file(FileContent::Bytes {
+                bytes: BASE64.encode(raw),
+                mime_type: non_empty(media_type),
+                name: non_empty(filename),
+            }),
+            PartContent::Url(uri) => file(FileContent::Uri {
+                uri,
+                mime_type: non_empty(media_type),
+                name: non_empty(filename),
+            }),
+        };
+        Ok(with_metadata(part, metadata))
+    }
+}
+
+fn with_metadata(mut part: super::Part, new: Option<Metadata>) -> super::Part {
+    match &mut part {
+        super::Part::Text { metadata, .. }
+        | super::Part::File { metadata, .. }
+        | super::Part::Data { metadata, .. } => *metadata = new,
+    }
+    part
+}
+
+impl TryFrom<super::Message> for Message {
+    type Error = V1Error;
+
+    /// Drops the 0.3 `kind`; an empty list of extensions or referenced tasks is the same as none.
+    fn try_from(message: super::Message) -> Result<Self, V1Error> {
+        Ok(Message {
+            message_id: message.message_id,
+            context_id: message.context_id.unwrap_or_default(),
+            task_id: message.task_id.unwrap_or_default(),
+            role: message.role.into(),
+            parts: convert_all(message.parts)?,
+            metadata: message.metadata,
+            extensions: message.extensions.unwrap_or_default(),
+            reference_task_ids: message.reference_task_ids.unwrap_or_default(),
+        })
+    }
+}
+
+impl TryFrom<Message> for super::Message {
+    type Error = V1Error;
+
+    /// Empty ids and lists become `None`. Fails on `ROLE_UNSPECIFIED` or a part 0.3 cannot hold.
+    fn try_from(message: Message) -> Result<Self, V1Error> {
+        Ok(super::Message {
+            role: message.role.try_into()?,
+            parts: convert_all(message.parts)?,
+            message_id: message.message_id,
+            task_id: non_empty(message.task_id),
+            context_id: non_empty(message.context_id),
+            reference_task_ids: non_empty_vec(message.reference_task_ids),
+            extensions: non_empty_vec(message.extensions),
+            metadata: message.metadata,
+            kind: MessageKind::Message,
+        })
+    }
+}
+
+impl TryFrom<super::TaskStatus> for TaskStatus {
+    type Error = V1Error;
+
+    /// Fails on the `unknown` state or a message part 1.0 cannot hold.
+    fn try_from(status: super::TaskStatus) -> Result<Self, V1Error> {
+        Ok(TaskStatus {
+            state: status.state.try_into()?,
+            message: status.message.map(TryInto::try_into).transpose()?,
+            timestamp: status.timestamp,
+        })
+    }
+}
+
+impl TryFrom<TaskStatus> for super::TaskStatus {
+    type Error = V1Error;
+
+    /// Fails on `TASK_STATE_UNSPECIFIED` or a message 0.3 cannot hold.
+    fn try_from(status: TaskStatus) -> Result<Self, V1Error> {
+        Ok(super::TaskStatus {
+            state: status.state.try_into()?,
+            message: status.message.map(TryInto::try_into).transpose()?,
+            timestamp: status.timestamp,
+        })
+    }
+}
+
+impl TryFrom<super::Artifact> for Artifact {
+    type Error = V1Error;
+
+    /// Fails on a part 1.0 cannot hold.
+    fn try_from(artifact: super::Artifact) -> Result<Self, V1Error> {
+        Ok(Artifact {
+            artifact_id: artifact.artifact_id,
+            name: artifact.name.unwrap_or_default(),
+            description: artifact.description.unwrap_or_default(),
+            parts: convert_all(artifact.parts)?,
+            metadata: artifact.metadata,
+            extensions: artifact.extensions.unwrap_or_default(),
+        })
+    }
+}
+
+impl TryFrom<Artifact> for super::Artifact {
+    type Error = V1Error;
+
+    /// Empty strings and lists become `None`. Fails on a part 0.3 cannot hold.
+    fn try_from(artifact: Artifact) -> Result<Self, V1Error> {
+        Ok(super::Artifact {
+            artifact_id: artifact.artifact_id,
+            name: non_empty(artifact.name),
+            description: non_empty(artifact.description),
+            parts: convert_all(artifact.parts)?,
+            metadata: artifact.metadata,
+            extensions: non_empty_vec(artifact.extensions),
+        })
+    }
+}
+
+impl TryFrom<super::Task> for Task {
+    type Error = V1Error;
+
+    /// Drops the 0.3 `kind`; an empty history or artifact list is the same as none.
+    fn try_from(task: super::Task) -> Result<Self, V1Error> {
+        Ok(Task {
+            id: task.id,
+            context_id: task.context_id,
+            status: task.status.try_into()?,
+            artifacts: convert_all(task.artifacts.unwrap_or_default())?,
+            history: convert_all(task.history.unwrap_or_default())?,
+            metadata: task.metadata,
+        })
+    }
+}
+
+impl TryFrom<Task> for super::Task {
+    type Error = V1Error;
+
+    /// Empty history and artifact lists become `None`.
+    fn try_from(task: Task) -> Result<Self, V1Error> {
+        Ok(super::Task {
+            id: task.id,
+            context_id: task.context_id,
+            status: task.status.try_into()?,
+            history: non_empty_vec(convert_all(task.history)?),
+            artifacts: non_empty_vec(convert_all(task.artifacts)?),
+            metadata: task.metadata,
+            kind: TaskKind::Task,
+        })
+    }
+}
+
+impl TryFrom<super::TaskStatusUpdateEvent> for TaskStatusUpdateEvent {
+    type Error = V1Error;
+
+    /// Drops `final` (1.0 closes the stream instead) and `kind`.
+    fn try_from(event: super::TaskStatusUpdateEvent) -> Result<Self, V1Error> {
+        Ok(TaskStatusUpdateEvent {
+            task_id: event.task_id,
+            context_id: event.context_id,
+            status: event.status.try_into()?,
+            metadata: event.metadata,
+        })
+    }
+}
+
+impl TryFrom<TaskStatusUpdateEvent> for super::TaskStatusUpdateEvent {
+    type Error = V1Error;
+
+    /// `final` is true for the states at which a 1.0 stream closes: terminal and interrupted
+    /// (`INPUT_REQUIRED`, `AUTH_REQUIRED`).
+    fn try_from(event: TaskStatusUpdateEvent) -> Result<Self, V1Error> {
+        let status: super::TaskStatus = event.status.try_into()?;
+        use super::TaskState as Old;
+        let is_final = status.state.is_terminal()
+            || matches!(status.state, Old::InputRequired | Old::AuthRequired);
+        Ok(super::TaskStatusUpdateEvent {
+            task_id: event.task_id,
+            context_id: event.context_id,
+            kind: StatusUpdateKind::StatusUpdate,
+            status,
+            is_final,
+            metadata: event.metadata,
+        })
+    }
+}
+
+impl TryFrom<super::TaskArtifactUpdateEvent> for TaskArtifactUpdateEvent {
+    type Error = V1Error;
+
+    /// Drops `kind`; an absent `append` or `lastChunk` is `false`.
+    fn try_from(event: super::TaskArtifactUpdateEvent) -> Result<Self, V1Error> {
+        Ok(TaskArtifactUpdateEvent {
+            task_id: event.task_id,
+            context_id: event.context_id,
+            artifact: event.artifact.try_into()?,
+            append: event.append.unwrap_or(false),
+            last_chunk: event.last_chunk.unwrap_or(false),
+            metadata: event.metadata,
+        })
+    }
+}
+
+impl TryFrom<TaskArtifactUpdateEvent> for super::TaskArtifactUpdateEvent {
+    type Error = V1Error;
+
+    /// `append` and `lastChunk` become `Some(true)` when true and `None` when false.
+    fn try_from(event: TaskArtifactUpdateEvent) -> Result<Self, V1Error> {
+        Ok(super::TaskArtifactUpdateEvent {
+            task_id: event.task_id,
+            context_id: event.context_id,
+            kind: ArtifactUpdateKind::ArtifactUpdate,
+            artifact: event.artifact.try_into()?,
+            append: event.append.then_some(true),
+            last_chunk: event.last_chunk.then_some(true),
+            metadata: event.metadata,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn convert_all<A, B: TryFrom<A, Error = V1Error>>(items: Vec<A>) -> Result<Vec<B>, V1Error> {
+    items.into_iter().map(B::try_from).collect()
+}
+
+fn non_empty(text: String) -> Option<String> {
+    (!text.is_empty()).then_some(text)
+}
+
+fn non_empty_vec<T>(items: Vec<T>) -> Option<Vec<T>> {
+    (!items.is_empty()).then_some(items)
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+fn is_zero(value: &i32) -> bool {
+    *value == 0
+}
+
+/// A field that is present reads as `Some`, even when it is `null` (a `google.protobuf.Value`).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+const PADDING_OPTIONAL: GeneralPurposeConfig =
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+/// Standard base64; writes padding, reads with or without it.
+const BASE64: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, PADDING_OPTIONAL);
+const BASE64_URL: GeneralPurpose =
+    GeneralPurpose::new(&base64::alphabet::URL_SAFE, PADDING_OPTIONAL);
+
+/// Reads `bytes` as ProtoJSON parsers do: the standard or the URL-safe alphabet, padded or not.
+fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    BASE64
+        .decode(text)
+        .or_else(|e| BASE64_URL.decode(text).map_err(|_| e))
+}
+
+fn serialize_base64<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&BASE64.encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {}
