@@ -19,6 +19,10 @@ pub struct AgentCard {
     /// Transport at `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preferred_transport: Option<String>,
+    /// A2A 1.0: every URL, binding and protocol version the agent is reachable at, the preferred
+    /// first (0.3 clients ignore it and use `url` with `preferredTransport`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supported_interfaces: Vec<super::v1::AgentInterface>,
     /// Agent version.
     pub version: String,
     /// Optional capabilities.
@@ -53,6 +57,9 @@ pub struct AgentCapabilities {
     /// Provides state transition history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_transition_history: Option<bool>,
+    /// A2A 1.0: the agent serves an extended card to authenticated callers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_agent_card: Option<bool>,
 }
 
 /// A security scheme (only the HTTP bearer form is produced by radkit).

@@ -45,11 +45,23 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         description: config.description.clone(),
         url: config.url.clone(),
         preferred_transport: Some("JSONRPC".to_owned()),
+        // One entry per binding and version served, 1.0 first (the version a request speaks is its
+        // `A2A-Version` header; the URL is the same).
+        supported_interfaces: ["1.0", "0.3"]
+            .into_iter()
+            .map(|version| crate::model::v1::AgentInterface {
+                url: config.url.clone(),
+                protocol_binding: "JSONRPC".to_owned(),
+                tenant: String::new(),
+                protocol_version: version.to_owned(),
+            })
+            .collect(),
         version: config.version.clone(),
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(false),
             state_transition_history: Some(false),
+            extended_agent_card: Some(false),
         },
         security_schemes,
         security,

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::errors::engine_error;
 use super::jsonrpc::{self, codes, RpcError};
+use super::wire::Wire;
 use super::{stream, AppState};
 use crate::engine::{Caller, EngineError, PermissionMode, Request};
 use crate::model::{FileContent, Message, Part, Task, TaskId};
@@ -52,7 +53,7 @@ struct IdParams {
     id: TaskId,
 }
 
-fn decode_params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, RpcError> {
+pub(crate) fn decode_params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, RpcError> {
     serde_json::from_value(value)
         .map_err(|e| RpcError::new(codes::INVALID_PARAMS, format!("invalid params: {e}")))
 }
@@ -101,6 +102,7 @@ fn accept_modes(mut task: Task, accepted: &Option<Vec<String>>) -> Task {
     task
 }
 
+/// Answer a 0.3 JSON-RPC request.
 pub(crate) async fn dispatch(
     state: Arc<AppState>,
     caller: Caller,
@@ -117,8 +119,14 @@ pub(crate) async fn dispatch(
             Err(e) => return stream::error(&id, e),
         };
         return match request.method.as_str() {
-            "message/stream" => stream_message(state, caller, request, resume).await,
-            _ => resubscribe(state, caller, request, resume).await,
+            "message/stream" => {
+                let send = Send::from_v0_3(request.params);
+                stream_send(state, caller, id, send, resume, Wire::V0_3).await
+            }
+            _ => {
+                let task_id = decode_params(request.params).map(|p: IdParams| p.id);
+                subscribe(state, caller, id, task_id, resume, Wire::V0_3, false).await
+            }
         };
     }
     let result = match request.method.as_str() {
@@ -136,13 +144,15 @@ pub(crate) async fn dispatch(
             "push notifications are not supported; use message/stream or tasks/resubscribe",
         )),
         "agent/getAuthenticatedExtendedCard" => Err(RpcError::new(
-            codes::UNSUPPORTED_OPERATION,
+            codes::EXTENDED_CARD_NOT_CONFIGURED,
             "this agent has no authenticated extended card",
         )),
-        other => Err(RpcError::new(
-            codes::METHOD_NOT_FOUND,
-            format!("method `{other}` not found"),
-        )),
+        other => Err(super::methods_v1::needs_version(other).unwrap_or_else(|| {
+            RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("method `{other}` not found"),
+            )
+        })),
     };
     match result {
         Ok(body) => Json(body).into_response(),
@@ -150,45 +160,71 @@ pub(crate) async fn dispatch(
     }
 }
 
-/// Validate and start (or continue) a task; returns the task id and the request's options.
-async fn start(
+/// A send, whichever version and binding it came in: the message in the engine's model and how to
+/// answer.
+pub(crate) struct Send {
+    pub message: Message,
+    pub metadata: Option<serde_json::Map<String, Value>>,
+    /// Wait until the task settles (0.3 `blocking`; 1.0 unless `returnImmediately`).
+    pub blocking: bool,
+    pub history_length: Option<i64>,
+    pub accepted_output_modes: Option<Vec<String>>,
+    /// The request asked for push notifications.
+    pub push: bool,
+}
+
+impl Send {
+    /// A 0.3 `message/send` / `message/stream`'s params.
+    fn from_v0_3(params: Value) -> Result<Send, RpcError> {
+        let SendParams {
+            message,
+            configuration,
+            metadata,
+        } = decode_params(params)?;
+        let configuration = configuration.unwrap_or(SendConfiguration {
+            blocking: None,
+            history_length: None,
+            accepted_output_modes: None,
+            push_notification_config: None,
+        });
+        Ok(Send {
+            message,
+            metadata,
+            blocking: configuration.blocking.unwrap_or(false),
+            history_length: configuration.history_length,
+            accepted_output_modes: configuration.accepted_output_modes,
+            push: configuration.push_notification_config.is_some(),
+        })
+    }
+}
+
+/// Validate and start (or continue) a task; returns the task id.
+pub(crate) async fn start(
     state: &AppState,
     caller: &Caller,
-    params: Value,
-) -> Result<(TaskId, SendConfiguration), RpcError> {
-    let SendParams {
-        message,
-        configuration,
-        metadata,
-    } = decode_params(params)?;
-    let configuration = configuration.unwrap_or(SendConfiguration {
-        blocking: None,
-        history_length: None,
-        accepted_output_modes: None,
-        push_notification_config: None,
-    });
-    history(configuration.history_length)?;
-    if configuration.push_notification_config.is_some() {
+    send: &Send,
+) -> Result<TaskId, RpcError> {
+    history(send.history_length)?;
+    if send.push {
         return Err(RpcError::new(
             codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "push notifications are not supported",
         ));
     }
-    if message.parts.is_empty() {
+    if send.message.parts.is_empty() {
         return Err(RpcError::new(
             codes::INVALID_PARAMS,
             "`message.parts` must not be empty",
         ));
     }
-    check_file_bytes(&message.parts)?;
-    check_context(state, caller, &message).await?;
-    let request = engine_request(caller.clone(), message, metadata.as_ref())?;
-    let task_id = state
+    check_file_bytes(&send.message.parts)?;
+    check_context(state, caller, &send.message).await?;
+    let request = engine_request(caller.clone(), send.message.clone(), send.metadata.as_ref())?;
+    state
         .engine
         .send(request)
         .await
-        .map_err(|e| engine_error(e, false))?;
-    Ok((task_id, configuration))
+        .map_err(|e| engine_error(e, false))
 }
 
 /// Inline file content must be base64 (the standard alphabet; padding optional), as the A2A schema
@@ -289,71 +325,96 @@ fn engine_request(
     Ok(request)
 }
 
-async fn send(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
-    let (task_id, config) = start(state, &caller, params).await?;
-    let history_length = history(config.history_length)?.or(Some(state.config.max_history));
-    let task = if config.blocking.unwrap_or(false) {
+/// Start (or continue) a task and answer with it: at once, or when it settles for a blocking send
+/// (within [`BLOCKING_WAIT`]; the task as it is then).
+pub(crate) async fn send_task(
+    state: &AppState,
+    caller: &Caller,
+    send: Send,
+) -> Result<Task, RpcError> {
+    let task_id = start(state, caller, &send).await?;
+    let history_length = history(send.history_length)?.or(Some(state.config.max_history));
+    let task = if send.blocking {
         // The task keeps running if we stop waiting: the engine owns it, not this request.
         match tokio::time::timeout(
             BLOCKING_WAIT,
             state
                 .engine
-                .wait_settled_with(&caller, &task_id, history_length),
+                .wait_settled_with(caller, &task_id, history_length),
         )
         .await
         {
             Ok(settled) => settled.map_err(|e| engine_error(e, false))?,
-            Err(_) => state
-                .engine
-                .task(&caller, &task_id, history_length)
-                .await
-                .map_err(|e| engine_error(e, false))?,
+            Err(_) => get_task(state, caller, &task_id, send.history_length).await?,
         }
     } else {
-        state
-            .engine
-            .task(&caller, &task_id, history_length)
-            .await
-            .map_err(|e| engine_error(e, false))?
+        get_task(state, caller, &task_id, send.history_length).await?
     };
-    Ok(accept_modes(task, &config.accepted_output_modes))
+    Ok(accept_modes(task, &send.accepted_output_modes))
 }
 
-async fn get(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
-    let QueryParams { id, history_length } = decode_params(params)?;
+/// The task, with at most `history_length` history messages (the server's maximum when `None`).
+pub(crate) async fn get_task(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &TaskId,
+    history_length: Option<i64>,
+) -> Result<Task, RpcError> {
     let history_length = history(history_length)?.or(Some(state.config.max_history));
     state
         .engine
-        .task(&caller, &id, history_length)
+        .task(caller, task_id, history_length)
         .await
         .map_err(|e| engine_error(e, false))
 }
 
-async fn cancel(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
-    let IdParams { id } = decode_params(params)?;
+/// Cancel the task and answer with it.
+pub(crate) async fn cancel_task(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &TaskId,
+) -> Result<Task, RpcError> {
     state
         .engine
-        .cancel(&caller, &id)
+        .cancel(caller, task_id)
         .await
         .map_err(|e| engine_error(e, true))
 }
 
-/// `message/stream`: the task as it is now, then every journal record after it. With `resume` (a
-/// reconnect's `Last-Event-ID`; a retried send with the same `messageId` names the same task) the
-/// events after that seq instead.
-async fn stream_message(
+async fn send(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
+    send_task(state, &caller, Send::from_v0_3(params)?).await
+}
+
+async fn get(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
+    let QueryParams { id, history_length } = decode_params(params)?;
+    get_task(state, &caller, &id, history_length).await
+}
+
+async fn cancel(state: &AppState, caller: Caller, params: Value) -> Result<Task, RpcError> {
+    let IdParams { id } = decode_params(params)?;
+    cancel_task(state, &caller, &id).await
+}
+
+/// `message/stream` (and 1.0 `SendStreamingMessage`): the task as it is now, then every journal
+/// record after it, written for `wire`. With `resume` (a reconnect's `Last-Event-ID`; a retried
+/// send with the same `messageId` names the same task) the events after that seq instead.
+pub(crate) async fn stream_send(
     state: Arc<AppState>,
     caller: Caller,
-    request: jsonrpc::Request,
+    id: Value,
+    send: Result<Send, RpcError>,
     resume: Option<u64>,
+    wire: Wire,
 ) -> Response {
-    let id = request.id.clone();
     // The slot first: a stream refused must not have started a task the client cannot follow.
     let Some(slot) = state.streams.take(&caller) else {
         return too_many_streams(&state, &id);
     };
-    let task_id = match start(&state, &caller, request.params).await {
-        Ok((task_id, _)) => task_id,
+    let task_id = match send {
+        Ok(send) => match start(&state, &caller, &send).await {
+            Ok(task_id) => task_id,
+            Err(e) => return stream::error(&id, e),
+        },
         Err(e) => return stream::error(&id, e),
     };
     let snapshot = match state
@@ -375,7 +436,7 @@ async fn stream_message(
         }
     };
     match state.engine.subscribe_from(&caller, &task_id, after).await {
-        Ok(sub) => stream::sse(sub, id, first, done, slot).into_response(),
+        Ok(sub) => stream::sse(sub, id, first, done, slot, wire).into_response(),
         Err(e) => stream::error(&id, engine_error(e, false)),
     }
 }
@@ -403,40 +464,56 @@ async fn resumed(
         .map_err(|e| engine_error(e, false))
 }
 
-/// `tasks/resubscribe`: the task's journal from its start (or after `resume`, a reconnect's
-/// `Last-Event-ID`) as events, then live ones.
-async fn resubscribe(
+/// `tasks/resubscribe` (and 1.0 `SubscribeToTask`): the task's journal from its start (or after
+/// `resume`, a reconnect's `Last-Event-ID`) as events written for `wire`, then live ones. With
+/// `open_only` (1.0) a task that has ended is refused with `UnsupportedOperationError`.
+pub(crate) async fn subscribe(
     state: Arc<AppState>,
     caller: Caller,
-    request: jsonrpc::Request,
+    id: Value,
+    task_id: Result<TaskId, RpcError>,
     resume: Option<u64>,
+    wire: Wire,
+    open_only: bool,
 ) -> Response {
-    let id = request.id.clone();
-    let IdParams { id: task_id } = match decode_params(request.params) {
-        Ok(p) => p,
+    let task_id = match task_id {
+        Ok(task_id) => task_id,
         Err(e) => return stream::error(&id, e),
     };
     let Some(slot) = state.streams.take(&caller) else {
         return too_many_streams(&state, &id);
     };
-    let done = match resume {
-        None => false,
-        Some(seq) => match state.engine.snapshot(&caller, &task_id, Some(0)).await {
-            Ok(snapshot) => {
-                match resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await {
-                    Ok(done) => done,
-                    Err(e) => return stream::error(&id, e),
-                }
-            }
+    let mut done = false;
+    if resume.is_some() || open_only {
+        let snapshot = match state.engine.snapshot(&caller, &task_id, Some(0)).await {
+            Ok(snapshot) => snapshot,
             Err(e) => return stream::error(&id, engine_error(e, false)),
-        },
-    };
+        };
+        if open_only && snapshot.task.status.state.is_terminal() {
+            return stream::error(
+                &id,
+                RpcError::new(
+                    codes::UNSUPPORTED_OPERATION,
+                    format!(
+                        "task {task_id} has ended ({}); there is nothing to subscribe to",
+                        snapshot.task.status.state.as_str()
+                    ),
+                ),
+            );
+        }
+        if let Some(seq) = resume {
+            done = match resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await {
+                Ok(done) => done,
+                Err(e) => return stream::error(&id, e),
+            };
+        }
+    }
     match state
         .engine
         .subscribe_from(&caller, &task_id, resume.unwrap_or(0))
         .await
     {
-        Ok(sub) => stream::sse(sub, id, None, done, slot).into_response(),
+        Ok(sub) => stream::sse(sub, id, None, done, slot, wire).into_response(),
         Err(e) => stream::error(&id, engine_error(e, false)),
     }
 }

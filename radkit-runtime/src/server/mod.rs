@@ -8,8 +8,10 @@ mod connection;
 mod errors;
 mod jsonrpc;
 mod methods;
+mod methods_v1;
 mod stream;
 mod version;
+mod wire;
 
 use std::sync::Arc;
 
@@ -78,6 +80,7 @@ async fn agent_card(State(state): State<Arc<AppState>>) -> Json<crate::model::Ag
 
 async fn rpc(
     State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Response {
@@ -108,5 +111,9 @@ async fn rpc(
         Ok(r) => r,
         Err(error) => return Json(error).into_response(),
     };
-    methods::dispatch(state, caller, request, &headers).await
+    match version::Version::of_request(&headers, uri.query()) {
+        Ok(version::Version::V0_3) => methods::dispatch(state, caller, request, &headers).await,
+        Ok(version::Version::V1_0) => methods_v1::dispatch(state, caller, request, &headers).await,
+        Err(error) => Json(jsonrpc::error(&request.id, error)).into_response(),
+    }
 }

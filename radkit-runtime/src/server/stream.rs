@@ -19,13 +19,24 @@ use serde_json::Value;
 
 use super::errors::engine_error;
 use super::jsonrpc;
-use crate::engine::{stream_event, Caller, StreamEvent, Subscription};
+use super::wire::Wire;
+use crate::engine::{stream_event, Caller, Subscription};
 use crate::model::Task;
 
-fn sse_event(id: &Value, seq: u64, result: impl serde::Serialize) -> Result<Event, Infallible> {
+/// The event of journal seq `seq`: the JSON-RPC answer to request `id` holding `item`, or the error
+/// that writing it gave.
+fn sse_event(
+    id: &Value,
+    seq: u64,
+    item: Result<Value, jsonrpc::RpcError>,
+) -> Result<Event, Infallible> {
+    let envelope = match item {
+        Ok(item) => jsonrpc::ok(id, item),
+        Err(error) => jsonrpc::error(id, error),
+    };
     Ok(Event::default()
         .id(seq.to_string())
-        .data(jsonrpc::ok(id, result).to_string()))
+        .data(envelope.to_string()))
 }
 
 /// The answer to a streaming request that cannot start: an SSE stream of one event, the JSON-RPC
@@ -119,6 +130,7 @@ impl Drop for Slot {
 struct Follow {
     sub: Subscription,
     id: Value,
+    wire: Wire,
     done: bool,
     /// Held for as long as the stream lives.
     _slot: Slot,
@@ -134,11 +146,13 @@ pub(crate) fn sse(
     first: Option<(Task, u64)>,
     done: bool,
     slot: Slot,
+    wire: Wire,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let head = stream::iter(first.map(|(task, seq)| sse_event(&id, seq, task)));
+    let head = stream::iter(first.map(|(task, seq)| sse_event(&id, seq, wire.task_item(task))));
     let follow = Follow {
         sub,
         id,
+        wire,
         done,
         _slot: slot,
     };
@@ -160,11 +174,7 @@ pub(crate) fn sse(
             let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &update) else {
                 continue;
             };
-            let seq = update.seq();
-            let event = match event {
-                StreamEvent::Status(status) => sse_event(&f.id, seq, status),
-                StreamEvent::Artifact(artifact) => sse_event(&f.id, seq, artifact),
-            };
+            let event = sse_event(&f.id, update.seq(), f.wire.event_item(event));
             return Some((event, f));
         }
     });

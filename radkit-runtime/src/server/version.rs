@@ -17,14 +17,6 @@ pub(crate) enum Version {
 }
 
 impl Version {
-    /// As it is written in `A2A-Version` and in the agent card.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Version::V0_3 => "0.3",
-            Version::V1_0 => "1.0",
-        }
-    }
-
     /// The version a header or query value names (`Major.Minor`, a patch level ignored), if served.
     pub(crate) fn parse(value: &str) -> Result<Version, RpcError> {
         let value = value.trim();
@@ -46,17 +38,23 @@ impl Version {
 
     /// The version of a request: its `A2A-Version` header, else its `A2A-Version` query parameter,
     /// else 0.3.
-    pub(crate) fn of_request(headers: &HeaderMap, query: Option<&str>) -> Result<Version, RpcError> {
+    pub(crate) fn of_request(
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<Version, RpcError> {
         if let Some(header) = headers.get("a2a-version") {
             let value = header.to_str().map_err(|_| {
                 RpcError::new(codes::VERSION_NOT_SUPPORTED, "`A2A-Version` is not text")
             })?;
             return Version::parse(value);
         }
-        let from_query = query.into_iter().flat_map(|q| q.split('&')).find_map(|pair| {
-            let (key, value) = pair.split_once('=')?;
-            key.eq_ignore_ascii_case("A2A-Version").then_some(value)
-        });
+        let from_query = query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .find_map(|pair| {
+                let (key, value) = pair.split_once('=')?;
+                key.eq_ignore_ascii_case("A2A-Version").then_some(value)
+            });
         match from_query {
             Some(value) => Version::parse(value),
             None => Ok(Version::V0_3),

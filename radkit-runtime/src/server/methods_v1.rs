@@ -1,0 +1,144 @@
+//! The A2A 1.0 JSON-RPC methods (PascalCase, ProtoJSON payloads): 1.0 params are decoded into the
+//! engine's model, the same operations as 0.3 run (`methods`), and results are written in 1.0 form
+//! (`wire`). A task created over either version is read, streamed and canceled over the other.
+
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::Value;
+
+use super::jsonrpc::{self, codes, RpcError};
+use super::methods::{self, decode_params, Send};
+use super::wire::Wire;
+use super::{stream, AppState};
+use crate::engine::Caller;
+use crate::model::{v1, Message, TaskId};
+
+/// 0.3 method names and their 1.0 counterparts, for the error a 0.3 call with `A2A-Version: 1.0`
+/// gets.
+const RENAMED: [(&str, &str); 6] = [
+    ("message/send", "SendMessage"),
+    ("message/stream", "SendStreamingMessage"),
+    ("tasks/get", "GetTask"),
+    ("tasks/cancel", "CancelTask"),
+    ("tasks/resubscribe", "SubscribeToTask"),
+    ("agent/getAuthenticatedExtendedCard", "GetExtendedAgentCard"),
+];
+
+/// A 1.0 `SendMessageRequest` as the operations take it: `returnImmediately` unset waits for the
+/// task to settle (1.0 has no `blocking`).
+fn send_of(params: Value) -> Result<Send, RpcError> {
+    let request: v1::SendMessageRequest = decode_params(params)?;
+    let message = Message::try_from(request.message)
+        .map_err(|e| RpcError::new(codes::INVALID_PARAMS, format!("invalid `message`: {e}")))?;
+    let config = request.configuration.unwrap_or_default();
+    Ok(Send {
+        message,
+        metadata: request.metadata,
+        blocking: !config.return_immediately,
+        history_length: config.history_length.map(i64::from),
+        accepted_output_modes: Some(config.accepted_output_modes).filter(|m| !m.is_empty()),
+        push: config.task_push_notification_config.is_some(),
+    })
+}
+
+/// Answer a 1.0 JSON-RPC request.
+pub(crate) async fn dispatch(
+    state: Arc<AppState>,
+    caller: Caller,
+    request: jsonrpc::Request,
+    headers: &axum::http::HeaderMap,
+) -> Response {
+    let id = request.id.clone();
+    let params = request.params;
+    match request.method.as_str() {
+        "SendStreamingMessage" | "SubscribeToTask" => {
+            let resume = match stream::last_event_id(headers) {
+                Ok(resume) => resume,
+                Err(e) => return stream::error(&id, e),
+            };
+            return match request.method.as_str() {
+                "SendStreamingMessage" => {
+                    methods::stream_send(state, caller, id, send_of(params), resume, Wire::V1_0)
+                        .await
+                }
+                _ => {
+                    let task_id = decode_params(params)
+                        .map(|r: v1::SubscribeToTaskRequest| TaskId::from(r.id));
+                    methods::subscribe(state, caller, id, task_id, resume, Wire::V1_0, true).await
+                }
+            };
+        }
+        _ => {}
+    }
+    let result = match request.method.as_str() {
+        "SendMessage" => match send_of(params) {
+            Ok(send) => methods::send_task(&state, &caller, send)
+                .await
+                .and_then(|task| Wire::V1_0.send_response(task)),
+            Err(e) => Err(e),
+        },
+        "GetTask" => match decode_params::<v1::GetTaskRequest>(params) {
+            Ok(r) => methods::get_task(
+                &state,
+                &caller,
+                &TaskId::from(r.id),
+                r.history_length.map(i64::from),
+            )
+            .await
+            .and_then(|task| Wire::V1_0.task(task)),
+            Err(e) => Err(e),
+        },
+        "CancelTask" => match decode_params::<v1::CancelTaskRequest>(params) {
+            Ok(r) => methods::cancel_task(&state, &caller, &TaskId::from(r.id))
+                .await
+                .and_then(|task| Wire::V1_0.task(task)),
+            Err(e) => Err(e),
+        },
+        "ListTasks" => Err(RpcError::new(
+            codes::UNSUPPORTED_OPERATION,
+            "ListTasks is not available yet on this agent",
+        )),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Err(RpcError::new(
+            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
+            "push notifications are not supported; use SendStreamingMessage or SubscribeToTask",
+        )),
+        "GetExtendedAgentCard" => Err(RpcError::new(
+            codes::EXTENDED_CARD_NOT_CONFIGURED,
+            "this agent has no extended agent card",
+        )),
+        other => Err(RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            match RENAMED.iter().find(|(old, _)| *old == other) {
+                Some((_, new)) => format!(
+                    "method `{other}` is A2A 0.3; with `A2A-Version: 1.0` call `{new}` (or send no A2A-Version to speak 0.3)"
+                ),
+                None => format!("method `{other}` not found"),
+            },
+        )),
+    };
+    match result {
+        Ok(body) => Json(jsonrpc::ok(&id, body)).into_response(),
+        Err(error) => Json(jsonrpc::error(&id, error)).into_response(),
+    }
+}
+
+/// The error a 0.3 request gets for a 1.0 method name (it sent no `A2A-Version: 1.0`).
+pub(crate) fn needs_version(method: &str) -> Option<RpcError> {
+    RENAMED
+        .iter()
+        .chain(&[("", "ListTasks")])
+        .any(|(_, new)| *new == method)
+        .then(|| {
+            RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!(
+                    "method `{method}` is A2A 1.0: send the header `A2A-Version: 1.0` (a request without it speaks 0.3)"
+                ),
+            )
+        })
+}

@@ -1,0 +1,75 @@
+//! How the engine's objects (0.3-shaped `model` types) are written for a protocol version: as they
+//! are for 0.3, converted to the ProtoJSON types of `model::v1` for 1.0. A value that has no 1.0 form
+//! (a task state 1.0 dropped) is an internal error, never a silently different value.
+
+use serde_json::Value;
+
+use super::jsonrpc::{codes, RpcError};
+use crate::engine::StreamEvent;
+use crate::model::{v1, Task};
+
+/// The wire format of one answer or stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wire {
+    /// A2A 0.3 JSON: `kind` discriminators, the 0.3 shapes.
+    V0_3,
+    /// A2A 1.0 ProtoJSON: stream items are `StreamResponse`s, sends answer `SendMessageResponse`s.
+    V1_0,
+}
+
+fn unwritable(e: impl std::fmt::Display) -> RpcError {
+    RpcError::new(
+        codes::INTERNAL_ERROR,
+        format!("the answer cannot be written in A2A 1.0: {e}"),
+    )
+}
+
+fn json(value: impl serde::Serialize) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
+}
+
+impl Wire {
+    /// The task as this version writes it (1.0: a `Task`).
+    pub(crate) fn task(self, task: Task) -> Result<Value, RpcError> {
+        match self {
+            Wire::V0_3 => json(task),
+            Wire::V1_0 => json(v1::Task::try_from(task).map_err(unwritable)?),
+        }
+    }
+
+    /// The answer to a send (1.0: a `SendMessageResponse` holding the task).
+    pub(crate) fn send_response(self, task: Task) -> Result<Value, RpcError> {
+        match self {
+            Wire::V0_3 => json(task),
+            Wire::V1_0 => json(v1::SendMessageResponse::Task(
+                v1::Task::try_from(task).map_err(unwritable)?,
+            )),
+        }
+    }
+
+    /// A stream's opening task (1.0: a `StreamResponse` holding it).
+    pub(crate) fn task_item(self, task: Task) -> Result<Value, RpcError> {
+        match self {
+            Wire::V0_3 => json(task),
+            Wire::V1_0 => json(v1::StreamResponse::Task(
+                v1::Task::try_from(task).map_err(unwritable)?,
+            )),
+        }
+    }
+
+    /// A stream's update event (1.0: a `StreamResponse` holding it).
+    pub(crate) fn event_item(self, event: StreamEvent) -> Result<Value, RpcError> {
+        match (self, event) {
+            (Wire::V0_3, StreamEvent::Status(status)) => json(status),
+            (Wire::V0_3, StreamEvent::Artifact(artifact)) => json(artifact),
+            (Wire::V1_0, StreamEvent::Status(status)) => json(v1::StreamResponse::StatusUpdate(
+                v1::TaskStatusUpdateEvent::try_from(status).map_err(unwritable)?,
+            )),
+            (Wire::V1_0, StreamEvent::Artifact(artifact)) => {
+                json(v1::StreamResponse::ArtifactUpdate(
+                    v1::TaskArtifactUpdateEvent::try_from(artifact).map_err(unwritable)?,
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! A2A 1.0 over JSON-RPC beside 0.3, from Rust over HTTP: PascalCase methods and ProtoJSON payloads
+//! with `A2A-Version: 1.0`, version negotiation (a request without the header speaks 0.3; another
+//! version is -32009), one task reachable over both versions, 1.0 streams of `StreamResponse`s with
+//! journal seqs as event ids.
+
+mod common;
+
+use std::time::Duration;
+
+use radkit::prelude::*;
+use radkit::server::ServerConfig;
+use radkit::store::MemoryStore;
+use serde_json::{json, Value};
+
+/// Asks once, then completes with an artifact holding the answer.
+#[derive(Default)]
+struct Ask;
+
+#[flow_skill(id = "ask", name = "Ask", register = false)]
+impl Ask {
+    #[step(start)]
+    async fn ask(&self) -> StepResult {
+        await_input!(slot = "answer", message = "Your answer?")
+    }
+
+    #[step(resume_from = "ask")]
+    async fn done(&self, ctx: &StepCtx, reply: Content) -> StepResult {
+        let text = reply.joined_texts();
+        ctx.complete(
+            format!("Got {text}"),
+            vec![Artifact::from_text("answer.txt", text).with_id("answer")],
+        )
+    }
+}
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+struct Agent {
+    url: String,
+    engine: Engine,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.server.abort();
+        self.engine.halt();
+    }
+}
+
+async fn agent() -> Agent {
+    let engine = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
+        .skill(Ask)
+        .start()
+        .await
+        .expect("start the engine");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(radkit::server::serve(
+        listener,
+        engine.clone(),
+        ServerConfig::new(format!("{url}/")),
+    ));
+    Agent {
+        url,
+        engine,
+        server,
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(PATIENCE)
+        .build()
+        .unwrap()
+}
+
+/// A JSON-RPC call with `version` as `A2A-Version` (none: no header); the envelope.
+async fn call(
+    client: &reqwest::Client,
+    url: &str,
+    version: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Value {
+    let mut request = client
+        .post(format!("{url}/"))
+        .json(&json!({ "jsonrpc": "2.0", "id": "req", "method": method, "params": params }));
+    if let Some(version) = version {
+        request = request.header("A2A-Version", version);
+    }
+    let resp = request.send().await.unwrap();
+    assert_eq!(resp.status(), 200, "{method}");
+    resp.json().await.unwrap()
+}
+
+/// A 1.0 user message.
+fn message(text: &str, task: Option<&str>) -> Value {
+    let mut m = json!({ "messageId": format!("m-{}", radkit::model::new_id()), "role": "ROLE_USER", "parts": [{ "text": text }] });
+    if let Some(task) = task {
+        m["taskId"] = json!(task);
+    }
+    m
+}
+
+/// Every object key in `value`, recursively.
+fn keys(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                keys(v, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| keys(v, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_0_client_sends_answers_and_reads_a_task_in_proto_json() {
+    let agent = agent().await;
+    let client = client();
+    let sent = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({ "message": message("hello", None) }),
+    )
+    .await;
+    let task = &sent["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{sent}"
+    );
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT", "{sent}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"], "Your answer?",
+        "{sent}"
+    );
+    let mut names = Vec::new();
+    keys(&sent, &mut names);
+    assert!(
+        !names.iter().any(|k| k == "kind"),
+        "no 0.3 `kind` in 1.0: {sent}"
+    );
+    let id = task["id"].as_str().unwrap().to_owned();
+
+    let got = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "GetTask",
+        json!({ "id": id, "historyLength": 1 }),
+    )
+    .await;
+    assert_eq!(
+        got["result"]["history"].as_array().map(Vec::len),
+        Some(1),
+        "{got}"
+    );
+    assert_eq!(got["result"]["contextId"], task["contextId"]);
+
+    let done = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({ "message": message("42", Some(&id)) }),
+    )
+    .await;
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(task["artifacts"][0]["name"], "answer.txt", "{done}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "42", "{done}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_started_over_one_version_is_read_answered_and_canceled_over_the_other() {
+    let agent = agent().await;
+    let client = client();
+    // Started over 0.3, answered over 1.0.
+    let old = call(
+        &client,
+        &agent.url,
+        None,
+        "message/send",
+        json!({ "message": common::user("hi"), "configuration": { "blocking": true } }),
+    )
+    .await;
+    let id = old["result"]["id"].as_str().unwrap().to_owned();
+    let read = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "GetTask",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(
+        read["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{read}"
+    );
+    let answered = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({ "message": message("7", Some(&id)) }),
+    )
+    .await;
+    assert_eq!(
+        answered["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answered}"
+    );
+    let read = call(
+        &client,
+        &agent.url,
+        Some("0.3"),
+        "tasks/get",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(read["result"]["status"]["state"], "completed", "{read}");
+    // Started over 1.0 without waiting, canceled over 0.3 and read over 1.0.
+    let new = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({ "message": message("hi", None), "configuration": { "returnImmediately": true } }),
+    )
+    .await;
+    let id = new["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let canceled = call(
+        &client,
+        &agent.url,
+        None,
+        "tasks/cancel",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "canceled",
+        "{canceled}"
+    );
+    let read = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "CancelTask",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_eq!(
+        read["error"]["code"], -32002,
+        "an ended task is not cancelable: {read}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_are_negotiated_by_the_a2a_version_header() {
+    let agent = agent().await;
+    let client = client();
+    let cases = [
+        (Some("2.0"), "SendMessage", -32009, "not supported"),
+        (Some("0.2"), "message/send", -32009, "0.3 and 1.0"),
+        (Some("1.0"), "message/send", -32601, "call `SendMessage`"),
+        (None, "SendMessage", -32601, "A2A-Version: 1.0"),
+        (Some("1.0"), "NoSuchMethod", -32601, "not found"),
+        (
+            Some("1.0"),
+            "GetExtendedAgentCard",
+            -32007,
+            "extended agent card",
+        ),
+        (
+            None,
+            "agent/getAuthenticatedExtendedCard",
+            -32007,
+            "extended card",
+        ),
+        (
+            Some("1.0"),
+            "CreateTaskPushNotificationConfig",
+            -32003,
+            "push notifications",
+        ),
+    ];
+    for (version, method, code, says) in cases {
+        let answer = call(
+            &client,
+            &agent.url,
+            version,
+            method,
+            json!({ "message": message("x", None) }),
+        )
+        .await;
+        assert_eq!(answer["id"], "req", "{version:?} {method}: {answer}");
+        assert_eq!(
+            answer["error"]["code"], code,
+            "{version:?} {method}: {answer}"
+        );
+        let text = answer["error"]["message"].as_str().unwrap();
+        assert!(text.contains(says), "{version:?} {method}: {text}");
+    }
+    let via_query = client
+        .post(format!("{}/?A2A-Version=1.0", agent.url))
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": { "message": message("q", None), "configuration": { "returnImmediately": true } } }))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert!(
+        via_query["result"]["task"]["id"].is_string(),
+        "the version as a query parameter: {via_query}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_0_stream_is_stream_responses_with_journal_seqs_as_ids() {
+    let agent = agent().await;
+    let client = client();
+    let resp = client
+        .post(format!("{}/", agent.url))
+        .header("A2A-Version", "1.0")
+        .json(&json!({ "jsonrpc": "2.0", "id": "s", "method": "SendStreamingMessage", "params": { "message": message("hi", None) } }))
+        .send()
+        .await
+        .unwrap();
+    let events = common::read_sse(resp, |events| {
+        events.iter().any(|(_, e)| {
+            e["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        })
+    })
+    .await;
+    assert!(
+        events[0].1["result"]["task"]["id"].is_string(),
+        "the stream opens with the task: {events:?}"
+    );
+    let ids: Vec<u64> = events.iter().map(|(id, _)| id.expect("an id")).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let task_id = events[0].1["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // The answer arrives over 0.3; a 1.0 subscription resumed after the last event sees the end.
+    let seen = *ids.last().unwrap();
+    call(&client, &agent.url, None, "message/send", json!({ "message": { "role": "user", "parts": [{ "kind": "text", "text": "5" }], "messageId": "answer-5", "taskId": task_id, "kind": "message" } })).await;
+    let resp = client
+        .post(format!("{}/", agent.url))
+        .header("A2A-Version", "1.0")
+        .header("last-event-id", seen.to_string())
+        .json(&json!({ "jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask", "params": { "id": task_id } }))
+        .send()
+        .await
+        .unwrap();
+    // The task may have ended before the subscription: then SubscribeToTask is refused (1.0).
+    let rest = common::read_sse(resp, |events| {
+        events.iter().any(|(_, e)| {
+            e["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                || e.get("error").is_some()
+        })
+    })
+    .await;
+    let last = &rest.last().expect("an event").1;
+    if last.get("error").is_some() {
+        assert_eq!(last["error"]["code"], -32004, "{last}");
+    } else {
+        assert!(
+            rest.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
+            "{rest:?}"
+        );
+        assert!(
+            rest.iter()
+                .any(|(_, e)| e["result"]["artifactUpdate"]["artifact"]["name"] == "answer.txt"),
+            "{rest:?}"
+        );
+    }
+
+    // A finished task cannot be subscribed to over 1.0 (it can be resubscribed to over 0.3).
+    let resp = client
+        .post(format!("{}/", agent.url))
+        .header("A2A-Version", "1.0")
+        .json(&json!({ "jsonrpc": "2.0", "id": "late", "method": "SubscribeToTask", "params": { "id": task_id } }))
+        .send()
+        .await
+        .unwrap();
+    let late = common::read_sse(resp, |_| false).await;
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(late[0].1["error"]["code"], -32004, "{late:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_card_lists_each_version_served_with_its_binding_and_url() {
+    let agent = agent().await;
+    let card: Value = client()
+        .get(format!("{}/.well-known/agent-card.json", agent.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = format!("{}/", agent.url);
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([
+            { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
+            { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
+        ]),
+        "{card}"
+    );
+    // What a 0.3 client reads is still there.
+    assert_eq!(card["protocolVersion"], "0.3.0", "{card}");
+    assert_eq!(card["url"], url.as_str());
+    assert_eq!(card["preferredTransport"], "JSONRPC");
+    assert_eq!(card["capabilities"]["streaming"], true);
+}
