@@ -1191,45 +1191,32 @@ impl TryFrom<Part> for super::Part {
             filename,
             media_type,
         } = part;
-        let file = |file| super::Part::File {
-            file,
-            metadata: None,
-        };
         let content = content.ok_or(V1Error::NoContent {
             field: "Part.content",
         })?;
-        let part = match content {
-            PartContent::Text(text) => super::Part::Text {
-                text,
-                metadata: None,
-            },
-            PartContent::Data(Value::Object(data)) => super::Part::Data {
-                data,
-                metadata: None,
-            },
+        let (mime_type, name) = (non_empty(media_type), non_empty(filename));
+        Ok(match content {
+            PartContent::Text(text) => super::Part::Text { text, metadata },
+            PartContent::Data(Value::Object(data)) => super::Part::Data { data, metadata },
             PartContent::Data(_) => return Err(V1Error::DataNotObject { field: "Part.data" }),
-            PartContent::Raw(raw) => file(FileContent::Bytes {
-                bytes: BASE64.encode(raw),
-                mime_type: non_empty(media_type),
-                name: non_empty(filename),
-            }),
-            PartContent::Url(uri) => file(FileContent::Uri {
-                uri,
-                mime_type: non_empty(media_type),
-                name: non_empty(filename),
-            }),
-        };
-        Ok(with_metadata(part, metadata))
+            PartContent::Raw(raw) => super::Part::File {
+                file: FileContent::Bytes {
+                    bytes: BASE64.encode(raw),
+                    mime_type,
+                    name,
+                },
+                metadata,
+            },
+            PartContent::Url(uri) => super::Part::File {
+                file: FileContent::Uri {
+                    uri,
+                    mime_type,
+                    name,
+                },
+                metadata,
+            },
+        })
     }
-}
-
-fn with_metadata(mut part: super::Part, new: Option<Metadata>) -> super::Part {
-    match &mut part {
-        super::Part::Text { metadata, .. }
-        | super::Part::File { metadata, .. }
-        | super::Part::Data { metadata, .. } => *metadata = new,
-    }
-    part
 }
 
 impl TryFrom<super::Message> for Message {
@@ -1381,9 +1368,11 @@ impl TryFrom<TaskStatusUpdateEvent> for super::TaskStatusUpdateEvent {
     /// (`INPUT_REQUIRED`, `AUTH_REQUIRED`).
     fn try_from(event: TaskStatusUpdateEvent) -> Result<Self, V1Error> {
         let status: super::TaskStatus = event.status.try_into()?;
-        use super::TaskState as Old;
         let is_final = status.state.is_terminal()
-            || matches!(status.state, Old::InputRequired | Old::AuthRequired);
+            || matches!(
+                status.state,
+                super::TaskState::InputRequired | super::TaskState::AuthRequired
+            );
         Ok(super::TaskStatusUpdateEvent {
             task_id: event.task_id,
             context_id: event.context_id,
