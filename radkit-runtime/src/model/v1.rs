@@ -1191,45 +1191,32 @@ impl TryFrom<Part> for super::Part {
             filename,
             media_type,
         } = part;
-        let file = |file| super::Part::File {
-            file,
-            metadata: None,
-        };
         let content = content.ok_or(V1Error::NoContent {
             field: "Part.content",
         })?;
-        let part = match content {
-            PartContent::Text(text) => super::Part::Text {
-                text,
-                metadata: None,
-            },
-            PartContent::Data(Value::Object(data)) => super::Part::Data {
-                data,
-                metadata: None,
-            },
+        let (mime_type, name) = (non_empty(media_type), non_empty(filename));
+        Ok(match content {
+            PartContent::Text(text) => super::Part::Text { text, metadata },
+            PartContent::Data(Value::Object(data)) => super::Part::Data { data, metadata },
             PartContent::Data(_) => return Err(V1Error::DataNotObject { field: "Part.data" }),
-            PartContent::Raw(raw) => file(FileContent::Bytes {
-                bytes: BASE64.encode(raw),
-                mime_type: non_empty(media_type),
-                name: non_empty(filename),
-            }),
-            PartContent::Url(uri) => file(FileContent::Uri {
-                uri,
-                mime_type: non_empty(media_type),
-                name: non_empty(filename),
-            }),
-        };
-        Ok(with_metadata(part, metadata))
+            PartContent::Raw(raw) => super::Part::File {
+                file: FileContent::Bytes {
+                    bytes: BASE64.encode(raw),
+                    mime_type,
+                    name,
+                },
+                metadata,
+            },
+            PartContent::Url(uri) => super::Part::File {
+                file: FileContent::Uri {
+                    uri,
+                    mime_type,
+                    name,
+                },
+                metadata,
+            },
+        })
     }
-}
-
-fn with_metadata(mut part: super::Part, new: Option<Metadata>) -> super::Part {
-    match &mut part {
-        super::Part::Text { metadata, .. }
-        | super::Part::File { metadata, .. }
-        | super::Part::Data { metadata, .. } => *metadata = new,
-    }
-    part
 }
 
 impl TryFrom<super::Message> for Message {
@@ -1381,9 +1368,11 @@ impl TryFrom<TaskStatusUpdateEvent> for super::TaskStatusUpdateEvent {
     /// (`INPUT_REQUIRED`, `AUTH_REQUIRED`).
     fn try_from(event: TaskStatusUpdateEvent) -> Result<Self, V1Error> {
         let status: super::TaskStatus = event.status.try_into()?;
-        use super::TaskState as Old;
         let is_final = status.state.is_terminal()
-            || matches!(status.state, Old::InputRequired | Old::AuthRequired);
+            || matches!(
+                status.state,
+                super::TaskState::InputRequired | super::TaskState::AuthRequired
+            );
         Ok(super::TaskStatusUpdateEvent {
             task_id: event.task_id,
             context_id: event.context_id,
@@ -1476,4 +1465,871 @@ fn serialize_base64<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok,
 }
 
 #[cfg(test)]
-mod tests {}
+mod tests {
+    use serde::de::DeserializeOwned;
+    use serde_json::json;
+
+    use super::*;
+    use crate::model as old;
+
+    /// Reads `json` as `T` and writes it back: the result must be the same JSON.
+    fn golden<T: Serialize + DeserializeOwned>(json: Value) -> T {
+        let typed: T = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&typed).unwrap(), json);
+        typed
+    }
+
+    fn read<T: DeserializeOwned>(json: Value) -> Result<T, String> {
+        serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+
+    // ---- Enums (§4.1.3 TaskState, §4.1.5 Role, §5.5 JSON Field Naming Convention) ----
+
+    #[test]
+    fn task_state_serializes_as_the_proto_enum_name() {
+        let names = [
+            "TASK_STATE_UNSPECIFIED",
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED",
+            "TASK_STATE_FAILED",
+            "TASK_STATE_CANCELED",
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_REJECTED",
+            "TASK_STATE_AUTH_REQUIRED",
+        ];
+        for (number, (state, name)) in TaskState::ALL.into_iter().zip(names).enumerate() {
+            assert_eq!(state as usize, number);
+            assert_eq!(golden::<TaskState>(json!(name)), state);
+        }
+    }
+
+    #[test]
+    fn role_serializes_as_the_proto_enum_name() {
+        let names = ["ROLE_UNSPECIFIED", "ROLE_USER", "ROLE_AGENT"];
+        for (number, (role, name)) in Role::ALL.into_iter().zip(names).enumerate() {
+            assert_eq!(role as usize, number);
+            assert_eq!(golden::<Role>(json!(name)), role);
+        }
+    }
+
+    #[test]
+    fn enums_are_also_read_by_proto_number() {
+        assert_eq!(read::<TaskState>(json!(6)), Ok(TaskState::InputRequired));
+        assert_eq!(read::<Role>(json!(2)), Ok(Role::Agent));
+        assert_eq!(
+            serde_json::to_value(read::<TaskState>(json!(3)).unwrap()).unwrap(),
+            json!("TASK_STATE_COMPLETED")
+        );
+    }
+
+    #[test]
+    fn unknown_enum_values_and_0_3_names_are_refused() {
+        // §6.5, "Validation Error Example": TASK_STATE_RUNNING is not a state.
+        for bad in [json!("TASK_STATE_RUNNING"), json!("working"), json!(9)] {
+            let e = read::<TaskState>(bad.clone()).unwrap_err();
+            assert!(e.contains("unknown TaskState value"), "{bad}: {e}");
+        }
+        assert!(read::<Role>(json!("user")).is_err());
+    }
+
+    // ---- Part (§4.1.6; §A.2.1 "Kind Discriminator Removed"; whats-new-v1 "Part Object") ----
+
+    #[test]
+    fn a_part_is_discriminated_by_its_content_member() {
+        // §A.2.1 "Current Pattern (v1.0)" and whats-new-v1 "v1.0 Structure (Unified Part)".
+        let text = golden::<Part>(json!({"text": "Hello world", "mediaType": "text/plain"}));
+        assert_eq!(text.content, Some(PartContent::Text("Hello world".into())));
+        assert_eq!(text.media_type, "text/plain");
+
+        let raw = golden::<Part>(
+            json!({"raw": "iVBORw0KGgo=", "filename": "diagram.png", "mediaType": "image/png"}),
+        );
+        assert_eq!(
+            raw.content,
+            Some(PartContent::Raw(b"\x89PNG\r\n\x1a\n".to_vec()))
+        );
+        assert_eq!(raw.filename, "diagram.png");
+
+        let url = golden::<Part>(json!({
+            "url": "https://example.com/doc.pdf",
+            "filename": "doc.pdf",
+            "mediaType": "application/pdf"
+        }));
+        assert_eq!(
+            url.content,
+            Some(PartContent::Url("https://example.com/doc.pdf".into()))
+        );
+
+        let data =
+            golden::<Part>(json!({"data": {"key": "value"}, "mediaType": "application/json"}));
+        assert_eq!(
+            data.content,
+            Some(PartContent::Data(json!({"key": "value"})))
+        );
+
+        // §6.8: a text part with metadata.
+        let with_metadata = golden::<Part>(json!({
+            "text": "Show me a list of my open IT tickets",
+            "metadata": {"mediaType": "application/json", "schema": {"type": "array"}}
+        }));
+        assert!(with_metadata.metadata.is_some());
+    }
+
+    #[test]
+    fn part_data_holds_any_json_value_null_included() {
+        // proto: `google.protobuf.Value data = 4` ("object, array, string, number, boolean, or null").
+        for value in [
+            json!([1, 2]),
+            json!("s"),
+            json!(1.5),
+            json!(true),
+            Value::Null,
+        ] {
+            let part = golden::<Part>(json!({ "data": value }));
+            assert_eq!(part.content, Some(PartContent::Data(value)));
+        }
+    }
+
+    #[test]
+    fn a_part_with_two_content_members_is_refused() {
+        let e = read::<Part>(json!({"text": "a", "url": "https://example.com"})).unwrap_err();
+        assert!(
+            e.contains("more than one of `text`, `raw`, `url` and `data`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn raw_reads_url_safe_or_unpadded_base64_and_writes_standard_padded() {
+        for text in ["+/8=", "+/8", "-_8=", "-_8"] {
+            let part = read::<Part>(json!({ "raw": text })).unwrap();
+            assert_eq!(
+                part.content,
+                Some(PartContent::Raw(vec![0xfb, 0xff])),
+                "{text}"
+            );
+            assert_eq!(serde_json::to_value(&part).unwrap(), json!({"raw": "+/8="}));
+        }
+        let e = read::<Part>(json!({"raw": "not base64!"})).unwrap_err();
+        assert!(e.contains("`raw` is not valid base64"), "{e}");
+    }
+
+    #[test]
+    fn a_part_without_content_reads_but_has_no_0_3_form() {
+        let part = golden::<Part>(json!({"mediaType": "text/plain"}));
+        assert_eq!(part.content, None);
+        assert_eq!(
+            old::Part::try_from(part),
+            Err(V1Error::NoContent {
+                field: "Part.content"
+            })
+        );
+    }
+
+    // ---- Message, Task, Artifact, TaskStatus (§4.1; examples §6.1, §6.3, §6.5, §6.7) ----
+
+    #[test]
+    fn message_golden() {
+        // §6.1 "Basic Task Execution", request message.
+        let message = golden::<Message>(json!({
+            "role": "ROLE_USER",
+            "parts": [{"text": "What is the weather today?"}],
+            "messageId": "msg-uuid"
+        }));
+        assert_eq!(message.role, Role::User);
+        // §6.3 follow-up request, with a task id.
+        golden::<Message>(json!({
+            "taskId": "task-uuid",
+            "role": "ROLE_USER",
+            "parts": [{"text": "From San Francisco to New York"}],
+            "messageId": "msg-2"
+        }));
+        // §6.7, a text part and a raw file part (the spec's base64 is elided; a real one here).
+        golden::<Message>(json!({
+            "role": "ROLE_USER",
+            "parts": [
+                {"text": "Analyze this image and highlight any faces."},
+                {"raw": "iVBORw0KGgo=", "filename": "input_image.png", "mediaType": "image/png"}
+            ],
+            "messageId": "6dbc13b5-bd57-4c2b-b503-24e381b6c8d6"
+        }));
+        // Every field of the proto's Message.
+        golden::<Message>(json!({
+            "messageId": "m",
+            "contextId": "c",
+            "taskId": "t",
+            "role": "ROLE_AGENT",
+            "parts": [{"data": {"a": 1}}],
+            "metadata": {"k": "v"},
+            "extensions": ["https://example.com/ext/v1"],
+            "referenceTaskIds": ["t0"]
+        }));
+    }
+
+    #[test]
+    fn task_golden() {
+        // §6.1 response task, with an artifact (§4.1.7).
+        let task = golden::<Task>(json!({
+            "id": "task-uuid",
+            "contextId": "context-uuid",
+            "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{
+                "artifactId": "artifact-uuid",
+                "name": "Weather Report",
+                "parts": [{"text": "Today will be sunny with a high of 75°F"}]
+            }]
+        }));
+        assert_eq!(task.status.state, TaskState::Completed);
+        // §6.5, a working task whose status (§4.1.2) carries a message and a timestamp.
+        golden::<Task>(json!({
+            "id": "789abc-def0-1234-5678-9abcdef01234",
+            "contextId": "another-context-id",
+            "status": {
+                "state": "TASK_STATE_WORKING",
+                "message": {
+                    "role": "ROLE_AGENT",
+                    "parts": [{"text": "Processing your document analysis..."}],
+                    "messageId": "msg-status-update"
+                },
+                "timestamp": "2024-03-15T10:20:00Z"
+            }
+        }));
+        // §6.7 response task: an artifact holding a file by URL.
+        golden::<Task>(json!({
+            "id": "43667960-d455-4453-b0cf-1bae4955270d",
+            "contextId": "c295ea44-7543-4f78-b524-7a38915ad6e4",
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2024-03-15T12:05:00Z"},
+            "artifacts": [{
+                "artifactId": "9b6934dd-37e3-4eb1-8766-962efaab63a1",
+                "name": "processed_image_with_faces.png",
+                "parts": [{
+                    "url": "https://storage.example.com/processed/task-bbb/output.png?token=xyz",
+                    "filename": "output.png",
+                    "mediaType": "image/png"
+                }]
+            }]
+        }));
+        // Every field of the proto's Task and Artifact.
+        golden::<Task>(json!({
+            "id": "t",
+            "contextId": "c",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "timestamp": "2025-10-28T10:30:00.000Z"},
+            "artifacts": [{
+                "artifactId": "a",
+                "name": "n",
+                "description": "d",
+                "parts": [{"text": "x"}],
+                "metadata": {},
+                "extensions": ["https://example.com/ext/v1"]
+            }],
+            "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}],
+            "metadata": {"k": [1]}
+        }));
+    }
+
+    #[test]
+    fn unset_fields_are_omitted_and_required_ones_always_written() {
+        let message = Message {
+            message_id: "m".into(),
+            context_id: String::new(),
+            task_id: String::new(),
+            role: Role::Unspecified,
+            parts: vec![],
+            metadata: None,
+            extensions: vec![],
+            reference_task_ids: vec![],
+        };
+        assert_eq!(
+            serde_json::to_value(&message).unwrap(),
+            json!({"messageId": "m", "role": "ROLE_UNSPECIFIED", "parts": []})
+        );
+        // §3.1.4: `nextPageToken` MUST always be present, "" on the last page.
+        assert_eq!(
+            serde_json::to_value(ListTasksResponse::default()).unwrap(),
+            json!({"tasks": [], "nextPageToken": "", "pageSize": 0, "totalSize": 0})
+        );
+    }
+
+    #[test]
+    fn required_identifiers_must_be_present() {
+        let e = read::<Message>(json!({"role": "ROLE_USER", "parts": []})).unwrap_err();
+        assert!(e.contains("missing field `messageId`"), "{e}");
+        let e = read::<Task>(json!({"id": "t"})).unwrap_err();
+        assert!(e.contains("missing field `status`"), "{e}");
+        // §6.2's stream example omits `contextId` from its events, which the proto requires.
+        let e = read::<TaskStatusUpdateEvent>(
+            json!({"taskId": "task-uuid", "status": {"state": "TASK_STATE_COMPLETED"}}),
+        )
+        .unwrap_err();
+        assert!(e.contains("missing field `contextId`"), "{e}");
+    }
+
+    // ---- Streaming (§4.2, §3.2.3, §4.3.3; examples §6.2, §6.6) ----
+
+    #[test]
+    fn status_update_event_golden() {
+        // §6.6, the notification the server posts to the webhook.
+        let json = json!({"statusUpdate": {
+            "taskId": "43667960-d455-4453-b0cf-1bae4955270d",
+            "contextId": "c295ea44-7543-4f78-b524-7a38915ad6e4",
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2024-03-15T18:30:00Z"}
+        }});
+        let StreamResponse::StatusUpdate(event) = golden::<StreamResponse>(json.clone()) else {
+            panic!("not a status update")
+        };
+        assert_eq!(serde_json::to_value(&event).unwrap(), json["statusUpdate"]);
+    }
+
+    #[test]
+    fn artifact_update_event_golden() {
+        // §6.2's artifactUpdate, with the `contextId` and `artifactId` the proto requires and the
+        // chunking flags of §4.2.2.
+        let json = json!({"artifactUpdate": {
+            "taskId": "task-uuid",
+            "contextId": "context-uuid",
+            "artifact": {"artifactId": "report", "parts": [{"text": "# Climate Change Report\n\n"}]},
+            "append": true,
+            "lastChunk": true,
+            "metadata": {"seq": 2}
+        }});
+        let StreamResponse::ArtifactUpdate(event) = golden::<StreamResponse>(json.clone()) else {
+            panic!("not an artifact update")
+        };
+        assert!(event.append && event.last_chunk);
+        assert_eq!(
+            serde_json::to_value(&event).unwrap(),
+            json["artifactUpdate"]
+        );
+    }
+
+    #[test]
+    fn stream_response_is_discriminated_by_its_member_name() {
+        // §4.3.3 lists the four members; §6.2 opens a stream with a task.
+        let task = golden::<StreamResponse>(
+            json!({"task": {"id": "task-uuid", "status": {"state": "TASK_STATE_WORKING"}}}),
+        );
+        assert!(matches!(task, StreamResponse::Task(_)));
+        let message = golden::<StreamResponse>(json!({"message": {
+            "messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "done"}]
+        }}));
+        assert!(matches!(message, StreamResponse::Message(_)));
+        assert!(read::<StreamResponse>(json!({"kind": "status-update"})).is_err());
+    }
+
+    // ---- Requests and responses (§3.2, §9.4, §11.4; examples §6.1, §6.5, §6.6) ----
+
+    #[test]
+    fn send_message_request_golden() {
+        // §6.6, a send that asks for push notifications.
+        let request = golden::<SendMessageRequest>(json!({
+            "message": {
+                "role": "ROLE_USER",
+                "parts": [{"text": "Generate the Q1 sales report. This usually takes a while. Notify me when it's ready."}],
+                "messageId": "6dbc13b5-bd57-4c2b-b503-24e381b6c8d6"
+            },
+            "configuration": {
+                "taskPushNotificationConfig": {
+                    "url": "https://client.example.com/webhook/a2a-notifications",
+                    "authentication": {"scheme": "Bearer", "credentials": "secure-client-token-for-task-aaa"}
+                }
+            }
+        }));
+        let config = request.configuration.unwrap();
+        assert_eq!(
+            config.task_push_notification_config.unwrap().authentication,
+            Some(AuthenticationInfo {
+                scheme: "Bearer".into(),
+                credentials: "secure-client-token-for-task-aaa".into()
+            })
+        );
+        // §11.4, with accepted output modes; and every proto field.
+        golden::<SendMessageRequest>(json!({
+            "message": {"messageId": "uuid", "role": "ROLE_USER", "parts": [{"text": "Hello"}]},
+            "configuration": {"acceptedOutputModes": ["text/plain"]}
+        }));
+        golden::<SendMessageRequest>(json!({
+            "tenant": "acme",
+            "message": {"messageId": "uuid", "role": "ROLE_USER", "parts": [{"text": "Hello"}]},
+            "configuration": {
+                "acceptedOutputModes": ["text/plain", "application/json"],
+                "historyLength": 0,
+                "returnImmediately": true
+            },
+            "metadata": {"trace": "x"}
+        }));
+    }
+
+    #[test]
+    fn send_configuration_has_return_immediately_and_no_blocking() {
+        // proto SendMessageConfiguration: `bool return_immediately = 4` and
+        // `task_push_notification_config = 2`; 0.3's `blocking` and §5.5's `pushNotificationConfig`
+        // are unknown fields, ignored.
+        let config = read::<SendMessageConfiguration>(json!({
+            "blocking": false,
+            "pushNotificationConfig": {"url": "https://example.com/hook"},
+            "returnImmediately": true
+        }))
+        .unwrap();
+        assert_eq!(
+            config,
+            SendMessageConfiguration {
+                return_immediately: true,
+                ..SendMessageConfiguration::default()
+            }
+        );
+        assert_eq!(
+            serde_json::to_value(&config).unwrap(),
+            json!({"returnImmediately": true})
+        );
+    }
+
+    #[test]
+    fn send_message_response_golden() {
+        // §6.1 and §11.4 responses; §9.4.1 "contains one of task, message".
+        let response = golden::<SendMessageResponse>(json!({"task": {
+            "id": "task-uuid", "contextId": "context-uuid", "status": {"state": "TASK_STATE_COMPLETED"}
+        }}));
+        assert!(matches!(response, SendMessageResponse::Task(_)));
+        let response = golden::<SendMessageResponse>(json!({"message": {
+            "messageId": "m", "contextId": "c", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]
+        }}));
+        assert!(matches!(response, SendMessageResponse::Message(_)));
+    }
+
+    #[test]
+    fn task_operation_requests_golden() {
+        // §9.4.3 GetTask params.
+        let get = golden::<GetTaskRequest>(json!({"id": "task-uuid", "historyLength": 10}));
+        assert_eq!(get.history_length, Some(10));
+        golden::<GetTaskRequest>(json!({"tenant": "acme", "id": "task-uuid", "historyLength": 0}));
+        // §9.4.4 ListTasks params, and the remaining proto fields.
+        let list = golden::<ListTasksRequest>(json!({
+            "contextId": "context-uuid",
+            "status": "TASK_STATE_WORKING",
+            "pageSize": 50,
+            "pageToken": "cursor-token"
+        }));
+        assert_eq!(list.status, TaskState::Working);
+        golden::<ListTasksRequest>(json!({
+            "tenant": "acme",
+            "historyLength": 3,
+            "statusTimestampAfter": "2023-10-27T10:00:00Z",
+            "includeArtifacts": false
+        }));
+        golden::<ListTasksRequest>(json!({}));
+        // §9.4.5 CancelTask and §9.4.6 SubscribeToTask params.
+        golden::<CancelTaskRequest>(json!({"id": "task-uuid"}));
+        golden::<CancelTaskRequest>(
+            json!({"tenant": "acme", "id": "task-uuid", "metadata": {"why": "x"}}),
+        );
+        golden::<SubscribeToTaskRequest>(json!({"id": "task-uuid"}));
+        golden::<SubscribeToTaskRequest>(json!({"tenant": "acme", "id": "task-uuid"}));
+        // §9.4.8 GetExtendedAgentCard has no params; the proto's only field is `tenant`.
+        golden::<GetExtendedAgentCardRequest>(json!({}));
+        golden::<GetExtendedAgentCardRequest>(json!({"tenant": "acme"}));
+    }
+
+    #[test]
+    fn list_tasks_response_golden() {
+        // §6.5, both responses.
+        let page = golden::<ListTasksResponse>(json!({
+            "tasks": [{
+                "id": "3f36680c-7f37-4a5f-945e-d78981fafd36",
+                "contextId": "c295ea44-7543-4f78-b524-7a38915ad6e4",
+                "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2024-03-15T10:15:00Z"}
+            }],
+            "totalSize": 5,
+            "pageSize": 10,
+            "nextPageToken": ""
+        }));
+        assert_eq!((page.total_size, page.page_size), (5, 10));
+        golden::<ListTasksResponse>(json!({
+            "tasks": [],
+            "totalSize": 15,
+            "pageSize": 10,
+            "nextPageToken": "base64-encoded-next-cursor-token"
+        }));
+    }
+
+    #[test]
+    fn push_notification_config_types_golden() {
+        // §3.1.7-§3.1.10 (tables of the proto messages) and §6.6's config and authentication.
+        golden::<TaskPushNotificationConfig>(json!({
+            "url": "https://client.example.com/webhook/a2a-notifications",
+            "authentication": {"scheme": "Bearer", "credentials": "secure-client-token-for-task-aaa"}
+        }));
+        let config = golden::<CreateTaskPushNotificationConfigRequest>(json!({
+            "tenant": "acme",
+            "id": "cfg-1",
+            "taskId": "task-uuid",
+            "url": "https://client.example.com/webhook",
+            "token": "session-token",
+            "authentication": {"scheme": "Basic"}
+        }));
+        assert_eq!(config.task_id, "task-uuid");
+        golden::<AuthenticationInfo>(json!({"scheme": "Bearer", "credentials": "t"}));
+        golden::<GetTaskPushNotificationConfigRequest>(
+            json!({"taskId": "task-uuid", "id": "cfg-1"}),
+        );
+        golden::<DeleteTaskPushNotificationConfigRequest>(
+            json!({"tenant": "acme", "taskId": "task-uuid", "id": "cfg-1"}),
+        );
+        golden::<ListTaskPushNotificationConfigsRequest>(json!({"taskId": "task-uuid"}));
+        golden::<ListTaskPushNotificationConfigsRequest>(
+            json!({"tenant": "acme", "taskId": "task-uuid", "pageSize": 10, "pageToken": "p"}),
+        );
+        golden::<ListTaskPushNotificationConfigsResponse>(json!({
+            "configs": [{"id": "cfg-1", "taskId": "task-uuid", "url": "https://client.example.com/webhook"}],
+            "nextPageToken": "p2"
+        }));
+        golden::<ListTaskPushNotificationConfigsResponse>(json!({}));
+    }
+
+    // ---- Agent card (§4.4, §4.5, §5.8, §8.5, §6.9) ----
+
+    #[test]
+    fn agent_card_golden() {
+        // §8.5 "Sample Agent Card" (descriptions and the second skill shortened), except that its
+        // `"security": [{"google": [..]}]` is written as the proto's `securityRequirements`
+        // (repeated SecurityRequirement, each a map<string, StringList> named `schemes`).
+        let card = golden::<AgentCard>(json!({
+            "name": "GeoSpatial Route Planner Agent",
+            "description": "Provides advanced route planning, traffic analysis, and custom map generation services.",
+            "supportedInterfaces": [
+                {"url": "https://georoute-agent.example.com/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": "https://georoute-agent.example.com/a2a/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": "https://georoute-agent.example.com/a2a/json", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+            ],
+            "provider": {"organization": "Example Geo Services Inc.", "url": "https://www.examplegeoservices.com"},
+            "iconUrl": "https://georoute-agent.example.com/icon.png",
+            "version": "1.2.0",
+            "documentationUrl": "https://docs.examplegeoservices.com/georoute-agent/api",
+            "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true},
+            "securitySchemes": {
+                "google": {"openIdConnectSecurityScheme": {
+                    "openIdConnectUrl": "https://accounts.google.com/.well-known/openid-configuration"
+                }}
+            },
+            "securityRequirements": [{"schemes": {"google": {"list": ["openid", "profile", "email"]}}}],
+            "defaultInputModes": ["application/json", "text/plain"],
+            "defaultOutputModes": ["application/json", "image/png"],
+            "skills": [{
+                "id": "route-optimizer-traffic",
+                "name": "Traffic-Aware Route Optimizer",
+                "description": "Calculates the optimal driving route between two or more locations.",
+                "tags": ["maps", "routing", "navigation", "directions", "traffic"],
+                "examples": ["Plan a route from '1600 Amphitheatre Parkway, Mountain View, CA' to 'San Francisco International Airport' avoiding tolls."],
+                "inputModes": ["application/json", "text/plain"],
+                "outputModes": ["application/json", "application/vnd.geo+json", "text/html"]
+            }],
+            "signatures": [{
+                "protected": "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpPU0UiLCJraWQiOiJrZXktMSIsImprdSI6Imh0dHBzOi8vZXhhbXBsZS5jb20vYWdlbnQvandrcy5qc29uIn0",
+                "signature": "QFdkNLNszlGj3z3u0YQGt_T9LixY3qtdQpZmsTdDHDe3fXV9y9-B3m2-XgCpzuhiLt8E0tV6HXoZKHv4GtHgKQ"
+            }]
+        }));
+        assert_eq!(card.supported_interfaces[1].protocol_binding, "GRPC");
+        assert!(matches!(
+            card.security_schemes["google"],
+            SecurityScheme::OpenIdConnect(_)
+        ));
+    }
+
+    #[test]
+    fn agent_card_parts_golden() {
+        // §5.8, a custom binding's interface; `tenant` from the proto.
+        golden::<AgentInterface>(json!({
+            "url": "wss://agent.example.com/a2a/websocket",
+            "protocolBinding": "https://example.com/bindings/websocket/v1",
+            "tenant": "acme",
+            "protocolVersion": "1.0"
+        }));
+        // §4.4.3-§4.4.5, §4.4.7: every proto field.
+        golden::<AgentCapabilities>(json!({
+            "streaming": false,
+            "pushNotifications": false,
+            "extensions": [{
+                "uri": "https://example.com/extensions/geolocation/v1",
+                "description": "Location data",
+                "required": true,
+                "params": {"precision": "city"}
+            }],
+            "extendedAgentCard": false
+        }));
+        golden::<AgentCapabilities>(json!({}));
+        golden::<AgentProvider>(json!({"url": "https://ai.google.dev", "organization": "Google"}));
+        golden::<AgentSkill>(json!({
+            "id": "s",
+            "name": "S",
+            "description": "d",
+            "tags": [],
+            "securityRequirements": [{"schemes": {"bearer": {}}}]
+        }));
+        golden::<AgentCardSignature>(
+            json!({"protected": "eyJhbGciOiJFUzI1NiJ9", "signature": "c2ln", "header": {"kid": "key-1"}}),
+        );
+    }
+
+    #[test]
+    fn security_schemes_golden() {
+        // §4.5 (tables of the proto messages); §6.9 for OpenID Connect.
+        let schemes = [
+            json!({"apiKeySecurityScheme": {"description": "key", "location": "header", "name": "X-API-Key"}}),
+            json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}),
+            json!({"openIdConnectSecurityScheme": {
+                "openIdConnectUrl": "https://accounts.google.com/.well-known/openid-configuration"
+            }}),
+            json!({"mtlsSecurityScheme": {}}),
+            json!({"oauth2SecurityScheme": {
+                "flows": {"authorizationCode": {
+                    "authorizationUrl": "https://auth.example.com/authorize",
+                    "tokenUrl": "https://auth.example.com/token",
+                    "refreshUrl": "https://auth.example.com/refresh",
+                    "scopes": {"read": "Read access"},
+                    "pkceRequired": true
+                }},
+                "oauth2MetadataUrl": "https://auth.example.com/.well-known/oauth-authorization-server"
+            }}),
+            json!({"oauth2SecurityScheme": {"flows": {"clientCredentials": {
+                "tokenUrl": "https://auth.example.com/token", "scopes": {}
+            }}}}),
+            json!({"oauth2SecurityScheme": {"flows": {"deviceCode": {
+                "deviceAuthorizationUrl": "https://auth.example.com/device",
+                "tokenUrl": "https://auth.example.com/token",
+                "scopes": {"read": "Read access"}
+            }}}}),
+            json!({"oauth2SecurityScheme": {"flows": {"implicit": {
+                "authorizationUrl": "https://auth.example.com/authorize", "scopes": {"read": "Read access"}
+            }}}}),
+            json!({"oauth2SecurityScheme": {"flows": {"password": {
+                "tokenUrl": "https://auth.example.com/token"
+            }}}}),
+        ];
+        for scheme in schemes {
+            golden::<SecurityScheme>(scheme);
+        }
+        // A oneof sets one member.
+        assert!(read::<SecurityScheme>(json!({
+            "mtlsSecurityScheme": {},
+            "httpAuthSecurityScheme": {"scheme": "Bearer"}
+        }))
+        .is_err());
+    }
+
+    // ---- Conversions to and from the 0.3 model ----
+
+    /// A 0.3 message with every part kind and every optional field.
+    fn old_message(role: &str) -> old::Message {
+        serde_json::from_value(json!({
+            "kind": "message",
+            "role": role,
+            "messageId": "m1",
+            "contextId": "c1",
+            "taskId": "t1",
+            "referenceTaskIds": ["t0"],
+            "extensions": ["https://example.com/ext/v1"],
+            "metadata": {"k": 1},
+            "parts": [
+                {"kind": "text", "text": "hi", "metadata": {"a": true}},
+                {"kind": "file", "file": {"bytes": "aGk=", "mimeType": "text/plain", "name": "hi.txt"}},
+                {"kind": "file", "file": {"uri": "https://example.com/a.png", "mimeType": "image/png"}},
+                {"kind": "data", "data": {"x": [1, 2]}, "metadata": {"b": 2}}
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_0_3_message_with_every_part_kind_survives_v1_and_back() {
+        for role in ["user", "agent"] {
+            let message = old_message(role);
+            let v1 = Message::try_from(message.clone()).unwrap();
+            assert_eq!(old::Message::try_from(v1).unwrap(), message);
+        }
+    }
+
+    #[test]
+    fn a_0_3_message_converts_to_the_v1_shape() {
+        let v1 = Message::try_from(old_message("user")).unwrap();
+        assert_eq!(
+            serde_json::to_value(&v1).unwrap(),
+            json!({
+                "messageId": "m1",
+                "contextId": "c1",
+                "taskId": "t1",
+                "role": "ROLE_USER",
+                "parts": [
+                    {"text": "hi", "metadata": {"a": true}},
+                    {"raw": "aGk=", "filename": "hi.txt", "mediaType": "text/plain"},
+                    {"url": "https://example.com/a.png", "mediaType": "image/png"},
+                    {"data": {"x": [1, 2]}, "metadata": {"b": 2}}
+                ],
+                "metadata": {"k": 1},
+                "extensions": ["https://example.com/ext/v1"],
+                "referenceTaskIds": ["t0"]
+            })
+        );
+    }
+
+    #[test]
+    fn a_0_3_task_with_history_artifacts_and_every_part_kind_survives_v1_and_back() {
+        let message = serde_json::to_value(old_message("agent")).unwrap();
+        let task: old::Task = serde_json::from_value(json!({
+            "kind": "task",
+            "id": "t1",
+            "contextId": "c1",
+            "status": {"state": "input-required", "message": message, "timestamp": "2025-10-28T10:30:00.000Z"},
+            "history": [serde_json::to_value(old_message("user")).unwrap(), message],
+            "artifacts": [{
+                "artifactId": "a1",
+                "name": "report",
+                "description": "the report",
+                "parts": message["parts"],
+                "metadata": {"m": 1},
+                "extensions": ["https://example.com/ext/v1"]
+            }],
+            "metadata": {"owner": "me"}
+        }))
+        .unwrap();
+        let v1 = Task::try_from(task.clone()).unwrap();
+        assert_eq!(v1.status.state, TaskState::InputRequired);
+        assert_eq!(old::Task::try_from(v1).unwrap(), task);
+    }
+
+    #[test]
+    fn every_0_3_task_state_but_unknown_survives_v1_and_back() {
+        for state in old::TaskState::ALL {
+            if state == old::TaskState::Unknown {
+                continue;
+            }
+            let v1 = TaskState::try_from(state).unwrap();
+            assert_eq!(old::TaskState::try_from(v1), Ok(state));
+        }
+    }
+
+    #[test]
+    fn the_0_3_update_events_survive_v1_and_back() {
+        let status: old::TaskStatusUpdateEvent = serde_json::from_value(json!({
+            "kind": "status-update",
+            "taskId": "t1",
+            "contextId": "c1",
+            "status": {"state": "completed", "timestamp": "2025-10-28T10:30:00Z"},
+            "final": true,
+            "metadata": {"k": 1}
+        }))
+        .unwrap();
+        let v1 = TaskStatusUpdateEvent::try_from(status.clone()).unwrap();
+        assert_eq!(old::TaskStatusUpdateEvent::try_from(v1).unwrap(), status);
+
+        let artifact: old::TaskArtifactUpdateEvent = serde_json::from_value(json!({
+            "kind": "artifact-update",
+            "taskId": "t1",
+            "contextId": "c1",
+            "artifact": {"artifactId": "a1", "parts": old_message("agent").parts},
+            "append": true,
+            "lastChunk": true,
+            "metadata": {"k": 1}
+        }))
+        .unwrap();
+        let v1 = TaskArtifactUpdateEvent::try_from(artifact.clone()).unwrap();
+        assert!(v1.append && v1.last_chunk);
+        assert_eq!(
+            old::TaskArtifactUpdateEvent::try_from(v1).unwrap(),
+            artifact
+        );
+    }
+
+    #[test]
+    fn a_v1_status_update_is_final_in_0_3_when_a_v1_stream_would_close() {
+        for (state, is_final) in [
+            (TaskState::Submitted, false),
+            (TaskState::Working, false),
+            (TaskState::InputRequired, true),
+            (TaskState::AuthRequired, true),
+            (TaskState::Completed, true),
+            (TaskState::Failed, true),
+            (TaskState::Canceled, true),
+            (TaskState::Rejected, true),
+        ] {
+            let event = TaskStatusUpdateEvent {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                status: TaskStatus {
+                    state,
+                    message: None,
+                    timestamp: None,
+                },
+                metadata: None,
+            };
+            let old = old::TaskStatusUpdateEvent::try_from(event).unwrap();
+            assert_eq!(old.is_final, is_final, "{state:?}");
+        }
+    }
+
+    #[test]
+    fn values_without_a_counterpart_are_typed_errors_naming_the_field() {
+        let message = |role: &str, part: Value| {
+            read::<Message>(json!({"messageId": "m", "role": role, "parts": [part]})).unwrap()
+        };
+        let e = old::Message::try_from(message("ROLE_UNSPECIFIED", json!({"text": "x"})));
+        assert_eq!(
+            e,
+            Err(V1Error::Unspecified {
+                field: "Message.role"
+            })
+        );
+        assert!(e.unwrap_err().to_string().contains("`Message.role`"));
+        assert_eq!(
+            old::Message::try_from(message("ROLE_USER", json!({"data": [1]}))),
+            Err(V1Error::DataNotObject { field: "Part.data" })
+        );
+        assert_eq!(
+            old::Message::try_from(message("ROLE_USER", json!({"filename": "a"}))),
+            Err(V1Error::NoContent {
+                field: "Part.content"
+            })
+        );
+        let task = read::<Task>(json!({"id": "t", "status": {"state": "TASK_STATE_UNSPECIFIED"}}))
+            .unwrap();
+        assert_eq!(
+            old::Task::try_from(task),
+            Err(V1Error::Unspecified {
+                field: "TaskStatus.state"
+            })
+        );
+
+        assert_eq!(
+            TaskState::try_from(old::TaskState::Unknown),
+            Err(V1Error::UnknownState {
+                field: "TaskStatus.state"
+            })
+        );
+        let bad_bytes: old::Part =
+            serde_json::from_value(json!({"kind": "file", "file": {"bytes": "not base64!"}}))
+                .unwrap();
+        let e = Part::try_from(bad_bytes).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                V1Error::InvalidBase64 {
+                    field: "file.bytes",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_v1_text_part_loses_media_type_and_filename_in_0_3() {
+        let part =
+            read::<Part>(json!({"text": "# hi", "mediaType": "text/markdown", "filename": "a.md"}))
+                .unwrap();
+        assert_eq!(old::Part::try_from(part), Ok(old::Part::text("# hi")));
+        let part = read::<Part>(json!({"url": "https://example.com/a", "filename": "a"})).unwrap();
+        assert_eq!(
+            serde_json::to_value(old::Part::try_from(part).unwrap()).unwrap(),
+            json!({"kind": "file", "file": {"uri": "https://example.com/a", "name": "a"}})
+        );
+    }
+}
