@@ -1,15 +1,15 @@
 //! The task as A2A shows it — its status message, its history and its artifacts — kept current by
 //! every store with every append, so that reading a task costs the same however long its journal.
 //!
-//! [`ViewDelta::of`] says what one append changes, from its entries alone; a store applies it in the
+//! `ViewDelta::of` says what one append changes, from its entries alone; a store applies it in the
 //! append's own transaction: the status message and its time on the task row, history messages and
-//! artifact pieces in two tables keyed by the seq of the entry that made them. [`MemView`] holds the
+//! artifact pieces in two tables keyed by the seq of the entry that made them. `MemView` holds the
 //! same rows in memory (the memory store; folding a journal written before the view existed). The
 //! reference is [`fold_journal`], the fold of the whole journal, entry by entry, with no deltas: the
 //! conformance suite and `EngineBuilder::check_fold` hold every store to it.
 //!
 //! The one rule that needs the task's state before the append (a status change clears the status
-//! message unless the state stays the same) is left to the store as [`StatusChange::unless_state_was`],
+//! message unless the state stays the same) is left to the store as `StatusChange::unless_state_was`,
 //! which SQL evaluates against the row's old `state` in the same `UPDATE`. The row's state is the
 //! state the view would fold to at every append's end: a question is journaled with its
 //! `input-required` status change in one append.
