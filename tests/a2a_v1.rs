@@ -422,3 +422,26 @@ async fn the_agent_card_lists_each_version_served_with_its_binding_and_url() {
     assert_eq!(card["preferredTransport"], "JSONRPC");
     assert_eq!(card["capabilities"]["streaming"], true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_1_0_send_returns_the_task_its_first_send_created() {
+    let agent = agent().await;
+    let client = client();
+    let mut first = message("hi", None);
+    first["messageId"] = json!("retry-me");
+    let params = json!({ "message": first, "configuration": { "returnImmediately": true } });
+    let a = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "SendMessage",
+        params.clone(),
+    )
+    .await;
+    let b = call(&client, &agent.url, Some("1.0"), "SendMessage", params).await;
+    let id = a["result"]["task"]["id"].as_str().expect("a task");
+    assert_eq!(b["result"]["task"]["id"], id, "{a} {b}");
+    // The same messageId over 0.3 (same caller) names the same task too.
+    let old = call(&client, &agent.url, None, "message/send", json!({ "message": { "role": "user", "parts": [{ "kind": "text", "text": "hi" }], "messageId": "retry-me", "kind": "message" } })).await;
+    assert_eq!(old["result"]["id"], id, "{old}");
+}

@@ -1,4 +1,4 @@
-//! Property: whatever a client sends — valid requests of every A2A 0.3 method, mutated at random
+//! Property: whatever a client sends — valid requests of every A2A 0.3 and 1.0 method, mutated at random
 //! (fields dropped, values replaced by other JSON, deep nesting, long strings, wrong types, broken
 //! JSON) — the real server (radkit::server on a SQLite store) answers with a well-formed JSON-RPC
 //! envelope or SSE stream, never a 5xx, stays up, and every task it acknowledged reads back.
@@ -138,8 +138,49 @@ fn message(text: &str, task: Option<&str>) -> Value {
     m
 }
 
-/// A valid request of method number `which`, about `task` where one is needed.
-fn valid(which: usize, task: &str) -> Value {
+/// A 1.0 user message.
+fn message_v1(text: &str, task: Option<&str>) -> Value {
+    let mut m = json!({ "messageId": radkit::model::new_id(), "role": "ROLE_USER",
+                        "parts": [{ "text": text }], "metadata": { "skillId": "ask" } });
+    if let Some(task) = task {
+        m["taskId"] = json!(task);
+    }
+    m
+}
+
+/// Methods [`valid`] knows: 0.3's, then 1.0's.
+const METHODS: usize = 17;
+
+/// A valid request of method number `which` (below 8: 0.3, else 1.0 with its `A2A-Version`), about
+/// `task` where one is needed.
+fn valid(which: usize, task: &str) -> (Value, Option<&'static str>) {
+    if which % METHODS >= 8 {
+        let (method, params) = match which % METHODS {
+            8 => (
+                "SendMessage",
+                json!({ "message": message_v1("hi", None), "configuration": { "returnImmediately": true } }),
+            ),
+            9 => (
+                "SendMessage",
+                json!({ "message": message_v1("answer", Some(task)), "configuration": { "historyLength": 3 } }),
+            ),
+            10 => (
+                "SendStreamingMessage",
+                json!({ "message": message_v1("hi", None) }),
+            ),
+            11 => ("GetTask", json!({ "id": task, "historyLength": 2 })),
+            12 => ("CancelTask", json!({ "id": task })),
+            13 => ("SubscribeToTask", json!({ "id": task })),
+            14 => ("ListTasks", json!({ "pageSize": 5 })),
+            15 => (
+                "CreateTaskPushNotificationConfig",
+                json!({ "taskId": task, "url": "https://example.com/hook" }),
+            ),
+            _ => ("GetExtendedAgentCard", json!({})),
+        };
+        let request = json!({ "jsonrpc": "2.0", "id": which, "method": method, "params": params });
+        return (request, Some("1.0"));
+    }
     let (method, params) = match which % 8 {
         0 => ("message/send", json!({ "message": message("hi", None) })),
         1 => (
@@ -153,16 +194,35 @@ fn valid(which: usize, task: &str) -> Value {
         6 => ("tasks/pushNotificationConfig/get", json!({ "id": task })),
         _ => ("agent/getAuthenticatedExtendedCard", json!({})),
     };
-    json!({ "jsonrpc": "2.0", "id": which, "method": method, "params": params })
+    let request = json!({ "jsonrpc": "2.0", "id": which, "method": method, "params": params });
+    (request, None)
+}
+
+/// The id of the task an answer (or a stream event) acknowledges, in either version's shape.
+fn acknowledged_task(result: &Value) -> Option<&str> {
+    let task = match &result["kind"] {
+        Value::String(kind) if kind == "task" => &result["id"],
+        _ => &result["task"]["id"],
+    };
+    task.as_str()
 }
 
 /// What the server said, checked: a JSON-RPC envelope (or an SSE stream whose events are), never a
 /// 5xx. Returns the ids of the tasks it acknowledged.
-async fn check(client: &reqwest::Client, url: &str, body: Vec<u8>) -> Result<Vec<String>, String> {
-    let resp = client
+async fn check(
+    client: &reqwest::Client,
+    url: &str,
+    version: Option<&str>,
+    body: Vec<u8>,
+) -> Result<Vec<String>, String> {
+    let mut request = client
         .post(url)
         .header("content-type", "application/json")
-        .body(body)
+        .body(body);
+    if let Some(version) = version {
+        request = request.header("A2A-Version", version);
+    }
+    let resp = request
         .send()
         .await
         .map_err(|e| format!("the server did not answer: {e}"))?;
@@ -191,6 +251,8 @@ async fn check(client: &reqwest::Client, url: &str, body: Vec<u8>) -> Result<Vec
             if let Some(id) = event["result"]["taskId"]
                 .as_str()
                 .or(event["result"]["id"].as_str())
+                .or(acknowledged_task(&event["result"]))
+                .or(event["result"]["statusUpdate"]["taskId"].as_str())
             {
                 acknowledged.push(id.to_owned());
             }
@@ -201,10 +263,8 @@ async fn check(client: &reqwest::Client, url: &str, body: Vec<u8>) -> Result<Vec
     let answer: Value = serde_json::from_str(&text)
         .map_err(|e| format!("HTTP {status}, not JSON ({e}): {text}"))?;
     envelope(&answer)?;
-    if answer["result"]["kind"] == "task" {
-        if let Some(id) = answer["result"]["id"].as_str() {
-            acknowledged.push(id.to_owned());
-        }
+    if let Some(id) = acknowledged_task(&answer["result"]) {
+        acknowledged.push(id.to_owned());
     }
     Ok(acknowledged)
 }
@@ -268,8 +328,8 @@ fn mutated_requests_get_well_formed_answers_and_every_acknowledged_task_reads_ba
     });
     let acknowledged = std::sync::Mutex::new(Vec::new());
     runner
-        .run(&(0usize..8, mutation()), |(which, mutation)| {
-            let request = valid(which, &waiting);
+        .run(&(0usize..METHODS, mutation()), |(which, mutation)| {
+            let (request, version) = valid(which, &waiting);
             let body = match mutation {
                 Mutation::Keep => request.to_string().into_bytes(),
                 Mutation::Drop(path) => {
@@ -290,7 +350,7 @@ fn mutated_requests_get_well_formed_answers_and_every_acknowledged_task_reads_ba
                 Mutation::Bytes(bytes) => bytes,
             };
             let ids = rt
-                .block_on(check(&client, &url, body))
+                .block_on(check(&client, &url, version, body))
                 .map_err(TestCaseError::fail)?;
             acknowledged.lock().unwrap().extend(ids);
             Ok(())
