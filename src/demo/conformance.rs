@@ -29,7 +29,7 @@
 //! | `tck-input-required` | set the task to `input-required` | as asked |
 //! | `tck-reject-task` | reject with the error "rejected" | the task ends `rejected`, reason "rejected" |
 //! | `tck-stream-001` | working, artifact "Stream hello from TCK", completed | as asked |
-//! | `tck-stream-002` | completed | as asked |
+//! | `tck-stream-002` | completed | as asked (after the engine's `working`); the requirement it serves, a stream of one Message, cannot be met: see below |
 //! | `tck-stream-003` | working, artifact "Stream task lifecycle", completed | as asked |
 //! | `tck-stream-ordering-001` | working, artifact "Ordered output", completed | as asked |
 //! | `tck-stream-artifact-text` | working, artifact "Streamed text content", completed | as asked |
@@ -37,8 +37,9 @@
 //! | `tck-stream-artifact-chunked` | working, chunk "chunk-1 " (append), final chunk "chunk-2" (append, last), completed | as asked |
 //! | `test-resubscribe-message-id` | working, stay running 2 x `TCK_STREAMING_TIMEOUT` (default 2 s), completed | as asked, with a durable timer |
 //!
-//! The scenarios say "a message" or "a streaming message"; like the TCK's reference agents, this
-//! skill does the same whichever method carried it. Other `tck-…` ids (the TCK uses many for tests of
+//! The scenarios' `working` update is the one the engine streams when a task starts to run (a skill's
+//! progress would be a second one). The scenarios say "a message" or "a streaming message"; like the
+//! TCK's reference agents, this skill does the same whichever method carried it. Other `tck-…` ids (the TCK uses many for tests of
 //! the protocol layer, such as `tck-send-003` or `tck-dm-test-001`) follow the text contract, which is
 //! the TCK's "all other patterns: normal task processing".
 //!
@@ -46,7 +47,9 @@
 //!
 //! * `tck-message-response`: the engine makes a task of every message, and the server answers
 //!   `message/send` with that Task, so a skill cannot answer with a bare Message. The task completes
-//!   with "Direct message response" as its status message, the nearest the engine can express.
+//!   with "Direct message response" as its status message, the nearest the engine can express. For
+//!   the same reason `tck-stream-002` (the TCK's CORE-STREAM-002, "a message-only stream contains
+//!   exactly one Message") streams a task that completes, not one Message.
 //! * `tck-reject-task` is honoured in substance only: the TCK's reference agents raise an error from
 //!   their executor; a radkit skill cannot make the request itself fail, so the task ends in the
 //!   `rejected` state with the reason "rejected" as its status message.
@@ -191,19 +194,16 @@ impl Scenario {
             }
             Scenario::RejectTask => Transition::reject("rejected"),
             Scenario::Streamed(text) => {
-                ctx.progress("Working.").await?;
                 ctx.emit_artifact(artifact(ctx, "text", Part::text(text)))
                     .await?;
                 Transition::done()
             }
             Scenario::Stream002 => Transition::done(),
             Scenario::StreamArtifactFile => {
-                ctx.progress("Working.").await?;
                 ctx.emit_artifact(artifact(ctx, "file", file())).await?;
                 Transition::done()
             }
             Scenario::StreamArtifactChunked => {
-                ctx.progress("Working.").await?;
                 // Both chunks say `append`, as the scenario's steps and the TCK's agents do.
                 for (text, last_chunk) in [("chunk-1 ", false), ("chunk-2", true)] {
                     let chunk = artifact(ctx, "chunked", Part::text(text));
@@ -217,7 +217,6 @@ impl Scenario {
                 Transition::done()
             }
             Scenario::Resubscribe => {
-                ctx.progress("Working.").await?;
                 ctx.sleep(resubscribe_wait()).await?;
                 Transition::done()
             }
@@ -264,7 +263,8 @@ fn resubscribe_wait() -> Duration {
     Duration::from_secs_f64(2.0 * timeout)
 }
 
-/// The text contract's other path: progress, `echo.txt` in two chunks around a durable pause, done.
+/// The text contract's other path: a progress update (`working`, after the engine's own), `echo.txt`
+/// in two chunks around a durable pause, done.
 async fn echo(ctx: &StepCtx, text: String) -> StepResult<State> {
     ctx.progress("Echoing.").await?;
     let mut echo = ctx.partial_artifact("echo.txt");
