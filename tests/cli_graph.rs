@@ -70,6 +70,7 @@ fn the_macro_and_step_table_forms_draw_the_same_edges() {
 fn registered_and_added_demo_skills_are_drawn() {
     assert!(chart("ticker").contains("tick -->|goto| tick"));
     assert!(chart("report").contains("__start --> write"));
+    assert!(chart("conformance").contains("start -.->|await_input / reply| reply"));
 }
 
 #[test]
