@@ -39,9 +39,9 @@
 //!
 //! The scenarios' `working` update is the one the engine streams when a task starts to run (a skill's
 //! progress would be a second one). The scenarios say "a message" or "a streaming message"; like the
-//! TCK's reference agents, this skill does the same whichever method carried it. Other `tck-…` ids (the TCK uses many for tests of
-//! the protocol layer, such as `tck-send-003` or `tck-dm-test-001`) follow the text contract, which is
-//! the TCK's "all other patterns: normal task processing".
+//! TCK's reference agents, this skill does the same whichever method carried it. Other `tck-…` ids
+//! (the TCK uses many for tests of the protocol layer, such as `tck-send-003` or `tck-dm-test-001`)
+//! follow the text contract, which is the TCK's "all other patterns: normal task processing".
 //!
 //! Not honoured, and why:
 //!
@@ -338,14 +338,15 @@ impl FlowSkill for Conformance {
     }
 }
 
+// The tests name `super::` items in full: test targets that include the demo with `#[path]` and run
+// without libtest's harness drop `#[test]` functions, and would warn of unused imports.
 #[cfg(test)]
 mod tests {
-    use super::{Scenario, PREFIXES};
-
     #[test]
     fn no_prefix_is_shadowed_by_an_earlier_one() {
-        for (i, (later, _)) in PREFIXES.iter().enumerate() {
-            for (earlier, _) in &PREFIXES[..i] {
+        let prefixes = super::PREFIXES;
+        for (i, (later, _)) in prefixes.iter().enumerate() {
+            for (earlier, _) in &prefixes[..i] {
                 assert!(
                     !later.starts_with(earlier),
                     "`{earlier}` comes before `{later}` and would take its messages"
@@ -356,10 +357,11 @@ mod tests {
 
     #[test]
     fn ids_with_the_tcks_session_suffix_find_their_scenario() {
-        for (prefix, scenario) in PREFIXES {
-            assert_eq!(Scenario::of(&format!("{prefix}-1a2b3c4d")), Some(*scenario));
+        for (prefix, scenario) in super::PREFIXES {
+            let id = format!("{prefix}-1a2b3c4d");
+            assert_eq!(super::Scenario::of(&id), Some(*scenario));
         }
-        assert_eq!(Scenario::of("tck-send-003-1a2b3c4d"), None);
-        assert_eq!(Scenario::of("m-42"), None);
+        assert_eq!(super::Scenario::of("tck-send-003-1a2b3c4d"), None);
+        assert_eq!(super::Scenario::of("m-42"), None);
     }
 }
