@@ -24,7 +24,7 @@ fn chart(skill: &str) -> String {
 }
 
 #[test]
-fn graph_list_names_the_five_demo_skills() {
+fn graph_list_names_the_six_demo_skills() {
     let out = graph(&["--list"]);
     assert!(out.status.success());
     let listed: Vec<String> = String::from_utf8(out.stdout)
@@ -39,7 +39,8 @@ fn graph_list_names_the_five_demo_skills() {
             "ticker",
             "research_table",
             "research_reducer",
-            "report"
+            "report",
+            "conformance"
         ]
     );
 }
@@ -69,6 +70,7 @@ fn the_macro_and_step_table_forms_draw_the_same_edges() {
 fn registered_and_added_demo_skills_are_drawn() {
     assert!(chart("ticker").contains("tick -->|goto| tick"));
     assert!(chart("report").contains("__start --> write"));
+    assert!(chart("conformance").contains("start -.->|await_input / reply| reply"));
 }
 
 #[test]
@@ -86,7 +88,7 @@ fn an_unknown_skill_lists_the_served_ones() {
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
-        err.starts_with("error: this program serves no skill `nope`; it serves research_loop_v2, ticker, research_table, research_reducer, report"),
+        err.starts_with("error: this program serves no skill `nope`; it serves research_loop_v2, ticker, research_table, research_reducer, report, conformance"),
         "{err}"
     );
 }

@@ -55,6 +55,10 @@ pub struct Args {
     /// 64; without `--token`, all callers are one); one more gets the JSON-RPC error -32052.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: Option<u32>,
+    /// The skill a message runs when it names none (metadata `skillId`): the id of a served skill
+    /// (default: the program's choice; the `radkit` demo's is `research_loop_v2`).
+    #[arg(long, value_name = "ID")]
+    pub default_skill: Option<String>,
     /// Lease settings (Postgres only).
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
@@ -133,9 +137,28 @@ fn tokens(args: &[String], env: Option<&str>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// An error listing the served skills when `id` is not one of them. Checked on a memory store, so a
+/// mistyped `--default-skill` is reported before `serve` opens (or creates) its own.
+fn check_default_skill(app: &App, id: &str) -> anyhow::Result<()> {
+    let skills = app
+        .builder(std::sync::Arc::new(crate::store::MemoryStore::new()))
+        .skills()?;
+    if skills.iter().any(|s| s.info().id == id) {
+        return Ok(());
+    }
+    let ids: Vec<&str> = skills.iter().map(|s| s.info().id.as_str()).collect();
+    anyhow::bail!(
+        "--default-skill `{id}` is not a skill this program serves; it serves {}",
+        ids.join(", ")
+    )
+}
+
 /// Run `serve`.
 pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     super::init_tracing();
+    if let Some(id) = &args.default_skill {
+        check_default_skill(app, id)?;
+    }
     let (builder, location) = match args.store.as_deref() {
         Some(url) if super::worker::is_postgres(url) => {
             let store = crate::store::PostgresStore::connect(url).await?;
@@ -149,6 +172,10 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
             let path = store.path().display().to_string();
             (app.builder(std::sync::Arc::new(store)), path)
         }
+    };
+    let builder = match &args.default_skill {
+        Some(id) => builder.default_skill(id.clone()),
+        None => builder,
     };
     let engine: Engine = with_models(builder, &args.llm)?.start().await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
