@@ -737,7 +737,7 @@ async fn push_notifications_are_not_supported() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_authenticated_extended_card_is_an_unsupported_operation() {
+async fn an_authenticated_extended_card_not_configured_is_32007() {
     let agent = ask_agent().await;
     let client = client();
     let envelope = call(
@@ -747,7 +747,8 @@ async fn an_authenticated_extended_card_is_an_unsupported_operation() {
         json!({}),
     )
     .await;
-    method_error(&envelope, -32004, "agent/getAuthenticatedExtendedCard");
+    let message = method_error(&envelope, -32007, "agent/getAuthenticatedExtendedCard");
+    assert!(message.contains("extended card"), "{message}");
 }
 
 // ---- HTTP: 413 and 401 ----

@@ -130,7 +130,7 @@ async def main():
         wrong = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": "hello"}}
         check("wrong types -> -32602", await raw(wrong) == -32602)
         ext = {"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard", "params": {}}
-        check("unsupported operation -> -32004", await raw(ext) == -32004)
+        check("extended card not configured -> -32007", await raw(ext) == -32007)
         big = await http.post(BASE + "/", content=b" " * (2 * 1024 * 1024))
         check("oversized body refused", big.status_code == 413, big.status_code)
         if TOKEN:
