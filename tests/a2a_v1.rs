@@ -1,7 +1,8 @@
-//! A2A 1.0 over JSON-RPC beside 0.3, from Rust over HTTP: PascalCase methods and ProtoJSON payloads
-//! with `A2A-Version: 1.0`, version negotiation (a request without the header speaks 0.3; another
-//! version is -32009), one task reachable over both versions, 1.0 streams of `StreamResponse`s with
-//! journal seqs as event ids.
+//! A2A 1.0 over JSON-RPC and HTTP+JSON beside 0.3, from Rust over HTTP: PascalCase methods and
+//! ProtoJSON payloads with `A2A-Version: 1.0`, version negotiation (a JSON-RPC request without the
+//! header speaks 0.3; another version is -32009), the REST paths with `google.rpc.Status` errors, one
+//! task reachable over every binding and version, 1.0 streams of `StreamResponse`s with journal seqs
+//! as event ids.
 
 mod common;
 
@@ -412,6 +413,7 @@ async fn the_agent_card_lists_each_version_served_with_its_binding_and_url() {
         card["supportedInterfaces"],
         json!([
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
+            { "url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" },
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
         ]),
         "{card}"
@@ -444,4 +446,179 @@ async fn a_retried_1_0_send_returns_the_task_its_first_send_created() {
     // The same messageId over 0.3 (same caller) names the same task too.
     let old = call(&client, &agent.url, None, "message/send", json!({ "message": { "role": "user", "parts": [{ "kind": "text", "text": "hi" }], "messageId": "retry-me", "kind": "message" } })).await;
     assert_eq!(old["result"]["id"], id, "{old}");
+}
+
+/// A REST request's answer: status, content type, JSON body.
+async fn rest(request: reqwest::RequestBuilder) -> (u16, String, Value) {
+    let resp = request.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let kind = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body = resp.json().await.unwrap_or(Value::Null);
+    (status, kind, body)
+}
+
+/// The `google.rpc.ErrorInfo` reason of a REST error body.
+fn reason(body: &Value) -> &str {
+    body["error"]["details"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rest_binding_sends_reads_cancels_and_answers_errors_as_google_rpc_status() {
+    let agent = agent().await;
+    let client = client();
+    let url = &agent.url;
+    let (status, kind, sent) = rest(
+        client
+            .post(format!("{url}/message:send"))
+            .header("content-type", "application/a2a+json")
+            .body(json!({ "message": message("hi", None) }).to_string()),
+    )
+    .await;
+    assert_eq!(
+        (status, kind.as_str()),
+        (200, "application/a2a+json"),
+        "{sent}"
+    );
+    assert_eq!(
+        sent["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{sent}"
+    );
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+
+    let (status, _, got) = rest(client.get(format!("{url}/tasks/{id}?historyLength=1"))).await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["history"].as_array().map(Vec::len), Some(1), "{got}");
+    // The same task over JSON-RPC 0.3.
+    let old = call(&client, url, None, "tasks/get", json!({ "id": id })).await;
+    assert_eq!(old["result"]["status"]["state"], "input-required", "{old}");
+
+    let (status, _, canceled) = rest(client.post(format!("{url}/tasks/{id}:cancel"))).await;
+    assert_eq!(status, 200, "{canceled}");
+    assert_eq!(
+        canceled["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+
+    let cases = [
+        (
+            client.post(format!("{url}/tasks/{id}:cancel")),
+            400,
+            "TASK_NOT_CANCELABLE",
+        ),
+        (
+            client.get(format!("{url}/tasks/no-such-task")),
+            404,
+            "TASK_NOT_FOUND",
+        ),
+        (
+            client.get(format!("{url}/tasks/{id}:subscribe")),
+            400,
+            "UNSUPPORTED_OPERATION",
+        ),
+        (
+            client.get(format!("{url}/tasks/{id}/pushNotificationConfigs")),
+            400,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+        (
+            client.delete(format!("{url}/tasks/{id}/pushNotificationConfigs/c1")),
+            400,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+        (
+            client.get(format!("{url}/extendedAgentCard")),
+            400,
+            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        ),
+        (
+            client
+                .get(format!("{url}/tasks/{id}"))
+                .header("A2A-Version", "0.3"),
+            400,
+            "VERSION_NOT_SUPPORTED",
+        ),
+        (
+            client
+                .get(format!("{url}/tasks/{id}"))
+                .header("A2A-Version", "9.9"),
+            400,
+            "VERSION_NOT_SUPPORTED",
+        ),
+    ];
+    for (request, want_status, want_reason) in cases {
+        let (status, kind, body) = rest(request).await;
+        assert_eq!(status, want_status, "{want_reason}: {body}");
+        assert_eq!(kind, "application/a2a+json", "{want_reason}");
+        assert_eq!(reason(&body), want_reason, "{body}");
+        assert_eq!(body["error"]["code"], want_status, "{body}");
+        assert_eq!(
+            body["error"]["details"][0]["domain"], "a2a-protocol.org",
+            "{body}"
+        );
+    }
+    let (status, _, bad) = rest(
+        client
+            .post(format!("{url}/message:send"))
+            .body("{\"message\": 7}"),
+    )
+    .await;
+    assert_eq!(status, 400, "{bad}");
+    assert_eq!(bad["error"]["status"], "INVALID_ARGUMENT", "{bad}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_stream_is_bare_stream_responses_and_resumes_from_last_event_id() {
+    let agent = agent().await;
+    let client = client();
+    let url = &agent.url;
+    let resp = client
+        .post(format!("{url}/message:stream"))
+        .json(&json!({ "message": message("hi", None) }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let events = common::read_sse(resp, |_| false).await;
+    assert!(
+        events[0].1["task"]["id"].is_string(),
+        "no JSON-RPC envelope: {events:?}"
+    );
+    let last = &events.last().unwrap().1;
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{events:?}"
+    );
+    let task_id = events[0].1["task"]["id"].as_str().unwrap().to_owned();
+    let seen = events.last().unwrap().0.expect("an id");
+
+    // Answered over JSON-RPC 1.0; the REST subscription resumed after the last event sees the end
+    // (or, if the task already ended, is refused as 1.0 says).
+    call(&client, url, Some("1.0"), "SendMessage", json!({ "message": message("9", Some(&task_id)), "configuration": { "returnImmediately": true } })).await;
+    let resp = client
+        .get(format!("{url}/tasks/{task_id}:subscribe"))
+        .header("last-event-id", seen.to_string())
+        .send()
+        .await
+        .unwrap();
+    if resp.status() == 200 {
+        let rest = common::read_sse(resp, |_| false).await;
+        assert!(
+            rest.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
+            "{rest:?}"
+        );
+        assert_eq!(
+            rest.last().unwrap().1["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED",
+            "{rest:?}"
+        );
+    } else {
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(reason(&body), "UNSUPPORTED_OPERATION", "{body}");
+    }
 }

@@ -154,17 +154,26 @@ async fn ask_goes_to_input_required_with_a_question_and_the_reply_completes_with
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_text_streams_working_then_one_artifact_in_two_chunks_then_completed_after_300_ms() {
     let (server, _dir) = serve(&[]);
-    let events = stream(
+    let streamed = stream(
         &server,
         "message/stream",
         json!({ "message": message(&common::uuid(), "hello there") }),
     )
     .await;
-    // The engine's `working` as the task starts, then the skill's progress update.
+    // The stream opens with the task as it is at that moment (how far the skill got by then depends
+    // on the machine) and follows it to its end.
+    assert_eq!(streamed[0]["kind"], "task", "{streamed:#?}");
+    let end = streamed.last().expect("events");
+    assert_eq!(end["status"]["state"], "completed", "{streamed:#?}");
+    assert_eq!(end["final"], true, "{streamed:#?}");
+    // The whole story, replayed from the journal, is the same on every machine: the engine's
+    // `working` as the task starts, then the skill's progress update, the chunks, the end.
+    let task_id = streamed[0]["id"].as_str().expect("a task id");
+    let events = stream(&server, "tasks/resubscribe", json!({ "id": task_id })).await;
     assert_eq!(
         shape(&events),
         [
-            "task:submitted",
+            "status:submitted",
             "status:working",
             "status:working",
             "artifact-update",

@@ -45,13 +45,14 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         description: config.description.clone(),
         url: config.url.clone(),
         preferred_transport: Some("JSONRPC".to_owned()),
-        // One entry per binding and version served, 1.0 first (the version a request speaks is its
-        // `A2A-Version` header; the URL is the same).
-        supported_interfaces: ["1.0", "0.3"]
+        // One entry per binding and version served, 1.0 first (the version a JSON-RPC request
+        // speaks is its `A2A-Version` header; the URL is the same). REST's paths hang off the same
+        // base URL.
+        supported_interfaces: [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
             .into_iter()
-            .map(|version| crate::model::v1::AgentInterface {
+            .map(|(binding, version)| crate::model::v1::AgentInterface {
                 url: config.url.clone(),
-                protocol_binding: "JSONRPC".to_owned(),
+                protocol_binding: binding.to_owned(),
                 tenant: String::new(),
                 protocol_version: version.to_owned(),
             })

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::errors::engine_error;
 use super::jsonrpc::{self, codes, RpcError};
+use super::stream::Envelope;
 use super::wire::Wire;
 use super::{stream, AppState};
 use crate::engine::{Caller, EngineError, PermissionMode, Request};
@@ -118,16 +119,18 @@ pub(crate) async fn dispatch(
             Ok(resume) => resume,
             Err(e) => return stream::error(&id, e),
         };
-        return match request.method.as_str() {
+        let envelope = Envelope::JsonRpc(id.clone());
+        let answer = match request.method.as_str() {
             "message/stream" => {
                 let send = Send::from_v0_3(request.params);
-                stream_send(state, caller, id, send, resume, Wire::V0_3).await
+                stream_send(state, caller, envelope, send, resume, Wire::V0_3).await
             }
             _ => {
                 let task_id = decode_params(request.params).map(|p: IdParams| p.id);
-                subscribe(state, caller, id, task_id, resume, Wire::V0_3, false).await
+                subscribe(state, caller, envelope, task_id, resume, Wire::V0_3, false).await
             }
         };
+        return answer.unwrap_or_else(|e| stream::error(&id, e));
     }
     let result = match request.method.as_str() {
         "message/send" => send(&state, caller, request.params)
@@ -395,50 +398,46 @@ async fn cancel(state: &AppState, caller: Caller, params: Value) -> Result<Task,
     cancel_task(state, &caller, &id).await
 }
 
-/// `message/stream` (and 1.0 `SendStreamingMessage`): the task as it is now, then every journal
-/// record after it, written for `wire`. With `resume` (a reconnect's `Last-Event-ID`; a retried
-/// send with the same `messageId` names the same task) the events after that seq instead.
+/// `message/stream` (and 1.0 `SendStreamingMessage`, REST `POST /message:stream`): the task as it
+/// is now, then every journal record after it, framed by `envelope` and written for `wire`. With
+/// `resume` (a reconnect's `Last-Event-ID`; a retried send with the same `messageId` names the same
+/// task) the events after that seq instead. An error before the stream starts is the caller's to
+/// frame (a JSON-RPC error event, an HTTP status).
 pub(crate) async fn stream_send(
     state: Arc<AppState>,
     caller: Caller,
-    id: Value,
+    envelope: Envelope,
     send: Result<Send, RpcError>,
     resume: Option<u64>,
     wire: Wire,
-) -> Response {
+) -> Result<Response, RpcError> {
     // The slot first: a stream refused must not have started a task the client cannot follow.
-    let Some(slot) = state.streams.take(&caller) else {
-        return too_many_streams(&state, &id);
-    };
-    let task_id = match send {
-        Ok(send) => match start(&state, &caller, &send).await {
-            Ok(task_id) => task_id,
-            Err(e) => return stream::error(&id, e),
-        },
-        Err(e) => return stream::error(&id, e),
-    };
-    let snapshot = match state
+    let slot = state
+        .streams
+        .take(&caller)
+        .ok_or_else(|| jsonrpc::too_many_streams(state.streams.limit()))?;
+    let task_id = start(&state, &caller, &send?).await?;
+    let snapshot = state
         .engine
         .snapshot(&caller, &task_id, Some(state.config.max_history))
         .await
-    {
-        Ok(snapshot) => snapshot,
-        Err(e) => return stream::error(&id, engine_error(e, false)),
-    };
+        .map_err(|e| engine_error(e, false))?;
     let (first, after, done) = match resume {
-        Some(seq) => match resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await {
-            Ok(done) => (None, seq, done),
-            Err(e) => return stream::error(&id, e),
-        },
+        Some(seq) => {
+            let done = resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await?;
+            (None, seq, done)
+        }
         None => {
             let (seq, done) = (snapshot.last_seq, snapshot.is_final);
             (Some((snapshot.task, seq)), seq, done)
         }
     };
-    match state.engine.subscribe_from(&caller, &task_id, after).await {
-        Ok(sub) => stream::sse(sub, id, first, done, slot, wire).into_response(),
-        Err(e) => stream::error(&id, engine_error(e, false)),
-    }
+    let sub = state
+        .engine
+        .subscribe_from(&caller, &task_id, after)
+        .await
+        .map_err(|e| engine_error(e, false))?;
+    Ok(stream::sse(sub, envelope, first, done, slot, wire).into_response())
 }
 
 /// Whether a stream of `task_id` resumed after event `seq` has nothing more to say (the client saw the
@@ -464,61 +463,48 @@ async fn resumed(
         .map_err(|e| engine_error(e, false))
 }
 
-/// `tasks/resubscribe` (and 1.0 `SubscribeToTask`): the task's journal from its start (or after
-/// `resume`, a reconnect's `Last-Event-ID`) as events written for `wire`, then live ones. With
-/// `open_only` (1.0) a task that has ended is refused with `UnsupportedOperationError`.
+/// `tasks/resubscribe` (and 1.0 `SubscribeToTask`, REST `GET /tasks/{id}:subscribe`): the task's
+/// journal from its start (or after `resume`, a reconnect's `Last-Event-ID`) as events framed by
+/// `envelope` and written for `wire`, then live ones. With `open_only` (1.0) a task that has ended
+/// is refused with `UnsupportedOperationError`.
 pub(crate) async fn subscribe(
     state: Arc<AppState>,
     caller: Caller,
-    id: Value,
+    envelope: Envelope,
     task_id: Result<TaskId, RpcError>,
     resume: Option<u64>,
     wire: Wire,
     open_only: bool,
-) -> Response {
-    let task_id = match task_id {
-        Ok(task_id) => task_id,
-        Err(e) => return stream::error(&id, e),
-    };
-    let Some(slot) = state.streams.take(&caller) else {
-        return too_many_streams(&state, &id);
-    };
+) -> Result<Response, RpcError> {
+    let task_id = task_id?;
+    let slot = state
+        .streams
+        .take(&caller)
+        .ok_or_else(|| jsonrpc::too_many_streams(state.streams.limit()))?;
     let mut done = false;
     if resume.is_some() || open_only {
-        let snapshot = match state.engine.snapshot(&caller, &task_id, Some(0)).await {
-            Ok(snapshot) => snapshot,
-            Err(e) => return stream::error(&id, engine_error(e, false)),
-        };
+        let snapshot = state
+            .engine
+            .snapshot(&caller, &task_id, Some(0))
+            .await
+            .map_err(|e| engine_error(e, false))?;
         if open_only && snapshot.task.status.state.is_terminal() {
-            return stream::error(
-                &id,
-                RpcError::new(
-                    codes::UNSUPPORTED_OPERATION,
-                    format!(
-                        "task {task_id} has ended ({}); there is nothing to subscribe to",
-                        snapshot.task.status.state.as_str()
-                    ),
+            return Err(RpcError::new(
+                codes::UNSUPPORTED_OPERATION,
+                format!(
+                    "task {task_id} has ended ({}); there is nothing to subscribe to",
+                    snapshot.task.status.state.as_str()
                 ),
-            );
+            ));
         }
         if let Some(seq) = resume {
-            done = match resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await {
-                Ok(done) => done,
-                Err(e) => return stream::error(&id, e),
-            };
+            done = resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await?;
         }
     }
-    match state
+    let sub = state
         .engine
         .subscribe_from(&caller, &task_id, resume.unwrap_or(0))
         .await
-    {
-        Ok(sub) => stream::sse(sub, id, None, done, slot, wire).into_response(),
-        Err(e) => stream::error(&id, engine_error(e, false)),
-    }
-}
-
-/// The answer to a stream over the caller's limit: a JSON-RPC error instead of a stream.
-fn too_many_streams(state: &AppState, id: &Value) -> Response {
-    stream::error(id, jsonrpc::too_many_streams(state.streams.limit()))
+        .map_err(|e| engine_error(e, false))?;
+    Ok(stream::sse(sub, envelope, None, done, slot, wire).into_response())
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::jsonrpc::{self, codes, RpcError};
 use super::methods::{self, decode_params, Send};
+use super::stream::Envelope;
 use super::wire::Wire;
 use super::{stream, AppState};
 use crate::engine::Caller;
@@ -28,7 +29,7 @@ const RENAMED: [(&str, &str); 6] = [
 
 /// A 1.0 `SendMessageRequest` as the operations take it: `returnImmediately` unset waits for the
 /// task to settle (1.0 has no `blocking`).
-fn send_of(params: Value) -> Result<Send, RpcError> {
+pub(crate) fn send_of(params: Value) -> Result<Send, RpcError> {
     let request: v1::SendMessageRequest = decode_params(params)?;
     let message = Message::try_from(request.message)
         .map_err(|e| RpcError::new(codes::INVALID_PARAMS, format!("invalid `message`: {e}")))?;
@@ -58,17 +59,20 @@ pub(crate) async fn dispatch(
                 Ok(resume) => resume,
                 Err(e) => return stream::error(&id, e),
             };
-            return match request.method.as_str() {
+            let envelope = Envelope::JsonRpc(id.clone());
+            let answer = match request.method.as_str() {
                 "SendStreamingMessage" => {
-                    methods::stream_send(state, caller, id, send_of(params), resume, Wire::V1_0)
-                        .await
+                    let send = send_of(params);
+                    methods::stream_send(state, caller, envelope, send, resume, Wire::V1_0).await
                 }
                 _ => {
                     let task_id = decode_params(params)
                         .map(|r: v1::SubscribeToTaskRequest| TaskId::from(r.id));
-                    methods::subscribe(state, caller, id, task_id, resume, Wire::V1_0, true).await
+                    let wire = Wire::V1_0;
+                    methods::subscribe(state, caller, envelope, task_id, resume, wire, true).await
                 }
             };
+            return answer.unwrap_or_else(|e| stream::error(&id, e));
         }
         _ => {}
     }

@@ -9,6 +9,7 @@ mod errors;
 mod jsonrpc;
 mod methods;
 mod methods_v1;
+mod rest;
 mod stream;
 mod version;
 mod wire;
@@ -50,6 +51,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     });
     Router::new()
         .route("/", post(rpc))
+        .merge(rest::routes())
         .route("/.well-known/agent-card.json", get(agent_card))
         .route("/.well-known/agent.json", get(agent_card))
         .layer(DefaultBodyLimit::max(limit))

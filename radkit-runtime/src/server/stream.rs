@@ -23,20 +23,35 @@ use super::wire::Wire;
 use crate::engine::{stream_event, Caller, Subscription};
 use crate::model::Task;
 
-/// The event of journal seq `seq`: the JSON-RPC answer to request `id` holding `item`, or the error
-/// that writing it gave.
+/// How a binding frames each event's data.
+#[derive(Debug, Clone)]
+pub(crate) enum Envelope {
+    /// JSON-RPC: every event is the response to the request with this id.
+    JsonRpc(Value),
+    /// HTTP+JSON: every event is the item itself; an error is `{"error": <google.rpc.Status>}`.
+    Bare,
+}
+
+impl Envelope {
+    fn frame(&self, item: Result<Value, jsonrpc::RpcError>) -> Value {
+        match (self, item) {
+            (Envelope::JsonRpc(id), Ok(item)) => jsonrpc::ok(id, item),
+            (Envelope::JsonRpc(id), Err(error)) => jsonrpc::error(id, error),
+            (Envelope::Bare, Ok(item)) => item,
+            (Envelope::Bare, Err(error)) => super::rest::status_body(&error).1,
+        }
+    }
+}
+
+/// The event of journal seq `seq`: `item` (or the error that writing it gave) framed by `envelope`.
 fn sse_event(
-    id: &Value,
+    envelope: &Envelope,
     seq: u64,
     item: Result<Value, jsonrpc::RpcError>,
 ) -> Result<Event, Infallible> {
-    let envelope = match item {
-        Ok(item) => jsonrpc::ok(id, item),
-        Err(error) => jsonrpc::error(id, error),
-    };
     Ok(Event::default()
         .id(seq.to_string())
-        .data(envelope.to_string()))
+        .data(envelope.frame(item).to_string()))
 }
 
 /// The answer to a streaming request that cannot start: an SSE stream of one event, the JSON-RPC
@@ -129,7 +144,7 @@ impl Drop for Slot {
 
 struct Follow {
     sub: Subscription,
-    id: Value,
+    envelope: Envelope,
     wire: Wire,
     done: bool,
     /// Held for as long as the stream lives.
@@ -138,20 +153,22 @@ struct Follow {
 
 /// Stream `first` (if any: the task and the seq it reflects), then every journal record after the
 /// subscription's start as an event, until the update the subscription marks final; `done` ends the
-/// stream right after `first` (the task was already settled). A subscription that fails (the store cannot be read) ends the stream
-/// with a JSON-RPC error event, never silently. `slot` is given back when the stream is dropped.
+/// stream right after `first` (the task was already settled). Each event is framed by `envelope`. A
+/// subscription that fails (the store cannot be read) ends the stream with an error event, never
+/// silently. `slot` is given back when the stream is dropped.
 pub(crate) fn sse(
     sub: Subscription,
-    id: Value,
+    envelope: Envelope,
     first: Option<(Task, u64)>,
     done: bool,
     slot: Slot,
     wire: Wire,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let head = stream::iter(first.map(|(task, seq)| sse_event(&id, seq, wire.task_item(task))));
+    let head =
+        stream::iter(first.map(|(task, seq)| sse_event(&envelope, seq, wire.task_item(task))));
     let follow = Follow {
         sub,
-        id,
+        envelope,
         wire,
         done,
         _slot: slot,
@@ -166,7 +183,7 @@ pub(crate) fn sse(
                 Err(error) => {
                     f.done = true;
                     let error = engine_error(error, false);
-                    let event = Event::default().data(jsonrpc::error(&f.id, error).to_string());
+                    let event = Event::default().data(f.envelope.frame(Err(error)).to_string());
                     return Some((Ok(event), f));
                 }
             };
@@ -174,7 +191,7 @@ pub(crate) fn sse(
             let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &update) else {
                 continue;
             };
-            let event = sse_event(&f.id, update.seq(), f.wire.event_item(event));
+            let event = sse_event(&f.envelope, update.seq(), f.wire.event_item(event));
             return Some((event, f));
         }
     });
