@@ -274,7 +274,7 @@ async fn versions_are_negotiated_by_the_a2a_version_header() {
         (
             Some("1.0"),
             "GetExtendedAgentCard",
-            -32007,
+            -32004,
             "extended agent card",
         ),
         (
@@ -350,9 +350,33 @@ async fn a_1_0_stream_is_stream_responses_with_journal_seqs_as_ids() {
         .unwrap()
         .to_owned();
 
-    // The answer arrives over 0.3; a 1.0 subscription resumed after the last event sees the end.
+    // A 1.0 subscription opens with the task as it is now.
+    let resp = client
+        .post(format!("{}/", agent.url))
+        .header("A2A-Version", "1.0")
+        .json(&json!({ "jsonrpc": "2.0", "id": "sub0", "method": "SubscribeToTask", "params": { "id": task_id } }))
+        .send()
+        .await
+        .unwrap();
+    let opened = common::read_sse(resp, |_| false).await;
+    assert_eq!(
+        opened.len(),
+        1,
+        "a settled task: its task, and the stream ends: {opened:?}"
+    );
+    assert_eq!(
+        opened[0].1["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{opened:?}"
+    );
+
+    // The answer arrives over 0.3 and the task ends; a 1.0 subscription resumed after the last
+    // event it saw gets the rest (the end included), not a refusal.
     let seen = *ids.last().unwrap();
-    call(&client, &agent.url, None, "message/send", json!({ "message": { "role": "user", "parts": [{ "kind": "text", "text": "5" }], "messageId": "answer-5", "taskId": task_id, "kind": "message" } })).await;
+    let answered = call(&client, &agent.url, None, "message/send", json!({ "message": { "role": "user", "parts": [{ "kind": "text", "text": "5" }], "messageId": "answer-5", "taskId": task_id, "kind": "message" }, "configuration": { "blocking": true } })).await;
+    assert_eq!(
+        answered["result"]["status"]["state"], "completed",
+        "{answered}"
+    );
     let resp = client
         .post(format!("{}/", agent.url))
         .header("A2A-Version", "1.0")
@@ -361,28 +385,21 @@ async fn a_1_0_stream_is_stream_responses_with_journal_seqs_as_ids() {
         .send()
         .await
         .unwrap();
-    // The task may have ended before the subscription: then SubscribeToTask is refused (1.0).
-    let rest = common::read_sse(resp, |events| {
-        events.iter().any(|(_, e)| {
-            e["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
-                || e.get("error").is_some()
-        })
-    })
-    .await;
-    let last = &rest.last().expect("an event").1;
-    if last.get("error").is_some() {
-        assert_eq!(last["error"]["code"], -32004, "{last}");
-    } else {
-        assert!(
-            rest.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
-            "{rest:?}"
-        );
-        assert!(
-            rest.iter()
-                .any(|(_, e)| e["result"]["artifactUpdate"]["artifact"]["name"] == "answer.txt"),
-            "{rest:?}"
-        );
-    }
+    let rest = common::read_sse(resp, |_| false).await;
+    assert!(
+        rest.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter()
+            .any(|(_, e)| e["result"]["artifactUpdate"]["artifact"]["name"] == "answer.txt"),
+        "{rest:?}"
+    );
+    assert_eq!(
+        rest.last().unwrap().1["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "{rest:?}"
+    );
 
     // A finished task cannot be subscribed to over 1.0 (it can be resubscribed to over 0.3).
     let resp = client
@@ -534,7 +551,7 @@ async fn the_rest_binding_sends_reads_cancels_and_answers_errors_as_google_rpc_s
         (
             client.get(format!("{url}/extendedAgentCard")),
             400,
-            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            "UNSUPPORTED_OPERATION",
         ),
         (
             client
@@ -621,4 +638,56 @@ async fn a_rest_stream_is_bare_stream_responses_and_resumes_from_last_event_id()
         let body: Value = resp.json().await.unwrap();
         assert_eq!(reason(&body), "UNSUPPORTED_OPERATION", "{body}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_reply_stream_sends_nothing_again() {
+    let agent = agent().await;
+    let client = client();
+    let asked = call(
+        &client,
+        &agent.url,
+        None,
+        "message/send",
+        json!({ "message": common::user("hi"), "configuration": { "blocking": true } }),
+    )
+    .await;
+    let id = asked["result"]["id"].as_str().unwrap().to_owned();
+    let reply = json!({ "role": "user", "parts": [{ "kind": "text", "text": "42" }], "messageId": "reply-42", "taskId": id, "kind": "message" });
+    let request = json!({ "jsonrpc": "2.0", "id": "s", "method": "message/stream", "params": { "message": reply } });
+    let resp = client
+        .post(format!("{}/", agent.url))
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    let first = common::read_sse(resp, |events| !events.is_empty()).await;
+    let seen = first[0].0.expect("an id");
+    // The same request again with the id it saw: the rest of the story, and the reply is not sent
+    // a second time (it would be refused, or answer a later question).
+    let resp = client
+        .post(format!("{}/", agent.url))
+        .header("last-event-id", seen.to_string())
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    let rest = common::read_sse(resp, |_| false).await;
+    assert!(
+        rest.iter().all(|(_, e)| e.get("error").is_none()),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
+        "{rest:?}"
+    );
+    let got = call(&client, &agent.url, None, "tasks/get", json!({ "id": id })).await;
+    assert_eq!(got["result"]["status"]["state"], "completed", "{got}");
+    let replies = got["result"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["parts"][0]["text"] == "42")
+        .count();
+    assert_eq!(replies, 1, "the reply is in the history once: {got}");
 }

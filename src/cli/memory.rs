@@ -66,13 +66,17 @@ pub struct MemoryUse {
 
 /// The process's [`MemoryUse`] now.
 pub fn memory_use() -> MemoryUse {
+    // `mallinfo`, not `mallinfo2`: the latter needs glibc 2.33 at load time, and every program built
+    // with the `cli` feature would then refuse to start on an older system. Its `int` counters wrap
+    // past 2 GiB, far beyond what the benchmarks that print them hold.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallinfo2 only reads the allocator's counters and returns them by value.
+    // SAFETY: mallinfo only reads the allocator's counters and returns them by value.
     let (heap_in_use, heap_held) = {
-        let info = unsafe { libc::mallinfo2() };
+        let info = unsafe { libc::mallinfo() };
+        let bytes = |n: libc::c_int| u64::from(n as u32);
         (
-            Some(info.uordblks as u64 + info.hblkhd as u64),
-            Some(info.arena as u64 + info.hblkhd as u64),
+            Some(bytes(info.uordblks) + bytes(info.hblkhd)),
+            Some(bytes(info.arena) + bytes(info.hblkhd)),
         )
     };
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

@@ -37,6 +37,19 @@ fn task_id_for(caller: &Caller, message_id: &str) -> TaskId {
     TaskId::from(uuid::Uuid::new_v5(&TASK_ID_NAMESPACE, name.as_bytes()).to_string())
 }
 
+impl Engine {
+    /// The task a message names, without sending it: its `taskId`, or the task it started when sent
+    /// before (derived from the caller and its `messageId`). `None` for a message without either (it
+    /// names no task until sent). For a client resuming the stream of a send it made.
+    pub fn task_of_message(&self, caller: &Caller, message: &Message) -> Option<TaskId> {
+        match &message.task_id {
+            Some(id) => Some(TaskId::from(id.clone())),
+            None if message.message_id.is_empty() => None,
+            None => Some(task_id_for(caller, &message.message_id)),
+        }
+    }
+}
+
 /// How long a reply to a task whose row says it waits for input waits for a brief holder of the task
 /// (its driver winding down, a load for a timer, a cancel or another reply) before it is answered
 /// that the task is not waiting.
@@ -423,12 +436,14 @@ impl Engine {
             let Some(last) = page.last() else {
                 return Ok(true);
             };
+            // A question or an end the follower has not seen, or an answer committed since the
+            // view was read (the task works again): more to say.
             if page.iter().any(|r| {
                 matches!(
                     r.entry,
                     crate::journal::Entry::AwaitingInput { .. }
                         | crate::journal::Entry::Terminal { .. }
-                )
+                ) || crate::store::view::answers(&r.entry)
             }) {
                 return Ok(false);
             }

@@ -416,7 +416,21 @@ pub(crate) async fn stream_send(
         .streams
         .take(&caller)
         .ok_or_else(|| jsonrpc::too_many_streams(state.streams.limit()))?;
-    let task_id = start(&state, &caller, &send?).await?;
+    let send = send?;
+    // A resumed stream sends nothing again (a reply would answer the task twice): it follows the
+    // task the first send named.
+    let task_id = match resume {
+        Some(_) => state
+            .engine
+            .task_of_message(&caller, &send.message)
+            .ok_or_else(|| {
+                RpcError::new(
+                    codes::INVALID_PARAMS,
+                    "a stream resumed with `Last-Event-ID` must repeat the message it was opened with (its `messageId` or `taskId`)",
+                )
+            })?,
+        None => start(&state, &caller, &send).await?,
+    };
     let snapshot = state
         .engine
         .snapshot(&caller, &task_id, Some(state.config.max_history))
@@ -466,7 +480,8 @@ async fn resumed(
 /// `tasks/resubscribe` (and 1.0 `SubscribeToTask`, REST `GET /tasks/{id}:subscribe`): the task's
 /// journal from its start (or after `resume`, a reconnect's `Last-Event-ID`) as events framed by
 /// `envelope` and written for `wire`, then live ones. With `open_only` (1.0) a task that has ended
-/// is refused with `UnsupportedOperationError`.
+/// is refused with `UnsupportedOperationError` (unless the request resumes a stream that has not
+/// seen its end), and the stream opens with the task as it is now instead of its journal's start.
 pub(crate) async fn subscribe(
     state: Arc<AppState>,
     caller: Caller,
@@ -481,30 +496,36 @@ pub(crate) async fn subscribe(
         .streams
         .take(&caller)
         .ok_or_else(|| jsonrpc::too_many_streams(state.streams.limit()))?;
-    let mut done = false;
+    let (mut first, mut after, mut done) = (None, resume.unwrap_or(0), false);
     if resume.is_some() || open_only {
         let snapshot = state
             .engine
-            .snapshot(&caller, &task_id, Some(0))
+            .snapshot(&caller, &task_id, Some(state.config.max_history))
             .await
             .map_err(|e| engine_error(e, false))?;
-        if open_only && snapshot.task.status.state.is_terminal() {
-            return Err(RpcError::new(
-                codes::UNSUPPORTED_OPERATION,
-                format!(
-                    "task {task_id} has ended ({}); there is nothing to subscribe to",
-                    snapshot.task.status.state.as_str()
-                ),
-            ));
-        }
-        if let Some(seq) = resume {
-            done = resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await?;
+        match resume {
+            // A reconnect continues after what it saw, the end included if it has not seen it.
+            Some(seq) => done = resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await?,
+            None if snapshot.task.status.state.is_terminal() => {
+                return Err(RpcError::new(
+                    codes::UNSUPPORTED_OPERATION,
+                    format!(
+                        "task {task_id} has ended ({}); there is nothing to subscribe to",
+                        snapshot.task.status.state.as_str()
+                    ),
+                ))
+            }
+            // 1.0: the stream opens with the task as it is now, then what follows.
+            None => {
+                (after, done) = (snapshot.last_seq, snapshot.is_final);
+                first = Some((snapshot.task, snapshot.last_seq));
+            }
         }
     }
     let sub = state
         .engine
-        .subscribe_from(&caller, &task_id, resume.unwrap_or(0))
+        .subscribe_from(&caller, &task_id, after)
         .await
         .map_err(|e| engine_error(e, false))?;
-    Ok(stream::sse(sub, envelope, None, done, slot, wire).into_response())
+    Ok(stream::sse(sub, envelope, first, done, slot, wire).into_response())
 }

@@ -111,9 +111,11 @@ pub(crate) async fn dispatch(
             codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "push notifications are not supported; use SendStreamingMessage or SubscribeToTask",
         )),
+        // 1.0: an agent whose card declares no extended card answers UnsupportedOperation (-32007
+        // is for one that declares it but has none configured).
         "GetExtendedAgentCard" => Err(RpcError::new(
-            codes::EXTENDED_CARD_NOT_CONFIGURED,
-            "this agent has no extended agent card",
+            codes::UNSUPPORTED_OPERATION,
+            "this agent declares no extended agent card (capabilities.extendedAgentCard is false)",
         )),
         other => Err(RpcError::new(
             codes::METHOD_NOT_FOUND,

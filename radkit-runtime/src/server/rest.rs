@@ -158,11 +158,12 @@ impl IntoResponse for Refused {
         match self {
             Refused::Error(e) => error_response(e),
             Refused::Unauthorized => {
-                let mut response = error_response(RpcError::new(
-                    codes::INVALID_REQUEST,
-                    "missing or invalid bearer token",
-                ));
-                *response.status_mut() = StatusCode::UNAUTHORIZED;
+                let body = json!({ "error": {
+                    "code": 401,
+                    "status": "UNAUTHENTICATED",
+                    "message": "missing or invalid bearer token",
+                } });
+                let mut response = a2a_json(StatusCode::UNAUTHORIZED, body);
                 response
                     .headers_mut()
                     .insert("www-authenticate", HeaderValue::from_static("Bearer"));
@@ -180,8 +181,13 @@ fn admit(
 ) -> Result<Caller, Refused> {
     let version = match headers.get("a2a-version") {
         Some(_) => Version::of_request(headers, None),
-        None => match query.get("A2A-Version") {
-            Some(v) => Version::parse(v),
+        None => match query
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("A2A-Version"))
+        {
+            Some((_, v)) => Version::parse(v),
+            // The spec reads no version as 0.3, which has no HTTP+JSON binding here: a client of
+            // this binding that sends none is taken to speak 1.0 rather than refused.
             None => Ok(Version::V1_0),
         },
     };
@@ -419,7 +425,7 @@ async fn extended_card(
         return refused.into_response();
     }
     error_response(RpcError::new(
-        codes::EXTENDED_CARD_NOT_CONFIGURED,
-        "this agent has no extended agent card",
+        codes::UNSUPPORTED_OPERATION,
+        "this agent declares no extended agent card (capabilities.extendedAgentCard is false)",
     ))
 }

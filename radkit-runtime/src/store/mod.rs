@@ -242,6 +242,49 @@ pub struct TaskQuery {
     pub limit: Option<usize>,
 }
 
+/// Which task views to list (A2A 1.0 `ListTasks`), newest status first: by status time descending,
+/// then id descending.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ViewQuery {
+    /// Only tasks of this principal (`None`: every task).
+    pub principal: Option<String>,
+    /// Only tasks of this context.
+    pub context_id: Option<String>,
+    /// Only tasks in this state.
+    pub state: Option<TaskState>,
+    /// Only tasks whose status changed at or after this time (ms since the epoch).
+    pub status_since_ms: Option<i64>,
+    /// Only tasks after this one in the order: `(status time, id)` of the previous page's last task.
+    pub after: Option<(i64, String)>,
+    /// At most this many.
+    pub limit: usize,
+    /// History messages per task (all when `None`).
+    pub history: Option<usize>,
+}
+
+/// A page of [`ViewQuery`]'s answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewPage {
+    /// The views, in order.
+    pub views: Vec<TaskView>,
+    /// How many tasks match the query's filters, on every page (the cursor aside).
+    pub total: u64,
+}
+
+/// Whether `view` passes `query`'s filters (the cursor aside).
+pub(crate) fn view_matches(view: &TaskView, query: &ViewQuery) -> bool {
+    query
+        .principal
+        .as_ref()
+        .is_none_or(|p| view.record.principal.as_ref() == Some(p))
+        && query
+            .context_id
+            .as_ref()
+            .is_none_or(|c| &view.record.context_id == c)
+        && query.state.is_none_or(|s| view.record.state == s)
+        && query.status_since_ms.is_none_or(|t| view.status_at_ms >= t)
+}
+
 /// The least string above every string that starts with `prefix`, in code point order (which is
 /// UTF-8 byte order, SQLite's `BINARY` and Postgres's `"C"` collation): the ids with that prefix are
 /// exactly those in `prefix..upper`. `None` when there is no such string (the empty prefix, or one of
@@ -460,6 +503,38 @@ pub trait Store: Send + Sync + 'static {
 
     /// Task rows matching `query`.
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;
+
+    /// A page of task views matching `query` (A2A 1.0 `ListTasks`). The default reads every task
+    /// row and view: correct, but it costs the number of tasks; the SQL stores answer from an index.
+    async fn list_views(&self, query: &ViewQuery) -> Result<ViewPage, StoreError> {
+        let rows = self
+            .list(TaskQuery {
+                principal: query.principal.clone(),
+                ..TaskQuery::default()
+            })
+            .await?;
+        let mut views = Vec::new();
+        for row in rows {
+            if let Some(view) = self.task_view(&row.id, query.history).await? {
+                if view_matches(&view, query) {
+                    views.push(view);
+                }
+            }
+        }
+        views.sort_by(|a, b| (b.status_at_ms, &b.record.id).cmp(&(a.status_at_ms, &a.record.id)));
+        let total = views.len() as u64;
+        let views = views
+            .into_iter()
+            .filter(|v| {
+                query
+                    .after
+                    .as_ref()
+                    .is_none_or(|(at, id)| (v.status_at_ms, &v.record.id) < (*at, id))
+            })
+            .take(query.limit)
+            .collect();
+        Ok(ViewPage { views, total })
+    }
 
     /// The next part of a task's journal after `after_seq`: the entries of about `appends` appends
     /// (all of each append; none when there is nothing after `after_seq`), in order. A reader that

@@ -118,6 +118,8 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tid, seq)
      ) WITHOUT ROWID;
      CREATE INDEX artifacts_by_id ON artifacts(tid, artifact_id);",
+    // 6: tasks newest status first (`Store::list_views`, A2A 1.0 `ListTasks`).
+    "CREATE INDEX tasks_by_status_time ON tasks(status_at_ms DESC, id DESC);",
 ];
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).
@@ -564,6 +566,76 @@ fn read_view(
 ) -> Result<Option<TaskView>, StoreError> {
     // One snapshot for the three reads (WAL: the transaction sees one commit's state).
     let tx = conn.unchecked_transaction()?;
+    read_view_in(&tx, id, history)
+}
+
+/// A page of views (see [`Store::list_views`]), read in one read transaction: the matching count,
+/// the page's ids from the status-time index, then each view.
+fn read_view_page(
+    conn: &Connection,
+    query: &super::ViewQuery,
+) -> Result<super::ViewPage, StoreError> {
+    use rusqlite::types::Value as Sql;
+    let tx = conn.unchecked_transaction()?;
+    let mut filter = String::from(" WHERE status_at_ms IS NOT NULL");
+    let mut values: Vec<Sql> = Vec::new();
+    let param = |values: &mut Vec<Sql>, value: Sql| {
+        values.push(value);
+        format!("?{}", values.len())
+    };
+    if let Some(p) = &query.principal {
+        let p = param(&mut values, p.clone().into());
+        filter.push_str(&format!(" AND principal = {p}"));
+    }
+    if let Some(c) = &query.context_id {
+        let c = param(&mut values, c.clone().into());
+        filter.push_str(&format!(" AND context_id = {c}"));
+    }
+    if let Some(state) = query.state {
+        let s = param(&mut values, state.as_str().to_owned().into());
+        filter.push_str(&format!(" AND state = {s}"));
+    }
+    if let Some(t) = query.status_since_ms {
+        let t = param(&mut values, t.into());
+        filter.push_str(&format!(" AND status_at_ms >= {t}"));
+    }
+    let total: i64 = tx.query_row(
+        &format!("SELECT COUNT(*) FROM tasks{filter}"),
+        rusqlite::params_from_iter(values.iter()),
+        |r| r.get(0),
+    )?;
+    let mut page = filter;
+    if let Some((at, id)) = &query.after {
+        let at = param(&mut values, (*at).into());
+        let id = param(&mut values, id.clone().into());
+        page.push_str(&format!(" AND (status_at_ms, id) < ({at}, {id})"));
+    }
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    let ids: Vec<String> = {
+        let mut stmt = tx.prepare(&format!(
+            "SELECT id FROM tasks{page} ORDER BY status_at_ms DESC, id DESC LIMIT {limit}"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(values.iter()), |r| r.get(0))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut views = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(view) = read_view_in(&tx, &id, query.history)? {
+            views.push(view);
+        }
+    }
+    Ok(super::ViewPage {
+        views,
+        total: u64::try_from(total).unwrap_or(0),
+    })
+}
+
+/// The view of task `id`, read with `tx` (the caller's read transaction).
+fn read_view_in(
+    tx: &Connection,
+    id: &str,
+    history: Option<usize>,
+) -> Result<Option<TaskView>, StoreError> {
     let row = tx
         .prepare_cached(&format!(
             "SELECT {TASK_COLUMNS}, tid, status_message, status_at_ms, settled FROM tasks WHERE id = ?1"
@@ -695,6 +767,11 @@ impl Store for SqliteStore {
     ) -> Result<Option<TaskView>, StoreError> {
         let id = task_id.to_owned();
         self.read(move |conn| read_view(conn, &id, history)).await
+    }
+
+    async fn list_views(&self, query: &super::ViewQuery) -> Result<super::ViewPage, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| read_view_page(conn, &query)).await
     }
 
     async fn journal(
