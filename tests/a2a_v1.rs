@@ -691,3 +691,136 @@ async fn a_resumed_reply_stream_sends_nothing_again() {
         .count();
     assert_eq!(replies, 1, "the reply is in the history once: {got}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_tasks_pages_a_callers_own_tasks_newest_first_over_json_rpc_and_rest() {
+    let engine = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
+        .skill(Ask)
+        .start()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let mut config = ServerConfig::new(format!("{url}/"));
+    config.tokens = vec![
+        ("alice-token".to_owned(), "alice".to_owned()),
+        ("bob-token".to_owned(), "bob".to_owned()),
+    ];
+    let agent = Agent {
+        url: url.clone(),
+        engine: engine.clone(),
+        server: tokio::spawn(radkit::server::serve(listener, engine, config)),
+    };
+    let client = client();
+    let rpc = |token: &'static str, method: &'static str, params: Value| {
+        let request = client
+            .post(format!("{url}/"))
+            .bearer_auth(token)
+            .header("A2A-Version", "1.0")
+            .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }));
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let mut alice = Vec::new();
+    for i in 0..3 {
+        let sent = rpc(
+            "alice-token",
+            "SendMessage",
+            json!({ "message": message(&format!("a{i}"), None) }),
+        )
+        .await;
+        alice.push(
+            sent["result"]["task"]["id"]
+                .as_str()
+                .expect("a task")
+                .to_owned(),
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    rpc(
+        "bob-token",
+        "SendMessage",
+        json!({ "message": message("b", None) }),
+    )
+    .await;
+
+    let first = rpc("alice-token", "ListTasks", json!({ "pageSize": 2 })).await;
+    let page = &first["result"];
+    assert_eq!(page["totalSize"], 3, "{first}");
+    assert_eq!(page["pageSize"], 2, "{first}");
+    let ids: Vec<&str> = page["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [alice[2].as_str(), alice[1].as_str()],
+        "newest status first: {first}"
+    );
+    assert!(
+        page["tasks"][0].get("artifacts").is_none(),
+        "no artifacts unless asked: {first}"
+    );
+    let token = page["nextPageToken"].as_str().unwrap();
+    assert!(!token.is_empty(), "{first}");
+    let second = rpc(
+        "alice-token",
+        "ListTasks",
+        json!({ "pageSize": 2, "pageToken": token }),
+    )
+    .await;
+    let ids: Vec<&str> = second["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [alice[0].as_str()], "{second}");
+    assert_eq!(
+        second["result"]["nextPageToken"], "",
+        "the last page: {second}"
+    );
+
+    // Bob sees his task only; a filter on state works; bad input is -32602.
+    let bob = rpc("bob-token", "ListTasks", json!({})).await;
+    assert_eq!(bob["result"]["totalSize"], 1, "{bob}");
+    let waiting = rpc(
+        "alice-token",
+        "ListTasks",
+        json!({ "status": "TASK_STATE_INPUT_REQUIRED" }),
+    )
+    .await;
+    assert_eq!(waiting["result"]["totalSize"], 3, "{waiting}");
+    let done = rpc(
+        "alice-token",
+        "ListTasks",
+        json!({ "status": "TASK_STATE_COMPLETED" }),
+    )
+    .await;
+    assert_eq!(done["result"]["totalSize"], 0, "{done}");
+    for params in [
+        json!({ "pageSize": 0 }),
+        json!({ "pageSize": 101 }),
+        json!({ "pageToken": "not-ours" }),
+        json!({ "statusTimestampAfter": "yesterday" }),
+    ] {
+        let bad = rpc("alice-token", "ListTasks", params.clone()).await;
+        assert_eq!(bad["error"]["code"], -32602, "{params}: {bad}");
+    }
+
+    // The same over REST.
+    let rest: Value = client
+        .get(format!("{url}/tasks?pageSize=2&includeArtifacts=false"))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rest["tasks"][0]["id"], alice[2].as_str(), "{rest}");
+    assert_eq!(rest["totalSize"], 3, "{rest}");
+    drop(agent);
+}

@@ -451,6 +451,20 @@ impl Engine {
         }
     }
 
+    /// A page of the tasks `caller` may see that match `query` (A2A 1.0 `ListTasks`), newest status
+    /// first: a principal lists its own tasks only, whatever `query.principal` says; the operator
+    /// lists every task.
+    pub async fn list_views(
+        &self,
+        caller: &Caller,
+        mut query: crate::store::ViewQuery,
+    ) -> Result<crate::store::ViewPage, EngineError> {
+        if let Caller::Principal(name) = caller {
+            query.principal = Some(name.clone());
+        }
+        Ok(self.inner.store.list_views(&query).await?)
+    }
+
     /// The task's current state (from its row; cheap).
     pub async fn state(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskState, EngineError> {
         Ok(self.visible(caller, task_id).await?.state)

@@ -100,10 +100,10 @@ pub(crate) async fn dispatch(
                 .and_then(|task| Wire::V1_0.task(task)),
             Err(e) => Err(e),
         },
-        "ListTasks" => Err(RpcError::new(
-            codes::UNSUPPORTED_OPERATION,
-            "ListTasks is not available yet on this agent",
-        )),
+        "ListTasks" => match decode_params::<v1::ListTasksRequest>(params) {
+            Ok(r) => list_tasks(&state, &caller, r).await,
+            Err(e) => Err(e),
+        },
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
@@ -147,4 +147,129 @@ pub(crate) fn needs_version(method: &str) -> Option<RpcError> {
                 ),
             )
         })
+}
+
+/// Tasks per `ListTasks` page when the request names no `pageSize`, and the most it may name.
+const DEFAULT_PAGE_SIZE: i32 = 50;
+const MAX_PAGE_SIZE: i32 = 100;
+
+fn invalid(message: String) -> RpcError {
+    RpcError::new(codes::INVALID_PARAMS, message)
+}
+
+/// A page token: the position after the page's last task, `(status time, id)`, opaque to clients.
+fn page_token(at_ms: i64, id: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{at_ms}:{id}"))
+}
+
+fn page_position(token: &str) -> Result<(i64, String), RpcError> {
+    use base64::Engine as _;
+    let bad = || {
+        invalid(format!(
+            "`pageToken` `{token}` is not a token this agent gave"
+        ))
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (at, id) = text.split_once(':').ok_or_else(bad)?;
+    Ok((at.parse().map_err(|_| bad())?, id.to_owned()))
+}
+
+/// `ListTasks` (JSON-RPC and REST): the caller's tasks matching the request's filters, newest status
+/// first, a page at a time (spec 3.1.4: artifacts only with `includeArtifacts`, `nextPageToken`
+/// always present and empty on the last page).
+pub(crate) async fn list_tasks(
+    state: &AppState,
+    caller: &Caller,
+    request: v1::ListTasksRequest,
+) -> Result<Value, RpcError> {
+    let page_size = match request.page_size {
+        None => DEFAULT_PAGE_SIZE,
+        Some(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+        Some(n) => {
+            return Err(invalid(format!(
+                "`pageSize` must be between 1 and {MAX_PAGE_SIZE}, got {n}"
+            )))
+        }
+    };
+    let history = match request.history_length {
+        Some(n) if n < 0 => {
+            return Err(invalid(format!(
+                "`historyLength` must not be negative, got {n}"
+            )))
+        }
+        Some(n) => usize::try_from(n)
+            .unwrap_or(0)
+            .min(state.config.max_history),
+        None => state.config.max_history,
+    };
+    let state_filter = match request.status {
+        v1::TaskState::Unspecified => None,
+        other => Some(
+            crate::model::TaskState::try_from(other)
+                .map_err(|e| invalid(format!("`status`: {e}")))?,
+        ),
+    };
+    let status_since_ms = request
+        .status_timestamp_after
+        .as_deref()
+        .map(|t| {
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map(|d| d.timestamp_millis())
+                .map_err(|e| {
+                    invalid(format!(
+                        "`statusTimestampAfter` `{t}` is not an RFC 3339 time: {e}"
+                    ))
+                })
+        })
+        .transpose()?;
+    let after = match request.page_token.as_str() {
+        "" => None,
+        token => Some(page_position(token)?),
+    };
+    let limit = usize::try_from(page_size).unwrap_or(1);
+    let query = crate::store::ViewQuery {
+        principal: None,
+        context_id: Some(request.context_id).filter(|c| !c.is_empty()),
+        state: state_filter,
+        status_since_ms,
+        after,
+        limit: limit + 1,
+        history: Some(history),
+    };
+    let mut page = state
+        .engine
+        .list_views(caller, query)
+        .await
+        .map_err(|e| super::errors::engine_error(e, false))?;
+    let more = page.views.len() > limit;
+    page.views.truncate(limit);
+    let next_page_token = match (more, page.views.last()) {
+        (true, Some(last)) => page_token(last.status_at_ms, &last.record.id),
+        _ => String::new(),
+    };
+    let include_artifacts = request.include_artifacts.unwrap_or(false);
+    let mut tasks = Vec::with_capacity(page.views.len());
+    for view in page.views {
+        let mut task = crate::engine::a2a_task(view);
+        if !include_artifacts {
+            task.artifacts = None;
+        }
+        tasks.push(v1::Task::try_from(task).map_err(|e| {
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("a task cannot be written in A2A 1.0: {e}"),
+            )
+        })?);
+    }
+    let response = v1::ListTasksResponse {
+        tasks,
+        next_page_token,
+        page_size,
+        total_size: i32::try_from(page.total).unwrap_or(i32::MAX),
+    };
+    serde_json::to_value(response).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
 }

@@ -402,18 +402,55 @@ async fn tasks_delete(
     }
 }
 
+/// `GET /tasks`: `ListTasks` with its fields as query parameters (spec 11.5: camelCase names,
+/// numbers and booleans as text, enums by name).
 async fn list_tasks(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(refused) = admit(&state, &headers, &query) {
-        return refused.into_response();
+    let caller = match admit(&state, &headers, &query) {
+        Ok(caller) => caller,
+        Err(refused) => return refused.into_response(),
+    };
+    let mut fields = serde_json::Map::new();
+    for (key, value) in &query {
+        let value = match key.as_str() {
+            "pageSize" | "historyLength" => match value.parse::<i64>() {
+                Ok(n) => json!(n),
+                Err(_) => {
+                    return error_response(RpcError::new(
+                        codes::INVALID_PARAMS,
+                        format!("`{key}` must be an integer, got `{value}`"),
+                    ))
+                }
+            },
+            "includeArtifacts" => match value.as_str() {
+                "true" => json!(true),
+                "false" => json!(false),
+                _ => {
+                    return error_response(RpcError::new(
+                        codes::INVALID_PARAMS,
+                        format!("`includeArtifacts` must be `true` or `false`, got `{value}`"),
+                    ))
+                }
+            },
+            "contextId" | "status" | "pageToken" | "statusTimestampAfter" | "tenant" => {
+                json!(value)
+            }
+            // The version, and parameters this operation does not have.
+            _ => continue,
+        };
+        fields.insert(key.clone(), value);
     }
-    error_response(RpcError::new(
-        codes::UNSUPPORTED_OPERATION,
-        "ListTasks is not available yet on this agent",
-    ))
+    let answer = match decode_params::<v1::ListTasksRequest>(Value::Object(fields)) {
+        Ok(request) => super::methods_v1::list_tasks(&state, &caller, request).await,
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok(body) => a2a_json(StatusCode::OK, body),
+        Err(e) => error_response(e),
+    }
 }
 
 async fn extended_card(

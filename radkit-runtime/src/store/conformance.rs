@@ -13,7 +13,7 @@ use crate::model::{Artifact, Message, TaskState};
 mod checkpoint;
 mod view;
 pub use checkpoint::replay_reads_from_the_last_checkpoint;
-pub use view::task_views_match_the_journals_fold;
+pub use view::{list_views_pages_newest_status_first, task_views_match_the_journals_fold};
 
 fn record(id: &str, principal: Option<&str>) -> TaskRecord {
     TaskRecord {
@@ -548,4 +548,5 @@ pub async fn run_all(store: Arc<dyn Store>) {
     list_filters(store.as_ref()).await;
     list_by_id_prefix(store.as_ref()).await;
     task_views_match_the_journals_fold(store.as_ref()).await;
+    list_views_pages_newest_status_first(store.as_ref()).await;
 }

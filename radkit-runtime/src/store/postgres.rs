@@ -115,6 +115,8 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tid, seq)
      );
      CREATE INDEX radkit_artifacts_by_id ON radkit_artifacts(tid, artifact_id);",
+    // 9: tasks newest status first (`Store::list_views`, A2A 1.0 `ListTasks`).
+    "CREATE INDEX radkit_tasks_by_status_time ON radkit_tasks(status_at_ms DESC, id DESC);",
 ];
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).
@@ -1191,6 +1193,75 @@ impl Store for PostgresStore {
             .collect();
         let rows = self.rows(sql.as_str(), &refs).await?;
         rows.iter().map(row_to_task).collect()
+    }
+
+    /// The count and the page's ids from the status-time index, then each view (its own snapshot:
+    /// a task that changes between the two reads shows as it is when its view is read).
+    async fn list_views(&self, query: &super::ViewQuery) -> Result<super::ViewPage, StoreError> {
+        let mut filter = String::from(" WHERE status_at_ms IS NOT NULL");
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+        if let Some(p) = query.principal.clone() {
+            params.push(Box::new(p));
+            filter.push_str(&format!(" AND principal = ${}", params.len()));
+        }
+        if let Some(c) = query.context_id.clone() {
+            params.push(Box::new(c));
+            filter.push_str(&format!(" AND context_id = ${}", params.len()));
+        }
+        if let Some(state) = query.state {
+            params.push(Box::new(state.as_str().to_owned()));
+            filter.push_str(&format!(" AND state = ${}", params.len()));
+        }
+        if let Some(t) = query.status_since_ms {
+            params.push(Box::new(t));
+            filter.push_str(&format!(" AND status_at_ms >= ${}", params.len()));
+        }
+        fn refs(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+            params
+                .iter()
+                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                .collect()
+        }
+        let count = self
+            .rows(
+                &format!("SELECT COUNT(*) AS total FROM radkit_tasks{filter}"),
+                &refs(&params),
+            )
+            .await?;
+        let total: i64 = match count.first() {
+            Some(row) => get(row, "total")?,
+            None => 0,
+        };
+        let mut page = filter;
+        if let Some((at, id)) = query.after.clone() {
+            params.push(Box::new(at));
+            let at = params.len();
+            params.push(Box::new(id));
+            page.push_str(&format!(
+                " AND (status_at_ms, id) < (${at}, ${})",
+                params.len()
+            ));
+        }
+        let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+        let rows = self
+            .rows(
+                &format!(
+                    "SELECT id FROM radkit_tasks{page} ORDER BY status_at_ms DESC, id DESC LIMIT {limit}"
+                ),
+                &refs(&params),
+            )
+            .await?;
+        let mut views = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: String = get(row, "id")?;
+            if let Some(view) = self.task_view(&id, query.history).await? {
+                views.push(view);
+            }
+        }
+        Ok(super::ViewPage {
+            views,
+            total: u64::try_from(total).unwrap_or(0),
+        })
     }
 
     fn leases(&self) -> Option<&dyn Leases> {

@@ -161,3 +161,108 @@ pub async fn task_views_match_the_journals_fold(store: &dyn Store) {
         "an unknown task has no view"
     );
 }
+
+/// `Store::list_views` pages through the tasks its filters match, newest status first (ties by id,
+/// descending), each task once, with the same total on every page.
+pub async fn list_views_pages_newest_status_first(store: &dyn Store) {
+    use crate::store::{TaskView, ViewQuery};
+    let principal = fresh_id("lister");
+    let mut ids = Vec::new();
+    for i in 0..7u64 {
+        let id = fresh_id("listed");
+        let mut row = record(&id, Some(&principal));
+        row.context_id = if i % 2 == 0 { "ctx-even" } else { "ctx-odd" }.to_owned();
+        let mut entries = vec![
+            created(&id),
+            Entry::MessageReceived {
+                message: Message::user_text(format!("task {i}")),
+            },
+            Entry::StatusChanged {
+                state: TaskState::Working,
+            },
+        ];
+        if i % 3 == 0 {
+            entries.push(Entry::Terminal {
+                state: TaskState::Completed,
+                message: None,
+            });
+        }
+        let mut append = Append::new(id.as_str(), 1, entries);
+        append.state = Some(if i % 3 == 0 {
+            TaskState::Completed
+        } else {
+            TaskState::Working
+        });
+        append.create = Some(row);
+        store.append(append).await.expect("create a listed task");
+        ids.push(id);
+        // Distinct status times for some, equal ones (ordered by id) for others.
+        if i % 2 == 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        }
+    }
+    let mut all: Vec<TaskView> = Vec::new();
+    for id in &ids {
+        all.push(
+            store
+                .task_view(id, Some(1))
+                .await
+                .expect("view")
+                .expect("a task"),
+        );
+    }
+    let queries = [
+        ViewQuery {
+            principal: Some(principal.clone()),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            principal: Some(principal.clone()),
+            context_id: Some("ctx-odd".into()),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            principal: Some(principal.clone()),
+            state: Some(TaskState::Completed),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            principal: Some(fresh_id("nobody")),
+            ..ViewQuery::default()
+        },
+    ];
+    for base in queries {
+        let mut expected: Vec<&TaskView> = all
+            .iter()
+            .filter(|v| crate::store::view_matches(v, &base))
+            .collect();
+        expected
+            .sort_by(|a, b| (b.status_at_ms, &b.record.id).cmp(&(a.status_at_ms, &a.record.id)));
+        let expected: Vec<&str> = expected.iter().map(|v| v.record.id.as_str()).collect();
+        let mut got: Vec<String> = Vec::new();
+        let mut query = ViewQuery {
+            limit: 2,
+            history: Some(1),
+            ..base.clone()
+        };
+        loop {
+            let page = store.list_views(&query).await.expect("list views");
+            assert_eq!(
+                page.total,
+                expected.len() as u64,
+                "{base:?}: the total counts every match, on every page"
+            );
+            assert!(page.views.len() <= 2, "{base:?}: at most the limit");
+            for view in &page.views {
+                assert!(view.history.len() <= 1, "{base:?}: the history window");
+            }
+            let Some(last) = page.views.last() else { break };
+            query.after = Some((last.status_at_ms, last.record.id.clone()));
+            got.extend(page.views.iter().map(|v| v.record.id.clone()));
+        }
+        assert_eq!(
+            got, expected,
+            "{base:?}: every match once, newest status first"
+        );
+    }
+}
