@@ -824,3 +824,48 @@ async fn list_tasks_pages_a_callers_own_tasks_newest_first_over_json_rpc_and_res
     assert_eq!(rest["totalSize"], 3, "{rest}");
     drop(agent);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_to_a_finished_task_is_unsupported_operation_in_1_0_and_invalid_params_in_0_3() {
+    let agent = agent().await;
+    let client = client();
+    let asked = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({ "message": message("hi", None) }),
+    )
+    .await;
+    let id = asked["result"]["task"]["id"].as_str().unwrap().to_owned();
+    call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({ "message": message("1", Some(&id)) }),
+    )
+    .await;
+    let late = call(
+        &client,
+        &agent.url,
+        Some("1.0"),
+        "SendMessage",
+        json!({ "message": message("2", Some(&id)) }),
+    )
+    .await;
+    assert_eq!(late["error"]["code"], -32004, "{late}");
+    let (status, _, body) = rest(
+        client
+            .post(format!("{}/message:send", agent.url))
+            .json(&json!({ "message": message("3", Some(&id)) })),
+    )
+    .await;
+    assert_eq!(
+        (status, reason(&body)),
+        (400, "UNSUPPORTED_OPERATION"),
+        "{body}"
+    );
+    let old = call(&client, &agent.url, None, "message/send", json!({ "message": { "role": "user", "parts": [{ "kind": "text", "text": "4" }], "messageId": "late-4", "taskId": id, "kind": "message" } })).await;
+    assert_eq!(old["error"]["code"], -32602, "{old}");
+}

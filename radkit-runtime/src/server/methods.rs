@@ -174,6 +174,9 @@ pub(crate) struct Send {
     pub accepted_output_modes: Option<Vec<String>>,
     /// The request asked for push notifications.
     pub push: bool,
+    /// The version it came in: 1.0 answers a message to a finished task with
+    /// `UnsupportedOperationError`, 0.3 with invalid params.
+    pub wire: Wire,
 }
 
 impl Send {
@@ -197,6 +200,7 @@ impl Send {
             history_length: configuration.history_length,
             accepted_output_modes: configuration.accepted_output_modes,
             push: configuration.push_notification_config.is_some(),
+            wire: Wire::V0_3,
         })
     }
 }
@@ -227,7 +231,12 @@ pub(crate) async fn start(
         .engine
         .send(request)
         .await
-        .map_err(|e| engine_error(e, false))
+        .map_err(|e| match (e, send.wire) {
+            (e @ EngineError::TaskFinished { .. }, Wire::V1_0) => {
+                RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
+            }
+            (e, _) => engine_error(e, false),
+        })
 }
 
 /// Inline file content must be base64 (the standard alphabet; padding optional), as the A2A schema

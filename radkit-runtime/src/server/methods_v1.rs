@@ -41,6 +41,7 @@ pub(crate) fn send_of(params: Value) -> Result<Send, RpcError> {
         history_length: config.history_length.map(i64::from),
         accepted_output_modes: Some(config.accepted_output_modes).filter(|m| !m.is_empty()),
         push: config.task_push_notification_config.is_some(),
+        wire: Wire::V1_0,
     })
 }
 
