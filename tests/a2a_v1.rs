@@ -869,3 +869,24 @@ async fn a_message_to_a_finished_task_is_unsupported_operation_in_1_0_and_invali
     let old = call(&client, &agent.url, None, "message/send", json!({ "message": { "role": "user", "parts": [{ "kind": "text", "text": "4" }], "messageId": "late-4", "taskId": id, "kind": "message" } })).await;
     assert_eq!(old["error"]["code"], -32602, "{old}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_body_over_the_limit_is_413_with_a_status_body() {
+    let agent = agent().await;
+    let (status, kind, body) = rest(
+        client()
+            .post(format!("{}/message:send", agent.url))
+            .body(vec![b' '; 2 * 1024 * 1024]),
+    )
+    .await;
+    assert_eq!(
+        (status, kind.as_str()),
+        (413, "application/a2a+json"),
+        "{body}"
+    );
+    assert_eq!(body["error"]["code"], 413, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("limit"),
+        "{body}"
+    );
+}

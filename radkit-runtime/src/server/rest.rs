@@ -151,6 +151,10 @@ enum Refused {
     Error(RpcError),
     /// No valid bearer token.
     Unauthorized,
+    /// A body over the server's limit (bytes).
+    TooLarge(usize),
+    /// A body that could not be read.
+    Unreadable(String),
 }
 
 impl IntoResponse for Refused {
@@ -169,8 +173,31 @@ impl IntoResponse for Refused {
                     .insert("www-authenticate", HeaderValue::from_static("Bearer"));
                 response
             }
+            Refused::TooLarge(limit) => a2a_json(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json!({ "error": {
+                    "code": 413,
+                    "status": "RESOURCE_EXHAUSTED",
+                    "message": format!("the request body is larger than the limit of {limit} bytes"),
+                } }),
+            ),
+            Refused::Unreadable(why) => error_response(RpcError::new(
+                codes::INVALID_REQUEST,
+                format!("the request body could not be read: {why}"),
+            )),
         }
     }
+}
+
+/// The body of a request, or why it is refused (over the server's limit: 413 with a status body).
+fn body_of(
+    state: &AppState,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<axum::body::Bytes, Refused> {
+    body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => Refused::TooLarge(state.config.max_body_bytes),
+        _ => Refused::Unreadable(rejection.body_text()),
+    })
 }
 
 /// The caller of a REST request, after its version and credentials are checked.
@@ -219,10 +246,14 @@ async fn message_send(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let caller = match admit(&state, &headers, &query) {
         Ok(caller) => caller,
+        Err(refused) => return refused.into_response(),
+    };
+    let body = match body_of(&state, body) {
+        Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
     let answer = match body_json(&body).and_then(send_of) {
@@ -241,10 +272,14 @@ async fn message_stream(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let caller = match admit(&state, &headers, &query) {
         Ok(caller) => caller,
+        Err(refused) => return refused.into_response(),
+    };
+    let body = match body_of(&state, body) {
+        Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
     let resume = match stream::last_event_id(&headers) {
@@ -354,10 +389,14 @@ async fn tasks_post(
     Path(rest): Path<String>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let caller = match admit(&state, &headers, &query) {
         Ok(caller) => caller,
+        Err(refused) => return refused.into_response(),
+    };
+    let body = match body_of(&state, body) {
+        Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
     match split_task_path(&rest) {
