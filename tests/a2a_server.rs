@@ -20,6 +20,8 @@ fn main() -> ExitCode {
         Python sync:
             official_python_sdk_drives_the_server,
             official_python_sdk_with_bearer_auth;
+        Python1 sync:
+            official_python_sdk_1_x_drives_json_rpc_and_rest_1_0;
         Nothing current_thread:
             a_task_is_visible_only_to_the_principal_that_created_it,
             unnamed_tokens_are_distinct_principals_that_store_no_part_of_the_token,
@@ -54,6 +56,26 @@ fn run_sdk_check(url: &str, token: Option<&str>) {
     assert!(
         out.status.success() && stdout.contains("ALL PASSED"),
         "python SDK check failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The official `a2a-sdk` 1.x (`.venv1`, installed by `.ci/run`) over both 1.0 bindings against the
+/// conformance skill: `tests/python/a2a_sdk1_check.py`.
+fn official_python_sdk_1_x_drives_json_rpc_and_rest_1_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &["--default-skill", "conformance"]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/a2a_sdk1_check.py"
+    );
+    let mut cmd = Command::new(services::python1());
+    cmd.arg(script).arg(&server.url);
+    let out = common::output_within(cmd, SDK_LIMIT, "the python SDK 1.x check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("ALL PASSED"),
+        "python SDK 1.x check failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }

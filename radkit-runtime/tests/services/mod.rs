@@ -27,8 +27,10 @@ pub enum Needs {
     Nothing,
     /// A PostgreSQL server: [`postgres_url`].
     Postgres,
-    /// A Python with the official `a2a-sdk` and `httpx`: [`python`].
+    /// A Python with the official `a2a-sdk` 0.3 and `httpx`: [`python`].
     Python,
+    /// A Python with the official `a2a-sdk` 1.x (A2A 1.0): [`python1`].
+    Python1,
 }
 
 /// One test before the harness decides how to run it.
@@ -109,7 +111,7 @@ pub fn run(mut tests: Vec<Test>) -> ExitCode {
             .and_then(|n| n.parse().ok());
     }
     tests.sort_by_key(|test| test.name);
-    for needs in [Needs::Postgres, Needs::Python] {
+    for needs in [Needs::Postgres, Needs::Python, Needs::Python1] {
         let selected = tests.iter().any(|test| {
             // Flagged ignored so that `--ignored` keeps it: only the name decides here.
             let probe = Trial::test(test.name, || Ok(())).with_ignored_flag(true);
@@ -148,7 +150,14 @@ pub fn postgres_url() -> String {
 /// `.venv/bin/python` (where `.ci/run` installs it). Tests declared [`Needs::Python`] run only after
 /// it imported the SDK.
 pub fn python() -> String {
-    explicit("RADKIT_PYTHON").unwrap_or_else(|| venv_python().display().to_string())
+    explicit("RADKIT_PYTHON").unwrap_or_else(|| venv_python(".venv").display().to_string())
+}
+
+/// The Python that runs the official A2A SDK 1.x: `RADKIT_PYTHON1`, else the workspace's
+/// `.venv1/bin/python` (where `.ci/run` installs it). Tests declared [`Needs::Python1`] run only
+/// after it imported the SDK's 1.0 types.
+pub fn python1() -> String {
+    explicit("RADKIT_PYTHON1").unwrap_or_else(|| venv_python(".venv1").display().to_string())
 }
 
 /// Whether a service can be used, found once per test binary.
@@ -163,12 +172,14 @@ enum Availability {
 
 static POSTGRES: OnceLock<Availability> = OnceLock::new();
 static PYTHON: OnceLock<Availability> = OnceLock::new();
+static PYTHON1: OnceLock<Availability> = OnceLock::new();
 
 fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
     match needs {
         Needs::Nothing => None,
         Needs::Postgres => Some(&POSTGRES),
         Needs::Python => Some(&PYTHON),
+        Needs::Python1 => Some(&PYTHON1),
     }
 }
 
@@ -184,7 +195,8 @@ fn availability(needs: Needs) -> Option<&'static Availability> {
         let found = match needs {
             Needs::Nothing => Availability::Ready,
             Needs::Postgres => probe_postgres(),
-            Needs::Python => probe_python(),
+            Needs::Python => probe_python(Sdk::V0_3),
+            Needs::Python1 => probe_python(Sdk::V1),
         };
         match &found {
             Availability::Ready => {}
@@ -277,17 +289,31 @@ fn redacted(url: &str) -> String {
         .join(" ")
 }
 
-fn probe_python() -> Availability {
-    let asked = explicit("RADKIT_PYTHON").is_some();
-    let python = python();
+/// Which official SDK a Python must import.
+#[derive(Clone, Copy)]
+enum Sdk {
+    V0_3,
+    V1,
+}
+
+fn probe_python(sdk: Sdk) -> Availability {
+    let (variable, python, import) = match sdk {
+        Sdk::V0_3 => ("RADKIT_PYTHON", python(), "import a2a.client, httpx"),
+        Sdk::V1 => (
+            "RADKIT_PYTHON1",
+            python1(),
+            "import a2a.client, httpx; from a2a.types import SendMessageRequest, ListTasksRequest",
+        ),
+    };
+    let asked = explicit(variable).is_some();
     if !asked && !Path::new(&python).exists() {
         return Availability::Missing(format!(
-            "the official A2A Python SDK is not installed: RADKIT_PYTHON is not set and {python} does \
+            "the official A2A Python SDK is not installed: {variable} is not set and {python} does \
              not exist (`bash .ci/run` installs it there)"
         ));
     }
     let imported = Command::new(&python)
-        .args(["-c", "import a2a.client, httpx"])
+        .args(["-c", import])
         .stdin(Stdio::null())
         .output();
     let error = match imported {
@@ -301,22 +327,22 @@ fn probe_python() -> Availability {
     };
     if asked {
         Availability::Broken(format!(
-            "RADKIT_PYTHON is set to {python}, but it cannot import the A2A SDK ({error})"
+            "{variable} is set to {python}, but it cannot import the A2A SDK ({error})"
         ))
     } else {
         Availability::Missing(format!(
             "{python} cannot import the official A2A Python SDK ({error}); `bash .ci/run` installs \
-             it, or set RADKIT_PYTHON"
+             it, or set {variable}"
         ))
     }
 }
 
-/// `.venv/bin/python` in the workspace root (the directory holding `Cargo.lock`).
-fn venv_python() -> PathBuf {
+/// `<venv>/bin/python` in the workspace root (the directory holding `Cargo.lock`).
+fn venv_python(venv: &str) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = manifest
         .ancestors()
         .find(|dir| dir.join("Cargo.lock").exists())
         .unwrap_or(manifest);
-    root.join(".venv").join("bin").join("python")
+    root.join(venv).join("bin").join("python")
 }

@@ -1,0 +1,83 @@
+"""The official A2A Python SDK 1.x (A2A 1.0) drives a `radkit serve --default-skill conformance`
+server over JSON-RPC and HTTP+JSON: the card, a streamed send, the "ask" round trip with get
+(historyLength), list with pagination, cancel, and an error. Prints ALL PASSED when every check held.
+
+Usage: python a2a_sdk1_check.py <base url>
+"""
+
+import asyncio
+import sys
+import traceback
+
+import a2a.types as T
+from a2a.client import ClientConfig, create_client
+
+BASE = sys.argv[1].rstrip("/")
+FAILED = []
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + (f" ({detail})" if detail and not ok else ""))
+    if not ok:
+        FAILED.append(what)
+
+
+def user(message_id, text, task_id=None):
+    m = T.Message(message_id=message_id, role=T.Role.ROLE_USER, parts=[T.Part(text=text)])
+    if task_id:
+        m.task_id = task_id
+    return m
+
+
+async def drive(binding):
+    client = await create_client(
+        BASE, client_config=ClientConfig(supported_protocol_bindings=[binding], streaming=True)
+    )
+    tag = binding
+    # A streamed send of other text: working, an artifact in two chunks, completed.
+    events = [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-echo", "hello")))]
+    kinds = [e.WhichOneof("payload") for e in events]
+    check(f"{tag}: the stream opens with the task", kinds[:1] == ["task"], kinds)
+    chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    check(f"{tag}: two artifact chunks, the second appended and last", len(chunks) == 2 and chunks[1].append and chunks[1].last_chunk, chunks)
+    last = events[-1]
+    check(f"{tag}: the stream ends completed", last.HasField("status_update") and last.status_update.status.state == T.TaskState.TASK_STATE_COMPLETED, last)
+
+    # "ask": input-required, then the reply completes it with answer.txt.
+    asked = [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-ask", "ask me")))]
+    task_id = asked[0].task.id
+    got = await client.get_task(T.GetTaskRequest(id=task_id, history_length=1))
+    check(f"{tag}: get shows input-required", got.status.state == T.TaskState.TASK_STATE_INPUT_REQUIRED, got.status)
+    check(f"{tag}: get honours historyLength", len(got.history) == 1, len(got.history))
+    answered = [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-reply", "forty-two", task_id)))]
+    names = [e.artifact_update.artifact.name for e in answered if e.HasField("artifact_update")]
+    check(f"{tag}: the reply completes with answer.txt", "answer.txt" in names, names)
+
+    # List with pagination, then cancel a waiting task, then an error.
+    page = await client.list_tasks(T.ListTasksRequest(page_size=1))
+    check(f"{tag}: list pages", len(page.tasks) == 1 and page.next_page_token != "" and page.total_size >= 2, page)
+    nxt = await client.list_tasks(T.ListTasksRequest(page_size=1, page_token=page.next_page_token))
+    check(f"{tag}: the next page is another task", len(nxt.tasks) == 1 and nxt.tasks[0].id != page.tasks[0].id)
+    waiting = [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-cancel", "ask again")))]
+    canceled = await client.cancel_task(T.CancelTaskRequest(id=waiting[0].task.id))
+    check(f"{tag}: cancel", canceled.status.state == T.TaskState.TASK_STATE_CANCELED, canceled.status)
+    try:
+        await client.get_task(T.GetTaskRequest(id="no-such-task"))
+        check(f"{tag}: an unknown task is an error", False)
+    except Exception as e:  # the SDK's TaskNotFound error (names differ across its versions)
+        check(f"{tag}: an unknown task is an error", "not found" in str(e).lower() or "NotFound" in type(e).__name__, repr(e))
+    await client.close()
+
+
+async def main():
+    for binding in ["JSONRPC", "HTTP+JSON"]:
+        try:
+            await drive(binding)
+        except Exception:
+            traceback.print_exc()
+            FAILED.append(f"{binding}: raised")
+    print("ALL PASSED" if not FAILED else f"FAILED: {FAILED}")
+    sys.exit(1 if FAILED else 0)
+
+
+asyncio.run(main())
