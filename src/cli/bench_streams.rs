@@ -44,7 +44,7 @@ static LAPS: &[Step<Chatter>] = &[Step::new("lap", lap)
     .goes_to(&["lap"])];
 
 /// The process's resident memory now (`VmRSS`), in bytes.
-pub(super) fn rss_bytes() -> u64 {
+fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -55,7 +55,7 @@ pub(super) fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-pub(super) fn mb(bytes: u64) -> f64 {
+fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 

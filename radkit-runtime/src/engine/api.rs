@@ -37,6 +37,11 @@ fn task_id_for(caller: &Caller, message_id: &str) -> TaskId {
     TaskId::from(uuid::Uuid::new_v5(&TASK_ID_NAMESPACE, name.as_bytes()).to_string())
 }
 
+/// How long a reply to a task whose row says it waits for input waits for a brief holder of the task
+/// (its driver winding down, a load for a timer, a cancel or another reply) before it is answered
+/// that the task is not waiting.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(2);
+
 impl Engine {
     /// The task a message names, without sending it: its `taskId`, or the task it started when sent
     /// before (derived from the caller and its `messageId`). `None` for a message without either (it
@@ -48,14 +53,7 @@ impl Engine {
             None => Some(task_id_for(caller, &message.message_id)),
         }
     }
-}
 
-/// How long a reply to a task whose row says it waits for input waits for a brief holder of the task
-/// (its driver winding down, a load for a timer, a cancel or another reply) before it is answered
-/// that the task is not waiting.
-const ANSWER_PATIENCE: Duration = Duration::from_secs(2);
-
-impl Engine {
     /// An engine over `store`, serving every skill registered with `#[flow_skill]` (unless declared
     /// `register = false`) plus the ones added with [`EngineBuilder::skill`].
     pub fn builder(store: impl Store) -> EngineBuilder {

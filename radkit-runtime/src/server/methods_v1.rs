@@ -259,12 +259,7 @@ pub(crate) async fn list_tasks(
         if !include_artifacts {
             task.artifacts = None;
         }
-        tasks.push(v1::Task::try_from(task).map_err(|e| {
-            RpcError::new(
-                codes::INTERNAL_ERROR,
-                format!("a task cannot be written in A2A 1.0: {e}"),
-            )
-        })?);
+        tasks.push(super::wire::v1_task(task)?);
     }
     let response = v1::ListTasksResponse {
         tasks,

@@ -137,6 +137,14 @@ pub(crate) fn error_response(error: RpcError) -> Response {
     a2a_json(status, body)
 }
 
+/// An operation's answer: its body with 200, or its error.
+fn reply(answer: Result<Value, RpcError>) -> Response {
+    match answer {
+        Ok(body) => a2a_json(StatusCode::OK, body),
+        Err(e) => error_response(e),
+    }
+}
+
 fn a2a_json(status: StatusCode, body: Value) -> Response {
     let mut response = (status, body.to_string()).into_response();
     response
@@ -262,10 +270,7 @@ async fn message_send(
             .and_then(|task| Wire::V1_0.send_response(task)),
         Err(e) => Err(e),
     };
-    match answer {
-        Ok(body) => a2a_json(StatusCode::OK, body),
-        Err(e) => error_response(e),
-    }
+    reply(answer)
 }
 
 async fn message_stream(
@@ -373,10 +378,7 @@ async fn tasks_get(
                 }
                 Err(e) => Err(e),
             };
-            match answer {
-                Ok(body) => a2a_json(StatusCode::OK, body),
-                Err(e) => error_response(e),
-            }
+            reply(answer)
         }
         (id, ":subscribe") => subscribe(state, caller, &headers, id).await,
         (_, tail) if tail.starts_with("/pushNotificationConfigs") => push_not_supported(),
@@ -412,13 +414,11 @@ async fn tasks_post(
             }) {
                 return error_response(e);
             }
-            match methods::cancel_task(&state, &caller, &TaskId::from(id.to_owned()))
-                .await
-                .and_then(|task| Wire::V1_0.task(task))
-            {
-                Ok(body) => a2a_json(StatusCode::OK, body),
-                Err(e) => error_response(e),
-            }
+            reply(
+                methods::cancel_task(&state, &caller, &TaskId::from(id.to_owned()))
+                    .await
+                    .and_then(|task| Wire::V1_0.task(task)),
+            )
         }
         (id, ":subscribe") => subscribe(state, caller, &headers, id).await,
         (_, tail) if tail.starts_with("/pushNotificationConfigs") => push_not_supported(),
@@ -486,10 +486,7 @@ async fn list_tasks(
         Ok(request) => super::methods_v1::list_tasks(&state, &caller, request).await,
         Err(e) => Err(e),
     };
-    match answer {
-        Ok(body) => a2a_json(StatusCode::OK, body),
-        Err(e) => error_response(e),
-    }
+    reply(answer)
 }
 
 async fn extended_card(

@@ -28,12 +28,17 @@ fn json(value: impl serde::Serialize) -> Result<Value, RpcError> {
     serde_json::to_value(value).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
 }
 
+/// The task in its 1.0 form, or the internal error of a task that has none.
+pub(crate) fn v1_task(task: Task) -> Result<v1::Task, RpcError> {
+    v1::Task::try_from(task).map_err(unwritable)
+}
+
 impl Wire {
     /// The task as this version writes it (1.0: a `Task`).
     pub(crate) fn task(self, task: Task) -> Result<Value, RpcError> {
         match self {
             Wire::V0_3 => json(task),
-            Wire::V1_0 => json(v1::Task::try_from(task).map_err(unwritable)?),
+            Wire::V1_0 => json(v1_task(task)?),
         }
     }
 
@@ -41,9 +46,7 @@ impl Wire {
     pub(crate) fn send_response(self, task: Task) -> Result<Value, RpcError> {
         match self {
             Wire::V0_3 => json(task),
-            Wire::V1_0 => json(v1::SendMessageResponse::Task(
-                v1::Task::try_from(task).map_err(unwritable)?,
-            )),
+            Wire::V1_0 => json(v1::SendMessageResponse::Task(v1_task(task)?)),
         }
     }
 
@@ -51,9 +54,7 @@ impl Wire {
     pub(crate) fn task_item(self, task: Task) -> Result<Value, RpcError> {
         match self {
             Wire::V0_3 => json(task),
-            Wire::V1_0 => json(v1::StreamResponse::Task(
-                v1::Task::try_from(task).map_err(unwritable)?,
-            )),
+            Wire::V1_0 => json(v1::StreamResponse::Task(v1_task(task)?)),
         }
     }
 

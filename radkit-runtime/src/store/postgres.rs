@@ -337,7 +337,7 @@ async fn backfill_views(tx: &tokio_postgres::Transaction<'_>) -> Result<(), Stor
             }
         };
         let view = MemView::fold(&records);
-        let message = view.status_message.as_ref().map(to_json).transpose()?;
+        let message = view.status_message.as_ref().map(view::json).transpose()?;
         tx.execute(
             "UPDATE radkit_tasks SET status_message = $1, status_at_ms = $2, settled = $3
              WHERE tid = $4",
@@ -347,7 +347,7 @@ async fn backfill_views(tx: &tokio_postgres::Transaction<'_>) -> Result<(), Stor
         for (seq, message) in &view.history {
             tx.execute(
                 "INSERT INTO radkit_history (tid, seq, body) VALUES ($1, $2, $3)",
-                &[&tid, &to_sql_int("seq", *seq)?, &to_json(message)?],
+                &[&tid, &to_sql_int("seq", *seq)?, &view::json(message)?],
             )
             .await?;
         }
@@ -359,17 +359,13 @@ async fn backfill_views(tx: &tokio_postgres::Transaction<'_>) -> Result<(), Stor
                     &to_sql_int("seq", row.seq)?,
                     &to_sql_int("seq", row.pos)?,
                     &row.artifact.artifact_id,
-                    &to_json(&row.artifact)?,
+                    &view::json(&row.artifact)?,
                 ],
             )
             .await?;
         }
     }
     Ok(())
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::backend("a task view value", e))
 }
 
 impl PostgresStore {

@@ -206,7 +206,7 @@ fn backfill_views(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
         tx.execute(
             "UPDATE tasks SET status_message = ?1, status_at_ms = ?2, settled = ?3 WHERE tid = ?4",
             params![
-                view.status_message.as_ref().map(to_json).transpose()?,
+                view.status_message.as_ref().map(view::json).transpose()?,
                 view.status_at_ms,
                 view.settled,
                 tid
@@ -215,7 +215,7 @@ fn backfill_views(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
         for (seq, message) in &view.history {
             tx.execute(
                 "INSERT INTO history (tid, seq, body) VALUES (?1, ?2, ?3)",
-                params![tid, super::to_sql_int("seq", *seq)?, to_json(message)?],
+                params![tid, super::to_sql_int("seq", *seq)?, view::json(message)?],
             )?;
         }
         for row in &view.artifacts {
@@ -226,16 +226,12 @@ fn backfill_views(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
                     super::to_sql_int("seq", row.seq)?,
                     super::to_sql_int("seq", row.pos)?,
                     row.artifact.artifact_id,
-                    to_json(&row.artifact)?
+                    view::json(&row.artifact)?
                 ],
             )?;
         }
     }
     Ok(())
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::backend("a task view value", e))
 }
 
 impl SqliteStore {

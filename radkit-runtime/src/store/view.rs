@@ -437,8 +437,8 @@ impl EncodedView {
     }
 }
 
-/// `value` as the JSON the view stores.
-fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+/// `value` as the JSON the view stores (its messages and artifacts, in every store).
+pub(crate) fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value)
         .map_err(|e| StoreError::backend("a task view value does not serialize", e))
 }
