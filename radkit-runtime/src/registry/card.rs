@@ -48,10 +48,15 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         // One entry per binding and version served, 1.0 first (the version a JSON-RPC request
         // speaks is its `A2A-Version` header; the URL is the same). REST's paths hang off the same
         // base URL.
+        // HTTP+JSON's URL is the base its paths are appended to, without a trailing slash
+        // (`{url}/message:send`, as the spec's examples write it and clients join it).
         supported_interfaces: [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
             .into_iter()
             .map(|(binding, version)| crate::model::v1::AgentInterface {
-                url: config.url.clone(),
+                url: match binding {
+                    "HTTP+JSON" => config.url.trim_end_matches('/').to_owned(),
+                    _ => config.url.clone(),
+                },
                 protocol_binding: binding.to_owned(),
                 tenant: String::new(),
                 protocol_version: version.to_owned(),

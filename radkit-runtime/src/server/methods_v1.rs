@@ -58,7 +58,7 @@ pub(crate) async fn dispatch(
         "SendStreamingMessage" | "SubscribeToTask" => {
             let resume = match stream::last_event_id(headers) {
                 Ok(resume) => resume,
-                Err(e) => return stream::error(&id, e),
+                Err(e) => return stream::error(&id, Wire::V1_0, e),
             };
             let envelope = Envelope::JsonRpc(id.clone());
             let answer = match request.method.as_str() {
@@ -73,7 +73,7 @@ pub(crate) async fn dispatch(
                     methods::subscribe(state, caller, envelope, task_id, resume, wire, true).await
                 }
             };
-            return answer.unwrap_or_else(|e| stream::error(&id, e));
+            return answer.unwrap_or_else(|e| stream::error(&id, Wire::V1_0, e));
         }
         _ => {}
     }
@@ -130,7 +130,7 @@ pub(crate) async fn dispatch(
     };
     match result {
         Ok(body) => Json(jsonrpc::ok(&id, body)).into_response(),
-        Err(error) => Json(jsonrpc::error(&id, error)).into_response(),
+        Err(error) => Json(Wire::V1_0.rpc_error(&id, error)).into_response(),
     }
 }
 

@@ -4,9 +4,11 @@
 
 mod auth;
 pub mod card;
+mod card_http;
 mod connection;
 mod errors;
 mod jsonrpc;
+mod media;
 mod methods;
 mod methods_v1;
 mod rest;
@@ -36,6 +38,9 @@ pub(crate) struct AppState {
     pub tokens: auth::Tokens,
     /// The streams open for each caller, within `config.max_streams_per_principal`.
     pub streams: Arc<stream::Slots>,
+    /// The agent card as served, with its validators (built once: the card changes only with the
+    /// server's configuration).
+    pub card: card_http::CardDocument,
 }
 
 /// The axum router: `POST /` (JSON-RPC) and `GET /.well-known/agent-card.json`.
@@ -43,11 +48,13 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
     let streams = Arc::new(stream::Slots::new(config.max_streams_per_principal));
+    let card = card_http::CardDocument::new(&card::agent_card(&engine.skills(), &config));
     let state = Arc::new(AppState {
         engine,
         config,
         tokens,
         streams,
+        card,
     });
     Router::new()
         .route("/", post(rpc))
@@ -76,8 +83,8 @@ pub async fn serve(
     connection::accept_loop(listener, router(engine, config), limits).await
 }
 
-async fn agent_card(State(state): State<Arc<AppState>>) -> Json<crate::model::AgentCard> {
-    Json(card::agent_card(&state.engine.skills(), &state.config))
+async fn agent_card(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    state.card.respond(&headers)
 }
 
 async fn rpc(
@@ -109,13 +116,24 @@ async fn rpc(
         }
         Err(rejection) => return rejection.into_response(),
     };
+    let version = version::Version::of_request(&headers, uri.query());
+    // A 1.0 body declared as something other than JSON is refused before it is read (its id with
+    // it: a body of another type is not parsed). 0.3 clients predate the check (`curl -d` sends
+    // `application/x-www-form-urlencoded`) and keep being read as JSON.
+    if let Ok(version::Version::V1_0) = version {
+        if let Err(error) = media::check_json(&headers) {
+            return Json(wire::Wire::V1_0.rpc_error(&serde_json::Value::Null, error))
+                .into_response();
+        }
+    }
     let request = match jsonrpc::parse(&body) {
         Ok(r) => r,
         Err(error) => return Json(error).into_response(),
     };
-    match version::Version::of_request(&headers, uri.query()) {
+    match version {
         Ok(version::Version::V0_3) => methods::dispatch(state, caller, request, &headers).await,
         Ok(version::Version::V1_0) => methods_v1::dispatch(state, caller, request, &headers).await,
-        Err(error) => Json(jsonrpc::error(&request.id, error)).into_response(),
+        // A version this agent does not speak is a 1.0-era error: its ErrorInfo is in `data`.
+        Err(error) => Json(wire::Wire::V1_0.rpc_error(&request.id, error)).into_response(),
     }
 }
