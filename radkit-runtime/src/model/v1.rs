@@ -844,7 +844,11 @@ pub struct StringList {
 }
 
 /// A security scheme (`lf.a2a.v1.SecurityScheme`): the `scheme` oneof, after OpenAPI 3.2.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Read from an object with exactly one of the oneof's members; other members are ignored, as
+/// ProtoJSON readers ignore unknown fields: cards served for both versions (the official SDKs',
+/// radkit's) put the 0.3 `type` and fields beside the 1.0 member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum SecurityScheme {
     /// `apiKeySecurityScheme`.
     #[serde(rename = "apiKeySecurityScheme")]
@@ -861,6 +865,43 @@ pub enum SecurityScheme {
     /// `mtlsSecurityScheme`.
     #[serde(rename = "mtlsSecurityScheme")]
     MutualTls(MutualTlsSecurityScheme),
+}
+
+impl<'de> Deserialize<'de> for SecurityScheme {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        const MEMBERS: [&str; 5] = [
+            "apiKeySecurityScheme",
+            "httpAuthSecurityScheme",
+            "oauth2SecurityScheme",
+            "openIdConnectSecurityScheme",
+            "mtlsSecurityScheme",
+        ];
+        let mut object = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let mut set = MEMBERS.iter().filter(|m| object.contains_key(**m));
+        let (Some(member), None) = (set.next(), set.next()) else {
+            return Err(D::Error::custom(format!(
+                "a SecurityScheme sets exactly one of {}",
+                MEMBERS.join(", ")
+            )));
+        };
+        let value = object.remove(*member).unwrap_or(Value::Null);
+        let e = |e: serde_json::Error| D::Error::custom(format!("`{member}`: {e}"));
+        Ok(match *member {
+            "apiKeySecurityScheme" => {
+                SecurityScheme::ApiKey(serde_json::from_value(value).map_err(e)?)
+            }
+            "httpAuthSecurityScheme" => {
+                SecurityScheme::HttpAuth(serde_json::from_value(value).map_err(e)?)
+            }
+            "oauth2SecurityScheme" => {
+                SecurityScheme::OAuth2(serde_json::from_value(value).map_err(e)?)
+            }
+            "openIdConnectSecurityScheme" => {
+                SecurityScheme::OpenIdConnect(serde_json::from_value(value).map_err(e)?)
+            }
+            _ => SecurityScheme::MutualTls(serde_json::from_value(value).map_err(e)?),
+        })
+    }
 }
 
 /// API key authentication (`lf.a2a.v1.APIKeySecurityScheme`).

@@ -36,6 +36,8 @@ pub(crate) struct AppState {
     pub tokens: auth::Tokens,
     /// The streams open for each caller, within `config.max_streams_per_principal`.
     pub streams: Arc<stream::Slots>,
+    /// The public and extended agent cards, built and signed once.
+    pub cards: card::Cards,
 }
 
 /// The axum router: `POST /` (JSON-RPC) and `GET /.well-known/agent-card.json`.
@@ -43,11 +45,13 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
     let streams = Arc::new(stream::Slots::new(config.max_streams_per_principal));
+    let cards = card::Cards::new(&engine.skills(), &config);
     let state = Arc::new(AppState {
         engine,
         config,
         tokens,
         streams,
+        cards,
     });
     Router::new()
         .route("/", post(rpc))
@@ -76,8 +80,8 @@ pub async fn serve(
     connection::accept_loop(listener, router(engine, config), limits).await
 }
 
-async fn agent_card(State(state): State<Arc<AppState>>) -> Json<crate::model::AgentCard> {
-    Json(card::agent_card(&state.engine.skills(), &state.config))
+async fn agent_card(State(state): State<Arc<AppState>>) -> Response {
+    Json(state.cards.public()).into_response()
 }
 
 async fn rpc(

@@ -1,0 +1,264 @@
+//! Agent card signatures (A2A 1.0 §8.4): the RFC 8785 (JCS) canonical form of a 1.0 card without
+//! its `signatures`, and a JWS (RFC 7515) with a detached payload over it, made with a private key
+//! read from a PKCS#8 PEM block. The algorithm follows the key: ES256 (P-256), ES384 (P-384), EdDSA
+//! (Ed25519) or RS256 (RSA, 2048 bits or more). It owns the cryptography and the canonical form; it
+//! reads no file and keeps no state but the key.
+//!
+//! The payload is the card as a 1.0 client reads it (`v1::AgentCard` in ProtoJSON, which already
+//! omits unset optional and default-valued fields as §8.4.1 asks), never the served document with
+//! its 0.3 members beside it: a 1.0 client drops those before it verifies.
+
+use std::fmt;
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use ring::rand::SystemRandom;
+use ring::signature::{self, KeyPair};
+use serde_json::Value;
+
+use super::v1::{AgentCard, AgentCardSignature};
+
+/// Why a key cannot sign cards, or a card could not be signed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SigningError {
+    /// The text holds no PEM block.
+    #[error("the card signing key is not PEM: {0}")]
+    NotPem(String),
+    /// A PEM block of another kind than PKCS#8 `PRIVATE KEY`.
+    #[error(
+        "the card signing key is a `{label}` PEM block; radkit reads PKCS#8 `PRIVATE KEY` blocks (convert it with `openssl pkcs8 -topk8 -nocrypt -in key.pem -out key.pkcs8.pem`)"
+    )]
+    NotPkcs8 {
+        /// The block's label.
+        label: String,
+    },
+    /// A PKCS#8 key of an algorithm radkit does not sign with.
+    #[error(
+        "the card signing key is not an ECDSA P-256 or P-384, Ed25519 or RSA (2048 bits or more) private key"
+    )]
+    UnsupportedKey,
+    /// The card has no JSON form (it holds a value JSON cannot express).
+    #[error("the card cannot be canonicalized: {0}")]
+    Canonical(String),
+    /// The cryptographic library refused to sign.
+    #[error("signing the card failed")]
+    Sign,
+}
+
+enum Key {
+    Ecdsa(signature::EcdsaKeyPair),
+    Ed25519(signature::Ed25519KeyPair),
+    Rsa(signature::RsaKeyPair),
+}
+
+/// A private key that signs agent cards, with the `kid` (and optionally `jku`) its signatures name.
+pub struct CardSigner {
+    key: Key,
+    alg: &'static str,
+    kid: String,
+    jku: Option<String>,
+    rng: SystemRandom,
+}
+
+impl fmt::Debug for CardSigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the key.
+        f.debug_struct("CardSigner")
+            .field("alg", &self.alg)
+            .field("kid", &self.kid)
+            .field("jku", &self.jku)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CardSigner {
+    /// A signer for the first PKCS#8 `PRIVATE KEY` block of `pem`. Its `kid` is the key's RFC 7638
+    /// JWK thumbprint until [`CardSigner::with_key_id`] names another.
+    pub fn from_pem(pem: &str) -> Result<CardSigner, SigningError> {
+        let der = pkcs8_der(pem)?;
+        let rng = SystemRandom::new();
+        let (key, alg) = if let Ok(k) = signature::EcdsaKeyPair::from_pkcs8(
+            &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &der,
+            &rng,
+        ) {
+            (Key::Ecdsa(k), "ES256")
+        } else if let Ok(k) = signature::EcdsaKeyPair::from_pkcs8(
+            &signature::ECDSA_P384_SHA384_FIXED_SIGNING,
+            &der,
+            &rng,
+        ) {
+            (Key::Ecdsa(k), "ES384")
+        } else if let Ok(k) = signature::Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der) {
+            (Key::Ed25519(k), "EdDSA")
+        } else if let Ok(k) = signature::RsaKeyPair::from_pkcs8(&der) {
+            (Key::Rsa(k), "RS256")
+        } else {
+            return Err(SigningError::UnsupportedKey);
+        };
+        let mut signer = CardSigner {
+            key,
+            alg,
+            kid: String::new(),
+            jku: None,
+            rng,
+        };
+        signer.kid = thumbprint(&signer.public_jwk());
+        Ok(signer)
+    }
+
+    /// The same signer, its signatures naming `kid`.
+    pub fn with_key_id(mut self, kid: impl Into<String>) -> CardSigner {
+        self.kid = kid.into();
+        self
+    }
+
+    /// The same signer, its signatures naming `jku`, the URL of a JWK Set holding the public key.
+    pub fn with_jwks_url(mut self, jku: impl Into<String>) -> CardSigner {
+        self.jku = Some(jku.into());
+        self
+    }
+
+    /// The JWS algorithm: `ES256`, `ES384`, `EdDSA` or `RS256`.
+    pub fn algorithm(&self) -> &'static str {
+        self.alg
+    }
+
+    /// The `kid` its signatures carry.
+    pub fn key_id(&self) -> &str {
+        &self.kid
+    }
+
+    /// The public key as a JWK (RFC 7517), with `kid`, `alg` and `use`: what a verifier needs.
+    pub fn public_jwk(&self) -> Value {
+        let b64 = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
+        let mut jwk = match &self.key {
+            Key::Ecdsa(k) => {
+                // An uncompressed point: 0x04, then x and y of equal length.
+                let point = &k.public_key().as_ref()[1..];
+                let (x, y) = point.split_at(point.len() / 2);
+                let crv = if self.alg == "ES256" {
+                    "P-256"
+                } else {
+                    "P-384"
+                };
+                serde_json::json!({"kty": "EC", "crv": crv, "x": b64(x), "y": b64(y)})
+            }
+            Key::Ed25519(k) => {
+                serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": b64(k.public_key().as_ref())})
+            }
+            Key::Rsa(k) => {
+                let c = ring::rsa::PublicKeyComponents::<Vec<u8>>::from(k.public());
+                serde_json::json!({"kty": "RSA", "n": b64(&c.n), "e": b64(&c.e)})
+            }
+        };
+        if let Some(o) = jwk.as_object_mut() {
+            if !self.kid.is_empty() {
+                o.insert("kid".into(), self.kid.clone().into());
+            }
+            o.insert("alg".into(), self.alg.into());
+            o.insert("use".into(), "sig".into());
+        }
+        jwk
+    }
+
+    /// `card` with this signer's signature added to its `signatures`.
+    pub fn sign(&self, mut card: AgentCard) -> Result<AgentCard, SigningError> {
+        let payload = canonical_payload(&card)?;
+        let mut header = serde_json::json!({"alg": self.alg, "typ": "JOSE", "kid": self.kid});
+        if let (Some(jku), Some(o)) = (&self.jku, header.as_object_mut()) {
+            o.insert("jku".into(), jku.clone().into());
+        }
+        let protected = URL_SAFE_NO_PAD.encode(header.to_string());
+        let input = format!("{protected}.{}", URL_SAFE_NO_PAD.encode(&payload));
+        let signature = match &self.key {
+            Key::Ecdsa(k) => k
+                .sign(&self.rng, input.as_bytes())
+                .map_err(|_| SigningError::Sign)?
+                .as_ref()
+                .to_vec(),
+            Key::Ed25519(k) => k.sign(input.as_bytes()).as_ref().to_vec(),
+            Key::Rsa(k) => {
+                let mut out = vec![0; k.public().modulus_len()];
+                k.sign(
+                    &signature::RSA_PKCS1_SHA256,
+                    &self.rng,
+                    input.as_bytes(),
+                    &mut out,
+                )
+                .map_err(|_| SigningError::Sign)?;
+                out
+            }
+        };
+        card.signatures.push(AgentCardSignature {
+            protected,
+            signature: URL_SAFE_NO_PAD.encode(signature),
+            header: None,
+        });
+        Ok(card)
+    }
+}
+
+/// The bytes a card's signatures sign: its RFC 8785 canonical JSON without `signatures`
+/// (spec 1.0 §8.4.1).
+pub fn canonical_payload(card: &AgentCard) -> Result<Vec<u8>, SigningError> {
+    let mut value =
+        serde_json::to_value(card).map_err(|e| SigningError::Canonical(e.to_string()))?;
+    if let Some(o) = value.as_object_mut() {
+        o.remove("signatures");
+    }
+    canonical_json(&value)
+}
+
+/// `value` in the JSON Canonicalization Scheme of RFC 8785.
+pub fn canonical_json(value: &Value) -> Result<Vec<u8>, SigningError> {
+    serde_json_canonicalizer::to_vec(value).map_err(|e| SigningError::Canonical(e.to_string()))
+}
+
+/// The RFC 7638 thumbprint of a public JWK: base64url SHA-256 of its required members in JCS form.
+fn thumbprint(jwk: &Value) -> String {
+    let required: &[&str] = match jwk["kty"].as_str() {
+        Some("EC") => &["crv", "kty", "x", "y"],
+        Some("OKP") => &["crv", "kty", "x"],
+        _ => &["e", "kty", "n"],
+    };
+    let members: serde_json::Map<String, Value> = required
+        .iter()
+        .map(|k| ((*k).to_owned(), jwk[*k].clone()))
+        .collect();
+    let text = canonical_json(&Value::Object(members)).unwrap_or_default();
+    URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, &text))
+}
+
+/// The DER of the first `PRIVATE KEY` block of `pem`.
+fn pkcs8_der(pem: &str) -> Result<Vec<u8>, SigningError> {
+    let mut lines = pem.lines().map(str::trim);
+    let label = lines
+        .by_ref()
+        .find_map(|l| {
+            l.strip_prefix("-----BEGIN ")
+                .and_then(|l| l.strip_suffix("-----"))
+        })
+        .ok_or_else(|| SigningError::NotPem("no `-----BEGIN …-----` line".to_owned()))?
+        .to_owned();
+    if label != "PRIVATE KEY" {
+        return Err(SigningError::NotPkcs8 { label });
+    }
+    let mut body = String::new();
+    for line in lines {
+        if line.starts_with("-----END ") {
+            return STANDARD
+                .decode(body.as_bytes())
+                .map_err(|e| SigningError::NotPem(format!("the key's base64 is invalid ({e})")));
+        }
+        body.push_str(line);
+    }
+    Err(SigningError::NotPem(
+        "no `-----END PRIVATE KEY-----` line".to_owned(),
+    ))
+}
+
+#[cfg(test)]
+#[path = "card_signing_tests.rs"]
+mod tests;
