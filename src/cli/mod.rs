@@ -13,6 +13,7 @@
 //! logging, and reaches the engine only through [`EngineBuilder`].
 
 pub mod bench;
+mod bench_a2a;
 pub mod bench_cluster;
 mod bench_reads;
 mod bench_soak;
