@@ -1,8 +1,8 @@
 //! The agent cards the server serves: the public card at `/.well-known/agent-card.json` and the
 //! extended card for authenticated callers. They are built (in the registry), extended and signed
 //! once, when the router is made: the skills an engine serves and the configuration never change
-//! while it serves. Every binding answers the extended card through [`extended_card_v1`] or
-//! [`extended_card_v0_3`]; none builds a card of its own.
+//! while it serves. Every binding answers the extended card through `extended_card_v1` or
+//! `extended_card_v0_3`; none builds a card of its own.
 
 use serde_json::Value;
 
