@@ -2,7 +2,8 @@
 //! A2A 1.0 JSON-RPC and HTTP+JSON bindings, against `radkit serve --default-skill conformance`: the
 //! card it resolves and the binding it picks, blocking and non-blocking sends, a stream with the
 //! chunked artifact, get with historyLength, the input-required round trip, cancel, subscribe,
-//! list with paging, and an unknown task.
+//! list with paging, and an unknown task; and, with `--token`, `--extended-card` and `--card-key`,
+//! the card's security scheme, the bearer token and the extended card over both bindings.
 
 mod common;
 
@@ -11,7 +12,11 @@ use a2a::{
     Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, StreamResponse,
     SubscribeToTaskRequest, Task, TaskState,
 };
+use std::sync::Arc;
+
+use a2a::SecurityScheme;
 use a2a_client::agent_card::AgentCardResolver;
+use a2a_client::auth::AuthInterceptor;
 use a2a_client::{A2AClient, A2AClientFactory, Transport};
 use futures::StreamExt;
 
@@ -266,4 +271,87 @@ async fn official_rust_client_drives_rest_1_0() {
         drive(&server.url, "HTTP+JSON"),
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_rust_client_reads_the_card_with_a_token_and_gets_the_extended_card() {
+    const TOKEN: &str = "s3cret";
+    let dir = tempfile::tempdir().unwrap();
+    let extended = dir.path().join("extended.json");
+    std::fs::write(
+        &extended,
+        r#"{"skills": [{"id": "members-only", "name": "Members only", "description": "For token holders.", "tags": []}]}"#,
+    )
+    .unwrap();
+    let key = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/radkit-runtime/src/model/testdata/card-es256.pem"
+    );
+    let server = common::serve(&[
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--default-skill",
+        "conformance",
+        "--token",
+        TOKEN,
+        "--extended-card",
+        extended.to_str().unwrap(),
+        "--card-key",
+        key,
+    ]);
+    let card = AgentCardResolver::new(None)
+        .resolve(&server.url)
+        .await
+        .expect("the card");
+    let schemes = card.security_schemes.clone().expect("security schemes");
+    assert!(
+        matches!(&schemes["bearer"], SecurityScheme::HttpAuth(h) if h.scheme == "Bearer"),
+        "{schemes:?}"
+    );
+    let requirements = card
+        .security_requirements
+        .clone()
+        .expect("security requirements");
+    assert_eq!(requirements.len(), 1, "{requirements:?}");
+    assert_eq!(card.capabilities.extended_agent_card, Some(true));
+    assert_eq!(card.signatures.as_ref().map(Vec::len), Some(1));
+
+    for binding in ["JSONRPC", "HTTP+JSON"] {
+        let factory = |token: Option<&str>| {
+            let builder = A2AClientFactory::builder().preferred_bindings(vec![binding.to_owned()]);
+            match token {
+                Some(token) => builder.with_interceptor(Arc::new(AuthInterceptor::bearer(token))),
+                None => builder,
+            }
+            .build()
+        };
+        let anonymous = factory(None).create_from_card(&card).await.unwrap();
+        let refused = anonymous
+            .get_task(&GetTaskRequest {
+                id: "any".into(),
+                history_length: None,
+                tenant: None,
+            })
+            .await;
+        assert!(
+            refused.is_err(),
+            "{binding}: a call without the token is refused"
+        );
+        let c = factory(Some(TOKEN)).create_from_card(&card).await.unwrap();
+        let done = task(
+            c.send_message(&user(&format!("lf-auth-{binding}"), "hello", None))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(done.status.state, TaskState::Completed, "{binding}");
+        let extended = c
+            .get_extended_agent_card(&GetExtendedAgentCardRequest { tenant: None })
+            .await
+            .unwrap_or_else(|e| panic!("{binding}: {e:?}"));
+        let ids: Vec<&str> = extended.skills.iter().map(|s| s.id.as_str()).collect();
+        assert!(
+            ids.contains(&"members-only") && ids.contains(&"conformance"),
+            "{binding}: {ids:?}"
+        );
+    }
 }
