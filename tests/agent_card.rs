@@ -43,7 +43,7 @@ fn key() -> PathBuf {
 fn extended_file(dir: &Path) -> PathBuf {
     let path = dir.join("extended.json");
     let extended = json!({
-        "description": "The same agent, as its members see it.",
+        "description": "The same agent, as its members see it (für Mitglieder).",
         "skills": [{"id": "members-only", "name": "Members only", "description": "Listed for token holders.", "tags": ["members"]}]
     });
     std::fs::write(&path, extended.to_string()).unwrap();
@@ -174,15 +174,17 @@ async fn the_extended_card_is_served_to_token_holders_over_every_binding_and_ver
     );
     assert_eq!(
         card["description"],
-        "The same agent, as its members see it."
+        "The same agent, as its members see it (für Mitglieder)."
     );
     assert!(
         card.get("protocolVersion").is_none(),
         "1.0 answers carry the 1.0 card: {card}"
     );
+    // Signed twice: per spec 1.0 §8.4.1, and in the form the Python SDK 1.x verifies (it drops the
+    // bearer requirement's empty `{}`).
     assert_eq!(
         card["signatures"].as_array().map(Vec::len),
-        Some(1),
+        Some(2),
         "{card}"
     );
 
@@ -244,7 +246,7 @@ async fn the_public_card_is_signed_and_declares_both_shapes() {
     );
     assert_eq!(card["security"], json!([{"bearer": []}]));
     let signatures = card["signatures"].as_array().expect("signatures");
-    assert_eq!(signatures.len(), 1);
+    assert_eq!(signatures.len(), 2, "spec form and the Python SDK's form");
     let protected = signatures[0]["protected"].as_str().unwrap();
     let header: Value = serde_json::from_slice(&base64_url(protected)).unwrap();
     assert_eq!(

@@ -163,15 +163,31 @@ impl CardSigner {
         jwk
     }
 
-    /// `card` with this signer's signature added to its `signatures`.
+    /// `card` with this signer's signature added to its `signatures`: over its canonical payload
+    /// ([`canonical_payload`]) and, when it differs, a second one over the form the official Python
+    /// SDK 1.x verifies ([`python_sdk_payload`]). A verifier accepts a card when one signature
+    /// verifies (spec 1.0 §8.4.3: multiple signatures may be present), so both kinds of verifier
+    /// accept it.
     pub fn sign(&self, mut card: AgentCard) -> Result<AgentCard, SigningError> {
         let payload = canonical_payload(&card)?;
+        let sdk = python_sdk_payload(&card)?;
+        let signature = self.signature(&payload)?;
+        card.signatures.push(signature);
+        if sdk != payload {
+            let signature = self.signature(&sdk)?;
+            card.signatures.push(signature);
+        }
+        Ok(card)
+    }
+
+    /// A detached JWS over `payload`.
+    fn signature(&self, payload: &[u8]) -> Result<AgentCardSignature, SigningError> {
         let mut header = serde_json::json!({"alg": self.alg, "typ": "JOSE", "kid": self.kid});
         if let (Some(jku), Some(o)) = (&self.jku, header.as_object_mut()) {
             o.insert("jku".into(), jku.clone().into());
         }
         let protected = URL_SAFE_NO_PAD.encode(header.to_string());
-        let input = format!("{protected}.{}", URL_SAFE_NO_PAD.encode(&payload));
+        let input = format!("{protected}.{}", URL_SAFE_NO_PAD.encode(payload));
         let signature = match &self.key {
             Key::Ecdsa(k) => k
                 .sign(&self.rng, input.as_bytes())
@@ -191,12 +207,11 @@ impl CardSigner {
                 out
             }
         };
-        card.signatures.push(AgentCardSignature {
+        Ok(AgentCardSignature {
             protected,
             signature: URL_SAFE_NO_PAD.encode(signature),
             header: None,
-        });
-        Ok(card)
+        })
     }
 }
 
@@ -209,6 +224,41 @@ pub fn canonical_payload(card: &AgentCard) -> Result<Vec<u8>, SigningError> {
         o.remove("signatures");
     }
     canonical_json(&value)
+}
+
+/// The bytes the official Python SDK 1.x (1.3) verifies a card's signatures against
+/// (`a2a.utils.signing._canonicalize_agent_card`): the canonical payload with every empty string,
+/// list and object removed, recursively (its `_clean_empty`), then RFC 8785. It differs from
+/// §8.4.1, which keeps an empty object in a map (the `{"bearer": {}}` of a security requirement
+/// without scopes) and an empty required field (a skill's `tags: []`): for such cards the SDK's
+/// verifier needs a signature of its own.
+pub fn python_sdk_payload(card: &AgentCard) -> Result<Vec<u8>, SigningError> {
+    let mut value =
+        serde_json::to_value(card).map_err(|e| SigningError::Canonical(e.to_string()))?;
+    if let Some(o) = value.as_object_mut() {
+        o.remove("signatures");
+    }
+    canonical_json(&clean_empty(value).unwrap_or(Value::Object(Default::default())))
+}
+
+/// `value` without empty strings, lists and objects (what is left empty by their removal too);
+/// `None` when nothing is left.
+fn clean_empty(value: Value) -> Option<Value> {
+    match value {
+        Value::String(s) if s.is_empty() => None,
+        Value::Array(items) => {
+            let items: Vec<Value> = items.into_iter().filter_map(clean_empty).collect();
+            (!items.is_empty()).then_some(Value::Array(items))
+        }
+        Value::Object(members) => {
+            let members: serde_json::Map<String, Value> = members
+                .into_iter()
+                .filter_map(|(k, v)| clean_empty(v).map(|v| (k, v)))
+                .collect();
+            (!members.is_empty()).then_some(Value::Object(members))
+        }
+        other => Some(other),
+    }
 }
 
 /// `value` in the JSON Canonicalization Scheme of RFC 8785.

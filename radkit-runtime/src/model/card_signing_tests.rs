@@ -47,16 +47,26 @@ fn card() -> AgentCard {
     }
 }
 
-/// The public key bytes ring verifies with, from the signer's JWK.
+/// Verify the first signature of `card` against its canonical payload with the key of `signer`'s
+/// JWK.
 fn verify(signer: &CardSigner, card: &AgentCard) -> Result<(), ring::error::Unspecified> {
+    verify_with(signer, card, 0, &canonical_payload(card).unwrap())
+}
+
+/// Verify signature `index` of `card` over `payload`.
+fn verify_with(
+    signer: &CardSigner,
+    card: &AgentCard,
+    index: usize,
+    payload: &[u8],
+) -> Result<(), ring::error::Unspecified> {
     let jwk = signer.public_jwk();
     let d = |k: &str| URL_SAFE_NO_PAD.decode(jwk[k].as_str().unwrap()).unwrap();
-    let signature = card.signatures.last().expect("a signature");
-    let payload = canonical_payload(card).unwrap();
+    let signature = &card.signatures[index];
     let input = format!(
         "{}.{}",
         signature.protected,
-        URL_SAFE_NO_PAD.encode(&payload)
+        URL_SAFE_NO_PAD.encode(payload)
     );
     let sig = URL_SAFE_NO_PAD.decode(&signature.signature).unwrap();
     match signer.algorithm() {
@@ -190,9 +200,9 @@ fn a_changed_card_or_signature_no_longer_verifies() {
         verify(&signer, &tampered).is_err(),
         "a changed header is caught"
     );
-    // Adding a signature does not change what the first one signed.
+    // Adding signatures does not change what the first ones signed.
     let twice = signer.sign(signed.clone()).unwrap();
-    assert_eq!(twice.signatures.len(), 2);
+    assert_eq!(twice.signatures.len(), 4);
     assert_eq!(
         canonical_payload(&twice).unwrap(),
         canonical_payload(&signed).unwrap()
@@ -227,4 +237,43 @@ fn keys_that_are_not_pkcs8_or_not_supported_are_clear_errors() {
         debug.contains("ES256") && !debug.contains("BEGIN"),
         "{debug}"
     );
+}
+
+#[test]
+fn a_second_signature_covers_the_form_the_python_sdk_verifies_when_it_differs() {
+    let signer = CardSigner::from_pem(ES256).unwrap();
+    // `card()` has an empty required list (`tags`): the SDK's form differs.
+    let signed = signer.sign(card()).unwrap();
+    assert_eq!(signed.signatures.len(), 2);
+    let sdk = python_sdk_payload(&signed).unwrap();
+    let text = String::from_utf8(sdk.clone()).unwrap();
+    assert!(!text.contains("tags"), "empty lists are dropped: {text}");
+    assert!(
+        text.contains("Prüft Karten €"),
+        "UTF-8 as RFC 8785 writes it: {text}"
+    );
+    verify_with(&signer, &signed, 1, &sdk).expect("the second signature covers the SDK's form");
+    assert!(verify_with(&signer, &signed, 1, &canonical_payload(&signed).unwrap()).is_err());
+
+    // A card with nothing empty: one signature, both forms being the same bytes.
+    let mut plain = card();
+    plain.skills[0].tags = vec!["t".into()];
+    assert_eq!(
+        python_sdk_payload(&plain).unwrap(),
+        canonical_payload(&plain).unwrap()
+    );
+    assert_eq!(signer.sign(plain).unwrap().signatures.len(), 1);
+
+    // The bearer requirement without scopes: kept by §8.4.1, dropped by the SDK.
+    let mut bearer = card();
+    bearer.security_requirements = vec![crate::model::v1::SecurityRequirement {
+        schemes: [("bearer".to_owned(), Default::default())].into(),
+    }];
+    let spec = String::from_utf8(canonical_payload(&bearer).unwrap()).unwrap();
+    let sdk = String::from_utf8(python_sdk_payload(&bearer).unwrap()).unwrap();
+    assert!(
+        spec.contains(r#""securityRequirements":[{"schemes":{"bearer":{}}}]"#),
+        "{spec}"
+    );
+    assert!(!sdk.contains("securityRequirements"), "{sdk}");
 }

@@ -14,7 +14,9 @@ mod task;
 pub mod v1;
 
 pub use card::{served_json, AgentCapabilities, AgentCard, AgentSkill, SecurityScheme};
-pub use card_signing::{canonical_json, canonical_payload, CardSigner, SigningError};
+pub use card_signing::{
+    canonical_json, canonical_payload, python_sdk_payload, CardSigner, SigningError,
+};
 pub use content::Content;
 pub use extended_card::{ExtendedCard, ExtendedCardError};
 pub use id::TaskId;
