@@ -2157,6 +2157,62 @@ mod tests {
         .is_err());
     }
 
+    #[test]
+    fn types_only_seen_inside_others_golden() {
+        // §4.1.7 Artifact and §4.1.2 TaskStatus with every field; §4.3 SendMessageConfiguration
+        // with every field (historyLength 0 is set, not absent: the proto field is `optional`).
+        golden::<Artifact>(json!({
+            "artifactId": "a1",
+            "name": "answer.txt",
+            "description": "the answer",
+            "parts": [{"text": "42"}],
+            "metadata": {"k": 1},
+            "extensions": ["https://example.com/ext/v1"]
+        }));
+        golden::<TaskStatus>(json!({
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "Your answer?"}]},
+            "timestamp": "2025-10-28T10:30:00Z"
+        }));
+        golden::<SendMessageConfiguration>(json!({
+            "acceptedOutputModes": ["text/plain"],
+            "taskPushNotificationConfig": {"url": "https://example.com/hook", "token": "t"},
+            "historyLength": 0,
+            "returnImmediately": true
+        }));
+        // §4.5 SecurityRequirement: scheme name to StringList; an empty list is `{}`.
+        golden::<SecurityRequirement>(
+            json!({"schemes": {"oauth": {"list": ["read", "write"]}, "key": {}}}),
+        );
+        golden::<StringList>(json!({"list": ["a"]}));
+        golden::<AgentExtension>(json!({"uri": "https://example.com/ext/v1"}));
+    }
+
+    #[test]
+    fn a_security_scheme_with_0_3_members_beside_its_oneof_reads_as_the_oneof() {
+        // What cards served for both versions hold (the official Python SDK's, radkit's).
+        let scheme = read::<SecurityScheme>(json!({
+            "httpAuthSecurityScheme": {"scheme": "Bearer"},
+            "type": "http",
+            "scheme": "Bearer"
+        }))
+        .unwrap();
+        assert_eq!(
+            scheme,
+            SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
+                description: String::new(),
+                scheme: "Bearer".into(),
+                bearer_format: String::new()
+            })
+        );
+        // A 0.3 scheme alone has no 1.0 member: refused, naming the members.
+        let e = read::<SecurityScheme>(json!({"type": "http", "scheme": "bearer"})).unwrap_err();
+        assert!(e.contains("httpAuthSecurityScheme"), "{e}");
+        let e =
+            read::<SecurityScheme>(json!({"mtlsSecurityScheme": {"description": 5}})).unwrap_err();
+        assert!(e.contains("`mtlsSecurityScheme`"), "{e}");
+    }
+
     // ---- Conversions to and from the 0.3 model ----
 
     /// A 0.3 message with every part kind and every optional field.
