@@ -253,6 +253,26 @@ async fn the_public_card_is_signed_and_declares_both_shapes() {
         header,
         json!({"alg": "ES256", "typ": "JOSE", "kid": "test-key"})
     );
+    // The public key is published as a JWK Set, under the kid the signatures name.
+    let (status, jwks) = get(
+        &client,
+        &format!("{}/.well-known/jwks.json", server.url),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{jwks}");
+    let jwk = &jwks["keys"][0];
+    assert_eq!(
+        (&jwk["kty"], &jwk["crv"], &jwk["kid"], &jwk["alg"]),
+        (
+            &json!("EC"),
+            &json!("P-256"),
+            &json!("test-key"),
+            &json!("ES256")
+        ),
+        "{jwks}"
+    );
+    assert!(jwk.get("d").is_none(), "never the private key: {jwks}");
     // The signature covers the 1.0 card: the same card without its 0.3 members and signatures.
     let v1: radkit::model::v1::AgentCard = serde_json::from_value(card.clone()).unwrap();
     let payload = radkit::model::canonical_payload(&v1).unwrap();

@@ -92,8 +92,14 @@ async def v1(signed_only):
         card.name = card.name + " (tampered)"
         check("1.x: a tampered card does not verify", not isinstance(spec_verify(card), dict))
         if signed_only:
-            # The SDK's own verifier agrees, and catches tampering.
-            verifier = create_signature_verifier(lambda kid, jku: public_key(), ["ES256"])
+            # The SDK's own verifier agrees, and catches tampering; its key provider takes the key
+            # from the JWK Set radkit publishes, by the signature's kid.
+            from jwt.api_jwk import PyJWK
+
+            jwks = (await anonymous.get(BASE + "/.well-known/jwks.json")).json()
+            check("1.x: the JWK Set holds one public key", len(jwks["keys"]) == 1 and "d" not in jwks["keys"][0], jwks)
+            provider = lambda kid, jku: PyJWK([k for k in jwks["keys"] if k["kid"] == kid][0])
+            verifier = create_signature_verifier(provider, ["ES256"])
             card = await A2ACardResolver(anonymous, BASE).get_agent_card(signature_verifier=verifier)
             check("1.x: the SDK's signature verifier accepts the card", len(card.signatures) >= 1)
             card.description = "tampered"

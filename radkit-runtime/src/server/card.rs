@@ -1,5 +1,6 @@
-//! The agent cards the server serves: the public card at `/.well-known/agent-card.json` and the
-//! extended card for authenticated callers. They are built (in the registry), extended and signed
+//! The agent cards the server serves: the public card at `/.well-known/agent-card.json`, the
+//! extended card for authenticated callers, and the public key of signed cards as a JWK Set at
+//! `/.well-known/jwks.json`. They are built (in the registry), extended and signed
 //! once, when the router is made: the skills an engine serves and the configuration never change
 //! while it serves. Every binding answers the extended card through `extended_card_v1` or
 //! `extended_card_v0_3`; none builds a card of its own.
@@ -25,6 +26,8 @@ pub(crate) struct Cards {
     public: Value,
     /// The extended card, if served: its 1.0 form and its document for 0.3 callers.
     extended: Option<(v1::AgentCard, Value)>,
+    /// The JWK Set of the signing key, if cards are signed.
+    jwks: Option<Value>,
 }
 
 impl Cards {
@@ -50,6 +53,10 @@ impl Cards {
             public.capabilities.extended_agent_card = Some(false);
         }
         Cards {
+            jwks: config
+                .card_signer
+                .as_ref()
+                .map(|signer| serde_json::json!({ "keys": [signer.public_jwk()] })),
             public: served_json(&public),
             extended: extended.map(|card| {
                 let card = sign(config, card);
@@ -62,6 +69,11 @@ impl Cards {
     /// The public card document.
     pub(crate) fn public(&self) -> &Value {
         &self.public
+    }
+
+    /// The JWK Set (RFC 7517) holding the public key the cards are signed with, if they are.
+    pub(crate) fn jwks(&self) -> Option<&Value> {
+        self.jwks.as_ref()
     }
 }
 

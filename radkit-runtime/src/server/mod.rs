@@ -58,6 +58,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .merge(rest::routes())
         .route("/.well-known/agent-card.json", get(agent_card))
         .route("/.well-known/agent.json", get(agent_card))
+        .route("/.well-known/jwks.json", get(jwks))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -82,6 +83,15 @@ pub async fn serve(
 
 async fn agent_card(State(state): State<Arc<AppState>>) -> Response {
     Json(state.cards.public()).into_response()
+}
+
+/// The key that signs the cards, for verifiers that fetch it (`--card-jwks-url` names this URL in
+/// the signatures' `jku`); 404 when cards are not signed.
+async fn jwks(State(state): State<Arc<AppState>>) -> Response {
+    match state.cards.jwks() {
+        Some(jwks) => Json(jwks).into_response(),
+        None => (StatusCode::NOT_FOUND, "the agent cards are not signed").into_response(),
+    }
 }
 
 async fn rpc(
