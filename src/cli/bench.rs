@@ -57,6 +57,9 @@ enum Workload {
         /// The protocol version: `0.3` or `1.0` (default: 0.3 over JSON-RPC, 1.0 over REST).
         #[arg(long, value_enum)]
         version: Option<super::bench_a2a::Version>,
+        /// Alternating rounds of the floor and the binding, the requests split among them.
+        #[arg(long, default_value_t = 4)]
+        rounds: u64,
         /// Requests in total.
         #[arg(long, default_value_t = 20000)]
         requests: u64,
@@ -341,13 +344,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             version,
             requests,
             concurrency,
+            rounds,
         } => {
             use super::bench_a2a::{Binding, Version};
             let version = version.unwrap_or(match binding {
                 Binding::Jsonrpc => Version::V0_3,
                 Binding::Rest => Version::V1_0,
             });
-            super::bench_a2a::run(binding, version, requests, concurrency).await?
+            super::bench_a2a::run(binding, version, requests, concurrency, rounds).await?
         }
         Workload::Soak {
             seconds,

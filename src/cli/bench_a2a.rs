@@ -1,7 +1,8 @@
 //! `bench a2a`: blocking sends over loopback to a trivial durable skill, through one binding and
 //! protocol version, against the floor measured in the same run: A2A 0.3 JSON-RPC on a server of
-//! its own, same skill, same store kind, same client count. Each run prints one JSON line with
-//! requests/s, p50 and p99; the measured binding's line carries its ratio to the floor.
+//! its own, same skill, same store kind, same client count, in alternating rounds (the machine's
+//! drift falls on both alike). It prints one JSON line for each, with requests/s, p50 and p99 over
+//! all rounds; the measured binding's line carries its ratio to the floor.
 //!
 //! A binding is one arm of [`Binding`] and one of [`Target::call`]: the request it sends and the
 //! completed task it expects back.
@@ -121,64 +122,103 @@ fn echo<'a>(_: &'a Echo, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, St
 
 static ECHO_STEPS: &[Step<Echo>] = &[Step::new("echo", echo).start().takes_user_message()];
 
-/// What one run measured.
+/// What the runs of one target measured, added up.
+#[derive(Default)]
 struct Measured {
-    requests: usize,
+    latencies: Vec<Duration>,
     seconds: f64,
-    p50_ms: f64,
-    p99_ms: f64,
     commits: u64,
     appends: u64,
 }
 
 impl Measured {
     fn per_sec(&self) -> f64 {
-        self.requests as f64 / self.seconds.max(1e-9)
+        self.latencies.len() as f64 / self.seconds.max(1e-9)
+    }
+
+    /// The `p` quantile of the latencies, in milliseconds.
+    fn percentile_ms(&mut self, p: f64) -> f64 {
+        self.latencies.sort_unstable();
+        let n = self.latencies.len();
+        self.latencies
+            .get(((n as f64 * p) as usize).min(n.saturating_sub(1)))
+            .map(|d| d.as_secs_f64() * 1e3)
+            .unwrap_or(0.0)
+    }
+
+    fn add(&mut self, run: Measured) {
+        self.latencies.extend(run.latencies);
+        self.seconds += run.seconds;
+        self.commits += run.commits;
+        self.appends += run.appends;
     }
 }
 
-/// `bench a2a`: the floor (0.3 JSON-RPC), then `binding`/`version` if it is another, each on a
-/// server of its own; one line each.
+/// `bench a2a`: `rounds` alternating runs of the floor (0.3 JSON-RPC) and `binding`/`version`
+/// (when it is another), each on a server of its own, so that the machine's drift falls on both
+/// alike; one line each, the figures added up over the rounds.
 pub async fn run(
     binding: Binding,
     version: Version,
     requests: u64,
     concurrency: u64,
+    rounds: u64,
 ) -> anyhow::Result<()> {
     let target = Target { binding, version };
     if (binding, version) == (Binding::Rest, Version::V0_3) {
         bail!("the HTTP+JSON binding speaks A2A 1.0 only; use --version 1.0");
     }
-    let floor = measure(Target::FLOOR, requests, concurrency).await?;
-    report(Target::FLOOR, concurrency, &floor, None);
+    let rounds = rounds.max(1);
+    let per_round = (requests / rounds).max(1);
+    let (mut floor, mut measured) = (Measured::default(), Measured::default());
+    for _ in 0..rounds {
+        floor.add(measure(Target::FLOOR, per_round, concurrency).await?);
+        if target != Target::FLOOR {
+            measured.add(measure(target, per_round, concurrency).await?);
+        }
+    }
+    let floor_per_sec = floor.per_sec();
+    report(Target::FLOOR, concurrency, rounds, &mut floor, None);
     if target != Target::FLOOR {
-        let measured = measure(target, requests, concurrency).await?;
-        report(target, concurrency, &measured, Some(&floor));
+        report(
+            target,
+            concurrency,
+            rounds,
+            &mut measured,
+            Some(floor_per_sec),
+        );
     }
     Ok(())
 }
 
-fn report(target: Target, concurrency: u64, m: &Measured, floor: Option<&Measured>) {
+fn report(
+    target: Target,
+    concurrency: u64,
+    rounds: u64,
+    m: &mut Measured,
+    floor_per_sec: Option<f64>,
+) {
     let mut line = json!({
         "workload": "a2a",
         "binding": target.name(),
-        "requests": m.requests,
+        "requests": m.latencies.len(),
         "concurrency": concurrency,
+        "rounds": rounds,
         "seconds": m.seconds,
         "requests_per_sec": m.per_sec(),
-        "p50_ms": m.p50_ms,
-        "p99_ms": m.p99_ms,
+        "p50_ms": m.percentile_ms(0.50),
+        "p99_ms": m.percentile_ms(0.99),
         "commits": m.commits,
         "appends": m.appends,
         "peak_rss_bytes": peak_rss_bytes(),
         "durability": "FULL",
     });
-    if let (Some(floor), Some(o)) = (floor, line.as_object_mut()) {
+    if let (Some(floor), Some(o)) = (floor_per_sec, line.as_object_mut()) {
         o.insert("floor".into(), Target::FLOOR.name().into());
-        o.insert("floor_requests_per_sec".into(), floor.per_sec().into());
+        o.insert("floor_requests_per_sec".into(), floor.into());
         o.insert(
             "ratio_to_floor".into(),
-            (m.per_sec() / floor.per_sec().max(1e-9)).into(),
+            (m.per_sec() / floor.max(1e-9)).into(),
         );
     }
     println!("{line}");
@@ -226,19 +266,10 @@ async fn measure(target: Target, requests: u64, concurrency: u64) -> anyhow::Res
     let seconds = started.elapsed().as_secs_f64();
     server.abort();
     engine.halt();
-    latencies.sort();
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .map(|d| d.as_secs_f64() * 1e3)
-            .unwrap_or(0.0)
-    };
     let stats = store.stats();
     Ok(Measured {
-        requests: latencies.len(),
+        latencies,
         seconds,
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
         commits: stats.batches,
         appends: stats.appends,
     })
