@@ -5,7 +5,8 @@
 //! all rounds; the measured binding's line carries its ratio to the floor.
 //!
 //! A binding is one arm of [`Binding`] and one of [`Target::call`]: the request it sends and the
-//! completed task it expects back.
+//! completed task it expects back; a binding with a client of its own (gRPC's channel) adds it to
+//! [`Clients`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,6 +41,13 @@ pub enum Version {
     V1_0,
 }
 
+/// The clients a benchmark's workers share (cheap to clone).
+#[derive(Clone)]
+struct Clients {
+    /// HTTP/1.1 with a connection pool as deep as the clients: JSON-RPC and HTTP+JSON.
+    http: reqwest::Client,
+}
+
 /// One binding and version, and the client that speaks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Target {
@@ -69,10 +77,11 @@ impl Target {
     /// task completed.
     fn call<'a>(
         self,
-        client: &'a reqwest::Client,
+        clients: &'a Clients,
         url: &'a str,
         n: u64,
     ) -> BoxFuture<'a, anyhow::Result<()>> {
+        let client = &clients.http;
         Box::pin(async move {
             // A message id per request: one names one task (a repeated id is a retry).
             let id = format!("ping-{n}");
@@ -238,13 +247,15 @@ async fn measure(target: Target, requests: u64, concurrency: u64) -> anyhow::Res
         engine.clone(),
         crate::server::ServerConfig::new(url.clone()),
     ));
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(concurrency as usize)
-        .build()?;
+    let clients = Clients {
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(concurrency as usize)
+            .build()?,
+    };
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let workers = (0..concurrency).map(|_| {
-        let (client, url, next) = (client.clone(), url.clone(), next.clone());
+        let (clients, url, next) = (clients.clone(), url.clone(), next.clone());
         tokio::spawn(async move {
             let mut latencies = Vec::new();
             loop {
@@ -253,7 +264,7 @@ async fn measure(target: Target, requests: u64, concurrency: u64) -> anyhow::Res
                     break;
                 }
                 let t = Instant::now();
-                target.call(&client, &url, n).await?;
+                target.call(&clients, &url, n).await?;
                 latencies.push(t.elapsed());
             }
             anyhow::Ok(latencies)

@@ -253,6 +253,13 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     config.extended_card = extended_card;
     config.card_signer = card_signer;
     args.limits(&mut config);
+    if let Some(signer) = &config.card_signer {
+        tracing::info!(
+            alg = signer.algorithm(),
+            kid = signer.key_id(),
+            "agent cards are signed; the public key is at /.well-known/jwks.json"
+        );
+    }
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
     println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", config.name, skills.join(", "));
     // Memory a burst of clients used goes back to the system once they are gone.
