@@ -314,7 +314,7 @@ async fn official_rust_client_reads_the_card_with_a_token_and_gets_the_extended_
         .expect("security requirements");
     assert_eq!(requirements.len(), 1, "{requirements:?}");
     assert_eq!(card.capabilities.extended_agent_card, Some(true));
-    assert_eq!(card.signatures.as_ref().map(Vec::len), Some(2));
+    assert_eq!(card.signatures.as_ref().map(Vec::len), Some(3));
 
     for binding in ["JSONRPC", "HTTP+JSON"] {
         let factory = |token: Option<&str>| {

@@ -86,7 +86,11 @@ fn run_check(python: String, args: &[&str]) {
 fn official_python_sdk_0_3_reads_the_card_with_a_token_and_gets_the_extended_card() {
     let dir = tempfile::tempdir().unwrap();
     let server = full_server(dir.path());
-    run_check(services::python(), &["0.3", &server.url, TOKEN]);
+    let key = key();
+    run_check(
+        services::python(),
+        &["0.3", &server.url, TOKEN, key.to_str().unwrap()],
+    );
 }
 
 fn official_python_sdk_1_x_reads_the_signed_card_with_a_token_and_gets_the_extended_card() {
@@ -180,11 +184,11 @@ async fn the_extended_card_is_served_to_token_holders_over_every_binding_and_ver
         card.get("protocolVersion").is_none(),
         "1.0 answers carry the 1.0 card: {card}"
     );
-    // Signed twice: per spec 1.0 §8.4.1, and in the form the Python SDK 1.x verifies (it drops the
-    // bearer requirement's empty `{}`).
+    // Signed three times: per spec 1.0 §8.4.1, and in the forms the Python SDKs 1.x (it drops the
+    // bearer requirement's empty `{}`) and 0.3 (its 0.3 reading) verify.
     assert_eq!(
         card["signatures"].as_array().map(Vec::len),
-        Some(2),
+        Some(3),
         "{card}"
     );
 
@@ -246,7 +250,11 @@ async fn the_public_card_is_signed_and_declares_both_shapes() {
     );
     assert_eq!(card["security"], json!([{"bearer": []}]));
     let signatures = card["signatures"].as_array().expect("signatures");
-    assert_eq!(signatures.len(), 2, "spec form and the Python SDK's form");
+    assert_eq!(
+        signatures.len(),
+        3,
+        "the spec's form and the Python SDKs' 1.x and 0.3 forms"
+    );
     let protected = signatures[0]["protected"].as_str().unwrap();
     let header: Value = serde_json::from_slice(&base64_url(protected)).unwrap();
     assert_eq!(

@@ -3,7 +3,8 @@ its 0.3 compatibility shim), with a bearer token, an extended card and a signed 
 PASSED when every check held.
 
 Usage:
-  python card_check.py 0.3 <base url> <token>         (a server with --token and --extended-card)
+  python card_check.py 0.3 <base url> <token> <pem>   (a server with --token, --extended-card and
+                                                      --card-key <pem>)
   python card_check.py 1.x <base url> <token> <pem>   (the same server, signed with <pem>)
   python card_check.py 1.x-signed <base url> - <pem>  (a server without tokens, signed with <pem>)
 """
@@ -40,8 +41,24 @@ async def v0_3():
         check("0.3: security requires bearer", card.security == [{"bearer": []}], card.security)
         check("0.3: supportsAuthenticatedExtendedCard", card.supports_authenticated_extended_card is True)
         check("0.3: the public card lacks the members-only skill", "members-only" not in [s.id for s in card.skills])
+        # The 0.3 SDK's own signature verifier: it canonicalizes its 0.3 reading of the card, which
+        # one of radkit's signatures covers.
+        from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
+
+        verifier = create_signature_verifier(lambda kid, jku: public_key(), ["ES256"])
+        try:
+            verifier(card)
+            check("0.3: the SDK's signature verifier accepts the card", True)
+        except InvalidSignaturesError as e:
+            check("0.3: the SDK's signature verifier accepts the card", False, repr(e))
+        tampered = card.model_copy(update={"description": "tampered"})
+        try:
+            verifier(tampered)
+            check("0.3: the SDK's verifier refuses a tampered card", False)
+        except InvalidSignaturesError:
+            check("0.3: the SDK's verifier refuses a tampered card", True)
         client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
-        extended = await client.get_card()
+        extended = await client.get_card(signature_verifier=verifier)
         check("0.3: the extended card over agent/getAuthenticatedExtendedCard", "members-only" in [s.id for s in extended.skills], [s.id for s in extended.skills])
         body = {"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard", "params": {}}
         refused = await anonymous.post(BASE + "/", json=body)
@@ -113,7 +130,7 @@ async def v1(signed_only):
         # the bearer requirement dropped), which radkit's second signature covers.
         verifier = create_signature_verifier(lambda kid, jku: public_key(), ["ES256"])
         card = await A2ACardResolver(anonymous, BASE).get_agent_card(signature_verifier=verifier)
-        check("1.x: the SDK's verifier accepts the card of a server with a token", len(card.signatures) == 2, len(card.signatures))
+        check("1.x: the SDK's verifier accepts the card of a server with a token", len(card.signatures) == 3, len(card.signatures))
         scheme = card.security_schemes["bearer"]
         check("1.x: bearer is an httpAuthSecurityScheme", scheme.WhichOneof("scheme") == "http_auth_security_scheme" and scheme.http_auth_security_scheme.scheme == "Bearer", scheme)
         check("1.x: securityRequirements names bearer", [list(r.schemes) for r in card.security_requirements] == [["bearer"]], card.security_requirements)
@@ -128,7 +145,7 @@ async def v1(signed_only):
             extended = await client.get_extended_agent_card(T.GetExtendedAgentCardRequest())
             ids = [s.id for s in extended.skills]
             check(f"{binding}: GetExtendedAgentCard adds the members-only skill", "members-only" in ids, ids)
-            check(f"{binding}: the extended card is signed too", len(extended.signatures) == 2 and isinstance(spec_verify(extended), dict))
+            check(f"{binding}: the extended card is signed too", len(extended.signatures) == 3 and isinstance(spec_verify(extended), dict))
             verifier = create_signature_verifier(lambda kid, jku: public_key(), ["ES256"])
             try:
                 verifier(extended)

@@ -163,18 +163,25 @@ impl CardSigner {
         jwk
     }
 
-    /// `card` with this signer's signature added to its `signatures`: over its canonical payload
-    /// ([`canonical_payload`]) and, when it differs, a second one over the form the official Python
-    /// SDK 1.x verifies ([`python_sdk_payload`]). A verifier accepts a card when one signature
-    /// verifies (spec 1.0 §8.4.3: multiple signatures may be present), so both kinds of verifier
-    /// accept it.
+    /// `card` with this signer's signatures added to its `signatures`: over its canonical payload
+    /// ([`canonical_payload`]), then over the forms the official Python SDKs verify where they
+    /// differ from it and from each other ([`python_sdk_payload`] for 1.x,
+    /// [`python_sdk_0_3_payload`] for 0.3, which reads the card's 0.3 members). A verifier accepts a
+    /// card when one signature verifies (spec 1.0 §8.4.3: multiple signatures may be present), so
+    /// every kind of verifier accepts it.
     pub fn sign(&self, mut card: AgentCard) -> Result<AgentCard, SigningError> {
-        let payload = canonical_payload(&card)?;
-        let sdk = python_sdk_payload(&card)?;
-        let signature = self.signature(&payload)?;
-        card.signatures.push(signature);
-        if sdk != payload {
-            let signature = self.signature(&sdk)?;
+        let mut payloads: Vec<Vec<u8>> = Vec::with_capacity(3);
+        for payload in [
+            canonical_payload(&card)?,
+            python_sdk_payload(&card)?,
+            python_sdk_0_3_payload(&card)?,
+        ] {
+            if !payloads.contains(&payload) {
+                payloads.push(payload);
+            }
+        }
+        for payload in payloads {
+            let signature = self.signature(&payload)?;
             card.signatures.push(signature);
         }
         Ok(card)
@@ -239,6 +246,163 @@ pub fn python_sdk_payload(card: &AgentCard) -> Result<Vec<u8>, SigningError> {
         o.remove("signatures");
     }
     canonical_json(&clean_empty(value).unwrap_or(Value::Object(Default::default())))
+}
+
+/// The bytes the official Python SDK 0.3 verifies a card's signatures against
+/// (`a2a.utils.helpers.canonicalize_agent_card`): the card as its 0.3 models read the served
+/// document (`model::served_json`: only the members they know, those equal to the models' defaults
+/// left out, `preferredTransport: JSONRPC` and `protocolVersion: 0.3.0` among them), every empty
+/// string, list and object removed, keys sorted, no whitespace and every non-ASCII character as a
+/// `\uXXXX` escape (Python's `json.dumps`).
+pub fn python_sdk_0_3_payload(card: &AgentCard) -> Result<Vec<u8>, SigningError> {
+    let mut card = card.clone();
+    card.signatures.clear();
+    let view = v0_3_view(&super::card::served_json(&card));
+    let cleaned = clean_empty(view).unwrap_or(Value::Object(Default::default()));
+    let text = String::from_utf8(canonical_json(&cleaned)?)
+        .map_err(|e| SigningError::Canonical(e.to_string()))?;
+    let mut ascii = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            ascii.push(c);
+        } else {
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                ascii.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    Ok(ascii.into_bytes())
+}
+
+/// The members of `value` named in `keys`.
+fn pick(value: &Value, keys: &[&str]) -> serde_json::Map<String, Value> {
+    keys.iter()
+        .filter_map(|k| value.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+        .collect()
+}
+
+/// Each element of the list `value[key]` through `f`, if it is a list.
+fn each(map: &mut serde_json::Map<String, Value>, key: &str, f: impl Fn(&Value) -> Value) {
+    if let Some(Value::Array(items)) = map.get(key) {
+        let items = items.iter().map(f).collect();
+        map.insert(key.to_owned(), Value::Array(items));
+    }
+}
+
+/// The served document as the 0.3 SDK's pydantic models dump it (`exclude_defaults`).
+fn v0_3_view(doc: &Value) -> Value {
+    let mut card = pick(
+        doc,
+        &[
+            "additionalInterfaces",
+            "capabilities",
+            "defaultInputModes",
+            "defaultOutputModes",
+            "description",
+            "documentationUrl",
+            "iconUrl",
+            "name",
+            "preferredTransport",
+            "protocolVersion",
+            "provider",
+            "security",
+            "securitySchemes",
+            "skills",
+            "supportsAuthenticatedExtendedCard",
+            "url",
+            "version",
+        ],
+    );
+    for (key, default) in [
+        ("preferredTransport", "JSONRPC"),
+        ("protocolVersion", "0.3.0"),
+    ] {
+        if card.get(key).and_then(Value::as_str) == Some(default) {
+            card.remove(key);
+        }
+    }
+    if let Some(caps) = card.get("capabilities") {
+        let mut caps = pick(
+            caps,
+            &[
+                "extensions",
+                "pushNotifications",
+                "stateTransitionHistory",
+                "streaming",
+            ],
+        );
+        each(&mut caps, "extensions", |e| {
+            pick(e, &["description", "params", "required", "uri"]).into()
+        });
+        card.insert("capabilities".into(), caps.into());
+    }
+    each(&mut card, "skills", |s| {
+        pick(
+            s,
+            &[
+                "description",
+                "examples",
+                "id",
+                "inputModes",
+                "name",
+                "outputModes",
+                "security",
+                "tags",
+            ],
+        )
+        .into()
+    });
+    each(&mut card, "additionalInterfaces", |i| {
+        pick(i, &["transport", "url"]).into()
+    });
+    if let Some(provider) = card.get("provider") {
+        let provider = pick(provider, &["organization", "url"]);
+        card.insert("provider".into(), provider.into());
+    }
+    if let Some(Value::Object(schemes)) = card.get("securitySchemes") {
+        let schemes: serde_json::Map<String, Value> = schemes
+            .iter()
+            .map(|(name, scheme)| (name.clone(), v0_3_scheme_view(scheme)))
+            .collect();
+        card.insert("securitySchemes".into(), schemes.into());
+    }
+    Value::Object(card)
+}
+
+/// A security scheme as the 0.3 model of its `type` dumps it (`type` itself is the default).
+fn v0_3_scheme_view(scheme: &Value) -> Value {
+    let keys: &[&str] = match scheme.get("type").and_then(Value::as_str) {
+        Some("apiKey") => &["description", "in", "name"],
+        Some("http") => &["bearerFormat", "description", "scheme"],
+        Some("oauth2") => &["description", "flows", "oauth2MetadataUrl"],
+        Some("openIdConnect") => &["description", "openIdConnectUrl"],
+        _ => &["description"],
+    };
+    let mut fields = pick(scheme, keys);
+    if let Some(flows) = fields.get("flows") {
+        let mut kept = serde_json::Map::new();
+        for (flow, keys) in [
+            (
+                "authorizationCode",
+                &["authorizationUrl", "refreshUrl", "scopes", "tokenUrl"][..],
+            ),
+            (
+                "clientCredentials",
+                &["refreshUrl", "scopes", "tokenUrl"][..],
+            ),
+            (
+                "implicit",
+                &["authorizationUrl", "refreshUrl", "scopes"][..],
+            ),
+            ("password", &["refreshUrl", "scopes", "tokenUrl"][..]),
+        ] {
+            if let Some(f) = flows.get(flow) {
+                kept.insert(flow.to_owned(), pick(f, keys).into());
+            }
+        }
+        fields.insert("flows".into(), kept.into());
+    }
+    Value::Object(fields)
 }
 
 /// `value` without empty strings, lists and objects (what is left empty by their removal too);

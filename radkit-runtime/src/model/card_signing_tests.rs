@@ -202,7 +202,7 @@ fn a_changed_card_or_signature_no_longer_verifies() {
     );
     // Adding signatures does not change what the first ones signed.
     let twice = signer.sign(signed.clone()).unwrap();
-    assert_eq!(twice.signatures.len(), 4);
+    assert_eq!(twice.signatures.len(), 2 * signed.signatures.len());
     assert_eq!(
         canonical_payload(&twice).unwrap(),
         canonical_payload(&signed).unwrap()
@@ -242,9 +242,10 @@ fn keys_that_are_not_pkcs8_or_not_supported_are_clear_errors() {
 #[test]
 fn a_second_signature_covers_the_form_the_python_sdk_verifies_when_it_differs() {
     let signer = CardSigner::from_pem(ES256).unwrap();
-    // `card()` has an empty required list (`tags`): the SDK's form differs.
+    // `card()` has an empty required list (`tags`): the 1.x SDK's form differs (and the 0.3 SDK's,
+    // a third signature, always does).
     let signed = signer.sign(card()).unwrap();
-    assert_eq!(signed.signatures.len(), 2);
+    assert_eq!(signed.signatures.len(), 3);
     let sdk = python_sdk_payload(&signed).unwrap();
     let text = String::from_utf8(sdk.clone()).unwrap();
     assert!(!text.contains("tags"), "empty lists are dropped: {text}");
@@ -255,14 +256,18 @@ fn a_second_signature_covers_the_form_the_python_sdk_verifies_when_it_differs() 
     verify_with(&signer, &signed, 1, &sdk).expect("the second signature covers the SDK's form");
     assert!(verify_with(&signer, &signed, 1, &canonical_payload(&signed).unwrap()).is_err());
 
-    // A card with nothing empty: one signature, both forms being the same bytes.
+    // A card with nothing empty: no signature for the 1.x form, the same bytes as the spec's.
     let mut plain = card();
     plain.skills[0].tags = vec!["t".into()];
     assert_eq!(
         python_sdk_payload(&plain).unwrap(),
         canonical_payload(&plain).unwrap()
     );
-    assert_eq!(signer.sign(plain).unwrap().signatures.len(), 1);
+    assert_eq!(
+        signer.sign(plain).unwrap().signatures.len(),
+        2,
+        "the spec's form and the 0.3 SDK's"
+    );
 
     // The bearer requirement without scopes: kept by §8.4.1, dropped by the SDK.
     let mut bearer = card();
@@ -276,4 +281,35 @@ fn a_second_signature_covers_the_form_the_python_sdk_verifies_when_it_differs() 
         "{spec}"
     );
     assert!(!sdk.contains("securityRequirements"), "{sdk}");
+}
+
+#[test]
+fn the_0_3_form_is_the_card_as_the_0_3_sdk_models_dump_it() {
+    let mut card = card();
+    card.skills[0].tags = vec!["t".into()];
+    card.security_schemes = [(
+        "bearer".to_owned(),
+        crate::model::v1::SecurityScheme::HttpAuth(crate::model::v1::HttpAuthSecurityScheme {
+            description: String::new(),
+            scheme: "Bearer".into(),
+            bearer_format: String::new(),
+        }),
+    )]
+    .into();
+    let text = String::from_utf8(python_sdk_0_3_payload(&card).unwrap()).unwrap();
+    // Pinned byte for byte: what `canonicalize_agent_card` of a2a-sdk 0.3 gives for this card (its
+    // defaults `protocolVersion` 0.3.0, `preferredTransport` JSONRPC and each scheme's `type` left
+    // out; 1.0-only members unknown to its models; non-ASCII escaped).
+    assert_eq!(
+        text,
+        r#"{"capabilities":{"pushNotifications":false,"streaming":true},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"description":"Pr\u00fcft Karten \u20ac","name":"Example Agent","securitySchemes":{"bearer":{"scheme":"Bearer"}},"skills":[{"description":"echoes","id":"echo","name":"Echo","tags":["t"]}],"url":"http://127.0.0.1:1/","version":"1.0.0"}"#
+    );
+    let signer = CardSigner::from_pem(ES256).unwrap();
+    let signed = signer.sign(card).unwrap();
+    assert_eq!(
+        signed.signatures.len(),
+        2,
+        "the 1.x form is the spec's here"
+    );
+    verify_with(&signer, &signed, 1, text.as_bytes()).expect("the 0.3 form is signed");
 }

@@ -15,7 +15,8 @@ pub mod v1;
 
 pub use card::{served_json, AgentCapabilities, AgentCard, AgentSkill, SecurityScheme};
 pub use card_signing::{
-    canonical_json, canonical_payload, python_sdk_payload, CardSigner, SigningError,
+    canonical_json, canonical_payload, python_sdk_0_3_payload, python_sdk_payload, CardSigner,
+    SigningError,
 };
 pub use content::Content;
 pub use extended_card::{ExtendedCard, ExtendedCardError};
