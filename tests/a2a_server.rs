@@ -159,7 +159,7 @@ async fn a_task_is_visible_only_to_the_principal_that_created_it() {
             .unwrap()
     })
     .await;
-    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
+    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "Bearer");
     assert_eq!(
         card["url"].as_str().unwrap().trim_end_matches('/'),
         server.url

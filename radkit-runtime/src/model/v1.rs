@@ -894,7 +894,11 @@ pub struct StringList {
 }
 
 /// A security scheme (`lf.a2a.v1.SecurityScheme`): the `scheme` oneof, after OpenAPI 3.2.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Read from an object with exactly one of the oneof's members; other members are ignored, as
+/// ProtoJSON readers ignore unknown fields: cards served for both versions (the official SDKs',
+/// radkit's) put the 0.3 `type` and fields beside the 1.0 member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum SecurityScheme {
     /// `apiKeySecurityScheme`.
     #[serde(rename = "apiKeySecurityScheme")]
@@ -911,6 +915,43 @@ pub enum SecurityScheme {
     /// `mtlsSecurityScheme`.
     #[serde(rename = "mtlsSecurityScheme")]
     MutualTls(MutualTlsSecurityScheme),
+}
+
+impl<'de> Deserialize<'de> for SecurityScheme {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        const MEMBERS: [&str; 5] = [
+            "apiKeySecurityScheme",
+            "httpAuthSecurityScheme",
+            "oauth2SecurityScheme",
+            "openIdConnectSecurityScheme",
+            "mtlsSecurityScheme",
+        ];
+        let mut object = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let mut set = MEMBERS.iter().filter(|m| object.contains_key(**m));
+        let (Some(member), None) = (set.next(), set.next()) else {
+            return Err(D::Error::custom(format!(
+                "a SecurityScheme sets exactly one of {}",
+                MEMBERS.join(", ")
+            )));
+        };
+        let value = object.remove(*member).unwrap_or(Value::Null);
+        let e = |e: serde_json::Error| D::Error::custom(format!("`{member}`: {e}"));
+        Ok(match *member {
+            "apiKeySecurityScheme" => {
+                SecurityScheme::ApiKey(serde_json::from_value(value).map_err(e)?)
+            }
+            "httpAuthSecurityScheme" => {
+                SecurityScheme::HttpAuth(serde_json::from_value(value).map_err(e)?)
+            }
+            "oauth2SecurityScheme" => {
+                SecurityScheme::OAuth2(serde_json::from_value(value).map_err(e)?)
+            }
+            "openIdConnectSecurityScheme" => {
+                SecurityScheme::OpenIdConnect(serde_json::from_value(value).map_err(e)?)
+            }
+            _ => SecurityScheme::MutualTls(serde_json::from_value(value).map_err(e)?),
+        })
+    }
 }
 
 /// API key authentication (`lf.a2a.v1.APIKeySecurityScheme`).
@@ -2237,6 +2278,62 @@ mod tests {
             "httpAuthSecurityScheme": {"scheme": "Bearer"}
         }))
         .is_err());
+    }
+
+    #[test]
+    fn types_only_seen_inside_others_golden() {
+        // §4.1.7 Artifact and §4.1.2 TaskStatus with every field; §4.3 SendMessageConfiguration
+        // with every field (historyLength 0 is set, not absent: the proto field is `optional`).
+        golden::<Artifact>(json!({
+            "artifactId": "a1",
+            "name": "answer.txt",
+            "description": "the answer",
+            "parts": [{"text": "42"}],
+            "metadata": {"k": 1},
+            "extensions": ["https://example.com/ext/v1"]
+        }));
+        golden::<TaskStatus>(json!({
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "Your answer?"}]},
+            "timestamp": "2025-10-28T10:30:00Z"
+        }));
+        golden::<SendMessageConfiguration>(json!({
+            "acceptedOutputModes": ["text/plain"],
+            "taskPushNotificationConfig": {"url": "https://example.com/hook", "token": "t"},
+            "historyLength": 0,
+            "returnImmediately": true
+        }));
+        // §4.5 SecurityRequirement: scheme name to StringList; an empty list is `{}`.
+        golden::<SecurityRequirement>(
+            json!({"schemes": {"oauth": {"list": ["read", "write"]}, "key": {}}}),
+        );
+        golden::<StringList>(json!({"list": ["a"]}));
+        golden::<AgentExtension>(json!({"uri": "https://example.com/ext/v1"}));
+    }
+
+    #[test]
+    fn a_security_scheme_with_0_3_members_beside_its_oneof_reads_as_the_oneof() {
+        // What cards served for both versions hold (the official Python SDK's, radkit's).
+        let scheme = read::<SecurityScheme>(json!({
+            "httpAuthSecurityScheme": {"scheme": "Bearer"},
+            "type": "http",
+            "scheme": "Bearer"
+        }))
+        .unwrap();
+        assert_eq!(
+            scheme,
+            SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
+                description: String::new(),
+                scheme: "Bearer".into(),
+                bearer_format: String::new()
+            })
+        );
+        // A 0.3 scheme alone has no 1.0 member: refused, naming the members.
+        let e = read::<SecurityScheme>(json!({"type": "http", "scheme": "bearer"})).unwrap_err();
+        assert!(e.contains("httpAuthSecurityScheme"), "{e}");
+        let e =
+            read::<SecurityScheme>(json!({"mtlsSecurityScheme": {"description": 5}})).unwrap_err();
+        assert!(e.contains("`mtlsSecurityScheme`"), "{e}");
     }
 
     // ---- Conversions to and from the 0.3 model ----

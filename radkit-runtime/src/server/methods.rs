@@ -146,10 +146,9 @@ pub(crate) async fn dispatch(
             codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "push notifications are not supported; use message/stream or tasks/resubscribe",
         )),
-        "agent/getAuthenticatedExtendedCard" => Err(RpcError::new(
-            codes::EXTENDED_CARD_NOT_CONFIGURED,
-            "this agent has no authenticated extended card",
-        )),
+        "agent/getAuthenticatedExtendedCard" => {
+            super::card::extended_card_v0_3(&state, &caller).map(|card| jsonrpc::ok(&id, card))
+        }
         other => Err(super::methods_v1::needs_version(other).unwrap_or_else(|| {
             RpcError::new(
                 codes::METHOD_NOT_FOUND,

@@ -112,12 +112,10 @@ pub(crate) async fn dispatch(
             codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "push notifications are not supported; use SendStreamingMessage or SubscribeToTask",
         )),
-        // 1.0: an agent whose card declares no extended card answers UnsupportedOperation (-32007
-        // is for one that declares it but has none configured).
-        "GetExtendedAgentCard" => Err(RpcError::new(
-            codes::UNSUPPORTED_OPERATION,
-            "this agent declares no extended agent card (capabilities.extendedAgentCard is false)",
-        )),
+        "GetExtendedAgentCard" => match decode_params::<v1::GetExtendedAgentCardRequest>(params) {
+            Ok(_) => super::card::extended_card_v1(&state, &caller).and_then(super::card::to_json),
+            Err(e) => Err(e),
+        },
         other => Err(RpcError::new(
             codes::METHOD_NOT_FOUND,
             match RENAMED.iter().find(|(old, _)| *old == other) {

@@ -38,8 +38,9 @@ pub(crate) struct AppState {
     pub tokens: auth::Tokens,
     /// The streams open for each caller, within `config.max_streams_per_principal`.
     pub streams: Arc<stream::Slots>,
-    /// The agent card as served, with its validators (built once: the card changes only with the
-    /// server's configuration).
+    /// The public and extended agent cards, built and signed once.
+    pub cards: card::Cards,
+    /// The public card as an HTTP resource: its body and cache validators.
     pub card: card_http::CardDocument,
 }
 
@@ -48,19 +49,22 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
     let streams = Arc::new(stream::Slots::new(config.max_streams_per_principal));
-    let card = card_http::CardDocument::new(&card::agent_card(&engine.skills(), &config));
+    let cards = card::Cards::new(&engine.skills(), &config);
+    let card = card_http::CardDocument::new(cards.public());
     let state = Arc::new(AppState {
         engine,
         config,
         tokens,
         streams,
         card,
+        cards,
     });
     Router::new()
         .route("/", post(rpc))
         .merge(rest::routes())
         .route("/.well-known/agent-card.json", get(agent_card))
         .route("/.well-known/agent.json", get(agent_card))
+        .route("/.well-known/jwks.json", get(jwks))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -85,6 +89,15 @@ pub async fn serve(
 
 async fn agent_card(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     state.card.respond(&headers)
+}
+
+/// The key that signs the cards, for verifiers that fetch it (`--card-jwks-url` names this URL in
+/// the signatures' `jku`); 404 when cards are not signed.
+async fn jwks(State(state): State<Arc<AppState>>) -> Response {
+    match state.cards.jwks() {
+        Some(jwks) => Json(jwks).into_response(),
+        None => (StatusCode::NOT_FOUND, "the agent cards are not signed").into_response(),
+    }
 }
 
 async fn rpc(

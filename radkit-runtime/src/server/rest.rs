@@ -428,11 +428,16 @@ async fn extended_card(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(refused) = admit(&state, &headers, &query) {
-        return refused.into_response();
-    }
-    error_response(RpcError::new(
-        codes::UNSUPPORTED_OPERATION,
-        "this agent declares no extended agent card (capabilities.extendedAgentCard is false)",
-    ))
+    let caller = match admit(&state, &headers, &query) {
+        Ok(caller) => caller,
+        Err(refused) => return refused.into_response(),
+    };
+    let answer = super::card::extended_card_v1(&state, &caller).and_then(super::card::to_json);
+    let mut response = reply(answer);
+    // Spec 1.0 §13.3: a card for this caller, not for shared caches.
+    response.headers_mut().insert(
+        "cache-control",
+        HeaderValue::from_static("private, no-cache"),
+    );
+    response
 }
