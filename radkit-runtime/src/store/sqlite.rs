@@ -120,7 +120,23 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX artifacts_by_id ON artifacts(tid, artifact_id);",
     // 6: tasks newest status first (`Store::list_views`, A2A 1.0 `ListTasks`).
     "CREATE INDEX tasks_by_status_time ON tasks(status_at_ms DESC, id DESC);",
+    // 7: push-notification configs beside their task, each with its delivery cursor (the seq of
+    // the last update its webhook acknowledged), its retry schedule and its sender's lease
+    // (`store::push`).
+    "CREATE TABLE push_configs (
+        tid INTEGER NOT NULL,
+        config_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        delivered_seq INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at_ms INTEGER NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_until_ms INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (tid, config_id)
+     ) WITHOUT ROWID;",
 ];
+
+mod push;
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).
 const VIEW_MIGRATION: usize = 5;
@@ -810,6 +826,10 @@ impl Store for SqliteStore {
             )
         })
         .await
+    }
+
+    fn push(&self) -> Option<&dyn super::PushStore> {
+        Some(self)
     }
 
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
