@@ -227,6 +227,11 @@ impl PushStore for MemoryStore {
         config: &PushConfig,
         delivered_seq: u64,
     ) -> Result<(), StoreError> {
+        if !self.lock().contains_key(task_id) {
+            return Err(StoreError::UnknownTask {
+                task_id: task_id.to_owned(),
+            });
+        }
         let key = (task_id.to_owned(), config.id.clone());
         let mut pushes = self.pushes();
         match pushes.get_mut(&key) {
@@ -272,11 +277,7 @@ impl PushStore for MemoryStore {
             .collect())
     }
 
-    async fn delete_push_config(
-        &self,
-        task_id: &str,
-        config_id: &str,
-    ) -> Result<bool, StoreError> {
+    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
         let key = (task_id.to_owned(), config_id.to_owned());
         Ok(self.pushes().remove(&key).is_some())
     }

@@ -95,8 +95,7 @@ pub trait PushStore: Send + Sync {
     ) -> Result<Vec<PushConfig>, StoreError>;
 
     /// Delete a config; `false` when there was none.
-    async fn delete_push_config(&self, task_id: &str, config_id: &str)
-        -> Result<bool, StoreError>;
+    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError>;
 
     /// Claim at most `limit` configs whose task has records after their cursor, whose next attempt
     /// is due at `now_ms`, and whose lease is free or expired (any lease when `exclusive`: this

@@ -73,11 +73,7 @@ impl PushStore for PostgresStore {
             .collect()
     }
 
-    async fn delete_push_config(
-        &self,
-        task_id: &str,
-        config_id: &str,
-    ) -> Result<bool, StoreError> {
+    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
         let n = self
             .exec(
                 "DELETE FROM radkit_push_configs WHERE config_id = $2

@@ -105,11 +105,7 @@ impl PushStore for SqliteStore {
         .await
     }
 
-    async fn delete_push_config(
-        &self,
-        task_id: &str,
-        config_id: &str,
-    ) -> Result<bool, StoreError> {
+    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
         let (task_id, id) = (task_id.to_owned(), config_id.to_owned());
         self.read(move |conn| {
             let n = conn
