@@ -299,7 +299,9 @@ impl PushStore for MemoryStore {
                     .get(task)
                     .is_some_and(|t| t.row.last_seq > p.delivered_seq)
                     && p.next_at_ms <= now_ms
-                    && (exclusive || p.owner.is_none() || p.lease_until_ms < now_ms)
+                    && (p.owner.is_none()
+                        || p.lease_until_ms < now_ms
+                        || (exclusive && p.owner.as_deref() != Some(owner)))
             })
             .collect();
         due.sort_by_key(|(_, p)| p.next_at_ms);

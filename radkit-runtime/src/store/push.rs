@@ -98,8 +98,9 @@ pub trait PushStore: Send + Sync {
     async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError>;
 
     /// Claim at most `limit` configs whose task has records after their cursor, whose next attempt
-    /// is due at `now_ms`, and whose lease is free or expired (any lease when `exclusive`: this
-    /// engine is the store's only user, so a lease left by an earlier process is void); each is
+    /// is due at `now_ms`, and whose lease is free or expired (or held by another owner when
+    /// `exclusive`: this engine is the store's only user, so a lease left by an earlier process is
+    /// void; its own leases still keep a config it is delivering from being claimed twice); each is
     /// leased to `owner` until `now_ms + lease_ms`.
     async fn claim_push(
         &self,

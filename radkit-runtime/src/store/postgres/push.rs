@@ -102,7 +102,8 @@ impl PushStore for PostgresStore {
                     SELECT q.tid, q.config_id FROM radkit_push_configs q
                     JOIN radkit_tasks u ON u.tid = q.tid
                     WHERE q.delivered_seq < u.last_seq AND q.next_at_ms <= $3
-                      AND ($5 OR q.lease_owner IS NULL OR q.lease_until_ms < $3)
+                      AND (q.lease_owner IS NULL OR q.lease_until_ms < $3
+                           OR ($5 AND q.lease_owner <> $1))
                     ORDER BY q.next_at_ms LIMIT $4
                     FOR UPDATE OF q SKIP LOCKED)
                  RETURNING t.id, p.body, p.delivered_seq, p.attempts",

@@ -135,12 +135,13 @@ impl PushStore for SqliteStore {
                     "SELECT t.id, p.tid, p.config_id, p.body, p.delivered_seq, p.attempts
                      FROM push_configs p JOIN tasks t ON t.tid = p.tid
                      WHERE p.next_at_ms <= ?1
-                       AND (?3 OR p.lease_owner IS NULL OR p.lease_until_ms < ?1)
+                       AND (p.lease_owner IS NULL OR p.lease_until_ms < ?1
+                            OR (?3 AND p.lease_owner <> ?4))
                        AND p.delivered_seq < COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j
                             WHERE j.tid = p.tid ORDER BY seq DESC LIMIT 1), 0)
                      ORDER BY p.next_at_ms LIMIT ?2",
                 )?;
-                let mut rows = stmt.query(params![now_ms, limit, exclusive])?;
+                let mut rows = stmt.query(params![now_ms, limit, exclusive, owner])?;
                 let mut claims = Vec::new();
                 while let Some(row) = rows.next()? {
                     let task_id: String = get(row, "id")?;
