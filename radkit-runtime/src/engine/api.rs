@@ -293,7 +293,11 @@ impl Engine {
 
     /// The task's row, if `caller` may see it (a task it may not see is not found, as one that does
     /// not exist).
-    async fn visible(&self, caller: &Caller, task_id: &str) -> Result<TaskRecord, EngineError> {
+    pub(super) async fn visible(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+    ) -> Result<TaskRecord, EngineError> {
         match self.inner.store.task(task_id).await? {
             Some(t) if caller.can_see(t.principal.as_deref()) => Ok(t),
             _ => Err(EngineError::TaskNotFound(task_id.to_string())),
@@ -618,6 +622,7 @@ impl Engine {
     /// timers). Tasks that were working are loaded now. Returns how many were taken in hand (resumed
     /// or given an alarm).
     pub async fn recover(&self) -> Result<usize, EngineError> {
+        self.start_push();
         if self.inner.shared() {
             self.inner.start_worker();
             return Ok(0);

@@ -15,6 +15,7 @@ mod invoke;
 mod live;
 mod perform;
 pub mod projection;
+pub mod push;
 mod replay;
 mod request;
 mod run;
@@ -31,6 +32,7 @@ pub use error::EngineError;
 pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision, PermissionMode};
 pub use projection::{a2a_task, stream_event, StreamEvent};
+pub use push::{PushSettings, TargetError};
 pub use request::{Caller, Request};
 pub use subscription::{Snapshot, Subscription, Update};
 
@@ -55,6 +57,8 @@ pub(crate) struct Inner {
     reloads: runner::Reloads,
     /// Differences between live and stored folds (`EngineConfig::check_fold`).
     divergences: Arc<Mutex<Vec<String>>>,
+    /// The push-notification sender (`push`).
+    pusher: push::Pusher,
 }
 
 /// The durable engine. Cheap to clone.

@@ -60,7 +60,8 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         version: config.version.clone(),
         capabilities: AgentCapabilities {
             streaming: Some(true),
-            push_notifications: Some(false),
+            // Every store of the crate keeps push configs; the server says so per engine.
+            push_notifications: Some(true),
             state_transition_history: Some(false),
             extended_agent_card: Some(false),
         },

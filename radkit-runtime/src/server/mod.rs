@@ -9,6 +9,7 @@ mod errors;
 mod jsonrpc;
 mod methods;
 mod methods_v1;
+mod push;
 mod rest;
 mod stream;
 mod version;
@@ -77,7 +78,9 @@ pub async fn serve(
 }
 
 async fn agent_card(State(state): State<Arc<AppState>>) -> Json<crate::model::AgentCard> {
-    Json(card::agent_card(&state.engine.skills(), &state.config))
+    let mut card = card::agent_card(&state.engine.skills(), &state.config);
+    card.capabilities.push_notifications = Some(state.engine.supports_push());
+    Json(card)
 }
 
 async fn rpc(
