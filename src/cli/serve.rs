@@ -59,6 +59,11 @@ pub struct Args {
     /// (default: the program's choice; the `radkit` demo's is `research_loop_v2`).
     #[arg(long, value_name = "ID")]
     pub default_skill: Option<String>,
+    /// Let push-notification webhooks point at private, loopback and link-local addresses
+    /// (refused by default: an agent must not be turned against its own network). For tests and
+    /// trusted networks.
+    #[arg(long, env = "RADKIT_PUSH_ALLOW_PRIVATE")]
+    pub push_allow_private: bool,
     /// Lease settings (Postgres only).
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
@@ -176,7 +181,8 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     let builder = match &args.default_skill {
         Some(id) => builder.default_skill(id.clone()),
         None => builder,
-    };
+    }
+    .push_allow_private(args.push_allow_private);
     let engine: Engine = with_models(builder, &args.llm)?.start().await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await

@@ -265,7 +265,7 @@ pub(crate) async fn dispatch_v03(
             let task_id = TaskId::from(request.task_id);
             let config = request
                 .push_notification_config
-                .into_config(&task_id.to_string())?;
+                .into_config(task_id.as_ref())?;
             let stored = engine
                 .set_push_config(caller, &task_id, config, None)
                 .await
@@ -278,10 +278,7 @@ pub(crate) async fn dispatch_v03(
             let config = match request.push_notification_config_id {
                 Some(id) => engine.push_config(caller, &task_id, &id).await,
                 // No id: the task's default config (id = task id), else its first.
-                None => match engine
-                    .push_config(caller, &task_id, &task_id.to_string())
-                    .await
-                {
+                None => match engine.push_config(caller, &task_id, task_id.as_ref()).await {
                     Err(crate::engine::EngineError::PushConfigNotFound { .. }) => engine
                         .push_configs(caller, &task_id, None, 1)
                         .await

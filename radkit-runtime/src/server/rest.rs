@@ -505,22 +505,21 @@ async fn tasks_delete(
         Ok(caller) => caller,
         Err(refused) => return refused.into_response(),
     };
-    match split_task_path(&rest) {
-        (id, tail) => match push_path(tail) {
-            Some(Some(config_id)) => {
-                let request = v1::DeleteTaskPushNotificationConfigRequest {
-                    tenant: String::new(),
-                    task_id: id.to_owned(),
-                    id: config_id.to_owned(),
-                };
-                reply(
-                    super::push::delete(&state, &caller, request)
-                        .await
-                        .map(|()| json!({})),
-                )
-            }
-            _ => no_such_path(&rest),
-        },
+    let (id, tail) = split_task_path(&rest);
+    match push_path(tail) {
+        Some(Some(config_id)) => {
+            let request = v1::DeleteTaskPushNotificationConfigRequest {
+                tenant: String::new(),
+                task_id: id.to_owned(),
+                id: config_id.to_owned(),
+            };
+            reply(
+                super::push::delete(&state, &caller, request)
+                    .await
+                    .map(|()| json!({})),
+            )
+        }
+        _ => no_such_path(&rest),
     }
 }
 

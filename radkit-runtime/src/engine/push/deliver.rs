@@ -316,3 +316,21 @@ async fn post(
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn backoff_doubles_from_the_base_up_to_the_cap() {
+        let settings = PushSettings {
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(60),
+            ..PushSettings::default()
+        };
+        let delays: Vec<u64> = (1..=9).map(|n| backoff(&settings, n).as_secs()).collect();
+        assert_eq!(delays, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(backoff(&settings, u32::MAX), Duration::from_secs(60));
+    }
+}
