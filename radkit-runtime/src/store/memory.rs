@@ -28,6 +28,7 @@ struct MemPush {
     next_at_ms: i64,
     owner: Option<String>,
     lease_until_ms: i64,
+    finished: bool,
 }
 
 /// Push configs by (task, config id).
@@ -246,6 +247,7 @@ impl PushStore for MemoryStore {
                         next_at_ms: 0,
                         owner: None,
                         lease_until_ms: 0,
+                        finished: false,
                     },
                 );
             }
@@ -295,9 +297,10 @@ impl PushStore for MemoryStore {
         let mut due: Vec<(&(String, String), &mut MemPush)> = pushes
             .iter_mut()
             .filter(|((task, _), p)| {
-                tasks
-                    .get(task)
-                    .is_some_and(|t| t.row.last_seq > p.delivered_seq)
+                !p.finished
+                    && tasks
+                        .get(task)
+                        .is_some_and(|t| t.row.last_seq > p.delivered_seq)
                     && p.next_at_ms <= now_ms
                     && (p.owner.is_none()
                         || p.lease_until_ms < now_ms
@@ -327,6 +330,7 @@ impl PushStore for MemoryStore {
         config_id: &str,
         owner: &str,
         seq: u64,
+        finished: bool,
         lease_until_ms: i64,
     ) -> Result<bool, StoreError> {
         let key = (task_id.to_owned(), config_id.to_owned());
@@ -334,6 +338,7 @@ impl PushStore for MemoryStore {
         match pushes.get_mut(&key) {
             Some(p) if p.owner.as_deref() == Some(owner) => {
                 p.delivered_seq = p.delivered_seq.max(seq);
+                p.finished |= finished;
                 p.attempts = 0;
                 p.lease_until_ms = lease_until_ms;
                 Ok(true)

@@ -119,7 +119,8 @@ const MIGRATIONS: &[&str] = &[
     "CREATE INDEX radkit_tasks_by_status_time ON radkit_tasks(status_at_ms DESC, id DESC);",
     // 10: push-notification configs beside their task, each with its delivery cursor (the seq of
     // the last update its webhook acknowledged), its retry schedule and its sender's lease
-    // (`store::push`): several workers claim deliveries with `FOR UPDATE SKIP LOCKED`.
+    // (`store::push`): several workers claim deliveries with `FOR UPDATE SKIP LOCKED`, reading the
+    // configs of tasks not yet finished through a partial index.
     "CREATE TABLE radkit_push_configs (
         tid BIGINT NOT NULL REFERENCES radkit_tasks(tid),
         config_id TEXT NOT NULL,
@@ -129,8 +130,10 @@ const MIGRATIONS: &[&str] = &[
         next_at_ms BIGINT NOT NULL DEFAULT 0,
         lease_owner TEXT,
         lease_until_ms BIGINT NOT NULL DEFAULT 0,
+        finished BOOLEAN NOT NULL DEFAULT FALSE,
         PRIMARY KEY (tid, config_id)
-     );",
+     );
+     CREATE INDEX radkit_push_configs_live ON radkit_push_configs(next_at_ms) WHERE NOT finished;",
 ];
 
 mod push;

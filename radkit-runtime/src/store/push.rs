@@ -112,14 +112,17 @@ pub trait PushStore: Send + Sync {
     ) -> Result<Vec<PushClaim>, StoreError>;
 
     /// The webhook acknowledged the update at `seq`: move the cursor there (never back), clear
-    /// the failures, and extend the lease to `lease_until_ms`. `false` when `owner` no longer holds
-    /// the lease (or the config was deleted): the sender stops.
+    /// the failures, and extend the lease to `lease_until_ms`. With `finished` the update ended the
+    /// task: the config has nothing more to send and claims skip it from now on (an index of
+    /// unfinished configs keeps a claim's cost to the live ones). `false` when `owner` no longer
+    /// holds the lease (or the config was deleted): the sender stops.
     async fn push_delivered(
         &self,
         task_id: &str,
         config_id: &str,
         owner: &str,
         seq: u64,
+        finished: bool,
         lease_until_ms: i64,
     ) -> Result<bool, StoreError>;
 

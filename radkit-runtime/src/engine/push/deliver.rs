@@ -142,6 +142,7 @@ async fn acknowledge(
     push: &dyn PushStore,
     claim: &PushClaim,
     seq: u64,
+    finished: bool,
 ) -> Result<(), Stop> {
     let until = now_ms().saturating_add(millis(inner.config.push.lease));
     match push
@@ -150,6 +151,7 @@ async fn acknowledge(
             &claim.config.id,
             &inner.config.worker_id,
             seq,
+            finished,
             until,
         )
         .await
@@ -178,6 +180,8 @@ async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Resul
         return Err(Stop::Lost);
     };
     let (mut cursor, mut acked, mut progressed) = (claim.delivered_seq, claim.delivered_seq, false);
+    // The task's end: nothing comes after it, so the config is finished once it is acknowledged.
+    let mut ended = false;
     loop {
         let page = inner
             .store
@@ -192,10 +196,8 @@ async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Resul
         };
         for record in page {
             let seq = record.seq;
-            let is_final = matches!(
-                record.entry,
-                Entry::Terminal { .. } | Entry::AwaitingInput { .. }
-            );
+            ended |= matches!(record.entry, Entry::Terminal { .. });
+            let is_final = ended || matches!(record.entry, Entry::AwaitingInput { .. });
             let update = Update { record, is_final };
             let body = projection::stream_event(&task.id, &task.context_id, &update)
                 .and_then(|event| stream_response(&claim.task_id, seq, event));
@@ -206,13 +208,13 @@ async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Resul
                         Stop::Failed { why, .. } => Stop::Failed { why, progressed },
                         other => other,
                     })?;
-                acknowledge(inner, push, claim, seq).await?;
+                acknowledge(inner, push, claim, seq, ended).await?;
                 (acked, progressed) = (seq, true);
             }
         }
         if last > acked {
             // Records that are no update (a step's bookkeeping): the cursor passes them.
-            acknowledge(inner, push, claim, last).await?;
+            acknowledge(inner, push, claim, last, ended).await?;
             acked = last;
         }
         cursor = last;
@@ -252,12 +254,13 @@ async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> R
         }
     };
     let seq = view.record.last_seq;
+    let ended = view.record.state.is_terminal();
     let body = serde_json::to_vec(&projection::a2a_task(view)).map_err(|e| Stop::Failed {
         why: format!("the task does not serialize: {e}"),
         progressed: false,
     })?;
     post(inner, claim, body, "application/json", seq).await?;
-    acknowledge(inner, push, claim, seq).await
+    acknowledge(inner, push, claim, seq, ended).await
 }
 
 /// Post one payload to the claim's webhook with its headers: the journal seq, the task, the

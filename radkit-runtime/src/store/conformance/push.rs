@@ -116,13 +116,13 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     );
     assert!(
         !push
-            .push_delivered(&task, "c2", "a", 1, later)
+            .push_delivered(&task, "c2", "a", 1, false, later)
             .await
             .expect("delivered"),
         "the owner that lost the lease cannot move the cursor"
     );
     assert!(push
-        .push_delivered(&task, "c2", "b", 1, later + 1_000)
+        .push_delivered(&task, "c2", "b", 1, false, later + 1_000)
         .await
         .expect("delivered"));
     push.release_push(&task, "c2", "b", 0, later)
@@ -181,11 +181,11 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
         "an exclusive claimer ignores leases of earlier processes; failures are kept"
     );
     assert!(push
-        .push_delivered(&task, "c1", "d", 3, later)
+        .push_delivered(&task, "c1", "d", 3, false, later)
         .await
         .expect("delivered"));
     assert!(push
-        .push_delivered(&task, "c1", "d", 2, later)
+        .push_delivered(&task, "c1", "d", 2, false, later)
         .await
         .expect("delivered"));
     push.release_push(&task, "c1", "d", 0, later)
@@ -201,6 +201,34 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
         done,
         vec![("c2".to_owned(), 1, 2)],
         "a cursor never moves back"
+    );
+    // c2 reaches the task's end: finished, it is never claimed again, even past new records.
+    assert!(push
+        .push_delivered(&task, "c2", "e", 2, true, later)
+        .await
+        .expect("delivered"));
+    push.release_push(&task, "c2", "e", 0, later)
+        .await
+        .expect("release");
+    let mut tail = Append::new(
+        task.as_str(),
+        4,
+        vec![Entry::StatusChanged {
+            state: TaskState::Completed,
+        }],
+    );
+    tail.state = Some(TaskState::Completed);
+    store.append(tail).await.expect("append");
+    let live = of(
+        &task,
+        push.claim_push("f", later + 240_000, 1_000, 100, true)
+            .await
+            .expect("claim"),
+    );
+    assert_eq!(
+        live,
+        vec![("c1".to_owned(), 3, 0)],
+        "a finished config is not claimed"
     );
 
     assert!(push.delete_push_config(&task, "c1").await.expect("delete"));

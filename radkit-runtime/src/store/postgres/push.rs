@@ -101,7 +101,7 @@ impl PushStore for PostgresStore {
                  WHERE t.tid = p.tid AND (p.tid, p.config_id) IN (
                     SELECT q.tid, q.config_id FROM radkit_push_configs q
                     JOIN radkit_tasks u ON u.tid = q.tid
-                    WHERE q.delivered_seq < u.last_seq AND q.next_at_ms <= $3
+                    WHERE NOT q.finished AND q.delivered_seq < u.last_seq AND q.next_at_ms <= $3
                       AND (q.lease_owner IS NULL OR q.lease_until_ms < $3
                            OR ($5 AND q.lease_owner <> $1))
                     ORDER BY q.next_at_ms LIMIT $4
@@ -131,16 +131,25 @@ impl PushStore for PostgresStore {
         config_id: &str,
         owner: &str,
         seq: u64,
+        finished: bool,
         lease_until_ms: i64,
     ) -> Result<bool, StoreError> {
         let seq = to_sql_int("seq", seq)?;
         let n = self
             .exec(
                 "UPDATE radkit_push_configs
-                 SET delivered_seq = GREATEST(delivered_seq, $4), attempts = 0, lease_until_ms = $5
+                 SET delivered_seq = GREATEST(delivered_seq, $4), attempts = 0, lease_until_ms = $5,
+                     finished = finished OR $6
                  WHERE config_id = $2 AND lease_owner = $3
                    AND tid = (SELECT tid FROM radkit_tasks WHERE id = $1)",
-                &[&task_id, &config_id, &owner, &seq, &lease_until_ms],
+                &[
+                    &task_id,
+                    &config_id,
+                    &owner,
+                    &seq,
+                    &lease_until_ms,
+                    &finished,
+                ],
             )
             .await?;
         Ok(n > 0)

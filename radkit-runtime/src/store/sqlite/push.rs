@@ -9,6 +9,15 @@ use super::{get, SqliteStore};
 use crate::store::push::{config_json, config_of, PushClaim, PushConfig, PushStore};
 use crate::store::{to_sql_int, StoreError};
 
+/// The configs due at `?1` that `?3` may claim (`?2`: exclusive), with their task's id: unfinished,
+/// behind their task's journal, due, and not leased to another sender (unless exclusive).
+const DUE: &str = "SELECT t.id, p.tid, p.config_id, p.body, p.delivered_seq, p.attempts
+     FROM push_configs p JOIN tasks t ON t.tid = p.tid
+     WHERE p.finished = 0 AND p.next_at_ms <= ?1
+       AND (p.lease_owner IS NULL OR p.lease_until_ms < ?1 OR (?2 AND p.lease_owner <> ?3))
+       AND p.delivered_seq < COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j
+            WHERE j.tid = p.tid ORDER BY seq DESC LIMIT 1), 0)";
+
 /// Run `f` in a `BEGIN IMMEDIATE` transaction on `conn` (rolled back on error).
 fn immediate<T>(
     conn: &Connection,
@@ -130,18 +139,18 @@ impl PushStore for SqliteStore {
         let owner = owner.to_owned();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |conn| {
+            // Most polls find nothing: look without the write lock first, so an idle sender never
+            // holds up the journal's writer.
+            let any: bool = conn
+                .prepare_cached(&format!("SELECT EXISTS ({DUE} LIMIT 1)"))?
+                .query_row(params![now_ms, exclusive, owner], |r| r.get(0))?;
+            if !any {
+                return Ok(Vec::new());
+            }
             immediate(conn, |conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT t.id, p.tid, p.config_id, p.body, p.delivered_seq, p.attempts
-                     FROM push_configs p JOIN tasks t ON t.tid = p.tid
-                     WHERE p.next_at_ms <= ?1
-                       AND (p.lease_owner IS NULL OR p.lease_until_ms < ?1
-                            OR (?3 AND p.lease_owner <> ?4))
-                       AND p.delivered_seq < COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j
-                            WHERE j.tid = p.tid ORDER BY seq DESC LIMIT 1), 0)
-                     ORDER BY p.next_at_ms LIMIT ?2",
-                )?;
-                let mut rows = stmt.query(params![now_ms, limit, exclusive, owner])?;
+                let mut stmt =
+                    conn.prepare_cached(&format!("{DUE} ORDER BY p.next_at_ms LIMIT ?4"))?;
+                let mut rows = stmt.query(params![now_ms, exclusive, owner, limit])?;
                 let mut claims = Vec::new();
                 while let Some(row) = rows.next()? {
                     let task_id: String = get(row, "id")?;
@@ -181,6 +190,7 @@ impl PushStore for SqliteStore {
         config_id: &str,
         owner: &str,
         seq: u64,
+        finished: bool,
         lease_until_ms: i64,
     ) -> Result<bool, StoreError> {
         let (task_id, id, owner) = (task_id.to_owned(), config_id.to_owned(), owner.to_owned());
@@ -189,11 +199,11 @@ impl PushStore for SqliteStore {
             let n = conn
                 .prepare_cached(
                     "UPDATE push_configs SET delivered_seq = MAX(delivered_seq, ?4), attempts = 0,
-                        lease_until_ms = ?5
+                        lease_until_ms = ?5, finished = MAX(finished, ?6)
                      WHERE config_id = ?2 AND lease_owner = ?3
                        AND tid = (SELECT tid FROM tasks WHERE id = ?1)",
                 )?
-                .execute(params![task_id, id, owner, seq, lease_until_ms])?;
+                .execute(params![task_id, id, owner, seq, lease_until_ms, finished])?;
             Ok(n > 0)
         })
         .await
