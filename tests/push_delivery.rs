@@ -96,6 +96,25 @@ async fn every_update_reaches_the_webhook_in_seq_order_with_token_and_authentica
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_of_a_task_with_a_webhook_wakes_the_sender_without_its_poll() {
+    let receiver = Receiver::start().await;
+    // A poll that never comes within the test: only wake-ups deliver.
+    let mut never = settings(true);
+    never.poll = std::time::Duration::from_secs(3600);
+    let agent = agent_with(Arc::new(radkit::store::MemoryStore::new()), never, &[]).await;
+    let task = run_task_with_webhook(&agent, &receiver.url).await;
+    let posts = receiver
+        .wait_for("the completed update", |posts| {
+            posts.iter().any(|p| is_status(p, "TASK_STATE_COMPLETED"))
+        })
+        .await;
+    assert_eq!(
+        acknowledged(&posts),
+        update_seqs(&agent.engine, &task).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_webhook_gets_the_same_update_again_until_it_acknowledges() {
     let receiver = Receiver::start().await;
     receiver.fail_next(&[500, 503, 500]);

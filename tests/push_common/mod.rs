@@ -78,10 +78,19 @@ pub async fn agent_on(
     allow_private: bool,
     tokens: &[(&str, &str)],
 ) -> Agent {
+    agent_with(store, settings(allow_private), tokens).await
+}
+
+/// An agent over `store` with push `settings` and bearer `tokens`.
+pub async fn agent_with(
+    store: Arc<dyn Store>,
+    settings: PushSettings,
+    tokens: &[(&str, &str)],
+) -> Agent {
     let engine = Engine::builder_arc(store)
         .without_registered_skills()
         .skill(Ask)
-        .push_settings(settings(allow_private))
+        .push_settings(settings)
         .start()
         .await
         .expect("start the engine");

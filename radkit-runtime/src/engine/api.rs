@@ -260,6 +260,7 @@ impl Engine {
         run.create = Mutex::new(Some(record));
         run.mode = mode;
         run.fold_check = self.inner.fold_check(skill.as_ref());
+        run.push_watch = Some(self.inner.push_watch());
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
         let drive_here =

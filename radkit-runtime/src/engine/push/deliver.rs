@@ -27,6 +27,14 @@ const CLAIMS: usize = 32;
 /// Journal appends read per page.
 const PAGE_APPENDS: usize = 16;
 
+/// How a delivery round ended well.
+enum Done {
+    /// Everything pending was acknowledged; the task goes on.
+    Caught,
+    /// The task's end was acknowledged: nothing more will come.
+    Ended,
+}
+
 /// Why a delivery round stopped before the end.
 enum Stop {
     /// The engine halted (a crash, or a shutdown): leave the lease to expire.
@@ -40,29 +48,33 @@ enum Stop {
 /// Start the sender loop; it ends when the engine is dropped or halts.
 pub(super) fn spawn(inner: &Arc<Inner>) {
     let weak = Arc::downgrade(inner);
-    let wake = inner.pusher.wake.clone();
+    let watch = inner.pusher.watch.clone();
     tokio::spawn(async move {
         loop {
-            let poll = {
+            let (poll, full) = {
                 let Some(inner) = weak.upgrade() else { break };
                 if inner.halted.load(Ordering::SeqCst) {
                     break;
                 }
-                round(&inner).await;
-                inner.config.push.poll
+                let claimed = round(&inner).await;
+                (inner.config.push.poll, claimed == CLAIMS)
             };
+            if full {
+                // More may be due: claim again now.
+                continue;
+            }
             tokio::select! {
-                _ = wake.notified() => {}
+                _ = watch.wake.notified() => {}
                 _ = tokio::time::sleep(poll) => {}
             }
         }
     });
 }
 
-/// Claim what is due and deliver each claim on its own task.
-async fn round(inner: &Arc<Inner>) {
+/// Claim what is due and deliver each claim on its own task; how many were claimed.
+async fn round(inner: &Arc<Inner>) -> usize {
     let Some(push) = inner.store.push() else {
-        return;
+        return 0;
     };
     let lease_ms = millis(inner.config.push.lease);
     let claims = match push
@@ -78,13 +90,17 @@ async fn round(inner: &Arc<Inner>) {
         Ok(claims) => claims,
         Err(e) => {
             tracing::warn!(error = %e, "push deliveries could not be claimed; retrying");
-            return;
+            return 0;
         }
     };
+    let claimed = claims.len();
     for claim in claims {
+        // Claimed here: its task's commits here wake the sender.
+        inner.pusher.watch.watch(&claim.task_id);
         let inner = inner.clone();
         tokio::spawn(async move { deliver(&inner, claim).await });
     }
+    claimed
 }
 
 fn millis(d: std::time::Duration) -> i64 {
@@ -108,8 +124,17 @@ async fn deliver(inner: &Arc<Inner>, claim: PushClaim) {
         PushFormat::V1_0 => events(inner, push, &claim).await,
         PushFormat::V0_3 => whole_task(inner, push, &claim).await,
     };
+    let mut again = false;
     let (attempts, next_at) = match outcome {
-        Ok(()) => (0, now_ms()),
+        Ok(done) => {
+            match done {
+                Done::Ended => inner.pusher.watch.forget(&claim.task_id),
+                // A commit during the round found the config leased (to this round): look again
+                // once it is released.
+                Done::Caught => again = true,
+            }
+            (0, now_ms())
+        }
         Err(Stop::Halted | Stop::Lost) => return,
         Err(Stop::Failed { why, progressed }) => {
             let attempts = if progressed {
@@ -133,6 +158,9 @@ async fn deliver(inner: &Arc<Inner>, claim: PushClaim) {
         .await
     {
         tracing::warn!(task = %claim.task_id, error = %e, "push claim not released; its lease will expire");
+    }
+    if again {
+        inner.pusher.watch.wake.notify_one();
     }
 }
 
@@ -166,7 +194,7 @@ async fn acknowledge(
 }
 
 /// 1.0: each update after the cursor as a `StreamResponse`.
-async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Result<(), Stop> {
+async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Result<Done, Stop> {
     let store_failed = |e: crate::store::StoreError| Stop::Failed {
         why: format!("the task could not be read: {e}"),
         progressed: false,
@@ -219,7 +247,7 @@ async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Resul
         }
         cursor = last;
     }
-    Ok(())
+    Ok(if ended { Done::Ended } else { Done::Caught })
 }
 
 /// A stream event as 1.0 ProtoJSON, or `None` (logged) when it has no 1.0 form.
@@ -242,7 +270,7 @@ fn stream_response(task_id: &str, seq: u64, event: StreamEvent) -> Option<Vec<u8
 }
 
 /// 0.3: the task as it is, once for everything pending.
-async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Result<(), Stop> {
+async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Result<Done, Stop> {
     let view = match inner.store.task_view(&claim.task_id, None).await {
         Ok(Some(view)) => view,
         Ok(None) => return Err(Stop::Lost),
@@ -260,7 +288,8 @@ async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> R
         progressed: false,
     })?;
     post(inner, claim, body, "application/json", seq).await?;
-    acknowledge(inner, push, claim, seq, ended).await
+    acknowledge(inner, push, claim, seq, ended).await?;
+    Ok(if ended { Done::Ended } else { Done::Caught })
 }
 
 /// Post one payload to the claim's webhook with its headers: the journal seq, the task, the

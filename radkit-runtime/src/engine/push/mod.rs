@@ -7,8 +7,9 @@
 mod deliver;
 pub mod target;
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::http::HeaderValue;
@@ -55,12 +56,50 @@ impl Default for PushSettings {
     }
 }
 
-/// The sender's state in an engine: started once, woken when a config is set.
+/// The sender's state in an engine: started once, woken when a config is set here or a task
+/// with one commits here.
 #[derive(Default)]
 pub(crate) struct Pusher {
     started: AtomicBool,
-    wake: Arc<Notify>,
+    watch: Arc<Watch>,
     client: OnceLock<reqwest::Client>,
+}
+
+/// The tasks this engine knows to have webhooks still to serve, and the sender's wake-up: a run
+/// that commits records of one of them wakes the sender at once (it polls for the rest: configs
+/// set on other engines, retries, a restart's leftovers).
+#[derive(Default)]
+pub(crate) struct Watch {
+    tasks: Mutex<HashSet<String>>,
+    wake: Notify,
+}
+
+impl Watch {
+    /// Records of `task_id` were committed.
+    pub(crate) fn committed(&self, task_id: &str) {
+        if self.lock().contains(task_id) {
+            self.wake.notify_one();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn watch(&self, task_id: &str) {
+        self.lock().insert(task_id.to_owned());
+    }
+
+    fn forget(&self, task_id: &str) {
+        self.lock().remove(task_id);
+    }
+}
+
+impl Inner {
+    /// What a task's run tells the sender about its commits.
+    pub(crate) fn push_watch(&self) -> Arc<Watch> {
+        self.pusher.watch.clone()
+    }
 }
 
 impl Inner {
@@ -134,7 +173,8 @@ impl Engine {
         let after = after_seq.unwrap_or(record.last_seq).min(record.last_seq);
         push.put_push_config(task_id, &config, after).await?;
         self.start_push();
-        self.inner.pusher.wake.notify_one();
+        self.inner.pusher.watch.watch(task_id);
+        self.inner.pusher.watch.wake.notify_one();
         Ok(config)
     }
 
