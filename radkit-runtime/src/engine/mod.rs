@@ -1,6 +1,7 @@
 //! The journal-first executor. It owns task lifecycles: creating tasks, driving step visits, replaying
 //! journals after a crash, waking timers, accepting input and cancels. It talks to skills through the
-//! `flow` contract and to persistence through `Store`; it knows nothing of HTTP.
+//! `flow` contract and to persistence through `Store`; it knows nothing of the A2A server's HTTP
+//! (its one outbound HTTP is `push`, posting task updates to webhooks).
 
 mod api;
 mod builder;

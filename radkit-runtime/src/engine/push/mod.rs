@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use axum::http::HeaderValue;
+use reqwest::header::HeaderValue;
 use tokio::sync::Notify;
 
 use super::{Caller, Engine, EngineError, Inner};
