@@ -115,6 +115,55 @@ async fn a_commit_of_a_task_with_a_webhook_wakes_the_sender_without_its_poll() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_given_with_a_reply_gets_what_the_reply_causes_and_nothing_before() {
+    let receiver = Receiver::start().await;
+    let agent = agent(true).await;
+    let task = waiting_task(&agent.url, None).await;
+    let before = update_seqs(&agent.engine, &task).await;
+    let done = call(
+        &agent.url,
+        V1,
+        None,
+        "SendMessage",
+        json!({ "message": message("forty-two", Some(&task)),
+                "configuration": { "taskPushNotificationConfig": { "url": receiver.url } } }),
+    )
+    .await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let posts = receiver
+        .wait_for("the completed update", |posts| {
+            posts.iter().any(|p| is_status(p, "TASK_STATE_COMPLETED"))
+        })
+        .await;
+    let after: Vec<u64> = update_seqs(&agent.engine, &task)
+        .await
+        .into_iter()
+        .filter(|seq| !before.contains(seq))
+        .collect();
+    assert_eq!(
+        acknowledged(&posts),
+        after,
+        "the updates after the reply, once each"
+    );
+    let config = call(
+        &agent.url,
+        V1,
+        None,
+        "GetTaskPushNotificationConfig",
+        json!({ "taskId": task, "id": task }),
+    )
+    .await;
+    assert_eq!(
+        config["result"]["url"],
+        receiver.url.as_str(),
+        "a send's config takes the task's id: {config}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_webhook_gets_the_same_update_again_until_it_acknowledges() {
     let receiver = Receiver::start().await;
     receiver.fail_next(&[500, 503, 500]);
