@@ -295,4 +295,55 @@ mod tests {
             );
         }
     }
+
+    /// A server on 127.0.0.1 that answers every request with `response`; its port.
+    async fn answering(response: &'static [u8]) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = socket.read(&mut buf).await;
+                    let _ = socket.write_all(response).await;
+                });
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn the_client_refuses_at_connect_a_name_that_resolves_to_loopback_and_follows_no_redirect(
+    ) {
+        let ok =
+            answering(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+        let url = format!("http://localhost:{ok}/hook");
+        let timeout = Duration::from_secs(5);
+        let refused = client(false, timeout).unwrap().post(&url).send().await;
+        assert!(
+            refused.is_err(),
+            "a name resolving to loopback is refused: {refused:?}"
+        );
+        let allowed = client(true, timeout).unwrap().post(&url).send().await;
+        assert!(allowed
+            .expect("allowed when private targets are")
+            .status()
+            .is_success());
+        let moved = answering(
+            b"HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+        let answer = client(true, timeout)
+            .unwrap()
+            .post(format!("http://127.0.0.1:{moved}/hook"))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(
+            answer.status(),
+            302,
+            "the redirect is the answer, not followed"
+        );
+    }
 }
