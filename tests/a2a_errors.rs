@@ -704,21 +704,30 @@ async fn canceling_a_finished_task_is_task_not_cancelable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn push_notifications_are_not_supported() {
+async fn a_loopback_push_webhook_is_refused_and_starts_no_task() {
     let agent = ask_agent().await;
     let client = client();
     let task = waiting_task(&client, &agent.url).await;
-    let config = json!({ "url": "https://example.com/hook" });
-    for method in [
+    let config = json!({ "url": "http://127.0.0.1:9/hook" });
+    let params = json!({ "taskId": task, "pushNotificationConfig": config });
+    let envelope = call(
+        &client,
+        &agent.url,
         "tasks/pushNotificationConfig/set",
+        params,
+    )
+    .await;
+    let message = method_error(&envelope, -32602, "a loopback webhook");
+    assert!(message.contains("127.0.0.1"), "{message}");
+    let params = json!({ "id": task, "pushNotificationConfigId": "none" });
+    let envelope = call(
+        &client,
+        &agent.url,
         "tasks/pushNotificationConfig/get",
-        "tasks/pushNotificationConfig/list",
-        "tasks/pushNotificationConfig/delete",
-    ] {
-        let params = json!({ "taskId": task, "id": task, "pushNotificationConfig": config });
-        let envelope = call(&client, &agent.url, method, params).await;
-        method_error(&envelope, -32003, method);
-    }
+        params,
+    )
+    .await;
+    method_error(&envelope, -32001, "a config that does not exist");
     let envelope = call(
         &client,
         &agent.url,
@@ -726,7 +735,7 @@ async fn push_notifications_are_not_supported() {
         json!({ "message": common::user("hi"), "configuration": { "pushNotificationConfig": config } }),
     )
     .await;
-    method_error(&envelope, -32003, "message/send with a push configuration");
+    method_error(&envelope, -32602, "message/send with a loopback webhook");
     let tasks = agent
         .engine
         .store()

@@ -65,7 +65,10 @@ fn run_sdk_check(url: &str, token: Option<&str>) {
 /// conformance skill: `tests/python/a2a_sdk1_check.py`.
 fn official_python_sdk_1_x_drives_json_rpc_and_rest_1_0() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(dir.path(), &["--default-skill", "conformance"]);
+    let server = serve(
+        dir.path(),
+        &["--default-skill", "conformance", "--push-allow-private"],
+    );
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/a2a_sdk1_check.py"
@@ -83,13 +86,16 @@ fn official_python_sdk_1_x_drives_json_rpc_and_rest_1_0() {
 
 fn official_python_sdk_drives_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(dir.path(), &[]);
+    let server = serve(dir.path(), &["--push-allow-private"]);
     run_sdk_check(&server.url, None);
 }
 
 fn official_python_sdk_with_bearer_auth() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(dir.path(), &["--token", "s3cret=alice"]);
+    let server = serve(
+        dir.path(),
+        &["--token", "s3cret=alice", "--push-allow-private"],
+    );
     run_sdk_check(&server.url, Some("s3cret"));
 }
 

@@ -286,8 +286,8 @@ async fn versions_are_negotiated_by_the_a2a_version_header() {
         (
             Some("1.0"),
             "CreateTaskPushNotificationConfig",
-            -32003,
-            "push notifications",
+            -32602,
+            "url",
         ),
     ];
     for (version, method, code, says) in cases {
@@ -539,14 +539,14 @@ async fn the_rest_binding_sends_reads_cancels_and_answers_errors_as_google_rpc_s
             "UNSUPPORTED_OPERATION",
         ),
         (
-            client.get(format!("{url}/tasks/{id}/pushNotificationConfigs")),
-            400,
-            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            client.get(format!("{url}/tasks/no-such-task/pushNotificationConfigs")),
+            404,
+            "TASK_NOT_FOUND",
         ),
         (
-            client.delete(format!("{url}/tasks/{id}/pushNotificationConfigs/c1")),
-            400,
-            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            client.get(format!("{url}/tasks/{id}/pushNotificationConfigs/c1")),
+            404,
+            "TASK_NOT_FOUND",
         ),
         (
             client.get(format!("{url}/extendedAgentCard")),

@@ -77,6 +77,11 @@ pub struct Args {
     /// The `jku` of the card signatures: where verifiers fetch the public key (a JWK Set).
     #[arg(long, value_name = "URL", requires = "card_key")]
     pub card_jwks_url: Option<String>,
+    /// Let push-notification webhooks point at private, loopback and link-local addresses
+    /// (refused by default: an agent must not be turned against its own network). For tests and
+    /// trusted networks.
+    #[arg(long, env = "RADKIT_PUSH_ALLOW_PRIVATE")]
+    pub push_allow_private: bool,
     /// Lease settings (Postgres only).
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
@@ -237,7 +242,8 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     let builder = match &args.default_skill {
         Some(id) => builder.default_skill(id.clone()),
         None => builder,
-    };
+    }
+    .push_allow_private(args.push_allow_private);
     let engine: Engine = with_models(builder, &args.llm)?.start().await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await

@@ -52,6 +52,11 @@ pub struct Args {
     /// Also run the `bench` skill (what `bench concurrent --workers N` submits).
     #[arg(long, hide = true)]
     pub bench_skill: bool,
+    /// Let push-notification webhooks point at private, loopback and link-local addresses
+    /// (refused by default: an agent must not be turned against its own network). For tests and
+    /// trusted networks.
+    #[arg(long, env = "RADKIT_PUSH_ALLOW_PRIVATE")]
+    pub push_allow_private: bool,
     /// Lease settings.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -74,7 +79,10 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     let store = crate::store::PostgresStore::connect(&args.store)
         .await
         .context("opening the Postgres store")?;
-    let mut builder = args.cluster.apply(app.builder(std::sync::Arc::new(store)));
+    let mut builder = args
+        .cluster
+        .apply(app.builder(std::sync::Arc::new(store)))
+        .push_allow_private(args.push_allow_private);
     if args.bench_skill {
         builder = super::bench::with_bench_skill(builder)?;
     }

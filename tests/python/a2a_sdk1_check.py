@@ -1,6 +1,8 @@
 """The official A2A Python SDK 1.x (A2A 1.0) drives a `radkit serve --default-skill conformance`
 server over JSON-RPC and HTTP+JSON: the card, a streamed send, the "ask" round trip with get
-(historyLength), list with pagination, cancel, and an error. Prints ALL PASSED when every check held.
+(historyLength), list with pagination, cancel, push-notification config CRUD (paged list) with the
+task's updates delivered to a local webhook (the server runs with --push-allow-private), and an
+error. Prints ALL PASSED when every check held.
 
 Usage: python a2a_sdk1_check.py <base url>
 """
@@ -11,9 +13,13 @@ import traceback
 
 import a2a.types as T
 from a2a.client import ClientConfig, create_client
+from google.protobuf import json_format
+
+from webhook import Webhook
 
 BASE = sys.argv[1].rstrip("/")
 FAILED = []
+HOOK = None
 
 
 def check(what, ok, detail=""):
@@ -61,6 +67,7 @@ async def drive(binding):
     waiting = [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-cancel", "ask again")))]
     canceled = await client.cancel_task(T.CancelTaskRequest(id=waiting[0].task.id))
     check(f"{tag}: cancel", canceled.status.state == T.TaskState.TASK_STATE_CANCELED, canceled.status)
+    await push(client, tag)
     try:
         await client.get_task(T.GetTaskRequest(id="no-such-task"))
         check(f"{tag}: an unknown task is an error", False)
@@ -69,7 +76,43 @@ async def drive(binding):
     await client.close()
 
 
+async def push(client, tag):
+    """Push-config CRUD on a waiting task, then its updates at the webhook."""
+    waiting = [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-push", "ask push")))]
+    task_id = waiting[0].task.id
+    hook_id, spare_id = f"hook-{tag}", f"spare-{tag}"
+    made = await client.create_task_push_notification_config(T.TaskPushNotificationConfig(
+        task_id=task_id, id=hook_id, url=HOOK.url, token=f"tok-{tag}",
+        authentication=T.AuthenticationInfo(scheme="Bearer", credentials="cred")))
+    check(f"{tag}: push config created", made.id == hook_id and made.url == HOOK.url and made.task_id == task_id, made)
+    got = await client.get_task_push_notification_config(T.GetTaskPushNotificationConfigRequest(task_id=task_id, id=hook_id))
+    check(f"{tag}: push config read back", got.url == HOOK.url and got.token == f"tok-{tag}", got)
+    await client.create_task_push_notification_config(T.TaskPushNotificationConfig(task_id=task_id, id=spare_id, url=HOOK.url))
+    page = await client.list_task_push_notification_configs(T.ListTaskPushNotificationConfigsRequest(task_id=task_id, page_size=1))
+    check(f"{tag}: push configs list in pages", len(page.configs) == 1 and page.next_page_token != "", page)
+    nxt = await client.list_task_push_notification_configs(T.ListTaskPushNotificationConfigsRequest(task_id=task_id, page_size=1, page_token=page.next_page_token))
+    check(f"{tag}: the next page is the other config", len(nxt.configs) == 1 and nxt.configs[0].id != page.configs[0].id, nxt)
+    await client.delete_task_push_notification_config(T.DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=spare_id))
+    left = await client.list_task_push_notification_configs(T.ListTaskPushNotificationConfigsRequest(task_id=task_id))
+    check(f"{tag}: delete removes the config", [c.id for c in left.configs] == [hook_id], left)
+    [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-push-reply", "yes", task_id)))]
+
+    def completed(h, b):
+        return h.get("x-a2a-task-id") == task_id and b.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
+
+    posts = await HOOK.wait_for(completed)
+    check(f"{tag}: the webhook got the completed update", posts is not None, HOOK.posts)
+    mine = [(h, b) for h, b in posts or [] if h.get("x-a2a-task-id") == task_id]
+    parsed = [json_format.ParseDict(b, T.StreamResponse()) for _, b in mine]
+    check(f"{tag}: every post is a StreamResponse", all(p.WhichOneof("payload") for p in parsed), mine)
+    seqs = [int(h["x-a2a-event-id"]) for h, _ in mine]
+    check(f"{tag}: posts carry increasing journal seqs", seqs == sorted(set(seqs)), seqs)
+    check(f"{tag}: posts carry token and authorization", all(h.get("x-a2a-notification-token") == f"tok-{tag}" and h.get("authorization") == "Bearer cred" for h, _ in mine), mine)
+
+
 async def main():
+    global HOOK
+    HOOK = Webhook()
     for binding in ["JSONRPC", "HTTP+JSON"]:
         try:
             await drive(binding)

@@ -1,5 +1,6 @@
 """Drives a radkit server with the official A2A Python SDK (a2a-sdk 0.3.x): card, send, stream,
-input-required round trip, get, cancel, resubscribe and the error codes. Prints one line per check and
+input-required round trip, get, cancel, resubscribe, push-notification configs with a delivery to a
+local webhook (the server runs with --push-allow-private) and the error codes. Prints one line per check and
 exits non-zero on the first failure. Usage: a2a_sdk_check.py <base-url> [<bearer-token>]"""
 
 import asyncio
@@ -10,6 +11,7 @@ import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
 from a2a.types import (
+    GetTaskPushNotificationConfigParams,
     Message,
     MessageSendConfiguration,
     Part,
@@ -17,10 +19,12 @@ from a2a.types import (
     TaskIdParams,
     TaskPushNotificationConfig,
     PushNotificationConfig,
+    Task,
     TaskQueryParams,
     TaskState,
     TextPart,
 )
+from webhook import Webhook
 
 BASE = sys.argv[1].rstrip("/")
 TOKEN = sys.argv[2] if len(sys.argv) > 2 else None
@@ -111,10 +115,28 @@ async def main():
         await expect_code("get unknown task -> -32001", -32001, blocking.get_task(TaskQueryParams(id="no-such-task")))
         await expect_code("message to finished task -> -32602", -32602, blocking.send_message(msg("again", task_id=task.id)))
         await expect_code(
-            "push notification config -> -32003",
-            -32003,
-            blocking.set_task_callback(TaskPushNotificationConfig(task_id=task.id, push_notification_config=PushNotificationConfig(url="http://127.0.0.1:9/cb"))),
+            "push config of an unknown task -> -32001",
+            -32001,
+            blocking.set_task_callback(TaskPushNotificationConfig(task_id="no-such-task", push_notification_config=PushNotificationConfig(url="http://127.0.0.1:9/cb"))),
         )
+
+        # Push notifications: a config on a waiting task, read back, then the reply's updates reach
+        # the webhook as the task (what the 0.3 SDK's own sender posts).
+        hook = Webhook()
+        events = [e async for e in blocking.send_message(msg("Webhooks for agents"))]
+        pushed, _ = events[-1]
+        check("push: the task waits", pushed.status.state == TaskState.input_required, pushed.status.state)
+        made = await blocking.set_task_callback(TaskPushNotificationConfig(task_id=pushed.id, push_notification_config=PushNotificationConfig(url=hook.url, token="tok-03")))
+        check("push: set -> the config, its id the task's", made.push_notification_config.id == pushed.id and made.push_notification_config.url == hook.url, made)
+        got = await blocking.get_task_callback(GetTaskPushNotificationConfigParams(id=pushed.id))
+        check("push: get -> the config", got.push_notification_config.url == hook.url and got.push_notification_config.token == "tok-03", got)
+        [e async for e in blocking.send_message(msg("Make it friendlier.", task_id=pushed.id, context_id=pushed.context_id))]
+        posts = await hook.wait_for(lambda h, b: isinstance(b, dict) and b.get("id") == pushed.id and b.get("status", {}).get("state") == "completed")
+        check("push: the webhook got the completed task", posts is not None, hook.posts)
+        headers, body = [p for p in posts if p[1].get("status", {}).get("state") == "completed"][-1]
+        check("push: the post carries the token", headers.get("x-a2a-notification-token") == "tok-03", headers)
+        check("push: the post carries its journal seq", headers.get("x-a2a-event-id", "").isdigit(), headers)
+        check("push: the body is a 0.3 Task", Task.model_validate(body).id == pushed.id, body)
 
         # Error codes the SDK cannot produce, over its own HTTP client.
         async def raw(body, content=None):

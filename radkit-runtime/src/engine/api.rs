@@ -260,6 +260,7 @@ impl Engine {
         run.create = Mutex::new(Some(record));
         run.mode = mode;
         run.fold_check = self.inner.fold_check(skill.as_ref());
+        run.push_watch = Some(self.inner.push_watch());
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
         let drive_here =
@@ -293,7 +294,11 @@ impl Engine {
 
     /// The task's row, if `caller` may see it (a task it may not see is not found, as one that does
     /// not exist).
-    async fn visible(&self, caller: &Caller, task_id: &str) -> Result<TaskRecord, EngineError> {
+    pub(super) async fn visible(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+    ) -> Result<TaskRecord, EngineError> {
         match self.inner.store.task(task_id).await? {
             Some(t) if caller.can_see(t.principal.as_deref()) => Ok(t),
             _ => Err(EngineError::TaskNotFound(task_id.to_string())),
@@ -618,6 +623,7 @@ impl Engine {
     /// timers). Tasks that were working are loaded now. Returns how many were taken in hand (resumed
     /// or given an alarm).
     pub async fn recover(&self) -> Result<usize, EngineError> {
+        self.start_push();
         if self.inner.shared() {
             self.inner.start_worker();
             return Ok(0);

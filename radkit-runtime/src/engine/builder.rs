@@ -42,6 +42,8 @@ pub struct EngineConfig {
     /// After every append, compare the run's live fold with the fold of the stored journal and keep
     /// what differs (set by `EngineBuilder::check_fold`, the `testing` feature).
     pub(crate) check_fold: bool,
+    /// How push notifications are delivered (webhook targets, retries, timeouts).
+    pub push: super::PushSettings,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +59,7 @@ impl Default for EngineConfig {
             max_active_tasks: 256,
             checkpoint_every: 64,
             check_fold: false,
+            push: super::PushSettings::default(),
         }
     }
 }
@@ -255,6 +258,19 @@ impl EngineBuilder {
         self
     }
 
+    /// Allow push-notification webhooks on private, loopback and link-local addresses (refused by
+    /// default, spec 1.0 §13.2). For tests and trusted networks.
+    pub fn push_allow_private(mut self, allow: bool) -> Self {
+        self.config.push.allow_private = allow;
+        self
+    }
+
+    /// Push-notification delivery settings (retries, timeouts, polling; see [`super::PushSettings`]).
+    pub fn push_settings(mut self, settings: super::PushSettings) -> Self {
+        self.config.push = settings;
+        self
+    }
+
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         if self.config.lease_ttl < Duration::from_millis(100) {
@@ -298,6 +314,7 @@ impl EngineBuilder {
             leases: Default::default(),
             reloads: Default::default(),
             divergences: Arc::default(),
+            pusher: Default::default(),
         };
         Ok(Engine {
             inner: Arc::new(inner),

@@ -76,6 +76,20 @@ pub enum EngineError {
         /// Task.
         task_id: String,
     },
+    /// The store keeps no push-notification configs.
+    #[error("push notifications are not supported by this agent's store")]
+    PushNotSupported,
+    /// The task has no push-notification config with that id.
+    #[error("task {task_id} has no push notification config `{config_id}`")]
+    PushConfigNotFound {
+        /// Task.
+        task_id: String,
+        /// The config id asked for.
+        config_id: String,
+    },
+    /// A webhook URL that may not be used.
+    #[error(transparent)]
+    PushTarget(#[from] super::TargetError),
     /// The engine is halted.
     #[error("engine halted")]
     Halted,

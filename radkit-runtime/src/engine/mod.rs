@@ -1,6 +1,7 @@
 //! The journal-first executor. It owns task lifecycles: creating tasks, driving step visits, replaying
 //! journals after a crash, waking timers, accepting input and cancels. It talks to skills through the
-//! `flow` contract and to persistence through `Store`; it knows nothing of HTTP.
+//! `flow` contract and to persistence through `Store`; it knows nothing of the A2A server's HTTP
+//! (its one outbound HTTP is `push`, posting task updates to webhooks).
 
 mod api;
 mod builder;
@@ -15,6 +16,7 @@ mod invoke;
 mod live;
 mod perform;
 pub mod projection;
+pub mod push;
 mod replay;
 mod request;
 mod run;
@@ -31,6 +33,7 @@ pub use error::EngineError;
 pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision, PermissionMode};
 pub use projection::{a2a_task, stream_event, StreamEvent};
+pub use push::{PushSettings, TargetError};
 pub use request::{Caller, Request};
 pub use subscription::{Snapshot, Subscription, Update};
 
@@ -55,6 +58,8 @@ pub(crate) struct Inner {
     reloads: runner::Reloads,
     /// Differences between live and stored folds (`EngineConfig::check_fold`).
     divergences: Arc<Mutex<Vec<String>>>,
+    /// The push-notification sender (`push`).
+    pusher: push::Pusher,
 }
 
 /// The durable engine. Cheap to clone.

@@ -191,6 +191,8 @@ pub(crate) struct TaskRun {
     pub mode: crate::flow::PermissionMode,
     /// Compare the live fold with the stored journal's after every append (tests).
     pub fold_check: Option<FoldCheck>,
+    /// Told of every commit, to wake the push sender when the task has webhooks.
+    pub push_watch: Option<Arc<super::push::Watch>>,
 }
 
 /// Times an append rolled back by a deadlock or a serialization conflict is made again before the
@@ -232,6 +234,7 @@ impl TaskRun {
             new_lease: Mutex::new(None),
             mode: crate::flow::PermissionMode::Default,
             fold_check: None,
+            push_watch: None,
         }
     }
 
@@ -343,6 +346,9 @@ impl TaskRun {
                 }
                 return Err(e.into());
             }
+        }
+        if let Some(watch) = &self.push_watch {
+            watch.committed(&self.task_id);
         }
         if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();

@@ -128,6 +128,7 @@ impl Inner {
         run.mode = replayed.header.permission_mode;
         run.fence = fence;
         run.fold_check = self.fold_check(skill.as_ref());
+        run.push_watch = Some(self.push_watch());
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
 

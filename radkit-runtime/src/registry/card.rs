@@ -74,7 +74,9 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         documentation_url: None,
         capabilities: AgentCapabilities {
             streaming: Some(true),
-            push_notifications: Some(false),
+            // Every store of the crate keeps push configs; the server says so per engine
+            // (`server::card::Cards`).
+            push_notifications: Some(true),
             extensions: Vec::new(),
             extended_agent_card: Some(serves_extended_card(config)),
         },

@@ -31,9 +31,11 @@ pub(crate) struct Cards {
 }
 
 impl Cards {
-    /// Build, extend and sign the cards for `skills` served with `config`.
-    pub(crate) fn new(skills: &[SkillInfo], config: &ServerConfig) -> Cards {
-        let public = agent_card(skills, config);
+    /// Build, extend and sign the cards for `skills` served with `config`; `push` says whether the
+    /// engine keeps push-notification configs (its store does).
+    pub(crate) fn new(skills: &[SkillInfo], config: &ServerConfig, push: bool) -> Cards {
+        let mut public = agent_card(skills, config);
+        public.capabilities.push_notifications = Some(push);
         let extended = match &config.extended_card {
             Some(extension) if crate::registry::serves_extended_card(config) => {
                 match extension.apply(&public) {

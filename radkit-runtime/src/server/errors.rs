@@ -23,6 +23,14 @@ pub(crate) fn engine_error(error: EngineError, cancel: bool) -> RpcError {
             codes::INVALID_PARAMS,
             format!("{e} (in message metadata `skillId`)"),
         ),
+        EngineError::PushNotSupported => RpcError::new(
+            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
+            "push notifications are not supported by this agent's store; use streaming",
+        ),
+        e @ EngineError::PushConfigNotFound { .. } => {
+            RpcError::new(codes::TASK_NOT_FOUND, e.to_string())
+        }
+        e @ EngineError::PushTarget(_) => RpcError::new(codes::INVALID_PARAMS, e.to_string()),
         e @ EngineError::VersionMismatch { .. } => {
             RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
         }

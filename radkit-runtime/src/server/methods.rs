@@ -142,10 +142,12 @@ pub(crate) async fn dispatch(
         "tasks/cancel" => cancel(&state, caller, request.params)
             .await
             .map(|task| jsonrpc::ok(&id, task)),
-        m if m.starts_with("tasks/pushNotificationConfig/") => Err(RpcError::new(
-            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
-            "push notifications are not supported; use message/stream or tasks/resubscribe",
-        )),
+        m if m.starts_with("tasks/pushNotificationConfig/") => {
+            let verb = &m["tasks/pushNotificationConfig/".len()..];
+            super::push::dispatch_v03(&state, &caller, verb, request.params)
+                .await
+                .map(|result| jsonrpc::ok(&id, result))
+        }
         "agent/getAuthenticatedExtendedCard" => {
             super::card::extended_card_v0_3(&state, &caller).map(|card| jsonrpc::ok(&id, card))
         }
@@ -171,8 +173,9 @@ pub(crate) struct Send {
     pub blocking: bool,
     pub history_length: Option<i64>,
     pub accepted_output_modes: Option<Vec<String>>,
-    /// The request asked for push notifications.
-    pub push: bool,
+    /// A webhook for the task's updates (1.0 `taskPushNotificationConfig`, 0.3
+    /// `pushNotificationConfig`); an empty id becomes the task's.
+    pub push: Option<crate::store::PushConfig>,
     /// The version it came in: 1.0 answers a message to a finished task with
     /// `UnsupportedOperationError`, 0.3 with invalid params.
     pub wire: Wire,
@@ -198,7 +201,10 @@ impl Send {
             blocking: configuration.blocking.unwrap_or(false),
             history_length: configuration.history_length,
             accepted_output_modes: configuration.accepted_output_modes,
-            push: configuration.push_notification_config.is_some(),
+            push: configuration
+                .push_notification_config
+                .map(|c| super::push::ConfigV03::decode(c)?.into_config(""))
+                .transpose()?,
             wire: Wire::V0_3,
         })
     }
@@ -211,12 +217,6 @@ pub(crate) async fn start(
     send: &Send,
 ) -> Result<TaskId, RpcError> {
     history(send.history_length)?;
-    if send.push {
-        return Err(RpcError::new(
-            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
-            "push notifications are not supported",
-        ));
-    }
     if send.message.parts.is_empty() {
         return Err(RpcError::new(
             codes::INVALID_PARAMS,
@@ -226,7 +226,20 @@ pub(crate) async fn start(
     check_file_bytes(&send.message.parts)?;
     check_context(state, caller, &send.message).await?;
     let request = engine_request(caller.clone(), send.message.clone(), send.metadata.as_ref())?;
-    state
+    let existing = send.message.task_id.clone().map(TaskId::from);
+    if let Some(config) = &send.push {
+        // Checked before anything is written; a task that exists gets the webhook before the
+        // message, so it sees what the message causes.
+        state
+            .engine
+            .check_push_target(&config.url)
+            .await
+            .map_err(|e| engine_error(e, false))?;
+        if let Some(task_id) = &existing {
+            set_push(state, caller, task_id, config.clone(), None).await?;
+        }
+    }
+    let task_id = state
         .engine
         .send(request)
         .await
@@ -235,7 +248,31 @@ pub(crate) async fn start(
                 RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
             }
             (e, _) => engine_error(e, false),
-        })
+        })?;
+    if let (Some(config), None) = (&send.push, &existing) {
+        // A new task: its webhook gets every update, from its creation on.
+        set_push(state, caller, &task_id, config.clone(), Some(0)).await?;
+    }
+    Ok(task_id)
+}
+
+/// Store a send's webhook for `task_id` (an empty id becomes the task's).
+async fn set_push(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &TaskId,
+    mut config: crate::store::PushConfig,
+    after_seq: Option<u64>,
+) -> Result<(), RpcError> {
+    if config.id.is_empty() {
+        config.id = task_id.to_string();
+    }
+    state
+        .engine
+        .set_push_config(caller, task_id, config, after_seq)
+        .await
+        .map(|_| ())
+        .map_err(|e| engine_error(e, false))
 }
 
 /// Inline file content must be base64 (the standard alphabet; padding optional), as the A2A schema

@@ -18,13 +18,29 @@ use crate::model::{v1, Message, TaskId};
 
 /// 0.3 method names and their 1.0 counterparts, for the error a 0.3 call with `A2A-Version: 1.0`
 /// gets.
-const RENAMED: [(&str, &str); 6] = [
+const RENAMED: [(&str, &str); 10] = [
     ("message/send", "SendMessage"),
     ("message/stream", "SendStreamingMessage"),
     ("tasks/get", "GetTask"),
     ("tasks/cancel", "CancelTask"),
     ("tasks/resubscribe", "SubscribeToTask"),
     ("agent/getAuthenticatedExtendedCard", "GetExtendedAgentCard"),
+    (
+        "tasks/pushNotificationConfig/set",
+        "CreateTaskPushNotificationConfig",
+    ),
+    (
+        "tasks/pushNotificationConfig/get",
+        "GetTaskPushNotificationConfig",
+    ),
+    (
+        "tasks/pushNotificationConfig/list",
+        "ListTaskPushNotificationConfigs",
+    ),
+    (
+        "tasks/pushNotificationConfig/delete",
+        "DeleteTaskPushNotificationConfig",
+    ),
 ];
 
 /// A 1.0 `SendMessageRequest` as the operations take it: `returnImmediately` unset waits for the
@@ -40,7 +56,9 @@ pub(crate) fn send_of(params: Value) -> Result<Send, RpcError> {
         blocking: !config.return_immediately,
         history_length: config.history_length.map(i64::from),
         accepted_output_modes: Some(config.accepted_output_modes).filter(|m| !m.is_empty()),
-        push: config.task_push_notification_config.is_some(),
+        push: config
+            .task_push_notification_config
+            .map(super::push::config_of_v1),
         wire: Wire::V1_0,
     })
 }
@@ -105,13 +123,32 @@ pub(crate) async fn dispatch(
             Ok(r) => list_tasks(&state, &caller, r).await,
             Err(e) => Err(e),
         },
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(RpcError::new(
-            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
-            "push notifications are not supported; use SendStreamingMessage or SubscribeToTask",
-        )),
+        "CreateTaskPushNotificationConfig" => {
+            match decode_params::<v1::TaskPushNotificationConfig>(params) {
+                Ok(r) => super::push::create(&state, &caller, r).await.and_then(json),
+                Err(e) => Err(e),
+            }
+        }
+        "GetTaskPushNotificationConfig" => {
+            match decode_params::<v1::GetTaskPushNotificationConfigRequest>(params) {
+                Ok(r) => super::push::get(&state, &caller, r).await.and_then(json),
+                Err(e) => Err(e),
+            }
+        }
+        "ListTaskPushNotificationConfigs" => {
+            match decode_params::<v1::ListTaskPushNotificationConfigsRequest>(params) {
+                Ok(r) => super::push::list(&state, &caller, r).await.and_then(json),
+                Err(e) => Err(e),
+            }
+        }
+        "DeleteTaskPushNotificationConfig" => {
+            match decode_params::<v1::DeleteTaskPushNotificationConfigRequest>(params) {
+                Ok(r) => super::push::delete(&state, &caller, r)
+                    .await
+                    .map(|()| serde_json::json!({})),
+                Err(e) => Err(e),
+            }
+        }
         "GetExtendedAgentCard" => match decode_params::<v1::GetExtendedAgentCardRequest>(params) {
             Ok(_) => super::card::extended_card_v1(&state, &caller).and_then(super::card::to_json),
             Err(e) => Err(e),
@@ -130,6 +167,10 @@ pub(crate) async fn dispatch(
         Ok(body) => Json(jsonrpc::ok(&id, body)).into_response(),
         Err(error) => Json(Wire::V1_0.rpc_error(&id, error)).into_response(),
     }
+}
+
+fn json(value: impl serde::Serialize) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
 }
 
 /// The error a 0.3 request gets for a 1.0 method name (it sent no `A2A-Version: 1.0`).

@@ -11,6 +11,7 @@ mod jsonrpc;
 mod media;
 mod methods;
 mod methods_v1;
+mod push;
 mod rest;
 mod stream;
 mod version;
@@ -49,7 +50,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
     let streams = Arc::new(stream::Slots::new(config.max_streams_per_principal));
-    let cards = card::Cards::new(&engine.skills(), &config);
+    let cards = card::Cards::new(&engine.skills(), &config, engine.supports_push());
     let card = card_http::CardDocument::new(cards.public());
     let state = Arc::new(AppState {
         engine,

@@ -254,11 +254,51 @@ fn history_length(query: &HashMap<String, String>) -> Result<Option<i64>, RpcErr
         .transpose()
 }
 
-fn push_not_supported() -> Response {
-    error_response(RpcError::new(
-        codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
-        "push notifications are not supported; use POST /message:stream or GET /tasks/{id}:subscribe",
-    ))
+/// What follows `/tasks/{id}` on a push-config path: `None` for another path, `Some(None)` for
+/// `/pushNotificationConfigs`, `Some(Some(id))` for `/pushNotificationConfigs/{id}`.
+fn push_path(tail: &str) -> Option<Option<&str>> {
+    match tail.strip_prefix("/pushNotificationConfigs")? {
+        "" | "/" => Some(None),
+        rest => rest
+            .strip_prefix('/')
+            .filter(|id| !id.is_empty() && !id.contains('/'))
+            .map(Some),
+    }
+}
+
+fn json_of(value: impl serde::Serialize) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
+}
+
+/// `GET /tasks/{id}/pushNotificationConfigs`: `ListTaskPushNotificationConfigs`, its fields as
+/// query parameters.
+async fn list_push_configs(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    query: &HashMap<String, String>,
+) -> Response {
+    let page_size = match query.get("pageSize").map(|v| v.parse::<i32>()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            return error_response(RpcError::new(
+                codes::INVALID_PARAMS,
+                "`pageSize` must be an integer",
+            ))
+        }
+    };
+    let request = v1::ListTaskPushNotificationConfigsRequest {
+        tenant: String::new(),
+        task_id: id.to_owned(),
+        page_size,
+        page_token: query.get("pageToken").cloned().unwrap_or_default(),
+    };
+    reply(
+        super::push::list(state, caller, request)
+            .await
+            .and_then(json_of),
+    )
 }
 
 fn no_such_path(path: &str) -> Response {
@@ -315,8 +355,22 @@ async fn tasks_get(
             reply(answer)
         }
         (id, ":subscribe") => subscribe(state, caller, &headers, id).await,
-        (_, tail) if tail.starts_with("/pushNotificationConfigs") => push_not_supported(),
-        _ => no_such_path(&rest),
+        (id, tail) => match push_path(tail) {
+            Some(None) => list_push_configs(&state, &caller, id, &query).await,
+            Some(Some(config_id)) => {
+                let request = v1::GetTaskPushNotificationConfigRequest {
+                    tenant: String::new(),
+                    task_id: id.to_owned(),
+                    id: config_id.to_owned(),
+                };
+                reply(
+                    super::push::get(&state, &caller, request)
+                        .await
+                        .and_then(json_of),
+                )
+            }
+            None => no_such_path(&rest),
+        },
     }
 }
 
@@ -355,7 +409,22 @@ async fn tasks_post(
             )
         }
         (id, ":subscribe") => subscribe(state, caller, &headers, id).await,
-        (_, tail) if tail.starts_with("/pushNotificationConfigs") => push_not_supported(),
+        (id, tail) if push_path(tail) == Some(None) => {
+            // `CreateTaskPushNotificationConfig`: the body is the config, its task in the path.
+            let config = body_json(&body).and_then(|mut v| {
+                if let Some(map) = v.as_object_mut() {
+                    map.insert("taskId".to_owned(), json!(id));
+                }
+                decode_params::<v1::TaskPushNotificationConfig>(v)
+            });
+            let answer = match config {
+                Ok(config) => super::push::create(&state, &caller, config)
+                    .await
+                    .and_then(json_of),
+                Err(e) => Err(e),
+            };
+            reply(answer)
+        }
         _ => no_such_path(&rest),
     }
 }
@@ -366,11 +435,24 @@ async fn tasks_delete(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(refused) = admit(&state, &headers, &query) {
-        return refused.into_response();
-    }
-    match split_task_path(&rest) {
-        (_, tail) if tail.starts_with("/pushNotificationConfigs") => push_not_supported(),
+    let caller = match admit(&state, &headers, &query) {
+        Ok(caller) => caller,
+        Err(refused) => return refused.into_response(),
+    };
+    let (id, tail) = split_task_path(&rest);
+    match push_path(tail) {
+        Some(Some(config_id)) => {
+            let request = v1::DeleteTaskPushNotificationConfigRequest {
+                tenant: String::new(),
+                task_id: id.to_owned(),
+                id: config_id.to_owned(),
+            };
+            reply(
+                super::push::delete(&state, &caller, request)
+                    .await
+                    .map(|()| json!({})),
+            )
+        }
         _ => no_such_path(&rest),
     }
 }

@@ -11,8 +11,10 @@ use crate::journal::{now_ms, Entry};
 use crate::model::{Artifact, Message, TaskState};
 
 mod checkpoint;
+mod push;
 mod view;
 pub use checkpoint::replay_reads_from_the_last_checkpoint;
+pub use push::push_configs_keep_cursors_and_leases;
 pub use view::{list_views_pages_newest_status_first, task_views_match_the_journals_fold};
 
 fn record(id: &str, principal: Option<&str>) -> TaskRecord {
@@ -549,4 +551,5 @@ pub async fn run_all(store: Arc<dyn Store>) {
     list_by_id_prefix(store.as_ref()).await;
     task_views_match_the_journals_fold(store.as_ref()).await;
     list_views_pages_newest_status_first(store.as_ref()).await;
+    push_configs_keep_cursors_and_leases(store.as_ref()).await;
 }

@@ -1,11 +1,12 @@
 //! `MemoryStore`: tasks and journals in process memory, for tests and examples. A clone shares the same
 //! data, so two engines over clones behave like two processes over one database (crash tests).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use super::push::{PushClaim, PushConfig, PushStore};
 use super::view::{MemView, TaskView, ViewDelta};
 use super::{Append, Store, StoreError, TaskQuery, TaskRecord};
 use crate::journal::{now_ms, JournalRecord};
@@ -19,10 +20,25 @@ struct Stored {
 
 type Tasks = HashMap<String, Stored>;
 
+/// One push config and its delivery cursor and lease (see [`super::push`]).
+struct MemPush {
+    config: PushConfig,
+    delivered_seq: u64,
+    attempts: u32,
+    next_at_ms: i64,
+    owner: Option<String>,
+    lease_until_ms: i64,
+    finished: bool,
+}
+
+/// Push configs by (task, config id).
+type Pushes = BTreeMap<(String, String), MemPush>;
+
 /// An in-memory store.
 #[derive(Clone, Default)]
 pub struct MemoryStore {
     tasks: Arc<Mutex<Tasks>>,
+    push: Arc<Mutex<Pushes>>,
 }
 
 impl MemoryStore {
@@ -33,6 +49,10 @@ impl MemoryStore {
 
     fn lock(&self) -> MutexGuard<'_, Tasks> {
         self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pushes(&self) -> MutexGuard<'_, Pushes> {
+        self.push.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -193,5 +213,158 @@ impl Store for MemoryStore {
             rows.truncate(limit);
         }
         Ok(rows)
+    }
+
+    fn push(&self) -> Option<&dyn PushStore> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl PushStore for MemoryStore {
+    async fn put_push_config(
+        &self,
+        task_id: &str,
+        config: &PushConfig,
+        delivered_seq: u64,
+    ) -> Result<(), StoreError> {
+        if !self.lock().contains_key(task_id) {
+            return Err(StoreError::UnknownTask {
+                task_id: task_id.to_owned(),
+            });
+        }
+        let key = (task_id.to_owned(), config.id.clone());
+        let mut pushes = self.pushes();
+        match pushes.get_mut(&key) {
+            Some(push) => push.config = config.clone(),
+            None => {
+                pushes.insert(
+                    key,
+                    MemPush {
+                        config: config.clone(),
+                        delivered_seq,
+                        attempts: 0,
+                        next_at_ms: 0,
+                        owner: None,
+                        lease_until_ms: 0,
+                        finished: false,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn push_config(
+        &self,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<Option<PushConfig>, StoreError> {
+        let key = (task_id.to_owned(), config_id.to_owned());
+        Ok(self.pushes().get(&key).map(|p| p.config.clone()))
+    }
+
+    async fn push_configs(
+        &self,
+        task_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PushConfig>, StoreError> {
+        Ok(self
+            .pushes()
+            .iter()
+            .filter(|((task, id), _)| task == task_id && after.is_none_or(|a| id.as_str() > a))
+            .take(limit)
+            .map(|(_, p)| p.config.clone())
+            .collect())
+    }
+
+    async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
+        let key = (task_id.to_owned(), config_id.to_owned());
+        Ok(self.pushes().remove(&key).is_some())
+    }
+
+    async fn claim_push(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: usize,
+        exclusive: bool,
+    ) -> Result<Vec<PushClaim>, StoreError> {
+        let tasks = self.lock();
+        let mut pushes = self.pushes();
+        let mut due: Vec<(&(String, String), &mut MemPush)> = pushes
+            .iter_mut()
+            .filter(|((task, _), p)| {
+                !p.finished
+                    && tasks
+                        .get(task)
+                        .is_some_and(|t| t.row.last_seq > p.delivered_seq)
+                    && p.next_at_ms <= now_ms
+                    && (p.owner.is_none()
+                        || p.lease_until_ms < now_ms
+                        || (exclusive && p.owner.as_deref() != Some(owner)))
+            })
+            .collect();
+        due.sort_by_key(|(_, p)| p.next_at_ms);
+        Ok(due
+            .into_iter()
+            .take(limit)
+            .map(|((task, _), p)| {
+                p.owner = Some(owner.to_owned());
+                p.lease_until_ms = now_ms.saturating_add(lease_ms);
+                PushClaim {
+                    task_id: task.clone(),
+                    config: p.config.clone(),
+                    delivered_seq: p.delivered_seq,
+                    attempts: p.attempts,
+                }
+            })
+            .collect())
+    }
+
+    async fn push_delivered(
+        &self,
+        task_id: &str,
+        config_id: &str,
+        owner: &str,
+        seq: u64,
+        finished: bool,
+        lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let key = (task_id.to_owned(), config_id.to_owned());
+        let mut pushes = self.pushes();
+        match pushes.get_mut(&key) {
+            Some(p) if p.owner.as_deref() == Some(owner) => {
+                p.delivered_seq = p.delivered_seq.max(seq);
+                p.finished |= finished;
+                p.attempts = 0;
+                p.lease_until_ms = lease_until_ms;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn release_push(
+        &self,
+        task_id: &str,
+        config_id: &str,
+        owner: &str,
+        attempts: u32,
+        next_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let key = (task_id.to_owned(), config_id.to_owned());
+        if let Some(p) = self
+            .pushes()
+            .get_mut(&key)
+            .filter(|p| p.owner.as_deref() == Some(owner))
+        {
+            p.owner = None;
+            p.attempts = attempts;
+            p.next_at_ms = next_at_ms;
+        }
+        Ok(())
     }
 }

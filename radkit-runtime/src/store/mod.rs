@@ -18,12 +18,14 @@ pub mod conformance;
 pub mod lease;
 pub mod memory;
 pub mod postgres;
+pub mod push;
 pub mod sqlite;
 pub mod view;
 
 pub use lease::{Lease, Leases, NewLease, CREATION_TOKEN};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
+pub use push::{PushAuth, PushClaim, PushConfig, PushFormat, PushStore};
 pub use sqlite::{Durability, SqliteStore};
 pub use view::TaskView;
 
@@ -370,6 +372,12 @@ pub enum StoreError {
         /// The number.
         value: u64,
     },
+    /// The task an operation names (a push config's) does not exist.
+    #[error("task {task_id} does not exist")]
+    UnknownTask {
+        /// Task.
+        task_id: String,
+    },
     /// The store is shut down.
     #[error("store is closed")]
     Closed,
@@ -561,6 +569,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Leases, when many engines share this store; `None` (the default) when one engine owns it.
     fn leases(&self) -> Option<&dyn Leases> {
+        None
+    }
+
+    /// Push-notification configs and delivery cursors ([`push`]); `None` (the default) for a
+    /// store without them, whose agent answers the push methods with `PushNotificationNotSupported`.
+    fn push(&self) -> Option<&dyn PushStore> {
         None
     }
 }

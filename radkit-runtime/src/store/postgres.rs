@@ -117,7 +117,26 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX radkit_artifacts_by_id ON radkit_artifacts(tid, artifact_id);",
     // 9: tasks newest status first (`Store::list_views`, A2A 1.0 `ListTasks`).
     "CREATE INDEX radkit_tasks_by_status_time ON radkit_tasks(status_at_ms DESC, id DESC);",
+    // 10: push-notification configs beside their task, each with its delivery cursor (the seq of
+    // the last update its webhook acknowledged), its retry schedule and its sender's lease
+    // (`store::push`): several workers claim deliveries with `FOR UPDATE SKIP LOCKED`, reading the
+    // configs of tasks not yet finished through a partial index.
+    "CREATE TABLE radkit_push_configs (
+        tid BIGINT NOT NULL REFERENCES radkit_tasks(tid),
+        config_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        delivered_seq BIGINT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at_ms BIGINT NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_until_ms BIGINT NOT NULL DEFAULT 0,
+        finished BOOLEAN NOT NULL DEFAULT FALSE,
+        PRIMARY KEY (tid, config_id)
+     );
+     CREATE INDEX radkit_push_configs_live ON radkit_push_configs(next_at_ms) WHERE NOT finished;",
 ];
+
+mod push;
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).
 const VIEW_MIGRATION: i32 = 8;
@@ -1261,6 +1280,10 @@ impl Store for PostgresStore {
     }
 
     fn leases(&self) -> Option<&dyn Leases> {
+        Some(self)
+    }
+
+    fn push(&self) -> Option<&dyn super::PushStore> {
         Some(self)
     }
 }

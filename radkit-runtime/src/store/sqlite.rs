@@ -120,7 +120,25 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX artifacts_by_id ON artifacts(tid, artifact_id);",
     // 6: tasks newest status first (`Store::list_views`, A2A 1.0 `ListTasks`).
     "CREATE INDEX tasks_by_status_time ON tasks(status_at_ms DESC, id DESC);",
+    // 7: push-notification configs beside their task, each with its delivery cursor (the seq of
+    // the last update its webhook acknowledged), its retry schedule and its sender's lease
+    // (`store::push`); claims read the configs of tasks not yet finished through a partial index.
+    "CREATE TABLE push_configs (
+        tid INTEGER NOT NULL,
+        config_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        delivered_seq INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at_ms INTEGER NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_until_ms INTEGER NOT NULL DEFAULT 0,
+        finished INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (tid, config_id)
+     ) WITHOUT ROWID;
+     CREATE INDEX push_configs_live ON push_configs(next_at_ms) WHERE finished = 0;",
 ];
+
+mod push;
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).
 const VIEW_MIGRATION: usize = 5;
@@ -372,8 +390,8 @@ const CACHED_SEQS: usize = 20_000;
 /// Apply a batch in one transaction. A conflicting append is refused alone; a backend failure fails
 /// the whole batch (nothing of it is committed).
 ///
-/// `last_seqs` caches each task's last seq: the writer thread is the only writer of the file in this
-/// process (several processes must not write one SQLite file; use Postgres for that), so the cache is
+/// `last_seqs` caches each task's last seq: the writer thread is the only writer of the journal and
+/// task rows in this process (the push-config table has its own writes) (several processes must not write one SQLite file; use Postgres for that), so the cache is
 /// exact once loaded. It holds tasks that are running: a task that ends or stops to wait for input
 /// leaves it (its next append, maybe days later, reads its seq once), and it is dropped whole (its
 /// memory with it) when a batch fails or it passes [`CACHED_SEQS`] tasks.
@@ -384,7 +402,11 @@ fn commit_batch(
 ) -> Vec<Result<(), StoreError>> {
     let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batch.len());
     let outcome = (|| -> Result<(), rusqlite::Error> {
-        let tx = conn.transaction()?;
+        // IMMEDIATE: the write lock is taken (waiting out the busy timeout) before anything is
+        // read. Push-config writes (`sqlite/push.rs`) come from other connections; a deferred
+        // transaction that read before one of them committed would fail with SQLITE_BUSY_SNAPSHOT
+        // instead of waiting.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let now = now_ms();
         for (encoded, _) in batch.iter() {
             results.push(apply_one(&tx, encoded, now, last_seqs)?);
@@ -810,6 +832,10 @@ impl Store for SqliteStore {
             )
         })
         .await
+    }
+
+    fn push(&self) -> Option<&dyn super::PushStore> {
+        Some(self)
     }
 
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {

@@ -1,0 +1,368 @@
+//! The push sender: a loop that claims configs with pending updates (`PushStore::claim_push`) and
+//! posts each update after the config's cursor to its webhook, in journal order, moving the cursor
+//! as the webhook acknowledges (2xx). A failure (refused connection, timeout, non-2xx) gives the
+//! claim back with the next attempt due after an exponential backoff; the cursor stays, so the
+//! update is posted again. A crash between a post and its cursor move posts it again too: delivery
+//! is at least once, and every post carries the record's journal seq (`X-A2A-Event-Id`, the same id
+//! SSE events carry) so a receiver drops what it has seen.
+//!
+//! Payloads: a 1.0 config gets one `StreamResponse` (ProtoJSON, `application/a2a+json`) per status
+//! or artifact update, as a stream carries it; a 0.3 config gets the task as it is
+//! (`application/json`), as the 0.3 SDK's sender posts it — one post for all the updates pending,
+//! whose seq is the task's last.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
+
+use super::super::{projection, Inner, StreamEvent, Update};
+use super::{target, PushSettings};
+use crate::journal::{now_ms, Entry};
+use crate::model::v1;
+use crate::store::{PushClaim, PushFormat, PushStore};
+
+/// Configs claimed per round.
+const CLAIMS: usize = 32;
+/// Journal appends read per page.
+const PAGE_APPENDS: usize = 16;
+
+/// How a delivery round ended well.
+enum Done {
+    /// Everything pending was acknowledged; the task goes on.
+    Caught,
+    /// The task's end was acknowledged: nothing more will come.
+    Ended,
+}
+
+/// Why a delivery round stopped before the end.
+enum Stop {
+    /// The engine halted (a crash, or a shutdown): leave the lease to expire.
+    Halted,
+    /// Another sender holds the config now, or it was deleted.
+    Lost,
+    /// The webhook did not take the update (why, and whether any update got through first).
+    Failed { why: String, progressed: bool },
+}
+
+/// Start the sender loop; it ends when the engine is dropped or halts.
+pub(super) fn spawn(inner: &Arc<Inner>) {
+    let weak = Arc::downgrade(inner);
+    let watch = inner.pusher.watch.clone();
+    tokio::spawn(async move {
+        loop {
+            let (poll, full) = {
+                let Some(inner) = weak.upgrade() else { break };
+                if inner.halted.load(Ordering::SeqCst) {
+                    break;
+                }
+                let claimed = round(&inner).await;
+                (inner.config.push.poll, claimed == CLAIMS)
+            };
+            if full {
+                // More may be due: claim again now.
+                continue;
+            }
+            tokio::select! {
+                _ = watch.wake.notified() => {}
+                _ = tokio::time::sleep(poll) => {}
+            }
+        }
+    });
+}
+
+/// Claim what is due and deliver each claim on its own task; how many were claimed.
+async fn round(inner: &Arc<Inner>) -> usize {
+    let Some(push) = inner.store.push() else {
+        return 0;
+    };
+    let lease_ms = millis(inner.config.push.lease);
+    let claims = match push
+        .claim_push(
+            &inner.config.worker_id,
+            now_ms(),
+            lease_ms,
+            CLAIMS,
+            !inner.shared(),
+        )
+        .await
+    {
+        Ok(claims) => claims,
+        Err(e) => {
+            tracing::warn!(error = %e, "push deliveries could not be claimed; retrying");
+            return 0;
+        }
+    };
+    let claimed = claims.len();
+    for claim in claims {
+        // Claimed here: its task's commits here wake the sender.
+        inner.pusher.watch.watch(&claim.task_id);
+        let inner = inner.clone();
+        tokio::spawn(async move { deliver(&inner, claim).await });
+    }
+    claimed
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The delay before attempt `attempts + 1`, after `attempts` failures in a row.
+fn backoff(settings: &PushSettings, attempts: u32) -> std::time::Duration {
+    let doubled = settings
+        .retry_base
+        .saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
+    doubled.min(settings.retry_max)
+}
+
+/// Deliver one claim, then give it back.
+async fn deliver(inner: &Arc<Inner>, claim: PushClaim) {
+    let Some(push) = inner.store.push() else {
+        return;
+    };
+    let outcome = match claim.config.format {
+        PushFormat::V1_0 => events(inner, push, &claim).await,
+        PushFormat::V0_3 => whole_task(inner, push, &claim).await,
+    };
+    let mut again = false;
+    let (attempts, next_at) = match outcome {
+        Ok(done) => {
+            match done {
+                Done::Ended => inner.pusher.watch.forget(&claim.task_id),
+                // A commit during the round found the config leased (to this round): look again
+                // once it is released.
+                Done::Caught => again = true,
+            }
+            (0, now_ms())
+        }
+        Err(Stop::Halted | Stop::Lost) => return,
+        Err(Stop::Failed { why, progressed }) => {
+            let attempts = if progressed {
+                1
+            } else {
+                claim.attempts.saturating_add(1)
+            };
+            let delay = backoff(&inner.config.push, attempts);
+            tracing::warn!(task = %claim.task_id, config = %claim.config.id, attempts, retry_in = ?delay, "push notification not delivered: {why}");
+            (attempts, now_ms().saturating_add(millis(delay)))
+        }
+    };
+    if let Err(e) = push
+        .release_push(
+            &claim.task_id,
+            &claim.config.id,
+            &inner.config.worker_id,
+            attempts,
+            next_at,
+        )
+        .await
+    {
+        tracing::warn!(task = %claim.task_id, error = %e, "push claim not released; its lease will expire");
+    }
+    if again {
+        inner.pusher.watch.wake.notify_one();
+    }
+}
+
+/// Record that the webhook has everything up to `seq` (and keep the lease).
+async fn acknowledge(
+    inner: &Inner,
+    push: &dyn PushStore,
+    claim: &PushClaim,
+    seq: u64,
+    finished: bool,
+) -> Result<(), Stop> {
+    let until = now_ms().saturating_add(millis(inner.config.push.lease));
+    match push
+        .push_delivered(
+            &claim.task_id,
+            &claim.config.id,
+            &inner.config.worker_id,
+            seq,
+            finished,
+            until,
+        )
+        .await
+    {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Stop::Lost),
+        Err(e) => Err(Stop::Failed {
+            why: format!("the delivery cursor could not be stored: {e}"),
+            progressed: false,
+        }),
+    }
+}
+
+/// 1.0: each update after the cursor as a `StreamResponse`.
+async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Result<Done, Stop> {
+    let store_failed = |e: crate::store::StoreError| Stop::Failed {
+        why: format!("the task could not be read: {e}"),
+        progressed: false,
+    };
+    let Some(task) = inner
+        .store
+        .task(&claim.task_id)
+        .await
+        .map_err(store_failed)?
+    else {
+        return Err(Stop::Lost);
+    };
+    let (mut cursor, mut acked, mut progressed) = (claim.delivered_seq, claim.delivered_seq, false);
+    // The task's end: nothing comes after it, so the config is finished once it is acknowledged.
+    let mut ended = false;
+    loop {
+        let page = inner
+            .store
+            .journal_page(&claim.task_id, cursor, PAGE_APPENDS)
+            .await
+            .map_err(|e| Stop::Failed {
+                why: format!("the journal could not be read: {e}"),
+                progressed,
+            })?;
+        let Some(last) = page.last().map(|r| r.seq) else {
+            break;
+        };
+        for record in page {
+            let seq = record.seq;
+            ended |= matches!(record.entry, Entry::Terminal { .. });
+            let is_final = ended || matches!(record.entry, Entry::AwaitingInput { .. });
+            let update = Update { record, is_final };
+            let body = projection::stream_event(&task.id, &task.context_id, &update)
+                .and_then(|event| stream_response(&claim.task_id, seq, event));
+            if let Some(body) = body {
+                post(inner, claim, body, "application/a2a+json", seq)
+                    .await
+                    .map_err(|why| match why {
+                        Stop::Failed { why, .. } => Stop::Failed { why, progressed },
+                        other => other,
+                    })?;
+                acknowledge(inner, push, claim, seq, ended).await?;
+                (acked, progressed) = (seq, true);
+            }
+        }
+        if last > acked {
+            // Records that are no update (a step's bookkeeping): the cursor passes them.
+            acknowledge(inner, push, claim, last, ended).await?;
+            acked = last;
+        }
+        cursor = last;
+    }
+    Ok(if ended { Done::Ended } else { Done::Caught })
+}
+
+/// A stream event as 1.0 ProtoJSON, or `None` (logged) when it has no 1.0 form.
+fn stream_response(task_id: &str, seq: u64, event: StreamEvent) -> Option<Vec<u8>> {
+    let response = match event {
+        StreamEvent::Status(status) => v1::TaskStatusUpdateEvent::try_from(status)
+            .map(v1::StreamResponse::StatusUpdate)
+            .map_err(|e| e.to_string()),
+        StreamEvent::Artifact(artifact) => v1::TaskArtifactUpdateEvent::try_from(artifact)
+            .map(v1::StreamResponse::ArtifactUpdate)
+            .map_err(|e| e.to_string()),
+    };
+    match response.and_then(|r| serde_json::to_vec(&r).map_err(|e| e.to_string())) {
+        Ok(body) => Some(body),
+        Err(e) => {
+            tracing::warn!(task = %task_id, seq, error = %e, "an update with no A2A 1.0 form is not pushed");
+            None
+        }
+    }
+}
+
+/// 0.3: the task as it is, once for everything pending.
+async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Result<Done, Stop> {
+    let view = match inner.store.task_view(&claim.task_id, None).await {
+        Ok(Some(view)) => view,
+        Ok(None) => return Err(Stop::Lost),
+        Err(e) => {
+            return Err(Stop::Failed {
+                why: format!("the task could not be read: {e}"),
+                progressed: false,
+            })
+        }
+    };
+    let seq = view.record.last_seq;
+    let ended = view.record.state.is_terminal();
+    let body = serde_json::to_vec(&projection::a2a_task(view)).map_err(|e| Stop::Failed {
+        why: format!("the task does not serialize: {e}"),
+        progressed: false,
+    })?;
+    post(inner, claim, body, "application/json", seq).await?;
+    acknowledge(inner, push, claim, seq, ended).await?;
+    Ok(if ended { Done::Ended } else { Done::Caught })
+}
+
+/// Post one payload to the claim's webhook with its headers: the journal seq, the task, the
+/// config's token and authentication.
+async fn post(
+    inner: &Inner,
+    claim: &PushClaim,
+    body: Vec<u8>,
+    content_type: &'static str,
+    seq: u64,
+) -> Result<(), Stop> {
+    if inner.halted.load(Ordering::SeqCst) {
+        return Err(Stop::Halted);
+    }
+    let failed = |why: String| Stop::Failed {
+        why,
+        progressed: false,
+    };
+    let settings = &inner.config.push;
+    let config = &claim.config;
+    let url = target::check_literal(&config.url, settings.allow_private)
+        .map_err(|e| failed(e.to_string()))?;
+    let client = match inner.pusher.client.get() {
+        Some(client) => client.clone(),
+        None => {
+            let client = target::client(settings.allow_private, settings.timeout)
+                .map_err(|e| failed(format!("the webhook client could not be built: {e}")))?;
+            inner.pusher.client.get_or_init(|| client).clone()
+        }
+    };
+    let mut request = client
+        .post(url)
+        .header(CONTENT_TYPE, content_type)
+        .header("X-A2A-Event-Id", seq.to_string())
+        .header("X-A2A-Task-Id", claim.task_id.as_str());
+    if let Some(token) = &config.token {
+        request = request.header("X-A2A-Notification-Token", token.as_str());
+    }
+    if let Some(auth) = &config.authentication {
+        if let (Some(scheme), Some(credentials)) = (auth.schemes.first(), &auth.credentials) {
+            request = request.header(AUTHORIZATION, format!("{scheme} {credentials}"));
+        }
+    }
+    let response = request.body(body).send().await.map_err(|e| {
+        failed(format!(
+            "posting to the webhook failed: {}",
+            crate::store::describe(&e)
+        ))
+    })?;
+    if response.status().is_success() {
+        Ok(())
+    } else {
+        Err(failed(format!(
+            "the webhook answered {}",
+            response.status()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn backoff_doubles_from_the_base_up_to_the_cap() {
+        let settings = PushSettings {
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(60),
+            ..PushSettings::default()
+        };
+        let delays: Vec<u64> = (1..=9).map(|n| backoff(&settings, n).as_secs()).collect();
+        assert_eq!(delays, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(backoff(&settings, u32::MAX), Duration::from_secs(60));
+    }
+}

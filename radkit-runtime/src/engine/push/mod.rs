@@ -1,0 +1,236 @@
+//! Push notifications: the engine's API over a task's webhooks (set, get, list, delete — scoped
+//! to the caller who may see the task) and their delivery (`deliver`), which follows each
+//! config's durable cursor through the task's journal (`store::push`). It never writes the
+//! journal: a delivery is an effect of the journal, not part of it, so replay and the fold are the
+//! same with or without webhooks.
+
+mod deliver;
+pub mod target;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use reqwest::header::HeaderValue;
+use tokio::sync::Notify;
+
+use super::{Caller, Engine, EngineError, Inner};
+use crate::model::TaskId;
+use crate::store::{PushConfig, PushStore};
+pub use target::TargetError;
+
+/// Most webhooks one task may have.
+pub const MAX_CONFIGS_PER_TASK: usize = 16;
+
+/// How push notifications are delivered.
+#[derive(Debug, Clone)]
+pub struct PushSettings {
+    /// Allow webhooks on private, loopback and link-local addresses (off by default: spec 1.0
+    /// §13.2's SSRF rule). Tests and trusted networks turn it on.
+    pub allow_private: bool,
+    /// How often the sender looks for pending deliveries (new records, retries due, work left by
+    /// a stopped sender); a config set on this engine wakes it at once.
+    pub poll: Duration,
+    /// The delay after the first failed delivery; it doubles with each further failure.
+    pub retry_base: Duration,
+    /// The longest delay between attempts.
+    pub retry_max: Duration,
+    /// The limit on one webhook request (connecting included).
+    pub timeout: Duration,
+    /// How long a claimed config is the sender's before another may take it over; each
+    /// acknowledged update extends it.
+    pub lease: Duration,
+}
+
+impl Default for PushSettings {
+    fn default() -> Self {
+        PushSettings {
+            allow_private: false,
+            poll: Duration::from_millis(250),
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
+            timeout: Duration::from_secs(10),
+            lease: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The sender's state in an engine: started once, woken when a config is set here or a task
+/// with one commits here.
+#[derive(Default)]
+pub(crate) struct Pusher {
+    started: AtomicBool,
+    watch: Arc<Watch>,
+    client: OnceLock<reqwest::Client>,
+}
+
+/// The tasks this engine knows to have webhooks still to serve, and the sender's wake-up: a run
+/// that commits records of one of them wakes the sender at once (it polls for the rest: configs
+/// set on other engines, retries, a restart's leftovers).
+#[derive(Default)]
+pub(crate) struct Watch {
+    tasks: Mutex<HashSet<String>>,
+    wake: Notify,
+}
+
+impl Watch {
+    /// Records of `task_id` were committed.
+    pub(crate) fn committed(&self, task_id: &str) {
+        if self.lock().contains(task_id) {
+            self.wake.notify_one();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn watch(&self, task_id: &str) {
+        self.lock().insert(task_id.to_owned());
+    }
+
+    fn forget(&self, task_id: &str) {
+        self.lock().remove(task_id);
+    }
+}
+
+impl Inner {
+    /// What a task's run tells the sender about its commits.
+    pub(crate) fn push_watch(&self) -> Arc<Watch> {
+        self.pusher.watch.clone()
+    }
+}
+
+impl Inner {
+    fn push_store(&self) -> Result<&dyn PushStore, EngineError> {
+        self.store.push().ok_or(EngineError::PushNotSupported)
+    }
+}
+
+fn header_safe(what: &str, value: &str) -> Result<(), EngineError> {
+    HeaderValue::from_str(value).map(|_| ()).map_err(|_| {
+        EngineError::InvalidInput(format!(
+            "push notification `{what}` must be printable text without line breaks"
+        ))
+    })
+}
+
+impl Engine {
+    /// True when this engine's store keeps push configs (every store of the crate does).
+    pub fn supports_push(&self) -> bool {
+        self.inner.store.push().is_some()
+    }
+
+    /// Check a webhook URL as [`Engine::set_push_config`] does, before anything is written.
+    pub async fn check_push_target(&self, url: &str) -> Result<(), EngineError> {
+        target::check(url, self.inner.config.push.allow_private).await?;
+        Ok(())
+    }
+
+    /// Create or replace the webhook `config.id` of a task the caller may see (an empty id is
+    /// given a new one), and return it. Its URL is checked (see [`target`]). The updates after
+    /// `after_seq` are delivered — after the task's last record when `None`, so a webhook set on
+    /// a running task gets what happens next; a config sent with the message that creates a task
+    /// passes `Some(0)` and gets every update. Setting an existing config again keeps its cursor.
+    pub async fn set_push_config(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        mut config: PushConfig,
+        after_seq: Option<u64>,
+    ) -> Result<PushConfig, EngineError> {
+        let push = self.inner.push_store()?;
+        let record = self.visible(caller, task_id).await?;
+        target::check(&config.url, self.inner.config.push.allow_private).await?;
+        if let Some(token) = &config.token {
+            header_safe("token", token)?;
+        }
+        if let Some(auth) = &config.authentication {
+            let scheme = auth.schemes.first().ok_or_else(|| {
+                EngineError::InvalidInput(
+                    "push notification `authentication` names no scheme".to_owned(),
+                )
+            })?;
+            header_safe("authentication scheme", scheme)?;
+            if let Some(credentials) = &auth.credentials {
+                header_safe("authentication credentials", credentials)?;
+            }
+        }
+        if config.id.is_empty() {
+            config.id = crate::model::new_id();
+        }
+        if push.push_config(task_id, &config.id).await?.is_none() {
+            let existing = push
+                .push_configs(task_id, None, MAX_CONFIGS_PER_TASK)
+                .await?;
+            if existing.len() >= MAX_CONFIGS_PER_TASK {
+                return Err(EngineError::InvalidInput(format!(
+                    "task {task_id} has {MAX_CONFIGS_PER_TASK} push notification configs already, the most it may have; delete one first"
+                )));
+            }
+        }
+        let after = after_seq.unwrap_or(record.last_seq).min(record.last_seq);
+        push.put_push_config(task_id, &config, after).await?;
+        self.start_push();
+        self.inner.pusher.watch.watch(task_id);
+        self.inner.pusher.watch.wake.notify_one();
+        Ok(config)
+    }
+
+    /// The webhook `config_id` of a task the caller may see.
+    pub async fn push_config(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        config_id: &str,
+    ) -> Result<PushConfig, EngineError> {
+        let push = self.inner.push_store()?;
+        self.visible(caller, task_id).await?;
+        push.push_config(task_id, config_id)
+            .await?
+            .ok_or_else(|| EngineError::PushConfigNotFound {
+                task_id: task_id.to_string(),
+                config_id: config_id.to_owned(),
+            })
+    }
+
+    /// The webhooks of a task the caller may see, in id order after `after`, at most `limit`.
+    pub async fn push_configs(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PushConfig>, EngineError> {
+        let push = self.inner.push_store()?;
+        self.visible(caller, task_id).await?;
+        Ok(push.push_configs(task_id, after, limit).await?)
+    }
+
+    /// Delete the webhook `config_id` of a task the caller may see; deleting one that does not
+    /// exist (or no longer does) succeeds. Nothing is posted to it afterwards, save a request
+    /// already on its way.
+    pub async fn delete_push_config(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        config_id: &str,
+    ) -> Result<(), EngineError> {
+        let push = self.inner.push_store()?;
+        self.visible(caller, task_id).await?;
+        push.delete_push_config(task_id, config_id).await?;
+        Ok(())
+    }
+
+    /// Start the push sender, once (recovery and a new config start it): it delivers what is
+    /// pending, including deliveries cut off by a crash.
+    pub(crate) fn start_push(&self) {
+        if self.inner.store.push().is_none()
+            || self.inner.pusher.started.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        deliver::spawn(&self.inner);
+    }
+}

@@ -1,0 +1,106 @@
+//! Push notifications on one Postgres store shared by two engines: each webhook has one sender at a
+//! time (claims lease a config; the other engine skips it), so every update is acknowledged once,
+//! whichever engine drives the task. The server is `RADKIT_TEST_POSTGRES_URL`, else the local one
+//! (see `services`); when it does not answer the test is reported ignored. It works in a fresh
+//! schema.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use radkit::prelude::*;
+use radkit::store::{PostgresStore, Store};
+use serde_json::json;
+
+mod push_common;
+use push_common::*;
+#[macro_use]
+#[path = "../radkit-runtime/tests/services/mod.rs"]
+mod services;
+
+fn main() -> ExitCode {
+    services::run(trials! {
+        Postgres multi_thread:
+            two_engines_on_one_postgres_acknowledge_every_update_once;
+    })
+}
+
+async fn store(url: &str) -> Arc<dyn Store> {
+    Arc::new(
+        PostgresStore::connect(url)
+            .await
+            .expect("connect the store"),
+    )
+}
+
+async fn two_engines_on_one_postgres_acknowledge_every_update_once() {
+    let (_, url) = radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_push")
+        .await
+        .expect("create a test schema");
+    let receiver = Receiver::start().await;
+    let agent = agent_on(store(&url).await, true, &[]).await;
+    let other = Engine::builder_arc(store(&url).await)
+        .without_registered_skills()
+        .skill(Ask)
+        .push_settings(settings(true))
+        .worker_id("other")
+        .poll_interval(Duration::from_millis(20))
+        .start()
+        .await
+        .expect("start the second engine");
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let sent = call(
+            &agent.url,
+            Some("1.0"),
+            None,
+            "SendMessage",
+            json!({ "message": message(&format!("task {i}"), None),
+                    "configuration": { "taskPushNotificationConfig": { "url": receiver.url } } }),
+        )
+        .await;
+        tasks.push(
+            sent["result"]["task"]["id"]
+                .as_str()
+                .expect("task")
+                .to_owned(),
+        );
+    }
+    for task in &tasks {
+        let done = call(
+            &agent.url,
+            Some("1.0"),
+            None,
+            "SendMessage",
+            json!({ "message": message("yes", Some(task)) }),
+        )
+        .await;
+        assert_eq!(
+            done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{done}"
+        );
+    }
+    let posts = receiver
+        .wait_for("every task's completed update", |posts| {
+            tasks.iter().all(|task| {
+                posts.iter().any(|p| {
+                    p.header("x-a2a-task-id") == Some(task.as_str())
+                        && is_status(p, "TASK_STATE_COMPLETED")
+                })
+            })
+        })
+        .await;
+    for task in &tasks {
+        let seqs: Vec<u64> = posts
+            .iter()
+            .filter(|p| p.header("x-a2a-task-id") == Some(task.as_str()))
+            .map(Post::seq)
+            .collect();
+        assert_eq!(
+            seqs,
+            update_seqs(&agent.engine, task).await,
+            "task {task}: each update posted once, in order, by one of the two engines"
+        );
+    }
+    other.halt();
+}
