@@ -25,7 +25,8 @@ fn main() -> ExitCode {
             official_python_sdk_1_x_signature_verifier_accepts_a_signed_card;
         Nothing current_thread:
             the_extended_card_is_served_to_token_holders_over_every_binding_and_version,
-            the_public_card_is_signed_and_declares_both_shapes;
+            the_public_card_is_signed_and_declares_both_shapes,
+            the_public_card_is_cacheable_and_revalidates_with_its_etag;
         Nothing sync:
             serve_refuses_an_extended_card_without_a_token_or_a_bad_card_file;
     })
@@ -289,6 +290,62 @@ async fn the_public_card_is_signed_and_declares_both_shapes() {
         !text.contains("protocolVersion\":\"0.3.0") && !text.contains("\"security\":"),
         "{text}"
     );
+}
+
+async fn the_public_card_is_cacheable_and_revalidates_with_its_etag() {
+    let dir = tempfile::tempdir().unwrap();
+    let signed = full_server(dir.path());
+    let other_dir = tempfile::tempdir().unwrap();
+    let plain = common::serve(&["--data-dir", other_dir.path().to_str().unwrap()]);
+    let client = reqwest::Client::new();
+    let card_url = |server: &Server| format!("{}/.well-known/agent-card.json", server.url);
+
+    let first = client.get(card_url(&signed)).send().await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    let header = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        header(&first, "cache-control").as_deref(),
+        Some("public, max-age=300")
+    );
+    assert_eq!(
+        header(&first, "content-type").as_deref(),
+        Some("application/json")
+    );
+    let etag = header(&first, "etag").expect("an ETag");
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+    let body: Value = first.json().await.unwrap();
+    assert_eq!(body["capabilities"]["streaming"], true);
+
+    // The same card again: the same tag, and a conditional request is 304 without a body.
+    let again = client.get(card_url(&signed)).send().await.unwrap();
+    assert_eq!(header(&again, "etag"), Some(etag.clone()));
+    for if_none_match in [etag.clone(), format!("\"x\", W/{etag}"), "*".to_owned()] {
+        let revalidated = client
+            .get(card_url(&signed))
+            .header("if-none-match", &if_none_match)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(revalidated.status().as_u16(), 304, "{if_none_match}");
+        assert_eq!(header(&revalidated, "etag"), Some(etag.clone()));
+        assert!(revalidated.bytes().await.unwrap().is_empty());
+    }
+    let stale = client
+        .get(card_url(&signed))
+        .header("if-none-match", "\"another\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status().as_u16(), 200);
+
+    // Another card, another tag.
+    let other = client.get(card_url(&plain)).send().await.unwrap();
+    assert_ne!(header(&other, "etag"), Some(etag));
 }
 
 fn base64_url(text: &str) -> Vec<u8> {

@@ -47,6 +47,9 @@ pub struct ServerConfig {
     pub extended_card: Option<ExtendedCard>,
     /// Signs the public and the extended card (A2A 1.0 §8.4) when set.
     pub card_signer: Option<Arc<CardSigner>>,
+    /// How long clients may cache the public card (its `Cache-Control: max-age`, spec 1.0 §8.6);
+    /// it carries an `ETag` too, so a client past this age revalidates with `If-None-Match`.
+    pub card_max_age: Duration,
 }
 
 impl ServerConfig {
@@ -66,6 +69,7 @@ impl ServerConfig {
             max_streams_per_principal: 64,
             extended_card: None,
             card_signer: None,
+            card_max_age: Duration::from_secs(300),
         }
     }
 }

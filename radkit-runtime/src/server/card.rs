@@ -22,8 +22,10 @@ pub fn agent_card(skills: &[SkillInfo], config: &ServerConfig) -> v1::AgentCard 
 
 /// The cards as served, signed when `ServerConfig::card_signer` is set.
 pub(crate) struct Cards {
-    /// The public card document (1.0 with the 0.3 members).
-    public: Value,
+    /// The public card document (1.0 with the 0.3 members), serialized.
+    public: String,
+    /// Its entity tag: a strong `ETag` from a SHA-256 of the document.
+    public_etag: String,
     /// The extended card, if served: its 1.0 form and its document for 0.3 callers.
     extended: Option<(v1::AgentCard, Value)>,
     /// The JWK Set of the signing key, if cards are signed.
@@ -52,12 +54,14 @@ impl Cards {
         if extended.is_none() {
             public.capabilities.extended_agent_card = Some(false);
         }
+        let public = served_json(&public).to_string();
         Cards {
+            public_etag: etag(&public),
             jwks: config
                 .card_signer
                 .as_ref()
                 .map(|signer| serde_json::json!({ "keys": [signer.public_jwk()] })),
-            public: served_json(&public),
+            public,
             extended: extended.map(|card| {
                 let card = sign(config, card);
                 let doc = served_json(&card);
@@ -66,15 +70,28 @@ impl Cards {
         }
     }
 
-    /// The public card document.
-    pub(crate) fn public(&self) -> &Value {
+    /// The public card document, serialized.
+    pub(crate) fn public(&self) -> &str {
         &self.public
+    }
+
+    /// The public card's entity tag (quoted, as the `ETag` header carries it).
+    pub(crate) fn public_etag(&self) -> &str {
+        &self.public_etag
     }
 
     /// The JWK Set (RFC 7517) holding the public key the cards are signed with, if they are.
     pub(crate) fn jwks(&self) -> Option<&Value> {
         self.jwks.as_ref()
     }
+}
+
+/// A strong entity tag of `body`: 32 hex digits of its SHA-256, quoted.
+fn etag(body: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(body.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
 }
 
 /// `card` signed with the configured key; unsigned (and the failure logged) if signing fails.

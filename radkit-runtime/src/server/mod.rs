@@ -81,8 +81,37 @@ pub async fn serve(
     connection::accept_loop(listener, router(engine, config), limits).await
 }
 
-async fn agent_card(State(state): State<Arc<AppState>>) -> Response {
-    Json(state.cards.public()).into_response()
+/// The public card, with the caching headers of spec 1.0 §8.6.1: `Cache-Control: public,
+/// max-age=<ServerConfig::card_max_age>` and a strong `ETag` of the document; a request whose
+/// `If-None-Match` names it (or `*`) gets 304 without a body.
+async fn agent_card(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let etag = state.cards.public_etag();
+    let cache = format!("public, max-age={}", state.config.card_max_age.as_secs());
+    let matches = headers
+        .get_all(axum::http::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|tag| tag.trim().trim_start_matches("W/"))
+        .any(|tag| tag == etag || tag == "*");
+    let mut response = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            state.cards.public().to_owned(),
+        )
+            .into_response()
+    };
+    for (name, value) in [
+        (axum::http::header::ETAG, etag.to_owned()),
+        (axum::http::header::CACHE_CONTROL, cache),
+    ] {
+        if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
 }
 
 /// The key that signs the cards, for verifiers that fetch it (`--card-jwks-url` names this URL in
