@@ -77,6 +77,10 @@ pub struct Args {
     /// The `jku` of the card signatures: where verifiers fetch the public key (a JWK Set).
     #[arg(long, value_name = "URL", requires = "card_key")]
     pub card_jwks_url: Option<String>,
+    /// Serve the public agent card in its A2A 1.0 form alone, without the 0.3 members beside it
+    /// (for clients that all speak 1.0, and strict 1.0 validators); a 0.3 client cannot read it.
+    #[arg(long)]
+    pub card_1_0_only: bool,
     /// Lease settings (Postgres only).
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
@@ -252,6 +256,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     config.tokens = tokens;
     config.extended_card = extended_card;
     config.card_signer = card_signer;
+    config.card_0_3_members = !args.card_1_0_only;
     args.limits(&mut config);
     if let Some(signer) = &config.card_signer {
         tracing::info!(

@@ -20,12 +20,31 @@ pub fn agent_card(skills: &[SkillInfo], config: &ServerConfig) -> v1::AgentCard 
     crate::registry::card_for(skills, config)
 }
 
+/// A card document as served: its bytes and its entity tag.
+pub(crate) struct Document {
+    /// The serialized JSON.
+    pub(crate) body: String,
+    /// A strong `ETag`: 32 hex digits of a SHA-256 of `body`, quoted.
+    pub(crate) etag: String,
+}
+
+impl Document {
+    fn new(json: &Value) -> Document {
+        let body = json.to_string();
+        Document {
+            etag: etag(&body),
+            body,
+        }
+    }
+}
+
 /// The cards as served, signed when `ServerConfig::card_signer` is set.
 pub(crate) struct Cards {
-    /// The public card document (1.0 with the 0.3 members), serialized.
-    public: String,
-    /// Its entity tag: a strong `ETag` from a SHA-256 of the document.
-    public_etag: String,
+    /// The public card with the 0.3 members beside the 1.0 card: for clients that send no
+    /// `A2A-Version: 1.0` (`None` when `ServerConfig::card_0_3_members` is off).
+    public_both: Option<Document>,
+    /// The public card in its 1.0 form alone: for clients that send `A2A-Version: 1.0`.
+    public_v1: Document,
     /// The extended card, if served: its 1.0 form and its document for 0.3 callers.
     extended: Option<(v1::AgentCard, Value)>,
     /// The JWK Set of the signing key, if cards are signed.
@@ -35,7 +54,7 @@ pub(crate) struct Cards {
 impl Cards {
     /// Build, extend and sign the cards for `skills` served with `config`.
     pub(crate) fn new(skills: &[SkillInfo], config: &ServerConfig) -> Cards {
-        let public = agent_card(skills, config);
+        let mut public = agent_card(skills, config);
         let extended = match &config.extended_card {
             Some(extension) if crate::registry::serves_extended_card(config) => {
                 match extension.apply(&public) {
@@ -50,18 +69,19 @@ impl Cards {
             }
             _ => None,
         };
-        let mut public = sign(config, public);
         if extended.is_none() {
             public.capabilities.extended_agent_card = Some(false);
         }
-        let public = served_json(&public).to_string();
+        let public = sign(config, public);
         Cards {
-            public_etag: etag(&public),
+            public_both: config
+                .card_0_3_members
+                .then(|| Document::new(&served_json(&public))),
+            public_v1: Document::new(&serde_json::to_value(&public).unwrap_or_default()),
             jwks: config
                 .card_signer
                 .as_ref()
                 .map(|signer| serde_json::json!({ "keys": [signer.public_jwk()] })),
-            public,
             extended: extended.map(|card| {
                 let card = sign(config, card);
                 let doc = served_json(&card);
@@ -70,14 +90,13 @@ impl Cards {
         }
     }
 
-    /// The public card document, serialized.
-    pub(crate) fn public(&self) -> &str {
-        &self.public
-    }
-
-    /// The public card's entity tag (quoted, as the `ETag` header carries it).
-    pub(crate) fn public_etag(&self) -> &str {
-        &self.public_etag
+    /// The public card document: the 1.0 card alone when `v1_only` (the request says
+    /// `A2A-Version: 1.0`) or the server serves no other, else the card for both versions.
+    pub(crate) fn public(&self, v1_only: bool) -> &Document {
+        match (&self.public_both, v1_only) {
+            (Some(both), false) => both,
+            _ => &self.public_v1,
+        }
     }
 
     /// The JWK Set (RFC 7517) holding the public key the cards are signed with, if they are.

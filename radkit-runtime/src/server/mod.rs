@@ -83,9 +83,19 @@ pub async fn serve(
 
 /// The public card, with the caching headers of spec 1.0 §8.6.1: `Cache-Control: public,
 /// max-age=<ServerConfig::card_max_age>` and a strong `ETag` of the document; a request whose
-/// `If-None-Match` names it (or `*`) gets 304 without a body.
-async fn agent_card(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let etag = state.cards.public_etag();
+/// `If-None-Match` names it (or `*`) gets 304 without a body. A request that says
+/// `A2A-Version: 1.0` gets the 1.0 card alone, any other the card both versions read (so the
+/// answer varies with that header).
+async fn agent_card(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    let v1_only = matches!(
+        version::Version::of_request(&headers, uri.query()),
+        Ok(version::Version::V1_0)
+    );
+    let document = state.cards.public(v1_only);
     let cache = format!("public, max-age={}", state.config.card_max_age.as_secs());
     let matches = headers
         .get_all(axum::http::header::IF_NONE_MATCH)
@@ -93,19 +103,20 @@ async fn agent_card(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(|tag| tag.trim().trim_start_matches("W/"))
-        .any(|tag| tag == etag || tag == "*");
+        .any(|tag| tag == document.etag || tag == "*");
     let mut response = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         (
             [(axum::http::header::CONTENT_TYPE, "application/json")],
-            state.cards.public().to_owned(),
+            document.body.clone(),
         )
             .into_response()
     };
     for (name, value) in [
-        (axum::http::header::ETAG, etag.to_owned()),
+        (axum::http::header::ETAG, document.etag.clone()),
         (axum::http::header::CACHE_CONTROL, cache),
+        (axum::http::header::VARY, "A2A-Version".to_owned()),
     ] {
         if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
             response.headers_mut().insert(name, value);
