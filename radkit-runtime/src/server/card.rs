@@ -5,9 +5,16 @@
 //! while it serves. Every binding answers the extended card through `extended_card_v1` or
 //! `extended_card_v0_3`; none builds a card of its own.
 
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 use serde_json::Value;
 
 use super::jsonrpc::{codes, RpcError};
+use super::version::Version;
 use super::AppState;
 use crate::config::ServerConfig;
 use crate::engine::Caller;
@@ -124,6 +131,59 @@ fn sign(config: &ServerConfig, card: v1::AgentCard) -> v1::AgentCard {
             tracing::error!("{e}; the agent card is served unsigned");
             card
         }
+    }
+}
+
+/// The public card, with the caching headers of spec 1.0 §8.6.1: `Cache-Control: public,
+/// max-age=<ServerConfig::card_max_age>` and a strong `ETag` of the document; a request whose
+/// `If-None-Match` names it (or `*`) gets 304 without a body. A request that says
+/// `A2A-Version: 1.0` gets the 1.0 card alone, any other the card both versions read (so the
+/// answer varies with that header).
+pub(crate) async fn public_card(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    let v1_only = matches!(
+        Version::of_request(&headers, uri.query()),
+        Ok(Version::V1_0)
+    );
+    let document = state.cards.public(v1_only);
+    let cache = format!("public, max-age={}", state.config.card_max_age.as_secs());
+    let matches = headers
+        .get_all(axum::http::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|tag| tag.trim().trim_start_matches("W/"))
+        .any(|tag| tag == document.etag || tag == "*");
+    let mut response = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            document.body.clone(),
+        )
+            .into_response()
+    };
+    for (name, value) in [
+        (axum::http::header::ETAG, document.etag.clone()),
+        (axum::http::header::CACHE_CONTROL, cache),
+        (axum::http::header::VARY, "A2A-Version".to_owned()),
+    ] {
+        if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+/// The key that signs the cards, for verifiers that fetch it (`--card-jwks-url` names this URL in
+/// the signatures' `jku`); 404 when cards are not signed.
+pub(crate) async fn jwks(State(state): State<Arc<AppState>>) -> Response {
+    match state.cards.jwks() {
+        Some(jwks) => Json(jwks).into_response(),
+        None => (StatusCode::NOT_FOUND, "the agent cards are not signed").into_response(),
     }
 }
 

@@ -56,9 +56,9 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     Router::new()
         .route("/", post(rpc))
         .merge(rest::routes())
-        .route("/.well-known/agent-card.json", get(agent_card))
-        .route("/.well-known/agent.json", get(agent_card))
-        .route("/.well-known/jwks.json", get(jwks))
+        .route("/.well-known/agent-card.json", get(card::public_card))
+        .route("/.well-known/agent.json", get(card::public_card))
+        .route("/.well-known/jwks.json", get(card::jwks))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -79,59 +79,6 @@ pub async fn serve(
         idle_timeout: config.idle_timeout,
     };
     connection::accept_loop(listener, router(engine, config), limits).await
-}
-
-/// The public card, with the caching headers of spec 1.0 §8.6.1: `Cache-Control: public,
-/// max-age=<ServerConfig::card_max_age>` and a strong `ETag` of the document; a request whose
-/// `If-None-Match` names it (or `*`) gets 304 without a body. A request that says
-/// `A2A-Version: 1.0` gets the 1.0 card alone, any other the card both versions read (so the
-/// answer varies with that header).
-async fn agent_card(
-    State(state): State<Arc<AppState>>,
-    uri: axum::http::Uri,
-    headers: HeaderMap,
-) -> Response {
-    let v1_only = matches!(
-        version::Version::of_request(&headers, uri.query()),
-        Ok(version::Version::V1_0)
-    );
-    let document = state.cards.public(v1_only);
-    let cache = format!("public, max-age={}", state.config.card_max_age.as_secs());
-    let matches = headers
-        .get_all(axum::http::header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|tag| tag.trim().trim_start_matches("W/"))
-        .any(|tag| tag == document.etag || tag == "*");
-    let mut response = if matches {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        (
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            document.body.clone(),
-        )
-            .into_response()
-    };
-    for (name, value) in [
-        (axum::http::header::ETAG, document.etag.clone()),
-        (axum::http::header::CACHE_CONTROL, cache),
-        (axum::http::header::VARY, "A2A-Version".to_owned()),
-    ] {
-        if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
-            response.headers_mut().insert(name, value);
-        }
-    }
-    response
-}
-
-/// The key that signs the cards, for verifiers that fetch it (`--card-jwks-url` names this URL in
-/// the signatures' `jku`); 404 when cards are not signed.
-async fn jwks(State(state): State<Arc<AppState>>) -> Response {
-    match state.cards.jwks() {
-        Some(jwks) => Json(jwks).into_response(),
-        None => (StatusCode::NOT_FOUND, "the agent cards are not signed").into_response(),
-    }
 }
 
 async fn rpc(
