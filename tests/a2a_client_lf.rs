@@ -97,7 +97,10 @@ async fn drive(url: &str, binding: &str) {
         .unwrap();
     assert_eq!(read.id, early.id, "{binding}");
 
-    // A stream: the task, working, two chunks (the second appended and last), completed.
+    // A stream: the task, then the echo's chunks, then completed. A stream opens with the task as it
+    // is when the stream starts, so a chunk written before that (a loaded machine) is in the opening
+    // task instead of an update: the promise is that none is lost, and that the last is appended
+    // and last.
     let events: Vec<StreamResponse> = c
         .send_streaming_message(&user(&format!("lf-{tag}-stream"), "hello", None))
         .await
@@ -105,10 +108,9 @@ async fn drive(url: &str, binding: &str) {
         .map(|e| e.expect("a stream event"))
         .collect()
         .await;
-    assert!(
-        matches!(events.first(), Some(StreamResponse::Task(_))),
-        "{binding}: {events:?}"
-    );
+    let Some(StreamResponse::Task(opening)) = events.first() else {
+        panic!("{binding}: the stream opens with the task: {events:?}")
+    };
     let chunks: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
@@ -116,11 +118,18 @@ async fn drive(url: &str, binding: &str) {
             _ => None,
         })
         .collect();
-    assert_eq!(chunks.len(), 2, "{binding}: {events:?}");
-    assert_eq!(
-        (chunks[1].append, chunks[1].last_chunk),
-        (Some(true), Some(true))
+    let in_opening = !opening.artifacts.clone().unwrap_or_default().is_empty();
+    assert!(
+        chunks.len() == 2 || (chunks.len() < 2 && in_opening),
+        "{binding}: {events:?}"
     );
+    if let Some(last) = chunks.last() {
+        assert_eq!(
+            (last.append, last.last_chunk),
+            (Some(true), Some(true)),
+            "{binding}"
+        );
+    }
     assert!(
         matches!(events.last(), Some(StreamResponse::StatusUpdate(s)) if s.status.state == TaskState::Completed),
         "{binding}: {events:?}"

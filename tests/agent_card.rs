@@ -25,7 +25,9 @@ fn main() -> ExitCode {
             official_python_sdk_1_x_signature_verifier_accepts_a_signed_card;
         Nothing current_thread:
             the_extended_card_is_served_to_token_holders_over_every_binding_and_version,
-            the_public_card_is_signed_and_declares_both_shapes;
+            the_public_card_is_signed_and_declares_both_shapes,
+            the_public_card_is_cacheable_and_revalidates_with_its_etag,
+            a_1_0_request_gets_the_1_0_card_alone_as_does_every_request_with_card_1_0_only;
         Nothing sync:
             serve_refuses_an_extended_card_without_a_token_or_a_bad_card_file;
     })
@@ -128,6 +130,16 @@ async fn get(client: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, 
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// The card document a client that names no version gets (the one both versions read).
+async fn card(client: &reqwest::Client, url: &str) -> Value {
+    let response = client
+        .get(format!("{url}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap();
+    response.json().await.unwrap()
+}
+
 /// A 1.0 JSON-RPC call.
 async fn rpc_v1(client: &reqwest::Client, url: &str, method: &str, token: Option<&str>) -> Value {
     let mut request = client
@@ -155,7 +167,7 @@ async fn the_extended_card_is_served_to_token_holders_over_every_binding_and_ver
     let client = reqwest::Client::new();
     let url = &server.url;
 
-    let (_, public) = get(&client, &format!("{url}/.well-known/agent-card.json"), None).await;
+    let public = card(&client, url).await;
     assert_eq!(
         public["capabilities"]["extendedAgentCard"], true,
         "{public}"
@@ -231,12 +243,7 @@ async fn the_public_card_is_signed_and_declares_both_shapes() {
     let dir = tempfile::tempdir().unwrap();
     let server = full_server(dir.path());
     let client = reqwest::Client::new();
-    let (_, card) = get(
-        &client,
-        &format!("{}/.well-known/agent-card.json", server.url),
-        None,
-    )
-    .await;
+    let card = card(&client, &server.url).await;
     assert_eq!(
         card["securitySchemes"]["bearer"],
         json!({
@@ -288,6 +295,160 @@ async fn the_public_card_is_signed_and_declares_both_shapes() {
     assert!(
         !text.contains("protocolVersion\":\"0.3.0") && !text.contains("\"security\":"),
         "{text}"
+    );
+}
+
+async fn the_public_card_is_cacheable_and_revalidates_with_its_etag() {
+    let dir = tempfile::tempdir().unwrap();
+    let signed = full_server(dir.path());
+    let other_dir = tempfile::tempdir().unwrap();
+    let plain = common::serve(&["--data-dir", other_dir.path().to_str().unwrap()]);
+    let client = reqwest::Client::new();
+    let card_url = |server: &Server| format!("{}/.well-known/agent-card.json", server.url);
+
+    let first = client.get(card_url(&signed)).send().await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    let header = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        header(&first, "cache-control").as_deref(),
+        Some("public, max-age=300")
+    );
+    assert_eq!(
+        header(&first, "content-type").as_deref(),
+        Some("application/json")
+    );
+    let etag = header(&first, "etag").expect("an ETag");
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+    let body: Value = first.json().await.unwrap();
+    assert_eq!(body["capabilities"]["streaming"], true);
+
+    // The same card again: the same tag, and a conditional request is 304 without a body.
+    let again = client.get(card_url(&signed)).send().await.unwrap();
+    assert_eq!(header(&again, "etag"), Some(etag.clone()));
+    for if_none_match in [etag.clone(), format!("\"x\", W/{etag}"), "*".to_owned()] {
+        let revalidated = client
+            .get(card_url(&signed))
+            .header("if-none-match", &if_none_match)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(revalidated.status().as_u16(), 304, "{if_none_match}");
+        assert_eq!(header(&revalidated, "etag"), Some(etag.clone()));
+        assert!(revalidated.bytes().await.unwrap().is_empty());
+    }
+    let stale = client
+        .get(card_url(&signed))
+        .header("if-none-match", "\"another\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status().as_u16(), 200);
+
+    // Another card, another tag.
+    let other = client.get(card_url(&plain)).send().await.unwrap();
+    assert_ne!(header(&other, "etag"), Some(etag));
+}
+
+/// The members of a 1.0 card (`lf.a2a.v1.AgentCard`) and of its security schemes: what a strict
+/// 1.0 validator allows.
+const V1_CARD_MEMBERS: &[&str] = &[
+    "name",
+    "description",
+    "supportedInterfaces",
+    "provider",
+    "version",
+    "documentationUrl",
+    "capabilities",
+    "securitySchemes",
+    "securityRequirements",
+    "defaultInputModes",
+    "defaultOutputModes",
+    "skills",
+    "signatures",
+    "iconUrl",
+];
+
+fn assert_1_0_only(card: &Value) {
+    for key in card.as_object().expect("an object").keys() {
+        assert!(V1_CARD_MEMBERS.contains(&key.as_str()), "`{key}` in {card}");
+    }
+    for (name, scheme) in card["securitySchemes"].as_object().into_iter().flatten() {
+        assert_eq!(
+            scheme.as_object().map(|o| o.len()),
+            Some(1),
+            "{name}: {scheme}"
+        );
+    }
+    for skill in card["skills"].as_array().into_iter().flatten() {
+        assert!(skill.get("security").is_none(), "{skill}");
+    }
+}
+
+async fn a_1_0_request_gets_the_1_0_card_alone_as_does_every_request_with_card_1_0_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = full_server(dir.path());
+    let client = reqwest::Client::new();
+    let url = format!("{}/.well-known/agent-card.json", server.url);
+    let both = client.get(&url).send().await.unwrap();
+    let v1 = client
+        .get(&url)
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(v1.headers()["vary"], "A2A-Version");
+    assert_ne!(
+        both.headers()["etag"],
+        v1.headers()["etag"],
+        "two documents, two tags"
+    );
+    let (both, v1): (Value, Value) = (both.json().await.unwrap(), v1.json().await.unwrap());
+    assert_1_0_only(&v1);
+    assert_eq!(
+        v1["securitySchemes"]["bearer"],
+        json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "description": "A token configured with `radkit serve --token`."}})
+    );
+    assert_eq!(v1["signatures"], both["signatures"], "the same signed card");
+    let read = |doc: &Value| -> radkit::model::v1::AgentCard {
+        serde_json::from_value(doc.clone()).unwrap()
+    };
+    assert_eq!(
+        read(&v1),
+        read(&both),
+        "a 1.0 reader gets the same card from either"
+    );
+    let by_query = client
+        .get(format!("{url}?A2A-Version=1.0"))
+        .send()
+        .await
+        .unwrap();
+    assert_1_0_only(&by_query.json().await.unwrap());
+
+    let only_dir = tempfile::tempdir().unwrap();
+    let only = common::serve(&[
+        "--data-dir",
+        only_dir.path().to_str().unwrap(),
+        "--token",
+        TOKEN,
+        "--card-1-0-only",
+    ]);
+    let card: Value = client
+        .get(format!("{}/.well-known/agent-card.json", only.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_1_0_only(&card);
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"bearer": {}}}])
     );
 }
 

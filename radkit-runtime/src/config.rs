@@ -47,6 +47,14 @@ pub struct ServerConfig {
     pub extended_card: Option<ExtendedCard>,
     /// Signs the public and the extended card (A2A 1.0 §8.4) when set.
     pub card_signer: Option<Arc<CardSigner>>,
+    /// How long clients may cache the public card (its `Cache-Control: max-age`, spec 1.0 §8.6);
+    /// it carries an `ETag` too, so a client past this age revalidates with `If-None-Match`.
+    pub card_max_age: Duration,
+    /// Serve the public card with the A2A 0.3 members beside the 1.0 card (the default), so that
+    /// 0.3 clients read it too; off, every request gets the 1.0 card alone (a request that says
+    /// `A2A-Version: 1.0` always does). Strict 1.0 validators (a JSON schema without additional
+    /// properties) accept only the latter.
+    pub card_0_3_members: bool,
 }
 
 impl ServerConfig {
@@ -66,6 +74,8 @@ impl ServerConfig {
             max_streams_per_principal: 64,
             extended_card: None,
             card_signer: None,
+            card_max_age: Duration::from_secs(300),
+            card_0_3_members: true,
         }
     }
 }

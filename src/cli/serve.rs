@@ -82,6 +82,10 @@ pub struct Args {
     /// trusted networks.
     #[arg(long, env = "RADKIT_PUSH_ALLOW_PRIVATE")]
     pub push_allow_private: bool,
+    /// Serve the public agent card in its A2A 1.0 form alone, without the 0.3 members beside it
+    /// (for clients that all speak 1.0, and strict 1.0 validators); a 0.3 client cannot read it.
+    #[arg(long)]
+    pub card_1_0_only: bool,
     /// Lease settings (Postgres only).
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
@@ -258,6 +262,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     config.tokens = tokens;
     config.extended_card = extended_card;
     config.card_signer = card_signer;
+    config.card_0_3_members = !args.card_1_0_only;
     args.limits(&mut config);
     if let Some(signer) = &config.card_signer {
         tracing::info!(

@@ -6,7 +6,9 @@
 //!
 //! The payload is the card as a 1.0 client reads it (`v1::AgentCard` in ProtoJSON, which already
 //! omits unset optional and default-valued fields as §8.4.1 asks), never the served document with
-//! its 0.3 members beside it: a 1.0 client drops those before it verifies.
+//! its 0.3 members beside it: a 1.0 client drops those before it verifies. The official Python
+//! SDKs verify other bytes (1.x drops empty values, 0.3 reads the 0.3 members), so the card also
+//! carries a signature over each of their forms that differs: see [`CardSigner::sign`].
 
 use std::fmt;
 

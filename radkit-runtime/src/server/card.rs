@@ -5,9 +5,16 @@
 //! while it serves. Every binding answers the extended card through `extended_card_v1` or
 //! `extended_card_v0_3`; none builds a card of its own.
 
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 use serde_json::Value;
 
 use super::jsonrpc::{codes, RpcError};
+use super::version::Version;
 use super::AppState;
 use crate::config::ServerConfig;
 use crate::engine::Caller;
@@ -20,10 +27,63 @@ pub fn agent_card(skills: &[SkillInfo], config: &ServerConfig) -> v1::AgentCard 
     crate::registry::card_for(skills, config)
 }
 
+/// A card document as served: its bytes and its validators.
+pub(crate) struct Document {
+    /// The serialized JSON.
+    pub(crate) body: String,
+    /// A strong `ETag`: 32 hex digits of a SHA-256 of `body`, quoted.
+    pub(crate) etag: String,
+    /// When it was built (the server's start): its `Last-Modified`, in seconds since the epoch.
+    pub(crate) built_at: i64,
+}
+
+impl Document {
+    fn new(json: &Value) -> Document {
+        let body = json.to_string();
+        Document {
+            etag: etag(&body),
+            body,
+            built_at: chrono::Utc::now().timestamp(),
+        }
+    }
+
+    /// `Last-Modified` (an IMF-fixdate).
+    fn last_modified(&self) -> String {
+        chrono::DateTime::from_timestamp(self.built_at, 0)
+            .unwrap_or_default()
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string()
+    }
+
+    /// Whether a conditional request already holds this document: `If-None-Match` names its tag
+    /// (or `*`), or, without `If-None-Match` (which wins, RFC 9110 §13.2.2), `If-Modified-Since`
+    /// is not before it was built.
+    fn held_by(&self, headers: &HeaderMap) -> bool {
+        use axum::http::header::{IF_MODIFIED_SINCE, IF_NONE_MATCH};
+        if headers.contains_key(IF_NONE_MATCH) {
+            return headers
+                .get_all(IF_NONE_MATCH)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(|tag| tag.trim().trim_start_matches("W/"))
+                .any(|tag| tag == self.etag || tag == "*");
+        }
+        headers
+            .get(IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| chrono::DateTime::parse_from_rfc2822(v).ok())
+            .is_some_and(|since| since.timestamp() >= self.built_at)
+    }
+}
+
 /// The cards as served, signed when `ServerConfig::card_signer` is set.
 pub(crate) struct Cards {
-    /// The public card document (1.0 with the 0.3 members).
-    public: Value,
+    /// The public card with the 0.3 members beside the 1.0 card: for clients that send no
+    /// `A2A-Version: 1.0` (`None` when `ServerConfig::card_0_3_members` is off).
+    public_both: Option<Document>,
+    /// The public card in its 1.0 form alone: for clients that send `A2A-Version: 1.0`.
+    public_v1: Document,
     /// The extended card, if served: its 1.0 form and its document for 0.3 callers.
     extended: Option<(v1::AgentCard, Value)>,
     /// The JWK Set of the signing key, if cards are signed.
@@ -50,16 +110,19 @@ impl Cards {
             }
             _ => None,
         };
-        let mut public = sign(config, public);
         if extended.is_none() {
             public.capabilities.extended_agent_card = Some(false);
         }
+        let public = sign(config, public);
         Cards {
+            public_both: config
+                .card_0_3_members
+                .then(|| Document::new(&served_json(&public))),
+            public_v1: Document::new(&serde_json::to_value(&public).unwrap_or_default()),
             jwks: config
                 .card_signer
                 .as_ref()
                 .map(|signer| serde_json::json!({ "keys": [signer.public_jwk()] })),
-            public: served_json(&public),
             extended: extended.map(|card| {
                 let card = sign(config, card);
                 let doc = served_json(&card);
@@ -68,15 +131,27 @@ impl Cards {
         }
     }
 
-    /// The public card document.
-    pub(crate) fn public(&self) -> &Value {
-        &self.public
+    /// The public card document: the 1.0 card alone when `v1_only` (the request says
+    /// `A2A-Version: 1.0`) or the server serves no other, else the card for both versions.
+    pub(crate) fn public(&self, v1_only: bool) -> &Document {
+        match (&self.public_both, v1_only) {
+            (Some(both), false) => both,
+            _ => &self.public_v1,
+        }
     }
 
     /// The JWK Set (RFC 7517) holding the public key the cards are signed with, if they are.
     pub(crate) fn jwks(&self) -> Option<&Value> {
         self.jwks.as_ref()
     }
+}
+
+/// A strong entity tag of `body`: 32 hex digits of its SHA-256, quoted.
+fn etag(body: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(body.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
 }
 
 /// `card` signed with the configured key; unsigned (and the failure logged) if signing fails.
@@ -90,6 +165,53 @@ fn sign(config: &ServerConfig, card: v1::AgentCard) -> v1::AgentCard {
             tracing::error!("{e}; the agent card is served unsigned");
             card
         }
+    }
+}
+
+/// The public card, with the caching headers of spec 1.0 §8.6.1: `Cache-Control: public,
+/// max-age=<ServerConfig::card_max_age>`, a strong `ETag` of the document and `Last-Modified`; a
+/// conditional request that holds it (`If-None-Match`, `If-Modified-Since`) gets 304 without a body. A request that says
+/// `A2A-Version: 1.0` gets the 1.0 card alone, any other the card both versions read (so the
+/// answer varies with that header).
+pub(crate) async fn public_card(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    let v1_only = matches!(
+        Version::of_request(&headers, uri.query()),
+        Ok(Version::V1_0)
+    );
+    let document = state.cards.public(v1_only);
+    let cache = format!("public, max-age={}", state.config.card_max_age.as_secs());
+    let mut response = if document.held_by(&headers) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            document.body.clone(),
+        )
+            .into_response()
+    };
+    for (name, value) in [
+        (axum::http::header::ETAG, document.etag.clone()),
+        (axum::http::header::LAST_MODIFIED, document.last_modified()),
+        (axum::http::header::CACHE_CONTROL, cache),
+        (axum::http::header::VARY, "A2A-Version".to_owned()),
+    ] {
+        if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+/// The key that signs the cards, for verifiers that fetch it (`--card-jwks-url` names this URL in
+/// the signatures' `jku`); 404 when cards are not signed.
+pub(crate) async fn jwks(State(state): State<Arc<AppState>>) -> Response {
+    match state.cards.jwks() {
+        Some(jwks) => Json(jwks).into_response(),
+        None => (StatusCode::NOT_FOUND, "the agent cards are not signed").into_response(),
     }
 }
 

@@ -4,7 +4,6 @@
 
 mod auth;
 pub mod card;
-mod card_http;
 mod connection;
 mod errors;
 mod jsonrpc;
@@ -41,8 +40,6 @@ pub(crate) struct AppState {
     pub streams: Arc<stream::Slots>,
     /// The public and extended agent cards, built and signed once.
     pub cards: card::Cards,
-    /// The public card as an HTTP resource: its body and cache validators.
-    pub card: card_http::CardDocument,
 }
 
 /// The axum router: `POST /` (JSON-RPC) and `GET /.well-known/agent-card.json`.
@@ -51,21 +48,19 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let tokens = auth::Tokens::new(&config.tokens);
     let streams = Arc::new(stream::Slots::new(config.max_streams_per_principal));
     let cards = card::Cards::new(&engine.skills(), &config, engine.supports_push());
-    let card = card_http::CardDocument::new(cards.public());
     let state = Arc::new(AppState {
         engine,
         config,
         tokens,
         streams,
-        card,
         cards,
     });
     Router::new()
         .route("/", post(rpc))
         .merge(rest::routes())
-        .route("/.well-known/agent-card.json", get(agent_card))
-        .route("/.well-known/agent.json", get(agent_card))
-        .route("/.well-known/jwks.json", get(jwks))
+        .route("/.well-known/agent-card.json", get(card::public_card))
+        .route("/.well-known/agent.json", get(card::public_card))
+        .route("/.well-known/jwks.json", get(card::jwks))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -86,19 +81,6 @@ pub async fn serve(
         idle_timeout: config.idle_timeout,
     };
     connection::accept_loop(listener, router(engine, config), limits).await
-}
-
-async fn agent_card(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    state.card.respond(&headers)
-}
-
-/// The key that signs the cards, for verifiers that fetch it (`--card-jwks-url` names this URL in
-/// the signatures' `jku`); 404 when cards are not signed.
-async fn jwks(State(state): State<Arc<AppState>>) -> Response {
-    match state.cards.jwks() {
-        Some(jwks) => Json(jwks).into_response(),
-        None => (StatusCode::NOT_FOUND, "the agent cards are not signed").into_response(),
-    }
 }
 
 async fn rpc(
