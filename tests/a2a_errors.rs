@@ -839,7 +839,12 @@ async fn with_a_token_requests_without_a_valid_bearer_token_get_401() {
         .expect("the card");
     assert_eq!(card.status().as_u16(), 200, "the card needs no token");
     let card: Value = card.json().await.expect("the card is JSON");
-    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
+    // Both versions' shapes of one scheme (0.3 `type`/`scheme`, 1.0 `httpAuthSecurityScheme`).
+    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "Bearer");
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
     let ok = client
         .post(format!("{}/", server.url))
         .bearer_auth("s3cret")

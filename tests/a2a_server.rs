@@ -28,6 +28,7 @@ fn main() -> ExitCode {
             accepted_output_modes_filter_artifact_parts,
             server_killed_mid_stream_resumes_and_resubscribe_sees_every_event_once,
             a_stream_killed_with_its_server_resumes_from_last_event_id_with_nothing_repeated_or_lost,
+            a_1_0_stream_killed_with_its_server_resumes_over_json_rpc_and_rest_with_nothing_repeated_or_lost,
             a_dropped_stream_connection_does_not_stop_the_task;
     })
 }
@@ -164,7 +165,7 @@ async fn a_task_is_visible_only_to_the_principal_that_created_it() {
             .unwrap()
     })
     .await;
-    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "bearer");
+    assert_eq!(card["securitySchemes"]["bearer"]["scheme"], "Bearer");
     assert_eq!(
         card["url"].as_str().unwrap().trim_end_matches('/'),
         server.url
@@ -542,6 +543,114 @@ async fn a_stream_killed_with_its_server_resumes_from_last_event_id_with_nothing
     assert!(
         read_sse(resp, |_| false).await.is_empty(),
         "a stream resumed after its final event ends at once"
+    );
+}
+
+/// The artifact chunks' texts of 1.0 SSE events: JSON-RPC `result.artifactUpdate` or REST's bare
+/// `artifactUpdate`.
+fn v1_chunk_texts(events: &[(Option<u64>, Value)]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|(_, e)| e.get("result").unwrap_or(e).get("artifactUpdate"))
+        .map(|u| {
+            u["artifact"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+async fn a_1_0_stream_killed_with_its_server_resumes_over_json_rpc_and_rest_with_nothing_repeated_or_lost(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let mut server = serve(dir.path(), &[]);
+    let message = json!({
+        "messageId": format!("v1-kill-{}", common::uuid()),
+        "role": "ROLE_USER",
+        "parts": [{ "text": "Durable execution" }],
+        "metadata": { "skillId": "report" },
+    });
+    let request = json!({ "jsonrpc": "2.0", "id": "s", "method": "SendStreamingMessage", "params": { "message": message } });
+    let send = |url: &str, last_event_id: Option<u64>| {
+        let mut request = client
+            .post(format!("{url}/"))
+            .header("A2A-Version", "1.0")
+            .json(&request);
+        if let Some(seen) = last_event_id {
+            request = request.header("last-event-id", seen.to_string());
+        }
+        request.send()
+    };
+    let resp = within(PATIENCE, "the 1.0 stream to open", send(&server.url, None))
+        .await
+        .unwrap();
+    let before = read_sse(resp, |events| v1_chunk_texts(events).len() >= 2).await;
+    let task_id = before[0].1["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a 1.0 stream opens with the task: {:?}", before[0]))
+        .to_owned();
+    let seen = before.last().unwrap().0.expect("every 1.0 event has an id");
+    server.child.kill().unwrap(); // SIGKILL, mid-stream
+    server.child.wait().unwrap();
+
+    // The same SendStreamingMessage after the restart, with the last id seen.
+    let server = serve(dir.path(), &[]);
+    let resp = within(
+        PATIENCE,
+        "the resumed 1.0 stream",
+        send(&server.url, Some(seen)),
+    )
+    .await
+    .unwrap();
+    let after = read_sse(resp, |_| false).await;
+    assert!(
+        after.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
+        "only events after {seen}: {after:?}"
+    );
+    let mut story = v1_chunk_texts(&before);
+    story.extend(v1_chunk_texts(&after));
+    assert_eq!(
+        story,
+        vec![
+            "# Durable execution\n",
+            "Durable steps journal every effect before it runs.\n",
+            "A crash replays receipts instead of repeating effects.\n",
+            "Waiting for a human costs nothing.\n"
+        ],
+        "every chunk once, in order, across the kill"
+    );
+    let last = &after.last().unwrap().1;
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{last}"
+    );
+
+    // The REST binding resumes the same task from the same id: the same events, bare.
+    let resp = within(
+        PATIENCE,
+        "a REST subscription resumed",
+        client
+            .get(format!("{}/tasks/{task_id}:subscribe", server.url))
+            .header("A2A-Version", "1.0")
+            .header("last-event-id", seen.to_string())
+            .send(),
+    )
+    .await
+    .unwrap();
+    let rest = read_sse(resp, |_| false).await;
+    let ids =
+        |events: &[(Option<u64>, Value)]| events.iter().map(|(id, _)| *id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(&rest),
+        ids(&after),
+        "REST replays the same events after {seen}"
+    );
+    assert_eq!(v1_chunk_texts(&rest), v1_chunk_texts(&after));
+    assert!(
+        rest.iter().all(|(_, e)| e.get("result").is_none()),
+        "REST events are bare: {rest:?}"
     );
 }
 

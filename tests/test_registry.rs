@@ -74,7 +74,7 @@ fn skills_are_collected_and_sorted_by_id() {
 #[test]
 fn agent_card_lists_every_registered_skill() {
     let card = radkit::registry::agent_card(&ServerConfig::new("http://127.0.0.1:9/")).unwrap();
-    let json = serde_json::to_value(&card).unwrap();
+    let json = radkit::model::served_json(&card);
     assert_eq!(json["protocolVersion"], "0.3.0");
     assert_eq!(json["url"], "http://127.0.0.1:9/");
     assert_eq!(json["skills"][0]["id"], "alpha");

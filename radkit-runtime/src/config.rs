@@ -1,10 +1,13 @@
 //! [`ServerConfig`]: how an agent presents itself (the name, description, version and URL on its
-//! card, and whether it asks for a bearer token) and what its A2A server accepts (tokens, body and
+//! card, whether it asks for a bearer token, its extended card and the key that signs its cards) and what its A2A server accepts (tokens, body and
 //! history, connection, timeout and stream limits). The registry reads it to build the card and the server to serve requests, so it
 //! sits below both; it holds settings and their defaults, never behaviour. Public as
 //! `server::ServerConfig`.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::model::{CardSigner, ExtendedCard};
 
 /// How the server presents itself and what it accepts.
 #[derive(Debug, Clone)]
@@ -37,6 +40,13 @@ pub struct ServerConfig {
     /// Most `message/stream` and `tasks/resubscribe` streams open at once for one principal (the
     /// operator, when auth is off, is one); one more is refused with the JSON-RPC error -32052.
     pub max_streams_per_principal: usize,
+    /// The extended agent card served to authenticated callers (`GetExtendedAgentCard`, 0.3
+    /// `agent/getAuthenticatedExtendedCard`): what it adds to the public card. Served only when
+    /// `tokens` is set too (an extended card is for authenticated callers); the card's
+    /// `capabilities.extendedAgentCard` says whether it is.
+    pub extended_card: Option<ExtendedCard>,
+    /// Signs the public and the extended card (A2A 1.0 §8.4) when set.
+    pub card_signer: Option<Arc<CardSigner>>,
 }
 
 impl ServerConfig {
@@ -54,6 +64,8 @@ impl ServerConfig {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_streams_per_principal: 64,
+            extended_card: None,
+            card_signer: None,
         }
     }
 }

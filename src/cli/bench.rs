@@ -48,8 +48,18 @@ enum Workload {
         #[arg(long, default_value_t = 0)]
         workers: u64,
     },
-    /// message/send (blocking) over loopback HTTP to a trivial skill, every task journaled.
+    /// Blocking sends over loopback HTTP to a trivial skill, every task journaled, through one
+    /// binding and version; the 0.3 JSON-RPC floor is measured in the same run and the ratio printed.
     A2a {
+        /// The binding: `jsonrpc` or `rest` (A2A 1.0 only).
+        #[arg(long, value_enum, default_value = "jsonrpc")]
+        binding: super::bench_a2a::Binding,
+        /// The protocol version: `0.3` or `1.0` (default: 0.3 over JSON-RPC, 1.0 over REST).
+        #[arg(long, value_enum)]
+        version: Option<super::bench_a2a::Version>,
+        /// Alternating rounds of the floor and the binding, the requests split among them.
+        #[arg(long, default_value_t = 4)]
+        rounds: u64,
         /// Requests in total.
         #[arg(long, default_value_t = 20000)]
         requests: u64,
@@ -211,7 +221,7 @@ pub(crate) fn with_bench_skill(builder: EngineBuilder) -> anyhow::Result<EngineB
 }
 
 /// An engine builder serving only `skill`: the program's registered skills stay out of benchmarks.
-fn bench_builder(
+pub(crate) fn bench_builder(
     store: impl crate::store::Store,
     skill: impl crate::flow::FlowSkill,
 ) -> EngineBuilder {
@@ -220,7 +230,7 @@ fn bench_builder(
         .skill(skill)
 }
 
-fn peak_rss_bytes() -> u64 {
+pub(crate) fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -237,7 +247,7 @@ fn peak_rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-fn fresh_db() -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
+pub(crate) fn fresh_db() -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf)> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("bench.sqlite");
     Ok((dir, path))
@@ -330,9 +340,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             child: Some(path),
         } => resume_child(&path, steps).await?,
         Workload::A2a {
+            binding,
+            version,
             requests,
             concurrency,
-        } => a2a(requests, concurrency).await?,
+            rounds,
+        } => {
+            use super::bench_a2a::{Binding, Version};
+            let version = version.unwrap_or(match binding {
+                Binding::Jsonrpc => Version::V0_3,
+                Binding::Rest => Version::V1_0,
+            });
+            super::bench_a2a::run(binding, version, requests, concurrency, rounds).await?
+        }
         Workload::Soak {
             seconds,
             clients,
@@ -387,91 +407,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             println!("{line}");
         }
     }
-    Ok(())
-}
-
-struct Echo;
-
-fn echo<'a>(_: &'a Echo, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
-    Box::pin(async move { ctx.complete(input.message().joined_texts(), vec![]) })
-}
-
-static ECHO_STEPS: &[Step<Echo>] = &[Step::new("echo", echo).start().takes_user_message()];
-
-/// `bench a2a`: an in-process server on loopback, `concurrency` clients sending blocking message/send.
-async fn a2a(requests: u64, concurrency: u64) -> anyhow::Result<()> {
-    let (_dir, path) = fresh_db()?;
-    let skill = StepTable::new(SkillInfo::new("echo", "Echo"), Echo, ECHO_STEPS)
-        .map_err(anyhow::Error::msg)?;
-    let store = SqliteStore::open(&path, Durability::Full)?;
-    let engine = bench_builder(store.clone(), skill).start().await?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}/", listener.local_addr()?);
-    let server = tokio::spawn(crate::server::serve(
-        listener,
-        engine,
-        crate::server::ServerConfig::new(url.clone()),
-    ));
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(concurrency as usize)
-        .build()?;
-    let next = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let workers = (0..concurrency).map(|_| {
-        let (client, url, next) = (client.clone(), url.clone(), next.clone());
-        tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            loop {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= requests {
-                    break;
-                }
-                // A message id per request: one names one task (a repeated id is a retry).
-                let body = serde_json::json!({
-                    "jsonrpc": "2.0", "id": 1, "method": "message/send",
-                    "params": { "message": { "role": "user", "parts": [{ "kind": "text", "text": "ping" }], "messageId": format!("ping-{n}"), "kind": "message" },
-                                "configuration": { "blocking": true } }
-                });
-                let t = Instant::now();
-                let reply: serde_json::Value = client.post(&url).json(&body).send().await?.json().await?;
-                latencies.push(t.elapsed());
-                if reply["result"]["status"]["state"] != "completed" {
-                    bail!("unexpected reply: {reply}");
-                }
-            }
-            anyhow::Ok(latencies)
-        })
-    });
-    let mut latencies = Vec::new();
-    for worker in futures::future::join_all(workers).await {
-        latencies.extend(worker??);
-    }
-    let elapsed = started.elapsed();
-    server.abort();
-    latencies.sort();
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .map(|d| d.as_secs_f64() * 1e3)
-            .unwrap_or(0.0)
-    };
-    let stats = store.stats();
-    println!(
-        "{}",
-        serde_json::json!({
-            "workload": "a2a",
-            "requests": latencies.len(),
-            "concurrency": concurrency,
-            "seconds": elapsed.as_secs_f64(),
-            "requests_per_sec": latencies.len() as f64 / elapsed.as_secs_f64(),
-            "p50_ms": pct(0.50),
-            "p99_ms": pct(0.99),
-            "commits": stats.batches,
-            "appends": stats.appends,
-            "peak_rss_bytes": peak_rss_bytes(),
-            "durability": "FULL",
-        })
-    );
     Ok(())
 }
 

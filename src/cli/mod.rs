@@ -13,6 +13,7 @@
 //! logging, and reaches the engine only through [`EngineBuilder`].
 
 pub mod bench;
+mod bench_a2a;
 pub mod bench_cluster;
 mod bench_reads;
 mod bench_soak;
@@ -153,7 +154,7 @@ impl App {
             .build()?;
         runtime.block_on(async move {
             match cli.command {
-                Command::Serve(args) => serve::run(&self, args).await,
+                Command::Serve(args) => serve::run(&self, *args).await,
                 Command::Worker(args) => worker::run(&self, args).await,
                 Command::Bench(args) => bench::run(args).await,
                 Command::Graph(args) => graph::run(&self, args).await,
@@ -201,7 +202,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve this program's skills over A2A JSON-RPC (SQLite by default).
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Claim and run tasks of this program's skills from a shared Postgres store, without HTTP.
     Worker(worker::Args),
     /// Run the engine benchmarks (build with --release).

@@ -1,10 +1,12 @@
 //! `serve`: serve a program's skills over A2A JSON-RPC on a SQLite file (or Postgres).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 
 use super::App;
+use crate::model::{CardSigner, ExtendedCard};
 use crate::server;
 use crate::store::{Durability, SqliteStore};
 use crate::{Engine, EngineBuilder};
@@ -64,6 +66,22 @@ pub struct Args {
     /// trusted networks.
     #[arg(long, env = "RADKIT_PUSH_ALLOW_PRIVATE")]
     pub push_allow_private: bool,
+    /// The extended agent card served to callers with a token (`GetExtendedAgentCard`, 0.3
+    /// `agent/getAuthenticatedExtendedCard`): a JSON file in the shape of an A2A 1.0 AgentCard whose
+    /// `skills` are added to the public card's (one with a public skill's id replaces it) and whose
+    /// other members are merged over the public card as an RFC 7396 merge patch. Needs `--token`.
+    #[arg(long, value_name = "FILE")]
+    pub extended_card: Option<PathBuf>,
+    /// Sign the agent cards (A2A 1.0 §8.4, a JWS over the RFC 8785 form) with this PKCS#8 PEM
+    /// private key: ECDSA P-256 (ES256) or P-384 (ES384), Ed25519 (EdDSA) or RSA (RS256).
+    #[arg(long, value_name = "PEM")]
+    pub card_key: Option<PathBuf>,
+    /// The `kid` of the card signatures (default: the key's RFC 7638 JWK thumbprint).
+    #[arg(long, value_name = "KID", requires = "card_key")]
+    pub card_key_id: Option<String>,
+    /// The `jku` of the card signatures: where verifiers fetch the public key (a JWK Set).
+    #[arg(long, value_name = "URL", requires = "card_key")]
+    pub card_jwks_url: Option<String>,
     /// Lease settings (Postgres only).
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
@@ -158,12 +176,55 @@ fn check_default_skill(app: &App, id: &str) -> anyhow::Result<()> {
     )
 }
 
+/// The extended card and the card signer the options name, read and checked before anything is
+/// served.
+fn card_settings(
+    args: &Args,
+    has_tokens: bool,
+) -> anyhow::Result<(Option<ExtendedCard>, Option<Arc<CardSigner>>)> {
+    let extended = match &args.extended_card {
+        None => None,
+        Some(_) if !has_tokens => anyhow::bail!(
+            "--extended-card needs --token (or RADKIT_TOKENS): the extended card is for authenticated callers"
+        ),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --extended-card {}", path.display()))?;
+            let json = serde_json::from_str(&text)
+                .with_context(|| format!("--extended-card {} is not JSON", path.display()))?;
+            Some(
+                ExtendedCard::from_json(json)
+                    .with_context(|| format!("--extended-card {}", path.display()))?,
+            )
+        }
+    };
+    let signer = match &args.card_key {
+        None => None,
+        Some(path) => {
+            let pem = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --card-key {}", path.display()))?;
+            let mut signer = CardSigner::from_pem(&pem)
+                .with_context(|| format!("--card-key {}", path.display()))?;
+            if let Some(kid) = &args.card_key_id {
+                signer = signer.with_key_id(kid.clone());
+            }
+            if let Some(url) = &args.card_jwks_url {
+                signer = signer.with_jwks_url(url.clone());
+            }
+            Some(Arc::new(signer))
+        }
+    };
+    Ok((extended, signer))
+}
+
 /// Run `serve`.
 pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     super::init_tracing();
     if let Some(id) = &args.default_skill {
         check_default_skill(app, id)?;
     }
+    let tokens = tokens(&args.tokens, std::env::var("RADKIT_TOKENS").ok().as_deref());
+    let (extended_card, card_signer) = card_settings(&args, !tokens.is_empty())?;
     let (builder, location) = match args.store.as_deref() {
         Some(url) if super::worker::is_postgres(url) => {
             let store = crate::store::PostgresStore::connect(url).await?;
@@ -194,8 +255,17 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| format!("http://{local}/")),
     );
-    config.tokens = tokens(&args.tokens, std::env::var("RADKIT_TOKENS").ok().as_deref());
+    config.tokens = tokens;
+    config.extended_card = extended_card;
+    config.card_signer = card_signer;
     args.limits(&mut config);
+    if let Some(signer) = &config.card_signer {
+        tracing::info!(
+            alg = signer.algorithm(),
+            kid = signer.key_id(),
+            "agent cards are signed; the public key is at /.well-known/jwks.json"
+        );
+    }
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
     println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", config.name, skills.join(", "));
     // Memory a burst of clients used goes back to the system once they are gone.

@@ -215,6 +215,7 @@ pub struct Part {
     pub filename: String,
     /// Media (MIME) type of the content, for any kind; `""` when unset.
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "media_type")]
     pub media_type: String,
 }
 
@@ -259,6 +260,7 @@ struct PartFields {
     #[serde(default)]
     filename: String,
     #[serde(default)]
+    #[serde(alias = "media_type")]
     media_type: String,
 }
 
@@ -300,12 +302,15 @@ impl TryFrom<PartFields> for Part {
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     /// Unique id, chosen by the sender.
+    #[serde(alias = "message_id")]
     pub message_id: String,
     /// Context id; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "context_id")]
     pub context_id: String,
     /// Task id; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "task_id")]
     pub task_id: String,
     /// Sender.
     pub role: Role,
@@ -320,6 +325,7 @@ pub struct Message {
     pub extensions: Vec<String>,
     /// Tasks this message refers to for context.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "reference_task_ids")]
     pub reference_task_ids: Vec<String>,
 }
 
@@ -345,6 +351,7 @@ pub struct Task {
     pub id: String,
     /// Context id; `""` when unset (the proto does not require it).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "context_id")]
     pub context_id: String,
     /// Current status.
     pub status: TaskStatus,
@@ -364,6 +371,7 @@ pub struct Task {
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
     /// Unique within the task.
+    #[serde(alias = "artifact_id")]
     pub artifact_id: String,
     /// Human-readable name; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -388,8 +396,10 @@ pub struct Artifact {
 #[serde(rename_all = "camelCase")]
 pub struct TaskStatusUpdateEvent {
     /// Task id.
+    #[serde(alias = "task_id")]
     pub task_id: String,
     /// Context id.
+    #[serde(alias = "context_id")]
     pub context_id: String,
     /// New status.
     pub status: TaskStatus,
@@ -403,8 +413,10 @@ pub struct TaskStatusUpdateEvent {
 #[serde(rename_all = "camelCase")]
 pub struct TaskArtifactUpdateEvent {
     /// Task id.
+    #[serde(alias = "task_id")]
     pub task_id: String,
     /// Context id.
+    #[serde(alias = "context_id")]
     pub context_id: String,
     /// The artifact or chunk.
     pub artifact: Artifact,
@@ -413,6 +425,7 @@ pub struct TaskArtifactUpdateEvent {
     pub append: bool,
     /// This is the artifact's last chunk.
     #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(alias = "last_chunk")]
     pub last_chunk: bool,
     /// Metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -446,6 +459,7 @@ pub struct TaskPushNotificationConfig {
     pub id: String,
     /// The task; `""` when unset (as inside a `SendMessage` request).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "task_id")]
     pub task_id: String,
     /// Where notifications are posted.
     pub url: String,
@@ -468,6 +482,7 @@ pub struct GetTaskPushNotificationConfigRequest {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// The task.
+    #[serde(alias = "task_id")]
     pub task_id: String,
     /// The configuration.
     pub id: String,
@@ -481,6 +496,7 @@ pub struct DeleteTaskPushNotificationConfigRequest {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// The task.
+    #[serde(alias = "task_id")]
     pub task_id: String,
     /// The configuration.
     pub id: String,
@@ -494,12 +510,15 @@ pub struct ListTaskPushNotificationConfigsRequest {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// The task.
+    #[serde(alias = "task_id")]
     pub task_id: String,
     /// Most configurations to return; `0` when unset.
     #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(alias = "page_size")]
     pub page_size: i32,
     /// Token from a previous response; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "page_token")]
     pub page_token: String,
 }
 
@@ -512,6 +531,7 @@ pub struct ListTaskPushNotificationConfigsResponse {
     pub configs: Vec<TaskPushNotificationConfig>,
     /// Token for the next page; `""` on the last.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "next_page_token")]
     pub next_page_token: String,
 }
 
@@ -525,16 +545,20 @@ pub struct ListTaskPushNotificationConfigsResponse {
 pub struct SendMessageConfiguration {
     /// Media types the client accepts in response parts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "accepted_output_modes")]
     pub accepted_output_modes: Vec<String>,
     /// Push notifications for the task this send creates (its `taskId` empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "task_push_notification_config")]
     pub task_push_notification_config: Option<TaskPushNotificationConfig>,
     /// Most recent history messages to return; `None` is no limit, `0` none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
     /// Return once the task exists instead of waiting for a terminal or interrupted state (the
     /// default, `false`, waits). 1.0 has no `blocking` field.
     #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(alias = "return_immediately")]
     pub return_immediately: bool,
 }
 
@@ -575,8 +599,10 @@ pub enum StreamResponse {
     /// `message`: a message from the agent.
     Message(Message),
     /// `statusUpdate`: a status change.
+    #[serde(alias = "status_update")]
     StatusUpdate(TaskStatusUpdateEvent),
     /// `artifactUpdate`: an artifact or chunk.
+    #[serde(alias = "artifact_update")]
     ArtifactUpdate(TaskArtifactUpdateEvent),
 }
 
@@ -591,6 +617,7 @@ pub struct GetTaskRequest {
     pub id: String,
     /// Most recent history messages to return; `None` is no limit, `0` none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
 }
 
@@ -603,24 +630,30 @@ pub struct ListTasksRequest {
     pub tenant: String,
     /// Only tasks of this context; `""` for any.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "context_id")]
     pub context_id: String,
     /// Only tasks in this state; `Unspecified` for any.
     #[serde(default, skip_serializing_if = "TaskState::is_unspecified")]
     pub status: TaskState,
     /// Most tasks to return (1 to 100; 50 when `None`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "page_size")]
     pub page_size: Option<i32>,
     /// Token from a previous response; `""` for the first page.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "page_token")]
     pub page_token: String,
     /// Most history messages per task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "history_length")]
     pub history_length: Option<i32>,
     /// Only tasks whose status timestamp is at or after this one (a `google.protobuf.Timestamp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "status_timestamp_after")]
     pub status_timestamp_after: Option<String>,
     /// Include artifacts (default `false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "include_artifacts")]
     pub include_artifacts: Option<bool>,
 }
 
@@ -633,12 +666,15 @@ pub struct ListTasksResponse {
     pub tasks: Vec<Task>,
     /// Token for the next page; `""` on the last.
     #[serde(default)]
+    #[serde(alias = "next_page_token")]
     pub next_page_token: String,
     /// The page size used.
     #[serde(default)]
+    #[serde(alias = "page_size")]
     pub page_size: i32,
     /// Tasks matching before paging.
     #[serde(default)]
+    #[serde(alias = "total_size")]
     pub total_size: i32,
 }
 
@@ -688,11 +724,13 @@ pub struct AgentInterface {
     /// Absolute URL of the interface.
     pub url: String,
     /// `JSONRPC`, `GRPC`, `HTTP+JSON`, or a custom binding's URI.
+    #[serde(alias = "protocol_binding")]
     pub protocol_binding: String,
     /// Routing identifier clients must send in requests' `tenant`; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
     /// A2A version exposed here (`"1.0"`, `"0.3"`).
+    #[serde(alias = "protocol_version")]
     pub protocol_version: String,
 }
 
@@ -706,6 +744,7 @@ pub struct AgentCard {
     pub description: String,
     /// Interfaces, the preferred one first.
     #[serde(default)]
+    #[serde(alias = "supported_interfaces")]
     pub supported_interfaces: Vec<AgentInterface>,
     /// The service provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -714,20 +753,25 @@ pub struct AgentCard {
     pub version: String,
     /// Documentation URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "documentation_url")]
     pub documentation_url: Option<String>,
     /// Optional capabilities.
     pub capabilities: AgentCapabilities,
     /// Security schemes by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(alias = "security_schemes")]
     pub security_schemes: BTreeMap<String, SecurityScheme>,
     /// Security requirements (any one of them suffices).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "security_requirements")]
     pub security_requirements: Vec<SecurityRequirement>,
     /// Default accepted input media types.
     #[serde(default)]
+    #[serde(alias = "default_input_modes")]
     pub default_input_modes: Vec<String>,
     /// Default produced output media types.
     #[serde(default)]
+    #[serde(alias = "default_output_modes")]
     pub default_output_modes: Vec<String>,
     /// Skills.
     #[serde(default)]
@@ -737,6 +781,7 @@ pub struct AgentCard {
     pub signatures: Vec<AgentCardSignature>,
     /// Icon URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "icon_url")]
     pub icon_url: Option<String>,
 }
 
@@ -758,12 +803,14 @@ pub struct AgentCapabilities {
     pub streaming: Option<bool>,
     /// Supports push notifications.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "push_notifications")]
     pub push_notifications: Option<bool>,
     /// Protocol extensions supported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<AgentExtension>,
     /// Serves an extended card to authenticated clients (`GetExtendedAgentCard`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "extended_agent_card")]
     pub extended_agent_card: Option<bool>,
 }
 
@@ -802,12 +849,15 @@ pub struct AgentSkill {
     pub examples: Vec<String>,
     /// Accepted input media types, overriding the card's defaults.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "input_modes")]
     pub input_modes: Vec<String>,
     /// Produced output media types, overriding the card's defaults.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "output_modes")]
     pub output_modes: Vec<String>,
     /// Security requirements of this skill.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "security_requirements")]
     pub security_requirements: Vec<SecurityRequirement>,
 }
 
@@ -844,7 +894,11 @@ pub struct StringList {
 }
 
 /// A security scheme (`lf.a2a.v1.SecurityScheme`): the `scheme` oneof, after OpenAPI 3.2.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Read from an object with exactly one of the oneof's members; other members are ignored, as
+/// ProtoJSON readers ignore unknown fields: cards served for both versions (the official SDKs',
+/// radkit's) put the 0.3 `type` and fields beside the 1.0 member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum SecurityScheme {
     /// `apiKeySecurityScheme`.
     #[serde(rename = "apiKeySecurityScheme")]
@@ -861,6 +915,43 @@ pub enum SecurityScheme {
     /// `mtlsSecurityScheme`.
     #[serde(rename = "mtlsSecurityScheme")]
     MutualTls(MutualTlsSecurityScheme),
+}
+
+impl<'de> Deserialize<'de> for SecurityScheme {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        const MEMBERS: [&str; 5] = [
+            "apiKeySecurityScheme",
+            "httpAuthSecurityScheme",
+            "oauth2SecurityScheme",
+            "openIdConnectSecurityScheme",
+            "mtlsSecurityScheme",
+        ];
+        let mut object = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let mut set = MEMBERS.iter().filter(|m| object.contains_key(**m));
+        let (Some(member), None) = (set.next(), set.next()) else {
+            return Err(D::Error::custom(format!(
+                "a SecurityScheme sets exactly one of {}",
+                MEMBERS.join(", ")
+            )));
+        };
+        let value = object.remove(*member).unwrap_or(Value::Null);
+        let e = |e: serde_json::Error| D::Error::custom(format!("`{member}`: {e}"));
+        Ok(match *member {
+            "apiKeySecurityScheme" => {
+                SecurityScheme::ApiKey(serde_json::from_value(value).map_err(e)?)
+            }
+            "httpAuthSecurityScheme" => {
+                SecurityScheme::HttpAuth(serde_json::from_value(value).map_err(e)?)
+            }
+            "oauth2SecurityScheme" => {
+                SecurityScheme::OAuth2(serde_json::from_value(value).map_err(e)?)
+            }
+            "openIdConnectSecurityScheme" => {
+                SecurityScheme::OpenIdConnect(serde_json::from_value(value).map_err(e)?)
+            }
+            _ => SecurityScheme::MutualTls(serde_json::from_value(value).map_err(e)?),
+        })
+    }
 }
 
 /// API key authentication (`lf.a2a.v1.APIKeySecurityScheme`).
@@ -886,6 +977,7 @@ pub struct HttpAuthSecurityScheme {
     pub scheme: String,
     /// Bearer token format hint, e.g. `JWT`; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "bearer_format")]
     pub bearer_format: String,
 }
 
@@ -900,6 +992,7 @@ pub struct OAuth2SecurityScheme {
     pub flows: OAuthFlows,
     /// Authorization server metadata URL (RFC 8414); `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "oauth2_metadata_url")]
     pub oauth2_metadata_url: String,
 }
 
@@ -911,6 +1004,7 @@ pub struct OpenIdConnectSecurityScheme {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     /// OpenID Connect discovery URL.
+    #[serde(alias = "open_id_connect_url")]
     pub open_id_connect_url: String,
 }
 
@@ -927,14 +1021,17 @@ pub struct MutualTlsSecurityScheme {
 #[serde(rename_all = "camelCase")]
 pub enum OAuthFlows {
     /// `authorizationCode`.
+    #[serde(alias = "authorization_code")]
     AuthorizationCode(AuthorizationCodeOAuthFlow),
     /// `clientCredentials`.
+    #[serde(alias = "client_credentials")]
     ClientCredentials(ClientCredentialsOAuthFlow),
     /// `implicit` (deprecated in the proto: use authorization code with PKCE).
     Implicit(ImplicitOAuthFlow),
     /// `password` (deprecated in the proto: use authorization code with PKCE, or device code).
     Password(PasswordOAuthFlow),
     /// `deviceCode` (RFC 8628).
+    #[serde(alias = "device_code")]
     DeviceCode(DeviceCodeOAuthFlow),
 }
 
@@ -943,17 +1040,21 @@ pub enum OAuthFlows {
 #[serde(rename_all = "camelCase")]
 pub struct AuthorizationCodeOAuthFlow {
     /// Authorization URL.
+    #[serde(alias = "authorization_url")]
     pub authorization_url: String,
     /// Token URL.
+    #[serde(alias = "token_url")]
     pub token_url: String,
     /// Refresh URL; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "refresh_url")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default)]
     pub scopes: BTreeMap<String, String>,
     /// PKCE (RFC 7636) is required.
     #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(alias = "pkce_required")]
     pub pkce_required: bool,
 }
 
@@ -962,9 +1063,11 @@ pub struct AuthorizationCodeOAuthFlow {
 #[serde(rename_all = "camelCase")]
 pub struct ClientCredentialsOAuthFlow {
     /// Token URL.
+    #[serde(alias = "token_url")]
     pub token_url: String,
     /// Refresh URL; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "refresh_url")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default)]
@@ -977,9 +1080,11 @@ pub struct ClientCredentialsOAuthFlow {
 pub struct ImplicitOAuthFlow {
     /// Authorization URL; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "authorization_url")]
     pub authorization_url: String,
     /// Refresh URL; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "refresh_url")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -992,9 +1097,11 @@ pub struct ImplicitOAuthFlow {
 pub struct PasswordOAuthFlow {
     /// Token URL; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "token_url")]
     pub token_url: String,
     /// Refresh URL; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "refresh_url")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -1006,11 +1113,14 @@ pub struct PasswordOAuthFlow {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCodeOAuthFlow {
     /// Device authorization endpoint.
+    #[serde(alias = "device_authorization_url")]
     pub device_authorization_url: String,
     /// Token URL.
+    #[serde(alias = "token_url")]
     pub token_url: String,
     /// Refresh URL; `""` when unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "refresh_url")]
     pub refresh_url: String,
     /// Scope name to description.
     #[serde(default)]
@@ -1481,6 +1591,60 @@ mod tests {
 
     fn read<T: DeserializeOwned>(json: Value) -> Result<T, String> {
         serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+
+    // ---- ProtoJSON: parsers accept the original proto field names too ----
+
+    #[test]
+    fn requests_with_proto_field_names_read_as_their_camel_case_form() {
+        // ProtoJSON parsers accept `history_length` as well as `historyLength` (protobuf's own
+        // json_format does, and clients built on it — the A2A TCK's among them — send it); what is
+        // written is always camelCase. User data (metadata) keeps its keys as sent.
+        let snake: SendMessageRequest = read(json!({
+            "message": {
+                "message_id": "m1", "context_id": "c1", "task_id": "t1", "role": "ROLE_USER",
+                "reference_task_ids": ["t0"],
+                "parts": [{"text": "hi", "media_type": "text/plain"}],
+                "metadata": {"my_key": 1},
+            },
+            "configuration": {"history_length": 2, "return_immediately": true,
+                              "accepted_output_modes": ["text/plain"]},
+        }))
+        .unwrap();
+        let camel: SendMessageRequest = read(json!({
+            "message": {
+                "messageId": "m1", "contextId": "c1", "taskId": "t1", "role": "ROLE_USER",
+                "referenceTaskIds": ["t0"],
+                "parts": [{"text": "hi", "mediaType": "text/plain"}],
+                "metadata": {"my_key": 1},
+            },
+            "configuration": {"historyLength": 2, "returnImmediately": true,
+                              "acceptedOutputModes": ["text/plain"]},
+        }))
+        .unwrap();
+        assert_eq!(snake, camel);
+        assert_eq!(
+            serde_json::to_value(&snake).unwrap()["message"]["metadata"],
+            json!({"my_key": 1})
+        );
+        let get: GetTaskRequest = read(json!({"id": "t1", "history_length": 0})).unwrap();
+        assert_eq!(get.history_length, Some(0));
+        let list: ListTasksRequest = read(json!({
+            "context_id": "c1", "page_size": 5, "page_token": "x", "include_artifacts": true,
+            "status_timestamp_after": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap();
+        assert_eq!(
+            (
+                list.context_id.as_str(),
+                list.page_size,
+                list.page_token.as_str()
+            ),
+            ("c1", Some(5), "x")
+        );
+        let config: TaskPushNotificationConfig =
+            read(json!({"task_id": "t1", "url": "https://example.com/hook"})).unwrap();
+        assert_eq!(config.task_id, "t1");
     }
 
     // ---- Enums (§4.1.3 TaskState, §4.1.5 Role, §5.5 JSON Field Naming Convention) ----
@@ -2114,6 +2278,62 @@ mod tests {
             "httpAuthSecurityScheme": {"scheme": "Bearer"}
         }))
         .is_err());
+    }
+
+    #[test]
+    fn types_only_seen_inside_others_golden() {
+        // §4.1.7 Artifact and §4.1.2 TaskStatus with every field; §4.3 SendMessageConfiguration
+        // with every field (historyLength 0 is set, not absent: the proto field is `optional`).
+        golden::<Artifact>(json!({
+            "artifactId": "a1",
+            "name": "answer.txt",
+            "description": "the answer",
+            "parts": [{"text": "42"}],
+            "metadata": {"k": 1},
+            "extensions": ["https://example.com/ext/v1"]
+        }));
+        golden::<TaskStatus>(json!({
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "Your answer?"}]},
+            "timestamp": "2025-10-28T10:30:00Z"
+        }));
+        golden::<SendMessageConfiguration>(json!({
+            "acceptedOutputModes": ["text/plain"],
+            "taskPushNotificationConfig": {"url": "https://example.com/hook", "token": "t"},
+            "historyLength": 0,
+            "returnImmediately": true
+        }));
+        // §4.5 SecurityRequirement: scheme name to StringList; an empty list is `{}`.
+        golden::<SecurityRequirement>(
+            json!({"schemes": {"oauth": {"list": ["read", "write"]}, "key": {}}}),
+        );
+        golden::<StringList>(json!({"list": ["a"]}));
+        golden::<AgentExtension>(json!({"uri": "https://example.com/ext/v1"}));
+    }
+
+    #[test]
+    fn a_security_scheme_with_0_3_members_beside_its_oneof_reads_as_the_oneof() {
+        // What cards served for both versions hold (the official Python SDK's, radkit's).
+        let scheme = read::<SecurityScheme>(json!({
+            "httpAuthSecurityScheme": {"scheme": "Bearer"},
+            "type": "http",
+            "scheme": "Bearer"
+        }))
+        .unwrap();
+        assert_eq!(
+            scheme,
+            SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
+                description: String::new(),
+                scheme: "Bearer".into(),
+                bearer_format: String::new()
+            })
+        );
+        // A 0.3 scheme alone has no 1.0 member: refused, naming the members.
+        let e = read::<SecurityScheme>(json!({"type": "http", "scheme": "bearer"})).unwrap_err();
+        assert!(e.contains("httpAuthSecurityScheme"), "{e}");
+        let e =
+            read::<SecurityScheme>(json!({"mtlsSecurityScheme": {"description": 5}})).unwrap_err();
+        assert!(e.contains("`mtlsSecurityScheme`"), "{e}");
     }
 
     // ---- Conversions to and from the 0.3 model ----

@@ -1,72 +1,86 @@
 //! The A2A agent card: built from the skills an agent serves and the [`ServerConfig`] it presents
-//! itself with. The server serves it; the registry builds it for the registered skills. Nothing here
-//! touches HTTP or the engine.
+//! itself with, as an A2A 1.0 card (`model::v1::AgentCard`); `model::served_json` writes the
+//! document both versions read, and the server signs and serves it. Nothing here touches HTTP, the
+//! engine or a key.
 
 use std::collections::BTreeMap;
 
 use super::{build_all, DuplicateSkill};
 use crate::config::ServerConfig;
 use crate::flow::SkillInfo;
-use crate::model::{AgentCapabilities, AgentCard, AgentSkill, SecurityScheme, PROTOCOL_VERSION};
+use crate::model::v1::{
+    AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme,
+    SecurityRequirement, SecurityScheme, StringList,
+};
 
-/// The agent card of every registered skill.
+/// The name of the bearer scheme on the card when `ServerConfig::tokens` is set.
+const BEARER_SCHEME: &str = "bearer";
+
+/// The public agent card of every registered skill, unsigned (`model::served_json` writes the
+/// document served at `/.well-known/agent-card.json`).
 pub fn agent_card(config: &ServerConfig) -> Result<AgentCard, DuplicateSkill> {
     let infos: Vec<SkillInfo> = build_all()?.iter().map(|s| s.info().clone()).collect();
     Ok(card_for(&infos, config))
 }
 
-fn modes(modes: &[String]) -> Option<Vec<String>> {
-    if modes.is_empty() {
-        None
-    } else {
-        Some(modes.to_vec())
-    }
+/// The extended agent card is served: one is configured, and callers authenticate (an extended
+/// card is for authenticated callers only, spec 1.0 §13.3, so a server without tokens declares
+/// none).
+pub(crate) fn serves_extended_card(config: &ServerConfig) -> bool {
+    config.extended_card.is_some() && !config.tokens.is_empty()
 }
 
-/// The A2A 0.3 card for `skills` served with `config`.
+/// The public A2A 1.0 card for `skills` served with `config`, unsigned.
 pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard {
-    let (security_schemes, security) = if config.tokens.is_empty() {
-        (None, None)
+    let (security_schemes, security_requirements) = if config.tokens.is_empty() {
+        (BTreeMap::new(), Vec::new())
     } else {
-        let scheme = SecurityScheme {
-            kind: "http".to_owned(),
-            scheme: "bearer".to_owned(),
-            bearer_format: None,
-            description: Some("A token configured with `radkit serve --token`.".to_owned()),
-        };
+        // "Bearer" as RFC 7235 spells it (and the 1.0 examples): the 0.3 copy of the scheme says
+        // the same, so a client that reads either finds the same card.
+        let scheme = SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
+            description: "A token configured with `radkit serve --token`.".to_owned(),
+            scheme: "Bearer".to_owned(),
+            bearer_format: String::new(),
+        });
         (
-            Some(BTreeMap::from([("bearer".to_owned(), scheme)])),
-            Some(vec![BTreeMap::from([("bearer".to_owned(), Vec::new())])]),
+            BTreeMap::from([(BEARER_SCHEME.to_owned(), scheme)]),
+            vec![SecurityRequirement {
+                schemes: BTreeMap::from([(BEARER_SCHEME.to_owned(), StringList::default())]),
+            }],
         )
     };
     AgentCard {
-        protocol_version: PROTOCOL_VERSION.to_owned(),
         name: config.name.clone(),
         description: config.description.clone(),
-        url: config.url.clone(),
-        preferred_transport: Some("JSONRPC".to_owned()),
         // One entry per binding and version served, 1.0 first (the version a JSON-RPC request
         // speaks is its `A2A-Version` header; the URL is the same). REST's paths hang off the same
-        // base URL.
+        // base URL. A 0.3 client reads the first 0.3 entry as `url` with `preferredTransport`.
         supported_interfaces: [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
             .into_iter()
-            .map(|(binding, version)| crate::model::v1::AgentInterface {
-                url: config.url.clone(),
+            .map(|(binding, version)| AgentInterface {
+                // HTTP+JSON's URL is the base its paths are appended to, without a trailing slash
+                // (`{url}/message:send`, as the spec's examples write it and clients join it).
+                url: match binding {
+                    "HTTP+JSON" => config.url.trim_end_matches('/').to_owned(),
+                    _ => config.url.clone(),
+                },
                 protocol_binding: binding.to_owned(),
                 tenant: String::new(),
                 protocol_version: version.to_owned(),
             })
             .collect(),
+        provider: None,
         version: config.version.clone(),
+        documentation_url: None,
         capabilities: AgentCapabilities {
             streaming: Some(true),
             // Every store of the crate keeps push configs; the server says so per engine.
             push_notifications: Some(true),
-            state_transition_history: Some(false),
-            extended_agent_card: Some(false),
+            extensions: Vec::new(),
+            extended_agent_card: Some(serves_extended_card(config)),
         },
         security_schemes,
-        security,
+        security_requirements,
         default_input_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
         default_output_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
         skills: skills
@@ -80,15 +94,13 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
                     s.description.clone()
                 },
                 tags: s.tags.clone(),
-                examples: if s.examples.is_empty() {
-                    None
-                } else {
-                    Some(s.examples.clone())
-                },
-                input_modes: modes(&s.input_modes),
-                output_modes: modes(&s.output_modes),
+                examples: s.examples.clone(),
+                input_modes: s.input_modes.clone(),
+                output_modes: s.output_modes.clone(),
+                security_requirements: Vec::new(),
             })
             .collect(),
-        documentation_url: None,
+        signatures: Vec::new(),
+        icon_url: None,
     }
 }

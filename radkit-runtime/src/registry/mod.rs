@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::flow::ErasedSkill;
 
 pub use card::agent_card;
-pub(crate) use card::card_for;
+pub(crate) use card::{card_for, serves_extended_card};
 pub use graph::mermaid;
 
 /// One registered skill (built by the macro; users never construct it).

@@ -117,7 +117,7 @@ pub(crate) async fn dispatch(
     ) {
         let resume = match stream::last_event_id(headers) {
             Ok(resume) => resume,
-            Err(e) => return stream::error(&id, e),
+            Err(e) => return stream::error(&id, Wire::V0_3, e),
         };
         let envelope = Envelope::JsonRpc(id.clone());
         let answer = match request.method.as_str() {
@@ -130,7 +130,7 @@ pub(crate) async fn dispatch(
                 subscribe(state, caller, envelope, task_id, resume, Wire::V0_3, false).await
             }
         };
-        return answer.unwrap_or_else(|e| stream::error(&id, e));
+        return answer.unwrap_or_else(|e| stream::error(&id, Wire::V0_3, e));
     }
     let result = match request.method.as_str() {
         "message/send" => send(&state, caller, request.params)
@@ -148,10 +148,9 @@ pub(crate) async fn dispatch(
                 .await
                 .map(|result| jsonrpc::ok(&id, result))
         }
-        "agent/getAuthenticatedExtendedCard" => Err(RpcError::new(
-            codes::EXTENDED_CARD_NOT_CONFIGURED,
-            "this agent has no authenticated extended card",
-        )),
+        "agent/getAuthenticatedExtendedCard" => {
+            super::card::extended_card_v0_3(&state, &caller).map(|card| jsonrpc::ok(&id, card))
+        }
         other => Err(super::methods_v1::needs_version(other).unwrap_or_else(|| {
             RpcError::new(
                 codes::METHOD_NOT_FOUND,

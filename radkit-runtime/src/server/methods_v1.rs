@@ -76,7 +76,7 @@ pub(crate) async fn dispatch(
         "SendStreamingMessage" | "SubscribeToTask" => {
             let resume = match stream::last_event_id(headers) {
                 Ok(resume) => resume,
-                Err(e) => return stream::error(&id, e),
+                Err(e) => return stream::error(&id, Wire::V1_0, e),
             };
             let envelope = Envelope::JsonRpc(id.clone());
             let answer = match request.method.as_str() {
@@ -91,7 +91,7 @@ pub(crate) async fn dispatch(
                     methods::subscribe(state, caller, envelope, task_id, resume, wire, true).await
                 }
             };
-            return answer.unwrap_or_else(|e| stream::error(&id, e));
+            return answer.unwrap_or_else(|e| stream::error(&id, Wire::V1_0, e));
         }
         _ => {}
     }
@@ -149,12 +149,10 @@ pub(crate) async fn dispatch(
                 Err(e) => Err(e),
             }
         }
-        // 1.0: an agent whose card declares no extended card answers UnsupportedOperation (-32007
-        // is for one that declares it but has none configured).
-        "GetExtendedAgentCard" => Err(RpcError::new(
-            codes::UNSUPPORTED_OPERATION,
-            "this agent declares no extended agent card (capabilities.extendedAgentCard is false)",
-        )),
+        "GetExtendedAgentCard" => match decode_params::<v1::GetExtendedAgentCardRequest>(params) {
+            Ok(_) => super::card::extended_card_v1(&state, &caller).and_then(super::card::to_json),
+            Err(e) => Err(e),
+        },
         other => Err(RpcError::new(
             codes::METHOD_NOT_FOUND,
             match RENAMED.iter().find(|(old, _)| *old == other) {
@@ -167,7 +165,7 @@ pub(crate) async fn dispatch(
     };
     match result {
         Ok(body) => Json(jsonrpc::ok(&id, body)).into_response(),
-        Err(error) => Json(jsonrpc::error(&id, error)).into_response(),
+        Err(error) => Json(Wire::V1_0.rpc_error(&id, error)).into_response(),
     }
 }
 

@@ -4,9 +4,11 @@
 
 mod auth;
 pub mod card;
+mod card_http;
 mod connection;
 mod errors;
 mod jsonrpc;
+mod media;
 mod methods;
 mod methods_v1;
 mod push;
@@ -37,6 +39,10 @@ pub(crate) struct AppState {
     pub tokens: auth::Tokens,
     /// The streams open for each caller, within `config.max_streams_per_principal`.
     pub streams: Arc<stream::Slots>,
+    /// The public and extended agent cards, built and signed once.
+    pub cards: card::Cards,
+    /// The public card as an HTTP resource: its body and cache validators.
+    pub card: card_http::CardDocument,
 }
 
 /// The axum router: `POST /` (JSON-RPC) and `GET /.well-known/agent-card.json`.
@@ -44,17 +50,22 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
     let streams = Arc::new(stream::Slots::new(config.max_streams_per_principal));
+    let cards = card::Cards::new(&engine.skills(), &config);
+    let card = card_http::CardDocument::new(cards.public());
     let state = Arc::new(AppState {
         engine,
         config,
         tokens,
         streams,
+        card,
+        cards,
     });
     Router::new()
         .route("/", post(rpc))
         .merge(rest::routes())
         .route("/.well-known/agent-card.json", get(agent_card))
         .route("/.well-known/agent.json", get(agent_card))
+        .route("/.well-known/jwks.json", get(jwks))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -77,10 +88,17 @@ pub async fn serve(
     connection::accept_loop(listener, router(engine, config), limits).await
 }
 
-async fn agent_card(State(state): State<Arc<AppState>>) -> Json<crate::model::AgentCard> {
-    let mut card = card::agent_card(&state.engine.skills(), &state.config);
-    card.capabilities.push_notifications = Some(state.engine.supports_push());
-    Json(card)
+async fn agent_card(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    state.card.respond(&headers)
+}
+
+/// The key that signs the cards, for verifiers that fetch it (`--card-jwks-url` names this URL in
+/// the signatures' `jku`); 404 when cards are not signed.
+async fn jwks(State(state): State<Arc<AppState>>) -> Response {
+    match state.cards.jwks() {
+        Some(jwks) => Json(jwks).into_response(),
+        None => (StatusCode::NOT_FOUND, "the agent cards are not signed").into_response(),
+    }
 }
 
 async fn rpc(
@@ -112,13 +130,24 @@ async fn rpc(
         }
         Err(rejection) => return rejection.into_response(),
     };
+    let version = version::Version::of_request(&headers, uri.query());
+    // A 1.0 body declared as something other than JSON is refused before it is read (its id with
+    // it: a body of another type is not parsed). 0.3 clients predate the check (`curl -d` sends
+    // `application/x-www-form-urlencoded`) and keep being read as JSON.
+    if let Ok(version::Version::V1_0) = version {
+        if let Err(error) = media::check_json(&headers) {
+            return Json(wire::Wire::V1_0.rpc_error(&serde_json::Value::Null, error))
+                .into_response();
+        }
+    }
     let request = match jsonrpc::parse(&body) {
         Ok(r) => r,
         Err(error) => return Json(error).into_response(),
     };
-    match version::Version::of_request(&headers, uri.query()) {
+    match version {
         Ok(version::Version::V0_3) => methods::dispatch(state, caller, request, &headers).await,
         Ok(version::Version::V1_0) => methods_v1::dispatch(state, caller, request, &headers).await,
-        Err(error) => Json(jsonrpc::error(&request.id, error)).into_response(),
+        // A version this agent does not speak is a 1.0-era error: its ErrorInfo is in `data`.
+        Err(error) => Json(wire::Wire::V1_0.rpc_error(&request.id, error)).into_response(),
     }
 }

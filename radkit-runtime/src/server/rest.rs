@@ -25,7 +25,7 @@ use super::methods_v1::send_of;
 use super::stream::{self, Envelope};
 use super::version::Version;
 use super::wire::Wire;
-use super::AppState;
+use super::{errors, AppState};
 use crate::engine::Caller;
 use crate::model::{v1, TaskId};
 
@@ -45,88 +45,16 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/extendedAgentCard", get(extended_card))
 }
 
-/// The HTTP status and `google.rpc.Status` body of an error (spec §5.4, §11.6). A2A's own errors
-/// carry a `google.rpc.ErrorInfo` naming them; radkit's own (storage, limits) name themselves in the
-/// `radkit` domain.
+/// The HTTP status and `google.rpc.Status` body of an error (spec §5.4, §11.6): the status of
+/// [`errors::mapping`], and A2A's own errors carry a `google.rpc.ErrorInfo` naming them.
 pub(crate) fn status_body(error: &RpcError) -> (StatusCode, Value) {
-    let (http, status, reason, domain) = match error.code {
-        codes::TASK_NOT_FOUND => (404, "NOT_FOUND", Some("TASK_NOT_FOUND"), "a2a-protocol.org"),
-        codes::TASK_NOT_CANCELABLE => (
-            400,
-            "FAILED_PRECONDITION",
-            Some("TASK_NOT_CANCELABLE"),
-            "a2a-protocol.org",
-        ),
-        codes::PUSH_NOTIFICATION_NOT_SUPPORTED => (
-            400,
-            "FAILED_PRECONDITION",
-            Some("PUSH_NOTIFICATION_NOT_SUPPORTED"),
-            "a2a-protocol.org",
-        ),
-        codes::UNSUPPORTED_OPERATION => (
-            400,
-            "FAILED_PRECONDITION",
-            Some("UNSUPPORTED_OPERATION"),
-            "a2a-protocol.org",
-        ),
-        codes::CONTENT_TYPE_NOT_SUPPORTED => (
-            400,
-            "INVALID_ARGUMENT",
-            Some("CONTENT_TYPE_NOT_SUPPORTED"),
-            "a2a-protocol.org",
-        ),
-        codes::INVALID_AGENT_RESPONSE => (
-            500,
-            "INTERNAL",
-            Some("INVALID_AGENT_RESPONSE"),
-            "a2a-protocol.org",
-        ),
-        codes::EXTENDED_CARD_NOT_CONFIGURED => (
-            400,
-            "FAILED_PRECONDITION",
-            Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
-            "a2a-protocol.org",
-        ),
-        codes::EXTENSION_SUPPORT_REQUIRED => (
-            400,
-            "FAILED_PRECONDITION",
-            Some("EXTENSION_SUPPORT_REQUIRED"),
-            "a2a-protocol.org",
-        ),
-        codes::VERSION_NOT_SUPPORTED => (
-            400,
-            "FAILED_PRECONDITION",
-            Some("VERSION_NOT_SUPPORTED"),
-            "a2a-protocol.org",
-        ),
-        codes::PARSE_ERROR | codes::INVALID_REQUEST | codes::INVALID_PARAMS => {
-            (400, "INVALID_ARGUMENT", None, "")
-        }
-        codes::METHOD_NOT_FOUND => (404, "NOT_FOUND", None, ""),
-        codes::STORAGE_UNAVAILABLE => (503, "UNAVAILABLE", Some("STORAGE_UNAVAILABLE"), "radkit"),
-        codes::TOO_MANY_CONNECTIONS => (503, "UNAVAILABLE", Some("TOO_MANY_CONNECTIONS"), "radkit"),
-        codes::TOO_MANY_STREAMS => (
-            429,
-            "RESOURCE_EXHAUSTED",
-            Some("TOO_MANY_STREAMS"),
-            "radkit",
-        ),
-        _ => (500, "INTERNAL", None, ""),
-    };
-    let details: Vec<Value> = reason
-        .map(|reason| {
-            json!({
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": reason,
-                "domain": domain,
-            })
-        })
-        .into_iter()
-        .collect();
-    let status_code = StatusCode::from_u16(http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut body = json!({ "code": http, "status": status, "message": error.message });
-    if !details.is_empty() {
-        body["details"] = Value::Array(details);
+    let mapping = errors::mapping(error.code);
+    let status_code =
+        StatusCode::from_u16(mapping.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut body =
+        json!({ "code": mapping.http, "status": mapping.status, "message": error.message });
+    if let Some(info) = errors::error_info(error.code) {
+        body["details"] = json!([info]);
     }
     (status_code, json!({ "error": body }))
 }
@@ -197,15 +125,21 @@ impl IntoResponse for Refused {
     }
 }
 
-/// The body of a request, or why it is refused (over the server's limit: 413 with a status body).
+/// The body of a request, or why it is refused (over the server's limit: 413 with a status body;
+/// declared as something other than JSON: `ContentTypeNotSupportedError`).
 fn body_of(
     state: &AppState,
+    headers: &HeaderMap,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<axum::body::Bytes, Refused> {
-    body.map_err(|rejection| match rejection.status() {
+    let body = body.map_err(|rejection| match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => Refused::TooLarge(state.config.max_body_bytes),
         _ => Refused::Unreadable(rejection.body_text()),
-    })
+    })?;
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        super::media::check_json(headers).map_err(Refused::Error)?;
+    }
+    Ok(body)
 }
 
 /// The caller of a REST request, after its version and credentials are checked.
@@ -260,7 +194,7 @@ async fn message_send(
         Ok(caller) => caller,
         Err(refused) => return refused.into_response(),
     };
-    let body = match body_of(&state, body) {
+    let body = match body_of(&state, &headers, body) {
         Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
@@ -283,7 +217,7 @@ async fn message_stream(
         Ok(caller) => caller,
         Err(refused) => return refused.into_response(),
     };
-    let body = match body_of(&state, body) {
+    let body = match body_of(&state, &headers, body) {
         Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
@@ -451,7 +385,7 @@ async fn tasks_post(
         Ok(caller) => caller,
         Err(refused) => return refused.into_response(),
     };
-    let body = match body_of(&state, body) {
+    let body = match body_of(&state, &headers, body) {
         Ok(body) => body,
         Err(refused) => return refused.into_response(),
     };
@@ -576,11 +510,16 @@ async fn extended_card(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(refused) = admit(&state, &headers, &query) {
-        return refused.into_response();
-    }
-    error_response(RpcError::new(
-        codes::UNSUPPORTED_OPERATION,
-        "this agent declares no extended agent card (capabilities.extendedAgentCard is false)",
-    ))
+    let caller = match admit(&state, &headers, &query) {
+        Ok(caller) => caller,
+        Err(refused) => return refused.into_response(),
+    };
+    let answer = super::card::extended_card_v1(&state, &caller).and_then(super::card::to_json);
+    let mut response = reply(answer);
+    // Spec 1.0 §13.3: a card for this caller, not for shared caches.
+    response.headers_mut().insert(
+        "cache-control",
+        HeaderValue::from_static("private, no-cache"),
+    );
+    response
 }

@@ -6,8 +6,8 @@
 //! **Resumable**: every event carries `id: <journal seq>` (the seq of the record it shows; the opening
 //! task, the seq it reflects). A client that reconnects with `Last-Event-ID: <seq>` gets exactly the
 //! events after that one, from the journal, on any server sharing the store and after a restart.
-//! A stream that cannot start answers with one SSE event holding the JSON-RPC error, so a streaming
-//! client reads the error as it reads any event.
+//! A stream that cannot start answers with one SSE `error` event holding the JSON-RPC error, so a
+//! streaming client reads the error as it reads any event.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -33,10 +33,10 @@ pub(crate) enum Envelope {
 }
 
 impl Envelope {
-    fn frame(&self, item: Result<Value, jsonrpc::RpcError>) -> Value {
+    fn frame(&self, wire: Wire, item: Result<Value, jsonrpc::RpcError>) -> Value {
         match (self, item) {
             (Envelope::JsonRpc(id), Ok(item)) => jsonrpc::ok(id, item),
-            (Envelope::JsonRpc(id), Err(error)) => jsonrpc::error(id, error),
+            (Envelope::JsonRpc(id), Err(error)) => wire.rpc_error(id, error),
             (Envelope::Bare, Ok(item)) => item,
             (Envelope::Bare, Err(error)) => super::rest::status_body(&error).1,
         }
@@ -44,22 +44,30 @@ impl Envelope {
 }
 
 /// The event of journal seq `seq`: `item` (or the error that writing it gave) framed by `envelope`.
+/// An error is an `error` event (the SSE event name the official SDKs raise as the error it holds;
+/// clients that ignore event names read the same data).
 fn sse_event(
     envelope: &Envelope,
-    seq: u64,
+    wire: Wire,
+    seq: Option<u64>,
     item: Result<Value, jsonrpc::RpcError>,
 ) -> Result<Event, Infallible> {
-    Ok(Event::default()
-        .id(seq.to_string())
-        .data(envelope.frame(item).to_string()))
+    let failed = item.is_err();
+    let mut event = Event::default().data(envelope.frame(wire, item).to_string());
+    if let Some(seq) = seq {
+        event = event.id(seq.to_string());
+    }
+    if failed {
+        event = event.event("error");
+    }
+    Ok(event)
 }
 
-/// The answer to a streaming request that cannot start: an SSE stream of one event, the JSON-RPC
-/// error for request `id`.
-pub(crate) fn error(id: &Value, error: jsonrpc::RpcError) -> axum::response::Response {
+/// The answer to a streaming JSON-RPC request that cannot start: an SSE stream of one `error`
+/// event, the JSON-RPC error for request `id` in `wire`'s form.
+pub(crate) fn error(id: &Value, wire: Wire, error: jsonrpc::RpcError) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let event: Result<Event, Infallible> =
-        Ok(Event::default().data(jsonrpc::error(id, error).to_string()));
+    let event = sse_event(&Envelope::JsonRpc(id.clone()), wire, None, Err(error));
     Sse::new(stream::iter([event])).into_response()
 }
 
@@ -164,8 +172,9 @@ pub(crate) fn sse(
     slot: Slot,
     wire: Wire,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let head =
-        stream::iter(first.map(|(task, seq)| sse_event(&envelope, seq, wire.task_item(task))));
+    let head = stream::iter(
+        first.map(|(task, seq)| sse_event(&envelope, wire, Some(seq), wire.task_item(task))),
+    );
     let follow = Follow {
         sub,
         envelope,
@@ -183,15 +192,19 @@ pub(crate) fn sse(
                 Err(error) => {
                     f.done = true;
                     let error = engine_error(error, false);
-                    let event = Event::default().data(f.envelope.frame(Err(error)).to_string());
-                    return Some((Ok(event), f));
+                    return Some((sse_event(&f.envelope, f.wire, None, Err(error)), f));
                 }
             };
             f.done = update.is_final;
             let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &update) else {
                 continue;
             };
-            let event = sse_event(&f.envelope, update.seq(), f.wire.event_item(event));
+            let event = sse_event(
+                &f.envelope,
+                f.wire,
+                Some(update.seq()),
+                f.wire.event_item(event),
+            );
             return Some((event, f));
         }
     });

@@ -34,6 +34,15 @@ pub(crate) fn v1_task(task: Task) -> Result<v1::Task, RpcError> {
 }
 
 impl Wire {
+    /// The JSON-RPC error envelope of request `id` in this version: a 1.0 error carries its
+    /// `google.rpc.ErrorInfo` as the one object of `data` (spec §9.5); a 0.3 error is as it is.
+    pub(crate) fn rpc_error(self, id: &Value, mut error: RpcError) -> Value {
+        if self == Wire::V1_0 && error.data.is_none() {
+            error.data = super::errors::error_info(error.code).map(|info| Value::Array(vec![info]));
+        }
+        super::jsonrpc::error(id, error)
+    }
+
     /// The task as this version writes it (1.0: a `Task`).
     pub(crate) fn task(self, task: Task) -> Result<Value, RpcError> {
         match self {
