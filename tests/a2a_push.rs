@@ -477,3 +477,48 @@ async fn loopback_and_private_webhooks_are_refused_unless_allowed() {
         .unwrap();
     assert_eq!(card["capabilities"]["pushNotifications"], true, "{card}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reply_leaves_no_webhook_behind() {
+    let agent = agent(true).await;
+    let task = waiting_task(&agent.url, None).await;
+    let done = call(
+        &agent.url,
+        V1,
+        None,
+        "SendMessage",
+        json!({ "message": message("yes", Some(&task)) }),
+    )
+    .await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let refused = call(
+        &agent.url,
+        V1,
+        None,
+        "SendMessage",
+        json!({ "message": message("again", Some(&task)),
+                "configuration": { "taskPushNotificationConfig": { "url": "http://127.0.0.1:9/hook" } } }),
+    )
+    .await;
+    assert_eq!(
+        error_code(&refused),
+        -32004,
+        "a message to an ended task: {refused}"
+    );
+    let listed = call(
+        &agent.url,
+        V1,
+        None,
+        "ListTaskPushNotificationConfigs",
+        json!({ "taskId": task }),
+    )
+    .await;
+    assert_eq!(
+        listed["result"],
+        json!({}),
+        "the refused send's webhook is gone: {listed}"
+    );
+}

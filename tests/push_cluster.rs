@@ -21,7 +21,8 @@ mod services;
 fn main() -> ExitCode {
     services::run(trials! {
         Postgres multi_thread:
-            two_engines_on_one_postgres_acknowledge_every_update_once;
+            two_engines_on_one_postgres_acknowledge_every_update_once,
+            a_dead_senders_webhook_is_taken_over_when_its_claim_expires;
     })
 }
 
@@ -103,4 +104,69 @@ async fn two_engines_on_one_postgres_acknowledge_every_update_once() {
         );
     }
     other.halt();
+}
+
+async fn a_dead_senders_webhook_is_taken_over_when_its_claim_expires() {
+    let (_, url) = radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_push")
+        .await
+        .expect("create a test schema");
+    let receiver = Receiver::start().await;
+    receiver.hang();
+    let mut short = settings(true);
+    short.lease = Duration::from_millis(300);
+    short.timeout = Duration::from_secs(25);
+    let first = agent_with(store(&url).await, short.clone(), &[]).await;
+    let sent = call(
+        &first.url,
+        Some("1.0"),
+        None,
+        "SendMessage",
+        json!({ "message": message("hello", None),
+                "configuration": { "taskPushNotificationConfig": { "url": receiver.url } } }),
+    )
+    .await;
+    let task = sent["result"]["task"]["id"]
+        .as_str()
+        .expect("task")
+        .to_owned();
+    // The first engine's post hangs: it holds the claim when it dies.
+    receiver
+        .wait_for("a post held", |posts| !posts.is_empty())
+        .await;
+    first.crash();
+    receiver.up();
+    let second = Engine::builder_arc(store(&url).await)
+        .without_registered_skills()
+        .skill(Ask)
+        .push_settings(short)
+        .worker_id("second")
+        .poll_interval(Duration::from_millis(20))
+        .start()
+        .await
+        .expect("start the second engine");
+    let posts = receiver
+        .wait_for(
+            "the input-required update from the second engine",
+            |posts| {
+                posts
+                    .iter()
+                    .any(|p| p.acknowledged() && is_status(p, "TASK_STATE_INPUT_REQUIRED"))
+            },
+        )
+        .await;
+    let acked: Vec<u64> = posts
+        .iter()
+        .filter(|p| p.acknowledged())
+        .map(Post::seq)
+        .collect();
+    assert_eq!(
+        acked,
+        update_seqs(&second, &task).await,
+        "the second engine took the claim over and posted every update once"
+    );
+    assert_eq!(
+        posts[0].answered, 0,
+        "the dead engine's post was never answered"
+    );
+    second.halt();
 }

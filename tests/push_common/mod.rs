@@ -223,6 +223,8 @@ struct Inbox {
     failures: VecDeque<u16>,
     /// Answer this to everything while set.
     down: Option<u16>,
+    /// Answer nothing (hold each request) while set.
+    hang: bool,
 }
 
 /// A webhook receiver on 127.0.0.1.
@@ -255,6 +257,22 @@ impl Receiver {
                 let state = state.clone();
                 async move {
                     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let hang = {
+                        let mut inbox = state.inbox.lock().unwrap();
+                        if inbox.hang {
+                            // Recorded as never answered; the sender gives up or dies first.
+                            inbox.posts.push(Post {
+                                headers: headers.clone(),
+                                body: body.clone(),
+                                answered: 0,
+                            });
+                        }
+                        inbox.hang
+                    };
+                    if hang {
+                        state.arrived.notify_waiters();
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    }
                     let answered = {
                         let mut inbox = state.inbox.lock().unwrap();
                         let answered = match inbox.down {
@@ -288,7 +306,14 @@ impl Receiver {
     }
 
     pub fn up(&self) {
-        self.inbox.lock().unwrap().down = None;
+        let mut inbox = self.inbox.lock().unwrap();
+        inbox.down = None;
+        inbox.hang = false;
+    }
+
+    /// Hold every post unanswered until `up`.
+    pub fn hang(&self) {
+        self.inbox.lock().unwrap().hang = true;
     }
 
     pub fn posts(&self) -> Vec<Post> {

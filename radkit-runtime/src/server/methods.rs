@@ -227,19 +227,9 @@ pub(crate) async fn start(
     check_context(state, caller, &send.message).await?;
     let request = engine_request(caller.clone(), send.message.clone(), send.metadata.as_ref())?;
     let existing = send.message.task_id.clone().map(TaskId::from);
-    if let Some(config) = &send.push {
-        // Checked before anything is written; a task that exists gets the webhook before the
-        // message, so it sees what the message causes.
-        state
-            .engine
-            .check_push_target(&config.url)
-            .await
-            .map_err(|e| engine_error(e, false))?;
-        if let Some(task_id) = &existing {
-            set_push(state, caller, task_id, config.clone(), None).await?;
-        }
-    }
-    let task_id = state
+    let webhook =
+        super::push::before_send(state, caller, send.push.as_ref(), existing.as_ref()).await?;
+    let sent = state
         .engine
         .send(request)
         .await
@@ -248,31 +238,9 @@ pub(crate) async fn start(
                 RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
             }
             (e, _) => engine_error(e, false),
-        })?;
-    if let (Some(config), None) = (&send.push, &existing) {
-        // A new task: its webhook gets every update, from its creation on.
-        set_push(state, caller, &task_id, config.clone(), Some(0)).await?;
-    }
-    Ok(task_id)
-}
-
-/// Store a send's webhook for `task_id` (an empty id becomes the task's).
-async fn set_push(
-    state: &AppState,
-    caller: &Caller,
-    task_id: &TaskId,
-    mut config: crate::store::PushConfig,
-    after_seq: Option<u64>,
-) -> Result<(), RpcError> {
-    if config.id.is_empty() {
-        config.id = task_id.to_string();
-    }
-    state
-        .engine
-        .set_push_config(caller, task_id, config, after_seq)
-        .await
-        .map(|_| ())
-        .map_err(|e| engine_error(e, false))
+        });
+    super::push::after_send(state, caller, webhook, sent.as_ref().ok()).await?;
+    sent
 }
 
 /// Inline file content must be base64 (the standard alphabet; padding optional), as the A2A schema

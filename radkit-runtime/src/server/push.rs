@@ -161,6 +161,93 @@ pub(crate) async fn delete(
         .map_err(|e| engine_error(e, false))
 }
 
+/// A send's webhook between [`before_send`] and [`after_send`].
+pub(crate) enum SendWebhook {
+    /// The send has none.
+    None,
+    /// For the task the send creates: stored once it exists.
+    New(PushConfig),
+    /// Stored on the existing task before the message; `undo` names a config the send created,
+    /// deleted again if the message is refused.
+    Set { undo: Option<(TaskId, String)> },
+}
+
+/// Before a send that carries a webhook (1.0 `taskPushNotificationConfig`, 0.3
+/// `pushNotificationConfig`; an empty id becomes the task's): its URL is checked before anything
+/// is written, and a task that exists gets it before the message, so it sees what the message
+/// causes and nothing before.
+pub(crate) async fn before_send(
+    state: &AppState,
+    caller: &Caller,
+    config: Option<&PushConfig>,
+    existing: Option<&TaskId>,
+) -> Result<SendWebhook, RpcError> {
+    let Some(config) = config else {
+        return Ok(SendWebhook::None);
+    };
+    let failed = |e| engine_error(e, false);
+    state
+        .engine
+        .check_push_target(&config.url)
+        .await
+        .map_err(failed)?;
+    let Some(task_id) = existing else {
+        return Ok(SendWebhook::New(config.clone()));
+    };
+    let mut config = config.clone();
+    if config.id.is_empty() {
+        config.id = task_id.to_string();
+    }
+    let existed = state
+        .engine
+        .push_config(caller, task_id, &config.id)
+        .await
+        .is_ok();
+    let id = config.id.clone();
+    state
+        .engine
+        .set_push_config(caller, task_id, config, None)
+        .await
+        .map_err(failed)?;
+    Ok(SendWebhook::Set {
+        undo: (!existed).then(|| (task_id.clone(), id)),
+    })
+}
+
+/// After the send: a new task gets its webhook with every update from its creation on; a config
+/// set before a message that was refused is deleted again (`sent` is `None`).
+pub(crate) async fn after_send(
+    state: &AppState,
+    caller: &Caller,
+    webhook: SendWebhook,
+    sent: Option<&TaskId>,
+) -> Result<(), RpcError> {
+    match (webhook, sent) {
+        (SendWebhook::New(mut config), Some(task_id)) => {
+            if config.id.is_empty() {
+                config.id = task_id.to_string();
+            }
+            state
+                .engine
+                .set_push_config(caller, task_id, config, Some(0))
+                .await
+                .map_err(|e| engine_error(e, false))?;
+        }
+        (
+            SendWebhook::Set {
+                undo: Some((task_id, id)),
+            },
+            None,
+        ) => {
+            if let Err(e) = state.engine.delete_push_config(caller, &task_id, &id).await {
+                tracing::warn!(task = %task_id, error = %e, "a refused send's webhook was not deleted");
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // A2A 0.3
 // ---------------------------------------------------------------------------------------------

@@ -96,14 +96,6 @@ pub enum TargetError {
         /// The refused address.
         ip: IpAddr,
     },
-    /// The host does not resolve.
-    #[error("push notification url `{url}`: the host does not resolve: {why}")]
-    Unresolved {
-        /// The URL.
-        url: String,
-        /// Why.
-        why: String,
-    },
 }
 
 /// The URL, if it is an absolute `http`/`https` URL with a host and no credentials.
@@ -137,7 +129,8 @@ fn literal(url: &Url) -> Option<IpAddr> {
 }
 
 /// Check a webhook URL when a config is set: its form, and (unless `allow_private`) every address
-/// its host resolves to now.
+/// its host resolves to now. A host that does not resolve now is accepted: DNS may be down or the
+/// name not yet published, and every delivery is checked again as it connects.
 pub(crate) async fn check(url: &str, allow_private: bool) -> Result<Url, TargetError> {
     let parsed = parse(url)?;
     if allow_private {
@@ -148,12 +141,9 @@ pub(crate) async fn check(url: &str, allow_private: bool) -> Result<Url, TargetE
     }
     let host = parsed.host_str().unwrap_or_default().to_owned();
     let port = parsed.port_or_known_default().unwrap_or(443);
-    let addrs = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| TargetError::Unresolved {
-            url: url.to_owned(),
-            why: e.to_string(),
-        })?;
+    let Ok(addrs) = tokio::net::lookup_host((host.as_str(), port)).await else {
+        return Ok(parsed);
+    };
     for addr in addrs {
         public(url, addr.ip())?;
     }
@@ -274,15 +264,13 @@ mod tests {
             "http://localhost/hook",
         ] {
             let err = check(url, false).await.expect_err(url);
-            assert!(
-                matches!(
-                    err,
-                    TargetError::Private { .. } | TargetError::Unresolved { .. }
-                ),
-                "{url}: {err}"
-            );
+            assert!(matches!(err, TargetError::Private { .. }), "{url}: {err}");
             check(url, true).await.expect(url);
         }
+        // A name that does not resolve now is left to the check at connect time.
+        check("http://no-such-host.invalid/hook", false)
+            .await
+            .expect("an unresolvable name is accepted when set");
         for url in [
             "ftp://example.com/x",
             "file:///etc/passwd",
