@@ -45,11 +45,25 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/extendedAgentCard", get(extended_card))
 }
 
-/// The HTTP status and `google.rpc.Status` body of an error (spec §5.4, §11.6). A2A's own errors
-/// carry a `google.rpc.ErrorInfo` naming them; radkit's own (storage, limits) name themselves in the
-/// `radkit` domain.
-pub(crate) fn status_body(error: &RpcError) -> (StatusCode, Value) {
-    let (http, status, reason, domain) = match error.code {
+/// How an A2A error is written outside JSON-RPC (spec §5.4): its HTTP status, its `google.rpc.Code`
+/// name, and the `google.rpc.ErrorInfo` reason and domain that name it. One table for the REST and
+/// gRPC bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mapping {
+    /// The HTTP status (REST).
+    pub http: u16,
+    /// The `google.rpc.Code` name (`NOT_FOUND`, …): REST's `status`, gRPC's status code.
+    pub status: &'static str,
+    /// The `ErrorInfo` reason, for A2A's own errors and radkit's named ones.
+    pub reason: Option<&'static str>,
+    /// The `ErrorInfo` domain: `a2a-protocol.org` for A2A's errors, `radkit` for radkit's own.
+    pub domain: &'static str,
+}
+
+/// The §5.4 mapping of a JSON-RPC error code. A2A's own errors carry a `google.rpc.ErrorInfo`
+/// naming them; radkit's own (storage, limits) name themselves in the `radkit` domain.
+pub(crate) fn mapping(code: i64) -> Mapping {
+    let (http, status, reason, domain) = match code {
         codes::TASK_NOT_FOUND => (404, "NOT_FOUND", Some("TASK_NOT_FOUND"), "a2a-protocol.org"),
         codes::TASK_NOT_CANCELABLE => (
             400,
@@ -113,6 +127,22 @@ pub(crate) fn status_body(error: &RpcError) -> (StatusCode, Value) {
         ),
         _ => (500, "INTERNAL", None, ""),
     };
+    Mapping {
+        http,
+        status,
+        reason,
+        domain,
+    }
+}
+
+/// The HTTP status and `google.rpc.Status` body of an error (spec §5.4, §11.6).
+pub(crate) fn status_body(error: &RpcError) -> (StatusCode, Value) {
+    let Mapping {
+        http,
+        status,
+        reason,
+        domain,
+    } = mapping(error.code);
     let details: Vec<Value> = reason
         .map(|reason| {
             json!({
