@@ -1,5 +1,5 @@
 """The official A2A Python SDK 1.x (A2A 1.0) drives a `radkit serve --default-skill conformance`
-server over JSON-RPC and HTTP+JSON: the card, a streamed send, the "ask" round trip with get
+server over JSON-RPC, HTTP+JSON and gRPC: the card, a streamed send, the "ask" round trip with get
 (historyLength), list with pagination, cancel, and an error. Prints ALL PASSED when every check held.
 
 Usage: python a2a_sdk1_check.py <base url>
@@ -8,6 +8,9 @@ Usage: python a2a_sdk1_check.py <base url>
 import asyncio
 import sys
 import traceback
+from urllib.parse import urlparse
+
+import grpc
 
 import a2a.types as T
 from a2a.client import ClientConfig, create_client
@@ -29,9 +32,18 @@ def user(message_id, text, task_id=None):
     return m
 
 
+def grpc_channel(url):
+    # The card's GRPC interface is the server's own URL (HTTP/2 on the same port); a gRPC channel
+    # takes its host:port.
+    return grpc.aio.insecure_channel(urlparse(url).netloc or url)
+
+
 async def drive(binding):
     client = await create_client(
-        BASE, client_config=ClientConfig(supported_protocol_bindings=[binding], streaming=True)
+        BASE,
+        client_config=ClientConfig(
+            supported_protocol_bindings=[binding], streaming=True, grpc_channel_factory=grpc_channel
+        ),
     )
     tag = binding
     # A streamed send of other text: working, an artifact in two chunks, completed.
@@ -70,7 +82,7 @@ async def drive(binding):
 
 
 async def main():
-    for binding in ["JSONRPC", "HTTP+JSON"]:
+    for binding in ["JSONRPC", "HTTP+JSON", "GRPC"]:
         try:
             await drive(binding)
         except Exception:

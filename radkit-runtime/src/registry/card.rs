@@ -47,16 +47,21 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         preferred_transport: Some("JSONRPC".to_owned()),
         // One entry per binding and version served, 1.0 first (the version a JSON-RPC request
         // speaks is its `A2A-Version` header; the URL is the same). REST's paths hang off the same
-        // base URL.
-        supported_interfaces: [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
-            .into_iter()
-            .map(|(binding, version)| crate::model::v1::AgentInterface {
-                url: config.url.clone(),
-                protocol_binding: binding.to_owned(),
-                tenant: String::new(),
-                protocol_version: version.to_owned(),
-            })
-            .collect(),
+        // base URL, and gRPC (HTTP/2) is served on the same port.
+        supported_interfaces: [
+            ("JSONRPC", "1.0"),
+            ("HTTP+JSON", "1.0"),
+            ("GRPC", "1.0"),
+            ("JSONRPC", "0.3"),
+        ]
+        .into_iter()
+        .map(|(binding, version)| crate::model::v1::AgentInterface {
+            url: config.url.clone(),
+            protocol_binding: binding.to_owned(),
+            tenant: String::new(),
+            protocol_version: version.to_owned(),
+        })
+        .collect(),
         version: config.version.clone(),
         capabilities: AgentCapabilities {
             streaming: Some(true),

@@ -1,6 +1,7 @@
 //! Accepted TCP connections: the connection limit, the header-read and idle timeouts, and the answer
 //! on a connection over the limit. It serves each connection with hyper's HTTP/1.1 server and the
-//! axum router; it never reads what a request asks, nor touches the engine or the store. Every
+//! axum router (or, for a connection that opens with the HTTP/2 preface, hyper's HTTP/2 server:
+//! gRPC); it never reads what a request asks, nor touches the engine or the store. Every
 //! connection holds a file descriptor, so the limit is what keeps the store's descriptors free
 //! whatever clients do.
 //!
@@ -122,9 +123,45 @@ async fn refuse(mut stream: TcpStream, limit: usize) {
     }
 }
 
-/// Serve one connection until it ends, or until a head or an idle wait outlasts its timeout.
+/// The first bytes of every HTTP/2 connection without TLS ("prior knowledge", as gRPC clients
+/// open one): what tells a gRPC client from an HTTP/1.1 one on the same port.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the connection opens with the HTTP/2 preface (read without consuming it). A connection
+/// that closes, or whose first bytes differ, is HTTP/1.1's to answer.
+async fn opens_http2(stream: &TcpStream) -> io::Result<bool> {
+    let mut first = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut first).await?;
+        if n == 0 || !H2_PREFACE.starts_with(&first[..n]) {
+            return Ok(false);
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(true);
+        }
+        // Part of the preface: the socket stays readable, so wait for the rest without spinning.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Serve one connection until it ends, or until a head or an idle wait outlasts its timeout. A
+/// connection that opens with the HTTP/2 preface is served with HTTP/2 (gRPC), any other with
+/// HTTP/1.1; both within the same limits.
 async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
-    let activity = Arc::new(Activity::new());
+    // The first request's head clock starts with the connection, its first bytes included.
+    let opened = Instant::now();
+    let http2 = match tokio::time::timeout(limits.header_timeout, opens_http2(&stream)).await {
+        Ok(Ok(http2)) => http2,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "connection ended before its first request");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("closing a connection that sent no complete request in time");
+            return;
+        }
+    };
+    let activity = Arc::new(Activity::new(http2, opened));
     let io = TokioIo::new(Watched {
         stream,
         activity: activity.clone(),
@@ -133,6 +170,14 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
         inner: TowerToHyperService::new(router),
         activity: activity.clone(),
     };
+    if http2 {
+        let mut builder =
+            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        // What one stream may buffer, as for HTTP/1.1 below.
+        builder.max_send_buf_size(CONNECTION_BUFFER);
+        watch(builder.serve_connection(io, service), &activity, limits).await;
+        return;
+    }
     let mut builder = hyper::server::conn::http1::Builder::new();
     // What one connection may buffer: a client that never reads a stream holds at most this much of
     // it in the server (then the stream waits for TCP), not hyper's default of about 400 KB.
@@ -140,7 +185,15 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
         .keep_alive(true)
         .header_read_timeout(None)
         .max_buf_size(CONNECTION_BUFFER);
-    let conn = builder.serve_connection(io, service);
+    watch(builder.serve_connection(io, service), &activity, limits).await;
+}
+
+/// Drive a connection until it ends or its running timeout expires (then drop it, which closes it;
+/// no request is in flight).
+async fn watch<C>(conn: C, activity: &Activity, limits: Limits)
+where
+    C: Future<Output = Result<(), hyper::Error>>,
+{
     tokio::pin!(conn);
     loop {
         let deadline = activity.deadline(limits);
@@ -154,7 +207,6 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
             }
             () = sleep_until(deadline) => {
                 if activity.deadline(limits).is_some_and(|d| d <= Instant::now()) {
-                    // Dropping the connection closes it; no request is in flight.
                     tracing::debug!("closing a connection that sent no complete request in time");
                     return;
                 }
@@ -189,16 +241,19 @@ enum Phase {
 /// A connection's phase, shared by its reads, its requests and its watchdog.
 struct Activity {
     phase: Mutex<Phase>,
+    /// An HTTP/2 connection: its frames between requests (window updates, pings, settings) start no
+    /// request head, so only requests end its idle wait; its first request still has the header
+    /// timeout from the opening.
+    http2: bool,
     /// Signalled when a timeout starts, so the watchdog takes up the new deadline.
     changed: Notify,
 }
 
 impl Activity {
-    fn new() -> Self {
+    fn new(http2: bool, opened: Instant) -> Self {
         Activity {
-            phase: Mutex::new(Phase::Head {
-                since: Instant::now(),
-            }),
+            http2,
+            phase: Mutex::new(Phase::Head { since: opened }),
             changed: Notify::new(),
         }
     }
@@ -218,6 +273,9 @@ impl Activity {
 
     /// Bytes arrived: on an idle connection they start a request head.
     fn read(&self) {
+        if self.http2 {
+            return;
+        }
         let started = self.update(|p| match *p {
             Phase::Idle { .. } => {
                 *p = Phase::Head {

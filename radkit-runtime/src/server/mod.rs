@@ -6,6 +6,7 @@ mod auth;
 pub mod card;
 mod connection;
 mod errors;
+pub mod grpc;
 mod jsonrpc;
 mod methods;
 mod methods_v1;
@@ -38,7 +39,8 @@ pub(crate) struct AppState {
     pub streams: Arc<stream::Slots>,
 }
 
-/// The axum router: `POST /` (JSON-RPC) and `GET /.well-known/agent-card.json`.
+/// The axum router: `POST /` (JSON-RPC), the REST paths, gRPC's `/lf.a2a.v1.A2AService/*` and
+/// `GET /.well-known/agent-card.json`.
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
@@ -54,6 +56,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .merge(rest::routes())
         .route("/.well-known/agent-card.json", get(agent_card))
         .route("/.well-known/agent.json", get(agent_card))
+        .route_service(grpc::PATH, grpc::service(state.clone()))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
