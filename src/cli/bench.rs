@@ -56,6 +56,9 @@ enum Workload {
         /// Requests in flight.
         #[arg(long, default_value_t = 32)]
         concurrency: u64,
+        /// The binding: `jsonrpc` (A2A 0.3) or `grpc` (A2A 1.0).
+        #[arg(long, default_value = "jsonrpc", value_parser = ["jsonrpc", "grpc"])]
+        binding: String,
     },
     /// Mixed load (sends, answers, streams, resubscribes, cancels, reads, slow clients) for a while,
     /// with RSS and latency printed every few seconds.
@@ -332,7 +335,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Workload::A2a {
             requests,
             concurrency,
-        } => a2a(requests, concurrency).await?,
+            binding,
+        } => match binding.as_str() {
+            "grpc" => super::bench_grpc::a2a_grpc(requests, concurrency).await?,
+            _ => a2a(requests, concurrency).await?,
+        },
         Workload::Soak {
             seconds,
             clients,
@@ -398,13 +405,55 @@ fn echo<'a>(_: &'a Echo, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, St
 
 static ECHO_STEPS: &[Step<Echo>] = &[Step::new("echo", echo).start().takes_user_message()];
 
-/// `bench a2a`: an in-process server on loopback, `concurrency` clients sending blocking message/send.
-async fn a2a(requests: u64, concurrency: u64) -> anyhow::Result<()> {
-    let (_dir, path) = fresh_db()?;
+/// `bench a2a`'s engine: the `echo` skill over a fresh SQLite file with FULL durability (the file
+/// lives as long as the directory returned).
+pub(crate) async fn a2a_engine() -> anyhow::Result<(tempfile::TempDir, SqliteStore, Engine)> {
+    let (dir, path) = fresh_db()?;
     let skill = StepTable::new(SkillInfo::new("echo", "Echo"), Echo, ECHO_STEPS)
         .map_err(anyhow::Error::msg)?;
     let store = SqliteStore::open(&path, Durability::Full)?;
     let engine = bench_builder(store.clone(), skill).start().await?;
+    Ok((dir, store, engine))
+}
+
+/// `bench a2a`'s JSON line: requests/s and p50/p99 of `latencies` over `elapsed`, for `binding` and
+/// `version`, with the store's commit counts.
+pub(crate) fn latency_line(
+    store: &SqliteStore,
+    binding: &str,
+    version: &str,
+    concurrency: u64,
+    elapsed: Duration,
+    mut latencies: Vec<Duration>,
+) -> serde_json::Value {
+    latencies.sort();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .map(|d| d.as_secs_f64() * 1e3)
+            .unwrap_or(0.0)
+    };
+    let stats = store.stats();
+    serde_json::json!({
+        "workload": "a2a",
+        "binding": binding,
+        "version": version,
+        "requests": latencies.len(),
+        "concurrency": concurrency,
+        "seconds": elapsed.as_secs_f64(),
+        "requests_per_sec": latencies.len() as f64 / elapsed.as_secs_f64(),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "commits": stats.batches,
+        "appends": stats.appends,
+        "peak_rss_bytes": peak_rss_bytes(),
+        "durability": "FULL",
+    })
+}
+
+/// `bench a2a`: an in-process server on loopback, `concurrency` clients sending blocking message/send.
+async fn a2a(requests: u64, concurrency: u64) -> anyhow::Result<()> {
+    let (_dir, store, engine) = a2a_engine().await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/", listener.local_addr()?);
     let server = tokio::spawn(crate::server::serve(
@@ -448,29 +497,9 @@ async fn a2a(requests: u64, concurrency: u64) -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
     server.abort();
-    latencies.sort();
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .map(|d| d.as_secs_f64() * 1e3)
-            .unwrap_or(0.0)
-    };
-    let stats = store.stats();
     println!(
         "{}",
-        serde_json::json!({
-            "workload": "a2a",
-            "requests": latencies.len(),
-            "concurrency": concurrency,
-            "seconds": elapsed.as_secs_f64(),
-            "requests_per_sec": latencies.len() as f64 / elapsed.as_secs_f64(),
-            "p50_ms": pct(0.50),
-            "p99_ms": pct(0.99),
-            "commits": stats.batches,
-            "appends": stats.appends,
-            "peak_rss_bytes": peak_rss_bytes(),
-            "durability": "FULL",
-        })
+        latency_line(&store, "jsonrpc", "0.3", concurrency, elapsed, latencies)
     );
     Ok(())
 }

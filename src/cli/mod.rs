@@ -14,6 +14,7 @@
 
 pub mod bench;
 pub mod bench_cluster;
+mod bench_grpc;
 mod bench_reads;
 mod bench_soak;
 mod bench_streams;
