@@ -161,6 +161,13 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
             return;
         }
     };
+    if http2 {
+        // HTTP/2 writes a response as several frames (headers, data, gRPC's trailers); with Nagle's
+        // algorithm the later ones wait for the client's delayed ACK, some 40 ms a call.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    }
     let activity = Arc::new(Activity::new(http2, opened));
     let io = TokioIo::new(Watched {
         stream,
