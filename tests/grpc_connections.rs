@@ -232,3 +232,31 @@ async fn a_grpc_stream_outlives_the_idle_timeout() {
         other => panic!("the stream ends with the canceled status, not {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_request_over_the_body_limit_is_refused_and_the_connection_serves_on() {
+    let agent = agent(|mut c| {
+        c.max_body_bytes = 1024;
+        c
+    })
+    .await;
+    let mut client = connect(&agent.url).await.expect("connect");
+    let big = proto::SendMessageRequest {
+        message: Some(proto::Message {
+            message_id: common::uuid(),
+            role: proto::Role::User as i32,
+            parts: vec![proto::Part {
+                content: Some(proto::part::Content::Text("x".repeat(4096))),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let refused = common::within(PATIENCE, "the refusal", client.send_message(big))
+        .await
+        .expect_err("a request over the limit was served");
+    // tonic's own refusal of a message over the decoding limit.
+    assert_eq!(refused.code(), Code::OutOfRange, "{refused:?}");
+    assert_eq!(probe(&mut client).await, Code::NotFound);
+}
