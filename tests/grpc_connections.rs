@@ -1,8 +1,9 @@
 //! The connection promises of `tests/connections.rs`, for gRPC's HTTP/2 connections on the same
 //! port: a connection that sends no request is cut after the header timeout, the connection limit
-//! counts HTTP/2 connections too and an idle one gives its place back after the idle timeout, and
-//! a gRPC stream in progress is never idle. The engine runs over a memory store and the server
-//! in-process on a loopback listener, with small limits and short timeouts.
+//! counts HTTP/2 connections too and an idle one gives its place back after the idle timeout, a
+//! gRPC stream in progress is never idle, a caller's streams stay within its limit, and a message
+//! over the body limit is refused. The engine runs over a memory store and the server in-process on
+//! a loopback listener, with small limits and short timeouts.
 
 mod common;
 
@@ -259,4 +260,61 @@ async fn a_grpc_request_over_the_body_limit_is_refused_and_the_connection_serves
     // tonic's own refusal of a message over the decoding limit.
     assert_eq!(refused.code(), Code::OutOfRange, "{refused:?}");
     assert_eq!(probe(&mut client).await, Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_caller_over_its_stream_limit_gets_resource_exhausted_until_a_stream_ends() {
+    let agent = agent(|mut c| {
+        c.max_streams_per_principal = 1;
+        c
+    })
+    .await;
+    let mut client = connect(&agent.url).await.expect("connect");
+    let send = proto::SendMessageRequest {
+        message: Some(proto::Message {
+            message_id: common::uuid(),
+            role: proto::Role::User as i32,
+            parts: vec![proto::Part {
+                content: Some(proto::part::Content::Text("nap".into())),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        configuration: Some(proto::SendMessageConfiguration {
+            return_immediately: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let task = match client
+        .send_message(send)
+        .await
+        .expect("send")
+        .into_inner()
+        .payload
+    {
+        Some(proto::send_message_response::Payload::Task(task)) => task,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    let subscribe = proto::SubscribeToTaskRequest {
+        id: task.id.clone(),
+        ..Default::default()
+    };
+    let open = client
+        .subscribe_to_task(subscribe.clone())
+        .await
+        .expect("a stream within the limit");
+    let refused = client
+        .subscribe_to_task(subscribe.clone())
+        .await
+        .expect_err("a second stream was opened");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    // The one stream dropped, a new one opens.
+    drop(open);
+    common::within(PATIENCE, "a stream to open again", async {
+        while client.subscribe_to_task(subscribe.clone()).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
 }
