@@ -75,7 +75,7 @@ fn metadata_in(
 }
 
 /// JSON as a `google.protobuf.Value` (numbers as doubles, as `Value` holds them).
-fn value_out(value: Value) -> prost_types::Value {
+pub(super) fn value_out(value: Value) -> prost_types::Value {
     let kind = match value {
         Value::Null => Kind::NullValue(prost_types::NullValue::NullValue.into()),
         Value::Bool(b) => Kind::BoolValue(b),

@@ -5,9 +5,10 @@
 //! The messages, client and server are generated from the vendored `proto/a2a.proto` by prost and
 //! tonic and checked in (`lf.a2a.v1.rs`; `tools/grpc-codegen` regenerates it with a protobuf compiler
 //! written in Rust, so no `protoc` is needed). `convert` maps them to the `v1` types the operations
-//! use, `service` implements the RPCs, `status` writes errors.
+//! use (`convert_card` the agent card), `service` implements the RPCs, `status` writes errors.
 
 mod convert;
+mod convert_card;
 pub use convert::FieldError;
 mod service;
 mod status;

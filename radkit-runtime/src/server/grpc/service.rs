@@ -97,7 +97,8 @@ fn push_configs() -> Status {
 
 /// `GetExtendedAgentCard` over gRPC: answered exactly as the JSON-RPC 1.0 binding answers it today
 /// (an agent whose card declares no extended card answers UnsupportedOperation). The one place the
-/// gRPC binding asks, for when an extended card is served.
+/// gRPC binding asks, for when an extended card is served: a `v1::AgentCard` becomes the answer
+/// with `proto::AgentCard::from` (`convert_card`).
 fn extended_card() -> Status {
     failed(RpcError::new(
         codes::UNSUPPORTED_OPERATION,
