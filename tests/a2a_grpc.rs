@@ -604,7 +604,7 @@ async fn a_task_created_over_grpc_is_read_over_json_rpc_0_3_and_the_other_way_ro
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_card_lists_grpc_on_the_servers_own_url() {
+async fn the_card_lists_grpc_as_the_servers_own_host_and_port() {
     let (server, _dir) = serve(&[]);
     let card: Value = reqwest::get(format!("{}/.well-known/agent-card.json", server.url))
         .await
@@ -615,7 +615,7 @@ async fn the_card_lists_grpc_on_the_servers_own_url() {
     let interfaces = card["supportedInterfaces"].as_array().unwrap();
     assert!(
         interfaces.contains(&json!({
-            "url": format!("{}/", server.url),
+            "url": server.url.trim_start_matches("http://"),
             "protocolBinding": "GRPC",
             "protocolVersion": "1.0"
         })),

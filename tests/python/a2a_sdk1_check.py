@@ -34,9 +34,8 @@ def user(message_id, text, task_id=None):
 
 
 def grpc_channel(url):
-    # The card's GRPC interface is the server's own URL (HTTP/2 on the same port); a gRPC channel
-    # takes its host:port.
-    return grpc.aio.insecure_channel(urlparse(url).netloc or url)
+    # The card's GRPC interface is the server's host:port (HTTP/2 on the same port), a gRPC target.
+    return grpc.aio.insecure_channel(urlparse(url).netloc if "://" in url else url)
 
 
 async def drive(binding):
