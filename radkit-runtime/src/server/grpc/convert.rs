@@ -177,6 +177,43 @@ impl From<proto::TaskPushNotificationConfig> for v1::TaskPushNotificationConfig 
     }
 }
 
+impl From<proto::GetTaskPushNotificationConfigRequest>
+    for v1::GetTaskPushNotificationConfigRequest
+{
+    fn from(r: proto::GetTaskPushNotificationConfigRequest) -> Self {
+        v1::GetTaskPushNotificationConfigRequest {
+            tenant: r.tenant,
+            task_id: r.task_id,
+            id: r.id,
+        }
+    }
+}
+
+impl From<proto::DeleteTaskPushNotificationConfigRequest>
+    for v1::DeleteTaskPushNotificationConfigRequest
+{
+    fn from(r: proto::DeleteTaskPushNotificationConfigRequest) -> Self {
+        v1::DeleteTaskPushNotificationConfigRequest {
+            tenant: r.tenant,
+            task_id: r.task_id,
+            id: r.id,
+        }
+    }
+}
+
+impl From<proto::ListTaskPushNotificationConfigsRequest>
+    for v1::ListTaskPushNotificationConfigsRequest
+{
+    fn from(r: proto::ListTaskPushNotificationConfigsRequest) -> Self {
+        v1::ListTaskPushNotificationConfigsRequest {
+            tenant: r.tenant,
+            task_id: r.task_id,
+            page_size: r.page_size,
+            page_token: r.page_token,
+        }
+    }
+}
+
 impl TryFrom<proto::SendMessageRequest> for v1::SendMessageRequest {
     type Error = FieldError;
 

@@ -245,3 +245,38 @@ fn stream_items_and_send_answers_keep_their_oneof_member() {
         Some(proto::send_message_response::Payload::Task(_))
     ));
 }
+
+#[test]
+fn a_push_config_keeps_its_fields_both_ways() {
+    let config = proto::TaskPushNotificationConfig {
+        tenant: String::new(),
+        id: "cfg-1".to_owned(),
+        task_id: "t1".to_owned(),
+        url: "https://hooks.example.com/a2a".to_owned(),
+        token: "tok".to_owned(),
+        authentication: Some(proto::AuthenticationInfo {
+            scheme: "Bearer".to_owned(),
+            credentials: "secret".to_owned(),
+        }),
+    };
+    let read = v1::TaskPushNotificationConfig::from(config.clone());
+    assert_eq!(read.url, "https://hooks.example.com/a2a");
+    assert_eq!(read.authentication.as_ref().unwrap().scheme, "Bearer");
+    assert_eq!(proto::TaskPushNotificationConfig::from(read), config);
+    let list = v1::ListTaskPushNotificationConfigsRequest::from(
+        proto::ListTaskPushNotificationConfigsRequest {
+            task_id: "t1".to_owned(),
+            page_size: 5,
+            page_token: "p".to_owned(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        (
+            list.task_id.as_str(),
+            list.page_size,
+            list.page_token.as_str()
+        ),
+        ("t1", 5, "p")
+    );
+}

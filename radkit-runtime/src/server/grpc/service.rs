@@ -87,7 +87,9 @@ fn updates(opened: Opened) -> Updates {
 }
 
 /// Push-notification configs over gRPC: answered exactly as the JSON-RPC 1.0 binding answers them
-/// today. The one place the gRPC binding asks, for when push notifications are served.
+/// today. The one place the gRPC binding asks, for when push notifications are served: the requests
+/// convert to their `v1` types with `From`, and `v1::TaskPushNotificationConfig` and
+/// `v1::ListTaskPushNotificationConfigsResponse` back with `From` (`convert`).
 fn push_configs() -> Status {
     failed(RpcError::new(
         codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
