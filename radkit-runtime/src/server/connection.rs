@@ -182,7 +182,14 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
             hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
         // What one stream may buffer, as for HTTP/1.1 below.
         builder.max_send_buf_size(CONNECTION_BUFFER);
-        watch(builder.serve_connection(io, service), &activity, limits).await;
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        if watch(conn.as_mut(), &activity, limits).await == Stopped::TimedOut {
+            // Say goodbye (GOAWAY), so that a client does not send its next call into a connection
+            // that is closing, then close; a stream that would hold it is cut after `GOODBYE`.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(GOODBYE, conn).await;
+        }
         return;
     }
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -192,16 +199,31 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
         .keep_alive(true)
         .header_read_timeout(None)
         .max_buf_size(CONNECTION_BUFFER);
-    watch(builder.serve_connection(io, service), &activity, limits).await;
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    // A connection that timed out is dropped, which closes it: no request is in flight, and one
+    // whose head trickles must not be waited for.
+    watch(conn.as_mut(), &activity, limits).await;
 }
 
-/// Drive a connection until it ends or its running timeout expires (then drop it, which closes it;
-/// no request is in flight).
-async fn watch<C>(conn: C, activity: &Activity, limits: Limits)
+/// How a watched connection stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// It ended (closed by the client, or after an error).
+    Ended,
+    /// Its running timeout expired: no request is in flight, or the one whose body is still being
+    /// read took too long.
+    TimedOut,
+}
+
+/// The longest an HTTP/2 connection that timed out is kept after its GOAWAY.
+const GOODBYE: Duration = Duration::from_secs(1);
+
+/// Drive a connection until it ends or its running timeout expires.
+async fn watch<C>(mut conn: Pin<&mut C>, activity: &Activity, limits: Limits) -> Stopped
 where
     C: Future<Output = Result<(), hyper::Error>>,
 {
-    tokio::pin!(conn);
     loop {
         let deadline = activity.deadline(limits);
         let changed = activity.changed.notified();
@@ -210,12 +232,12 @@ where
                 if let Err(e) = served {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
-                return;
+                return Stopped::Ended;
             }
             () = sleep_until(deadline) => {
                 if activity.deadline(limits).is_some_and(|d| d <= Instant::now()) {
                     tracing::debug!("closing a connection that sent no complete request in time");
-                    return;
+                    return Stopped::TimedOut;
                 }
             }
             () = changed => {}
