@@ -54,9 +54,10 @@ pub(crate) async fn a2a_grpc(requests: u64, concurrency: u64) -> anyhow::Result<
                     ..Default::default()
                 };
                 let mut request = tonic::Request::new(request);
-                request
-                    .metadata_mut()
-                    .insert("a2a-version", tonic::metadata::MetadataValue::from_static("1.0"));
+                request.metadata_mut().insert(
+                    "a2a-version",
+                    tonic::metadata::MetadataValue::from_static("1.0"),
+                );
                 let t = Instant::now();
                 let reply = client.send_message(request).await?.into_inner();
                 latencies.push(t.elapsed());
