@@ -21,7 +21,7 @@ fn main() -> ExitCode {
             official_python_sdk_drives_the_server,
             official_python_sdk_with_bearer_auth;
         Python1 sync:
-            official_python_sdk_1_x_drives_json_rpc_and_rest_1_0;
+            official_python_sdk_1_x_drives_json_rpc_rest_and_grpc_1_0;
         Nothing current_thread:
             a_task_is_visible_only_to_the_principal_that_created_it,
             unnamed_tokens_are_distinct_principals_that_store_no_part_of_the_token,
@@ -61,9 +61,9 @@ fn run_sdk_check(url: &str, token: Option<&str>) {
     );
 }
 
-/// The official `a2a-sdk` 1.x (`.venv1`, installed by `.ci/run`) over both 1.0 bindings against the
+/// The official `a2a-sdk` 1.x (`.venv1`, installed by `.ci/run`) over the three 1.0 bindings against the
 /// conformance skill: `tests/python/a2a_sdk1_check.py`.
-fn official_python_sdk_1_x_drives_json_rpc_and_rest_1_0() {
+fn official_python_sdk_1_x_drives_json_rpc_rest_and_grpc_1_0() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(
         dir.path(),

@@ -431,6 +431,7 @@ async fn the_agent_card_lists_each_version_served_with_its_binding_and_url() {
         json!([
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
             { "url": agent.url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" },
+            { "url": agent.url.trim_start_matches("http://"), "protocolBinding": "GRPC", "protocolVersion": "1.0" },
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
         ]),
         "{card}"

@@ -33,6 +33,7 @@ fn each_binding_prints_its_line_after_the_floor_with_the_ratio_to_it() {
             "jsonrpc/1.0",
         ),
         (&["--binding", "rest"][..], "rest/1.0"),
+        (&["--binding", "grpc"][..], "grpc/1.0"),
     ] {
         let out = bench(args);
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -69,4 +70,11 @@ fn rest_over_0_3_is_refused_naming_the_version_it_speaks() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("speaks A2A 1.0 only"), "{stderr}");
+    let out = bench(&["--binding", "grpc", "--version", "0.3"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("gRPC binding speaks A2A 1.0 only"),
+        "{stderr}"
+    );
 }

@@ -51,10 +51,10 @@ enum Workload {
     /// Blocking sends over loopback HTTP to a trivial skill, every task journaled, through one
     /// binding and version; the 0.3 JSON-RPC floor is measured in the same run and the ratio printed.
     A2a {
-        /// The binding: `jsonrpc` or `rest` (A2A 1.0 only).
+        /// The binding: `jsonrpc`, or `rest` or `grpc` (A2A 1.0 only).
         #[arg(long, value_enum, default_value = "jsonrpc")]
         binding: super::bench_a2a::Binding,
-        /// The protocol version: `0.3` or `1.0` (default: 0.3 over JSON-RPC, 1.0 over REST).
+        /// The protocol version: `0.3` or `1.0` (default: 0.3 over JSON-RPC, 1.0 over REST and gRPC).
         #[arg(long, value_enum)]
         version: Option<super::bench_a2a::Version>,
         /// Alternating rounds of the floor and the binding, the requests split among them.
@@ -349,7 +349,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             use super::bench_a2a::{Binding, Version};
             let version = version.unwrap_or(match binding {
                 Binding::Jsonrpc => Version::V0_3,
-                Binding::Rest => Version::V1_0,
+                Binding::Rest | Binding::Grpc => Version::V1_0,
             });
             super::bench_a2a::run(binding, version, requests, concurrency, rounds).await?
         }

@@ -28,6 +28,8 @@ pub enum Binding {
     Jsonrpc,
     /// HTTP+JSON (`POST /message:send`), A2A 1.0 only.
     Rest,
+    /// gRPC (`lf.a2a.v1.A2AService/SendMessage`), A2A 1.0 only.
+    Grpc,
 }
 
 /// The A2A protocol version a benchmark speaks.
@@ -46,6 +48,8 @@ pub enum Version {
 struct Clients {
     /// HTTP/1.1 with a connection pool as deep as the clients: JSON-RPC and HTTP+JSON.
     http: reqwest::Client,
+    /// gRPC: this worker's own HTTP/2 connection (when the target is gRPC).
+    grpc: Option<super::bench_grpc::Client>,
 }
 
 /// One binding and version, and the client that speaks it.
@@ -65,6 +69,7 @@ impl Target {
         let binding = match self.binding {
             Binding::Jsonrpc => "jsonrpc",
             Binding::Rest => "rest",
+            Binding::Grpc => "grpc",
         };
         let version = match self.version {
             Version::V0_3 => "0.3",
@@ -110,8 +115,14 @@ impl Target {
                         .json(&json!({ "message": message_v1 })),
                     "/task/status/state",
                 ),
-                (Binding::Rest, Version::V0_3) => {
-                    bail!("the HTTP+JSON binding speaks A2A 1.0 only; use --version 1.0")
+                (Binding::Grpc, Version::V1_0) => {
+                    let Some(grpc) = &clients.grpc else {
+                        bail!("no gRPC connection")
+                    };
+                    return super::bench_grpc::send(grpc.clone(), n).await;
+                }
+                (Binding::Rest | Binding::Grpc, Version::V0_3) => {
+                    bail!("the HTTP+JSON and gRPC bindings speak A2A 1.0 only; use --version 1.0")
                 }
             };
             let reply: Value = request.send().await?.json().await?;
@@ -174,8 +185,14 @@ pub async fn run(
     rounds: u64,
 ) -> anyhow::Result<()> {
     let target = Target { binding, version };
-    if (binding, version) == (Binding::Rest, Version::V0_3) {
-        bail!("the HTTP+JSON binding speaks A2A 1.0 only; use --version 1.0");
+    match (binding, version) {
+        (Binding::Rest, Version::V0_3) => {
+            bail!("the HTTP+JSON binding speaks A2A 1.0 only; use --version 1.0")
+        }
+        (Binding::Grpc, Version::V0_3) => {
+            bail!("the gRPC binding speaks A2A 1.0 only; use --version 1.0")
+        }
+        _ => {}
     }
     let rounds = rounds.max(1);
     let per_round = (requests / rounds).max(1);
@@ -247,15 +264,24 @@ async fn measure(target: Target, requests: u64, concurrency: u64) -> anyhow::Res
         engine.clone(),
         crate::server::ServerConfig::new(url.clone()),
     ));
-    let clients = Clients {
-        http: reqwest::Client::builder()
-            .pool_max_idle_per_host(concurrency as usize)
-            .build()?,
-    };
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency as usize)
+        .build()?;
+    let mut per_worker = Vec::new();
+    for _ in 0..concurrency {
+        let grpc = match target.binding {
+            Binding::Grpc => Some(super::bench_grpc::connect(&url).await?),
+            _ => None,
+        };
+        per_worker.push(Clients {
+            http: http.clone(),
+            grpc,
+        });
+    }
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let workers = (0..concurrency).map(|_| {
-        let (clients, url, next) = (clients.clone(), url.clone(), next.clone());
+    let workers = per_worker.into_iter().map(|clients| {
+        let (url, next) = (url.clone(), next.clone());
         tokio::spawn(async move {
             let mut latencies = Vec::new();
             loop {

@@ -1,8 +1,8 @@
 """The official A2A Python SDK 1.x (A2A 1.0) drives a `radkit serve --default-skill conformance`
-server over JSON-RPC and HTTP+JSON: the card, a streamed send, the "ask" round trip with get
-(historyLength), list with pagination, cancel, push-notification config CRUD (paged list) with the
-task's updates delivered to a local webhook (the server runs with --push-allow-private), and an
-error. Prints ALL PASSED when every check held.
+server over JSON-RPC, HTTP+JSON and gRPC: the card, a streamed send, the "ask" round trip with get
+(historyLength), subscribe, blocking and returnImmediately sends, list with pagination, cancel,
+push-notification config CRUD (paged list) with the task's updates delivered to a local webhook (the
+server runs with --push-allow-private), and an error. Prints ALL PASSED when every check held.
 
 Usage: python a2a_sdk1_check.py <base url>
 """
@@ -10,6 +10,9 @@ Usage: python a2a_sdk1_check.py <base url>
 import asyncio
 import sys
 import traceback
+from urllib.parse import urlparse
+
+import grpc
 
 import a2a.types as T
 from a2a.client import ClientConfig, create_client
@@ -35,9 +38,17 @@ def user(message_id, text, task_id=None):
     return m
 
 
+def grpc_channel(url):
+    # The card's GRPC interface is the server's host:port (HTTP/2 on the same port), a gRPC target.
+    return grpc.aio.insecure_channel(urlparse(url).netloc if "://" in url else url)
+
+
 async def drive(binding):
     client = await create_client(
-        BASE, client_config=ClientConfig(supported_protocol_bindings=[binding], streaming=True)
+        BASE,
+        client_config=ClientConfig(
+            supported_protocol_bindings=[binding], streaming=True, grpc_channel_factory=grpc_channel
+        ),
     )
     tag = binding
     # A streamed send of other text: working, an artifact in two chunks, completed.
@@ -58,6 +69,31 @@ async def drive(binding):
     answered = [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-reply", "forty-two", task_id)))]
     names = [e.artifact_update.artifact.name for e in answered if e.HasField("artifact_update")]
     check(f"{tag}: the reply completes with answer.txt", "answer.txt" in names, names)
+
+    # Subscribing to a task that waits for input: the task as it is, and the stream ends there.
+    waiting = [e async for e in client.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-sub", "ask to subscribe")))]
+    seen = [e async for e in client.subscribe(T.SubscribeToTaskRequest(id=waiting[0].task.id))]
+    check(
+        f"{tag}: subscribe opens with the waiting task",
+        [e.WhichOneof("payload") for e in seen] == ["task"] and seen[0].task.status.state == T.TaskState.TASK_STATE_INPUT_REQUIRED,
+        seen,
+    )
+
+    # Without streaming: SendMessage waits for the task to settle, or returns at once when polling.
+    for polling in [False, True]:
+        plain = await create_client(
+            BASE,
+            client_config=ClientConfig(
+                supported_protocol_bindings=[binding], streaming=False, polling=polling, grpc_channel_factory=grpc_channel
+            ),
+        )
+        sent = [e async for e in plain.send_message(T.SendMessageRequest(message=user(f"sdk1-{tag}-plain-{polling}", "plain")))]
+        state = sent[0].task.status.state if len(sent) == 1 and sent[0].HasField("task") else None
+        if polling:
+            check(f"{tag}: returnImmediately answers before the task ends", state in (T.TaskState.TASK_STATE_SUBMITTED, T.TaskState.TASK_STATE_WORKING), sent)
+        else:
+            check(f"{tag}: a blocking send answers the completed task", state == T.TaskState.TASK_STATE_COMPLETED, sent)
+        await plain.close()
 
     # List with pagination, then cancel a waiting task, then an error.
     page = await client.list_tasks(T.ListTasksRequest(page_size=1))
@@ -113,7 +149,7 @@ async def push(client, tag):
 async def main():
     global HOOK
     HOOK = Webhook()
-    for binding in ["JSONRPC", "HTTP+JSON"]:
+    for binding in ["JSONRPC", "HTTP+JSON", "GRPC"]:
         try:
             await drive(binding)
         except Exception:

@@ -30,6 +30,21 @@ pub(crate) fn serves_extended_card(config: &ServerConfig) -> bool {
     config.extended_card.is_some() && !config.tokens.is_empty()
 }
 
+/// The gRPC target of the server at `url`: its `host:port` (the scheme's port when it names none),
+/// as gRPC clients and the A2A TCK's reference agents write a `GRPC` interface's URL. gRPC has no
+/// path prefix: behind a proxy that serves the agent under a path, the proxy must route
+/// `/lf.a2a.v1.A2AService/*` too. A URL that does not parse is given as it is.
+fn grpc_target(url: &str) -> String {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return url.to_owned();
+    };
+    match (parsed.host_str(), parsed.port_or_known_default()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_owned(),
+        _ => url.to_owned(),
+    }
+}
+
 /// The public A2A 1.0 card for `skills` served with `config`, unsigned.
 pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard {
     let (security_schemes, security_requirements) = if config.tokens.is_empty() {
@@ -54,21 +69,28 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         description: config.description.clone(),
         // One entry per binding and version served, 1.0 first (the version a JSON-RPC request
         // speaks is its `A2A-Version` header; the URL is the same). REST's paths hang off the same
-        // base URL. A 0.3 client reads the first 0.3 entry as `url` with `preferredTransport`.
-        supported_interfaces: [("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3")]
-            .into_iter()
-            .map(|(binding, version)| AgentInterface {
-                // HTTP+JSON's URL is the base its paths are appended to, without a trailing slash
-                // (`{url}/message:send`, as the spec's examples write it and clients join it).
-                url: match binding {
-                    "HTTP+JSON" => config.url.trim_end_matches('/').to_owned(),
-                    _ => config.url.clone(),
-                },
-                protocol_binding: binding.to_owned(),
-                tenant: String::new(),
-                protocol_version: version.to_owned(),
-            })
-            .collect(),
+        // base URL. gRPC (HTTP/2) is served on the same port, named as gRPC clients take a target:
+        // `host:port`. HTTP+JSON's URL is the base its paths are appended to, without a trailing
+        // slash (`{url}/message:send`, as the spec's examples write it and clients join it). A 0.3
+        // client reads the first 0.3 entry as `url` with `preferredTransport`.
+        supported_interfaces: [
+            ("JSONRPC", "1.0", config.url.clone()),
+            (
+                "HTTP+JSON",
+                "1.0",
+                config.url.trim_end_matches('/').to_owned(),
+            ),
+            ("GRPC", "1.0", grpc_target(&config.url)),
+            ("JSONRPC", "0.3", config.url.clone()),
+        ]
+        .into_iter()
+        .map(|(binding, version, url)| AgentInterface {
+            url,
+            protocol_binding: binding.to_owned(),
+            tenant: String::new(),
+            protocol_version: version.to_owned(),
+        })
+        .collect(),
         provider: None,
         version: config.version.clone(),
         documentation_url: None,
@@ -103,5 +125,23 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
             .collect(),
         signatures: Vec::new(),
         icon_url: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grpc_target;
+
+    #[test]
+    fn the_grpc_interface_is_the_servers_host_and_port() {
+        for (url, target) in [
+            ("http://127.0.0.1:8080/", "127.0.0.1:8080"),
+            ("https://agent.example.com/a2a/", "agent.example.com:443"),
+            ("http://agent.example.com", "agent.example.com:80"),
+            ("http://[::1]:9000/", "[::1]:9000"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(grpc_target(url), target, "{url}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Accepted TCP connections: the connection limit, the header-read and idle timeouts, and the answer
 //! on a connection over the limit. It serves each connection with hyper's HTTP/1.1 server and the
-//! axum router; it never reads what a request asks, nor touches the engine or the store. Every
+//! axum router (or, for a connection that opens with the HTTP/2 preface, hyper's HTTP/2 server:
+//! gRPC); it never reads what a request asks, nor touches the engine or the store. Every
 //! connection holds a file descriptor, so the limit is what keeps the store's descriptors free
 //! whatever clients do.
 //!
@@ -122,9 +123,52 @@ async fn refuse(mut stream: TcpStream, limit: usize) {
     }
 }
 
-/// Serve one connection until it ends, or until a head or an idle wait outlasts its timeout.
+/// The first bytes of every HTTP/2 connection without TLS ("prior knowledge", as gRPC clients
+/// open one): what tells a gRPC client from an HTTP/1.1 one on the same port.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the connection opens with the HTTP/2 preface (read without consuming it). A connection
+/// that closes, or whose first bytes differ, is HTTP/1.1's to answer.
+async fn opens_http2(stream: &TcpStream) -> io::Result<bool> {
+    let mut first = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut first).await?;
+        if n == 0 || !H2_PREFACE.starts_with(&first[..n]) {
+            return Ok(false);
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(true);
+        }
+        // Part of the preface: the socket stays readable, so wait for the rest without spinning.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Serve one connection until it ends, or until a head or an idle wait outlasts its timeout. A
+/// connection that opens with the HTTP/2 preface is served with HTTP/2 (gRPC), any other with
+/// HTTP/1.1; both within the same limits.
 async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
-    let activity = Arc::new(Activity::new());
+    // The first request's head clock starts with the connection, its first bytes included.
+    let opened = Instant::now();
+    let http2 = match tokio::time::timeout(limits.header_timeout, opens_http2(&stream)).await {
+        Ok(Ok(http2)) => http2,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "connection ended before its first request");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("closing a connection that sent no complete request in time");
+            return;
+        }
+    };
+    if http2 {
+        // HTTP/2 writes a response as several frames (headers, data, gRPC's trailers); with Nagle's
+        // algorithm the later ones wait for the client's delayed ACK, some 40 ms a call.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    }
+    let activity = Arc::new(Activity::new(http2, opened));
     let io = TokioIo::new(Watched {
         stream,
         activity: activity.clone(),
@@ -133,6 +177,21 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
         inner: TowerToHyperService::new(router),
         activity: activity.clone(),
     };
+    if http2 {
+        let mut builder =
+            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        // What one stream may buffer, as for HTTP/1.1 below.
+        builder.max_send_buf_size(CONNECTION_BUFFER);
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        if watch(conn.as_mut(), &activity, limits).await == Stopped::TimedOut {
+            // Say goodbye (GOAWAY), so that a client does not send its next call into a connection
+            // that is closing, then close; a stream that would hold it is cut after `GOODBYE`.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(GOODBYE, conn).await;
+        }
+        return;
+    }
     let mut builder = hyper::server::conn::http1::Builder::new();
     // What one connection may buffer: a client that never reads a stream holds at most this much of
     // it in the server (then the stream waits for TCP), not hyper's default of about 400 KB.
@@ -142,6 +201,29 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
         .max_buf_size(CONNECTION_BUFFER);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
+    // A connection that timed out is dropped, which closes it: no request is in flight, and one
+    // whose head trickles must not be waited for.
+    watch(conn.as_mut(), &activity, limits).await;
+}
+
+/// How a watched connection stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// It ended (closed by the client, or after an error).
+    Ended,
+    /// Its running timeout expired: no request is in flight, or the one whose body is still being
+    /// read took too long.
+    TimedOut,
+}
+
+/// The longest an HTTP/2 connection that timed out is kept after its GOAWAY.
+const GOODBYE: Duration = Duration::from_secs(1);
+
+/// Drive a connection until it ends or its running timeout expires.
+async fn watch<C>(mut conn: Pin<&mut C>, activity: &Activity, limits: Limits) -> Stopped
+where
+    C: Future<Output = Result<(), hyper::Error>>,
+{
     loop {
         let deadline = activity.deadline(limits);
         let changed = activity.changed.notified();
@@ -150,13 +232,12 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
                 if let Err(e) = served {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
-                return;
+                return Stopped::Ended;
             }
             () = sleep_until(deadline) => {
                 if activity.deadline(limits).is_some_and(|d| d <= Instant::now()) {
-                    // Dropping the connection closes it; no request is in flight.
                     tracing::debug!("closing a connection that sent no complete request in time");
-                    return;
+                    return Stopped::TimedOut;
                 }
             }
             () = changed => {}
@@ -189,16 +270,19 @@ enum Phase {
 /// A connection's phase, shared by its reads, its requests and its watchdog.
 struct Activity {
     phase: Mutex<Phase>,
+    /// An HTTP/2 connection: its frames between requests (window updates, pings, settings) start no
+    /// request head, so only requests end its idle wait; its first request still has the header
+    /// timeout from the opening.
+    http2: bool,
     /// Signalled when a timeout starts, so the watchdog takes up the new deadline.
     changed: Notify,
 }
 
 impl Activity {
-    fn new() -> Self {
+    fn new(http2: bool, opened: Instant) -> Self {
         Activity {
-            phase: Mutex::new(Phase::Head {
-                since: Instant::now(),
-            }),
+            http2,
+            phase: Mutex::new(Phase::Head { since: opened }),
             changed: Notify::new(),
         }
     }
@@ -218,6 +302,9 @@ impl Activity {
 
     /// Bytes arrived: on an idle connection they start a request head.
     fn read(&self) {
+        if self.http2 {
+            return;
+        }
         let started = self.update(|p| match *p {
             Phase::Idle { .. } => {
                 *p = Phase::Head {

@@ -424,10 +424,31 @@ pub(crate) async fn stream_send(
     resume: Option<u64>,
     wire: Wire,
 ) -> Result<Response, RpcError> {
+    let opened = open_send(&state, &caller, send, resume).await?;
+    Ok(stream::sse(opened, envelope, wire).into_response())
+}
+
+/// A stream opened for a client, whatever binding frames it: the subscription, the task to send
+/// first (with the seq it reflects), whether the stream ends right after it, and the caller's
+/// stream slot, held while the stream lives.
+pub(crate) struct Opened {
+    pub sub: crate::engine::Subscription,
+    pub first: Option<(Task, u64)>,
+    pub done: bool,
+    pub slot: stream::Slot,
+}
+
+/// [`stream_send`]'s work before any event is framed: the stream of a send, or why it cannot start.
+pub(crate) async fn open_send(
+    state: &AppState,
+    caller: &Caller,
+    send: Result<Send, RpcError>,
+    resume: Option<u64>,
+) -> Result<Opened, RpcError> {
     // The slot first: a stream refused must not have started a task the client cannot follow.
     let slot = state
         .streams
-        .take(&caller)
+        .take(caller)
         .ok_or_else(|| jsonrpc::too_many_streams(state.streams.limit()))?;
     let send = send?;
     // A resumed stream sends nothing again (a reply would answer the task twice): it follows the
@@ -435,23 +456,23 @@ pub(crate) async fn stream_send(
     let task_id = match resume {
         Some(_) => state
             .engine
-            .task_of_message(&caller, &send.message)
+            .task_of_message(caller, &send.message)
             .ok_or_else(|| {
                 RpcError::new(
                     codes::INVALID_PARAMS,
                     "a stream resumed with `Last-Event-ID` must repeat the message it was opened with (its `messageId` or `taskId`)",
                 )
             })?,
-        None => start(&state, &caller, &send).await?,
+        None => start(state, caller, &send).await?,
     };
     let snapshot = state
         .engine
-        .snapshot(&caller, &task_id, Some(state.config.max_history))
+        .snapshot(caller, &task_id, Some(state.config.max_history))
         .await
         .map_err(|e| engine_error(e, false))?;
     let (first, after, done) = match resume {
         Some(seq) => {
-            let done = resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await?;
+            let done = resumed(state, caller, &task_id, snapshot.last_seq, seq).await?;
             (None, seq, done)
         }
         None => {
@@ -461,10 +482,15 @@ pub(crate) async fn stream_send(
     };
     let sub = state
         .engine
-        .subscribe_from(&caller, &task_id, after)
+        .subscribe_from(caller, &task_id, after)
         .await
         .map_err(|e| engine_error(e, false))?;
-    Ok(stream::sse(sub, envelope, first, done, slot, wire).into_response())
+    Ok(Opened {
+        sub,
+        first,
+        done,
+        slot,
+    })
 }
 
 /// Whether a stream of `task_id` resumed after event `seq` has nothing more to say (the client saw the
@@ -504,21 +530,34 @@ pub(crate) async fn subscribe(
     wire: Wire,
     open_only: bool,
 ) -> Result<Response, RpcError> {
+    let opened = open_subscribe(&state, &caller, task_id, resume, open_only).await?;
+    Ok(stream::sse(opened, envelope, wire).into_response())
+}
+
+/// [`subscribe`]'s work before any event is framed: the stream of a subscription, or why it cannot
+/// start.
+pub(crate) async fn open_subscribe(
+    state: &AppState,
+    caller: &Caller,
+    task_id: Result<TaskId, RpcError>,
+    resume: Option<u64>,
+    open_only: bool,
+) -> Result<Opened, RpcError> {
     let task_id = task_id?;
     let slot = state
         .streams
-        .take(&caller)
+        .take(caller)
         .ok_or_else(|| jsonrpc::too_many_streams(state.streams.limit()))?;
     let (mut first, mut after, mut done) = (None, resume.unwrap_or(0), false);
     if resume.is_some() || open_only {
         let snapshot = state
             .engine
-            .snapshot(&caller, &task_id, Some(state.config.max_history))
+            .snapshot(caller, &task_id, Some(state.config.max_history))
             .await
             .map_err(|e| engine_error(e, false))?;
         match resume {
             // A reconnect continues after what it saw, the end included if it has not seen it.
-            Some(seq) => done = resumed(&state, &caller, &task_id, snapshot.last_seq, seq).await?,
+            Some(seq) => done = resumed(state, caller, &task_id, snapshot.last_seq, seq).await?,
             None if snapshot.task.status.state.is_terminal() => {
                 return Err(RpcError::new(
                     codes::UNSUPPORTED_OPERATION,
@@ -537,8 +576,13 @@ pub(crate) async fn subscribe(
     }
     let sub = state
         .engine
-        .subscribe_from(&caller, &task_id, after)
+        .subscribe_from(caller, &task_id, after)
         .await
         .map_err(|e| engine_error(e, false))?;
-    Ok(stream::sse(sub, envelope, first, done, slot, wire).into_response())
+    Ok(Opened {
+        sub,
+        first,
+        done,
+        slot,
+    })
 }

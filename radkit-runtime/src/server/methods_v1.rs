@@ -46,7 +46,11 @@ const RENAMED: [(&str, &str); 10] = [
 /// A 1.0 `SendMessageRequest` as the operations take it: `returnImmediately` unset waits for the
 /// task to settle (1.0 has no `blocking`).
 pub(crate) fn send_of(params: Value) -> Result<Send, RpcError> {
-    let request: v1::SendMessageRequest = decode_params(params)?;
+    send_of_request(decode_params(params)?)
+}
+
+/// [`send_of`] for a request already decoded (gRPC's, converted from protobuf).
+pub(crate) fn send_of_request(request: v1::SendMessageRequest) -> Result<Send, RpcError> {
     let message = Message::try_from(request.message)
         .map_err(|e| RpcError::new(codes::INVALID_PARAMS, format!("invalid `message`: {e}")))?;
     let config = request.configuration.unwrap_or_default();
@@ -226,6 +230,16 @@ pub(crate) async fn list_tasks(
     caller: &Caller,
     request: v1::ListTasksRequest,
 ) -> Result<Value, RpcError> {
+    let response = list_tasks_page(state, caller, request).await?;
+    serde_json::to_value(response).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
+}
+
+/// [`list_tasks`]' page, before a binding writes it.
+pub(crate) async fn list_tasks_page(
+    state: &AppState,
+    caller: &Caller,
+    request: v1::ListTasksRequest,
+) -> Result<v1::ListTasksResponse, RpcError> {
     let page_size = match request.page_size {
         None => DEFAULT_PAGE_SIZE,
         Some(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
@@ -300,11 +314,10 @@ pub(crate) async fn list_tasks(
         }
         tasks.push(super::wire::v1_task(task)?);
     }
-    let response = v1::ListTasksResponse {
+    Ok(v1::ListTasksResponse {
         tasks,
         next_page_token,
         page_size,
         total_size: i32::try_from(page.total).unwrap_or(i32::MAX),
-    };
-    serde_json::to_value(response).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
+    })
 }

@@ -6,6 +6,7 @@ mod auth;
 pub mod card;
 mod connection;
 mod errors;
+pub mod grpc;
 mod jsonrpc;
 mod media;
 mod methods;
@@ -42,7 +43,8 @@ pub(crate) struct AppState {
     pub cards: card::Cards,
 }
 
-/// The axum router: `POST /` (JSON-RPC) and `GET /.well-known/agent-card.json`.
+/// The axum router: `POST /` (JSON-RPC), the REST paths, gRPC's `/lf.a2a.v1.A2AService/*` and
+/// `GET /.well-known/agent-card.json`.
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
@@ -61,6 +63,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .route("/.well-known/agent-card.json", get(card::public_card))
         .route("/.well-known/agent.json", get(card::public_card))
         .route("/.well-known/jwks.json", get(card::jwks))
+        .route_service(grpc::PATH, grpc::service(state.clone()))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::errors::engine_error;
 use super::jsonrpc;
+use super::methods::Opened;
 use super::wire::Wire;
 use crate::engine::{stream_event, Caller, Subscription};
 use crate::model::Task;
@@ -150,35 +151,40 @@ impl Drop for Slot {
     }
 }
 
+/// One item of an opened stream, before a binding frames it: the opening task, an update event, or
+/// the error that ended the stream (the store could not be read). Tasks and events carry the
+/// journal seq they reflect (SSE's event id).
+pub(crate) enum Item {
+    /// The task as it is now, at journal seq `.1`.
+    Task(Task, u64),
+    /// An update, journal seq `.1`.
+    Event(crate::engine::StreamEvent, u64),
+    /// The stream ends with this error.
+    Error(jsonrpc::RpcError),
+}
+
 struct Follow {
     sub: Subscription,
-    envelope: Envelope,
-    wire: Wire,
     done: bool,
     /// Held for as long as the stream lives.
     _slot: Slot,
 }
 
-/// Stream `first` (if any: the task and the seq it reflects), then every journal record after the
-/// subscription's start as an event, until the update the subscription marks final; `done` ends the
-/// stream right after `first` (the task was already settled). Each event is framed by `envelope`. A
-/// subscription that fails (the store cannot be read) ends the stream with an error event, never
-/// silently. `slot` is given back when the stream is dropped.
-pub(crate) fn sse(
-    sub: Subscription,
-    envelope: Envelope,
-    first: Option<(Task, u64)>,
-    done: bool,
-    slot: Slot,
-    wire: Wire,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let head = stream::iter(
-        first.map(|(task, seq)| sse_event(&envelope, wire, Some(seq), wire.task_item(task))),
-    );
+/// The items of an opened stream: its first task (if any), then every journal record after the
+/// subscription's start as an event, until the update the subscription marks final (`done` ends it
+/// right after the first task: the task was already settled). A subscription that fails ends the
+/// stream with an [`Item::Error`], never silently. The caller's slot is given back when the stream
+/// is dropped.
+pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
+    let Opened {
+        sub,
+        first,
+        done,
+        slot,
+    } = opened;
+    let head = stream::iter(first.map(|(task, seq)| Item::Task(task, seq)));
     let follow = Follow {
         sub,
-        envelope,
-        wire,
         done,
         _slot: slot,
     };
@@ -191,22 +197,30 @@ pub(crate) fn sse(
                 Ok(update) => update,
                 Err(error) => {
                     f.done = true;
-                    let error = engine_error(error, false);
-                    return Some((sse_event(&f.envelope, f.wire, None, Err(error)), f));
+                    return Some((Item::Error(engine_error(error, false)), f));
                 }
             };
             f.done = update.is_final;
             let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &update) else {
                 continue;
             };
-            let event = sse_event(
-                &f.envelope,
-                f.wire,
-                Some(update.seq()),
-                f.wire.event_item(event),
-            );
-            return Some((event, f));
+            return Some((Item::Event(event, update.seq()), f));
         }
     });
-    Sse::new(head.chain(tail)).keep_alive(KeepAlive::default())
+    head.chain(tail)
+}
+
+/// An opened stream as SSE: each item written for `wire`, framed by `envelope`, with its journal
+/// seq as the event id (an error event has none).
+pub(crate) fn sse(
+    opened: Opened,
+    envelope: Envelope,
+    wire: Wire,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let events = items(opened).map(move |item| match item {
+        Item::Task(task, seq) => sse_event(&envelope, wire, Some(seq), wire.task_item(task)),
+        Item::Event(event, seq) => sse_event(&envelope, wire, Some(seq), wire.event_item(event)),
+        Item::Error(error) => sse_event(&envelope, wire, None, Err(error)),
+    });
+    Sse::new(events).keep_alive(KeepAlive::default())
 }

@@ -33,6 +33,18 @@ pub(crate) fn v1_task(task: Task) -> Result<v1::Task, RpcError> {
     v1::Task::try_from(task).map_err(unwritable)
 }
 
+/// An update event in its 1.0 form: a `StreamResponse` holding it.
+pub(crate) fn v1_event(event: StreamEvent) -> Result<v1::StreamResponse, RpcError> {
+    Ok(match event {
+        StreamEvent::Status(status) => v1::StreamResponse::StatusUpdate(
+            v1::TaskStatusUpdateEvent::try_from(status).map_err(unwritable)?,
+        ),
+        StreamEvent::Artifact(artifact) => v1::StreamResponse::ArtifactUpdate(
+            v1::TaskArtifactUpdateEvent::try_from(artifact).map_err(unwritable)?,
+        ),
+    })
+}
+
 impl Wire {
     /// The JSON-RPC error envelope of request `id` in this version: a 1.0 error carries its
     /// `google.rpc.ErrorInfo` as the one object of `data` (spec §9.5); a 0.3 error is as it is.
@@ -72,14 +84,7 @@ impl Wire {
         match (self, event) {
             (Wire::V0_3, StreamEvent::Status(status)) => json(status),
             (Wire::V0_3, StreamEvent::Artifact(artifact)) => json(artifact),
-            (Wire::V1_0, StreamEvent::Status(status)) => json(v1::StreamResponse::StatusUpdate(
-                v1::TaskStatusUpdateEvent::try_from(status).map_err(unwritable)?,
-            )),
-            (Wire::V1_0, StreamEvent::Artifact(artifact)) => {
-                json(v1::StreamResponse::ArtifactUpdate(
-                    v1::TaskArtifactUpdateEvent::try_from(artifact).map_err(unwritable)?,
-                ))
-            }
+            (Wire::V1_0, event) => json(v1_event(event)?),
         }
     }
 }

@@ -302,7 +302,7 @@ fn probe_python(sdk: Sdk) -> Availability {
         Sdk::V1 => (
             "RADKIT_PYTHON1",
             python1(),
-            "import a2a.client, httpx; from a2a.types import SendMessageRequest, ListTasksRequest",
+            "import a2a.client, httpx, grpc; from a2a.types import SendMessageRequest, ListTasksRequest; from a2a.client.transports.grpc import GrpcTransport",
         ),
     };
     let asked = explicit(variable).is_some();

@@ -1,0 +1,167 @@
+//! A2A errors as gRPC statuses (spec §10.6, §5.4): the status code of the same table REST writes
+//! (`errors::mapping`), the message, and in `grpc-status-details-bin` a `google.rpc.Status` whose
+//! details hold a `google.rpc.ErrorInfo` naming the error (`TASK_NOT_FOUND`, domain
+//! `a2a-protocol.org`; radkit's own errors in the `radkit` domain).
+
+use std::collections::HashMap;
+
+use prost::Message as _;
+use tonic::{Code, Status};
+
+use crate::server::errors::{mapping, Mapping};
+use crate::server::jsonrpc::RpcError;
+
+/// `google.rpc.Status`, as the details of a gRPC status carry it.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    #[prost(string, tag = "2")]
+    pub message: String,
+    #[prost(message, repeated, tag = "3")]
+    pub details: Vec<prost_types::Any>,
+}
+
+/// `google.rpc.ErrorInfo`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct ErrorInfo {
+    #[prost(string, tag = "1")]
+    pub reason: String,
+    #[prost(string, tag = "2")]
+    pub domain: String,
+    #[prost(map = "string, string", tag = "3")]
+    pub metadata: HashMap<String, String>,
+}
+
+/// The type URL of an `ErrorInfo` packed in an `Any`.
+const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+
+/// The gRPC code of a `google.rpc.Code` name.
+fn code_of(name: &str) -> Code {
+    match name {
+        "INVALID_ARGUMENT" => Code::InvalidArgument,
+        "NOT_FOUND" => Code::NotFound,
+        "FAILED_PRECONDITION" => Code::FailedPrecondition,
+        "UNAVAILABLE" => Code::Unavailable,
+        "RESOURCE_EXHAUSTED" => Code::ResourceExhausted,
+        "UNAUTHENTICATED" => Code::Unauthenticated,
+        "PERMISSION_DENIED" => Code::PermissionDenied,
+        _ => Code::Internal,
+    }
+}
+
+/// An A2A error as a gRPC status.
+pub(crate) fn status(error: &RpcError) -> Status {
+    let Mapping { status, reason, .. } = mapping(error.code);
+    let code = code_of(status);
+    let details = reason
+        .map(|(reason, domain)| prost_types::Any {
+            type_url: ERROR_INFO_TYPE.to_owned(),
+            value: ErrorInfo {
+                reason: reason.to_owned(),
+                domain: domain.to_owned(),
+                metadata: HashMap::new(),
+            }
+            .encode_to_vec(),
+        })
+        .into_iter()
+        .collect();
+    let body = RpcStatus {
+        code: code as i32,
+        message: error.message.clone(),
+        details,
+    };
+    Status::with_details(code, error.message.clone(), body.encode_to_vec().into())
+}
+
+/// The status of a request without a valid bearer token.
+pub(crate) fn unauthenticated() -> Status {
+    Status::unauthenticated("missing or invalid bearer token (metadata `authorization: Bearer …`)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::jsonrpc::codes;
+
+    fn error_info(status: &Status) -> Option<ErrorInfo> {
+        let body = RpcStatus::decode(status.details()).unwrap();
+        assert_eq!(body.code, status.code() as i32);
+        assert_eq!(body.message, status.message());
+        let any = body.details.first()?;
+        assert_eq!(any.type_url, ERROR_INFO_TYPE);
+        Some(ErrorInfo::decode(any.value.as_slice()).unwrap())
+    }
+
+    #[test]
+    fn a2a_errors_get_the_spec_code_and_an_error_info_naming_them() {
+        for (code, grpc, reason) in [
+            (codes::TASK_NOT_FOUND, Code::NotFound, "TASK_NOT_FOUND"),
+            (
+                codes::TASK_NOT_CANCELABLE,
+                Code::FailedPrecondition,
+                "TASK_NOT_CANCELABLE",
+            ),
+            (
+                codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
+                Code::FailedPrecondition,
+                "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            ),
+            (
+                codes::UNSUPPORTED_OPERATION,
+                Code::FailedPrecondition,
+                "UNSUPPORTED_OPERATION",
+            ),
+            (
+                codes::CONTENT_TYPE_NOT_SUPPORTED,
+                Code::InvalidArgument,
+                "CONTENT_TYPE_NOT_SUPPORTED",
+            ),
+            (
+                codes::INVALID_AGENT_RESPONSE,
+                Code::Internal,
+                "INVALID_AGENT_RESPONSE",
+            ),
+            (
+                codes::EXTENDED_CARD_NOT_CONFIGURED,
+                Code::FailedPrecondition,
+                "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            ),
+            (
+                codes::EXTENSION_SUPPORT_REQUIRED,
+                Code::FailedPrecondition,
+                "EXTENSION_SUPPORT_REQUIRED",
+            ),
+            (
+                codes::VERSION_NOT_SUPPORTED,
+                Code::FailedPrecondition,
+                "VERSION_NOT_SUPPORTED",
+            ),
+        ] {
+            let s = status(&RpcError::new(code, "why"));
+            assert_eq!(s.code(), grpc, "{reason}");
+            assert_eq!(s.message(), "why");
+            let info = error_info(&s).expect(reason);
+            assert_eq!(
+                (info.reason.as_str(), info.domain.as_str()),
+                (reason, "a2a-protocol.org")
+            );
+        }
+    }
+
+    #[test]
+    fn bad_input_is_invalid_argument_and_radkit_limits_name_themselves() {
+        let s = status(&RpcError::new(codes::INVALID_PARAMS, "no parts"));
+        assert_eq!(s.code(), Code::InvalidArgument);
+        assert!(error_info(&s).is_none());
+        let s = status(&RpcError::new(codes::TOO_MANY_STREAMS, "limit"));
+        assert_eq!(s.code(), Code::ResourceExhausted);
+        let info = error_info(&s).unwrap();
+        assert_eq!(
+            (info.reason.as_str(), info.domain.as_str()),
+            ("TOO_MANY_STREAMS", "radkit")
+        );
+        let s = status(&RpcError::new(codes::INTERNAL_ERROR, "oops"));
+        assert_eq!(s.code(), Code::Internal);
+    }
+}
