@@ -135,8 +135,8 @@ async fn drive(url: &str, binding: &str) {
         "{binding}: {events:?}"
     );
 
-    // "ask": input-required; get with historyLength 1; subscribe shows it waiting; the reply
-    // completes it with answer.txt.
+    // "ask": input-required; get with historyLength 1; a subscription shows it waiting and then
+    // completed by the reply, with answer.txt.
     let asked = task(
         c.send_message(&user(&format!("lf-{tag}-ask"), "ask me", None))
             .await
@@ -156,20 +156,15 @@ async fn drive(url: &str, binding: &str) {
         .await
         .unwrap();
     assert_eq!(got.history.unwrap_or_default().len(), 1, "{binding}");
-    let subscribed: Vec<StreamResponse> = c
+    // A 1.0 subscription follows the task to its end (spec 3.1.6): it opens with the task
+    // waiting, stays open across the reply, and ends with the completion.
+    let subscription = c
         .subscribe_to_task(&SubscribeToTaskRequest {
             id: asked.id.clone(),
             tenant: None,
         })
         .await
-        .unwrap()
-        .map(|e| e.expect("a subscription event"))
-        .collect()
-        .await;
-    assert!(
-        matches!(subscribed.first(), Some(StreamResponse::Task(t)) if t.status.state == TaskState::InputRequired),
-        "{binding}: {subscribed:?}"
-    );
+        .unwrap();
     let answered = task(
         c.send_message(&user(
             &format!("lf-{tag}-reply"),
@@ -178,6 +173,18 @@ async fn drive(url: &str, binding: &str) {
         ))
         .await
         .unwrap(),
+    );
+    let subscribed: Vec<StreamResponse> = subscription
+        .map(|e| e.expect("a subscription event"))
+        .collect()
+        .await;
+    assert!(
+        matches!(subscribed.first(), Some(StreamResponse::Task(t)) if t.status.state == TaskState::InputRequired),
+        "{binding}: {subscribed:?}"
+    );
+    assert!(
+        matches!(subscribed.last(), Some(StreamResponse::StatusUpdate(s)) if s.status.state == TaskState::Completed),
+        "{binding}: {subscribed:?}"
     );
     assert_eq!(answered.status.state, TaskState::Completed, "{binding}");
     let names: Vec<Option<String>> = answered

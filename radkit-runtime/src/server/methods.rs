@@ -429,12 +429,17 @@ pub(crate) async fn stream_send(
 }
 
 /// A stream opened for a client, whatever binding frames it: the subscription, the task to send
-/// first (with the seq it reflects), whether the stream ends right after it, and the caller's
-/// stream slot, held while the stream lives.
+/// first (with the seq it reflects), whether the stream ends right after it, whether it follows the
+/// task to its end or only until it settles, and the caller's stream slot, held while the stream
+/// lives.
 pub(crate) struct Opened {
     pub sub: crate::engine::Subscription,
     pub first: Option<(Task, u64)>,
     pub done: bool,
+    /// Follow the task through `input-required` until it ends (1.0 `SubscribeToTask`, spec
+    /// §3.1.6: "the stream MUST terminate when the task reaches a terminal state"); otherwise the
+    /// stream ends where the task settles, an interrupted state included (sends, 0.3 resubscribe).
+    pub until_end: bool,
     pub slot: stream::Slot,
 }
 
@@ -489,8 +494,20 @@ pub(crate) async fn open_send(
         sub,
         first,
         done,
+        until_end: false,
         slot,
     })
+}
+
+/// `Last-Event-ID` `seq` must be an event of the task's journal (which ends at `last_seq`).
+fn past_journal(last_seq: u64, seq: u64) -> Result<(), RpcError> {
+    if seq > last_seq {
+        return Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            format!("`Last-Event-ID` {seq} is past the task's last event ({last_seq})"),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a stream of `task_id` resumed after event `seq` has nothing more to say (the client saw the
@@ -503,12 +520,7 @@ async fn resumed(
     last_seq: u64,
     seq: u64,
 ) -> Result<bool, RpcError> {
-    if seq > last_seq {
-        return Err(RpcError::new(
-            codes::INVALID_PARAMS,
-            format!("`Last-Event-ID` {seq} is past the task's last event ({last_seq})"),
-        ));
-    }
+    past_journal(last_seq, seq)?;
     state
         .engine
         .settled_by(caller, task_id, seq)
@@ -556,6 +568,12 @@ pub(crate) async fn open_subscribe(
             .await
             .map_err(|e| engine_error(e, false))?;
         match resume {
+            // A 1.0 subscription follows the task to its end: a reconnect that saw the last event
+            // of an ended task has nothing more to get.
+            Some(seq) if open_only => {
+                past_journal(snapshot.last_seq, seq)?;
+                done = snapshot.task.status.state.is_terminal() && seq >= snapshot.last_seq;
+            }
             // A reconnect continues after what it saw, the end included if it has not seen it.
             Some(seq) => done = resumed(state, caller, &task_id, snapshot.last_seq, seq).await?,
             None if snapshot.task.status.state.is_terminal() => {
@@ -567,9 +585,9 @@ pub(crate) async fn open_subscribe(
                     ),
                 ))
             }
-            // 1.0: the stream opens with the task as it is now, then what follows.
+            // 1.0: the stream opens with the task as it is now, then what follows until it ends.
             None => {
-                (after, done) = (snapshot.last_seq, snapshot.is_final);
+                after = snapshot.last_seq;
                 first = Some((snapshot.task, snapshot.last_seq));
             }
         }
@@ -583,6 +601,7 @@ pub(crate) async fn open_subscribe(
         sub,
         first,
         done,
+        until_end: open_only,
         slot,
     })
 }

@@ -166,12 +166,14 @@ pub(crate) enum Item {
 struct Follow {
     sub: Subscription,
     done: bool,
+    until_end: bool,
     /// Held for as long as the stream lives.
     _slot: Slot,
 }
 
 /// The items of an opened stream: its first task (if any), then every journal record after the
-/// subscription's start as an event, until the update the subscription marks final (`done` ends it
+/// subscription's start as an event, until the update the subscription marks final, or with
+/// `until_end` the task's `terminal` record (`done` ends it
 /// right after the first task: the task was already settled). A subscription that fails ends the
 /// stream with an [`Item::Error`], never silently. The caller's slot is given back when the stream
 /// is dropped.
@@ -180,12 +182,14 @@ pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
         sub,
         first,
         done,
+        until_end,
         slot,
     } = opened;
     let head = stream::iter(first.map(|(task, seq)| Item::Task(task, seq)));
     let follow = Follow {
         sub,
         done,
+        until_end,
         _slot: slot,
     };
     let tail = stream::unfold(follow, |mut f| async move {
@@ -200,7 +204,10 @@ pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
                     return Some((Item::Error(engine_error(error, false)), f));
                 }
             };
-            f.done = update.is_final;
+            f.done = match f.until_end {
+                true => matches!(update.record.entry, crate::journal::Entry::Terminal { .. }),
+                false => update.is_final,
+            };
             let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &update) else {
                 continue;
             };
