@@ -460,6 +460,37 @@ async fn grpc_errors_are_statuses_with_the_spec_codes_and_error_info() {
         .unwrap_err();
     assert_eq!(no_message.code(), Code::InvalidArgument, "{no_message:?}");
 
+    // A reply to a task that does not exist, sent as a stream: NOT_FOUND before any item.
+    let mut orphan = user("hello?");
+    orphan.task_id = "no-such-task".into();
+    let stream = client
+        .send_streaming_message(req(send_request(orphan, false), None))
+        .await
+        .unwrap_err();
+    assert_eq!(stream.code(), Code::NotFound, "{stream:?}");
+    // A message whose role is unset (ROLE_UNSPECIFIED) or names no Role.
+    for role in [0, 7] {
+        let mut message = user("who am I");
+        message.role = role;
+        let bad = client
+            .send_message(req(send_request(message, false), None))
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), Code::InvalidArgument, "role {role}: {bad:?}");
+    }
+    let negative = client
+        .get_task(req(
+            proto::GetTaskRequest {
+                id: "x".into(),
+                history_length: Some(-1),
+                ..Default::default()
+            },
+            None,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(negative.code(), Code::InvalidArgument, "{negative:?}");
+
     let push = client
         .get_task_push_notification_config(req(
             proto::GetTaskPushNotificationConfigRequest::default(),

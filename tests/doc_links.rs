@@ -170,7 +170,9 @@ impl Repo {
 fn is_vendored(file: &Path) -> bool {
     (VENDORED_DIRS.iter().any(|dir| file.starts_with(dir))
         && file.file_name().is_none_or(|name| name != "README.md"))
-        || GENERATED_FILES.iter().any(|generated| file == Path::new(generated))
+        || GENERATED_FILES
+            .iter()
+            .any(|generated| file == Path::new(generated))
 }
 
 /// The doc-comment blocks of a Rust file: runs of consecutive `//!` or `///` lines, with their
