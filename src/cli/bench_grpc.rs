@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use anyhow::bail;
 
+use tonic::codegen::{http, Context, Future, Pin, Poll, Service};
+
 use super::bench::{a2a_engine, latency_line};
 use crate::server::grpc::proto::{self, a2a_service_client::A2aServiceClient};
 
@@ -22,12 +24,18 @@ pub(crate) async fn a2a_grpc(requests: u64, concurrency: u64) -> anyhow::Result<
         engine,
         crate::server::ServerConfig::new(url.clone()),
     ));
+    let addr = listener_addr(&url)?;
     let mut clients = Vec::new();
     for _ in 0..concurrency {
-        let channel = tonic::transport::Endpoint::from_shared(url.clone())?
-            .connect()
-            .await?;
-        clients.push(A2aServiceClient::new(channel));
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (sender, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await?;
+        tokio::spawn(conn);
+        clients.push(A2aServiceClient::with_origin(Http2(sender), url.parse()?));
     }
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -86,4 +94,30 @@ pub(crate) async fn a2a_grpc(requests: u64, concurrency: u64) -> anyhow::Result<
         latency_line(&store, "grpc", "1.0", concurrency, elapsed, latencies)
     );
     Ok(())
+}
+
+/// The server's address in `url` (`http://host:port/`).
+fn listener_addr(url: &str) -> anyhow::Result<std::net::SocketAddr> {
+    let authority = url.trim_start_matches("http://").trim_end_matches('/');
+    Ok(authority.parse()?)
+}
+
+/// One HTTP/2 connection as the generated client's transport: each call is a stream on it, sent
+/// straight from the calling task (tonic's `Channel` would hand each call to a worker task first,
+/// which on a machine whose cores the server shares is the client's cost, not the binding's).
+#[derive(Clone)]
+struct Http2(hyper::client::conn::http2::SendRequest<tonic::body::Body>);
+
+impl Service<http::Request<tonic::body::Body>> for Http2 {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        Box::pin(self.0.send_request(request))
+    }
 }
