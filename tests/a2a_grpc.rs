@@ -2,7 +2,7 @@
 //! vendored `a2a.proto`, over HTTP/2 to `radkit serve --default-skill conformance` on its one port.
 //! Sends (waiting and `returnImmediately`), streams, `GetTask` with `historyLength`, the
 //! input-required round trip, cancel, subscribe, `ListTasks` paging, the errors (`NOT_FOUND` with an
-//! `ErrorInfo`, a version not served, no token), and one task over gRPC and JSON-RPC 0.3 both ways.
+//! `ErrorInfo`, a version not served, no token), and one task over gRPC, JSON-RPC 0.3 and REST.
 
 mod common;
 
@@ -547,7 +547,7 @@ async fn grpc_needs_the_bearer_token_and_scopes_tasks_to_its_principal() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_created_over_grpc_is_read_over_json_rpc_0_3_and_the_other_way_round() {
+async fn a_task_created_over_grpc_is_read_over_json_rpc_0_3_and_rest_and_the_other_way_round() {
     let (server, _dir) = serve(&[]);
     let mut client = client(&server.url).await;
     let http = reqwest::Client::new();
@@ -632,6 +632,56 @@ async fn a_task_created_over_grpc_is_read_over_json_rpc_0_3_and_the_other_way_ro
     assert_eq!(state(&canceled), proto::TaskState::Canceled);
     let read = rpc(&http, &server.url, None, "tasks/get", json!({ "id": id })).await;
     assert_eq!(read["result"]["status"]["state"], "canceled", "{read}");
+
+    // Created over REST, followed over gRPC: the stream opens with the waiting task and ends there;
+    // REST reads what gRPC created.
+    let created: Value = http
+        .post(format!("{}/message:send", server.url))
+        .header("content-type", "application/a2a+json")
+        .body(
+            json!({ "message": {
+                "messageId": common::uuid(), "role": "ROLE_USER", "parts": [{ "text": "ask over rest" }]
+            } })
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["task"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let stream = client
+        .subscribe_to_task(req(
+            proto::SubscribeToTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            },
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let items = collect(stream).await;
+    match items.as_slice() {
+        [proto::stream_response::Payload::Task(task)] => {
+            assert_eq!(task.id, id);
+            assert_eq!(state(task), proto::TaskState::InputRequired);
+        }
+        other => panic!("one item, the waiting task: {other:?}"),
+    }
+    let rest: Value = http
+        .get(format!("{}/tasks/{}", server.url, task.id))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rest["status"]["state"], "TASK_STATE_COMPLETED", "{rest}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
