@@ -2,7 +2,7 @@
 //! vendored `a2a.proto`, over HTTP/2 to `radkit serve --default-skill conformance` on its one port.
 //! Sends (waiting and `returnImmediately`), streams, `GetTask` with `historyLength`, the
 //! input-required round trip, cancel, subscribe, `ListTasks` paging, the errors (`NOT_FOUND` with an
-//! `ErrorInfo`, a version not served, no token), and one task over gRPC and JSON-RPC 0.3 both ways.
+//! `ErrorInfo`, a version not served, no token), and one task over gRPC, JSON-RPC 0.3 and REST.
 
 mod common;
 
@@ -460,6 +460,37 @@ async fn grpc_errors_are_statuses_with_the_spec_codes_and_error_info() {
         .unwrap_err();
     assert_eq!(no_message.code(), Code::InvalidArgument, "{no_message:?}");
 
+    // A reply to a task that does not exist, sent as a stream: NOT_FOUND before any item.
+    let mut orphan = user("hello?");
+    orphan.task_id = "no-such-task".into();
+    let stream = client
+        .send_streaming_message(req(send_request(orphan, false), None))
+        .await
+        .unwrap_err();
+    assert_eq!(stream.code(), Code::NotFound, "{stream:?}");
+    // A message whose role is unset (ROLE_UNSPECIFIED) or names no Role.
+    for role in [0, 7] {
+        let mut message = user("who am I");
+        message.role = role;
+        let bad = client
+            .send_message(req(send_request(message, false), None))
+            .await
+            .unwrap_err();
+        assert_eq!(bad.code(), Code::InvalidArgument, "role {role}: {bad:?}");
+    }
+    let negative = client
+        .get_task(req(
+            proto::GetTaskRequest {
+                id: "x".into(),
+                history_length: Some(-1),
+                ..Default::default()
+            },
+            None,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(negative.code(), Code::InvalidArgument, "{negative:?}");
+
     let push = client
         .get_task_push_notification_config(req(
             proto::GetTaskPushNotificationConfigRequest {
@@ -643,7 +674,7 @@ async fn grpc_needs_the_bearer_token_and_scopes_tasks_to_its_principal() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_created_over_grpc_is_read_over_json_rpc_0_3_and_the_other_way_round() {
+async fn a_task_created_over_grpc_is_read_over_json_rpc_0_3_and_rest_and_the_other_way_round() {
     let (server, _dir) = serve(&[]);
     let mut client = client(&server.url).await;
     let http = reqwest::Client::new();
@@ -728,6 +759,76 @@ async fn a_task_created_over_grpc_is_read_over_json_rpc_0_3_and_the_other_way_ro
     assert_eq!(state(&canceled), proto::TaskState::Canceled);
     let read = rpc(&http, &server.url, None, "tasks/get", json!({ "id": id })).await;
     assert_eq!(read["result"]["status"]["state"], "canceled", "{read}");
+
+    // Created over REST, followed over gRPC: the stream opens with the waiting task, stays open
+    // while it waits (a 1.0 subscription follows the task to its end), and ends with the
+    // completion a REST reply causes.
+    let created: Value = http
+        .post(format!("{}/message:send", server.url))
+        .header("content-type", "application/a2a+json")
+        .body(
+            json!({ "message": {
+                "messageId": common::uuid(), "role": "ROLE_USER", "parts": [{ "text": "ask over rest" }]
+            } })
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["task"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let stream = client
+        .subscribe_to_task(req(
+            proto::SubscribeToTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            },
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let replied = http
+        .post(format!("{}/message:send", server.url))
+        .header("content-type", "application/a2a+json")
+        .body(
+            json!({ "message": {
+                "messageId": common::uuid(), "role": "ROLE_USER", "taskId": id,
+                "parts": [{ "text": "from rest" }]
+            } })
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replied.status(), 200);
+    let items = collect(stream).await;
+    match (items.first(), items.last()) {
+        (
+            Some(proto::stream_response::Payload::Task(task)),
+            Some(proto::stream_response::Payload::StatusUpdate(update)),
+        ) => {
+            assert_eq!(task.id, id);
+            assert_eq!(state(task), proto::TaskState::InputRequired);
+            let last = update.status.as_ref().map(|s| s.state);
+            assert_eq!(last, Some(proto::TaskState::Completed as i32), "{items:?}");
+        }
+        other => panic!("the waiting task first, the completion last: {other:?}"),
+    }
+    let rest: Value = http
+        .get(format!("{}/tasks/{}", server.url, task.id))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rest["status"]["state"], "TASK_STATE_COMPLETED", "{rest}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

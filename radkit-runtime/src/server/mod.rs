@@ -1,6 +1,7 @@
-//! The A2A 0.3 surface: JSON-RPC 2.0 over HTTP POST, SSE for `message/stream` and `tasks/resubscribe`,
-//! and the agent card. It owns HTTP concerns (auth, body limits, error codes) and turns requests into
-//! engine calls; it never touches the store.
+//! The A2A surface: 0.3 and 1.0 JSON-RPC 2.0 over HTTP POST (SSE for streams), 1.0 HTTP+JSON
+//! (`rest`), 1.0 gRPC over HTTP/2 on the same port (`grpc`), and the agent card. It owns the
+//! protocols' concerns (auth, body limits, error codes) and turns requests into engine calls; it
+//! never touches the store.
 
 mod auth;
 pub mod card;
