@@ -45,6 +45,7 @@ fn main() -> ExitCode {
             a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing,
             an_at_most_once_effect_never_starts_after_the_lease_was_taken,
             a_task_started_on_a_killed_server_is_streamed_and_finished_by_another,
+            a_1_0_stream_cut_with_its_killed_server_resumes_from_last_event_id_on_another,
             sigterm_stops_a_worker_and_gives_its_leases_back;
     })
 }
@@ -1265,6 +1266,97 @@ async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another()
     let got = common::rpc(&client, &b.url, None, "tasks/get", json!({ "id": task_id })).await;
     assert_eq!(got["result"]["status"]["state"], "completed");
     check_journal(&task_id, &store.journal(&task_id, 0).await.unwrap());
+}
+
+/// The artifact chunks' texts of 1.0 SSE events: JSON-RPC `result.artifactUpdate` or REST's bare
+/// `artifactUpdate`.
+fn v1_chunk_texts(events: &[(Option<u64>, serde_json::Value)]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|(_, e)| e.get("result").unwrap_or(e).get("artifactUpdate"))
+        .map(|u| {
+            u["artifact"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+async fn a_1_0_stream_cut_with_its_killed_server_resumes_from_last_event_id_on_another() {
+    let url = fresh_schema().await;
+    let lease = [
+        "--store",
+        url.as_str(),
+        "--lease-ms",
+        "1500",
+        "--poll-ms",
+        "25",
+    ];
+    let mut a = common::serve(&lease);
+    let b = common::serve(&lease);
+    let client = reqwest::Client::new();
+    let message = json!({
+        "messageId": format!("cluster-v1-{}", common::uuid()),
+        "role": "ROLE_USER",
+        "parts": [{ "text": "Durable execution" }],
+        "metadata": { "skillId": "report" },
+    });
+    let resp = within(
+        PATIENCE,
+        "a's 1.0 stream to open",
+        client
+            .post(format!("{}/", a.url))
+            .header("A2A-Version", "1.0")
+            .json(&json!({ "jsonrpc": "2.0", "id": "s", "method": "SendStreamingMessage", "params": { "message": message } }))
+            .send(),
+    )
+    .await
+    .unwrap();
+    let before = common::read_sse(resp, |events| v1_chunk_texts(events).len() >= 2).await;
+    let task_id = before[0].1["result"]["task"]["id"]
+        .as_str()
+        .expect("the stream opens with the task")
+        .to_owned();
+    let seen = before.last().unwrap().0.expect("every 1.0 event has an id");
+    a.child.kill().unwrap(); // SIGKILL, mid-stream and mid-task
+    exited(&mut a.child, "the killed server", Duration::from_secs(10));
+
+    // B, sharing the store, continues the stream after the last event seen (REST this time) and
+    // takes the task over when A's lease expires: the rest of the story, nothing of it twice.
+    let resp = within(
+        PATIENCE,
+        "b's resumed subscription",
+        client
+            .get(format!("{}/tasks/{task_id}:subscribe", b.url))
+            .header("A2A-Version", "1.0")
+            .header("last-event-id", seen.to_string())
+            .send(),
+    )
+    .await
+    .unwrap();
+    let after = common::read_sse(resp, |_| false).await;
+    assert!(
+        after.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
+        "only events after {seen}: {after:?}"
+    );
+    let mut story = v1_chunk_texts(&before);
+    story.extend(v1_chunk_texts(&after));
+    assert_eq!(
+        story,
+        vec![
+            "# Durable execution\n",
+            "Durable steps journal every effect before it runs.\n",
+            "A crash replays receipts instead of repeating effects.\n",
+            "Waiting for a human costs nothing.\n"
+        ],
+        "every chunk once, in order, across the kill and the other server"
+    );
+    let last = &after.last().expect("events after the cut").1;
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{last}"
+    );
 }
 
 async fn sigterm_stops_a_worker_and_gives_its_leases_back() {
