@@ -522,3 +522,41 @@ async fn a_refused_reply_leaves_no_webhook_behind() {
         "the refused send's webhook is gone: {listed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_webhook_has_a_bad_token_or_scheme_is_refused_before_any_task_starts() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let agent = agent_on(store.clone(), true, &[]).await;
+    let cases = [
+        (
+            V1,
+            "SendMessage",
+            json!({ "message": message("hi", None),
+                    "configuration": { "taskPushNotificationConfig": {
+                        "url": "http://127.0.0.1:9/hook", "token": "a\nb" } } }),
+        ),
+        (
+            V1,
+            "SendMessage",
+            json!({ "message": message("hi", None),
+                    "configuration": { "taskPushNotificationConfig": {
+                        "url": "http://127.0.0.1:9/hook",
+                        "authentication": { "scheme": "", "credentials": "x" } } } }),
+        ),
+        (
+            None,
+            "message/send",
+            json!({ "message": message_v03("hi", None),
+                    "configuration": { "blocking": true, "pushNotificationConfig": {
+                        "url": "http://127.0.0.1:9/hook", "authentication": { "schemes": [] } } } }),
+        ),
+    ];
+    for (version, method, params) in cases {
+        let refused = call(&agent.url, version, None, method, params.clone()).await;
+        assert_eq!(error_code(&refused), -32602, "{params}: {refused}");
+        assert!(
+            store.list(TaskQuery::default()).await.unwrap().is_empty(),
+            "a send with a bad webhook starts no task: {params}"
+        );
+    }
+}

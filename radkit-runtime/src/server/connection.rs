@@ -53,6 +53,13 @@ pub(crate) struct Limits {
 /// The most a connection buffers (hyper's read and write buffers; its minimum is 8 KiB).
 const CONNECTION_BUFFER: usize = 16 * 1024;
 
+/// How often an HTTP/2 connection is pinged, and how long a ping may go unanswered before the
+/// connection is closed.
+const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);
+
+/// Most streams (requests) in flight on one HTTP/2 connection.
+const H2_MAX_STREAMS: u32 = 64;
+
 /// Accept connections on `listener` and serve each with `router`, within `limits`, until the
 /// future is dropped (which closes every connection it serves).
 pub(crate) async fn accept_loop(
@@ -182,6 +189,16 @@ async fn serve_connection(stream: TcpStream, router: Router, limits: Limits) {
             hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
         // What one stream may buffer, as for HTTP/1.1 below.
         builder.max_send_buf_size(CONNECTION_BUFFER);
+        // A stream waiting on a quiet task writes nothing, so a peer that vanished without a FIN
+        // (a NAT that forgot the connection) would hold its stream slot for as long as the task
+        // waits: HTTP/2 PINGs find it and close the connection (SSE has its keep-alive comments).
+        // Streams per connection are bounded too, so one connection cannot multiply the
+        // connection limit by hyper's default of 200.
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .keep_alive_interval(Some(H2_KEEP_ALIVE))
+            .keep_alive_timeout(H2_KEEP_ALIVE)
+            .max_concurrent_streams(H2_MAX_STREAMS);
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
         if watch(conn.as_mut(), &activity, limits).await == Stopped::TimedOut {

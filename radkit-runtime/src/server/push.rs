@@ -173,8 +173,8 @@ pub(crate) enum SendWebhook {
 }
 
 /// Before a send that carries a webhook (1.0 `taskPushNotificationConfig`, 0.3
-/// `pushNotificationConfig`; an empty id becomes the task's): its URL is checked before anything
-/// is written, and a task that exists gets it before the message, so it sees what the message
+/// `pushNotificationConfig`; an empty id becomes the task's): it is checked whole (URL, token,
+/// authentication) before anything is written, and a task that exists gets it before the message, so it sees what the message
 /// causes and nothing before.
 pub(crate) async fn before_send(
     state: &AppState,
@@ -188,7 +188,7 @@ pub(crate) async fn before_send(
     let failed = |e| engine_error(e, false);
     state
         .engine
-        .check_push_target(&config.url)
+        .check_push_config(config)
         .await
         .map_err(failed)?;
     let Some(task_id) = existing else {

@@ -333,6 +333,13 @@ async fn post(
             request = request.header(AUTHORIZATION, format!("{scheme} {credentials}"));
         }
     }
+    // A permit per post in flight (the semaphore is never closed, so acquiring cannot fail).
+    let _permit = inner
+        .pusher
+        .posts
+        .acquire()
+        .await
+        .map_err(|_| Stop::Halted)?;
     let response = request.body(body).send().await.map_err(|e| {
         failed(format!(
             "posting to the webhook failed: {}",

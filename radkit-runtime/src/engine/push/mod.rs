@@ -56,13 +56,30 @@ impl Default for PushSettings {
     }
 }
 
+/// Most webhook posts in flight at once from one engine: each is an outbound socket, outside the
+/// server's connection limit, and a client could otherwise set webhooks on many tasks that all
+/// point at an address that never answers.
+pub(crate) const MAX_POSTS_IN_FLIGHT: usize = 64;
+
 /// The sender's state in an engine: started once, woken when a config is set here or a task
 /// with one commits here.
-#[derive(Default)]
 pub(crate) struct Pusher {
     started: AtomicBool,
     watch: Arc<Watch>,
     client: OnceLock<reqwest::Client>,
+    /// Permits for posts in flight ([`MAX_POSTS_IN_FLIGHT`]).
+    pub(crate) posts: tokio::sync::Semaphore,
+}
+
+impl Default for Pusher {
+    fn default() -> Self {
+        Pusher {
+            started: AtomicBool::new(false),
+            watch: Arc::default(),
+            client: OnceLock::new(),
+            posts: tokio::sync::Semaphore::new(MAX_POSTS_IN_FLIGHT),
+        }
+    }
 }
 
 /// The tasks this engine knows to have webhooks still to serve, and the sender's wake-up: a run
@@ -122,9 +139,29 @@ impl Engine {
         self.inner.store.push().is_some()
     }
 
-    /// Check a webhook URL as [`Engine::set_push_config`] does, before anything is written.
-    pub async fn check_push_target(&self, url: &str) -> Result<(), EngineError> {
-        target::check(url, self.inner.config.push.allow_private).await?;
+    /// Check a webhook config as [`Engine::set_push_config`] does — its URL, its token and its
+    /// authentication — before anything is written (a send that carries one checks it before the
+    /// task exists, so a bad webhook never leaves a task behind a refused request).
+    pub async fn check_push_config(&self, config: &PushConfig) -> Result<(), EngineError> {
+        target::check(&config.url, self.inner.config.push.allow_private).await?;
+        if let Some(token) = &config.token {
+            header_safe("token", token)?;
+        }
+        if let Some(auth) = &config.authentication {
+            let scheme = auth
+                .schemes
+                .first()
+                .filter(|s| !s.trim().is_empty())
+                .ok_or_else(|| {
+                    EngineError::InvalidInput(
+                        "push notification `authentication` names no scheme".to_owned(),
+                    )
+                })?;
+            header_safe("authentication scheme", scheme)?;
+            if let Some(credentials) = &auth.credentials {
+                header_safe("authentication credentials", credentials)?;
+            }
+        }
         Ok(())
     }
 
@@ -142,21 +179,7 @@ impl Engine {
     ) -> Result<PushConfig, EngineError> {
         let push = self.inner.push_store()?;
         let record = self.visible(caller, task_id).await?;
-        target::check(&config.url, self.inner.config.push.allow_private).await?;
-        if let Some(token) = &config.token {
-            header_safe("token", token)?;
-        }
-        if let Some(auth) = &config.authentication {
-            let scheme = auth.schemes.first().ok_or_else(|| {
-                EngineError::InvalidInput(
-                    "push notification `authentication` names no scheme".to_owned(),
-                )
-            })?;
-            header_safe("authentication scheme", scheme)?;
-            if let Some(credentials) = &auth.credentials {
-                header_safe("authentication credentials", credentials)?;
-            }
-        }
+        self.check_push_config(&config).await?;
         if config.id.is_empty() {
             config.id = crate::model::new_id();
         }
