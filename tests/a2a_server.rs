@@ -546,21 +546,6 @@ async fn a_stream_killed_with_its_server_resumes_from_last_event_id_with_nothing
     );
 }
 
-/// The artifact chunks' texts of 1.0 SSE events: JSON-RPC `result.artifactUpdate` or REST's bare
-/// `artifactUpdate`.
-fn v1_chunk_texts(events: &[(Option<u64>, Value)]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|(_, e)| e.get("result").unwrap_or(e).get("artifactUpdate"))
-        .map(|u| {
-            u["artifact"]["parts"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect()
-}
-
 async fn a_1_0_stream_killed_with_its_server_resumes_over_json_rpc_and_rest_with_nothing_repeated_or_lost(
 ) {
     let dir = tempfile::tempdir().unwrap();
@@ -586,7 +571,7 @@ async fn a_1_0_stream_killed_with_its_server_resumes_over_json_rpc_and_rest_with
     let resp = within(PATIENCE, "the 1.0 stream to open", send(&server.url, None))
         .await
         .unwrap();
-    let before = read_sse(resp, |events| v1_chunk_texts(events).len() >= 2).await;
+    let before = read_sse(resp, |events| common::v1_chunk_texts(events).len() >= 2).await;
     let task_id = before[0].1["result"]["task"]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("a 1.0 stream opens with the task: {:?}", before[0]))
@@ -609,8 +594,8 @@ async fn a_1_0_stream_killed_with_its_server_resumes_over_json_rpc_and_rest_with
         after.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
         "only events after {seen}: {after:?}"
     );
-    let mut story = v1_chunk_texts(&before);
-    story.extend(v1_chunk_texts(&after));
+    let mut story = common::v1_chunk_texts(&before);
+    story.extend(common::v1_chunk_texts(&after));
     assert_eq!(
         story,
         vec![
@@ -647,7 +632,10 @@ async fn a_1_0_stream_killed_with_its_server_resumes_over_json_rpc_and_rest_with
         ids(&after),
         "REST replays the same events after {seen}"
     );
-    assert_eq!(v1_chunk_texts(&rest), v1_chunk_texts(&after));
+    assert_eq!(
+        common::v1_chunk_texts(&rest),
+        common::v1_chunk_texts(&after)
+    );
     assert!(
         rest.iter().all(|(_, e)| e.get("result").is_none()),
         "REST events are bare: {rest:?}"

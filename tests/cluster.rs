@@ -1268,21 +1268,6 @@ async fn a_task_started_on_a_killed_server_is_streamed_and_finished_by_another()
     check_journal(&task_id, &store.journal(&task_id, 0).await.unwrap());
 }
 
-/// The artifact chunks' texts of 1.0 SSE events: JSON-RPC `result.artifactUpdate` or REST's bare
-/// `artifactUpdate`.
-fn v1_chunk_texts(events: &[(Option<u64>, serde_json::Value)]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|(_, e)| e.get("result").unwrap_or(e).get("artifactUpdate"))
-        .map(|u| {
-            u["artifact"]["parts"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect()
-}
-
 async fn a_1_0_stream_cut_with_its_killed_server_resumes_from_last_event_id_on_another() {
     let url = fresh_schema().await;
     let lease = [
@@ -1313,7 +1298,7 @@ async fn a_1_0_stream_cut_with_its_killed_server_resumes_from_last_event_id_on_a
     )
     .await
     .unwrap();
-    let before = common::read_sse(resp, |events| v1_chunk_texts(events).len() >= 2).await;
+    let before = common::read_sse(resp, |events| common::v1_chunk_texts(events).len() >= 2).await;
     let task_id = before[0].1["result"]["task"]["id"]
         .as_str()
         .expect("the stream opens with the task")
@@ -1340,8 +1325,8 @@ async fn a_1_0_stream_cut_with_its_killed_server_resumes_from_last_event_id_on_a
         after.iter().all(|(id, _)| id.is_some_and(|id| id > seen)),
         "only events after {seen}: {after:?}"
     );
-    let mut story = v1_chunk_texts(&before);
-    story.extend(v1_chunk_texts(&after));
+    let mut story = common::v1_chunk_texts(&before);
+    story.extend(common::v1_chunk_texts(&after));
     assert_eq!(
         story,
         vec![

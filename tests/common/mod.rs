@@ -208,3 +208,18 @@ pub async fn read_sse(
     }
     events
 }
+
+/// The artifact chunks' texts of A2A 1.0 SSE events (as [`read_sse`] gives them): JSON-RPC's
+/// `result.artifactUpdate` or REST's bare `artifactUpdate`.
+pub fn v1_chunk_texts(events: &[(Option<u64>, Value)]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|(_, e)| e.get("result").unwrap_or(e).get("artifactUpdate"))
+        .map(|u| {
+            u["artifact"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
