@@ -173,10 +173,9 @@ struct Follow {
 
 /// The items of an opened stream: its first task (if any), then every journal record after the
 /// subscription's start as an event, until the update the subscription marks final, or with
-/// `until_end` the task's `terminal` record (`done` ends it
-/// right after the first task: the task was already settled). A subscription that fails ends the
-/// stream with an [`Item::Error`], never silently. The caller's slot is given back when the stream
-/// is dropped.
+/// `until_end` the task's `terminal` record (`done` ends it right after the first task: the task
+/// was already settled). A subscription that fails ends the stream with an [`Item::Error`], never
+/// silently. The caller's slot is given back when the stream is dropped.
 pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
     let Opened {
         sub,
