@@ -560,3 +560,51 @@ async fn a_send_whose_webhook_has_a_bad_token_or_scheme_is_refused_before_any_ta
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_send_restores_the_webhook_it_would_have_replaced() {
+    let agent = agent(true).await;
+    let task = waiting_task(&agent.url, None).await;
+    let made = call(
+        &agent.url,
+        V1,
+        None,
+        "CreateTaskPushNotificationConfig",
+        json!({ "taskId": task, "id": "hook", "url": "http://127.0.0.1:9/old", "token": "old" }),
+    )
+    .await;
+    assert_eq!(made["result"]["url"], "http://127.0.0.1:9/old", "{made}");
+    // Answer the task, then send to it again (refused: it has ended) with a webhook of the same id.
+    call(
+        &agent.url,
+        V1,
+        None,
+        "SendMessage",
+        json!({ "message": message("yes", Some(&task)) }),
+    )
+    .await;
+    let refused = call(
+        &agent.url,
+        V1,
+        None,
+        "SendMessage",
+        json!({ "message": message("again", Some(&task)),
+                "configuration": { "taskPushNotificationConfig": {
+                    "id": "hook", "url": "http://127.0.0.1:9/new", "token": "new" } } }),
+    )
+    .await;
+    assert_eq!(error_code(&refused), -32004, "{refused}");
+    let got = call(
+        &agent.url,
+        V1,
+        None,
+        "GetTaskPushNotificationConfig",
+        json!({ "taskId": task, "id": "hook" }),
+    )
+    .await;
+    assert_eq!(
+        (&got["result"]["url"], &got["result"]["token"]),
+        (&json!("http://127.0.0.1:9/old"), &json!("old")),
+        "the client's webhook is as it set it: {got}"
+    );
+}

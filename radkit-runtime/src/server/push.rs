@@ -167,9 +167,18 @@ pub(crate) enum SendWebhook {
     None,
     /// For the task the send creates: stored once it exists.
     New(PushConfig),
-    /// Stored on the existing task before the message; `undo` names a config the send created,
-    /// deleted again if the message is refused.
-    Set { undo: Option<(TaskId, String)> },
+    /// Stored on the existing task before the message; `undo` says how to put things back if the
+    /// message is refused.
+    Set { undo: Undo },
+}
+
+/// How a refused send's webhook is taken back: a config it created is deleted, one it replaced is
+/// restored as it was (what the client set before is never lost to a refused request).
+pub(crate) enum Undo {
+    /// Delete the config `.1` of task `.0`.
+    Delete(TaskId, String),
+    /// Put the config back on task `.0`.
+    Restore(TaskId, PushConfig),
 }
 
 /// Before a send that carries a webhook (1.0 `taskPushNotificationConfig`, 0.3
@@ -198,24 +207,21 @@ pub(crate) async fn before_send(
     if config.id.is_empty() {
         config.id = task_id.to_string();
     }
-    let existed = state
-        .engine
-        .push_config(caller, task_id, &config.id)
-        .await
-        .is_ok();
-    let id = config.id.clone();
+    let undo = match state.engine.push_config(caller, task_id, &config.id).await {
+        Ok(before) => Undo::Restore(task_id.clone(), before),
+        Err(_) => Undo::Delete(task_id.clone(), config.id.clone()),
+    };
     state
         .engine
         .set_push_config(caller, task_id, config, None)
         .await
         .map_err(failed)?;
-    Ok(SendWebhook::Set {
-        undo: (!existed).then(|| (task_id.clone(), id)),
-    })
+    Ok(SendWebhook::Set { undo })
 }
 
 /// After the send: a new task gets its webhook with every update from its creation on; a config
-/// set before a message that was refused is deleted again (`sent` is `None`).
+/// set before a message that was refused is deleted again, or the one it replaced restored (`sent`
+/// is `None`).
 pub(crate) async fn after_send(
     state: &AppState,
     caller: &Caller,
@@ -233,16 +239,22 @@ pub(crate) async fn after_send(
                 .await
                 .map_err(|e| engine_error(e, false))?;
         }
-        (
-            SendWebhook::Set {
-                undo: Some((task_id, id)),
-            },
-            None,
-        ) => {
-            if let Err(e) = state.engine.delete_push_config(caller, &task_id, &id).await {
-                tracing::warn!(task = %task_id, error = %e, "a refused send's webhook was not deleted");
+        (SendWebhook::Set { undo }, None) => match undo {
+            Undo::Delete(task_id, id) => {
+                if let Err(e) = state.engine.delete_push_config(caller, &task_id, &id).await {
+                    tracing::warn!(task = %task_id, error = %e, "a refused send's webhook was not deleted");
+                }
             }
-        }
+            Undo::Restore(task_id, before) => {
+                if let Err(e) = state
+                    .engine
+                    .set_push_config(caller, &task_id, before, None)
+                    .await
+                {
+                    tracing::warn!(task = %task_id, error = %e, "a refused send's replaced webhook was not restored");
+                }
+            }
+        },
         _ => {}
     }
     Ok(())
