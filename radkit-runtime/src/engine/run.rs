@@ -348,7 +348,10 @@ impl TaskRun {
             }
         }
         if let Some(watch) = &self.push_watch {
-            watch.committed(&self.task_id);
+            let ended = entries
+                .iter()
+                .any(|e| matches!(e, crate::journal::Entry::Terminal { .. }));
+            watch.committed(&self.task_id, ended);
         }
         if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();

@@ -92,10 +92,17 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Records of `task_id` were committed.
-    pub(crate) fn committed(&self, task_id: &str) {
-        if self.lock().contains(task_id) {
+    /// Records of `task_id` were committed (`ended`: its `terminal` record among them). An ended
+    /// task is forgotten once the sender is woken for it: nothing more will commit, and the sender
+    /// reads what is left to deliver from the store, so the set holds only tasks that can still
+    /// change — also when another engine delivers the end, or the task's configs were deleted.
+    pub(crate) fn committed(&self, task_id: &str, ended: bool) {
+        let mut tasks = self.lock();
+        if tasks.contains(task_id) {
             self.wake.notify_one();
+            if ended {
+                tasks.remove(task_id);
+            }
         }
     }
 
@@ -255,5 +262,22 @@ impl Engine {
             return;
         }
         deliver::spawn(&self.inner);
+    }
+}
+
+#[cfg(test)]
+mod watch_tests {
+    use super::Watch;
+
+    #[test]
+    fn a_watched_task_is_forgotten_when_its_end_commits_and_not_before() {
+        let watch = Watch::default();
+        watch.watch("t");
+        watch.committed("t", false);
+        assert!(watch.lock().contains("t"), "a running task stays watched");
+        watch.committed("other", true);
+        assert!(watch.lock().contains("t"));
+        watch.committed("t", true);
+        assert!(watch.lock().is_empty(), "an ended task leaves the set");
     }
 }
