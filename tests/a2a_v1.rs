@@ -350,7 +350,8 @@ async fn a_1_0_stream_is_stream_responses_with_journal_seqs_as_ids() {
         .unwrap()
         .to_owned();
 
-    // A 1.0 subscription opens with the task as it is now.
+    // A 1.0 subscription opens with the task as it is now, and follows it to its end (spec 3.1.6):
+    // it stays open while the task waits, through the answer below, to the completion.
     let resp = client
         .post(format!("{}/", agent.url))
         .header("A2A-Version", "1.0")
@@ -358,16 +359,7 @@ async fn a_1_0_stream_is_stream_responses_with_journal_seqs_as_ids() {
         .send()
         .await
         .unwrap();
-    let opened = common::read_sse(resp, |_| false).await;
-    assert_eq!(
-        opened.len(),
-        1,
-        "a settled task: its task, and the stream ends: {opened:?}"
-    );
-    assert_eq!(
-        opened[0].1["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
-        "{opened:?}"
-    );
+    let following = tokio::spawn(common::read_sse(resp, |_| false));
 
     // The answer arrives over 0.3 and the task ends; a 1.0 subscription resumed after the last
     // event it saw gets the rest (the end included), not a refusal.
@@ -376,6 +368,16 @@ async fn a_1_0_stream_is_stream_responses_with_journal_seqs_as_ids() {
     assert_eq!(
         answered["result"]["status"]["state"], "completed",
         "{answered}"
+    );
+    let opened = following.await.unwrap();
+    assert_eq!(
+        opened[0].1["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{opened:?}"
+    );
+    assert_eq!(
+        opened.last().unwrap().1["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED",
+        "the subscription ends with the task: {opened:?}"
     );
     let resp = client
         .post(format!("{}/", agent.url))

@@ -348,10 +348,7 @@ impl TaskRun {
             }
         }
         if let Some(watch) = &self.push_watch {
-            let ended = entries
-                .iter()
-                .any(|e| matches!(e, crate::journal::Entry::Terminal { .. }));
-            watch.committed(&self.task_id, ended);
+            watch.committed(&self.task_id, &entries);
         }
         if self.tx.receiver_count() > 0 {
             let at_ms = now_ms();

@@ -203,21 +203,12 @@ fn invalid(message: String) -> RpcError {
 
 /// A page token: the position after the page's last task, `(status time, id)`, opaque to clients.
 fn page_token(at_ms: i64, id: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{at_ms}:{id}"))
+    super::page_token::encode(&format!("{at_ms}:{id}"))
 }
 
 fn page_position(token: &str) -> Result<(i64, String), RpcError> {
-    use base64::Engine as _;
-    let bad = || {
-        invalid(format!(
-            "`pageToken` `{token}` is not a token this agent gave"
-        ))
-    };
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let text = super::page_token::decode(token)?;
+    let bad = || super::page_token::not_ours(token);
     let (at, id) = text.split_once(':').ok_or_else(bad)?;
     Ok((at.parse().map_err(|_| bad())?, id.to_owned()))
 }

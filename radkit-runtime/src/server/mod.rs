@@ -12,6 +12,7 @@ mod jsonrpc;
 mod media;
 mod methods;
 mod methods_v1;
+mod page_token;
 mod push;
 mod rest;
 mod stream;

@@ -91,25 +91,6 @@ pub(crate) async fn get(
     Ok(v1_of(&task_id, config))
 }
 
-/// A page token: the last config id of the page, opaque to clients.
-fn page_token(id: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
-}
-
-fn page_position(token: &str) -> Result<String, RpcError> {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| {
-            invalid(format!(
-                "`pageToken` `{token}` is not a token this agent gave"
-            ))
-        })
-}
-
 /// `ListTaskPushNotificationConfigs`: the task's configs in id order, a page at a time
 /// (`pageSize` 1–100, all of a task's when unset; `nextPageToken` empty on the last page).
 pub(crate) async fn list(
@@ -128,7 +109,7 @@ pub(crate) async fn list(
     };
     let after = match request.page_token.as_str() {
         "" => None,
-        token => Some(page_position(token)?),
+        token => Some(super::page_token::decode(token)?),
     };
     let task_id = TaskId::from(request.task_id);
     let mut configs = state
@@ -139,7 +120,7 @@ pub(crate) async fn list(
     let more = configs.len() > size;
     configs.truncate(size);
     let next_page_token = match (more, configs.last()) {
-        (true, Some(last)) => page_token(&last.id),
+        (true, Some(last)) => super::page_token::encode(&last.id),
         _ => String::new(),
     };
     Ok(v1::ListTaskPushNotificationConfigsResponse {

@@ -92,15 +92,19 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Records of `task_id` were committed (`ended`: its `terminal` record among them). An ended
-    /// task is forgotten once the sender is woken for it: nothing more will commit, and the sender
-    /// reads what is left to deliver from the store, so the set holds only tasks that can still
-    /// change — also when another engine delivers the end, or the task's configs were deleted.
-    pub(crate) fn committed(&self, task_id: &str, ended: bool) {
+    /// `entries` of `task_id` were committed. A watched task wakes the sender; one whose `terminal`
+    /// record is among them is then forgotten: nothing more will commit, and the sender reads what
+    /// is left to deliver from the store, so the set holds only tasks that can still change — also
+    /// when another engine delivers the end, or the task's configs were deleted. Tasks without
+    /// webhooks cost one set lookup per commit.
+    pub(crate) fn committed(&self, task_id: &str, entries: &[crate::journal::Entry]) {
         let mut tasks = self.lock();
         if tasks.contains(task_id) {
             self.wake.notify_one();
-            if ended {
+            if entries
+                .iter()
+                .any(|e| matches!(e, crate::journal::Entry::Terminal { .. }))
+            {
                 tasks.remove(task_id);
             }
         }
@@ -268,16 +272,25 @@ impl Engine {
 #[cfg(test)]
 mod watch_tests {
     use super::Watch;
+    use crate::journal::Entry;
+    use crate::model::TaskState;
 
     #[test]
     fn a_watched_task_is_forgotten_when_its_end_commits_and_not_before() {
         let watch = Watch::default();
+        let running = [Entry::StatusChanged {
+            state: TaskState::Working,
+        }];
+        let ended = [Entry::Terminal {
+            state: TaskState::Completed,
+            message: None,
+        }];
         watch.watch("t");
-        watch.committed("t", false);
+        watch.committed("t", &running);
         assert!(watch.lock().contains("t"), "a running task stays watched");
-        watch.committed("other", true);
+        watch.committed("other", &ended);
         assert!(watch.lock().contains("t"));
-        watch.committed("t", true);
+        watch.committed("t", &ended);
         assert!(watch.lock().is_empty(), "an ended task leaves the set");
     }
 }
