@@ -6,7 +6,7 @@
 //! ignored.
 
 use std::future::Future;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,6 +22,8 @@ mod services;
 
 #[path = "a2a_client/garbage.rs"]
 mod garbage;
+#[path = "a2a_client/sdk_peer.rs"]
+mod sdk_peer;
 
 fn main() -> ExitCode {
     services::run(trials! {
@@ -39,8 +41,10 @@ fn main() -> ExitCode {
             a_peer_answering_garbage_gives_protocol_errors,
             a_stream_closed_early_or_an_sse_error_event_ends_the_stream_with_an_error,
             a_silent_peer_times_out_as_a_transient_error;
-        Python1 multi_thread:
-            the_official_python_sdk_server_is_driven_over_1_0_and_0_3;
+        Python1Server multi_thread:
+            the_official_python_sdk_1_x_server_is_driven_over_1_0_and_0_3;
+        PythonServer multi_thread:
+            the_official_python_sdk_0_3_server_is_driven_over_0_3;
     })
 }
 
@@ -74,7 +78,11 @@ impl Peer {
         if text.starts_with("ask") {
             return await_input!(slot = "answer", message = "Your answer?");
         }
-        let pause = if text.starts_with("slow") { SLOW } else { PAUSE };
+        let pause = if text.starts_with("slow") {
+            SLOW
+        } else {
+            PAUSE
+        };
         ctx.sleep(pause).await?;
         let echo = format!("Echo: {text}");
         ctx.complete(
@@ -445,7 +453,10 @@ async fn a_server_that_is_down_gives_a_transient_error() {
     let slow = task_of(first.send(message("slow", None), true).await.unwrap());
     let mut stream = first.subscribe(&slow.id);
     let opened = within("the first event", stream.next()).await;
-    assert!(matches!(opened, Some(Ok(StreamEvent::Task(_)))), "{opened:?}");
+    assert!(
+        matches!(opened, Some(Ok(StreamEvent::Task(_)))),
+        "{opened:?}"
+    );
     drop(agent);
     let rest = drain(stream).await;
     assert!(
@@ -513,7 +524,11 @@ async fn a_stream_closed_early_or_an_sse_error_event_ends_the_stream_with_an_err
         // Events split over several `data:` lines, with comments between them, are read whole.
         let split = connect("sse-split").await.unwrap();
         let events = events_of(drain(split.subscribe("t")).await);
-        assert_eq!(last_state(&events), Some(TaskState::Completed), "{events:?}");
+        assert_eq!(
+            last_state(&events),
+            Some(TaskState::Completed),
+            "{events:?}"
+        );
         assert_eq!(events.len(), 3, "{version:?}: {events:#?}");
         // Closed after a working task: the caller must poll.
         let cut = connect("sse-cut").await.unwrap();
@@ -549,7 +564,9 @@ async fn a_silent_peer_times_out_as_a_transient_error() {
         .connect(&peer.url("silent"))
         .await
         .unwrap();
-    let e = within("a request timeout", client.get("t")).await.unwrap_err();
+    let e = within("a request timeout", client.get("t"))
+        .await
+        .unwrap_err();
     assert!(
         matches!(e, ClientError::Transport { .. }) && e.is_transient(),
         "{e}"
@@ -567,89 +584,21 @@ async fn a_silent_peer_times_out_as_a_transient_error() {
     );
 }
 
-/// The official Python SDK 1.x's server, killed when dropped.
-struct SdkServer {
-    child: Child,
-    url: String,
+async fn the_official_python_sdk_1_x_server_is_driven_over_1_0_and_0_3() {
+    let server = sdk_peer::start(services::python1(), "sdk_server.py").await;
+    // Its card lists 1.0 first; forced, the client speaks 0.3 to the SDK's compatibility layer.
+    let picked = client(&server.url, Pick::Card).await;
+    assert_eq!(picked.version(), ProtocolVersion::V1_0);
+    sdk_peer::drive(&picked, Pick::Card).await;
+    let forced = Pick::Forced(ProtocolVersion::V0_3);
+    sdk_peer::drive(&client(&server.url, forced).await, forced).await;
 }
 
-impl Drop for SdkServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn sdk_server() -> SdkServer {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_server.py");
-    let child = Command::new(services::python1())
-        .arg(script)
-        .arg(port.to_string())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start tests/python/sdk_server.py");
-    let server = SdkServer {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    within("the Python SDK server to serve its card", async {
-        loop {
-            match A2aClient::connect(&server.url, ClientAuth::None).await {
-                Ok(_) => return,
-                Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(100)).await,
-                Err(e) => panic!("the Python SDK server's card: {e}"),
-            }
-        }
-    })
-    .await;
-    server
-}
-
-async fn the_official_python_sdk_server_is_driven_over_1_0_and_0_3() {
-    let server = sdk_server().await;
-    for pick in [Pick::Card, Pick::Forced(ProtocolVersion::V0_3)] {
-        let client = client(&server.url, pick).await;
-        if let Pick::Card = pick {
-            assert_eq!(client.version(), ProtocolVersion::V1_0);
-        }
-        // A non-blocking send of a task that runs about a second, followed with get.
-        let sent = task_of(client.send(message("slow work", None), true).await.unwrap());
-        assert!(!sent.status.state.is_terminal(), "{pick:?}: {sent:?}");
-        let done = until(&client, &sent.id, TaskState::Completed).await;
-        assert_eq!(artifact_texts(&done), ["Echo: slow work"], "{pick:?}");
-        // The input-required round trip.
-        let asked = task_of(client.send(message("ask me", None), false).await.unwrap());
-        assert_eq!(asked.status.state, TaskState::InputRequired, "{pick:?}");
-        let answered = task_of(
-            client
-                .send(message("forty-two", Some(&asked.id)), true)
-                .await
-                .unwrap(),
-        );
-        assert_eq!(answered.id, asked.id);
-        let done = until(&client, &asked.id, TaskState::Completed).await;
-        assert!(
-            artifact_texts(&done).contains(&"forty-two".to_owned()),
-            "{pick:?}: {done:?}"
-        );
-        // Cancel a waiting task, then once more.
-        let waiting = task_of(client.send(message("ask again", None), false).await.unwrap());
-        let canceled = client.cancel(&waiting.id).await.unwrap();
-        assert_eq!(canceled.status.state, TaskState::Canceled, "{pick:?}");
-        let again = client.cancel(&waiting.id).await.unwrap_err();
-        assert!(again.is_not_cancelable(), "{pick:?}: {again}");
-        // Streams, and a task the peer does not have.
-        let events = events_of(drain(client.send_streaming(message("hello", None))).await);
-        assert_eq!(last_state(&events), Some(TaskState::Completed), "{pick:?}");
-        assert_eq!(streamed_texts(&events), ["Echo: hello"], "{pick:?}");
-        let slow = task_of(client.send(message("slow", None), true).await.unwrap());
-        let events = events_of(drain(client.subscribe(&slow.id)).await);
-        assert_eq!(last_state(&events), Some(TaskState::Completed), "{pick:?}");
-        let e = client.get("no-such-task").await.unwrap_err();
-        assert!(e.is_task_not_found(), "{pick:?}: {e}");
-    }
+async fn the_official_python_sdk_0_3_server_is_driven_over_0_3() {
+    let server = sdk_peer::start(services::python(), "sdk_server_0_3.py").await;
+    // A 0.3 card (no `supportedInterfaces`): its `url` is the endpoint.
+    let picked = client(&server.url, Pick::Card).await;
+    assert_eq!(picked.version(), ProtocolVersion::V0_3);
+    assert_eq!(picked.endpoint(), format!("{}/", server.url));
+    sdk_peer::drive(&picked, Pick::Card).await;
 }

@@ -171,7 +171,8 @@ async fn rpc(Path(mode): Path<String>, headers: HeaderMap, body: Bytes) -> Respo
         "sse-split" => {
             // The task pretty-printed, one `data:` line per line of JSON, a comment among them and
             // CRLF line ends; then two events with LF ends and a ping comment between them.
-            let task = json!({"jsonrpc": "2.0", "id": id, "result": task_item(v1_0, TaskState::Working)});
+            let task =
+                json!({"jsonrpc": "2.0", "id": id, "result": task_item(v1_0, TaskState::Working)});
             let lines: Vec<String> = serde_json::to_string_pretty(&task)
                 .unwrap()
                 .lines()
@@ -199,10 +200,7 @@ async fn rpc(Path(mode): Path<String>, headers: HeaderMap, body: Bytes) -> Respo
         "sse-garbage" => sse("data: this is not json\n\n".to_owned()),
         "sse-huge" => sse(format!("data: \"{}\"\n\n", "x".repeat(LIMIT + 1))),
         "sse-stall" => {
-            let first = format!(
-                "data: {}\n\n",
-                ok(&id, task_item(v1_0, TaskState::Working))
-            );
+            let first = format!("data: {}\n\n", ok(&id, task_item(v1_0, TaskState::Working)));
             let chunks = stream::once(async move { Ok::<_, Infallible>(Bytes::from(first)) })
                 .chain(stream::pending());
             (

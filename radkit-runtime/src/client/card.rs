@@ -216,12 +216,7 @@ pub(crate) fn endpoint(
         let offered: Vec<String> = card
             .supported_interfaces
             .iter()
-            .map(|i| {
-                format!(
-                    "{} {} at {}",
-                    i.protocol_binding, i.protocol_version, i.url
-                )
-            })
+            .map(|i| format!("{} {} at {}", i.protocol_binding, i.protocol_version, i.url))
             .collect();
         return Err(ClientError::Card(format!(
             "the agent card at `{from}` offers no JSON-RPC interface for A2A 0.3 or 1.0 (it offers: {}); this client speaks JSON-RPC only",

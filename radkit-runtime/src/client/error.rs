@@ -57,7 +57,9 @@ pub enum ClientError {
     Protocol(String),
     /// A stream ended before the task reached a terminal or interrupted state (the connection was
     /// closed, or the peer ended the response). Transient: subscribe again, or poll with `get`.
-    #[error("the stream from `{url}` ended before the task settled; subscribe again or poll the task")]
+    #[error(
+        "the stream from `{url}` ended before the task settled; subscribe again or poll the task"
+    )]
     StreamClosed {
         /// The URL streamed from.
         url: String,

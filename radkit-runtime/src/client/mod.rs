@@ -319,10 +319,7 @@ impl A2aClient {
     /// it terminal or waiting for input (`input-required`, `auth-required`), then the stream ends.
     /// A stream that closes before that ends with [`ClientError::StreamClosed`]; poll with
     /// [`A2aClient::get`] or subscribe again.
-    pub fn subscribe(
-        &self,
-        task_id: &str,
-    ) -> BoxStream<'static, Result<StreamEvent, ClientError>> {
+    pub fn subscribe(&self, task_id: &str) -> BoxStream<'static, Result<StreamEvent, ClientError>> {
         let dialect = self.dialect();
         let call = dialect.about_task(Method::Subscribe, task_id);
         self.follow(dialect, Ok(call), Follows::Subscription)

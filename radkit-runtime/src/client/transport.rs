@@ -95,10 +95,7 @@ impl Call {
             return Err(self.rpc_error(error));
         }
         if id.as_str() != Some(&self.id) {
-            return Err(self.protocol(&format!(
-                "carries id {id}, not the request's `{}`",
-                self.id
-            )));
+            return Err(self.protocol(&format!("carries id {id}, not the request's `{}`", self.id)));
         }
         envelope
             .remove("result")
@@ -230,12 +227,14 @@ impl Transport {
                 return Ok(Opened::Sse(response));
             }
             let body = self.checked_body(url.as_str(), response).await?;
-            serde_json::from_slice(&body).map(Opened::Json).map_err(|e| {
-                call.protocol(&format!(
-                    "is neither an event stream nor JSON ({e}): {}",
-                    excerpt(&String::from_utf8_lossy(&body))
-                ))
-            })
+            serde_json::from_slice(&body)
+                .map(Opened::Json)
+                .map_err(|e| {
+                    call.protocol(&format!(
+                        "is neither an event stream nor JSON ({e}): {}",
+                        excerpt(&String::from_utf8_lossy(&body))
+                    ))
+                })
         })
         .await
     }
@@ -268,14 +267,12 @@ impl Transport {
         fut: impl std::future::Future<Output = Result<T, ClientError>>,
     ) -> Result<T, ClientError> {
         let limit = self.timeouts.request;
-        tokio::time::timeout(limit, fut)
-            .await
-            .unwrap_or_else(|_| {
-                Err(ClientError::Transport {
-                    url: url.to_owned(),
-                    detail: format!("no complete answer within {limit:?}"),
-                })
+        tokio::time::timeout(limit, fut).await.unwrap_or_else(|_| {
+            Err(ClientError::Transport {
+                url: url.to_owned(),
+                detail: format!("no complete answer within {limit:?}"),
             })
+        })
     }
 
     /// The body of a success response, at most `max_body` bytes; any other status is
@@ -326,10 +323,7 @@ async fn read_bounded(
             "the answer from `{url}` is larger than the limit of {limit} bytes"
         ))
     };
-    if response
-        .content_length()
-        .is_some_and(|n| n > limit as u64)
-    {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
     let mut body = Vec::new();
@@ -390,8 +384,12 @@ mod tests {
         let ok = json!({"jsonrpc": "2.0", "id": call.id, "result": {"x": 1}});
         assert_eq!(call.result_of(ok).unwrap(), json!({"x": 1}));
         let other = json!({"jsonrpc": "2.0", "id": "nope", "result": {}});
-        assert!(matches!(call.result_of(other), Err(ClientError::Protocol(_))));
-        let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": "gone"}});
+        assert!(matches!(
+            call.result_of(other),
+            Err(ClientError::Protocol(_))
+        ));
+        let error =
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": "gone"}});
         let e = call.result_of(error).unwrap_err();
         assert!(e.is_task_not_found(), "{e}");
         let neither = json!({"jsonrpc": "2.0", "id": call.id});

@@ -135,25 +135,17 @@ impl Dialect {
                 Some("message") => Ok(StreamEvent::Message(read(call, result)?)),
                 Some("status-update") => Ok(StreamEvent::Status(read(call, result)?)),
                 Some("artifact-update") => Ok(StreamEvent::Artifact(read(call, result)?)),
-                other => Err(call.protocol(&format!(
-                    "holds an event of unknown `kind` {other:?}"
-                ))),
+                other => Err(call.protocol(&format!("holds an event of unknown `kind` {other:?}"))),
             },
             ProtocolVersion::V1_0 => Ok(match read::<v1::StreamResponse>(call, result)? {
                 v1::StreamResponse::Task(task) => StreamEvent::Task(convert(call, task)?),
                 v1::StreamResponse::Message(m) => StreamEvent::Message(convert(call, m)?),
-                v1::StreamResponse::StatusUpdate(s) => StreamEvent::Status(convert::<
-                    _,
-                    TaskStatusUpdateEvent,
-                >(
-                    call, s
-                )?),
-                v1::StreamResponse::ArtifactUpdate(a) => StreamEvent::Artifact(convert::<
-                    _,
-                    TaskArtifactUpdateEvent,
-                >(
-                    call, a
-                )?),
+                v1::StreamResponse::StatusUpdate(s) => {
+                    StreamEvent::Status(convert::<_, TaskStatusUpdateEvent>(call, s)?)
+                }
+                v1::StreamResponse::ArtifactUpdate(a) => {
+                    StreamEvent::Artifact(convert::<_, TaskArtifactUpdateEvent>(call, a)?)
+                }
             }),
         }
     }
@@ -238,7 +230,8 @@ mod tests {
     fn results_of_1_0_come_back_in_the_0_3_model() {
         let d = v1();
         let call = d.about_task(Method::Get, "t");
-        let task = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}});
+        let task =
+            json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}});
         let got = d.task(&call, task.clone()).unwrap();
         assert_eq!(got.status.state, TaskState::InputRequired);
         let Reply::Task(t) = d.reply(&call, json!({ "task": task })).unwrap() else {
@@ -255,7 +248,8 @@ mod tests {
             panic!("a status")
         };
         assert!(s.is_final);
-        let unspecified = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_UNSPECIFIED"}});
+        let unspecified =
+            json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_UNSPECIFIED"}});
         assert!(matches!(
             d.task(&call, unspecified),
             Err(ClientError::Protocol(_))
