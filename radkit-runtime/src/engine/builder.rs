@@ -44,6 +44,8 @@ pub struct EngineConfig {
     pub(crate) check_fold: bool,
     /// How push notifications are delivered (webhook targets, retries, timeouts).
     pub push: super::PushSettings,
+    /// The A2A agents steps may call by name (`ctx.agent(name)`).
+    pub agents: std::collections::BTreeMap<String, super::AgentSpec>,
 }
 
 impl Default for EngineConfig {
@@ -60,6 +62,7 @@ impl Default for EngineConfig {
             checkpoint_every: 64,
             check_fold: false,
             push: super::PushSettings::default(),
+            agents: Default::default(),
         }
     }
 }
@@ -271,6 +274,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Declare an A2A agent that steps call as `ctx.agent(name)`: its card (A2A 1.0 or 0.3, the
+    /// card says which) and credentials. Declaring a name twice keeps the last.
+    pub fn agent(mut self, name: impl Into<String>, spec: super::AgentSpec) -> Self {
+        self.config.agents.insert(name.into(), spec);
+        self
+    }
+
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         if self.config.lease_ttl < Duration::from_millis(100) {
@@ -302,6 +312,7 @@ impl EngineBuilder {
             .into_iter()
             .map(|s| (s.info().id.clone(), s))
             .collect();
+        let agents = super::call::Agents::new(self.config.agents.clone());
         let inner = Inner {
             store: self.store,
             skills,
@@ -315,6 +326,7 @@ impl EngineBuilder {
             reloads: Default::default(),
             divergences: Arc::default(),
             pusher: Default::default(),
+            agents,
         };
         Ok(Engine {
             inner: Arc::new(inner),
