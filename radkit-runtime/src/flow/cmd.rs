@@ -316,6 +316,23 @@ impl Cmd {
         })
     }
 
+    /// Call the A2A agent declared as `agent`; the result is an `AgentReply` (see `StepCtx::agent`).
+    pub fn agent(agent: impl Into<String>, message: Message) -> Self {
+        Cmd::new(CmdKind::Agent {
+            agent: agent.into(),
+            message,
+        })
+    }
+
+    /// Start the skill `skill` as a child task; the result is an `AgentReply` (see
+    /// `StepCtx::skill`).
+    pub fn skill(skill: impl Into<String>, message: Message) -> Self {
+        Cmd::new(CmdKind::Skill {
+            skill: skill.into(),
+            message,
+        })
+    }
+
     /// Sleep.
     pub fn sleep(duration: Duration) -> Self {
         Cmd::new(CmdKind::Sleep {

@@ -120,6 +120,11 @@ fn receipt(
     }
 }
 
+/// The fingerprint of call `id` (`agent \`planner\``), for the fault hook.
+fn peer_what(run: &TaskRun, id: &InvocationId) -> Option<String> {
+    run.lock().command(id).map(|c| c.cmd.kind.fingerprint())
+}
+
 fn reply_value(reply: AgentReply) -> Result<serde_json::Value, EffectError> {
     serde_json::to_value(reply)
         .map_err(|e| EffectError::permanent(format!("the callee's reply does not serialize: {e}")))
@@ -320,7 +325,8 @@ impl Inner {
         if run.flush().await.is_err() {
             return CallStep::Halted;
         }
-        if self.crash_at(Boundary::AwaitingInput, run, Some(id), None) {
+        let what = peer_what(run, id);
+        if self.crash_at(Boundary::AwaitingInput, run, Some(id), what.as_deref()) {
             return CallStep::Halted;
         }
         let engine = self.clone();
