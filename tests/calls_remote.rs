@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Nothing multi_thread:
             a_step_gets_a_remote_agents_reply_over_1_0_and_0_3,
             a_remote_question_is_answered_by_the_calling_step,
+            a_streamed_call_relays_the_remote_progress_as_the_callers_own,
             a_failed_remote_task_is_a_typed_error_the_step_handles,
             an_undeclared_agent_fails_the_step_naming_the_declared_ones,
             the_caller_waits_for_a_remote_task_with_no_step_in_memory,
@@ -68,6 +69,12 @@ impl Peer {
         if text.starts_with("fail") {
             return ctx.fail("the peer cannot do that");
         }
+        if text.starts_with("progress") {
+            for n in 1..=3 {
+                ctx.progress(format!("step {n} of 3")).await?;
+                ctx.sleep(Duration::from_millis(300)).await?;
+            }
+        }
         let pause = match text.split_whitespace().next() {
             Some("wait") => Duration::from_secs(3600),
             Some("slow") => Duration::from_millis(1500),
@@ -93,8 +100,16 @@ impl Delegator {
     #[step(start)]
     async fn start(&self, ctx: &StepCtx, msg: Content) -> StepResult {
         let text = msg.joined_texts();
+        let (streamed, text) = match text.strip_prefix("stream ") {
+            Some(rest) => (true, rest.to_owned()),
+            None => (false, text),
+        };
         let (agent, question) = text.split_once(": ").unwrap_or(("peer", text.as_str()));
-        let mut reply = match ctx.agent(agent).send(question).await {
+        let call = match streamed {
+            true => ctx.agent(agent).stream(),
+            false => ctx.agent(agent),
+        };
+        let mut reply = match call.send(question).await {
             Ok(reply) => reply,
             Err(AgentError::Failed { reply, .. }) => {
                 return ctx.complete(format!("remote failed: {}", reply.text()), vec![])
@@ -248,6 +263,33 @@ async fn a_remote_question_is_answered_by_the_calling_step() {
             bound[0], bound[1],
             "{agent}: the reply went to the same remote task"
         );
+    }
+}
+
+async fn a_streamed_call_relays_the_remote_progress_as_the_callers_own() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    for agent in ["peer", "peer03"] {
+        let id = ask(&engine, &format!("stream {agent}: progress please")).await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(text_of(&done), "Echo: progress please", "{agent}: {done:?}");
+        let relayed: Vec<String> = store
+            .journal(&id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| match r.entry {
+                Entry::Progress { message } => Some(message.joined_texts()),
+                _ => None,
+            })
+            .collect();
+        for n in 1..=3 {
+            assert!(
+                relayed.contains(&format!("step {n} of 3")),
+                "{agent}: the caller's progress {relayed:?}"
+            );
+        }
     }
 }
 
