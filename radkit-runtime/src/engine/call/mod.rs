@@ -45,6 +45,24 @@ pub(crate) enum CallStep {
     Halted,
 }
 
+/// The calls this engine follows now (each by one watcher).
+#[derive(Default)]
+pub(crate) struct Watchers(std::sync::Mutex<std::collections::HashSet<InvocationId>>);
+
+impl Watchers {
+    /// True when nobody watched call `id` yet (it is now).
+    fn begin(&self, id: &InvocationId) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone())
+    }
+
+    fn end(&self, id: &InvocationId) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
 /// What a callee said to a start.
 pub(crate) enum Started {
     Task(Task),
@@ -281,7 +299,11 @@ impl Inner {
             if run.is_halted() {
                 return Err(());
             }
-            if let Some(text) = progress.message.filter(|m| !m.parts.is_empty()) {
+            // The message a settled callee ends with is its answer (the reply), not progress.
+            let relayed = progress
+                .message
+                .filter(|m| !m.parts.is_empty() && !settled(progress.state));
+            if let Some(text) = relayed {
                 let mut message = Message::new(crate::model::Role::Agent, text.parts);
                 message.metadata = text.metadata;
                 run.lock().push(Entry::Progress { message });
@@ -385,11 +407,17 @@ impl Inner {
         if self.crash_at(Boundary::AwaitingInput, run, Some(id), what.as_deref()) {
             return CallStep::Halted;
         }
+        // One watcher per call: a visit re-run while an earlier watcher still follows the callee
+        // (another call of the visit woke it) leaves that one to wake the task.
+        if !self.watchers.begin(id) {
+            return CallStep::Waiting;
+        }
         let engine = self.clone();
-        let (peer, task_id) = (peer.clone(), run.task_id.to_string());
+        let (peer, task_id, call) = (peer.clone(), run.task_id.to_string(), id.clone());
         tokio::spawn(async move {
             let until = Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0));
             let _ = tokio::time::timeout(until, peer.watch(&callee_task)).await;
+            engine.watchers.end(&call);
             if engine.halted.load(std::sync::atomic::Ordering::SeqCst) {
                 return;
             }
