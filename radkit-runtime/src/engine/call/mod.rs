@@ -159,9 +159,21 @@ fn peer_what(run: &TaskRun, id: &InvocationId) -> Option<String> {
     run.lock().command(id).map(|c| c.cmd.kind.fingerprint())
 }
 
+/// The receipt value of a reply. A reply the journal could not read back (nested deeper than a
+/// message may be) is refused here, as a message is at ingress: a hostile callee cannot wedge its
+/// caller.
 fn reply_value(reply: AgentReply) -> Result<serde_json::Value, EffectError> {
-    serde_json::to_value(reply)
-        .map_err(|e| EffectError::permanent(format!("the callee's reply does not serialize: {e}")))
+    let value = serde_json::to_value(reply).map_err(|e| {
+        EffectError::permanent(format!("the callee's reply does not serialize: {e}"))
+    })?;
+    let depth = crate::journal::json_depth(&value);
+    if depth > crate::journal::MAX_MESSAGE_DEPTH + 2 {
+        return Err(EffectError::permanent(format!(
+            "the callee's reply nests {depth} levels deep; the limit is {}",
+            crate::journal::MAX_MESSAGE_DEPTH + 2
+        )));
+    }
+    Ok(value)
 }
 
 impl Inner {
@@ -467,5 +479,49 @@ impl Inner {
             });
             let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> serde_json::Value {
+        let mut v = serde_json::json!("leaf");
+        for _ in 0..depth {
+            v = serde_json::json!([v]);
+        }
+        v
+    }
+
+    fn reply_with_metadata(value: serde_json::Value) -> AgentReply {
+        let mut message = Message::agent_text("hi");
+        message.metadata = Some(serde_json::Map::from_iter([("x".to_owned(), value)]));
+        AgentReply::from_message(message)
+    }
+
+    #[test]
+    fn a_reply_nested_deeper_than_the_journal_reads_back_is_refused_as_a_permanent_error() {
+        let error = reply_value(reply_with_metadata(nested(200))).unwrap_err();
+        assert!(!error.is_transient());
+        assert!(error.message.contains("levels deep"), "{}", error.message);
+        assert!(reply_value(reply_with_metadata(nested(40))).is_ok());
+    }
+
+    #[test]
+    fn the_message_id_is_derived_from_the_invocation_id_alone() {
+        let id = InvocationId::derive("task", 3, 1);
+        assert_eq!(message_id(&id), message_id(&id.clone()));
+        assert_ne!(
+            message_id(&id),
+            message_id(&InvocationId::derive("task", 3, 2))
+        );
+        assert!(!message_id(&id).contains("task"), "opaque to the callee");
+    }
+
+    #[test]
+    fn rechecks_double_from_five_seconds_to_two_minutes() {
+        let secs: Vec<u64> = (0..7).map(|n| recheck_after(n).as_secs()).collect();
+        assert_eq!(secs, [5, 10, 20, 40, 80, 120, 120]);
     }
 }
