@@ -2,7 +2,7 @@
 //! engine (`ctx.skill("summarize")`): one journaled command each, whose receipt is the callee's
 //! [`AgentReply`] once its task ends or asks for input. The engine journals the callee's task id as
 //! soon as it answers, derives the outgoing `messageId` from the command's id, and waits without a
-//! step in memory (see `engine/call.rs`).
+//! step in memory (see `radkit-runtime/src/engine/call/mod.rs`).
 
 use serde::{Deserialize, Serialize};
 
