@@ -230,13 +230,23 @@ impl StepInvoker {
         self.run.flush().await.map_err(|_| StepError::Halted)
     }
 
+    /// Flush a command `issue` just buffered, together with its parallel siblings. The step yields
+    /// once first: the calls of a batch (`ctx.all`, `join!`) are first polled one after the other
+    /// in one poll of the step, and each buffers its command there, so by the time the first of
+    /// them flushes, all have buffered theirs. The first flush commits the batch in one append; the
+    /// others find nothing pending (and fail if that append did: see `TaskRun::flush`).
+    async fn flush_batch(&self) -> Result<(), StepError> {
+        tokio::task::yield_now().await;
+        self.flush().await
+    }
+
     /// A command seen for the first time: journal it, then perform it.
     async fn issue(&self, id: InvocationId, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let run = &self.run;
         let issued = command::issue(&mut run.lock(), &id, cmd.clone(), false, now_ms());
         // Emissions are what clients stream, waits must be durable before the step suspends, and a
         // command before it runs: flush now in every case.
-        self.flush().await?;
+        self.flush_batch().await?;
         match issued {
             Issued::Journaled => Ok(serde_json::Value::Null),
             Issued::Waits(wake) => {
