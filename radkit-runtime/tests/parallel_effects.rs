@@ -373,6 +373,11 @@ async fn a_batch_is_journaled_in_one_append_with_ids_in_input_order() {
             vec![width as usize],
             "width {width}: one append carries every command of the batch"
         );
+        assert_eq!(
+            store.appends.lock().unwrap().len(),
+            3,
+            "width {width}: the task's creation, the batch, and its receipts with the task's end"
+        );
         let journal = store.journal(&task_id, 0).await.unwrap();
         for (ordinal, (id, arg)) in issued(&journal).iter().enumerate() {
             assert_eq!(id.as_str(), format!("{task_id}:1:{ordinal}"));

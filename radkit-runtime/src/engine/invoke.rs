@@ -230,14 +230,19 @@ impl StepInvoker {
         self.run.flush().await.map_err(|_| StepError::Halted)
     }
 
-    /// Flush a command `issue` just buffered, together with its parallel siblings. The step yields
-    /// once first: the calls of a batch (`ctx.all`, `join!`) are first polled one after the other
-    /// in one poll of the step, and each buffers its command there, so by the time the first of
-    /// them flushes, all have buffered theirs. The first flush commits the batch in one append; the
-    /// others find nothing pending (and fail if that append did: see `TaskRun::flush`).
+    /// Make durable the command `issue` just buffered (called right after it, with no await
+    /// between), together with its parallel siblings. The step yields once first: the calls of a
+    /// batch (`ctx.all`, `join!`) are first polled one after the other in one poll of the step, and
+    /// each buffers its command there, so by the time the first of them flushes, all have buffered
+    /// theirs. The first flush commits the batch in one append; the others find their commands
+    /// committed and commit nothing (they fail if that append did: see `TaskRun::flush_through`).
     async fn flush_batch(&self) -> Result<(), StepError> {
+        let issued_through = self.run.lock().next_seq - 1;
         tokio::task::yield_now().await;
-        self.flush().await
+        self.run
+            .flush_through(issued_through)
+            .await
+            .map_err(|_| StepError::Halted)
     }
 
     /// A command seen for the first time: journal it, then perform it.

@@ -162,6 +162,11 @@ impl RunState {
         self.push(Entry::ReceiptRecorded { receipt });
     }
 
+    /// The `seq` of the first entry not committed yet (`next_seq` when none is buffered).
+    pub fn first_pending_seq(&self) -> u64 {
+        self.next_seq - u64::try_from(self.pending.len()).unwrap_or(u64::MAX)
+    }
+
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty() || self.pending_state.is_some() || self.pending_wake.is_some()
     }
@@ -297,6 +302,30 @@ impl TaskRun {
     /// because the engine halted) must not take "nothing pending" for "durable" and start its effect.
     pub async fn flush(&self) -> Result<(), FlushError> {
         let _serial = self.flush_lock.lock().await;
+        self.commit().await
+    }
+
+    /// Make the entries up to `seq` durable: a [`TaskRun::flush`], unless an earlier flush committed
+    /// them already (then, on a run still going, nothing more is committed now). This is how the
+    /// calls of a parallel batch wait for their commands: the first one's flush commits the whole
+    /// batch, and the others must not each commit the receipts their siblings recorded since (one
+    /// append per call instead of one per batch); those go with the next flush.
+    pub async fn flush_through(&self, seq: u64) -> Result<(), FlushError> {
+        let _serial = self.flush_lock.lock().await;
+        // Under `flush_lock`, an entry that left the buffer was committed, or its append failed and
+        // stopped the run.
+        if self.lock().first_pending_seq() > seq {
+            return if self.is_halted() {
+                Err(FlushError::Halted)
+            } else {
+                Ok(())
+            };
+        }
+        self.commit().await
+    }
+
+    /// The body of a flush; the caller holds `flush_lock`.
+    async fn commit(&self) -> Result<(), FlushError> {
         let (first_seq, entries, state, wake, live) = {
             let mut st = self.lock();
             if !st.has_pending() {
@@ -452,6 +481,10 @@ mod tests {
         assert!(
             matches!(run.flush().await, Err(FlushError::Halted)),
             "a sibling's flush after the failed batch"
+        );
+        assert!(
+            matches!(run.flush_through(1).await, Err(FlushError::Halted)),
+            "a sibling waiting for its command in the failed batch"
         );
     }
 
