@@ -35,14 +35,16 @@ fn bench_fanout_prints_both_forms_with_their_ratios() {
         assert_eq!(line["effects"], 6, "{stdout}");
         let us = line["us_per_effect"].as_f64().expect("a time per effect");
         let floor = line["floor_commit_us"].as_f64().expect("a floor");
-        let ratio = line["ratio_to_floor"].as_f64().expect("a ratio to the floor");
+        let ratio = line["ratio_to_floor"]
+            .as_f64()
+            .expect("a ratio to the floor");
         assert!((ratio - us / floor).abs() < 1e-9, "{stdout}");
     }
     let ratio = parallel["ratio_to_sequential"]
         .as_f64()
         .expect("a ratio to the sequential form");
-    let expected = parallel["us_per_effect"].as_f64().unwrap()
-        / sequential["us_per_effect"].as_f64().unwrap();
+    let expected =
+        parallel["us_per_effect"].as_f64().unwrap() / sequential["us_per_effect"].as_f64().unwrap();
     assert!((ratio - expected).abs() < 1e-9, "{stdout}");
     assert!(
         parallel["commits_per_effect"].as_f64() < sequential["commits_per_effect"].as_f64(),

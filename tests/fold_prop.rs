@@ -18,9 +18,7 @@ use proptest::sample::Index;
 use radkit::effects::Effects;
 use radkit::engine::Fault;
 use radkit::flow::step_table::{self, Step, StepInput, StepTable};
-use radkit::flow::{
-    erase, EffectPolicy, ErasedSkill, SkillInfo, StepCtx, StepError, StepResult,
-};
+use radkit::flow::{erase, EffectPolicy, ErasedSkill, SkillInfo, StepCtx, StepError, StepResult};
 use radkit::journal::Entry;
 use radkit::model::{Content, Message, TaskState};
 use radkit::store::MemoryStore;

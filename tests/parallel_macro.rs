@@ -63,7 +63,11 @@ async fn join_in_a_flow_skill_step_runs_a_model_and_a_tool_at_once() {
     let engine = Engine::builder(MemoryStore::new())
         .without_registered_skills()
         .skill(Brief)
-        .effects(Effects::new().model("writer", writer).tool("lookup", lookup))
+        .effects(
+            Effects::new()
+                .model("writer", writer)
+                .tool("lookup", lookup),
+        )
         .start()
         .await
         .unwrap();

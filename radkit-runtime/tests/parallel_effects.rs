@@ -103,7 +103,12 @@ fn waits<'a>(s: &'a Waits, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, Step
 static WAITS_STEPS: &[Step<Waits>] = &[Step::new("waits", waits).start().takes_user_message()];
 
 fn waits_skill(sleep: bool) -> StepTable<Waits> {
-    StepTable::new(SkillInfo::new("waits", "Waits"), Waits { sleep }, WAITS_STEPS).unwrap()
+    StepTable::new(
+        SkillInfo::new("waits", "Waits"),
+        Waits { sleep },
+        WAITS_STEPS,
+    )
+    .unwrap()
 }
 
 // ---- tools and stores ----

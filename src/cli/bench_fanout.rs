@@ -120,7 +120,10 @@ pub async fn fanout(width: u64, depth: u64, rounds: u64) -> anyhow::Result<()> {
         .await?;
     let mut measured = [Measured::default(), Measured::default()];
     for _ in 0..rounds {
-        for (form, m) in [Form::Sequential, Form::Parallel].into_iter().zip(&mut measured) {
+        for (form, m) in [Form::Sequential, Form::Parallel]
+            .into_iter()
+            .zip(&mut measured)
+        {
             let before = store.stats().batches;
             m.elapsed += run_plan(&engine, Plan { form, width, depth }).await?;
             m.commits += store.stats().batches - before;
@@ -132,7 +135,10 @@ pub async fn fanout(width: u64, depth: u64, rounds: u64) -> anyhow::Result<()> {
     let effects = width * depth * rounds;
     let per_effect = |m: &Measured| m.elapsed.as_secs_f64() * 1e6 / effects as f64;
     let sequential_us = per_effect(&measured[0]);
-    for (form, m) in [Form::Sequential, Form::Parallel].into_iter().zip(&measured) {
+    for (form, m) in [Form::Sequential, Form::Parallel]
+        .into_iter()
+        .zip(&measured)
+    {
         let us = per_effect(m);
         let mut line = serde_json::json!({
             "workload": format!("fanout/{}", form.name()),

@@ -491,7 +491,10 @@ mod tests {
     #[tokio::test]
     async fn a_flush_with_nothing_pending_fails_once_the_engine_halted() {
         let run = run_without_a_row();
-        assert!(run.flush().await.is_ok(), "nothing to commit, still running");
+        assert!(
+            run.flush().await.is_ok(),
+            "nothing to commit, still running"
+        );
         run.halted.store(true, Ordering::SeqCst);
         assert!(matches!(run.flush().await, Err(FlushError::Halted)));
         let run = run_without_a_row();

@@ -22,7 +22,10 @@ pub const SIBLING: &str = "sibling";
 
 /// The `sibling` tool: answers its arguments.
 pub fn sibling() -> FnTool {
-    FnTool::new(EffectPolicy::Idempotent, |args, _key| async move { Ok(args) })
+    FnTool::new(
+        EffectPolicy::Idempotent,
+        |args, _key| async move { Ok(args) },
+    )
 }
 
 /// Retries fast enough for a test (the default backoff starts at 100 ms).

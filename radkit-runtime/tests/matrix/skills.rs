@@ -56,8 +56,7 @@ fn in_step(probe: Arc<Probe>, parallel: bool) -> StepTable<InStep> {
         false => SkillInfo::new("matrix_ctx", "Matrix (in-step)"),
         true => SkillInfo::new("matrix_parallel", "Matrix (in a parallel batch)"),
     };
-    StepTable::new(info, InStep(probe, parallel), STEPS)
-    .expect("a valid step table")
+    StepTable::new(info, InStep(probe, parallel), STEPS).expect("a valid step table")
 }
 
 fn act<'a>(skill: &'a InStep, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
