@@ -150,6 +150,17 @@ pub enum Entry {
         /// `Compensate` commands with successful receipts, in issue order (what a cancel undoes).
         compensable: Vec<Compensable>,
     },
+    /// A call to another agent or to a child skill was accepted: the task it created (journaled as
+    /// soon as the callee answers, so a crash never starts a second one: the call resumes by this id).
+    CallStarted {
+        /// The call command.
+        id: InvocationId,
+        /// The callee's task id.
+        task_id: String,
+        /// The callee's context id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context_id: Option<String>,
+    },
     /// The task ended.
     Terminal {
         /// Final state.
@@ -180,6 +191,7 @@ impl Entry {
             Entry::CancelRequested => "cancel_requested",
             Entry::Compensated { .. } => "compensated",
             Entry::Checkpoint { .. } => "checkpoint",
+            Entry::CallStarted { .. } => "call_started",
             Entry::Terminal { .. } => "terminal",
         }
     }

@@ -54,6 +54,27 @@ fn the_scanner_sees_known_edges() {
     }
 }
 
+/// The A2A client stands on the model alone: the engine will call other agents through it, so it
+/// must never reach the engine, the server or the store (a cycle, or a client that needs a server).
+#[test]
+fn the_client_depends_on_the_model_only() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = module_edges(&src);
+    let reached: Vec<(&String, &BTreeSet<String>)> = edges
+        .iter()
+        .filter(|((from, to), _)| from == "client" && to != "model")
+        .map(|((_, to), files)| (to, files))
+        .collect();
+    assert!(
+        reached.is_empty(),
+        "`client` may use `model` only; it reaches {reached:?}"
+    );
+    assert!(
+        edges.contains_key(&("client".to_owned(), "model".to_owned())),
+        "the scanner sees no client -> model edge"
+    );
+}
+
 #[test]
 fn the_scanner_reads_groups_super_and_skips_comments() {
     let tops: BTreeSet<String> = ["a", "b", "c", "d", "e", "f"]

@@ -47,6 +47,8 @@ pub struct EngineConfig {
     /// Effects (model and tool calls) one task performs at once: the bound on a step's parallel
     /// calls (`ctx.all`, `join!`); the others wait for a slot. At least 1.
     pub max_parallel_effects: usize,
+    /// The A2A agents steps may call by name (`ctx.agent(name)`).
+    pub agents: std::collections::BTreeMap<String, super::AgentSpec>,
 }
 
 /// The default of [`EngineConfig::max_parallel_effects`].
@@ -67,6 +69,7 @@ impl Default for EngineConfig {
             check_fold: false,
             push: super::PushSettings::default(),
             max_parallel_effects: DEFAULT_MAX_PARALLEL_EFFECTS,
+            agents: Default::default(),
         }
     }
 }
@@ -287,6 +290,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Declare an A2A agent that steps call as `ctx.agent(name)`: its card (A2A 1.0 or 0.3, the
+    /// card says which) and credentials. Declaring a name twice keeps the last.
+    pub fn agent(mut self, name: impl Into<String>, spec: super::AgentSpec) -> Self {
+        self.config.agents.insert(name.into(), spec);
+        self
+    }
+
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         if self.config.lease_ttl < Duration::from_millis(100) {
@@ -318,6 +328,7 @@ impl EngineBuilder {
             .into_iter()
             .map(|s| (s.info().id.clone(), s))
             .collect();
+        let agents = super::call::Agents::new(self.config.agents.clone());
         let inner = Inner {
             store: self.store,
             skills,
@@ -331,6 +342,7 @@ impl EngineBuilder {
             reloads: Default::default(),
             divergences: Arc::default(),
             pusher: Default::default(),
+            agents,
         };
         Ok(Engine {
             inner: Arc::new(inner),

@@ -17,7 +17,7 @@ pub(crate) enum Issued {
     /// A timer or a question: the task waits, to be woken at this time (a sleep's end, a question's
     /// deadline) if any.
     Waits(Option<i64>),
-    /// An effect (model or tool call) to perform.
+    /// An effect (model or tool call) to perform, or a call to start or to resume.
     Perform,
 }
 
@@ -66,7 +66,10 @@ pub(crate) fn issue(
             st.set_status(TaskState::InputRequired);
             Issued::Waits(deadline)
         }
-        CmdKind::Llm { .. } | CmdKind::Tool { .. } => {
+        CmdKind::Llm { .. }
+        | CmdKind::Tool { .. }
+        | CmdKind::Agent { .. }
+        | CmdKind::Skill { .. } => {
             st.issue(id, cmd, transition);
             Issued::Perform
         }
@@ -109,7 +112,8 @@ pub(crate) enum Outstanding {
     Timer(i64),
     /// A question waiting for its reply, until its deadline if any.
     Question(Option<i64>),
-    /// An effect to perform (again, under the same id).
+    /// An effect to perform (again, under the same id); a call to start (again, with the same
+    /// `messageId`) or to resume by its callee's task id.
     Perform,
     /// An effect journaled by an earlier run whose policy forbids reissuing it: its outcome is
     /// unknown.
@@ -125,6 +129,12 @@ pub(crate) fn outstanding(rec: &CmdRec, recovered: bool, now_ms: i64) -> Outstan
         },
         CmdKind::AskUser { .. } if rec.question_expired(now_ms) => Outstanding::Due,
         CmdKind::AskUser { .. } => Outstanding::Question(rec.fire_at_ms),
+        // A call whose callee answered is resumed by the journaled task id (never sent again), at
+        // once: whatever woke the task (the callee settling, a restart, the recheck time) asks the
+        // callee where it stands.
+        CmdKind::Agent { .. } | CmdKind::Skill { .. } if rec.callee.is_some() => {
+            Outstanding::Perform
+        }
         _ if recovered && !rec.cmd.policy.reissue_allowed() => Outstanding::Unknown,
         _ => Outstanding::Perform,
     }

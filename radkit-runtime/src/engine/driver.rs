@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
+use super::call::CallStep;
 use super::command::{self, Issued, Outstanding};
-use super::invoke::StepInvoker;
+use super::invoke::{StepInvoker, VisitStop};
 use super::run::{RunState, TaskRun, Work};
 use super::Inner;
 use crate::flow::{
@@ -145,6 +146,19 @@ impl Inner {
                 };
                 Err(self.finish_failed(run, err.to_string()).await)
             }
+            Outstanding::Perform if rec.cmd.kind.is_call() => {
+                if run.flush().await.is_err() {
+                    return Err(Stop::Halted);
+                }
+                match self.call(run, &id, &rec.cmd, Some(&rec)).await {
+                    CallStep::Settled(receipt) => {
+                        run.lock().queue.push_front(deliver(&receipt));
+                        Ok(())
+                    }
+                    CallStep::Waiting => Ok(()),
+                    CallStep::Halted => Err(Stop::Halted),
+                }
+            }
             Outstanding::Perform => {
                 if run.flush().await.is_err() {
                     return Err(Stop::Halted);
@@ -167,12 +181,14 @@ impl Inner {
     ) -> Result<(), Stop> {
         let (visit, state, skill, step) = self.begin_visit(run, &event, rerun).await?;
         let ordinal = Arc::new(AtomicU32::new(0));
+        let stop = Arc::new(VisitStop::default());
         let invoker = StepInvoker {
             engine: self.clone(),
             run: run.clone(),
             visit,
             step: step.clone(),
             ordinal: ordinal.clone(),
+            stop: stop.clone(),
         };
         let ctx = StepCtx::new(
             run.task_id.clone(),
@@ -194,7 +210,16 @@ impl Inner {
                     .await);
             }
         }
-        let result = self.run_step(run, &*skill, state, event, &ctx, visit).await;
+        let mut result = self.run_step(run, &*skill, state, event, &ctx, visit).await;
+        if let Some(stop) = stop.error() {
+            // A call of this visit suspended it (or the engine halted, or the task is canceling):
+            // what the step made of that error does not count.
+            if !matches!(&result, Err(e) if std::mem::discriminant(e) == std::mem::discriminant(&stop))
+            {
+                tracing::debug!(task = %run.task_id, step = %step, stop = %stop, "the step went on after a call stopped its visit; its result is ignored");
+            }
+            result = Err(stop);
+        }
         if !self.config.hooks.is_empty() {
             let outcome = match &result {
                 Ok(t) => TransitionKind::from(&t.next).to_string(),
@@ -486,6 +511,7 @@ impl Inner {
         if self.compensate(run).await.is_err() {
             return Stop::Halted;
         }
+        self.cancel_calls(run).await;
         self.finish(
             run,
             TaskState::Failed,
@@ -507,6 +533,7 @@ impl Inner {
         if self.compensate(run).await.is_err() {
             return Stop::Halted;
         }
+        self.cancel_calls(run).await;
         self.finish(
             run,
             TaskState::Canceled,
@@ -538,6 +565,7 @@ impl Inner {
             visit,
             step: step.clone(),
             ordinal: Arc::new(AtomicU32::new(0)),
+            stop: Arc::default(),
         };
         let ctx = StepCtx::new(
             run.task_id.clone(),

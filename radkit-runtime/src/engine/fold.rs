@@ -38,6 +38,17 @@ pub(crate) struct CmdRec {
     pub fire_at_ms: Option<i64>,
     /// The `seq` of its `command_issued` entry (0 for one a checkpoint carried).
     pub issued_seq: u64,
+    /// A call's callee task (its `call_started` entry): the call resumes by this id.
+    pub callee: Option<Callee>,
+    /// `timer_set` entries of this command: a call's rechecks so far (each waits twice as long).
+    pub rechecks: u32,
+}
+
+/// The task a call started (an agent's or a child skill's).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Callee {
+    pub task_id: String,
+    pub context_id: Option<String>,
 }
 
 impl CmdRec {
@@ -164,6 +175,19 @@ impl Folded {
             Entry::TimerSet { id, fire_at_ms } => {
                 if let Some(rec) = self.commands.get_mut(id) {
                     rec.fire_at_ms = Some(*fire_at_ms);
+                    rec.rechecks = rec.rechecks.saturating_add(1);
+                }
+            }
+            Entry::CallStarted {
+                id,
+                task_id,
+                context_id,
+            } => {
+                if let Some(rec) = self.commands.get_mut(id) {
+                    rec.callee = Some(Callee {
+                        task_id: task_id.clone(),
+                        context_id: context_id.clone(),
+                    });
                 }
             }
             Entry::AwaitingInput { resume, .. } => {
@@ -207,6 +231,8 @@ impl Folded {
                     transition: false,
                     fire_at_ms: None,
                     issued_seq: 0,
+                    callee: None,
+                    rechecks: 0,
                 };
                 (c.id.clone(), rec)
             })
@@ -261,6 +287,8 @@ impl Folded {
             transition,
             fire_at_ms: None,
             issued_seq: seq,
+            callee: None,
+            rechecks: 0,
         };
         self.commands.insert(id.clone(), rec);
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::call::CallStep;
 use super::command::{self, Issued, Outstanding};
 use super::fault::Boundary;
 use super::fold::CmdRec;
@@ -23,6 +24,35 @@ pub(crate) struct StepInvoker {
     pub visit: u64,
     pub step: String,
     pub ordinal: Arc<AtomicU32>,
+    /// Whether a call of this visit suspended, halted or was canceled: the visit stops so whatever
+    /// the step does with the error (a step that matches on a call's error may swallow it).
+    pub stop: Arc<VisitStop>,
+}
+
+/// The strongest control error a visit's calls returned (see [`StepInvoker::stop`]).
+#[derive(Default)]
+pub(crate) struct VisitStop(std::sync::atomic::AtomicU8);
+
+impl VisitStop {
+    fn note(&self, e: &StepError) {
+        let level = match e {
+            StepError::Suspended => 1,
+            StepError::Canceled => 2,
+            StepError::Halted => 3,
+            _ => return,
+        };
+        self.0.fetch_max(level, Ordering::SeqCst);
+    }
+
+    /// The error the visit stops with, whatever the step returned.
+    pub fn error(&self) -> Option<StepError> {
+        match self.0.load(Ordering::SeqCst) {
+            1 => Some(StepError::Suspended),
+            2 => Some(StepError::Canceled),
+            3 => Some(StepError::Halted),
+            _ => None,
+        }
+    }
 }
 
 /// What the table says about a command at a position.
@@ -38,7 +68,11 @@ impl Invoker for StepInvoker {
     async fn invoke(&self, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
         let id = InvocationId::derive(&self.run.task_id, self.visit, ordinal);
-        self.invoke_at(ordinal, id, cmd).await
+        let result = self.invoke_at(ordinal, id, cmd).await;
+        if let Err(e) = &result {
+            self.stop.note(e);
+        }
+        result
     }
 }
 
@@ -267,6 +301,7 @@ impl StepInvoker {
                 }
                 Err(StepError::Suspended)
             }
+            Issued::Perform if cmd.kind.is_call() => self.call(id, &cmd, None).await,
             Issued::Perform => {
                 let receipt = self
                     .engine
@@ -281,6 +316,21 @@ impl StepInvoker {
                 }
                 outcome(&cmd, receipt)
             }
+        }
+    }
+
+    /// Start or resume a call (`ctx.agent`, `ctx.skill`): its reply, or a suspension while the
+    /// callee works.
+    async fn call(
+        &self,
+        id: InvocationId,
+        cmd: &Cmd,
+        rec: Option<&CmdRec>,
+    ) -> Result<serde_json::Value, StepError> {
+        match self.engine.call(&self.run, &id, cmd, rec).await {
+            CallStep::Settled(receipt) => outcome(cmd, receipt),
+            CallStep::Waiting => Err(StepError::Suspended),
+            CallStep::Halted => self.halted(),
         }
     }
 
@@ -303,6 +353,9 @@ impl StepInvoker {
                 what: rec.cmd.kind.fingerprint(),
                 id,
             }),
+            Outstanding::Perform if rec.cmd.kind.is_call() => {
+                self.call(id, &rec.cmd, Some(&rec)).await
+            }
             Outstanding::Perform => {
                 let receipt = self
                     .engine

@@ -5,6 +5,7 @@
 
 mod api;
 mod builder;
+mod call;
 mod cluster;
 mod command;
 mod driver;
@@ -28,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use builder::{EngineBuilder, EngineConfig, DEFAULT_MAX_PARALLEL_EFFECTS};
+pub use call::AgentSpec;
 pub use error::EngineError;
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
 pub use fault::*;
@@ -60,6 +62,8 @@ pub(crate) struct Inner {
     divergences: Arc<Mutex<Vec<String>>>,
     /// The push-notification sender (`push`).
     pusher: push::Pusher,
+    /// The agents steps may call (`ctx.agent`), each connected on first use.
+    agents: call::Agents,
 }
 
 /// The durable engine. Cheap to clone.

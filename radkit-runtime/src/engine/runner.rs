@@ -141,11 +141,27 @@ impl Inner {
         task_id: &str,
         claimed: Option<Lease>,
     ) -> Result<(), EngineError> {
+        self.resume_within(task_id, claimed, Duration::ZERO).await
+    }
+
+    /// Load and continue a task whose callee settled: like a timer's alarm, but on a shared store
+    /// it waits up to a lease's ttl for the run that started the call to give the task back.
+    pub(crate) async fn wake(self: &Arc<Self>, task_id: &str) -> Result<(), EngineError> {
+        self.resume_within(task_id, None, self.config.lease_ttl)
+            .await
+    }
+
+    async fn resume_within(
+        self: &Arc<Self>,
+        task_id: &str,
+        claimed: Option<Lease>,
+        wait: Duration,
+    ) -> Result<(), EngineError> {
         let (_, gate) = self.live.handles(task_id);
         let guard = gate.lock_owned().await;
         let owner = match claimed {
             Some(lease) => Ownership::Leased(lease),
-            None => self.own(task_id, Duration::ZERO).await?,
+            None => self.own(task_id, wait).await?,
         };
         let cancel = match &owner {
             Ownership::Busy => return Ok(()),

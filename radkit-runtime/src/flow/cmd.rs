@@ -166,6 +166,22 @@ pub enum CmdKind {
         /// Last chunk.
         last_chunk: bool,
     },
+    /// Send `message` to the A2A agent declared as `agent` (`EngineBuilder::agent`) and wait for its
+    /// task to end or ask for input; the receipt is an [`AgentReply`](crate::flow::AgentReply).
+    Agent {
+        /// The declared agent's name.
+        agent: String,
+        /// The message (its `messageId` is derived from the command's id when it is sent).
+        message: Message,
+    },
+    /// Start the skill `skill` of this engine as a child task with `message` and wait for it like an
+    /// agent call.
+    Skill {
+        /// The skill's id.
+        skill: String,
+        /// The message (its `messageId` is derived from the command's id when it is sent).
+        message: Message,
+    },
     /// Wait; the timer is persisted and fires after a restart too.
     Sleep {
         /// How long, in milliseconds.
@@ -184,6 +200,8 @@ impl CmdKind {
             CmdKind::Progress { .. } => "progress",
             CmdKind::EmitArtifact { .. } => "emit_artifact",
             CmdKind::Sleep { .. } => "sleep",
+            CmdKind::Agent { .. } => "agent",
+            CmdKind::Skill { .. } => "skill",
         }
     }
 
@@ -194,8 +212,15 @@ impl CmdKind {
             CmdKind::Llm { model, .. } => format!("llm `{model}`"),
             CmdKind::Tool { tool, .. } => format!("tool `{tool}`"),
             CmdKind::AskUser { slot, .. } => format!("ask_user `{slot}`"),
+            CmdKind::Agent { agent, .. } => format!("agent `{agent}`"),
+            CmdKind::Skill { skill, .. } => format!("skill `{skill}`"),
             other => other.kind_name().to_owned(),
         }
+    }
+
+    /// True for a call to another agent or a child skill: started once, then waited on.
+    pub fn is_call(&self) -> bool {
+        matches!(self, CmdKind::Agent { .. } | CmdKind::Skill { .. })
     }
 
     /// True for effects the engine performs itself by writing the journal (emits, progress): their
@@ -225,7 +250,8 @@ pub struct Cmd {
 
 impl Cmd {
     /// A command with the default policy for its kind: LLM calls are `AtLeastOnce`, tools `AtMostOnce`
-    /// until the tool registry says otherwise, engine effects `Idempotent`.
+    /// until the tool registry says otherwise, engine effects and calls `Idempotent` (a call's
+    /// `messageId` is derived from its id, and a task is resumed by the journaled callee id).
     pub fn new(kind: CmdKind) -> Self {
         let policy = match kind {
             CmdKind::Llm { .. } => EffectPolicy::AtLeastOnce,
@@ -234,6 +260,12 @@ impl Cmd {
         };
         let retry = match kind {
             CmdKind::Llm { .. } | CmdKind::Tool { .. } => RetryPolicy::default(),
+            // A peer restarting is worth waiting for: about two minutes of attempts.
+            CmdKind::Agent { .. } | CmdKind::Skill { .. } => RetryPolicy {
+                max_attempts: 10,
+                initial_backoff_ms: 250,
+                max_backoff_ms: 30_000,
+            },
             _ => RetryPolicy::NONE,
         };
         Cmd {

@@ -96,6 +96,21 @@ impl StepCtx {
         }
     }
 
+    /// Call the A2A agent declared as `name` (`EngineBuilder::agent`, `radkit serve --agent
+    /// name=url`): `ctx.agent("planner").send("plan a trip").await?` returns its task's reply once it
+    /// ends or asks for input. The call is journaled: after a crash it resumes the same remote task,
+    /// and the caller waits without a step in memory.
+    pub fn agent(&self, name: impl Into<String>) -> super::AgentCall<'_> {
+        super::AgentCall::agent(self, name.into())
+    }
+
+    /// Start the skill `id` of this engine as a child task and wait for it like an agent call: the
+    /// child has its own journal and task id (visible through `tasks/get`), and a cancel of this task
+    /// cancels it.
+    pub fn skill(&self, id: impl Into<String>) -> super::AgentCall<'_> {
+        super::AgentCall::skill(self, id.into())
+    }
+
     /// Report progress: a `working` status update carrying `text`, journaled.
     pub async fn progress(&self, text: impl Into<String>) -> Result<(), StepError> {
         self.run(Cmd::new(CmdKind::Progress { text: text.into() }))

@@ -2,6 +2,7 @@
 //! three authoring surfaces wrote it. Nothing here performs I/O; the engine implements [`Invoker`].
 
 pub mod approval;
+mod call;
 mod cmd;
 mod ctx;
 mod error;
@@ -12,6 +13,7 @@ pub mod step_table;
 mod transition;
 
 pub use approval::{Approval, ApprovalRequest, Decision};
+pub use call::{AgentCall, AgentError, AgentReply, Outgoing};
 pub use cmd::{Cmd, CmdKind, EffectPolicy, InvocationId, RetryPolicy};
 pub use ctx::{ArtifactStream, Invoker, LlmCall, StepCtx, ToolCall};
 pub use error::{EffectError, ErrorKind, StepError};

@@ -31,6 +31,10 @@ pub enum Needs {
     Python,
     /// A Python with the official `a2a-sdk` 1.x (A2A 1.0): [`python1`].
     Python1,
+    /// [`Needs::Python`] that can also serve an agent (`a2a-sdk[http-server]` and uvicorn).
+    PythonServer,
+    /// [`Needs::Python1`] that can also serve an agent (`a2a-sdk[http-server]` and uvicorn).
+    Python1Server,
 }
 
 /// One test before the harness decides how to run it.
@@ -111,7 +115,13 @@ pub fn run(mut tests: Vec<Test>) -> ExitCode {
             .and_then(|n| n.parse().ok());
     }
     tests.sort_by_key(|test| test.name);
-    for needs in [Needs::Postgres, Needs::Python, Needs::Python1] {
+    for needs in [
+        Needs::Postgres,
+        Needs::Python,
+        Needs::Python1,
+        Needs::PythonServer,
+        Needs::Python1Server,
+    ] {
         let selected = tests.iter().any(|test| {
             // Flagged ignored so that `--ignored` keeps it: only the name decides here.
             let probe = Trial::test(test.name, || Ok(())).with_ignored_flag(true);
@@ -173,6 +183,8 @@ enum Availability {
 static POSTGRES: OnceLock<Availability> = OnceLock::new();
 static PYTHON: OnceLock<Availability> = OnceLock::new();
 static PYTHON1: OnceLock<Availability> = OnceLock::new();
+static PYTHON_SERVER: OnceLock<Availability> = OnceLock::new();
+static PYTHON1_SERVER: OnceLock<Availability> = OnceLock::new();
 
 fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
     match needs {
@@ -180,6 +192,8 @@ fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
         Needs::Postgres => Some(&POSTGRES),
         Needs::Python => Some(&PYTHON),
         Needs::Python1 => Some(&PYTHON1),
+        Needs::PythonServer => Some(&PYTHON_SERVER),
+        Needs::Python1Server => Some(&PYTHON1_SERVER),
     }
 }
 
@@ -197,6 +211,8 @@ fn availability(needs: Needs) -> Option<&'static Availability> {
             Needs::Postgres => probe_postgres(),
             Needs::Python => probe_python(Sdk::V0_3),
             Needs::Python1 => probe_python(Sdk::V1),
+            Needs::PythonServer => probe_python(Sdk::V0_3Server),
+            Needs::Python1Server => probe_python(Sdk::V1Server),
         };
         match &found {
             Availability::Ready => {}
@@ -294,6 +310,10 @@ fn redacted(url: &str) -> String {
 enum Sdk {
     V0_3,
     V1,
+    /// 0.3 with what serving an agent takes.
+    V0_3Server,
+    /// 1.x with what serving an agent takes.
+    V1Server,
 }
 
 fn probe_python(sdk: Sdk) -> Availability {
@@ -303,6 +323,16 @@ fn probe_python(sdk: Sdk) -> Availability {
             "RADKIT_PYTHON1",
             python1(),
             "import a2a.client, httpx, grpc; from a2a.types import SendMessageRequest, ListTasksRequest; from a2a.client.transports.grpc import GrpcTransport",
+        ),
+        Sdk::V0_3Server => (
+            "RADKIT_PYTHON",
+            python(),
+            "import uvicorn; from a2a.server.apps import A2AStarletteApplication",
+        ),
+        Sdk::V1Server => (
+            "RADKIT_PYTHON1",
+            python1(),
+            "import uvicorn; from a2a.server.routes import create_jsonrpc_routes; from a2a.types import AgentInterface",
         ),
     };
     let asked = explicit(variable).is_some();

@@ -1,0 +1,355 @@
+//! A2A client: how radkit calls another agent, over JSON-RPC, speaking A2A 0.3 or 1.0 as the
+//! peer's card offers. It owns the conversation with one peer — the card, the endpoint, the
+//! requests, the answers and streams — and hands back the crate's 0.3 model (`crate::model`)
+//! whatever version the peer speaks. It uses `crate::model` only: never the engine, the server or
+//! the store, which build on it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), radkit_runtime::client::ClientError> {
+//! use radkit_runtime::client::{A2aClient, ClientAuth, Reply};
+//! use radkit_runtime::model::Message;
+//!
+//! let peer = A2aClient::connect("http://127.0.0.1:8080", ClientAuth::None).await?;
+//! let reply = peer.send(Message::user_text("hello"), true).await?;
+//! if let Reply::Task(task) = reply {
+//!     let task = peer.get(&task.id).await?;
+//!     println!("{:?}", task.status.state);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Every call is one HTTP request with the client's timeouts ([`Timeouts`]); bodies and single SSE
+//! events are read up to a limit (16 MiB unless [`ClientBuilder::max_body_bytes`] says otherwise).
+//! Nothing is retried here: [`ClientError::is_transient`] tells the caller (the engine's durable
+//! effects) whether retrying can help.
+
+mod card;
+mod error;
+mod sse;
+mod stream;
+mod transport;
+mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+use crate::model::{v1, Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+
+pub use card::WELL_KNOWN_CARD_PATH;
+pub use error::{codes, ClientError, BODY_EXCERPT};
+pub use transport::{Timeouts, DEFAULT_MAX_BODY_BYTES};
+
+use stream::Follows;
+use transport::Transport;
+use wire::{Dialect, Method};
+
+/// The credentials sent with every request (the card's fetch included).
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientAuth {
+    /// No credentials.
+    #[default]
+    None,
+    /// `Authorization: Bearer <token>`.
+    Bearer(String),
+    /// One header of the caller's choosing (an API key: `X-API-Key: <key>`).
+    Header {
+        /// The header's name.
+        name: String,
+        /// Its value.
+        value: String,
+    },
+}
+
+impl std::fmt::Debug for ClientAuth {
+    /// Names the kind of credential, never the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientAuth::None => f.write_str("None"),
+            ClientAuth::Bearer(_) => f.write_str("Bearer(***)"),
+            ClientAuth::Header { name, .. } => write!(f, "Header({name}: ***)"),
+        }
+    }
+}
+
+/// The A2A version spoken to a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProtocolVersion {
+    /// A2A 0.3: `message/send`, `tasks/get`, ..., `kind`-tagged JSON; no `A2A-Version` header.
+    V0_3,
+    /// A2A 1.0: `SendMessage`, `GetTask`, ..., ProtoJSON; `A2A-Version: 1.0` on every request.
+    V1_0,
+}
+
+/// The answer to a send: the task the message created or continued, or a direct reply.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Reply {
+    /// The task (its id is the one to `get`, `cancel` or `subscribe` to).
+    Task(Task),
+    /// The agent answered with a message and made no task.
+    Message(Message),
+}
+
+/// One event of a stream.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// The task as it is now (a stream's first event, usually).
+    Task(Task),
+    /// A message from the agent (a stream that is one message: the whole answer).
+    Message(Message),
+    /// A status change. In a 1.0 stream, `final` is set for terminal and interrupted states.
+    Status(TaskStatusUpdateEvent),
+    /// An artifact or a chunk of one.
+    Artifact(TaskArtifactUpdateEvent),
+}
+
+/// Settings for [`A2aClient`]s: credentials, a forced version, timeouts, the size limit.
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    auth: ClientAuth,
+    version: Option<ProtocolVersion>,
+    timeouts: Timeouts,
+    max_body: usize,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            auth: ClientAuth::None,
+            version: None,
+            timeouts: Timeouts::default(),
+            max_body: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// The credentials to send.
+    pub fn auth(mut self, auth: ClientAuth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Speak `version` whatever the card says (see [`A2aClient::connect_version`]).
+    pub fn version(mut self, version: ProtocolVersion) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// All timeouts at once.
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// How long establishing a connection may take (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.timeouts.connect = timeout;
+        self
+    }
+
+    /// How long one request may take, to the end of its answer (default 120 s); for a stream, to
+    /// its response headers.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.timeouts.request = timeout;
+        self
+    }
+
+    /// How long a stream may be silent before it is given up (default 60 s).
+    pub fn stream_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.timeouts.stream_idle = timeout;
+        self
+    }
+
+    /// The most bytes read of one answer or one SSE event (default 16 MiB); more is a
+    /// [`ClientError::Protocol`].
+    pub fn max_body_bytes(mut self, limit: usize) -> Self {
+        self.max_body = limit;
+        self
+    }
+
+    /// Fetch the card at `url` (a card URL, or a base URL to which
+    /// `/.well-known/agent-card.json` is appended) and pick the endpoint: a 1.0 JSON-RPC interface
+    /// from `supportedInterfaces` when there is one, else 0.3 JSON-RPC at the card's `url`.
+    pub async fn connect(self, url: &str) -> Result<A2aClient, ClientError> {
+        let transport = Transport::new(&self.auth, self.timeouts, self.max_body)?;
+        let from = card::card_url(url)?;
+        let card_json = transport.get_json(&from).await?;
+        let card = card::read_card(card_json.clone(), &from)?;
+        let endpoint = card::endpoint(&card, &from, self.version)?;
+        Ok(A2aClient {
+            inner: Arc::new(Inner {
+                transport,
+                endpoint,
+                card,
+                card_json,
+            }),
+        })
+    }
+}
+
+/// A client of one peer agent. Cheap to clone (the connection pool and the card are shared).
+#[derive(Clone)]
+pub struct A2aClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    transport: Transport,
+    endpoint: card::Endpoint,
+    card: v1::AgentCard,
+    card_json: Value,
+}
+
+impl std::fmt::Debug for A2aClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("A2aClient")
+            .field("endpoint", &self.inner.endpoint.url.as_str())
+            .field("version", &self.inner.endpoint.version)
+            .field("agent", &self.inner.card.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl A2aClient {
+    /// Settings beyond the defaults (timeouts, size limit, a forced version).
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// Fetch the card (a card URL, or a base URL to which `/.well-known/agent-card.json` is
+    /// appended) and pick the version: a 1.0 JSON-RPC interface from `supportedInterfaces` when
+    /// present, else 0.3 JSON-RPC at the card's `url`. Default timeouts and limit.
+    pub async fn connect(url: &str, auth: ClientAuth) -> Result<A2aClient, ClientError> {
+        Self::builder().auth(auth).connect(url).await
+    }
+
+    /// [`A2aClient::connect`] with the version forced (for tests, and for peers whose card lies):
+    /// the card's JSON-RPC interface of that version, else its other JSON-RPC interface spoken in
+    /// that version.
+    pub async fn connect_version(
+        url: &str,
+        auth: ClientAuth,
+        version: ProtocolVersion,
+    ) -> Result<A2aClient, ClientError> {
+        Self::builder()
+            .auth(auth)
+            .version(version)
+            .connect(url)
+            .await
+    }
+
+    /// The version spoken to the peer.
+    pub fn version(&self) -> ProtocolVersion {
+        self.inner.endpoint.version
+    }
+
+    /// The JSON-RPC URL requests go to.
+    pub fn endpoint(&self) -> &str {
+        self.inner.endpoint.url.as_str()
+    }
+
+    /// The peer's card as A2A 1.0 sees it (a 0.3 card's `url`, `preferredTransport` and
+    /// `additionalInterfaces` are its `supportedInterfaces`; its security schemes and requirements
+    /// are in their 1.0 form). [`A2aClient::card_json`] is the document as served.
+    pub fn card(&self) -> &v1::AgentCard {
+        &self.inner.card
+    }
+
+    /// The card document exactly as the peer served it.
+    pub fn card_json(&self) -> &Value {
+        &self.inner.card_json
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect {
+            version: self.inner.endpoint.version,
+            tenant: self.inner.endpoint.tenant.clone(),
+        }
+    }
+
+    async fn call(&self, call: &transport::Call) -> Result<Value, ClientError> {
+        let endpoint = &self.inner.endpoint;
+        self.inner
+            .transport
+            .call(&endpoint.url, endpoint.version, call)
+            .await
+    }
+
+    /// Send `message` as it is (its `messageId` is the caller's, so a retry is recognised as the
+    /// same message by peers that deduplicate, radkit among them; set `taskId` to answer a task
+    /// waiting for input). `return_immediately` is 0.3 `configuration.blocking: false` / 1.0
+    /// `configuration.returnImmediately: true`: the answer comes once the task exists, instead
+    /// of once it settles.
+    pub async fn send(
+        &self,
+        message: Message,
+        return_immediately: bool,
+    ) -> Result<Reply, ClientError> {
+        let dialect = self.dialect();
+        let call = dialect.send(Method::Send, message, return_immediately)?;
+        let result = self.call(&call).await?;
+        dialect.reply(&call, result)
+    }
+
+    /// The task as the peer has it now.
+    pub async fn get(&self, task_id: &str) -> Result<Task, ClientError> {
+        let dialect = self.dialect();
+        let call = dialect.about_task(Method::Get, task_id);
+        let result = self.call(&call).await?;
+        dialect.task(&call, result)
+    }
+
+    /// Ask the peer to cancel the task; the task as the peer answers it. A task that already
+    /// ended gives an error with [`ClientError::is_not_cancelable`].
+    pub async fn cancel(&self, task_id: &str) -> Result<Task, ClientError> {
+        let dialect = self.dialect();
+        let call = dialect.about_task(Method::Cancel, task_id);
+        let result = self.call(&call).await?;
+        dialect.task(&call, result)
+    }
+
+    /// Follow a task (0.3 `tasks/resubscribe`, 1.0 `SubscribeToTask`): its events until one shows
+    /// it terminal or waiting for input (`input-required`, `auth-required`), then the stream ends.
+    /// A stream that closes before that ends with [`ClientError::StreamClosed`]; poll with
+    /// [`A2aClient::get`] or subscribe again.
+    pub fn subscribe(&self, task_id: &str) -> BoxStream<'static, Result<StreamEvent, ClientError>> {
+        let dialect = self.dialect();
+        let call = dialect.about_task(Method::Subscribe, task_id);
+        self.follow(dialect, Ok(call), Follows::Subscription)
+    }
+
+    /// Send `message` and follow what it starts (0.3 `message/stream`, 1.0
+    /// `SendStreamingMessage`): the events until the task is terminal or waiting for input, or the
+    /// one message that answers it. A first task snapshot in an interrupted state does not end the
+    /// stream (it may show the state the message answers). Ends like [`A2aClient::subscribe`].
+    pub fn send_streaming(
+        &self,
+        message: Message,
+    ) -> BoxStream<'static, Result<StreamEvent, ClientError>> {
+        let dialect = self.dialect();
+        let call = dialect.send(Method::Stream, message, false);
+        self.follow(dialect, call, Follows::Send)
+    }
+
+    fn follow(
+        &self,
+        dialect: Dialect,
+        call: Result<transport::Call, ClientError>,
+        follows: Follows,
+    ) -> BoxStream<'static, Result<StreamEvent, ClientError>> {
+        stream::follow(
+            self.inner.transport.clone(),
+            self.inner.endpoint.url.clone(),
+            dialect,
+            call,
+            follows,
+        )
+    }
+}

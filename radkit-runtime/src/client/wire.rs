@@ -1,0 +1,279 @@
+//! What each protocol version calls its methods and how it writes their params and results: 0.3's
+//! slash-named methods and `kind`-tagged objects as they are, 1.0's PascalCase methods and ProtoJSON
+//! converted through `model::v1`'s `TryFrom`s. Callers see the 0.3 model whatever the peer speaks.
+
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::transport::Call;
+use super::{ClientError, ProtocolVersion, Reply, StreamEvent};
+use crate::model::{v1, Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+
+/// The methods the client calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    Send,
+    Stream,
+    Get,
+    Cancel,
+    Subscribe,
+}
+
+impl Method {
+    /// The method's name in `version`.
+    pub(crate) fn name(self, version: ProtocolVersion) -> &'static str {
+        match (version, self) {
+            (ProtocolVersion::V0_3, Method::Send) => "message/send",
+            (ProtocolVersion::V0_3, Method::Stream) => "message/stream",
+            (ProtocolVersion::V0_3, Method::Get) => "tasks/get",
+            (ProtocolVersion::V0_3, Method::Cancel) => "tasks/cancel",
+            (ProtocolVersion::V0_3, Method::Subscribe) => "tasks/resubscribe",
+            (ProtocolVersion::V1_0, Method::Send) => "SendMessage",
+            (ProtocolVersion::V1_0, Method::Stream) => "SendStreamingMessage",
+            (ProtocolVersion::V1_0, Method::Get) => "GetTask",
+            (ProtocolVersion::V1_0, Method::Cancel) => "CancelTask",
+            (ProtocolVersion::V1_0, Method::Subscribe) => "SubscribeToTask",
+        }
+    }
+}
+
+/// How one peer is spoken to: its version and its 1.0 tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Dialect {
+    pub version: ProtocolVersion,
+    pub tenant: String,
+}
+
+fn json_of(value: impl serde::Serialize) -> Result<Value, ClientError> {
+    serde_json::to_value(value)
+        .map_err(|e| ClientError::Invalid(format!("the request cannot be written as JSON: {e}")))
+}
+
+impl Dialect {
+    /// A send (`Send` or `Stream`) of `message` as it is: its `messageId`, `taskId` and
+    /// `contextId` are the caller's. `return_immediately` is 0.3 `blocking: false`, 1.0
+    /// `returnImmediately: true`; a stream states neither.
+    pub(crate) fn send(
+        &self,
+        method: Method,
+        message: Message,
+        return_immediately: bool,
+    ) -> Result<Call, ClientError> {
+        let name = method.name(self.version);
+        let params = match self.version {
+            ProtocolVersion::V0_3 => {
+                let mut params = json!({ "message": json_of(&message)? });
+                if method == Method::Send {
+                    params["configuration"] = json!({ "blocking": !return_immediately });
+                }
+                params
+            }
+            ProtocolVersion::V1_0 => {
+                let message = v1::Message::try_from(message).map_err(|e| {
+                    ClientError::Invalid(format!(
+                        "the message cannot be written in A2A 1.0: {e}; fix the part it names"
+                    ))
+                })?;
+                let configuration = (method == Method::Send && return_immediately).then(|| {
+                    v1::SendMessageConfiguration {
+                        return_immediately: true,
+                        ..Default::default()
+                    }
+                });
+                json_of(v1::SendMessageRequest {
+                    tenant: self.tenant.clone(),
+                    message,
+                    configuration,
+                    metadata: None,
+                })?
+            }
+        };
+        Ok(Call::new(name, params))
+    }
+
+    /// A call naming one task (`Get`, `Cancel`, `Subscribe`).
+    pub(crate) fn about_task(&self, method: Method, task_id: &str) -> Call {
+        let mut params = json!({ "id": task_id });
+        if self.version == ProtocolVersion::V1_0 && !self.tenant.is_empty() {
+            params["tenant"] = json!(self.tenant);
+        }
+        Call::new(method.name(self.version), params)
+    }
+
+    /// A send's result: a Task or a Message (1.0: a `SendMessageResponse`).
+    pub(crate) fn reply(&self, call: &Call, result: Value) -> Result<Reply, ClientError> {
+        match self.version {
+            ProtocolVersion::V0_3 => match kind(&result) {
+                Some("task") => Ok(Reply::Task(read(call, result)?)),
+                Some("message") => Ok(Reply::Message(read(call, result)?)),
+                other => Err(call.protocol(&format!(
+                    "is neither a task nor a message (`kind` is {other:?})"
+                ))),
+            },
+            ProtocolVersion::V1_0 => match read::<v1::SendMessageResponse>(call, result)? {
+                v1::SendMessageResponse::Task(task) => Ok(Reply::Task(convert(call, task)?)),
+                v1::SendMessageResponse::Message(message) => {
+                    Ok(Reply::Message(convert(call, message)?))
+                }
+            },
+        }
+    }
+
+    /// A `Get` or `Cancel` result: a task.
+    pub(crate) fn task(&self, call: &Call, result: Value) -> Result<Task, ClientError> {
+        match self.version {
+            ProtocolVersion::V0_3 => read(call, result),
+            ProtocolVersion::V1_0 => convert(call, read::<v1::Task>(call, result)?),
+        }
+    }
+
+    /// One item of a stream (1.0: a `StreamResponse`).
+    pub(crate) fn event(&self, call: &Call, result: Value) -> Result<StreamEvent, ClientError> {
+        match self.version {
+            ProtocolVersion::V0_3 => match kind(&result) {
+                Some("task") => Ok(StreamEvent::Task(read(call, result)?)),
+                Some("message") => Ok(StreamEvent::Message(read(call, result)?)),
+                Some("status-update") => Ok(StreamEvent::Status(read(call, result)?)),
+                Some("artifact-update") => Ok(StreamEvent::Artifact(read(call, result)?)),
+                other => Err(call.protocol(&format!("holds an event of unknown `kind` {other:?}"))),
+            },
+            ProtocolVersion::V1_0 => Ok(match read::<v1::StreamResponse>(call, result)? {
+                v1::StreamResponse::Task(task) => StreamEvent::Task(convert(call, task)?),
+                v1::StreamResponse::Message(m) => StreamEvent::Message(convert(call, m)?),
+                v1::StreamResponse::StatusUpdate(s) => {
+                    StreamEvent::Status(convert::<_, TaskStatusUpdateEvent>(call, s)?)
+                }
+                v1::StreamResponse::ArtifactUpdate(a) => {
+                    StreamEvent::Artifact(convert::<_, TaskArtifactUpdateEvent>(call, a)?)
+                }
+            }),
+        }
+    }
+}
+
+fn kind(value: &Value) -> Option<&str> {
+    value.get("kind").and_then(Value::as_str)
+}
+
+fn read<T: DeserializeOwned>(call: &Call, result: Value) -> Result<T, ClientError> {
+    serde_json::from_value(result).map_err(|e| {
+        call.protocol(&format!(
+            "does not match the A2A schema ({e}); the peer may speak another version, try forcing one"
+        ))
+    })
+}
+
+fn convert<F, T>(call: &Call, value: F) -> Result<T, ClientError>
+where
+    T: TryFrom<F, Error = v1::V1Error>,
+{
+    T::try_from(value)
+        .map_err(|e| call.protocol(&format!("holds a value A2A 0.3 cannot express: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Role, TaskState};
+
+    fn v1() -> Dialect {
+        Dialect {
+            version: ProtocolVersion::V1_0,
+            tenant: String::new(),
+        }
+    }
+
+    fn v0_3() -> Dialect {
+        Dialect {
+            version: ProtocolVersion::V0_3,
+            tenant: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_send_keeps_the_callers_message_id_and_says_return_immediately_per_version() {
+        let mut message = Message::user_text("hi");
+        message.message_id = "m-1".into();
+        message.task_id = Some("t-1".into());
+        let call = v0_3().send(Method::Send, message.clone(), true).unwrap();
+        assert_eq!(call.method, "message/send");
+        assert_eq!(call.params["message"]["messageId"], "m-1");
+        assert_eq!(call.params["message"]["taskId"], "t-1");
+        assert_eq!(call.params["configuration"]["blocking"], false);
+        let call = v1().send(Method::Send, message.clone(), true).unwrap();
+        assert_eq!(call.method, "SendMessage");
+        assert_eq!(call.params["message"]["messageId"], "m-1");
+        assert_eq!(call.params["message"]["role"], "ROLE_USER");
+        assert_eq!(call.params["message"]["parts"][0]["text"], "hi");
+        assert_eq!(call.params["configuration"]["returnImmediately"], true);
+        let call = v1().send(Method::Send, message.clone(), false).unwrap();
+        assert_eq!(call.params.get("configuration"), None);
+        let call = v1().send(Method::Stream, message, false).unwrap();
+        assert_eq!(call.method, "SendStreamingMessage");
+    }
+
+    #[test]
+    fn a_1_0_tenant_goes_into_every_request() {
+        let dialect = Dialect {
+            version: ProtocolVersion::V1_0,
+            tenant: "acme".into(),
+        };
+        let call = dialect.about_task(Method::Get, "t");
+        assert_eq!(call.params, json!({"id": "t", "tenant": "acme"}));
+        let call = dialect
+            .send(Method::Send, Message::user_text("x"), false)
+            .unwrap();
+        assert_eq!(call.params["tenant"], "acme");
+    }
+
+    #[test]
+    fn results_of_1_0_come_back_in_the_0_3_model() {
+        let d = v1();
+        let call = d.about_task(Method::Get, "t");
+        let task =
+            json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}});
+        let got = d.task(&call, task.clone()).unwrap();
+        assert_eq!(got.status.state, TaskState::InputRequired);
+        let Reply::Task(t) = d.reply(&call, json!({ "task": task })).unwrap() else {
+            panic!("a task")
+        };
+        assert_eq!(t.id, "t");
+        let message = json!({"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "hey"}]});
+        let Reply::Message(m) = d.reply(&call, json!({ "message": message })).unwrap() else {
+            panic!("a message")
+        };
+        assert_eq!(m.role, Role::Agent);
+        let status = json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}});
+        let StreamEvent::Status(s) = d.event(&call, status).unwrap() else {
+            panic!("a status")
+        };
+        assert!(s.is_final);
+        let unspecified =
+            json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_UNSPECIFIED"}});
+        assert!(matches!(
+            d.task(&call, unspecified),
+            Err(ClientError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn results_of_0_3_are_told_apart_by_kind() {
+        let d = v0_3();
+        let call = d.about_task(Method::Subscribe, "t");
+        assert_eq!(call.method, "tasks/resubscribe");
+        let artifact = json!({"kind": "artifact-update", "taskId": "t", "contextId": "c",
+            "artifact": {"artifactId": "a", "parts": [{"kind": "text", "text": "x"}]}});
+        assert!(matches!(
+            d.event(&call, artifact),
+            Ok(StreamEvent::Artifact(_))
+        ));
+        assert!(matches!(
+            d.event(&call, json!({"kind": "bogus"})),
+            Err(ClientError::Protocol(_))
+        ));
+        assert!(matches!(
+            d.reply(&call, json!({"kind": "task", "id": 3})),
+            Err(ClientError::Protocol(_))
+        ));
+    }
+}

@@ -1,0 +1,98 @@
+//! A child skill as a callee: a task of this engine, created with the parent's principal and
+//! context, its id derived from the call's `messageId` (so a start sent again finds the task the
+//! first one made). On a shared store the child is a row like any other: any worker drives it.
+
+use std::sync::Arc;
+
+use super::Started;
+use crate::engine::{Caller, Engine, EngineError, Inner, Request};
+use crate::flow::EffectError;
+use crate::model::{Message, Task, TaskId};
+
+#[derive(Clone)]
+pub(crate) struct ChildPeer {
+    engine: Engine,
+    caller: Caller,
+    context_id: String,
+    skill: String,
+}
+
+/// A child's error as a call's: a store that cannot be reached is worth retrying; the rest is
+/// what the child task says.
+fn effect_error(e: EngineError) -> EffectError {
+    match e {
+        EngineError::StorageUnavailable { .. } | EngineError::Store(_) | EngineError::Halted => {
+            EffectError::transient(e.to_string())
+        }
+        other => EffectError::permanent(other.to_string()),
+    }
+}
+
+impl ChildPeer {
+    pub fn new(
+        inner: Arc<Inner>,
+        principal: Option<String>,
+        context_id: String,
+        skill: String,
+    ) -> Self {
+        ChildPeer {
+            engine: Engine { inner },
+            caller: principal.map_or(Caller::Operator, Caller::Principal),
+            context_id,
+            skill,
+        }
+    }
+
+    pub async fn start(&self, mut message: Message) -> Result<Started, EffectError> {
+        if message.context_id.is_none() {
+            message.context_id = Some(self.context_id.clone());
+        }
+        let reply_to = message.task_id.clone();
+        let message_id = message.message_id.clone();
+        let request = Request::new(self.caller.clone(), message).skill(self.skill.clone());
+        let task_id = match self.engine.send(request).await {
+            Ok(task_id) => task_id,
+            // A reply the child took before a crash cut the call off: the child moved on, and its
+            // history holds the message.
+            Err(e) if reply_to.is_some() => {
+                let task = self.get(reply_to.as_deref().unwrap_or_default()).await?;
+                let delivered = task
+                    .history
+                    .iter()
+                    .flatten()
+                    .any(|m| m.message_id == message_id);
+                if !delivered {
+                    return Err(effect_error(e));
+                }
+                return Ok(Started::Task(task));
+            }
+            Err(e) => return Err(effect_error(e)),
+        };
+        Ok(Started::Task(self.get(&task_id).await?))
+    }
+
+    pub async fn get(&self, task_id: &str) -> Result<Task, EffectError> {
+        self.engine
+            .task(&self.caller, &TaskId::from(task_id.to_owned()), None)
+            .await
+            .map_err(effect_error)
+    }
+
+    pub async fn cancel(&self, task_id: &str) -> Result<(), EffectError> {
+        match self
+            .engine
+            .cancel(&self.caller, &TaskId::from(task_id.to_owned()))
+            .await
+        {
+            Ok(_) | Err(EngineError::TaskFinished { .. }) => Ok(()),
+            Err(e) => Err(effect_error(e)),
+        }
+    }
+
+    pub async fn watch(&self, task_id: &str) {
+        let _ = self
+            .engine
+            .wait_settled(&self.caller, &TaskId::from(task_id.to_owned()))
+            .await;
+    }
+}

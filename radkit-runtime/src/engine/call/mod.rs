@@ -1,0 +1,381 @@
+//! Calls to other agents (`CmdKind::Agent`) and to child skills (`CmdKind::Skill`): started once,
+//! then waited on without a step in memory.
+//!
+//! ```text
+//! command_issued --start (messageId derived from the id)--> callee answers with its task
+//!   --call_started {callee task id} (flushed at once)--> settled? receipt : timer_set (recheck)
+//!   and a watcher follows the callee; when it settles (or at the recheck) the task is woken,
+//!   replayed, and the call asks the callee where it stands (`get` by the journaled id)
+//! ```
+//!
+//! A call is never started twice once its callee answered: a journaled `call_started` makes every
+//! later visit resume by that id. A crash before it is journaled sends the same message again with
+//! the same `messageId` (radkit peers, and any peer that deduplicates on it, find the first task).
+//! The watcher holds only ids; a restart or another worker picks the wait up from the task row's
+//! wake time (the recheck, doubling from 5 s to 2 min).
+
+mod child;
+mod remote;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use remote::{AgentSpec, Agents};
+
+use super::fault::Boundary;
+use super::fold::CmdRec;
+use super::run::TaskRun;
+use super::Inner;
+use crate::flow::{AgentReply, Cmd, CmdKind, EffectError, InvocationId, Receipt};
+use crate::journal::{now_ms, Entry};
+use crate::model::{Message, Task, TaskState};
+
+/// How long a canceled task waits for each callee's cancel before it ends anyway.
+const CANCEL_WAIT: Duration = Duration::from_secs(2);
+
+/// How a call stands after a visit to it.
+pub(crate) enum CallStep {
+    /// The callee settled (or the call failed): the receipt is buffered.
+    Settled(Receipt),
+    /// The callee works: the task waits (a recheck timer is buffered and flushed, a watcher runs).
+    Waiting,
+    /// The engine halted or the run stopped.
+    Halted,
+}
+
+/// What a callee said to a start.
+pub(crate) enum Started {
+    Task(Task),
+    Message(Message),
+}
+
+/// One callee: an A2A agent or a skill of this engine.
+#[derive(Clone)]
+pub(crate) enum Peer {
+    Remote(remote::RemotePeer),
+    Child(child::ChildPeer),
+}
+
+impl Peer {
+    async fn start(&self, message: Message) -> Result<Started, EffectError> {
+        match self {
+            Peer::Remote(p) => p.start(message).await,
+            Peer::Child(p) => p.start(message).await,
+        }
+    }
+
+    async fn get(&self, task_id: &str) -> Result<Task, EffectError> {
+        match self {
+            Peer::Remote(p) => p.get(task_id).await,
+            Peer::Child(p) => p.get(task_id).await,
+        }
+    }
+
+    async fn cancel(&self, task_id: &str) -> Result<(), EffectError> {
+        match self {
+            Peer::Remote(p) => p.cancel(task_id).await,
+            Peer::Child(p) => p.cancel(task_id).await,
+        }
+    }
+
+    /// Return when the callee's task settles (or following it fails: the caller rechecks later).
+    async fn watch(&self, task_id: &str) {
+        match self {
+            Peer::Remote(p) => p.watch(task_id).await,
+            Peer::Child(p) => p.watch(task_id).await,
+        }
+    }
+}
+
+/// True when a callee's task needs nothing more from it to be answered: it ended or asks for input.
+pub(crate) fn settled(state: TaskState) -> bool {
+    state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
+}
+
+/// The `messageId` a call sends: derived from its invocation id, the same on every attempt and
+/// every replay (and opaque: the caller's task id does not leak to the callee).
+pub(crate) fn message_id(id: &InvocationId) -> String {
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6a0e_2c4d_8f1b_4d6e_9a3c_51b7_0e2f_c0de);
+    uuid::Uuid::new_v5(&NAMESPACE, id.as_str().as_bytes()).to_string()
+}
+
+/// The first recheck comes after 5 s, each later one after twice as long, at most 2 min: a
+/// restart finds a call within that (recovery arms the row's wake time), and an hour-long callee
+/// costs its caller about 30 `timer_set` entries.
+fn recheck_after(rechecks: u32) -> Duration {
+    let secs = 5u64.saturating_mul(1 << rechecks.min(7));
+    Duration::from_secs(secs.min(120))
+}
+
+fn receipt(
+    id: &InvocationId,
+    attempt: u32,
+    outcome: Result<serde_json::Value, EffectError>,
+) -> Receipt {
+    Receipt {
+        id: id.clone(),
+        attempt: attempt.max(1),
+        outcome,
+        usage: None,
+    }
+}
+
+fn reply_value(reply: AgentReply) -> Result<serde_json::Value, EffectError> {
+    serde_json::to_value(reply)
+        .map_err(|e| EffectError::permanent(format!("the callee's reply does not serialize: {e}")))
+}
+
+impl Inner {
+    /// The callee of call `cmd`, or why there is none (a permanent error: the step named an agent
+    /// or skill this engine does not know).
+    fn peer(self: &Arc<Self>, run: &TaskRun, kind: &CmdKind) -> Result<Peer, EffectError> {
+        match kind {
+            CmdKind::Agent { agent, .. } => self
+                .agents
+                .peer(agent)
+                .map(Peer::Remote)
+                .ok_or_else(|| {
+                    EffectError::permanent(format!(
+                        "no agent named `{agent}` is declared; declare it with EngineBuilder::agent or `--agent {agent}=URL`{}",
+                        self.agents.known()
+                    ))
+                }),
+            CmdKind::Skill { skill, .. } => {
+                if !self.skills.contains_key(skill) {
+                    return Err(EffectError::permanent(format!(
+                        "no skill `{skill}` in this engine; skills are {}",
+                        self.order.join(", ")
+                    )));
+                }
+                let principal = run.lock().header().and_then(|h| h.principal.clone());
+                Ok(Peer::Child(child::ChildPeer::new(
+                    self.clone(),
+                    principal,
+                    run.context_id.to_string(),
+                    skill.clone(),
+                )))
+            }
+            _ => Err(EffectError::permanent(format!(
+                "{} is not a call",
+                kind.fingerprint()
+            ))),
+        }
+    }
+
+    /// Start call `id` (`rec`: its journal record, when it has one) or resume it by its callee's
+    /// task id, and settle it or leave the task waiting on it.
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        id: &InvocationId,
+        cmd: &Cmd,
+        rec: Option<&CmdRec>,
+    ) -> CallStep {
+        let span = tracing::info_span!("call", task = %run.task_id, invocation = %id, callee = %cmd.kind.fingerprint());
+        tracing::Instrument::instrument(self.call_inner(run, id, cmd, rec), span).await
+    }
+
+    async fn call_inner(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        id: &InvocationId,
+        cmd: &Cmd,
+        rec: Option<&CmdRec>,
+    ) -> CallStep {
+        let peer = match self.peer(run, &cmd.kind) {
+            Ok(peer) => peer,
+            Err(error) => return self.settle_call(run, receipt(id, 1, Err(error))),
+        };
+        let (callee, rechecks, attempts) = match rec {
+            Some(r) => (r.callee.clone().map(|c| c.task_id), r.rechecks, r.attempts),
+            None => (None, 0, 0),
+        };
+        let task = match callee {
+            Some(task_id) => match peer.get(&task_id).await {
+                Ok(task) => task,
+                // The callee is unreachable for now: wait, and ask again at the recheck.
+                Err(e) if e.is_transient() => {
+                    tracing::info!(callee_task = %task_id, error = %e, "callee unreachable; the call waits and asks again");
+                    return self.wait(run, id, &peer, task_id, rechecks).await;
+                }
+                Err(e) => {
+                    let error = EffectError::permanent(format!(
+                        "{} lost its task {task_id}: {e}",
+                        cmd.kind.fingerprint()
+                    ));
+                    return self.settle_call(run, receipt(id, attempts, Err(error)));
+                }
+            },
+            None => match self.start(run, id, cmd, &peer, attempts).await {
+                Some(Ok(Started::Task(task))) => {
+                    run.lock().push(Entry::CallStarted {
+                        id: id.clone(),
+                        task_id: task.id.clone(),
+                        context_id: Some(task.context_id.clone()),
+                    });
+                    // The callee's task id is durable before anything else happens: a crash from
+                    // here on resumes it, never starts a second one.
+                    if run.flush().await.is_err() {
+                        return CallStep::Halted;
+                    }
+                    task
+                }
+                Some(Ok(Started::Message(message))) => {
+                    let value = reply_value(AgentReply::from_message(message));
+                    return self.settle_call(run, receipt(id, attempts + 1, value));
+                }
+                Some(Err(error)) => {
+                    return self.settle_call(run, receipt(id, attempts + 1, Err(error)))
+                }
+                None => return CallStep::Halted,
+            },
+        };
+        if settled(task.status.state) {
+            let value = reply_value(AgentReply::from_task(task));
+            return self.settle_call(run, receipt(id, attempts + 1, value));
+        }
+        let task_id = task.id.clone();
+        self.wait(run, id, &peer, task_id, rechecks).await
+    }
+
+    /// Start the call: send its message (with the derived `messageId`), retrying transient errors.
+    /// `None`: the engine halted.
+    async fn start(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        id: &InvocationId,
+        cmd: &Cmd,
+        peer: &Peer,
+        prior_attempts: u32,
+    ) -> Option<Result<Started, EffectError>> {
+        let what = cmd.kind.fingerprint();
+        let (CmdKind::Agent { message, .. } | CmdKind::Skill { message, .. }) = &cmd.kind else {
+            return Some(Err(EffectError::permanent(format!("{what} is not a call"))));
+        };
+        let mut message = message.clone();
+        message.message_id = message_id(id);
+        if self.crash_at(Boundary::CommandJournaled, run, Some(id), Some(&what)) {
+            return None;
+        }
+        let max = cmd.retry.max_attempts.max(1);
+        let mut attempt = prior_attempts;
+        loop {
+            attempt += 1;
+            if run.is_halted() {
+                return None;
+            }
+            if self.crash_at(Boundary::DuringEffect, run, Some(id), Some(&what)) {
+                // The process "dies" with the request in flight: the callee may still make the task.
+                let (peer, message) = (peer.clone(), message.clone());
+                tokio::spawn(async move {
+                    let _ = peer.start(message).await;
+                });
+                return None;
+            }
+            let result = peer.start(message.clone()).await;
+            if self.crash_at(Boundary::EffectReturned, run, Some(id), Some(&what)) {
+                return None;
+            }
+            match result {
+                Err(error)
+                    if error.is_transient() && attempt < max && attempt - prior_attempts < max =>
+                {
+                    tracing::info!(attempt, error = %error, "call not accepted yet; trying again");
+                    let delay = cmd.retry.backoff(attempt + 1);
+                    run.lock().push(Entry::AttemptFailed {
+                        id: id.clone(),
+                        attempt,
+                        error,
+                    });
+                    tokio::time::sleep(delay).await;
+                }
+                result => return Some(result),
+            }
+        }
+    }
+
+    /// Buffer a settled call's receipt.
+    fn settle_call(&self, run: &TaskRun, receipt: Receipt) -> CallStep {
+        let mut st = run.lock();
+        st.record_receipt(receipt.clone());
+        if !st.has_outstanding_wake() {
+            st.set_wake(None);
+        }
+        CallStep::Settled(receipt)
+    }
+
+    /// The callee works: journal the recheck time (the row's wake time, for a restart or another
+    /// worker), flush, and follow the callee until it settles or the recheck comes.
+    async fn wait(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        id: &InvocationId,
+        peer: &Peer,
+        callee_task: String,
+        rechecks: u32,
+    ) -> CallStep {
+        let at = now_ms()
+            .saturating_add(i64::try_from(recheck_after(rechecks).as_millis()).unwrap_or(i64::MAX));
+        run.lock().set_timer(id, at);
+        if run.flush().await.is_err() {
+            return CallStep::Halted;
+        }
+        if self.crash_at(Boundary::AwaitingInput, run, Some(id), None) {
+            return CallStep::Halted;
+        }
+        let engine = self.clone();
+        let (peer, task_id) = (peer.clone(), run.task_id.to_string());
+        tokio::spawn(async move {
+            let until = Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0));
+            let _ = tokio::time::timeout(until, peer.watch(&callee_task)).await;
+            if engine.halted.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            if let Err(e) = engine.wake(&task_id).await {
+                tracing::warn!(task = %task_id, error = %e, "could not wake the task after its callee settled; the recheck will");
+            }
+        });
+        CallStep::Waiting
+    }
+
+    /// Cancel the callees of the task's calls that have not settled (a canceled or failed task
+    /// leaves no work running on its behalf). Best effort: a callee that cannot be reached is
+    /// logged; one that ended already is fine.
+    pub(crate) async fn cancel_calls(self: &Arc<Self>, run: &Arc<TaskRun>) {
+        let open: Vec<(Cmd, String)> = {
+            let st = run.lock();
+            st.commands()
+                .values()
+                .filter(|c| c.receipt.is_none())
+                .filter_map(|c| Some((c.cmd.clone(), c.callee.as_ref()?.task_id.clone())))
+                .collect()
+        };
+        for (cmd, task_id) in open {
+            let Ok(peer) = self.peer(run, &cmd.kind) else {
+                continue;
+            };
+            let what = cmd.kind.fingerprint();
+            let parent = run.task_id.to_string();
+            // The callee may take long to wind down (a tool in flight finishes first): the cancel
+            // goes on in the background once it is asked, and this task ends without waiting for it.
+            let cancel = tokio::spawn(async move {
+                for tries in 1..=3u32 {
+                    match peer.cancel(&task_id).await {
+                        Ok(()) => {
+                            tracing::info!(task = %parent, callee = %what, callee_task = %task_id, "callee canceled");
+                            return;
+                        }
+                        Err(e) if e.is_transient() && tries < 3 => {
+                            tokio::time::sleep(Duration::from_millis(200 << tries)).await;
+                        }
+                        Err(e) => {
+                            tracing::warn!(task = %parent, callee = %what, callee_task = %task_id, error = %e, "could not cancel the callee");
+                            return;
+                        }
+                    }
+                }
+            });
+            let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Another A2A agent as a callee: declared by name with its card URL and credentials
+//! ([`AgentSpec`], `EngineBuilder::agent`), connected on first use (the card says which protocol
+//! version it speaks: A2A 1.0 or 0.3), spoken to through [`crate::client::A2aClient`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::OnceCell;
+
+use super::{settled, Started};
+use crate::client::{A2aClient, ClientAuth, ClientError, ProtocolVersion, Reply, StreamEvent};
+use crate::flow::EffectError;
+use crate::model::{Message, Task};
+
+/// An agent a step may call with `ctx.agent(name)`: where its card is and how to authenticate.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    url: String,
+    bearer: Option<String>,
+    version: Option<ProtocolVersion>,
+}
+
+impl AgentSpec {
+    /// The agent whose card is at `url` (a card URL, or the agent's base URL, to which
+    /// `/.well-known/agent-card.json` is appended).
+    pub fn new(url: impl Into<String>) -> Self {
+        AgentSpec {
+            url: url.into(),
+            bearer: None,
+            version: None,
+        }
+    }
+
+    /// Authenticate with this bearer token.
+    pub fn bearer(mut self, token: impl Into<String>) -> Self {
+        self.bearer = Some(token.into());
+        self
+    }
+
+    /// Speak this protocol version whatever the card says.
+    pub fn version(mut self, version: ProtocolVersion) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// The card URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// The agents an engine may call, each connected once.
+#[derive(Default)]
+pub struct Agents {
+    agents: BTreeMap<String, RemotePeer>,
+}
+
+impl Agents {
+    /// The declared agents.
+    pub fn new(specs: BTreeMap<String, AgentSpec>) -> Self {
+        Agents {
+            agents: specs
+                .into_iter()
+                .map(|(name, spec)| {
+                    let peer = RemotePeer {
+                        spec: Arc::new(spec),
+                        client: Arc::new(OnceCell::new()),
+                    };
+                    (name, peer)
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn peer(&self, name: &str) -> Option<RemotePeer> {
+        self.agents.get(name).cloned()
+    }
+
+    /// "; declared agents are a, b" (or nothing), for error messages.
+    pub(crate) fn known(&self) -> String {
+        if self.agents.is_empty() {
+            return String::new();
+        }
+        let names: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+        format!("; declared agents are {}", names.join(", "))
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct RemotePeer {
+    spec: Arc<AgentSpec>,
+    client: Arc<OnceCell<A2aClient>>,
+}
+
+fn effect_error(e: ClientError) -> EffectError {
+    if e.is_transient() {
+        EffectError::transient(e.to_string())
+    } else {
+        EffectError::permanent(e.to_string())
+    }
+}
+
+impl RemotePeer {
+    /// The client, connecting (reading the card) on first use; a card that cannot be read now is
+    /// read again next time.
+    async fn client(&self) -> Result<&A2aClient, EffectError> {
+        self.client
+            .get_or_try_init(|| async {
+                let auth = match &self.spec.bearer {
+                    Some(token) => ClientAuth::Bearer(token.clone()),
+                    None => ClientAuth::None,
+                };
+                match self.spec.version {
+                    Some(v) => A2aClient::connect_version(&self.spec.url, auth, v).await,
+                    None => A2aClient::connect(&self.spec.url, auth).await,
+                }
+            })
+            .await
+            .map_err(effect_error)
+    }
+
+    pub async fn start(&self, message: Message) -> Result<Started, EffectError> {
+        let client = self.client().await?;
+        let reply_to = message.task_id.clone();
+        let message_id = message.message_id.clone();
+        match client.send(message, true).await {
+            Ok(Reply::Task(task)) => Ok(Started::Task(task)),
+            Ok(Reply::Message(message)) => Ok(Started::Message(message)),
+            // A reply the remote task took before a crash cut the call off: the task moved on and
+            // its history holds the message.
+            Err(e) if reply_to.is_some() && !e.is_transient() => {
+                let task = self.get(reply_to.as_deref().unwrap_or_default()).await?;
+                let delivered = task
+                    .history
+                    .iter()
+                    .flatten()
+                    .any(|m| m.message_id == message_id);
+                if delivered {
+                    Ok(Started::Task(task))
+                } else {
+                    Err(effect_error(e))
+                }
+            }
+            Err(e) => Err(effect_error(e)),
+        }
+    }
+
+    pub async fn get(&self, task_id: &str) -> Result<Task, EffectError> {
+        let client = self.client().await?;
+        client.get(task_id).await.map_err(effect_error)
+    }
+
+    pub async fn cancel(&self, task_id: &str) -> Result<(), EffectError> {
+        let client = self.client().await?;
+        match client.cancel(task_id).await {
+            Ok(_) => Ok(()),
+            // Ended meanwhile: nothing left to cancel.
+            Err(e) if e.is_not_cancelable() => Ok(()),
+            Err(e) => Err(effect_error(e)),
+        }
+    }
+
+    /// Follow the remote task with a subscription; when the peer cannot stream or the stream
+    /// breaks, poll it (1 s, doubling to 30 s). Returns when it settles.
+    pub async fn watch(&self, task_id: &str) {
+        let Ok(client) = self.client().await else {
+            return;
+        };
+        let mut events = client.subscribe(task_id);
+        while let Some(event) = events.next().await {
+            let state = match event {
+                Ok(StreamEvent::Task(task)) => Some(task.status.state),
+                Ok(StreamEvent::Status(update)) => Some(update.status.state),
+                Ok(StreamEvent::Message(_)) => None,
+                Ok(StreamEvent::Artifact(_)) => None,
+                Err(_) => break,
+            };
+            if state.is_some_and(settled) {
+                return;
+            }
+        }
+        drop(events);
+        let mut delay = Duration::from_secs(1);
+        loop {
+            if let Ok(task) = client.get(task_id).await {
+                if settled(task.status.state) {
+                    return;
+                }
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+    }
+}

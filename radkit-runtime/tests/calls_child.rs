@@ -1,0 +1,352 @@
+//! Child skills (`ctx.skill(id)`): a step starts another skill of its engine as a child task with
+//! its own journal and id, waits for it without a step in memory, gets its reply as the call's
+//! receipt, answers its questions, handles its failure as a typed error, and cancels it when the
+//! parent is canceled; a crash between the child's creation and the journaled binding never makes
+//! a second child.
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{reply, settled, status_text, user, wait_halted, within, PATIENCE};
+use futures::future::BoxFuture;
+use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::{Boundary, Caller, Request};
+use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
+use radkit_runtime::flow::{AgentError, CmdKind, EffectPolicy, SkillInfo, StepCtx, StepResult};
+use radkit_runtime::journal::Entry;
+use radkit_runtime::model::{TaskId, TaskState};
+use radkit_runtime::store::{MemoryStore, Store, TaskQuery};
+use radkit_runtime::tools::FnTool;
+use radkit_runtime::{Engine, EngineBuilder};
+
+struct Parent;
+
+fn parent_start<'a>(
+    _: &'a Parent,
+    ctx: &'a StepCtx,
+    input: StepInput,
+) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let text = input.message().joined_texts();
+        match text.as_str() {
+            "ask" => {
+                let mut answer = ctx.skill("child").send("ask").await?;
+                if answer.needs_input() {
+                    answer = ctx.skill("child").reply(&answer, "blue").await?;
+                }
+                ctx.complete(format!("parent got: {}", answer.text()), vec![])
+            }
+            "fail" => match ctx.skill("child").send("fail").await {
+                Err(AgentError::Failed { reply, .. }) => {
+                    ctx.complete(format!("handled: {}", reply.text()), vec![])
+                }
+                other => ctx.fail(format!("expected a typed failure, got {other:?}")),
+            },
+            "unknown" => {
+                ctx.skill("nobody").send("hi").await?;
+                ctx.complete("unreachable", vec![])
+            }
+            _ => {
+                let answer = ctx.skill("child").send(text).await?;
+                ctx.complete(format!("parent got: {}", answer.text()), vec![])
+            }
+        }
+    })
+}
+
+static PARENT: &[Step<Parent>] = &[Step::new("start", parent_start)
+    .start()
+    .takes_user_message()];
+
+struct Child;
+
+fn child_start<'a>(_: &'a Child, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let text = input.message().joined_texts();
+        match text.as_str() {
+            "ask" => await_input("color", "Which color?", ()),
+            "fail" => ctx.fail("no way"),
+            "sleep" => {
+                ctx.sleep(Duration::from_secs(3600)).await?;
+                ctx.complete("slept", vec![])
+            }
+            "work" => {
+                let _: serde_json::Value = ctx.tool("slow").call(()).await?;
+                ctx.complete("worked", vec![])
+            }
+            _ => ctx.complete(format!("child saw {text}"), vec![]),
+        }
+    })
+}
+
+fn child_answered<'a>(
+    _: &'a Child,
+    ctx: &'a StepCtx,
+    input: StepInput,
+) -> BoxFuture<'a, StepResult> {
+    Box::pin(
+        async move { ctx.complete(format!("color {}", input.message().joined_texts()), vec![]) },
+    )
+}
+
+static CHILD: &[Step<Child>] = &[
+    Step::new("start", child_start).start().takes_user_message(),
+    Step::new("answered", child_answered).resume_from("start"),
+];
+
+/// The slow tool runs until the test lets it go; it counts its calls.
+struct Gate {
+    release: Arc<tokio::sync::Semaphore>,
+    calls: Arc<AtomicU32>,
+}
+
+fn engine(store: impl Store, gate: &Gate) -> EngineBuilder {
+    let (release, calls) = (gate.release.clone(), gate.calls.clone());
+    let slow = FnTool::new(EffectPolicy::Idempotent, move |_, _| {
+        let (release, calls) = (release.clone(), calls.clone());
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let _permit = release.acquire().await;
+            Ok(serde_json::json!("done"))
+        }
+    });
+    Engine::builder(store)
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("parent", "Parent"), Parent, PARENT).unwrap())
+        .skill(StepTable::new(SkillInfo::new("child", "Child"), Child, CHILD).unwrap())
+        .default_skill("parent")
+        .effects(Effects::new().tool("slow", slow))
+        .check_fold(true)
+}
+
+fn gate() -> Gate {
+    Gate {
+        release: Arc::new(tokio::sync::Semaphore::new(0)),
+        calls: Arc::new(AtomicU32::new(0)),
+    }
+}
+
+/// The child tasks in the store (the parent's own id excluded).
+async fn children(store: &MemoryStore) -> Vec<TaskId> {
+    store
+        .list(TaskQuery::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.skill_id == "child")
+        .map(|t| TaskId::from(t.id))
+        .collect()
+}
+
+/// The callee task ids the parent's journal bound its calls to.
+async fn bound(store: &MemoryStore, parent: &TaskId) -> Vec<String> {
+    store
+        .journal(parent, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r.entry {
+            Entry::CallStarted { task_id, .. } => Some(task_id),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_skills_reply_is_the_parents_receipt_and_the_child_is_a_task_of_its_own() {
+    let store = MemoryStore::new();
+    let engine = engine(store.clone(), &gate()).start().await.unwrap();
+    let id = engine.send(Request::operator(user("hello"))).await.unwrap();
+    let done = settled(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Completed, "{done:?}");
+    assert_eq!(status_text(&done), "parent got: child saw hello");
+    let kids = children(&store).await;
+    assert_eq!(kids.len(), 1);
+    assert_eq!(bound(&store, &id).await, vec![kids[0].to_string()]);
+    let child = engine
+        .task(&Caller::Operator, &kids[0], None)
+        .await
+        .unwrap();
+    assert_eq!(child.status.state, TaskState::Completed);
+    assert_eq!(
+        child.context_id, done.context_id,
+        "the child shares the parent's context"
+    );
+    assert!(engine.fold_divergences().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_asks_for_input_surfaces_to_the_parent_which_answers_it() {
+    let store = MemoryStore::new();
+    let engine = engine(store.clone(), &gate()).start().await.unwrap();
+    let id = engine.send(Request::operator(user("ask"))).await.unwrap();
+    let done = settled(&engine, &id).await;
+    assert_eq!(status_text(&done), "parent got: color blue", "{done:?}");
+    let kids = children(&store).await;
+    assert_eq!(kids.len(), 1, "the answer went to the same child");
+    assert_eq!(bound(&store, &id).await.len(), 2, "the send and the reply");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_child_is_a_typed_error_the_parent_handles() {
+    let engine = engine(MemoryStore::new(), &gate()).start().await.unwrap();
+    let id = engine.send(Request::operator(user("fail"))).await.unwrap();
+    let done = settled(&engine, &id).await;
+    assert_eq!(status_text(&done), "handled: no way", "{done:?}");
+    assert_eq!(done.status.state, TaskState::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calling_a_skill_the_engine_does_not_serve_fails_the_step_naming_it() {
+    let engine = engine(MemoryStore::new(), &gate()).start().await.unwrap();
+    let id = engine
+        .send(Request::operator(user("unknown")))
+        .await
+        .unwrap();
+    let done = settled(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Failed);
+    let text = status_text(&done);
+    assert!(
+        text.contains("no skill `nobody`") && text.contains("skills are parent, child"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parent_waits_for_a_working_child_with_no_step_in_memory_and_wakes_when_it_ends() {
+    let store = MemoryStore::new();
+    let gate = gate();
+    let engine = engine(store.clone(), &gate).start().await.unwrap();
+    let id = engine.send(Request::operator(user("work"))).await.unwrap();
+    within(PATIENCE, "the parent to bind its child", async {
+        while bound(&store, &id).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    // The child runs its tool; the parent is a row: only the child is in hand.
+    within(PATIENCE, "the parent's run to close", async {
+        while engine.tasks_in_hand() != 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        engine.state(&Caller::Operator, &id).await.unwrap(),
+        TaskState::Working
+    );
+    gate.release.add_permits(1);
+    let done = settled(&engine, &id).await;
+    assert_eq!(status_text(&done), "parent got: worked");
+    within(PATIENCE, "both runs to close", async {
+        while engine.tasks_in_hand() != 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canceling_the_parent_cancels_its_child() {
+    let store = MemoryStore::new();
+    let engine = engine(store.clone(), &gate()).start().await.unwrap();
+    let id = engine.send(Request::operator(user("sleep"))).await.unwrap();
+    within(PATIENCE, "the parent to bind its child", async {
+        while bound(&store, &id).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let parent = engine.cancel(&Caller::Operator, &id).await.unwrap();
+    assert_eq!(parent.status.state, TaskState::Canceled);
+    let kid = children(&store).await.remove(0);
+    let child = settled(&engine, &kid).await;
+    assert_eq!(child.status.state, TaskState::Canceled, "{child:?}");
+}
+
+/// A crash after the child was created and before the parent journaled it: the restarted parent
+/// sends the same message id, which finds the same child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_the_child_was_created_before_the_binding_was_journaled_makes_no_second_child()
+{
+    let store = MemoryStore::new();
+    let crashed = engine(store.clone(), &gate())
+        .fault_hook(|f: &radkit_runtime::engine::Fault| {
+            f.boundary == Boundary::EffectReturned && f.what.as_deref() == Some("skill `child`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = crashed
+        .send(Request::operator(user("hello")))
+        .await
+        .unwrap();
+    wait_halted(&crashed).await;
+    assert!(bound(&store, &id).await.is_empty());
+    assert_eq!(children(&store).await.len(), 1, "the child exists");
+    crashed.shutdown().await;
+
+    let engine = engine(store.clone(), &gate()).start().await.unwrap();
+    let done = settled(&engine, &id).await;
+    assert_eq!(status_text(&done), "parent got: child saw hello");
+    let kids = children(&store).await;
+    assert_eq!(kids.len(), 1, "exactly one child: {kids:?}");
+    assert_eq!(bound(&store, &id).await, vec![kids[0].to_string()]);
+    let journaled: Vec<CmdKind> = store
+        .journal(&id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r.entry {
+            Entry::CommandIssued { cmd, .. } => Some(cmd.kind),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        journaled.len(),
+        1,
+        "one call command, resumed: {journaled:?}"
+    );
+}
+
+/// A crash while the parent waits: the restarted engine finds the call through the row's wake
+/// time and completes it from the child's journaled id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_while_waiting_on_a_child_resumes_the_same_child_after_a_restart() {
+    let store = MemoryStore::new();
+    let gate1 = gate();
+    let first = engine(store.clone(), &gate1).start().await.unwrap();
+    let id = first.send(Request::operator(user("work"))).await.unwrap();
+    within(PATIENCE, "the parent to bind its child", async {
+        while bound(&store, &id).await.is_empty() || gate1.calls.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    first.halt();
+    first.shutdown().await;
+
+    let gate2 = gate();
+    gate2.release.add_permits(10);
+    let engine = engine(store.clone(), &gate2).start().await.unwrap();
+    let done = within(
+        Duration::from_secs(30),
+        "the parent to finish after the restart",
+        async {
+            loop {
+                let t = engine.task(&Caller::Operator, &id, None).await.unwrap();
+                if t.status.state.is_terminal() {
+                    return t;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        },
+    )
+    .await;
+    assert_eq!(status_text(&done), "parent got: worked");
+    assert_eq!(children(&store).await.len(), 1);
+    let _ = reply;
+}

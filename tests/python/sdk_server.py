@@ -1,0 +1,109 @@
+"""An A2A agent built on the official Python SDK 1.x (a2a-sdk[http-server] and uvicorn), the peer
+radkit's own A2A client is tested against (tests/a2a_client.rs). It serves the agent card at
+/.well-known/agent-card.json and JSON-RPC at / for A2A 1.0, with the SDK's 0.3 compatibility on the
+same endpoint (the card lists both interfaces). One AgentExecutor, by the text of a task's first
+message:
+
+* `ask ...`: the task goes to input-required asking "Your answer?"; the reply completes it with an
+  artifact `answer.txt` holding the reply's text;
+* `slow ...`: working, about a second of work, then an artifact `echo.txt` and completed;
+* anything else: an artifact `echo.txt` holding "Echo: <text>", then completed.
+
+Cancel ends a task canceled. Usage: python sdk_server.py <port>
+"""
+
+import asyncio
+import sys
+
+import uvicorn
+from starlette.applications import Starlette
+
+import a2a.types as T
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+
+SLOW_SECONDS = 1.0
+
+
+def card(url):
+    return T.AgentCard(
+        name="sdk-peer",
+        description="The official A2A Python SDK as a peer: echo, ask, slow",
+        version="1.0.0",
+        supported_interfaces=[
+            T.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
+            T.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
+        ],
+        capabilities=T.AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            T.AgentSkill(
+                id="peer",
+                name="Peer",
+                description="echo; `ask` asks for input; `slow` runs for a second",
+                tags=["test"],
+            )
+        ],
+    )
+
+
+class Peer(AgentExecutor):
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        text = context.get_user_input()
+        task = context.current_task
+        if task is None:
+            task = T.Task(
+                id=context.task_id,
+                context_id=context.context_id,
+                status=T.TaskStatus(state=T.TaskState.TASK_STATE_SUBMITTED),
+                history=[context.message],
+            )
+            await event_queue.enqueue_event(task)
+            answering = False
+        else:
+            answering = task.status.state == T.TaskState.TASK_STATE_INPUT_REQUIRED
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        if answering:
+            await updater.start_work()
+            await updater.add_artifact([T.Part(text=text)], name="answer.txt")
+            await updater.complete()
+            return
+        if text.startswith("ask"):
+            question = updater.new_agent_message([T.Part(text="Your answer?")])
+            await updater.requires_input(question)
+            return
+        if text.startswith("slow"):
+            await updater.start_work()
+            await asyncio.sleep(SLOW_SECONDS)
+        await updater.add_artifact([T.Part(text=f"Echo: {text}")], name="echo.txt")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        updater = TaskUpdater(
+            event_queue,
+            context.task_id,
+            task.context_id if task is not None else context.context_id,
+        )
+        await updater.cancel()
+
+
+def main():
+    port = int(sys.argv[1])
+    url = f"http://127.0.0.1:{port}/"
+    agent = card(url)
+    handler = DefaultRequestHandler(
+        agent_executor=Peer(), task_store=InMemoryTaskStore(), agent_card=agent
+    )
+    routes = create_agent_card_routes(agent) + create_jsonrpc_routes(
+        handler, "/", enable_v0_3_compat=True
+    )
+    uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
