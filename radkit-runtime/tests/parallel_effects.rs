@@ -111,6 +111,32 @@ fn waits_skill(sleep: bool) -> StepTable<Waits> {
     .unwrap()
 }
 
+/// Three child-skill calls (`ctx.skill("echo")`) in one `ctx.try_all`.
+struct Calls;
+
+fn calls<'a>(_: &'a Calls, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let texts = ["a", "b", "c"].map(String::from);
+        let replies = ctx
+            .try_all(texts.into_iter().map(|t| ctx.skill("echo").send(t)))
+            .await?;
+        let texts: Vec<String> = replies.iter().map(|r| r.text()).collect();
+        ctx.complete(texts.join(","), vec![])
+    })
+}
+
+static CALLS_STEPS: &[Step<Calls>] = &[Step::new("calls", calls).start().takes_user_message()];
+
+struct Echo;
+
+fn echo<'a>(_: &'a Echo, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(
+        async move { ctx.complete(format!("echo {}", input.message().joined_texts()), vec![]) },
+    )
+}
+
+static ECHO_STEPS: &[Step<Echo>] = &[Step::new("echo", echo).start().takes_user_message()];
+
 // ---- tools and stores ----
 
 /// An idempotent tool that logs each call in `ledger` (by its InvocationId), waits `delay(arg)`,
@@ -558,5 +584,25 @@ async fn a_sleep_inside_a_batch_resumes_with_the_siblings_receipts() {
     let task = terminal(&engine, &task_id).await;
     assert_completed_with(&task, "1 slept 2");
     assert_eq!(count_calls(&ledger).len(), 2, "each sibling performed once");
+    assert!(engine.fold_divergences().is_empty());
+}
+
+/// Calls of a child skill in one batch: journaled in one append, in input order, each child
+/// answering its own call.
+#[tokio::test]
+async fn child_skill_calls_run_as_one_batch() {
+    let store = Recording::default();
+    let engine = Engine::builder(store.clone())
+        .skill(StepTable::new(SkillInfo::new("calls", "Calls"), Calls, CALLS_STEPS).unwrap())
+        .skill(StepTable::new(SkillInfo::new("echo", "Echo"), Echo, ECHO_STEPS).unwrap())
+        .default_skill("calls")
+        .check_fold(true)
+        .start()
+        .await
+        .unwrap();
+    let task_id = engine.send(Request::operator(user("go"))).await.unwrap();
+    let task = settled(&engine, &task_id).await;
+    assert_completed_with(&task, "echo a,echo b,echo c");
+    assert_eq!(store.issuing_appends(), vec![3], "one append for the batch");
     assert!(engine.fold_divergences().is_empty());
 }

@@ -173,10 +173,13 @@ impl StepCtx {
     /// Each element should be one `ctx` call (or computation followed by one): a second `ctx` call
     /// made after an `.await` in the same element takes its id when that await ends, which depends
     /// on timing — chain calls after the batch instead.
-    pub async fn all<I, F, T>(&self, calls: I) -> Vec<Result<T, StepError>>
+    ///
+    /// Any futures will do (calls of other agents and skills, `ctx.agent(..).send(..)`, return
+    /// `Result<AgentReply, AgentError>`); the bound counts model and tool calls.
+    pub async fn all<I>(&self, calls: I) -> Vec<<I::Item as std::future::Future>::Output>
     where
-        I: IntoIterator<Item = F>,
-        F: std::future::Future<Output = Result<T, StepError>>,
+        I: IntoIterator,
+        I::Item: std::future::Future,
     {
         // `join_all` polls in order: up to 30 futures it polls a list front to back; past that a
         // `FuturesOrdered`, whose queue runs newly pushed futures in push order (pinned by the
@@ -186,10 +189,10 @@ impl StepCtx {
 
     /// [`StepCtx::all`], then the first error in the order given, or every value. All calls finish
     /// first, so none is cut off mid-effect and every receipt is kept.
-    pub async fn try_all<I, F, T>(&self, calls: I) -> Result<Vec<T>, StepError>
+    pub async fn try_all<I, T, E>(&self, calls: I) -> Result<Vec<T>, E>
     where
-        I: IntoIterator<Item = F>,
-        F: std::future::Future<Output = Result<T, StepError>>,
+        I: IntoIterator,
+        I::Item: std::future::Future<Output = Result<T, E>>,
     {
         self.all(calls).await.into_iter().collect()
     }
