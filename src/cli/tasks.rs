@@ -105,6 +105,9 @@ pub fn describe(record: &JournalRecord) -> String {
         },
         Entry::Transitioned { next, .. } => format!("transition: {next}"),
         Entry::TimerSet { id, fire_at_ms } => format!("timer {id} fires at {}", time(*fire_at_ms)),
+        Entry::CallStarted { id, task_id, .. } => {
+            format!("call {id} started callee task {task_id}")
+        }
         Entry::AwaitingInput { slot, message, .. } => {
             format!("awaiting `{slot}`: {}", short(&message.joined_texts()))
         }

@@ -142,6 +142,7 @@ pub struct AgentCall<'a> {
     ctx: &'a StepCtx,
     callee: Callee,
     retry: Option<RetryPolicy>,
+    stream: bool,
 }
 
 enum Callee {
@@ -155,6 +156,7 @@ impl<'a> AgentCall<'a> {
             ctx,
             callee: Callee::Agent(name),
             retry: None,
+            stream: false,
         }
     }
 
@@ -163,12 +165,21 @@ impl<'a> AgentCall<'a> {
             ctx,
             callee: Callee::Skill(id),
             retry: None,
+            stream: false,
         }
     }
 
     /// With another retry policy for starting the call (the callee unreachable, a 5xx).
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = Some(retry);
+        self
+    }
+
+    /// Follow the callee while it works: its status messages reach this task's clients as this
+    /// task's progress, live. The step stays in memory while the callee works (without `stream`
+    /// the caller waits with none); after a crash the call follows the same callee task again.
+    pub fn stream(mut self) -> Self {
+        self.stream = true;
         self
     }
 
@@ -211,9 +222,18 @@ impl<'a> AgentCall<'a> {
 
     async fn call(self, message: Message) -> Result<AgentReply, AgentError> {
         let what = self.what();
+        let stream = self.stream;
         let kind = match self.callee {
-            Callee::Agent(agent) => CmdKind::Agent { agent, message },
-            Callee::Skill(skill) => CmdKind::Skill { skill, message },
+            Callee::Agent(agent) => CmdKind::Agent {
+                agent,
+                message,
+                stream,
+            },
+            Callee::Skill(skill) => CmdKind::Skill {
+                skill,
+                message,
+                stream,
+            },
         };
         let mut cmd = Cmd::new(kind);
         if let Some(retry) = self.retry {

@@ -173,6 +173,10 @@ pub enum CmdKind {
         agent: String,
         /// The message (its `messageId` is derived from the command's id when it is sent).
         message: Message,
+        /// Follow the callee while it works and relay its status messages as this task's
+        /// progress (the step stays in memory meanwhile); else wait with no step in memory.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stream: bool,
     },
     /// Start the skill `skill` of this engine as a child task with `message` and wait for it like an
     /// agent call.
@@ -181,6 +185,9 @@ pub enum CmdKind {
         skill: String,
         /// The message (its `messageId` is derived from the command's id when it is sent).
         message: Message,
+        /// As for `Agent`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stream: bool,
     },
     /// Wait; the timer is persisted and fires after a restart too.
     Sleep {
@@ -221,6 +228,14 @@ impl CmdKind {
     /// True for a call to another agent or a child skill: started once, then waited on.
     pub fn is_call(&self) -> bool {
         matches!(self, CmdKind::Agent { .. } | CmdKind::Skill { .. })
+    }
+
+    /// True for a call that follows its callee and relays its progress.
+    pub fn streams(&self) -> bool {
+        matches!(
+            self,
+            CmdKind::Agent { stream: true, .. } | CmdKind::Skill { stream: true, .. }
+        )
     }
 
     /// True for effects the engine performs itself by writing the journal (emits, progress): their
@@ -313,6 +328,25 @@ impl Cmd {
             artifact,
             append: false,
             last_chunk: true,
+        })
+    }
+
+    /// Call the A2A agent declared as `agent`; the result is an `AgentReply` (see `StepCtx::agent`).
+    pub fn agent(agent: impl Into<String>, message: Message) -> Self {
+        Cmd::new(CmdKind::Agent {
+            agent: agent.into(),
+            message,
+            stream: false,
+        })
+    }
+
+    /// Start the skill `skill` as a child task; the result is an `AgentReply` (see
+    /// `StepCtx::skill`).
+    pub fn skill(skill: impl Into<String>, message: Message) -> Self {
+        Cmd::new(CmdKind::Skill {
+            skill: skill.into(),
+            message,
+            stream: false,
         })
     }
 

@@ -4,9 +4,13 @@
 
 use std::sync::Arc;
 
-use super::Started;
+use futures::StreamExt;
+
+use super::{Progress, Started};
 use crate::engine::{Caller, Engine, EngineError, Inner, Request};
 use crate::flow::EffectError;
+use crate::journal::Entry;
+use crate::model::TaskState;
 use crate::model::{Message, Task, TaskId};
 
 #[derive(Clone)]
@@ -87,6 +91,49 @@ impl ChildPeer {
             Ok(_) | Err(EngineError::TaskFinished { .. }) => Ok(()),
             Err(e) => Err(effect_error(e)),
         }
+    }
+
+    /// The child's progress, status and end, from its journal, until it settles.
+    pub fn follow(&self, task_id: &str) -> futures::stream::BoxStream<'static, Progress> {
+        let (engine, caller, task_id) = (
+            self.engine.clone(),
+            self.caller.clone(),
+            TaskId::from(task_id.to_owned()),
+        );
+        let updates = async move {
+            let Ok(sub) = engine.subscribe(&caller, &task_id).await else {
+                return futures::stream::empty().boxed();
+            };
+            futures::stream::unfold(sub, |mut sub| async move {
+                let update = sub.next().await?.ok()?;
+                Some((update, sub))
+            })
+            .filter_map(|update| {
+                futures::future::ready(match update.record.entry {
+                    Entry::Progress { message } | Entry::MessageEmitted { message } => {
+                        Some(Progress {
+                            state: TaskState::Working,
+                            message: Some(message),
+                        })
+                    }
+                    Entry::StatusChanged { state } => Some(Progress {
+                        state,
+                        message: None,
+                    }),
+                    Entry::Terminal { state, .. } => Some(Progress {
+                        state,
+                        message: None,
+                    }),
+                    Entry::AwaitingInput { .. } => Some(Progress {
+                        state: TaskState::InputRequired,
+                        message: None,
+                    }),
+                    _ => None,
+                })
+            })
+            .boxed()
+        };
+        futures::stream::once(updates).flatten().boxed()
     }
 
     pub async fn watch(&self, task_id: &str) {

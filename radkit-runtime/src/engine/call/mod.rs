@@ -20,6 +20,8 @@ mod remote;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+
 pub use remote::{AgentSpec, Agents};
 
 use super::fault::Boundary;
@@ -49,6 +51,12 @@ pub(crate) enum Started {
     Message(Message),
 }
 
+/// One step of a callee's progress: its state and the status message that came with it.
+pub(crate) struct Progress {
+    pub state: TaskState,
+    pub message: Option<Message>,
+}
+
 /// One callee: an A2A agent or a skill of this engine.
 #[derive(Clone)]
 pub(crate) enum Peer {
@@ -75,6 +83,14 @@ impl Peer {
         match self {
             Peer::Remote(p) => p.cancel(task_id).await,
             Peer::Child(p) => p.cancel(task_id).await,
+        }
+    }
+
+    /// The callee's progress while it works, until it settles (or the stream ends early).
+    fn follow(&self, task_id: &str) -> futures::stream::BoxStream<'static, Progress> {
+        match self {
+            Peer::Remote(p) => p.follow(task_id),
+            Peer::Child(p) => p.follow(task_id),
         }
     }
 
@@ -118,6 +134,11 @@ fn receipt(
         outcome,
         usage: None,
     }
+}
+
+/// The fingerprint of call `id` (`agent \`planner\``), for the fault hook.
+fn peer_what(run: &TaskRun, id: &InvocationId) -> Option<String> {
+    run.lock().command(id).map(|c| c.cmd.kind.fingerprint())
 }
 
 fn reply_value(reply: AgentReply) -> Result<serde_json::Value, EffectError> {
@@ -230,12 +251,52 @@ impl Inner {
                 None => return CallStep::Halted,
             },
         };
+        let task = match task {
+            task if settled(task.status.state) || !cmd.kind.streams() => task,
+            task => match self.follow_call(run, &peer, &task.id).await {
+                Ok(Some(settled)) => settled,
+                Ok(None) => task,
+                Err(()) => return CallStep::Halted,
+            },
+        };
         if settled(task.status.state) {
             let value = reply_value(AgentReply::from_task(task));
             return self.settle_call(run, receipt(id, attempts + 1, value));
         }
         let task_id = task.id.clone();
         self.wait(run, id, &peer, task_id, rechecks).await
+    }
+
+    /// A streamed call: follow the callee in this visit, journaling each of its status messages
+    /// as this task's progress, until it settles (its task, read again) or the stream ends early
+    /// (`None`: the call waits like any other). `Err`: the run stopped.
+    async fn follow_call(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        peer: &Peer,
+        callee_task: &str,
+    ) -> Result<Option<Task>, ()> {
+        let mut events = peer.follow(callee_task);
+        while let Some(progress) = events.next().await {
+            if run.is_halted() {
+                return Err(());
+            }
+            if let Some(text) = progress.message.filter(|m| !m.parts.is_empty()) {
+                let mut message = Message::new(crate::model::Role::Agent, text.parts);
+                message.metadata = text.metadata;
+                run.lock().push(Entry::Progress { message });
+                run.flush().await.map_err(drop)?;
+            }
+            if settled(progress.state) {
+                drop(events);
+                return Ok(peer
+                    .get(callee_task)
+                    .await
+                    .ok()
+                    .filter(|t| settled(t.status.state)));
+            }
+        }
+        Ok(None)
     }
 
     /// Start the call: send its message (with the derived `messageId`), retrying transient errors.
@@ -320,7 +381,8 @@ impl Inner {
         if run.flush().await.is_err() {
             return CallStep::Halted;
         }
-        if self.crash_at(Boundary::AwaitingInput, run, Some(id), None) {
+        let what = peer_what(run, id);
+        if self.crash_at(Boundary::AwaitingInput, run, Some(id), what.as_deref()) {
             return CallStep::Halted;
         }
         let engine = self.clone();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::OnceCell;
 
-use super::{settled, Started};
+use super::{settled, Progress, Started};
 use crate::client::{A2aClient, ClientAuth, ClientError, ProtocolVersion, Reply, StreamEvent};
 use crate::flow::EffectError;
 use crate::model::{Message, Task};
@@ -94,6 +94,17 @@ pub(crate) struct RemotePeer {
     client: Arc<OnceCell<A2aClient>>,
 }
 
+/// The stream a future makes, flattened (the client is connected lazily).
+fn async_stream_of<F, Fut>(make: F) -> futures::stream::BoxStream<'static, Progress>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = futures::stream::BoxStream<'static, Progress>>
+        + Send
+        + 'static,
+{
+    futures::stream::once(make()).flatten().boxed()
+}
+
 fn effect_error(e: ClientError) -> EffectError {
     if e.is_transient() {
         EffectError::transient(e.to_string())
@@ -160,6 +171,34 @@ impl RemotePeer {
             Err(e) if e.is_not_cancelable() => Ok(()),
             Err(e) => Err(effect_error(e)),
         }
+    }
+
+    /// The remote task's status updates, until it settles or the subscription ends.
+    pub fn follow(&self, task_id: &str) -> futures::stream::BoxStream<'static, Progress> {
+        let (peer, task_id) = (self.clone(), task_id.to_owned());
+        let stream = async_stream_of(move || async move {
+            let Ok(client) = peer.client().await else {
+                return futures::stream::empty().boxed();
+            };
+            client
+                .subscribe(&task_id)
+                .take_while(|event| futures::future::ready(event.is_ok()))
+                .filter_map(|event| {
+                    futures::future::ready(match event {
+                        Ok(StreamEvent::Status(update)) => Some(Progress {
+                            state: update.status.state,
+                            message: update.status.message,
+                        }),
+                        Ok(StreamEvent::Task(task)) => Some(Progress {
+                            state: task.status.state,
+                            message: None,
+                        }),
+                        _ => None,
+                    })
+                })
+                .boxed()
+        });
+        stream
     }
 
     /// Follow the remote task with a subscription; when the peer cannot stream or the stream

@@ -1,0 +1,534 @@
+//! Durable calls to remote A2A agents (`ctx.agent(name)`), with both agents in this process on
+//! loopback: a caller engine whose step calls a radkit callee served over A2A (the version picked
+//! from its card: 1.0; and 0.3 forced), the input-required round trip, a remote failure as a typed
+//! error, cancel cascading to the remote task, the caller crashed at every boundary of a call
+//! (exactly one remote task, the caller completes), the callee stopped and restarted mid-call, and
+//! the official Python SDK's server as the remote peer (`tests/python/sdk_server.py`; ignored
+//! without `RADKIT_PYTHON1` or the workspace's `.venv1`).
+
+use std::future::Future;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use radkit::client::ProtocolVersion;
+use radkit::engine::{AgentSpec, Boundary, Caller, Fault, Request};
+use radkit::journal::Entry;
+use radkit::model::{TaskId, TaskState};
+use radkit::prelude::*;
+use radkit::server::ServerConfig;
+use radkit::store::{MemoryStore, SqliteStore, Store, TaskQuery};
+use radkit::{AgentError, EngineBuilder};
+
+#[macro_use]
+#[path = "../radkit-runtime/tests/services/mod.rs"]
+mod services;
+
+fn main() -> ExitCode {
+    services::run(trials! {
+        Nothing multi_thread:
+            a_step_gets_a_remote_agents_reply_over_1_0_and_0_3,
+            a_remote_question_is_answered_by_the_calling_step,
+            a_streamed_call_relays_the_remote_progress_as_the_callers_own,
+            a_failed_remote_task_is_a_typed_error_the_step_handles,
+            an_undeclared_agent_fails_the_step_naming_the_declared_ones,
+            the_caller_waits_for_a_remote_task_with_no_step_in_memory,
+            canceling_the_caller_cancels_the_remote_task,
+            caller_crashed_before_sending_sends_once_after_the_restart,
+            caller_crashed_with_the_request_in_flight_makes_one_remote_task,
+            caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_no_second_one,
+            caller_crashed_while_waiting_resumes_the_same_remote_task,
+            the_callee_stopped_and_restarted_mid_call_still_answers_the_caller;
+        Python1Server multi_thread:
+            the_official_python_sdk_server_is_a_remote_peer;
+    })
+}
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(PATIENCE, fut).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {PATIENCE:?} waiting for {what}"),
+    }
+}
+
+/// The callee: `ask ...` asks for input and completes with the answer; `fail ...` fails;
+/// `wait ...` sleeps an hour; `slow ...` works 1.5 s; anything else is echoed after 200 ms.
+#[derive(Default)]
+struct Peer;
+
+#[flow_skill(id = "peer", name = "Peer", register = false)]
+impl Peer {
+    #[step(start)]
+    async fn start(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        let text = msg.joined_texts();
+        if text.starts_with("ask") {
+            return await_input!(slot = "answer", message = "Your answer?");
+        }
+        if text.starts_with("fail") {
+            return ctx.fail("the peer cannot do that");
+        }
+        if text.starts_with("progress") {
+            for n in 1..=3 {
+                ctx.progress(format!("step {n} of 3")).await?;
+                ctx.sleep(Duration::from_millis(300)).await?;
+            }
+        }
+        let pause = match text.split_whitespace().next() {
+            Some("wait") => Duration::from_secs(3600),
+            Some("slow") => Duration::from_millis(1500),
+            _ => Duration::from_millis(200),
+        };
+        ctx.sleep(pause).await?;
+        ctx.complete(format!("Echo: {text}"), vec![])
+    }
+
+    #[step(resume_from = "start")]
+    async fn answered(&self, ctx: &StepCtx, reply: Content) -> StepResult {
+        ctx.complete(format!("Got {}", reply.joined_texts()), vec![])
+    }
+}
+
+/// The caller: `<agent>: <question>` sends the question to the agent; a question back is answered
+/// `42`; a failure is reported as the task's completion text.
+#[derive(Default)]
+struct Delegator;
+
+#[flow_skill(id = "delegator", name = "Delegator", register = false)]
+impl Delegator {
+    #[step(start)]
+    async fn start(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        let text = msg.joined_texts();
+        let (streamed, text) = match text.strip_prefix("stream ") {
+            Some(rest) => (true, rest.to_owned()),
+            None => (false, text),
+        };
+        let (agent, question) = text.split_once(": ").unwrap_or(("peer", text.as_str()));
+        let call = match streamed {
+            true => ctx.agent(agent).stream(),
+            false => ctx.agent(agent),
+        };
+        let mut reply = match call.send(question).await {
+            Ok(reply) => reply,
+            Err(AgentError::Failed { reply, .. }) => {
+                return ctx.complete(format!("remote failed: {}", reply.text()), vec![])
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if reply.needs_input() {
+            reply = ctx.agent(agent).reply(&reply, "42").await?;
+        }
+        ctx.complete(reply.text(), vec![])
+    }
+}
+
+/// A radkit agent on loopback: an engine and its A2A server.
+struct Agent {
+    url: String,
+    engine: Engine,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Agent {
+    fn stop(&self) {
+        self.server.abort();
+        self.engine.halt();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn serve(builder: EngineBuilder, listener: tokio::net::TcpListener) -> Agent {
+    let engine = builder.start().await.expect("start the engine");
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let config = ServerConfig::new(format!("{url}/"));
+    let server = tokio::spawn(radkit::server::serve(listener, engine.clone(), config));
+    Agent {
+        url,
+        engine,
+        server,
+    }
+}
+
+async fn callee(store: impl Store) -> Agent {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    callee_on(store, listener).await
+}
+
+async fn callee_on(store: impl Store, listener: tokio::net::TcpListener) -> Agent {
+    let builder = Engine::builder(store)
+        .without_registered_skills()
+        .skill(Peer);
+    serve(builder, listener).await
+}
+
+/// The caller's engine (not served: the test talks to it directly), with `peer` (the card's
+/// choice) and `peer03` (0.3 forced) declared at `url`.
+fn caller(store: impl Store, url: &str) -> EngineBuilder {
+    Engine::builder(store)
+        .without_registered_skills()
+        .skill(Delegator)
+        .agent("peer", AgentSpec::new(url))
+        .agent("peer03", AgentSpec::new(url).version(ProtocolVersion::V0_3))
+        .check_fold(true)
+}
+
+async fn ask(engine: &Engine, text: &str) -> TaskId {
+    engine
+        .send(Request::operator(Message::user_text(text)))
+        .await
+        .expect("send")
+}
+
+/// Wait until the task ends (not merely settles: a caller waiting on a callee is `working`).
+async fn ended(engine: &Engine, id: &TaskId) -> radkit::model::Task {
+    within(&format!("task {id} to end"), async {
+        loop {
+            let task = engine.task(&Caller::Operator, id, None).await.unwrap();
+            if task.status.state.is_terminal() {
+                return task;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+fn text_of(task: &radkit::model::Task) -> String {
+    task.status
+        .message
+        .as_ref()
+        .map(|m| m.joined_texts())
+        .unwrap_or_default()
+}
+
+/// The callee tasks of an agent's store.
+async fn remote_tasks(store: &dyn Store) -> Vec<radkit::store::TaskRecord> {
+    store.list(TaskQuery::default()).await.unwrap()
+}
+
+/// The callee task ids the caller's journal bound its calls to.
+async fn bound(store: &dyn Store, id: &TaskId) -> Vec<String> {
+    store
+        .journal(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r.entry {
+            Entry::CallStarted { task_id, .. } => Some(task_id),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn a_step_gets_a_remote_agents_reply_over_1_0_and_0_3() {
+    let remote_store = MemoryStore::new();
+    let remote = callee(remote_store.clone()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    for agent in ["peer", "peer03"] {
+        let id = ask(&engine, &format!("{agent}: hello {agent}")).await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(done.status.state, TaskState::Completed, "{done:?}");
+        assert_eq!(text_of(&done), format!("Echo: hello {agent}"));
+        let bound = bound(&store, &id).await;
+        assert_eq!(bound.len(), 1);
+        let remote_task = remote
+            .engine
+            .task(&Caller::Operator, &TaskId::from(bound[0].clone()), None)
+            .await
+            .unwrap();
+        assert_eq!(remote_task.status.state, TaskState::Completed);
+    }
+    assert_eq!(remote_tasks(&remote_store).await.len(), 2);
+    assert!(engine.fold_divergences().is_empty());
+}
+
+async fn a_remote_question_is_answered_by_the_calling_step() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    for agent in ["peer", "peer03"] {
+        let id = ask(&engine, &format!("{agent}: ask me")).await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(text_of(&done), "Got 42", "{agent}: {done:?}");
+        let bound = bound(&store, &id).await;
+        assert_eq!(bound.len(), 2, "the send and the reply");
+        assert_eq!(
+            bound[0], bound[1],
+            "{agent}: the reply went to the same remote task"
+        );
+    }
+}
+
+async fn a_streamed_call_relays_the_remote_progress_as_the_callers_own() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    for agent in ["peer", "peer03"] {
+        let id = ask(&engine, &format!("stream {agent}: progress please")).await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(text_of(&done), "Echo: progress please", "{agent}: {done:?}");
+        let relayed: Vec<String> = store
+            .journal(&id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| match r.entry {
+                Entry::Progress { message } => Some(message.joined_texts()),
+                _ => None,
+            })
+            .collect();
+        for n in 1..=3 {
+            assert!(
+                relayed.contains(&format!("step {n} of 3")),
+                "{agent}: the caller's progress {relayed:?}"
+            );
+        }
+    }
+}
+
+async fn a_failed_remote_task_is_a_typed_error_the_step_handles() {
+    let remote = callee(MemoryStore::new()).await;
+    let engine = caller(MemoryStore::new(), &remote.url)
+        .start()
+        .await
+        .unwrap();
+    let id = ask(&engine, "peer: fail now").await;
+    let done = ended(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert_eq!(text_of(&done), "remote failed: the peer cannot do that");
+}
+
+async fn an_undeclared_agent_fails_the_step_naming_the_declared_ones() {
+    let remote = callee(MemoryStore::new()).await;
+    let engine = caller(MemoryStore::new(), &remote.url)
+        .start()
+        .await
+        .unwrap();
+    let id = ask(&engine, "planner: hi").await;
+    let done = ended(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Failed);
+    let text = text_of(&done);
+    assert!(
+        text.contains("no agent named `planner`")
+            && text.contains("declared agents are peer, peer03"),
+        "{text}"
+    );
+}
+
+async fn the_caller_waits_for_a_remote_task_with_no_step_in_memory() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    let id = ask(&engine, "peer: slow work").await;
+    within(
+        "the call to be bound and the caller's run to close",
+        async {
+            while bound(&store, &id).await.is_empty() || engine.tasks_in_hand() != 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        engine.state(&Caller::Operator, &id).await.unwrap(),
+        TaskState::Working
+    );
+    let done = ended(&engine, &id).await;
+    assert_eq!(text_of(&done), "Echo: slow work");
+}
+
+async fn canceling_the_caller_cancels_the_remote_task() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    for agent in ["peer", "peer03"] {
+        let id = ask(&engine, &format!("{agent}: wait for an hour")).await;
+        let remote_id = within("the call to be bound", async {
+            loop {
+                if let Some(b) = bound(&store, &id).await.pop() {
+                    return TaskId::from(b);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        let canceled = engine.cancel(&Caller::Operator, &id).await.unwrap();
+        assert_eq!(canceled.status.state, TaskState::Canceled);
+        let remote_task = within("the remote task to be canceled", async {
+            loop {
+                let t = remote
+                    .engine
+                    .task(&Caller::Operator, &remote_id, None)
+                    .await
+                    .unwrap();
+                if t.status.state.is_terminal() {
+                    return t;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert_eq!(remote_task.status.state, TaskState::Canceled, "{agent}");
+    }
+}
+
+/// Crash the caller at `boundary` of its call to `peer`, restart it on the same store, and check
+/// that exactly one remote task exists and the caller completes with its answer.
+async fn crash_the_caller_at(boundary: Boundary) {
+    let remote_store = MemoryStore::new();
+    let remote = callee(remote_store.clone()).await;
+    let store = MemoryStore::new();
+    let crashed = caller(store.clone(), &remote.url)
+        .fault_hook(move |f: &Fault| {
+            f.boundary == boundary && f.what.as_deref() == Some("agent `peer`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = ask(&crashed, "peer: slow hello").await;
+    within("the caller to crash", async {
+        while !crashed.is_halted() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    crashed.shutdown().await;
+    // Let a request that was in flight at the crash reach the callee.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    let done = ended(&engine, &id).await;
+    assert_eq!(text_of(&done), "Echo: slow hello", "{boundary:?}: {done:?}");
+    let tasks = remote_tasks(&remote_store).await;
+    assert_eq!(
+        tasks.len(),
+        1,
+        "{boundary:?}: exactly one remote task: {tasks:?}"
+    );
+    assert_eq!(bound(&store, &id).await, vec![tasks[0].id.clone()]);
+    assert!(engine.fold_divergences().is_empty());
+}
+
+async fn caller_crashed_before_sending_sends_once_after_the_restart() {
+    crash_the_caller_at(Boundary::CommandJournaled).await;
+}
+
+async fn caller_crashed_with_the_request_in_flight_makes_one_remote_task() {
+    crash_the_caller_at(Boundary::DuringEffect).await;
+}
+
+async fn caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_no_second_one() {
+    crash_the_caller_at(Boundary::EffectReturned).await;
+}
+
+async fn caller_crashed_while_waiting_resumes_the_same_remote_task() {
+    crash_the_caller_at(Boundary::AwaitingInput).await;
+}
+
+async fn the_callee_stopped_and_restarted_mid_call_still_answers_the_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("callee.db");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let remote = callee_on(SqliteStore::open_default(&path).unwrap(), listener).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    let id = ask(&engine, "peer: slow while the callee restarts").await;
+    within("the call to be bound", async {
+        while bound(&store, &id).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    remote.stop();
+    remote.engine.shutdown().await;
+    drop(remote);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let listener = within("the callee's port to be free again", async {
+        loop {
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => return l,
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await;
+    let _remote = callee_on(SqliteStore::open_default(&path).unwrap(), listener).await;
+    let done = ended(&engine, &id).await;
+    assert_eq!(text_of(&done), "Echo: slow while the callee restarts");
+    assert_eq!(bound(&store, &id).await.len(), 1);
+}
+
+/// The official Python SDK 1.x server, killed when dropped.
+struct SdkServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for SdkServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn sdk_server() -> SdkServer {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = format!("{}/tests/python/sdk_server.py", env!("CARGO_MANIFEST_DIR"));
+    let child = Command::new(services::python1())
+        .arg(script)
+        .arg(port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tests/python/sdk_server.py");
+    let server = SdkServer {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    within("the Python SDK server to serve its card", async {
+        let card = format!("{}/.well-known/agent-card.json", server.url);
+        while !reqwest::get(&card)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    server
+}
+
+async fn the_official_python_sdk_server_is_a_remote_peer() {
+    let server = sdk_server().await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &server.url).start().await.unwrap();
+    // Echo (about a second of work: the caller waits), over 1.0 (the card) and 0.3 (forced).
+    for agent in ["peer", "peer03"] {
+        let id = ask(&engine, &format!("{agent}: slow work for {agent}")).await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(done.status.state, TaskState::Completed, "{agent}: {done:?}");
+        assert!(
+            text_of(&done).contains(&format!("Echo: slow work for {agent}")),
+            "{agent}: {}",
+            text_of(&done)
+        );
+        assert_eq!(bound(&store, &id).await.len(), 1);
+        // The question round trip.
+        let id = ask(&engine, &format!("{agent}: ask me")).await;
+        let done = ended(&engine, &id).await;
+        assert!(text_of(&done).contains("42"), "{agent}: {done:?}");
+    }
+    let _ = Arc::new(());
+}
