@@ -350,3 +350,70 @@ async fn crash_while_waiting_on_a_child_resumes_the_same_child_after_a_restart()
     assert_eq!(children(&store).await.len(), 1);
     let _ = reply;
 }
+
+/// The reducer form issues a call from a transition; its reply comes back as the command's result.
+struct Reducer;
+
+#[async_trait::async_trait]
+impl radkit_runtime::flow::FlowSkill for Reducer {
+    type State = u32;
+    fn info(&self) -> SkillInfo {
+        SkillInfo::new("reducer", "Reducer")
+    }
+    fn initial_state(&self) -> u32 {
+        0
+    }
+    async fn on_event(
+        &self,
+        state: u32,
+        event: radkit_runtime::flow::Event,
+        _: &StepCtx,
+    ) -> Result<radkit_runtime::flow::Transition<u32>, radkit_runtime::flow::StepError> {
+        use radkit_runtime::flow::{Cmd, Event, Transition};
+        match event {
+            Event::UserMessage { message } if state == 0 => Ok(Transition::to(1).cmd(Cmd::skill(
+                "child",
+                radkit_runtime::model::Message::user_text(message.joined_texts()),
+            ))),
+            Event::CommandResult { outcome, .. } => {
+                let reply: radkit_runtime::flow::AgentReply = serde_json::from_value(
+                    outcome.map_err(|e| radkit_runtime::flow::StepError::Failed(e.message))?,
+                )?;
+                Ok(Transition::complete(format!(
+                    "reducer got: {}",
+                    reply.text()
+                )))
+            }
+            _ => Ok(Transition::ignore()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reducer_calls_a_child_from_a_transition_and_gets_its_reply_as_the_result() {
+    let store = MemoryStore::new();
+    let gate = gate();
+    gate.release.add_permits(1);
+    let engine = engine(store.clone(), &gate)
+        .skill(Reducer)
+        .start()
+        .await
+        .unwrap();
+    let id = engine
+        .send(Request::operator(user("work")).skill("reducer"))
+        .await
+        .unwrap();
+    let done = within(PATIENCE, "the reducer to finish", async {
+        loop {
+            let t = engine.task(&Caller::Operator, &id, None).await.unwrap();
+            if t.status.state.is_terminal() {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(status_text(&done), "reducer got: worked", "{done:?}");
+    assert_eq!(bound(&store, &id).await.len(), 1);
+    assert!(engine.fold_divergences().is_empty());
+}

@@ -343,6 +343,7 @@ impl EngineBuilder {
             divergences: Arc::default(),
             pusher: Default::default(),
             agents,
+            watchers: Default::default(),
         };
         Ok(Engine {
             inner: Arc::new(inner),

@@ -64,6 +64,8 @@ pub(crate) struct Inner {
     pusher: push::Pusher,
     /// The agents steps may call (`ctx.agent`), each connected on first use.
     agents: call::Agents,
+    /// The calls this engine follows (one watcher each).
+    watchers: call::Watchers,
 }
 
 /// The durable engine. Cheap to clone.

@@ -45,6 +45,24 @@ pub(crate) enum CallStep {
     Halted,
 }
 
+/// The calls this engine follows now (each by one watcher).
+#[derive(Default)]
+pub(crate) struct Watchers(std::sync::Mutex<std::collections::HashSet<InvocationId>>);
+
+impl Watchers {
+    /// True when nobody watched call `id` yet (it is now).
+    fn begin(&self, id: &InvocationId) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone())
+    }
+
+    fn end(&self, id: &InvocationId) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
 /// What a callee said to a start.
 pub(crate) enum Started {
     Task(Task),
@@ -141,9 +159,21 @@ fn peer_what(run: &TaskRun, id: &InvocationId) -> Option<String> {
     run.lock().command(id).map(|c| c.cmd.kind.fingerprint())
 }
 
+/// The receipt value of a reply. A reply the journal could not read back (nested deeper than a
+/// message may be) is refused here, as a message is at ingress: a hostile callee cannot wedge its
+/// caller.
 fn reply_value(reply: AgentReply) -> Result<serde_json::Value, EffectError> {
-    serde_json::to_value(reply)
-        .map_err(|e| EffectError::permanent(format!("the callee's reply does not serialize: {e}")))
+    let value = serde_json::to_value(reply).map_err(|e| {
+        EffectError::permanent(format!("the callee's reply does not serialize: {e}"))
+    })?;
+    let depth = crate::journal::json_depth(&value);
+    if depth > crate::journal::MAX_MESSAGE_DEPTH + 2 {
+        return Err(EffectError::permanent(format!(
+            "the callee's reply nests {depth} levels deep; the limit is {}",
+            crate::journal::MAX_MESSAGE_DEPTH + 2
+        )));
+    }
+    Ok(value)
 }
 
 impl Inner {
@@ -281,7 +311,11 @@ impl Inner {
             if run.is_halted() {
                 return Err(());
             }
-            if let Some(text) = progress.message.filter(|m| !m.parts.is_empty()) {
+            // The message a settled callee ends with is its answer (the reply), not progress.
+            let relayed = progress
+                .message
+                .filter(|m| !m.parts.is_empty() && !settled(progress.state));
+            if let Some(text) = relayed {
                 let mut message = Message::new(crate::model::Role::Agent, text.parts);
                 message.metadata = text.metadata;
                 run.lock().push(Entry::Progress { message });
@@ -385,11 +419,17 @@ impl Inner {
         if self.crash_at(Boundary::AwaitingInput, run, Some(id), what.as_deref()) {
             return CallStep::Halted;
         }
+        // One watcher per call: a visit re-run while an earlier watcher still follows the callee
+        // (another call of the visit woke it) leaves that one to wake the task.
+        if !self.watchers.begin(id) {
+            return CallStep::Waiting;
+        }
         let engine = self.clone();
-        let (peer, task_id) = (peer.clone(), run.task_id.to_string());
+        let (peer, task_id, call) = (peer.clone(), run.task_id.to_string(), id.clone());
         tokio::spawn(async move {
             let until = Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0));
             let _ = tokio::time::timeout(until, peer.watch(&callee_task)).await;
+            engine.watchers.end(&call);
             if engine.halted.load(std::sync::atomic::Ordering::SeqCst) {
                 return;
             }
@@ -439,5 +479,49 @@ impl Inner {
             });
             let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> serde_json::Value {
+        let mut v = serde_json::json!("leaf");
+        for _ in 0..depth {
+            v = serde_json::json!([v]);
+        }
+        v
+    }
+
+    fn reply_with_metadata(value: serde_json::Value) -> AgentReply {
+        let mut message = Message::agent_text("hi");
+        message.metadata = Some(serde_json::Map::from_iter([("x".to_owned(), value)]));
+        AgentReply::from_message(message)
+    }
+
+    #[test]
+    fn a_reply_nested_deeper_than_the_journal_reads_back_is_refused_as_a_permanent_error() {
+        let error = reply_value(reply_with_metadata(nested(200))).unwrap_err();
+        assert!(!error.is_transient());
+        assert!(error.message.contains("levels deep"), "{}", error.message);
+        assert!(reply_value(reply_with_metadata(nested(40))).is_ok());
+    }
+
+    #[test]
+    fn the_message_id_is_derived_from_the_invocation_id_alone() {
+        let id = InvocationId::derive("task", 3, 1);
+        assert_eq!(message_id(&id), message_id(&id.clone()));
+        assert_ne!(
+            message_id(&id),
+            message_id(&InvocationId::derive("task", 3, 2))
+        );
+        assert!(!message_id(&id).contains("task"), "opaque to the callee");
+    }
+
+    #[test]
+    fn rechecks_double_from_five_seconds_to_two_minutes() {
+        let secs: Vec<u64> = (0..7).map(|n| recheck_after(n).as_secs()).collect();
+        assert_eq!(secs, [5, 10, 20, 40, 80, 120, 120]);
     }
 }

@@ -189,9 +189,11 @@ impl RemotePeer {
                             state: update.status.state,
                             message: update.status.message,
                         }),
+                        // The task as the subscription opens: its status message is where it
+                        // stands now.
                         Ok(StreamEvent::Task(task)) => Some(Progress {
                             state: task.status.state,
-                            message: None,
+                            message: task.status.message,
                         }),
                         _ => None,
                     })
