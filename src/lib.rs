@@ -10,7 +10,7 @@
 //! `EngineBuilder::fault_hook`) and the store conformance suite (`store::conformance`).
 
 pub use radkit_runtime::*;
-pub use radkit_runtime::{await_input, goto};
+pub use radkit_runtime::{await_input, goto, join};
 
 #[doc(hidden)]
 pub use radkit_runtime::__private;

@@ -18,7 +18,7 @@ use proptest::sample::Index;
 use radkit::effects::Effects;
 use radkit::engine::Fault;
 use radkit::flow::step_table::{self, Step, StepInput, StepTable};
-use radkit::flow::{erase, EffectPolicy, ErasedSkill, SkillInfo, StepCtx, StepResult};
+use radkit::flow::{erase, EffectPolicy, ErasedSkill, SkillInfo, StepCtx, StepError, StepResult};
 use radkit::journal::Entry;
 use radkit::model::{Content, Message, TaskState};
 use radkit::store::MemoryStore;
@@ -26,7 +26,8 @@ use radkit::tools::FnTool;
 use radkit::{await_input, flow_skill, goto, Engine, EngineBuilder};
 
 /// Adds what the ops say: `add n` doubles `n` with a tool, `hop n` loops `n` visits (a tool call
-/// each), `ask` asks inside a step and adds the reply's length, `done` completes with the total.
+/// each), `fan n` doubles `n` and `0..n` in one parallel batch (`join!` of a call and a `ctx.all`),
+/// `ask` asks inside a step and adds the reply's length, `done` completes with the total.
 #[derive(Default)]
 struct Tally;
 
@@ -46,6 +47,7 @@ impl Tally {
                 goto!("wait", total + doubled)
             }
             Op::Hop(n) => goto!("hop", (total, n)),
+            Op::Fan(n) => goto!("wait", total + fan(ctx, n).await?),
             Op::Ask => {
                 let reply = ctx.ask("extra", "how much?").await?;
                 goto!("wait", total + reply.joined_texts().len() as i64)
@@ -76,9 +78,19 @@ impl Tally {
     }
 }
 
+/// `n` and `0..n` doubled in one batch, summed: the ids are `n`'s call, then `0..n` in order.
+async fn fan(ctx: &StepCtx, n: i64) -> Result<i64, StepError> {
+    let (first, rest) = radkit::join!(
+        ctx.tool("double").call::<_, i64>(n),
+        ctx.all((0..n).map(|i| ctx.tool("double").call::<_, i64>(i))),
+    );
+    rest.into_iter().try_fold(first?, |sum, x| Ok(sum + x?))
+}
+
 enum Op {
     Add(i64),
     Hop(i64),
+    Fan(i64),
     Ask,
     Done,
     Noise,
@@ -91,6 +103,7 @@ fn parse(text: &str) -> Op {
     match op {
         "add" => Op::Add(n),
         "hop" => Op::Hop(n),
+        "fan" => Op::Fan(n),
         "ask" => Op::Ask,
         "done" => Op::Done,
         _ => Op::Noise,
@@ -134,6 +147,7 @@ fn table_op<'a>(
                 step_table::goto("wait", total + doubled)
             }
             Op::Hop(n) => step_table::goto("hop", (total, n)),
+            Op::Fan(n) => step_table::goto("wait", total + fan(ctx, n).await?),
             Op::Ask => {
                 let reply = ctx.ask("extra", "how much?").await?;
                 step_table::goto("wait", total + reply.joined_texts().len() as i64)
@@ -324,6 +338,7 @@ fn op() -> impl Strategy<Value = String> {
     prop_oneof![
         (-20i64..20).prop_map(|n| format!("add {n}")),
         (0i64..6).prop_map(|n| format!("hop {n}")),
+        (0i64..6).prop_map(|n| format!("fan {n}")),
         Just("ask".to_owned()),
         Just("noise".to_owned()),
     ]

@@ -42,10 +42,11 @@ pub mod __private;
 
 /// What a typical skill names, in one import: `use radkit::prelude::*;`.
 ///
-/// The authoring macros; what a step receives and returns (`StepCtx`, `Content`, `StepResult`,
-/// `StepError`); what it produces (`Artifact`, `Message`); tools and their policies (`Effects`,
-/// `FnTool`, `EffectPolicy`, `EffectError`); approvals (`ApprovalRequest`, `Decision`); and the
-/// `Engine` that runs skills. Your own items of the same names shadow these.
+/// The authoring macros and `join!` (parallel `ctx` calls); what a step receives and returns
+/// (`StepCtx`, `Content`, `StepResult`, `StepError`); what it produces (`Artifact`, `Message`); tools
+/// and their policies (`Effects`, `FnTool`, `EffectPolicy`, `EffectError`); approvals
+/// (`ApprovalRequest`, `Decision`); and the `Engine` that runs skills. Your own items of the same
+/// names shadow these.
 pub mod prelude {
     pub use crate::effects::Effects;
     pub use crate::engine::Engine;
@@ -54,11 +55,17 @@ pub mod prelude {
     };
     pub use crate::model::{Artifact, Content, Message};
     pub use crate::tools::FnTool;
-    pub use crate::{await_input, goto};
+    pub use crate::{await_input, goto, join};
     pub use radkit_macros::{flow_skill, step};
 }
 
 pub use engine::{Engine, EngineBuilder, EngineError};
 pub use flow::*;
+/// Run several `ctx` calls of a step at once and wait for all of them (`futures::join!`,
+/// re-exported): `let (summary, facts) = radkit::join!(ctx.llm("m").run::<String>(&q),
+/// ctx.tool("t").call::<_, Value>(&q));`. It polls its arguments in order, so the calls take their
+/// InvocationIds in argument order, live and on replay; they are journaled in one append and
+/// performed in parallel (see [`StepCtx::all`]).
+pub use futures::join;
 pub use model::{Artifact, Content, Message, Part, Role, Task, TaskState};
 pub use radkit_macros::{flow_skill, step};

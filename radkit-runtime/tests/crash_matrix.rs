@@ -1,5 +1,6 @@
-//! The crash matrix: every effect policy x every crash point x both ways a skill issues an effect
-//! (an in-step `ctx.tool(..)` call and a transition command) x every store (memory, SQLite reopened
+//! The crash matrix: every effect policy x every crash point x every way a skill issues an effect
+//! (an in-step `ctx.tool(..)` call, the same call in a parallel batch beside another tool's, and a
+//! transition command) x every store (memory, SQLite reopened
 //! from its file, Postgres in a fresh schema). Each cell runs one task until the crash, halts that
 //! engine for good (like `kill -9`: nothing more is journaled), reads the journal from the store before
 //! any recovery, starts a fresh engine over the reopened store, drives the task to its end, and
@@ -20,77 +21,77 @@ use radkit_runtime::flow::EffectPolicy::{AtLeastOnce, AtMostOnce, Compensate, Id
 use matrix::AtCrash::*;
 use matrix::End::*;
 use matrix::Point::*;
-use matrix::{row, run, Backend, Form, Row, BOTH};
+use matrix::{row, run, Backend, Form, Row, EVERY_FORM};
 
 mod common;
 mod matrix;
 #[allow(unused_macros)]
 mod services;
 
-/// What each policy promises at each crash point, in both issue forms (`BOTH`). `(a, b)` counts raw
+/// What each policy promises at each crash point, in both issue forms (`EVERY_FORM`). `(a, b)` counts raw
 /// calls of the effect: `a` at the crash, `b` in all once the recovered task ended.
 #[rustfmt::skip]
 const TABLE: &[Row] = &[
     // The skill is about to issue the effect: nothing of it is durable, so it runs once after
     // recovery, whatever its policy (an at-most-once effect that never started is not "unknown").
-    row(Idempotent,  BeforeJournaled, BOTH, NotIssued, (0, 1), Completed),
-    row(AtLeastOnce, BeforeJournaled, BOTH, NotIssued, (0, 1), Completed),
-    row(AtMostOnce,  BeforeJournaled, BOTH, NotIssued, (0, 1), Completed),
-    row(Compensate,  BeforeJournaled, BOTH, NotIssued, (0, 1), Completed),
+    row(Idempotent,  BeforeJournaled, EVERY_FORM, NotIssued, (0, 1), Completed),
+    row(AtLeastOnce, BeforeJournaled, EVERY_FORM, NotIssued, (0, 1), Completed),
+    row(AtMostOnce,  BeforeJournaled, EVERY_FORM, NotIssued, (0, 1), Completed),
+    row(Compensate,  BeforeJournaled, EVERY_FORM, NotIssued, (0, 1), Completed),
     // The command is durable, the effect not started: reissued with the same InvocationId, except
     // at-most-once, which never runs and fails "outcome unknown".
-    row(Idempotent,  AfterJournaled, BOTH, IssuedNoReceipt, (0, 1), Completed),
-    row(AtLeastOnce, AfterJournaled, BOTH, IssuedNoReceipt, (0, 1), Completed),
-    row(AtMostOnce,  AfterJournaled, BOTH, IssuedNoReceipt, (0, 0), OutcomeUnknown),
-    row(Compensate,  AfterJournaled, BOTH, IssuedNoReceipt, (0, 1), Completed),
+    row(Idempotent,  AfterJournaled, EVERY_FORM, IssuedNoReceipt, (0, 1), Completed),
+    row(AtLeastOnce, AfterJournaled, EVERY_FORM, IssuedNoReceipt, (0, 1), Completed),
+    row(AtMostOnce,  AfterJournaled, EVERY_FORM, IssuedNoReceipt, (0, 0), OutcomeUnknown),
+    row(Compensate,  AfterJournaled, EVERY_FORM, IssuedNoReceipt, (0, 1), Completed),
     // The effect is in flight (it completes after the crash): reissued, so it runs twice with one
     // key; at-most-once ran once and fails "outcome unknown".
-    row(Idempotent,  DuringEffect, BOTH, IssuedNoReceipt, (1, 2), Completed),
-    row(AtLeastOnce, DuringEffect, BOTH, IssuedNoReceipt, (1, 2), Completed),
-    row(AtMostOnce,  DuringEffect, BOTH, IssuedNoReceipt, (1, 1), OutcomeUnknown),
-    row(Compensate,  DuringEffect, BOTH, IssuedNoReceipt, (1, 2), Completed),
+    row(Idempotent,  DuringEffect, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
+    row(AtLeastOnce, DuringEffect, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
+    row(AtMostOnce,  DuringEffect, EVERY_FORM, IssuedNoReceipt, (1, 1), OutcomeUnknown),
+    row(Compensate,  DuringEffect, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
     // The effect returned, its receipt is not written: the same as during the effect.
-    row(Idempotent,  EffectReturned, BOTH, IssuedNoReceipt, (1, 2), Completed),
-    row(AtLeastOnce, EffectReturned, BOTH, IssuedNoReceipt, (1, 2), Completed),
-    row(AtMostOnce,  EffectReturned, BOTH, IssuedNoReceipt, (1, 1), OutcomeUnknown),
-    row(Compensate,  EffectReturned, BOTH, IssuedNoReceipt, (1, 2), Completed),
+    row(Idempotent,  EffectReturned, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
+    row(AtLeastOnce, EffectReturned, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
+    row(AtMostOnce,  EffectReturned, EVERY_FORM, IssuedNoReceipt, (1, 1), OutcomeUnknown),
+    row(Compensate,  EffectReturned, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
     // The result reached the skill and nothing was flushed since: other receipts are still buffered
     // (output commit) and lost, so the effect is reissued; an at-most-once receipt is flushed at
     // once, so that effect is not repeated and the task completes.
-    row(Idempotent,  ResultArrived, BOTH, IssuedNoReceipt, (1, 2), Completed),
-    row(AtLeastOnce, ResultArrived, BOTH, IssuedNoReceipt, (1, 2), Completed),
-    row(AtMostOnce,  ResultArrived, BOTH, Receipted,       (1, 1), Completed),
-    row(Compensate,  ResultArrived, BOTH, IssuedNoReceipt, (1, 2), Completed),
+    row(Idempotent,  ResultArrived, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
+    row(AtLeastOnce, ResultArrived, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
+    row(AtMostOnce,  ResultArrived, EVERY_FORM, Receipted,       (1, 1), Completed),
+    row(Compensate,  ResultArrived, EVERY_FORM, IssuedNoReceipt, (1, 2), Completed),
     // The receipt is durable: replay short-circuits, the effect never runs again.
-    row(Idempotent,  ReceiptWritten, BOTH, Receipted, (1, 1), Completed),
-    row(AtLeastOnce, ReceiptWritten, BOTH, Receipted, (1, 1), Completed),
-    row(AtMostOnce,  ReceiptWritten, BOTH, Receipted, (1, 1), Completed),
-    row(Compensate,  ReceiptWritten, BOTH, Receipted, (1, 1), Completed),
+    row(Idempotent,  ReceiptWritten, EVERY_FORM, Receipted, (1, 1), Completed),
+    row(AtLeastOnce, ReceiptWritten, EVERY_FORM, Receipted, (1, 1), Completed),
+    row(AtMostOnce,  ReceiptWritten, EVERY_FORM, Receipted, (1, 1), Completed),
+    row(Compensate,  ReceiptWritten, EVERY_FORM, Receipted, (1, 1), Completed),
     // Waiting for input: the receipt is durable; the task waits again and completes on the reply.
-    row(Idempotent,  AwaitingInput, BOTH, InputAwaited, (1, 1), Completed),
-    row(AtLeastOnce, AwaitingInput, BOTH, InputAwaited, (1, 1), Completed),
-    row(AtMostOnce,  AwaitingInput, BOTH, InputAwaited, (1, 1), Completed),
-    row(Compensate,  AwaitingInput, BOTH, InputAwaited, (1, 1), Completed),
+    row(Idempotent,  AwaitingInput, EVERY_FORM, InputAwaited, (1, 1), Completed),
+    row(AtLeastOnce, AwaitingInput, EVERY_FORM, InputAwaited, (1, 1), Completed),
+    row(AtMostOnce,  AwaitingInput, EVERY_FORM, InputAwaited, (1, 1), Completed),
+    row(Compensate,  AwaitingInput, EVERY_FORM, InputAwaited, (1, 1), Completed),
     // The reply is journaled, the resumed step has not run: it runs on the journaled reply.
-    row(Idempotent,  Resuming, BOTH, ReplyUnconsumed, (1, 1), Completed),
-    row(AtLeastOnce, Resuming, BOTH, ReplyUnconsumed, (1, 1), Completed),
-    row(AtMostOnce,  Resuming, BOTH, ReplyUnconsumed, (1, 1), Completed),
-    row(Compensate,  Resuming, BOTH, ReplyUnconsumed, (1, 1), Completed),
+    row(Idempotent,  Resuming, EVERY_FORM, ReplyUnconsumed, (1, 1), Completed),
+    row(AtLeastOnce, Resuming, EVERY_FORM, ReplyUnconsumed, (1, 1), Completed),
+    row(AtMostOnce,  Resuming, EVERY_FORM, ReplyUnconsumed, (1, 1), Completed),
+    row(Compensate,  Resuming, EVERY_FORM, ReplyUnconsumed, (1, 1), Completed),
     // Sleeping on a durable timer: the fresh engine fires it; the effect before it is not repeated.
-    row(Idempotent,  TimerWait, BOTH, TimerSet, (1, 1), Completed),
-    row(AtLeastOnce, TimerWait, BOTH, TimerSet, (1, 1), Completed),
-    row(AtMostOnce,  TimerWait, BOTH, TimerSet, (1, 1), Completed),
-    row(Compensate,  TimerWait, BOTH, TimerSet, (1, 1), Completed),
+    row(Idempotent,  TimerWait, EVERY_FORM, TimerSet, (1, 1), Completed),
+    row(AtLeastOnce, TimerWait, EVERY_FORM, TimerSet, (1, 1), Completed),
+    row(AtMostOnce,  TimerWait, EVERY_FORM, TimerSet, (1, 1), Completed),
+    row(Compensate,  TimerWait, EVERY_FORM, TimerSet, (1, 1), Completed),
     // The first attempt failed transiently and the retry is in flight: after recovery the retry
     // carries the same key as both attempts before the crash (every cell checks every call's key).
-    row(Idempotent,  RetryAfterTransient, BOTH, IssuedNoReceipt, (2, 3), Completed),
-    row(AtLeastOnce, RetryAfterTransient, BOTH, IssuedNoReceipt, (2, 3), Completed),
-    row(AtMostOnce,  RetryAfterTransient, BOTH, IssuedNoReceipt, (2, 2), OutcomeUnknown),
-    row(Compensate,  RetryAfterTransient, BOTH, IssuedNoReceipt, (2, 3), Completed),
+    row(Idempotent,  RetryAfterTransient, EVERY_FORM, IssuedNoReceipt, (2, 3), Completed),
+    row(AtLeastOnce, RetryAfterTransient, EVERY_FORM, IssuedNoReceipt, (2, 3), Completed),
+    row(AtMostOnce,  RetryAfterTransient, EVERY_FORM, IssuedNoReceipt, (2, 2), OutcomeUnknown),
+    row(Compensate,  RetryAfterTransient, EVERY_FORM, IssuedNoReceipt, (2, 3), Completed),
     // A compensation cut off by a crash runs again with the same key (`.undos(at crash, in all)`),
     // and the task ends as decided before the crash.
-    row(Compensate, CompensationAfterCancel,  BOTH, Compensating, (1, 1), Canceled).undos(1, 2),
-    row(Compensate, CompensationAfterFailure, BOTH, Compensating, (1, 1), Failed).undos(1, 2),
+    row(Compensate, CompensationAfterCancel,  EVERY_FORM, Compensating, (1, 1), Canceled).undos(1, 2),
+    row(Compensate, CompensationAfterFailure, EVERY_FORM, Compensating, (1, 1), Failed).undos(1, 2),
 ];
 
 /// The body of one trial. `services` runs plain `fn`s, so the cell is in const parameters.
@@ -110,9 +111,10 @@ fn known_bugs() -> bool {
 
 /// Add the trials of row `ROW`: one per issue form it lists and store.
 fn push_row<const ROW: usize>(tests: &mut Vec<services::Test>, skipped: &mut Skipped) {
-    let bodies: [[Body; 3]; 2] = [
+    let bodies: [[Body; 3]; 3] = [
         [body::<ROW, 0, 0>, body::<ROW, 0, 1>, body::<ROW, 0, 2>],
         [body::<ROW, 1, 0>, body::<ROW, 1, 1>, body::<ROW, 1, 2>],
+        [body::<ROW, 2, 0>, body::<ROW, 2, 1>, body::<ROW, 2, 2>],
     ];
     let row = &TABLE[ROW];
     for (f, form) in Form::ALL.into_iter().enumerate() {

@@ -101,6 +101,20 @@ enum Workload {
         #[arg(long, default_value_t = 1000)]
         reads: u64,
     },
+    /// One task of DEPTH steps, each making WIDTH no-op tool calls in parallel (`ctx.try_all`),
+    /// against the same calls in sequence: time per effect of each, their ratio, and the ratio to
+    /// one durable commit (the floor), measured in the same run.
+    Fanout {
+        /// Calls per step.
+        #[arg(long, default_value_t = 10)]
+        width: u64,
+        /// Steps per task.
+        #[arg(long, default_value_t = 100)]
+        depth: u64,
+        /// Alternating rounds of the sequential and the parallel task.
+        #[arg(long, default_value_t = 2)]
+        rounds: u64,
+    },
     /// Reopen a task with N receipts in a fresh engine; time until its next command.
     Resume {
         /// Receipts before the reopen.
@@ -193,7 +207,7 @@ async fn wait_reached(
 /// The reference the sequential benchmark is judged against: the mean latency of one durable SQLite
 /// commit (WAL, `synchronous=FULL` as `Durability::Full` opens the store, one small row per
 /// transaction) on a fresh file at `path`, over `commits` transactions.
-fn commit_latency(path: &std::path::Path, commits: u32) -> anyhow::Result<Duration> {
+pub(crate) fn commit_latency(path: &std::path::Path, commits: u32) -> anyhow::Result<Duration> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -367,6 +381,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 .await?
         }
         Workload::Read { entries, reads } => super::bench_reads::read(entries, reads).await?,
+        Workload::Fanout {
+            width,
+            depth,
+            rounds,
+        } => super::bench_fanout::fanout(width, depth, rounds).await?,
         Workload::Resume { steps, child: None } => {
             let (_dir, path) = fresh_db()?;
             // Build a task with `steps` receipts and stop the engine right before its next command.

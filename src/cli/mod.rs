@@ -15,6 +15,7 @@
 pub mod bench;
 mod bench_a2a;
 pub mod bench_cluster;
+mod bench_fanout;
 mod bench_grpc;
 mod bench_reads;
 mod bench_soak;

@@ -44,9 +44,15 @@ pub struct EngineConfig {
     pub(crate) check_fold: bool,
     /// How push notifications are delivered (webhook targets, retries, timeouts).
     pub push: super::PushSettings,
+    /// Effects (model and tool calls) one task performs at once: the bound on a step's parallel
+    /// calls (`ctx.all`, `join!`); the others wait for a slot. At least 1.
+    pub max_parallel_effects: usize,
     /// The A2A agents steps may call by name (`ctx.agent(name)`).
     pub agents: std::collections::BTreeMap<String, super::AgentSpec>,
 }
+
+/// The default of [`EngineConfig::max_parallel_effects`].
+pub const DEFAULT_MAX_PARALLEL_EFFECTS: usize = 16;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -62,6 +68,7 @@ impl Default for EngineConfig {
             checkpoint_every: 64,
             check_fold: false,
             push: super::PushSettings::default(),
+            max_parallel_effects: DEFAULT_MAX_PARALLEL_EFFECTS,
             agents: Default::default(),
         }
     }
@@ -238,6 +245,15 @@ impl EngineBuilder {
     /// replays only what follows its last checkpoint.
     pub fn checkpoint_every(mut self, visits: u64) -> Self {
         self.config.checkpoint_every = visits;
+        self
+    }
+
+    /// Effects one task performs at once (default 16; `0` counts as 1). A step's parallel calls
+    /// (`ctx.all`, `join!` over `ctx` calls) are all journaled at once, in one append, whatever the
+    /// bound; past it, the effects wait for a slot, in no promised order. Each attempt holds a slot;
+    /// a call waiting out its retry backoff does not.
+    pub fn max_parallel_effects(mut self, n: usize) -> Self {
+        self.config.max_parallel_effects = n;
         self
     }
 

@@ -337,7 +337,8 @@ impl Folded {
     pub fn command(&self, id: &InvocationId) -> Option<&CmdRec> {
         self.commands.get(id)
     }
-    /// `Compensate` commands with successful receipts not compensated yet, in issue order.
+    /// `Compensate` commands with successful receipts not compensated yet, in receipt order (issue
+    /// order, except within a parallel batch, whose receipts land as its calls finish).
     pub fn compensable(&self) -> &[InvocationId] {
         &self.compensable
     }

@@ -264,13 +264,28 @@ impl StepInvoker {
         self.run.flush().await.map_err(|_| StepError::Halted)
     }
 
+    /// Make durable the command `issue` just buffered (called right after it, with no await
+    /// between), together with its parallel siblings. The step yields once first: the calls of a
+    /// batch (`ctx.all`, `join!`) are first polled one after the other in one poll of the step, and
+    /// each buffers its command there, so by the time the first of them flushes, all have buffered
+    /// theirs. The first flush commits the batch in one append; the others find their commands
+    /// committed and commit nothing (they fail if that append did: see `TaskRun::flush_through`).
+    async fn flush_batch(&self) -> Result<(), StepError> {
+        let issued_through = self.run.lock().next_seq - 1;
+        tokio::task::yield_now().await;
+        self.run
+            .flush_through(issued_through)
+            .await
+            .map_err(|_| StepError::Halted)
+    }
+
     /// A command seen for the first time: journal it, then perform it.
     async fn issue(&self, id: InvocationId, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let run = &self.run;
         let issued = command::issue(&mut run.lock(), &id, cmd.clone(), false, now_ms());
         // Emissions are what clients stream, waits must be durable before the step suspends, and a
         // command before it runs: flush now in every case.
-        self.flush().await?;
+        self.flush_batch().await?;
         match issued {
             Issued::Journaled => Ok(serde_json::Value::Null),
             Issued::Waits(wake) => {

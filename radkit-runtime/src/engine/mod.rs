@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub use builder::{EngineBuilder, EngineConfig};
+pub use builder::{EngineBuilder, EngineConfig, DEFAULT_MAX_PARALLEL_EFFECTS};
 pub use call::AgentSpec;
 pub use error::EngineError;
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only

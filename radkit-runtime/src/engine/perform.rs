@@ -1,5 +1,6 @@
 //! Performing one `llm` or `tool` command: attempts with exponential backoff and jitter, every failed
-//! attempt journaled, the receipt recorded, crash hooks at each boundary. On a shared store an
+//! attempt journaled, the receipt recorded, crash hooks at each boundary. Each attempt holds one of
+//! its task's effect slots (the bound on parallel effects inside a step). On a shared store an
 //! `AtMostOnce` attempt starts only after the store confirms the run still holds the task's lease.
 
 use std::sync::Arc;
@@ -40,6 +41,9 @@ impl Inner {
         let mut attempt = prior_attempts;
         loop {
             attempt += 1;
+            // The task's bound on effects in flight (`EngineBuilder::max_parallel_effects`): one slot
+            // per attempt, so a call waiting out its backoff leaves room for its siblings.
+            let slot = run.effect_slots.acquire().await.ok()?;
             if run.is_halted() {
                 return None;
             }
@@ -74,6 +78,7 @@ impl Inner {
                         attempt,
                         error,
                     });
+                    drop(slot);
                     tokio::time::sleep(delay).await;
                 }
                 result => {

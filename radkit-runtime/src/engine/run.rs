@@ -162,6 +162,11 @@ impl RunState {
         self.push(Entry::ReceiptRecorded { receipt });
     }
 
+    /// The `seq` of the first entry not committed yet (`next_seq` when none is buffered).
+    pub fn first_pending_seq(&self) -> u64 {
+        self.next_seq - u64::try_from(self.pending.len()).unwrap_or(u64::MAX)
+    }
+
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty() || self.pending_state.is_some() || self.pending_wake.is_some()
     }
@@ -193,6 +198,14 @@ pub(crate) struct TaskRun {
     pub fold_check: Option<FoldCheck>,
     /// Told of every commit, to wake the push sender when the task has webhooks.
     pub push_watch: Option<Arc<super::push::Watch>>,
+    /// Effects of this task in flight at once (parallel calls of one step): each attempt holds a
+    /// permit (`EngineConfig::max_parallel_effects`).
+    pub effect_slots: tokio::sync::Semaphore,
+}
+
+/// A task's bound on effects in flight: `n` permits (at least one).
+pub(crate) fn effect_slots(n: usize) -> tokio::sync::Semaphore {
+    tokio::sync::Semaphore::new(n.clamp(1, tokio::sync::Semaphore::MAX_PERMITS))
 }
 
 /// Times an append rolled back by a deadlock or a serialization conflict is made again before the
@@ -235,6 +248,7 @@ impl TaskRun {
             mode: crate::flow::PermissionMode::Default,
             fold_check: None,
             push_watch: None,
+            effect_slots: effect_slots(super::builder::DEFAULT_MAX_PARALLEL_EFFECTS),
         }
     }
 
@@ -281,12 +295,45 @@ impl TaskRun {
     /// what is durable. Nothing of the batch was published and no effect waiting on it started (every
     /// caller stops on the error), so the task is reloaded from the store and replayed, as after a
     /// crash (`Inner::reload_after_failed_write`; on a shared store the released lease is claimed).
+    ///
+    /// A flush that finds nothing to commit still fails on a halted run: several calls of one step
+    /// (parallel effects) buffer their commands and then each flush, and the first flush commits the
+    /// whole batch. A sibling whose command went out in a batch that failed (or was never appended
+    /// because the engine halted) must not take "nothing pending" for "durable" and start its effect.
     pub async fn flush(&self) -> Result<(), FlushError> {
         let _serial = self.flush_lock.lock().await;
+        self.commit().await
+    }
+
+    /// Make the entries up to `seq` durable: a [`TaskRun::flush`], unless an earlier flush committed
+    /// them already (then, on a run still going, nothing more is committed now). This is how the
+    /// calls of a parallel batch wait for their commands: the first one's flush commits the whole
+    /// batch, and the others must not each commit the receipts their siblings recorded since (one
+    /// append per call instead of one per batch); those go with the next flush.
+    pub async fn flush_through(&self, seq: u64) -> Result<(), FlushError> {
+        let _serial = self.flush_lock.lock().await;
+        // Under `flush_lock`, an entry that left the buffer was committed, or its append failed and
+        // stopped the run.
+        if self.lock().first_pending_seq() > seq {
+            return if self.is_halted() {
+                Err(FlushError::Halted)
+            } else {
+                Ok(())
+            };
+        }
+        self.commit().await
+    }
+
+    /// The body of a flush; the caller holds `flush_lock`.
+    async fn commit(&self) -> Result<(), FlushError> {
         let (first_seq, entries, state, wake, live) = {
             let mut st = self.lock();
             if !st.has_pending() {
-                return Ok(());
+                return if self.is_halted() {
+                    Err(FlushError::Halted)
+                } else {
+                    Ok(())
+                };
             }
             let entries = std::mem::take(&mut st.pending);
             let first_seq = st.next_seq - u64::try_from(entries.len()).unwrap_or(u64::MAX);
@@ -404,6 +451,55 @@ mod tests {
         st.pending.clear();
         st.pending_state = None;
         st
+    }
+
+    /// A run over a memory store that has no row for its task: its first append fails.
+    fn run_without_a_row() -> TaskRun {
+        let (tx, _) = tokio::sync::broadcast::channel(4);
+        TaskRun::new(
+            "t".into(),
+            "c".into(),
+            "s".into(),
+            RunState::new(serde_json::Value::Null),
+            Arc::new(crate::store::MemoryStore::new()),
+            Arc::new(AtomicBool::new(false)),
+            tx,
+        )
+    }
+
+    /// Parallel effects: the first sibling's flush commits the batch; the others find nothing
+    /// pending. When that batch failed, nothing pending must not read as "durable": their effects
+    /// would start without their commands journaled.
+    #[tokio::test]
+    async fn a_flush_with_nothing_pending_fails_after_a_failed_append() {
+        let run = run_without_a_row();
+        run.lock().push(Entry::Progress {
+            message: crate::model::Message::agent_text("."),
+        });
+        assert!(matches!(run.flush().await, Err(FlushError::Store(_))));
+        assert!(!run.lock().has_pending(), "the batch went out");
+        assert!(
+            matches!(run.flush().await, Err(FlushError::Halted)),
+            "a sibling's flush after the failed batch"
+        );
+        assert!(
+            matches!(run.flush_through(1).await, Err(FlushError::Halted)),
+            "a sibling waiting for its command in the failed batch"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_flush_with_nothing_pending_fails_once_the_engine_halted() {
+        let run = run_without_a_row();
+        assert!(
+            run.flush().await.is_ok(),
+            "nothing to commit, still running"
+        );
+        run.halted.store(true, Ordering::SeqCst);
+        assert!(matches!(run.flush().await, Err(FlushError::Halted)));
+        let run = run_without_a_row();
+        run.lose_lease();
+        assert!(matches!(run.flush().await, Err(FlushError::Halted)));
     }
 
     #[test]

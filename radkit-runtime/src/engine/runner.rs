@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::cluster::Ownership;
 use super::replay::{replay, Wait};
-use super::run::TaskRun;
+use super::run::{self, TaskRun};
 use super::{EngineError, Inner};
 use crate::flow::Event;
 use crate::journal::{now_ms, Entry};
@@ -129,6 +129,7 @@ impl Inner {
         run.fence = fence;
         run.fold_check = self.fold_check(skill.as_ref());
         run.push_watch = Some(self.push_watch());
+        run.effect_slots = run::effect_slots(self.config.max_parallel_effects);
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
 

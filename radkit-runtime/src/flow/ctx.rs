@@ -1,5 +1,9 @@
 //! `StepCtx`: a step's only door to the world. Every call becomes a journaled command through the
 //! engine's [`Invoker`], so a step re-run on replay gets the recorded outcome instead of a second effect.
+//!
+//! Calls may run in parallel ([`StepCtx::all`], [`crate::join!`]). A call's InvocationId is taken
+//! when the call is first polled, so the ids of a batch follow the order in which its calls are
+//! first polled: `join!` and `ctx.all` poll their arguments in argument order, live and on replay.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -153,6 +157,44 @@ impl StepCtx {
             .await?;
         let message: Message = serde_json::from_value(value)?;
         Ok(Content::from(message))
+    }
+
+    /// Run several calls at once and return their results in the order given:
+    /// `ctx.all(cities.iter().map(|c| ctx.tool("weather").call::<_, Forecast>(c)))`.
+    ///
+    /// Every call waits until all have finished, whatever their results. The calls are journaled
+    /// together (one append for the batch), then performed in parallel, at most
+    /// `EngineBuilder::max_parallel_effects` at once. Their InvocationIds follow the order of
+    /// `calls` (each call takes its id when first polled, and they are first polled in that order),
+    /// so a replay returns each recorded receipt to the same call and reissues only those that have
+    /// none. A call inside the batch that suspends the step (a question, a sleep) lets the others
+    /// finish and keep their receipts; the step then suspends when it propagates that error.
+    ///
+    /// Each element should be one `ctx` call (or computation followed by one): a second `ctx` call
+    /// made after an `.await` in the same element takes its id when that await ends, which depends
+    /// on timing — chain calls after the batch instead.
+    ///
+    /// Any futures will do (calls of other agents and skills, `ctx.agent(..).send(..)`, return
+    /// `Result<AgentReply, AgentError>`); the bound counts model and tool calls.
+    pub async fn all<I>(&self, calls: I) -> Vec<<I::Item as std::future::Future>::Output>
+    where
+        I: IntoIterator,
+        I::Item: std::future::Future,
+    {
+        // `join_all` polls in order: up to 30 futures it polls a list front to back; past that a
+        // `FuturesOrdered`, whose queue runs newly pushed futures in push order (pinned by the
+        // engine's test of a 40-call batch).
+        futures::future::join_all(calls).await
+    }
+
+    /// [`StepCtx::all`], then the first error in the order given, or every value. All calls finish
+    /// first, so none is cut off mid-effect and every receipt is kept.
+    pub async fn try_all<I, T, E>(&self, calls: I) -> Result<Vec<T>, E>
+    where
+        I: IntoIterator,
+        I::Item: std::future::Future<Output = Result<T, E>>,
+    {
+        self.all(calls).await.into_iter().collect()
     }
 
     /// Finish the task successfully with a message and artifacts.

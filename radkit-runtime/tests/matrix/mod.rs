@@ -96,21 +96,25 @@ pub enum Form {
     Ctx,
     /// `Transition::to(..).cmd(Cmd::tool("effect", ..))` from an explicit reducer.
     Transition,
+    /// The in-step call as the second of a parallel batch: `join!` over a call of the `sibling`
+    /// tool and the `effect` call (journaled in one append, performed at once).
+    Parallel,
 }
 
 impl Form {
-    pub const ALL: [Form; 2] = [Form::Ctx, Form::Transition];
+    pub const ALL: [Form; 3] = [Form::Ctx, Form::Transition, Form::Parallel];
 
     pub fn name(self) -> &'static str {
         match self {
             Form::Ctx => "ctx",
             Form::Transition => "transition",
+            Form::Parallel => "parallel",
         }
     }
 }
 
-/// Both issue forms.
-pub const BOTH: &[Form] = &Form::ALL;
+/// Every issue form.
+pub const EVERY_FORM: &[Form] = &Form::ALL;
 
 /// The store a cell runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

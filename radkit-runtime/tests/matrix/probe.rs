@@ -17,6 +17,16 @@ use super::{Point, Tail};
 
 /// The tool's name.
 pub const EFFECT: &str = "effect";
+/// The tool the parallel form calls beside `effect` (idempotent, not counted).
+pub const SIBLING: &str = "sibling";
+
+/// The `sibling` tool: answers its arguments.
+pub fn sibling() -> FnTool {
+    FnTool::new(
+        EffectPolicy::Idempotent,
+        |args, _key| async move { Ok(args) },
+    )
+}
 
 /// Retries fast enough for a test (the default backoff starts at 100 ms).
 pub const FAST_RETRY: RetryPolicy = RetryPolicy {

@@ -14,7 +14,7 @@ use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{Task, TaskState};
 use radkit_runtime::Engine;
 
-use super::probe::{Probe, EFFECT};
+use super::probe::{sibling, Probe, EFFECT, SIBLING};
 use super::skills::{noted, skill, DONE, REFUSED, WOKE};
 use super::stores::Site;
 use super::{AtCrash, Backend, End, Form, Point, Row, Tail};
@@ -36,7 +36,7 @@ fn fault(point: Point, form: Form) -> Option<Boundary> {
         Point::AwaitingInput => Some(Boundary::AwaitingInput),
         Point::Resuming => Some(Boundary::Resuming),
         // A transition's sleep has no fault point: the runner halts the engine itself.
-        Point::TimerWait if form == Form::Ctx => Some(Boundary::TimerWait),
+        Point::TimerWait if form != Form::Transition => Some(Boundary::TimerWait),
         _ => None,
     }
 }
@@ -50,7 +50,11 @@ pub async fn cell(row: &Row, form: Form, backend: Backend) {
         let builder = Engine::builder_arc(store)
             .without_registered_skills()
             .erased_skill(skill(form, &probe))
-            .effects(Effects::new().tool(EFFECT, probe.tool(row.policy)))
+            .effects(
+                Effects::new()
+                    .tool(EFFECT, probe.tool(row.policy))
+                    .tool(SIBLING, sibling()),
+            )
             .check_fold(true);
         site.leases(builder, crashing)
     };

@@ -1,7 +1,8 @@
-//! The matrix's skill in both issue forms. Each issues one command, `effect`, then does what the
+//! The matrix's skill in every issue form. Each issues one command, `effect`, then does what the
 //! cell's tail says: complete, ask for a note and complete with it, sleep on a durable timer and
 //! complete, or fail (so the effect is compensated). The in-step form is a step table calling
-//! `ctx.tool(..)`; the transition form is an explicit reducer returning `Transition::to(..).cmd(..)`.
+//! `ctx.tool(..)`; the parallel form is the same step table calling `sibling` and `effect` in one
+//! `join!`; the transition form is an explicit reducer returning `Transition::to(..).cmd(..)`.
 //! Both pass the probe's spots, where a cell may pause to crash the engine from outside.
 
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use radkit_runtime::flow::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::probe::{Probe, Spot, EFFECT, FAST_RETRY};
+use super::probe::{Probe, Spot, EFFECT, FAST_RETRY, SIBLING};
 use super::{Form, Tail};
 
 /// The completion message without a note.
@@ -32,7 +33,8 @@ pub const TIMER: Duration = Duration::from_millis(400);
 /// The skill of `form` over `probe`.
 pub fn skill(form: Form, probe: &Arc<Probe>) -> Arc<dyn ErasedSkill> {
     match form {
-        Form::Ctx => erase(in_step(probe.clone())),
+        Form::Ctx => erase(in_step(probe.clone(), false)),
+        Form::Parallel => erase(in_step(probe.clone(), true)),
         Form::Transition => erase(Reducer(probe.clone())),
     }
 }
@@ -41,28 +43,35 @@ fn args() -> serde_json::Value {
     serde_json::json!({ "order": 7 })
 }
 
-/// The in-step form.
-pub struct InStep(Arc<Probe>);
+/// The in-step form; the parallel form when its flag is set.
+pub struct InStep(Arc<Probe>, bool);
 
 static STEPS: &[Step<InStep>] = &[
     Step::new("act", act).start().takes_user_message(),
     Step::new("answered", answered).resume_from("act"),
 ];
 
-fn in_step(probe: Arc<Probe>) -> StepTable<InStep> {
-    StepTable::new(
-        SkillInfo::new("matrix_ctx", "Matrix (in-step)"),
-        InStep(probe),
-        STEPS,
-    )
-    .expect("a valid step table")
+fn in_step(probe: Arc<Probe>, parallel: bool) -> StepTable<InStep> {
+    let info = match parallel {
+        false => SkillInfo::new("matrix_ctx", "Matrix (in-step)"),
+        true => SkillInfo::new("matrix_parallel", "Matrix (in a parallel batch)"),
+    };
+    StepTable::new(info, InStep(probe, parallel), STEPS).expect("a valid step table")
 }
 
 fn act<'a>(skill: &'a InStep, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
     Box::pin(async move {
         let probe = &skill.0;
         probe.spot(Spot::BeforeIssue).await;
-        let _: serde_json::Value = ctx.tool(EFFECT).retry(FAST_RETRY).call(args()).await?;
+        let effect = ctx.tool(EFFECT).retry(FAST_RETRY).call(args());
+        let _: serde_json::Value = if skill.1 {
+            let sibling = ctx.tool(SIBLING).call(args());
+            let (sibling, effect) = futures::join!(sibling, effect);
+            let _: serde_json::Value = sibling?;
+            effect?
+        } else {
+            effect.await?
+        };
         probe.spot(Spot::ResultArrived).await;
         match probe.tail {
             Tail::Complete => ctx.complete(DONE, vec![]),
