@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use radkit::client::ProtocolVersion;
-use radkit::engine::{AgentSpec, Boundary, Caller, Fault, Request};
+use radkit::engine::{AgentSpec, Boundary, Caller, Fault, PushSettings, Request};
 use radkit::journal::Entry;
 use radkit::model::{TaskId, TaskState};
 use radkit::prelude::*;
@@ -39,7 +39,9 @@ fn main() -> ExitCode {
             caller_crashed_with_the_request_in_flight_makes_one_remote_task,
             caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_no_second_one,
             caller_crashed_while_waiting_resumes_the_same_remote_task,
-            the_callee_stopped_and_restarted_mid_call_still_answers_the_caller;
+            the_callee_stopped_and_restarted_mid_call_still_answers_the_caller,
+            a_callee_that_pushes_wakes_its_caller_through_the_call_webhook,
+            the_call_webhook_refuses_a_wrong_token_and_is_absent_when_not_configured;
         Python1Server multi_thread:
             the_official_python_sdk_server_is_a_remote_peer;
     })
@@ -490,6 +492,84 @@ async fn the_callee_stopped_and_restarted_mid_call_still_answers_the_caller() {
     let done = ended(&engine, &id).await;
     assert_eq!(text_of(&done), "Echo: slow while the callee restarts");
     assert_eq!(bound(&store, &id).await.len(), 1);
+}
+
+/// A callee whose webhook posts may go to loopback (the caller's webhook in these tests).
+async fn pushing_callee(store: impl Store) -> Agent {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let builder = Engine::builder(store)
+        .without_registered_skills()
+        .skill(Peer)
+        .push_settings(PushSettings {
+            allow_private: true,
+            ..PushSettings::default()
+        });
+    serve(builder, listener).await
+}
+
+/// A caller served on loopback with its call webhook, and a first recheck far beyond the test's
+/// patience: only the callee's post can wake it in time.
+async fn caller_with_webhook(url_of_callee: &str) -> (Agent, MemoryStore) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let store = MemoryStore::new();
+    let builder = caller(store.clone(), url_of_callee)
+        .call_webhook(url)
+        .call_recheck(Duration::from_secs(600));
+    (serve(builder, listener).await, store)
+}
+
+async fn a_callee_that_pushes_wakes_its_caller_through_the_call_webhook() {
+    let remote = pushing_callee(MemoryStore::new()).await;
+    let (caller, store) = caller_with_webhook(&remote.url).await;
+    for agent in ["peer", "peer03"] {
+        let id = ask(&caller.engine, &format!("{agent}: slow push")).await;
+        let done = ended(&caller.engine, &id).await;
+        assert_eq!(text_of(&done), "Echo: slow push", "{agent}: {done:?}");
+        let timers = store
+            .journal(&id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| matches!(r.entry, Entry::TimerSet { .. }))
+            .count();
+        assert_eq!(
+            timers, 1,
+            "{agent}: one wait, woken by the post, not by a recheck"
+        );
+        assert_eq!(caller.engine.tasks_in_hand(), 0);
+    }
+}
+
+async fn the_call_webhook_refuses_a_wrong_token_and_is_absent_when_not_configured() {
+    let remote = callee(MemoryStore::new()).await;
+    let (caller, _) = caller_with_webhook(&remote.url).await;
+    let http = reqwest::Client::new();
+    let post = |url: String, token: &'static str| {
+        let http = http.clone();
+        async move {
+            http.post(url)
+                .header("X-A2A-Notification-Token", token)
+                .body("{}")
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(
+        post(format!("{}/radkit/calls/some-task", caller.url), "00ff").await,
+        401
+    );
+    assert_eq!(
+        post(format!("{}/radkit/calls/some-task", caller.url), "").await,
+        401
+    );
+    assert_eq!(
+        post(format!("{}/radkit/calls/some-task", remote.url), "00ff").await,
+        404
+    );
 }
 
 /// The official Python SDK 1.x server, killed when dropped.

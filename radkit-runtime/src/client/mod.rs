@@ -85,6 +85,15 @@ pub enum ProtocolVersion {
     V1_0,
 }
 
+/// Where a peer posts a task's updates (a push-notification config given with a send).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushTarget {
+    /// The webhook URL.
+    pub url: String,
+    /// The token the peer sends back in `X-A2A-Notification-Token`.
+    pub token: String,
+}
+
 /// The answer to a send: the task the message created or continued, or a direct reply.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -294,6 +303,20 @@ impl A2aClient {
     ) -> Result<Reply, ClientError> {
         let dialect = self.dialect();
         let call = dialect.send(Method::Send, message, return_immediately)?;
+        let result = self.call(&call).await?;
+        dialect.reply(&call, result)
+    }
+
+    /// Like [`A2aClient::send`], asking the peer to post the task's updates to `push` (A2A push
+    /// notifications; the peer sends `push.token` in `X-A2A-Notification-Token`).
+    pub async fn send_with_push(
+        &self,
+        message: Message,
+        return_immediately: bool,
+        push: &PushTarget,
+    ) -> Result<Reply, ClientError> {
+        let dialect = self.dialect();
+        let call = dialect.send_with(Method::Send, message, return_immediately, Some(push))?;
         let result = self.call(&call).await?;
         dialect.reply(&call, result)
     }

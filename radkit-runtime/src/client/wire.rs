@@ -59,12 +59,28 @@ impl Dialect {
         message: Message,
         return_immediately: bool,
     ) -> Result<Call, ClientError> {
+        self.send_with(method, message, return_immediately, None)
+    }
+
+    /// A send that also asks the peer to post the task's updates to `push` (0.3
+    /// `configuration.pushNotificationConfig`, 1.0 `configuration.taskPushNotificationConfig`).
+    pub(crate) fn send_with(
+        &self,
+        method: Method,
+        message: Message,
+        return_immediately: bool,
+        push: Option<&super::PushTarget>,
+    ) -> Result<Call, ClientError> {
         let name = method.name(self.version);
         let params = match self.version {
             ProtocolVersion::V0_3 => {
                 let mut params = json!({ "message": json_of(&message)? });
                 if method == Method::Send {
                     params["configuration"] = json!({ "blocking": !return_immediately });
+                }
+                if let Some(push) = push {
+                    params["configuration"]["pushNotificationConfig"] =
+                        json!({ "url": push.url, "token": push.token });
                 }
                 params
             }
@@ -74,12 +90,22 @@ impl Dialect {
                         "the message cannot be written in A2A 1.0: {e}; fix the part it names"
                     ))
                 })?;
-                let configuration = (method == Method::Send && return_immediately).then(|| {
-                    v1::SendMessageConfiguration {
-                        return_immediately: true,
+                let returns = method == Method::Send && return_immediately;
+                let configuration =
+                    (returns || push.is_some()).then(|| v1::SendMessageConfiguration {
+                        return_immediately: returns,
+                        task_push_notification_config: push.map(|p| {
+                            v1::TaskPushNotificationConfig {
+                                tenant: String::new(),
+                                id: String::new(),
+                                task_id: String::new(),
+                                url: p.url.clone(),
+                                token: p.token.clone(),
+                                authentication: None,
+                            }
+                        }),
                         ..Default::default()
-                    }
-                });
+                    });
                 json_of(v1::SendMessageRequest {
                     tenant: self.tenant.clone(),
                     message,

@@ -613,6 +613,30 @@ impl Engine {
         self.task(caller, task_id, history_length).await
     }
 
+    /// A remote agent this engine called posted an update of its task to the call webhook
+    /// (`EngineBuilder::call_webhook`) for `task_id`: with the right token, the task is woken (in
+    /// the background) to ask its callees where they stand. `None`: this engine has no webhook;
+    /// `Some(false)`: the token is not the one this engine gave for the task.
+    pub fn call_notified(&self, task_id: &str, token: &str) -> Option<bool> {
+        if !self.call_notification_valid(task_id, token)? {
+            return Some(false);
+        }
+        let inner = self.inner.clone();
+        let task_id = task_id.to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = inner.wake(&task_id).await {
+                tracing::warn!(task = %task_id, error = %e, "a callee's notification could not wake the task; its recheck will");
+            }
+        });
+        Some(true)
+    }
+
+    /// Whether `token` is the one this engine's call webhook gave for `task_id` (`None`: no
+    /// webhook), without waking anything.
+    pub fn call_notification_valid(&self, task_id: &str, token: &str) -> Option<bool> {
+        Some(self.inner.agents.webhook()?.verify(task_id, token))
+    }
+
     /// Rehydrate every non-terminal task from its journal and continue it. Returns how many.
     ///
     /// On a shared store (Postgres) this starts the worker loop instead: tasks are claimed through

@@ -49,6 +49,15 @@ pub struct EngineConfig {
     pub max_parallel_effects: usize,
     /// The A2A agents steps may call by name (`ctx.agent(name)`).
     pub agents: std::collections::BTreeMap<String, super::AgentSpec>,
+    /// The public URL of this agent's A2A server: remote agents that push notifications post
+    /// their tasks' updates to `{url}/radkit/calls/{task}`, which wakes the calling task.
+    pub call_webhook: Option<String>,
+    /// The secret the call webhook's tokens are made from; `None`: a random one per engine (a
+    /// restart then refuses the posts for earlier calls, which their recheck finds instead).
+    pub call_webhook_secret: Option<Vec<u8>>,
+    /// How long a call waits before it first asks its callee again without being woken (then
+    /// twice as long each time, up to 2 min or this, whichever is longer).
+    pub call_recheck: Duration,
 }
 
 /// The default of [`EngineConfig::max_parallel_effects`].
@@ -70,6 +79,9 @@ impl Default for EngineConfig {
             push: super::PushSettings::default(),
             max_parallel_effects: DEFAULT_MAX_PARALLEL_EFFECTS,
             agents: Default::default(),
+            call_webhook: None,
+            call_webhook_secret: None,
+            call_recheck: Duration::from_secs(5),
         }
     }
 }
@@ -297,6 +309,29 @@ impl EngineBuilder {
         self
     }
 
+    /// The public URL of this agent's A2A server (what `radkit serve` gets from its `--url`):
+    /// remote agents whose cards say they push notifications are asked to post their tasks'
+    /// updates to `{url}/radkit/calls/{task}` (served by `server::router`), which wakes the waiting
+    /// caller with nothing following the callee meanwhile.
+    pub fn call_webhook(mut self, url: impl Into<String>) -> Self {
+        self.config.call_webhook = Some(url.into());
+        self
+    }
+
+    /// The secret the call webhook's tokens are made from (keep it across restarts so that the
+    /// callees' posts for calls made before a restart still wake their callers).
+    pub fn call_webhook_secret(mut self, secret: impl Into<Vec<u8>>) -> Self {
+        self.config.call_webhook_secret = Some(secret.into());
+        self
+    }
+
+    /// How long a waiting call goes before it asks its callee again unprompted (default 5 s,
+    /// doubling to 2 min).
+    pub fn call_recheck(mut self, first: Duration) -> Self {
+        self.config.call_recheck = first.max(Duration::from_millis(100));
+        self
+    }
+
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         if self.config.lease_ttl < Duration::from_millis(100) {
@@ -328,7 +363,19 @@ impl EngineBuilder {
             .into_iter()
             .map(|s| (s.info().id.clone(), s))
             .collect();
-        let agents = super::call::Agents::new(self.config.agents.clone());
+        let webhook = match &self.config.call_webhook {
+            Some(url) => Some(
+                super::call::webhook::CallWebhook::new(
+                    url,
+                    self.config.call_webhook_secret.as_deref(),
+                )
+                .map_err(|_| {
+                    EngineError::Config("no randomness for the call webhook's key".to_owned())
+                })?,
+            ),
+            None => None,
+        };
+        let agents = super::call::Agents::new(self.config.agents.clone(), webhook);
         let inner = Inner {
             store: self.store,
             skills,

@@ -4,6 +4,7 @@
 //! never touches the store.
 
 mod auth;
+mod calls;
 pub mod card;
 mod connection;
 mod errors;
@@ -65,6 +66,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .route("/.well-known/agent-card.json", get(card::public_card))
         .route("/.well-known/agent.json", get(card::public_card))
         .route("/.well-known/jwks.json", get(card::jwks))
+        .route("/radkit/calls/{task}", post(calls::notified))
         .route_service(grpc::PATH, grpc::service(state.clone()))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

@@ -16,18 +16,21 @@
 
 mod child;
 mod remote;
+pub(crate) mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 
-pub use remote::{AgentSpec, Agents};
+pub use remote::AgentSpec;
+pub(crate) use remote::Agents;
 
 use super::fault::Boundary;
 use super::fold::CmdRec;
 use super::run::TaskRun;
 use super::Inner;
+use crate::client::PushTarget;
 use crate::flow::{AgentReply, Cmd, CmdKind, EffectError, InvocationId, Receipt};
 use crate::journal::{now_ms, Entry};
 use crate::model::{Message, Task, TaskState};
@@ -83,9 +86,13 @@ pub(crate) enum Peer {
 }
 
 impl Peer {
-    async fn start(&self, message: Message) -> Result<Started, EffectError> {
+    async fn start(
+        &self,
+        message: Message,
+        push: Option<PushTarget>,
+    ) -> Result<Started, EffectError> {
         match self {
-            Peer::Remote(p) => p.start(message).await,
+            Peer::Remote(p) => p.start(message, push).await,
             Peer::Child(p) => p.start(message).await,
         }
     }
@@ -136,9 +143,10 @@ pub(crate) fn message_id(id: &InvocationId) -> String {
 /// The first recheck comes after 5 s, each later one after twice as long, at most 2 min: a
 /// restart finds a call within that (recovery arms the row's wake time), and an hour-long callee
 /// costs its caller about 30 `timer_set` entries.
-fn recheck_after(rechecks: u32) -> Duration {
-    let secs = 5u64.saturating_mul(1 << rechecks.min(7));
-    Duration::from_secs(secs.min(120))
+fn recheck_after(first: Duration, rechecks: u32) -> Duration {
+    first
+        .saturating_mul(1 << rechecks.min(7))
+        .min(first.max(Duration::from_secs(120)))
 }
 
 fn receipt(
@@ -352,6 +360,7 @@ impl Inner {
         if self.crash_at(Boundary::CommandJournaled, run, Some(id), Some(&what)) {
             return None;
         }
+        let push = self.push_target(run, peer).await;
         let max = cmd.retry.max_attempts.max(1);
         let mut attempt = prior_attempts;
         loop {
@@ -361,13 +370,13 @@ impl Inner {
             }
             if self.crash_at(Boundary::DuringEffect, run, Some(id), Some(&what)) {
                 // The process "dies" with the request in flight: the callee may still make the task.
-                let (peer, message) = (peer.clone(), message.clone());
+                let (peer, message, push) = (peer.clone(), message.clone(), push.clone());
                 tokio::spawn(async move {
-                    let _ = peer.start(message).await;
+                    let _ = peer.start(message, push).await;
                 });
                 return None;
             }
-            let result = peer.start(message.clone()).await;
+            let result = peer.start(message.clone(), push.clone()).await;
             if self.crash_at(Boundary::EffectReturned, run, Some(id), Some(&what)) {
                 return None;
             }
@@ -387,6 +396,15 @@ impl Inner {
                 result => return Some(result),
             }
         }
+    }
+
+    /// Where a remote callee posts its task's updates: this engine's call webhook, when it has
+    /// one and the agent's card says it pushes.
+    async fn push_target(&self, run: &TaskRun, peer: &Peer) -> Option<PushTarget> {
+        let (Peer::Remote(remote), Some(webhook)) = (peer, self.agents.webhook()) else {
+            return None;
+        };
+        remote.pushes().await.then(|| webhook.target(&run.task_id))
     }
 
     /// Buffer a settled call's receipt.
@@ -409,8 +427,8 @@ impl Inner {
         callee_task: String,
         rechecks: u32,
     ) -> CallStep {
-        let at = now_ms()
-            .saturating_add(i64::try_from(recheck_after(rechecks).as_millis()).unwrap_or(i64::MAX));
+        let after = recheck_after(self.config.call_recheck, rechecks);
+        let at = now_ms().saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX));
         run.lock().set_timer(id, at);
         if run.flush().await.is_err() {
             return CallStep::Halted;
@@ -418,6 +436,11 @@ impl Inner {
         let what = peer_what(run, id);
         if self.crash_at(Boundary::AwaitingInput, run, Some(id), what.as_deref()) {
             return CallStep::Halted;
+        }
+        // A callee that posts to this engine's webhook wakes the task itself: nothing follows it
+        // here (the recheck covers a lost post).
+        if self.push_target(run, peer).await.is_some() {
+            return CallStep::Waiting;
         }
         // One watcher per call: a visit re-run while an earlier watcher still follows the callee
         // (another call of the visit woke it) leaves that one to wake the task.
@@ -521,7 +544,14 @@ mod tests {
 
     #[test]
     fn rechecks_double_from_five_seconds_to_two_minutes() {
-        let secs: Vec<u64> = (0..7).map(|n| recheck_after(n).as_secs()).collect();
+        let first = Duration::from_secs(5);
+        let secs: Vec<u64> = (0..7).map(|n| recheck_after(first, n).as_secs()).collect();
         assert_eq!(secs, [5, 10, 20, 40, 80, 120, 120]);
+        let long = Duration::from_secs(600);
+        assert_eq!(
+            recheck_after(long, 3),
+            long,
+            "a first recheck beyond the cap stays"
+        );
     }
 }

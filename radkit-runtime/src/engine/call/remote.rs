@@ -9,8 +9,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::OnceCell;
 
+use super::webhook::CallWebhook;
 use super::{settled, Progress, Started};
-use crate::client::{A2aClient, ClientAuth, ClientError, ProtocolVersion, Reply, StreamEvent};
+use crate::client::{
+    A2aClient, ClientAuth, ClientError, ProtocolVersion, PushTarget, Reply, StreamEvent,
+};
 use crate::flow::EffectError;
 use crate::model::{Message, Task};
 
@@ -51,16 +54,18 @@ impl AgentSpec {
     }
 }
 
-/// The agents an engine may call, each connected once.
+/// The agents an engine may call, each connected once, and where they post their tasks' updates.
 #[derive(Default)]
 pub struct Agents {
     agents: BTreeMap<String, RemotePeer>,
+    webhook: Option<CallWebhook>,
 }
 
 impl Agents {
-    /// The declared agents.
-    pub fn new(specs: BTreeMap<String, AgentSpec>) -> Self {
+    /// The declared agents; `webhook`: the call webhook's base URL and key (see `webhook.rs`).
+    pub(crate) fn new(specs: BTreeMap<String, AgentSpec>, webhook: Option<CallWebhook>) -> Self {
         Agents {
+            webhook,
             agents: specs
                 .into_iter()
                 .map(|(name, spec)| {
@@ -72,6 +77,11 @@ impl Agents {
                 })
                 .collect(),
         }
+    }
+
+    /// The engine's call webhook, when it has one.
+    pub(crate) fn webhook(&self) -> Option<&CallWebhook> {
+        self.webhook.as_ref()
     }
 
     pub(crate) fn peer(&self, name: &str) -> Option<RemotePeer> {
@@ -132,11 +142,27 @@ impl RemotePeer {
             .map_err(effect_error)
     }
 
-    pub async fn start(&self, message: Message) -> Result<Started, EffectError> {
+    /// True when the agent's card says it posts push notifications.
+    pub async fn pushes(&self) -> bool {
+        self.client()
+            .await
+            .is_ok_and(|c| c.card().capabilities.push_notifications == Some(true))
+    }
+
+    /// Send the call's message (asking for pushes to `push` when given).
+    pub async fn start(
+        &self,
+        message: Message,
+        push: Option<PushTarget>,
+    ) -> Result<Started, EffectError> {
         let client = self.client().await?;
         let reply_to = message.task_id.clone();
         let message_id = message.message_id.clone();
-        match client.send(message, true).await {
+        let sent = match &push {
+            Some(push) => client.send_with_push(message, true, push).await,
+            None => client.send(message, true).await,
+        };
+        match sent {
             Ok(Reply::Task(task)) => Ok(Started::Task(task)),
             Ok(Reply::Message(message)) => Ok(Started::Message(message)),
             // A reply the remote task took before a crash cut the call off: the task moved on and
