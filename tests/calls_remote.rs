@@ -41,6 +41,7 @@ fn main() -> ExitCode {
             caller_crashed_while_waiting_resumes_the_same_remote_task,
             the_callee_stopped_and_restarted_mid_call_still_answers_the_caller,
             a_callee_that_pushes_wakes_its_caller_through_the_call_webhook,
+            a_callee_that_refuses_the_webhook_is_called_without_it,
             the_call_webhook_refuses_a_wrong_token_and_is_absent_when_not_configured;
         Python1Server multi_thread:
             the_official_python_sdk_server_is_a_remote_peer;
@@ -539,6 +540,25 @@ async fn a_callee_that_pushes_wakes_its_caller_through_the_call_webhook() {
         );
         assert_eq!(caller.engine.tasks_in_hand(), 0);
     }
+}
+
+/// A radkit callee that refuses a loopback webhook (its default rule) still takes the call; the
+/// caller follows it instead.
+async fn a_callee_that_refuses_the_webhook_is_called_without_it() {
+    let remote_store = MemoryStore::new();
+    let remote = callee(remote_store.clone()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let store = MemoryStore::new();
+    // Only the watcher the refusal brings back can wake it in time.
+    let builder = caller(store.clone(), &remote.url)
+        .call_webhook(url)
+        .call_recheck(Duration::from_secs(600));
+    let caller = serve(builder, listener).await;
+    let id = ask(&caller.engine, "peer: slow refusal").await;
+    let done = ended(&caller.engine, &id).await;
+    assert_eq!(text_of(&done), "Echo: slow refusal", "{done:?}");
+    assert_eq!(remote_tasks(&remote_store).await.len(), 1);
 }
 
 async fn the_call_webhook_refuses_a_wrong_token_and_is_absent_when_not_configured() {

@@ -72,6 +72,7 @@ impl Agents {
                     let peer = RemotePeer {
                         spec: Arc::new(spec),
                         client: Arc::new(OnceCell::new()),
+                        push_refused: Arc::default(),
                     };
                     (name, peer)
                 })
@@ -102,6 +103,8 @@ impl Agents {
 pub(crate) struct RemotePeer {
     spec: Arc<AgentSpec>,
     client: Arc<OnceCell<A2aClient>>,
+    /// The agent refused this engine's call webhook once: it is not offered again.
+    push_refused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The stream a future makes, flattened (the client is connected lazily).
@@ -144,9 +147,11 @@ impl RemotePeer {
 
     /// True when the agent's card says it posts push notifications.
     pub async fn pushes(&self) -> bool {
-        self.client()
-            .await
-            .is_ok_and(|c| c.card().capabilities.push_notifications == Some(true))
+        !self.push_refused.load(std::sync::atomic::Ordering::SeqCst)
+            && self
+                .client()
+                .await
+                .is_ok_and(|c| c.card().capabilities.push_notifications == Some(true))
     }
 
     /// Send the call's message (asking for pushes to `push` when given).
@@ -159,7 +164,17 @@ impl RemotePeer {
         let reply_to = message.task_id.clone();
         let message_id = message.message_id.clone();
         let sent = match &push {
-            Some(push) => client.send_with_push(message, true, push).await,
+            Some(target) => match client.send_with_push(message.clone(), true, target).await {
+                // The agent refuses the webhook (an address its rules forbid, push turned off):
+                // the call goes on without it, followed by a watcher.
+                Err(e) if !e.is_transient() => {
+                    tracing::info!(agent = %self.spec.url, error = %e, "the agent refused the call webhook; calling without it");
+                    self.push_refused
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    client.send(message, true).await
+                }
+                sent => sent,
+            },
             None => client.send(message, true).await,
         };
         match sent {
