@@ -12,6 +12,7 @@
 //! module exists only with the `cli` cargo feature (on by default); it owns argument parsing and
 //! logging, and reaches the engine only through [`EngineBuilder`].
 
+pub mod agents;
 pub mod bench;
 mod bench_a2a;
 pub mod bench_cluster;
@@ -121,12 +122,13 @@ impl App {
         T: Into<OsString> + Clone,
     {
         let name = executable_name();
-        let command = <Cli as clap::CommandFactory>::command()
+        let mut command = <Cli as clap::CommandFactory>::command()
             .name(name.clone())
             .bin_name(name);
         let parsed = command
-            .try_get_matches_from(args)
-            .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches));
+            .try_get_matches_from_mut(args)
+            .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches))
+            .and_then(|cli| cli.check(&mut command).map(|()| cli));
         let cli = match parsed {
             Ok(cli) => cli,
             Err(e) => {
@@ -201,6 +203,25 @@ struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// What clap cannot check value by value (the `--agent-token`s against the `--agent`s), as a
+    /// clap error of the subcommand, so it reads and exits like any other mistake in the arguments.
+    fn check(&self, command: &mut clap::Command) -> Result<(), clap::Error> {
+        let (subcommand, agents) = match &self.command {
+            Command::Serve(args) => ("serve", &args.agents),
+            Command::Worker(args) => ("worker", &args.agents),
+            _ => return Ok(()),
+        };
+        agents.check().map_err(|message| {
+            let kind = clap::error::ErrorKind::ArgumentConflict;
+            match command.find_subcommand_mut(subcommand) {
+                Some(sub) => sub.error(kind, message),
+                None => command.error(kind, message),
+            }
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve this program's skills over A2A JSON-RPC (SQLite by default).
@@ -224,4 +245,14 @@ pub fn init_tracing() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's own consistency checks over every subcommand (unique ids, valid defaults), which it
+    /// otherwise runs only when that subcommand is parsed.
+    #[test]
+    fn the_command_line_is_consistent() {
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
 }

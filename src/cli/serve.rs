@@ -86,6 +86,9 @@ pub struct Args {
     /// (for clients that all speak 1.0, and strict 1.0 validators); a 0.3 client cannot read it.
     #[arg(long)]
     pub card_1_0_only: bool,
+    /// The A2A agents this program's steps call (`--agent`, `--agent-token`).
+    #[command(flatten)]
+    pub agents: crate::cli::agents::AgentArgs,
     /// Lease settings (Postgres only).
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
@@ -248,6 +251,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
         None => builder,
     }
     .push_allow_private(args.push_allow_private);
+    let builder = args.agents.apply(builder);
     let engine: Engine = with_models(builder, &args.llm)?.start().await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await

@@ -57,6 +57,9 @@ pub struct Args {
     /// trusted networks.
     #[arg(long, env = "RADKIT_PUSH_ALLOW_PRIVATE")]
     pub push_allow_private: bool,
+    /// The A2A agents this program's steps call (`--agent`, `--agent-token`), as for `serve`.
+    #[command(flatten)]
+    pub agents: super::agents::AgentArgs,
     /// Lease settings.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -83,6 +86,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
         .cluster
         .apply(app.builder(std::sync::Arc::new(store)))
         .push_allow_private(args.push_allow_private);
+    builder = args.agents.apply(builder);
     if args.bench_skill {
         builder = super::bench::with_bench_skill(builder)?;
     }
