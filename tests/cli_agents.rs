@@ -30,7 +30,10 @@ fn an_agent_without_a_url_is_a_usage_error() {
         &["serve", "--agent", "planner"],
         &["--agent <NAME=URL>", "expected NAME=URL", "planner=http://"],
     );
-    refused(&["serve", "--agent", "planner="], &["no URL after `planner=`"]);
+    refused(
+        &["serve", "--agent", "planner="],
+        &["no URL after `planner=`"],
+    );
 }
 
 #[test]
@@ -132,5 +135,9 @@ fn serve_starts_with_agents_and_ignores_tokens_in_the_environment_for_undeclared
     .env("RADKIT_AGENT_TOKEN_GHOST", "unused")
     .env("RADKIT_AGENT_TOKEN_WEB_SEARCH", "from-env");
     let server = common::serve_command(cmd);
-    assert!(server.url.starts_with("http://127.0.0.1:"), "{}", server.url);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
 }

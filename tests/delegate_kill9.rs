@@ -289,7 +289,10 @@ async fn relay(client: TcpStream, state: Arc<ProxyState>) {
                     let mut t = transcript.lock().unwrap();
                     t.push_str(&String::from_utf8_lossy(&buf[..n]));
                     let from = seen.min(t.len()).saturating_sub(32);
-                    let from = (0..=from).rev().find(|i| t.is_char_boundary(*i)).unwrap_or(0);
+                    let from = (0..=from)
+                        .rev()
+                        .find(|i| t.is_char_boundary(*i))
+                        .unwrap_or(0);
                     seen = t.len();
                     is_send(&t[from..])
                 };
@@ -443,7 +446,11 @@ async fn assert_one_remote_task_each(
     let text = decision(task);
     assert_eq!(task.status.state, TaskState::Completed, "{text}");
     let remote = remote_tasks(specialists, token).await;
-    assert_eq!(remote.len(), 2, "one remote task per specialist: {remote:?}\n{text}");
+    assert_eq!(
+        remote.len(),
+        2,
+        "one remote task per specialist: {remote:?}\n{text}"
+    );
     for (id, state, _) in &remote {
         assert_eq!(state, "TASK_STATE_COMPLETED", "{remote:?}");
         assert!(text.contains(&format!("(task {id})")), "{id} in:\n{text}");
@@ -451,7 +458,11 @@ async fn assert_one_remote_task_each(
     for specialist in ["optimist (task", "pessimist (task"] {
         assert!(text.contains(specialist), "{specialist} in:\n{text}");
     }
-    let sqlite = coordinator.log.parent().expect("the data dir").join("radkit.sqlite");
+    let sqlite = coordinator
+        .log
+        .parent()
+        .expect("the data dir")
+        .join("radkit.sqlite");
     coordinator.kill();
     let store = SqliteStore::open(&sqlite, Durability::Full).expect("the coordinator's store");
     let mut bound: Vec<String> = store
@@ -476,7 +487,10 @@ fn assert_sent_again_with_the_same_message_ids(proxy: &Proxy) {
     let mut ids = proxy.sent_message_ids();
     ids.sort();
     assert_eq!(ids.len(), 4, "{ids:?}");
-    assert!(ids[0] == ids[1] && ids[2] == ids[3] && ids[1] != ids[2], "{ids:?}");
+    assert!(
+        ids[0] == ids[1] && ids[2] == ids[3] && ids[1] != ids[2],
+        "{ids:?}"
+    );
 }
 
 /// A proxy and the specialists behind it, the pessimist thinking `think` seconds.
@@ -542,7 +556,10 @@ async fn the_coordinator_calls_both_specialists_with_their_tokens_and_completes_
     let id = ask(&coordinator.url, AGREED).await;
     let task = finish(&coordinator.url, &id).await;
     let text = decision(&task);
-    assert!(text.contains("Decision: yes — both specialists agree"), "{text}");
+    assert!(
+        text.contains("Decision: yes — both specialists agree"),
+        "{text}"
+    );
     assert_one_remote_task_each(&task, coordinator, &specialists.url, Some("s3cret")).await;
 }
 
@@ -553,7 +570,10 @@ async fn caller_killed_before_the_remote_answered_sends_again_and_makes_one_task
     proxy.hold(Hold::Requests);
     let first = coordinator(dir.path(), &proxy);
     let id = ask(&first.url, DISPUTED).await;
-    eventually("both requests held", async || (proxy.held() >= 2).then_some(())).await;
+    eventually("both requests held", async || {
+        (proxy.held() >= 2).then_some(())
+    })
+    .await;
     assert!(
         remote_tasks(&specialists.url, None).await.is_empty(),
         "the specialists never saw the requests"
@@ -574,7 +594,10 @@ async fn caller_killed_after_the_remote_created_the_task_resumes_it_and_makes_no
     proxy.hold(Hold::Responses);
     let first = coordinator(dir.path(), &proxy);
     let id = ask(&first.url, AGREED).await;
-    eventually("both responses held", async || (proxy.held() >= 2).then_some(())).await;
+    eventually("both responses held", async || {
+        (proxy.held() >= 2).then_some(())
+    })
+    .await;
     assert_eq!(
         remote_tasks(&specialists.url, None).await.len(),
         2,
@@ -600,15 +623,25 @@ async fn caller_killed_while_the_specialists_work_resumes_the_same_remote_tasks(
     let second = coordinator(dir.path(), &proxy);
     let task = finish(&second.url, &id).await;
     let text = decision(&task);
-    assert!(text.contains(&format!("pessimist (task {pessimist}): no")), "{text}");
-    assert!(text.contains("Decision: no — you follow the pessimist"), "{text}");
-    assert_eq!(proxy.sent_message_ids().len(), 2, "resumed by id, never sent again");
+    assert!(
+        text.contains(&format!("pessimist (task {pessimist}): no")),
+        "{text}"
+    );
+    assert!(
+        text.contains("Decision: no — you follow the pessimist"),
+        "{text}"
+    );
+    assert_eq!(
+        proxy.sent_message_ids().len(),
+        2,
+        "resumed by id, never sent again"
+    );
     assert_one_remote_task_each(&task, second, &specialists.url, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn specialists_killed_while_they_work_answer_after_their_restart_without_restarting_the_caller()
-{
+async fn specialists_killed_while_they_work_answer_after_their_restart_without_restarting_the_caller(
+) {
     let dir = tempfile::tempdir().unwrap();
     let (proxy, first) = specialists(dir.path(), "4", &[]).await;
     let coordinator = coordinator(dir.path(), &proxy);
@@ -625,7 +658,14 @@ async fn specialists_killed_while_they_work_answer_after_their_restart_without_r
     proxy.to(second.addr());
     let task = finish(&coordinator.url, &id).await;
     let text = decision(&task);
-    assert!(text.contains(&format!("pessimist (task {pessimist}): no")), "{text}");
-    assert_eq!(proxy.sent_message_ids().len(), 2, "resumed by id, never sent again");
+    assert!(
+        text.contains(&format!("pessimist (task {pessimist}): no")),
+        "{text}"
+    );
+    assert_eq!(
+        proxy.sent_message_ids().len(),
+        2,
+        "resumed by id, never sent again"
+    );
     assert_one_remote_task_each(&task, coordinator, &second.url, None).await;
 }

@@ -167,7 +167,9 @@ impl Coordinator {
                     .get(&choice.to_lowercase())
                     .and_then(|o| o.verdict.as_deref())
                 {
-                    Some(verdict) => format!("{verdict} — you follow the {}", choice.to_lowercase()),
+                    Some(verdict) => {
+                        format!("{verdict} — you follow the {}", choice.to_lowercase())
+                    }
                     None => format!("yours — “{choice}”"),
                 }
             }

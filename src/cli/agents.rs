@@ -123,7 +123,10 @@ pub fn parse_token(value: &str) -> Result<AgentToken, String> {
 
 /// The environment variable that holds the token of the agent `name`.
 pub fn token_env_var(name: &str) -> String {
-    format!("{TOKEN_ENV_PREFIX}{}", name.to_ascii_uppercase().replace('-', "_"))
+    format!(
+        "{TOKEN_ENV_PREFIX}{}",
+        name.to_ascii_uppercase().replace('-', "_")
+    )
 }
 
 impl AgentArgs {
@@ -165,7 +168,10 @@ impl AgentArgs {
 
     /// Each declared agent with its URL and its token: the `--agent-token`, else the one in its
     /// environment variable (`env` looks a variable up: `std::env::var` in the CLI).
-    pub fn resolve(&self, env: impl Fn(&str) -> Option<String>) -> Vec<(AgentDecl, Option<String>)> {
+    pub fn resolve(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Vec<(AgentDecl, Option<String>)> {
         self.agents
             .iter()
             .map(|agent| {
@@ -209,7 +215,10 @@ mod tests {
     #[test]
     fn an_agent_is_a_name_and_an_http_url() {
         let a = parse_agent("planner=http://127.0.0.1:9101").unwrap();
-        assert_eq!((a.name.as_str(), a.url.as_str()), ("planner", "http://127.0.0.1:9101"));
+        assert_eq!(
+            (a.name.as_str(), a.url.as_str()),
+            ("planner", "http://127.0.0.1:9101")
+        );
         let a = parse_agent("web-search_2=https://agents.example/card.json").unwrap();
         assert_eq!(a.url, "https://agents.example/card.json");
         for (bad, says) in [
@@ -237,12 +246,19 @@ mod tests {
 
     #[test]
     fn a_token_for_an_undeclared_agent_or_a_name_given_twice_is_refused() {
-        assert!(args(&["a=http://h", "b=http://h"], &["a=t"]).check().is_ok());
+        assert!(args(&["a=http://h", "b=http://h"], &["a=t"])
+            .check()
+            .is_ok());
         let err = args(&["a=http://h"], &["ghost=t"]).check().unwrap_err();
-        assert!(err.contains("`ghost`") && err.contains("declared agents are a"), "{err}");
+        assert!(
+            err.contains("`ghost`") && err.contains("declared agents are a"),
+            "{err}"
+        );
         let err = args(&[], &["ghost=t"]).check().unwrap_err();
         assert!(err.contains("no agent is declared"), "{err}");
-        let err = args(&["a=http://h", "a=http://i"], &[]).check().unwrap_err();
+        let err = args(&["a=http://h", "a=http://i"], &[])
+            .check()
+            .unwrap_err();
         assert!(err.contains("declared twice"), "{err}");
         let err = args(&["a=http://h"], &["a=t", "a=u"]).check().unwrap_err();
         assert!(err.contains("two tokens"), "{err}");
