@@ -11,6 +11,7 @@
 #![cfg(unix)]
 
 mod common;
+mod hold_proxy;
 
 #[allow(dead_code)]
 #[path = "../examples/delegate.rs"]
@@ -20,8 +21,6 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use radkit::client::{A2aClient, ClientAuth, Reply};
@@ -29,10 +28,9 @@ use radkit::journal::Entry;
 use radkit::model::{Message, Task, TaskState};
 use radkit::store::{Durability, SqliteStore, Store};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 use common::{within, PATIENCE};
+use hold_proxy::{Hold, Proxy};
 
 /// A question both specialists answer yes to (it names a safeguard): the coordinator completes
 /// without asking.
@@ -77,7 +75,7 @@ impl Role {
         ];
         argv.extend(args.iter().map(|a| (*a).to_owned()));
         std::fs::create_dir_all(&data).unwrap();
-        let log = data.join(format!("{role}-{}.log", fastrand_suffix()));
+        let log = data.join(format!("{role}-{}.log", unique_suffix()));
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "--exact",
@@ -159,7 +157,7 @@ impl Drop for Role {
     }
 }
 
-fn fastrand_suffix() -> String {
+fn unique_suffix() -> String {
     format!(
         "{}",
         std::time::SystemTime::now()
@@ -168,175 +166,6 @@ fn fastrand_suffix() -> String {
             .as_nanos()
             % 1_000_000_007
     )
-}
-
-/// What the proxy holds back.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Hold {
-    /// Nothing: every byte is passed on.
-    Nothing,
-    /// A `SendMessage` (`message/send`) request is kept from the specialists (never passed on).
-    Requests,
-    /// A `SendMessage` request is passed on, its response kept from the coordinator.
-    Responses,
-}
-
-#[derive(Default)]
-struct ProxyState {
-    upstream: Mutex<Option<SocketAddr>>,
-    hold: Mutex<Option<Hold>>,
-    /// Sends held back so far (requests or responses).
-    held: AtomicUsize,
-    /// Each connection's bytes from the coordinator, as text.
-    transcripts: Mutex<Vec<Arc<Mutex<String>>>>,
-}
-
-/// A TCP proxy on loopback between the coordinator and the specialists: what the specialists'
-/// card names as their URL (`--public-url`), so every request of the coordinator passes here.
-struct Proxy {
-    url: String,
-    state: Arc<ProxyState>,
-}
-
-impl Proxy {
-    async fn start() -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(ProxyState::default());
-        let shared = state.clone();
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(relay(client, shared.clone()));
-            }
-        });
-        Proxy { url, state }
-    }
-
-    fn to(&self, upstream: SocketAddr) {
-        *self.state.upstream.lock().unwrap() = Some(upstream);
-    }
-
-    fn hold(&self, hold: Hold) {
-        *self.state.hold.lock().unwrap() = Some(hold);
-    }
-
-    fn held(&self) -> usize {
-        self.state.held.load(Ordering::SeqCst)
-    }
-
-    /// True once the coordinator asked to follow `task` (its call is journaled: the watcher that
-    /// subscribes starts after the callee's task id and the recheck time are durable).
-    fn subscribed_to(&self, task: &str) -> bool {
-        let transcripts = self.state.transcripts.lock().unwrap().clone();
-        transcripts.iter().any(|t| {
-            let t = t.lock().unwrap();
-            t.match_indices("SubscribeToTask")
-                .chain(t.match_indices("tasks/resubscribe"))
-                .any(|(at, _)| t[at..].contains(task))
-        })
-    }
-}
-
-impl Proxy {
-    /// The `messageId` of every `SendMessage` the coordinator sent, held back or not, in order.
-    fn sent_message_ids(&self) -> Vec<String> {
-        const KEY: &str = "\"messageId\":\"";
-        let transcripts = self.state.transcripts.lock().unwrap().clone();
-        let mut ids = Vec::new();
-        for t in transcripts {
-            let t = t.lock().unwrap();
-            for (at, _) in t.match_indices("\"SendMessage\"") {
-                let rest = &t[at..];
-                if let Some(start) = rest.find(KEY).map(|i| i + KEY.len()) {
-                    let id: String = rest[start..].chars().take_while(|c| *c != '"').collect();
-                    ids.push(id);
-                }
-            }
-        }
-        ids
-    }
-}
-
-fn is_send(text: &str) -> bool {
-    text.contains("\"SendMessage\"") || text.contains("\"message/send\"")
-}
-
-/// Pass one connection's bytes both ways, holding back what `Hold` says.
-async fn relay(client: TcpStream, state: Arc<ProxyState>) {
-    let Some(upstream) = *state.upstream.lock().unwrap() else {
-        return;
-    };
-    let Ok(upstream) = TcpStream::connect(upstream).await else {
-        return; // the specialists are down: the coordinator sees the connection closed
-    };
-    let transcript = Arc::new(Mutex::new(String::new()));
-    state.transcripts.lock().unwrap().push(transcript.clone());
-    let hold_response = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (mut from_client, mut to_client) = client.into_split();
-    let (mut from_upstream, mut to_upstream) = upstream.into_split();
-    let up = {
-        let (state, hold_response) = (state.clone(), hold_response.clone());
-        async move {
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut holding = false;
-            let mut seen = 0;
-            loop {
-                let n = match from_client.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                let send = {
-                    let mut t = transcript.lock().unwrap();
-                    t.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    let from = seen.min(t.len()).saturating_sub(32);
-                    let from = (0..=from)
-                        .rev()
-                        .find(|i| t.is_char_boundary(*i))
-                        .unwrap_or(0);
-                    seen = t.len();
-                    is_send(&t[from..])
-                };
-                if holding {
-                    continue; // held: never passed on
-                }
-                let hold = *state.hold.lock().unwrap();
-                if send && hold == Some(Hold::Requests) {
-                    holding = true;
-                    state.held.fetch_add(1, Ordering::SeqCst);
-                    continue;
-                }
-                if send && hold == Some(Hold::Responses) {
-                    hold_response.store(true, Ordering::SeqCst);
-                }
-                if to_upstream.write_all(&buf[..n]).await.is_err() {
-                    break;
-                }
-            }
-            let _ = to_upstream.shutdown().await;
-        }
-    };
-    let down = async move {
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut counted = false;
-        loop {
-            let n = match from_upstream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if hold_response.load(Ordering::SeqCst) {
-                if !counted {
-                    counted = true;
-                    state.held.fetch_add(1, Ordering::SeqCst);
-                }
-                continue; // held: the coordinator never hears it
-            }
-            if to_client.write_all(&buf[..n]).await.is_err() {
-                break;
-            }
-        }
-        let _ = to_client.shutdown().await;
-    };
-    tokio::join!(up, down);
 }
 
 /// One of the specialists' tasks: its id, its state (`TASK_STATE_…`) and its status message.
@@ -615,7 +444,7 @@ async fn caller_killed_after_the_remote_created_the_task_resumes_it_and_makes_no
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caller_killed_while_the_specialists_work_resumes_the_same_remote_tasks() {
     let dir = tempfile::tempdir().unwrap();
-    let (proxy, specialists) = specialists(dir.path(), "4", &[]).await;
+    let (proxy, specialists) = specialists(dir.path(), "6", &[]).await;
     let first = coordinator(dir.path(), &proxy);
     let id = ask(&first.url, DISPUTED).await;
     let pessimist = waiting_on_the_pessimist(&proxy, &specialists.url).await;
@@ -643,7 +472,7 @@ async fn caller_killed_while_the_specialists_work_resumes_the_same_remote_tasks(
 async fn specialists_killed_while_they_work_answer_after_their_restart_without_restarting_the_caller(
 ) {
     let dir = tempfile::tempdir().unwrap();
-    let (proxy, first) = specialists(dir.path(), "4", &[]).await;
+    let (proxy, first) = specialists(dir.path(), "6", &[]).await;
     let coordinator = coordinator(dir.path(), &proxy);
     let id = ask(&coordinator.url, DISPUTED).await;
     let pessimist = waiting_on_the_pessimist(&proxy, &first.url).await;
@@ -652,7 +481,7 @@ async fn specialists_killed_while_they_work_answer_after_their_restart_without_r
     let second = Role::start(
         "specialists",
         dir.path(),
-        &["--think", "4", "--public-url", &public],
+        &["--think", "6", "--public-url", &public],
         &[],
     );
     proxy.to(second.addr());
