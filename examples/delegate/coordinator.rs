@@ -127,6 +127,8 @@ impl Coordinator {
     #[step(start)]
     async fn ask(&self, ctx: &StepCtx, question: Content) -> StepResult {
         let question = question.joined_texts();
+        ctx.progress("Asking the optimist and the pessimist…")
+            .await?;
         let (optimist, pessimist) = futures::join!(
             consult(ctx, SPECIALISTS[0], &question),
             consult(ctx, SPECIALISTS[1], &question),
