@@ -12,7 +12,8 @@
 //! `delegate <role> [command] [options]` is the `radkit` command line over that role's skills:
 //! the command defaults to `serve`, `--port N` stands for `--addr 127.0.0.1:N`, and `serve` and
 //! `tasks` use `data/<role>/` unless `--data-dir` or `--store` says otherwise
-//! (`delegate coordinator tasks show <id>` prints a coordinator task's journal). `specialists`
+//! (`delegate coordinator tasks show <id>` prints a coordinator task's journal, `delegate coordinator
+//! graph coordinator` draws its steps). `specialists`
 //! also takes `--think <seconds>`: how long the pessimist thinks (default 5).
 //!
 //! Kill the coordinator (`kill -9`) while the pessimist thinks and start it again: it resumes both
@@ -87,9 +88,13 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
                     .skill(specialists::Optimist)
                     .skill(specialists::Pessimist { think })
             }),
-        "" | "-h" | "--help" | "help" => {
+        "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
+        }
+        "" => {
+            eprintln!("error: which role? coordinator or specialists\n{USAGE}");
+            return ExitCode::from(2);
         }
         other => {
             eprintln!("error: unknown role `{other}`\n{USAGE}");
