@@ -11,10 +11,10 @@
 //!
 //! `delegate <role> [command] [options]` is the `radkit` command line over that role's skills:
 //! the command defaults to `serve`, `--port N` stands for `--addr 127.0.0.1:N`, and `serve` and
-//! `tasks` use `data/<role>/` unless `--data-dir` or `--store` says otherwise
-//! (`delegate coordinator tasks show <id>` prints a coordinator task's journal, `delegate coordinator
-//! graph coordinator` draws its steps). `specialists`
-//! also takes `--think <seconds>`: how long the pessimist thinks (default 5).
+//! `tasks` use `data/<role>/` unless `--data-dir` or `--store` says otherwise (`delegate
+//! coordinator tasks show <id>` prints a coordinator task's journal, `delegate coordinator graph
+//! coordinator` draws its steps). `specialists` also takes `--think <seconds>`: how long the
+//! pessimist thinks (default 5).
 //!
 //! Kill the coordinator (`kill -9`) while the pessimist thinks and start it again: it resumes both
 //! remote tasks by the ids it journaled, creates no second one, and completes. Kill the specialists
