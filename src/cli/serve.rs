@@ -32,9 +32,16 @@ pub struct Args {
     /// token. Without `--token`, RADKIT_TOKENS holds the same values separated by whitespace.
     #[arg(long = "token")]
     pub tokens: Vec<String>,
-    /// Public URL of the endpoint, if not `http://<addr>/` (behind a proxy).
+    /// Public URL of the endpoint, if not `http://<addr>/` (behind a proxy). With it, the agents
+    /// this one calls (`--agent`) that push notifications post their tasks' updates to
+    /// `<public-url>/radkit/calls/<task>`, which wakes the calling task.
     #[arg(long)]
     pub public_url: Option<String>,
+    /// The secret the call webhook's tokens are made from: keep it across restarts so that posts
+    /// for calls made before a restart still wake their callers (without it, a random one per
+    /// start; those calls are then found by their recheck).
+    #[arg(long, env = "RADKIT_CALL_SECRET", hide_env_values = true)]
+    pub call_secret: Option<String>,
     /// Models: `program` (default: the models the program configures; the `radkit` demo's are
     /// scripted, no network) or `openai` (every model name answered by an OpenAI-compatible
     /// endpoint from RADKIT_LLM_BASE_URL, RADKIT_LLM_API_KEY and RADKIT_LLM_MODEL; tools unchanged).
@@ -252,6 +259,16 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     }
     .push_allow_private(args.push_allow_private);
     let builder = args.agents.apply(builder);
+    let builder = match &args.public_url {
+        Some(url) => {
+            let builder = builder.call_webhook(url.clone());
+            match &args.call_secret {
+                Some(secret) => builder.call_webhook_secret(secret.as_bytes().to_vec()),
+                None => builder,
+            }
+        }
+        None => builder,
+    };
     let engine: Engine = with_models(builder, &args.llm)?.start().await?;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
