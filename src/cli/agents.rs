@@ -24,7 +24,7 @@ pub struct AgentArgs {
     #[arg(id = "agent", long = "agent", value_name = "NAME=URL", value_parser = parse_agent)]
     pub agents: Vec<AgentDecl>,
     /// The bearer token to call the agent NAME with: `NAME=TOKEN` (repeatable; NAME must be declared
-    /// with `--agent`). Without it, the environment variable RADKIT_AGENT_TOKEN_<NAME> (NAME
+    /// with `--agent`). Without it, the environment variable `RADKIT_AGENT_TOKEN_<NAME>` (NAME
     /// uppercased, `-` written `_`) is used when it is set.
     #[arg(id = "agent_token", long = "agent-token", value_name = "NAME=TOKEN", value_parser = parse_token)]
     pub tokens: Vec<AgentToken>,
