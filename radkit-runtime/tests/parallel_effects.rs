@@ -606,3 +606,48 @@ async fn child_skill_calls_run_as_one_batch() {
     assert_eq!(store.issuing_appends(), vec![3], "one append for the batch");
     assert!(engine.fold_divergences().is_empty());
 }
+
+/// Each element of the batch chains a second call behind its first: the second calls would take
+/// their ids in the order the first ones return.
+struct Chained;
+
+fn chained<'a>(_: &'a Chained, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let values: Vec<u64> = ctx
+            .try_all((0..3u64).map(|i| async move {
+                let first: u64 = ctx.tool("count").call(i).await?;
+                ctx.tool("count").call::<_, u64>(first + 10).await
+            }))
+            .await?;
+        ctx.complete(format!("{values:?}"), vec![])
+    })
+}
+
+static CHAINED_STEPS: &[Step<Chained>] =
+    &[Step::new("chained", chained).start().takes_user_message()];
+
+#[tokio::test]
+async fn a_call_chained_behind_a_sibling_inside_a_batch_fails_the_step_saying_why() {
+    let ledger = Ledger::default();
+    let engine = Engine::builder(MemoryStore::new())
+        .skill(
+            StepTable::new(SkillInfo::new("chained", "Chained"), Chained, CHAINED_STEPS).unwrap(),
+        )
+        .effects(fan_effects(&ledger, |i| {
+            Duration::from_millis(10 * (i % 10 + 1))
+        }))
+        .check_fold(true)
+        .start()
+        .await
+        .unwrap();
+    let task_id = engine.send(Request::operator(user("go"))).await.unwrap();
+    let task = terminal(&engine, &task_id).await;
+    assert_eq!(task.status.state, TaskState::Failed, "{task:?}");
+    let text = status_text(&task);
+    assert!(
+        text.contains("step `chained` started tool `count`")
+            && text.contains("would depend on which effect returned first"),
+        "{text}"
+    );
+    assert!(engine.fold_divergences().is_empty());
+}

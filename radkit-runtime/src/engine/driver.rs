@@ -189,6 +189,7 @@ impl Inner {
             step: step.clone(),
             ordinal: ordinal.clone(),
             stop: stop.clone(),
+            batch: Default::default(),
         };
         let ctx = StepCtx::new(
             run.task_id.clone(),
@@ -566,6 +567,7 @@ impl Inner {
             step: step.clone(),
             ordinal: Arc::new(AtomicU32::new(0)),
             stop: Arc::default(),
+            batch: Default::default(),
         };
         let ctx = StepCtx::new(
             run.task_id.clone(),

@@ -27,6 +27,62 @@ pub(crate) struct StepInvoker {
     /// Whether a call of this visit suspended, halted or was canceled: the visit stops so whatever
     /// the step does with the error (a step that matches on a call's error may swallow it).
     pub stop: Arc<VisitStop>,
+    /// The calls of this visit in flight (see [`Batch`]).
+    pub batch: Batch,
+}
+
+/// The calls of a visit in flight at once, to refuse a call whose position would depend on timing.
+///
+/// A batch (`ctx.all`, `join!`) takes its ids in one poll of the step: every call starts before
+/// any finishes. A call that starts while others are in flight, after one of them finished, was
+/// chained behind a sibling inside one element: when it starts, and so its InvocationId, depends on
+/// which effect returned first, and a replay could hand it another call's receipt. Such a call
+/// fails the step with a message that says so. Receipts returned on replay do not count as
+/// finishing (they return at once), so a replay of a correct batch is never refused.
+#[derive(Default)]
+pub(crate) struct Batch(std::sync::Mutex<BatchState>);
+
+/// One call in flight in its visit's [`Batch`]; ends it when dropped.
+struct InFlight<'a> {
+    batch: &'a Batch,
+    replayed: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.batch.end(self.replayed);
+    }
+}
+
+#[derive(Default)]
+struct BatchState {
+    in_flight: u32,
+    finished_live: u32,
+}
+
+impl Batch {
+    fn start(&self, step: &str, cmd: &Cmd) -> Result<(), StepError> {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if st.in_flight > 0 && st.finished_live > 0 {
+            return Err(StepError::Failed(format!(
+                "step `{step}` started {} while other calls of its batch were running and one had finished: its position, and so its InvocationId, would depend on which effect returned first; make each element of `ctx.all`/`join!` one ctx call and make further calls after the batch",
+                cmd.kind.fingerprint()
+            )));
+        }
+        st.in_flight += 1;
+        Ok(())
+    }
+
+    fn end(&self, replayed: bool) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        st.in_flight = st.in_flight.saturating_sub(1);
+        if !replayed {
+            st.finished_live += 1;
+        }
+        if st.in_flight == 0 {
+            st.finished_live = 0;
+        }
+    }
 }
 
 /// The strongest control error a visit's calls returned (see [`StepInvoker::stop`]).
@@ -68,6 +124,20 @@ impl Invoker for StepInvoker {
     async fn invoke(&self, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
         let id = InvocationId::derive(&self.run.task_id, self.visit, ordinal);
+        if let Err(e) = self.batch.start(&self.step, &cmd) {
+            self.stop.note(&e);
+            return Err(e);
+        }
+        let replayed = self
+            .run
+            .lock()
+            .command(&id)
+            .is_some_and(|r| r.receipt.is_some());
+        // Ends the call in the batch however the call ends, also when the step drops it.
+        let _in_flight = InFlight {
+            batch: &self.batch,
+            replayed,
+        };
         let result = self.invoke_at(ordinal, id, cmd).await;
         if let Err(e) = &result {
             self.stop.note(e);
