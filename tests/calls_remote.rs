@@ -35,6 +35,7 @@ fn main() -> ExitCode {
             an_undeclared_agent_fails_the_step_naming_the_declared_ones,
             the_caller_waits_for_a_remote_task_with_no_step_in_memory,
             canceling_the_caller_cancels_the_remote_task,
+            canceling_a_caller_that_streams_its_call_cancels_the_remote_task,
             caller_crashed_before_sending_sends_once_after_the_restart,
             caller_crashed_with_the_request_in_flight_makes_one_remote_task,
             caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_no_second_one,
@@ -407,6 +408,41 @@ async fn canceling_the_caller_cancels_the_remote_task() {
         .await;
         assert_eq!(remote_task.status.state, TaskState::Canceled, "{agent}");
     }
+}
+
+async fn canceling_a_caller_that_streams_its_call_cancels_the_remote_task() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    let id = ask(&engine, "stream peer: wait for an hour").await;
+    let remote_id = within("the call to be bound", async {
+        loop {
+            if let Some(b) = bound(&store, &id).await.pop() {
+                return TaskId::from(b);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let canceled = within("the cancel", engine.cancel(&Caller::Operator, &id))
+        .await
+        .unwrap();
+    assert_eq!(canceled.status.state, TaskState::Canceled);
+    let remote_task = within("the remote task to be canceled", async {
+        loop {
+            let t = remote
+                .engine
+                .task(&Caller::Operator, &remote_id, None)
+                .await
+                .unwrap();
+            if t.status.state.is_terminal() {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(remote_task.status.state, TaskState::Canceled);
 }
 
 /// Crash the caller at `boundary` of its call to `peer`, restart it on the same store, and check

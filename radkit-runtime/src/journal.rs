@@ -160,6 +160,9 @@ pub enum Entry {
         /// The callee's context id.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         context_id: Option<String>,
+        /// The callee was asked to post its task's updates to this engine's call webhook.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        webhook: bool,
     },
     /// The task ended.
     Terminal {

@@ -417,3 +417,28 @@ async fn a_reducer_calls_a_child_from_a_transition_and_gets_its_reply_as_the_res
     assert_eq!(bound(&store, &id).await.len(), 1);
     assert!(engine.fold_divergences().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_runs_in_its_parents_permission_mode() {
+    let store = MemoryStore::new();
+    let engine = engine(store.clone(), &gate()).start().await.unwrap();
+    let id = engine
+        .send(Request::operator(user("hello")).mode(radkit_runtime::flow::PermissionMode::Plan))
+        .await
+        .unwrap();
+    settled(&engine, &id).await;
+    let kid = children(&store).await.remove(0);
+    let modes: Vec<_> = store
+        .journal(&kid, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r.entry {
+            Entry::TaskCreated {
+                permission_mode, ..
+            } => Some(permission_mode),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(modes, vec![radkit_runtime::flow::PermissionMode::Plan]);
+}

@@ -155,7 +155,8 @@ impl Inner {
                         run.lock().queue.push_front(deliver(&receipt));
                         Ok(())
                     }
-                    CallStep::Waiting => Ok(()),
+                    // A cancel is carried out by the driver's loop, which sees it next.
+                    CallStep::Waiting | CallStep::Canceled => Ok(()),
                     CallStep::Halted => Err(Stop::Halted),
                 }
             }

@@ -49,6 +49,8 @@ pub(crate) struct CmdRec {
 pub(crate) struct Callee {
     pub task_id: String,
     pub context_id: Option<String>,
+    /// The callee posts its updates to the engine's call webhook.
+    pub webhook: bool,
 }
 
 impl CmdRec {
@@ -182,11 +184,13 @@ impl Folded {
                 id,
                 task_id,
                 context_id,
+                webhook,
             } => {
                 if let Some(rec) = self.commands.get_mut(id) {
                     rec.callee = Some(Callee {
                         task_id: task_id.clone(),
                         context_id: context_id.clone(),
+                        webhook: *webhook,
                     });
                 }
             }

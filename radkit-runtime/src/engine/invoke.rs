@@ -124,6 +124,11 @@ impl Invoker for StepInvoker {
     async fn invoke(&self, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
         let id = InvocationId::derive(&self.run.task_id, self.visit, ordinal);
+        // A call of this visit stopped it (suspended, canceled, halted): whatever the step does
+        // next is not journaled — what it does with that error must not become the task's history.
+        if let Some(stop) = self.stop.error() {
+            return Err(stop);
+        }
         if let Err(e) = self.batch.start(&self.step, &cmd) {
             self.stop.note(&e);
             return Err(e);
@@ -401,6 +406,7 @@ impl StepInvoker {
             CallStep::Settled(receipt) => outcome(cmd, receipt),
             CallStep::Waiting => Err(StepError::Suspended),
             CallStep::Halted => self.halted(),
+            CallStep::Canceled => Err(StepError::Canceled),
         }
     }
 

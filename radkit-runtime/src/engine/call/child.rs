@@ -3,6 +3,7 @@
 //! first one made). On a shared store the child is a row like any other: any worker drives it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 
@@ -19,6 +20,8 @@ pub(crate) struct ChildPeer {
     caller: Caller,
     context_id: String,
     skill: String,
+    /// The parent's permission mode: a child never runs with more rights than its parent.
+    mode: crate::flow::PermissionMode,
 }
 
 /// A child's error as a call's: a store that cannot be reached is worth retrying; the rest is
@@ -38,12 +41,14 @@ impl ChildPeer {
         principal: Option<String>,
         context_id: String,
         skill: String,
+        mode: crate::flow::PermissionMode,
     ) -> Self {
         ChildPeer {
             engine: Engine { inner },
             caller: principal.map_or(Caller::Operator, Caller::Principal),
             context_id,
             skill,
+            mode,
         }
     }
 
@@ -53,7 +58,9 @@ impl ChildPeer {
         }
         let reply_to = message.task_id.clone();
         let message_id = message.message_id.clone();
-        let request = Request::new(self.caller.clone(), message).skill(self.skill.clone());
+        let request = Request::new(self.caller.clone(), message)
+            .skill(self.skill.clone())
+            .mode(self.mode);
         let task_id = match self.engine.send(request).await {
             Ok(task_id) => task_id,
             // A reply the child took before a crash cut the call off: the child moved on, and its
@@ -101,7 +108,23 @@ impl ChildPeer {
             TaskId::from(task_id.to_owned()),
         );
         let updates = async move {
-            let Ok(sub) = engine.subscribe(&caller, &task_id).await else {
+            // From where the child stands now: its earlier progress was relayed (or was before
+            // this call), and an earlier question it asked is answered.
+            let Ok(snapshot) = engine.snapshot(&caller, &task_id, Some(0)).await else {
+                return futures::stream::empty().boxed();
+            };
+            if snapshot.is_final {
+                let state = snapshot.task.status.state;
+                return futures::stream::iter([Progress {
+                    state,
+                    message: None,
+                }])
+                .boxed();
+            }
+            let Ok(sub) = engine
+                .subscribe_from(&caller, &task_id, snapshot.last_seq)
+                .await
+            else {
                 return futures::stream::empty().boxed();
             };
             futures::stream::unfold(sub, |mut sub| async move {
@@ -109,6 +132,7 @@ impl ChildPeer {
                 Some((update, sub))
             })
             .filter_map(|update| {
+                let is_final = update.is_final;
                 futures::future::ready(match update.record.entry {
                     Entry::Progress { message } | Entry::MessageEmitted { message } => {
                         Some(Progress {
@@ -116,15 +140,21 @@ impl ChildPeer {
                             message: Some(message),
                         })
                     }
-                    Entry::StatusChanged { state } => Some(Progress {
-                        state,
-                        message: None,
-                    }),
+                    // A wait for input ends the follow only when nothing answers it (`is_final`, on
+                    // its `awaiting_input` entry).
+                    Entry::StatusChanged { state }
+                        if !matches!(state, TaskState::InputRequired | TaskState::AuthRequired) =>
+                    {
+                        Some(Progress {
+                            state,
+                            message: None,
+                        })
+                    }
                     Entry::Terminal { state, .. } => Some(Progress {
                         state,
                         message: None,
                     }),
-                    Entry::AwaitingInput { .. } => Some(Progress {
+                    Entry::AwaitingInput { .. } if is_final => Some(Progress {
                         state: TaskState::InputRequired,
                         message: None,
                     }),
@@ -137,9 +167,13 @@ impl ChildPeer {
     }
 
     pub async fn watch(&self, task_id: &str) {
-        let _ = self
-            .engine
-            .wait_settled(&self.caller, &TaskId::from(task_id.to_owned()))
-            .await;
+        let id = TaskId::from(task_id.to_owned());
+        let mut delay = Duration::from_millis(500);
+        // A store that cannot be read now is read again, patiently: the watcher wakes the parent
+        // only when the child settled (or at its deadline, the recheck).
+        while self.engine.wait_settled(&self.caller, &id).await.is_err() {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
     }
 }

@@ -46,6 +46,8 @@ pub(crate) enum CallStep {
     Waiting,
     /// The engine halted or the run stopped.
     Halted,
+    /// The task is being canceled (a streamed call stopped following its callee).
+    Canceled,
 }
 
 /// The calls this engine follows now (each by one watcher).
@@ -90,10 +92,10 @@ impl Peer {
         &self,
         message: Message,
         push: Option<PushTarget>,
-    ) -> Result<Started, EffectError> {
+    ) -> Result<(Started, bool), EffectError> {
         match self {
             Peer::Remote(p) => p.start(message, push).await,
-            Peer::Child(p) => p.start(message).await,
+            Peer::Child(p) => p.start(message).await.map(|s| (s, false)),
         }
     }
 
@@ -162,6 +164,17 @@ fn receipt(
     }
 }
 
+/// True for a call's receipt whose callee waits for input (it would wait for good once its caller
+/// ended).
+fn asks_for_input(receipt: &Receipt) -> bool {
+    receipt
+        .outcome
+        .as_ref()
+        .ok()
+        .and_then(|v| serde_json::from_value::<AgentReply>(v.clone()).ok())
+        .is_some_and(|r| r.needs_input())
+}
+
 /// The fingerprint of call `id` (`agent \`planner\``), for the fault hook.
 fn peer_what(run: &TaskRun, id: &InvocationId) -> Option<String> {
     run.lock().command(id).map(|c| c.cmd.kind.fingerprint())
@@ -212,6 +225,7 @@ impl Inner {
                     principal,
                     run.context_id.to_string(),
                     skill.clone(),
+                    run.mode,
                 )))
             }
             _ => Err(EffectError::permanent(format!(
@@ -246,16 +260,17 @@ impl Inner {
             Err(error) => return self.settle_call(run, receipt(id, 1, Err(error))),
         };
         let (callee, rechecks, attempts) = match rec {
-            Some(r) => (r.callee.clone().map(|c| c.task_id), r.rechecks, r.attempts),
+            Some(r) => (r.callee.clone(), r.rechecks, r.attempts),
             None => (None, 0, 0),
         };
-        let task = match callee {
+        let mut webhook = callee.as_ref().is_some_and(|c| c.webhook);
+        let task = match callee.map(|c| c.task_id) {
             Some(task_id) => match peer.get(&task_id).await {
                 Ok(task) => task,
                 // The callee is unreachable for now: wait, and ask again at the recheck.
                 Err(e) if e.is_transient() => {
                     tracing::info!(callee_task = %task_id, error = %e, "callee unreachable; the call waits and asks again");
-                    return self.wait(run, id, &peer, task_id, rechecks).await;
+                    return self.wait(run, id, &peer, task_id, rechecks, webhook).await;
                 }
                 Err(e) => {
                     let error = EffectError::permanent(format!(
@@ -266,11 +281,13 @@ impl Inner {
                 }
             },
             None => match self.start(run, id, cmd, &peer, attempts).await {
-                Some(Ok(Started::Task(task))) => {
+                Some(Ok((Started::Task(task), pushed))) => {
+                    webhook = pushed;
                     run.lock().push(Entry::CallStarted {
                         id: id.clone(),
                         task_id: task.id.clone(),
                         context_id: Some(task.context_id.clone()),
+                        webhook,
                     });
                     // The callee's task id is durable before anything else happens: a crash from
                     // here on resumes it, never starts a second one.
@@ -279,7 +296,7 @@ impl Inner {
                     }
                     task
                 }
-                Some(Ok(Started::Message(message))) => {
+                Some(Ok((Started::Message(message), _))) => {
                     let value = reply_value(AgentReply::from_message(message));
                     return self.settle_call(run, receipt(id, attempts + 1, value));
                 }
@@ -294,7 +311,7 @@ impl Inner {
             task => match self.follow_call(run, &peer, &task.id).await {
                 Ok(Some(settled)) => settled,
                 Ok(None) => task,
-                Err(()) => return CallStep::Halted,
+                Err(stop) => return stop,
             },
         };
         if settled(task.status.state) {
@@ -302,7 +319,7 @@ impl Inner {
             return self.settle_call(run, receipt(id, attempts + 1, value));
         }
         let task_id = task.id.clone();
-        self.wait(run, id, &peer, task_id, rechecks).await
+        self.wait(run, id, &peer, task_id, rechecks, webhook).await
     }
 
     /// A streamed call: follow the callee in this visit, journaling each of its status messages
@@ -313,11 +330,26 @@ impl Inner {
         run: &Arc<TaskRun>,
         peer: &Peer,
         callee_task: &str,
-    ) -> Result<Option<Task>, ()> {
+    ) -> Result<Option<Task>, CallStep> {
         let mut events = peer.follow(callee_task);
-        while let Some(progress) = events.next().await {
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            // A cancel of this task (buffered by `Engine::cancel`) stops following: the call has
+            // no receipt, so the cancel's cascade cancels the callee.
+            let progress = tokio::select! {
+                progress = events.next() => progress,
+                _ = tick.tick() => {
+                    if run.lock().cancel_requested() {
+                        return Err(CallStep::Canceled);
+                    }
+                    continue;
+                }
+            };
+            let Some(progress) = progress else {
+                break;
+            };
             if run.is_halted() {
-                return Err(());
+                return Err(CallStep::Halted);
             }
             // The message a settled callee ends with is its answer (the reply), not progress.
             let relayed = progress
@@ -327,7 +359,7 @@ impl Inner {
                 let mut message = Message::new(crate::model::Role::Agent, text.parts);
                 message.metadata = text.metadata;
                 run.lock().push(Entry::Progress { message });
-                run.flush().await.map_err(drop)?;
+                run.flush().await.map_err(|_| CallStep::Halted)?;
             }
             if settled(progress.state) {
                 drop(events);
@@ -350,7 +382,7 @@ impl Inner {
         cmd: &Cmd,
         peer: &Peer,
         prior_attempts: u32,
-    ) -> Option<Result<Started, EffectError>> {
+    ) -> Option<Result<(Started, bool), EffectError>> {
         let what = cmd.kind.fingerprint();
         let (CmdKind::Agent { message, .. } | CmdKind::Skill { message, .. }) = &cmd.kind else {
             return Some(Err(EffectError::permanent(format!("{what} is not a call"))));
@@ -411,7 +443,9 @@ impl Inner {
     fn settle_call(&self, run: &TaskRun, receipt: Receipt) -> CallStep {
         let mut st = run.lock();
         st.record_receipt(receipt.clone());
-        if !st.has_outstanding_wake() {
+        // The row keeps its wake time while another timer waits, or a cancel (whose wake time is
+        // what finds it after a crash) is being carried out.
+        if !st.has_outstanding_wake() && !st.cancel_requested() {
             st.set_wake(None);
         }
         CallStep::Settled(receipt)
@@ -426,6 +460,7 @@ impl Inner {
         peer: &Peer,
         callee_task: String,
         rechecks: u32,
+        webhook: bool,
     ) -> CallStep {
         let after = recheck_after(self.config.call_recheck, rechecks);
         let at = now_ms().saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX));
@@ -437,9 +472,11 @@ impl Inner {
         if self.crash_at(Boundary::AwaitingInput, run, Some(id), what.as_deref()) {
             return CallStep::Halted;
         }
-        // A callee that posts to this engine's webhook wakes the task itself: nothing follows it
-        // here (the recheck covers a lost post).
-        if self.push_target(run, peer).await.is_some() {
+        // A callee asked to post to this engine's webhook wakes the task itself: nothing follows
+        // it here, and the recheck's alarm covers a post lost or refused (a token of an earlier
+        // start, without `call_webhook_secret`).
+        if webhook && self.agents.webhook().is_some() {
+            self.schedule_timer(run.task_id.to_string(), at);
             return CallStep::Waiting;
         }
         // One watcher per call: a visit re-run while an earlier watcher still follows the callee
@@ -471,7 +508,7 @@ impl Inner {
             let st = run.lock();
             st.commands()
                 .values()
-                .filter(|c| c.receipt.is_none())
+                .filter(|c| c.receipt.as_ref().is_none_or(asks_for_input))
                 .filter_map(|c| Some((c.cmd.clone(), c.callee.as_ref()?.task_id.clone())))
                 .collect()
         };

@@ -159,10 +159,11 @@ impl RemotePeer {
         &self,
         message: Message,
         push: Option<PushTarget>,
-    ) -> Result<Started, EffectError> {
+    ) -> Result<(Started, bool), EffectError> {
         let client = self.client().await?;
         let reply_to = message.task_id.clone();
         let message_id = message.message_id.clone();
+        let mut pushed = push.is_some();
         let sent = match &push {
             Some(target) => match client.send_with_push(message.clone(), true, target).await {
                 // The agent refuses the webhook (an address its rules forbid, push turned off):
@@ -171,6 +172,7 @@ impl RemotePeer {
                     tracing::info!(agent = %self.spec.url, error = %e, "the agent refused the call webhook; calling without it");
                     self.push_refused
                         .store(true, std::sync::atomic::Ordering::SeqCst);
+                    pushed = false;
                     client.send(message, true).await
                 }
                 sent => sent,
@@ -178,8 +180,8 @@ impl RemotePeer {
             None => client.send(message, true).await,
         };
         match sent {
-            Ok(Reply::Task(task)) => Ok(Started::Task(task)),
-            Ok(Reply::Message(message)) => Ok(Started::Message(message)),
+            Ok(Reply::Task(task)) => Ok((Started::Task(task), pushed)),
+            Ok(Reply::Message(message)) => Ok((Started::Message(message), false)),
             // A reply the remote task took before a crash cut the call off: the task moved on and
             // its history holds the message.
             Err(e) if reply_to.is_some() && !e.is_transient() => {
@@ -190,7 +192,7 @@ impl RemotePeer {
                     .flatten()
                     .any(|m| m.message_id == message_id);
                 if delivered {
-                    Ok(Started::Task(task))
+                    Ok((Started::Task(task), false))
                 } else {
                     Err(effect_error(e))
                 }
@@ -247,8 +249,17 @@ impl RemotePeer {
     /// Follow the remote task with a subscription; when the peer cannot stream or the stream
     /// breaks, poll it (1 s, doubling to 30 s). Returns when it settles.
     pub async fn watch(&self, task_id: &str) {
-        let Ok(client) = self.client().await else {
-            return;
+        // An agent whose card cannot be read now is tried again, patiently: the watcher wakes
+        // the task only when the callee settled (or at its deadline, the recheck).
+        let mut delay = Duration::from_secs(1);
+        let client = loop {
+            match self.client().await {
+                Ok(client) => break client,
+                Err(_) => {
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
+            }
         };
         let mut events = client.subscribe(task_id);
         while let Some(event) = events.next().await {
