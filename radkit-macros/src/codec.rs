@@ -55,7 +55,7 @@ fn codec_fn(s: usize, i: usize) -> syn::Ident {
 
 // Input: step `index` with payload parameters `T0, T1`.
 // Output: one codec function per parameter, spanned at the user's type (the only place that requires
-// `T: Payload`), plus the expressions that encode and decode the step's payload with them.
+// `T: Payload`, read as `<T as Payload>::CODEC`), plus the expressions that encode and decode the step's payload with them.
 pub fn codecs(
     krate: &TokenStream,
     index: usize,
@@ -66,12 +66,12 @@ pub fn codecs(
     let types = step.payload();
     let fns: Vec<syn::Ident> = (0..types.len()).map(|i| codec_fn(index, i)).collect();
     let defs = types.iter().zip(&fns).map(|(ty, f)| {
-        let build = quote_spanned!(ty.span()=> #krate::__private::codec::<#ty>);
+        let build = quote_spanned!(ty.span()=> <#ty as #krate::flow::rules::Payload>::CODEC);
         quote! {
             #[doc(hidden)]
             #[inline]
-            fn #f() -> #krate::__private::Codec<#ty> {
-                #build()
+            fn #f() -> #krate::flow::rules::Codec<#ty> {
+                #build
             }
         }
     });

@@ -11,7 +11,8 @@ use syn::{ImplItem, Item, ItemImpl, ItemStruct};
 use crate::ast::{self, push, Role, Skill, Step};
 use crate::attr::SkillAttrs;
 use crate::codec::{canonical, codecs};
-use crate::rewrite::{variant, variant_at, Mode, Rewriter};
+use crate::probe::{self, Probe};
+use crate::rewrite::{variant, Mode, Rewriter};
 use crate::{fallback, imports, sig, valid};
 
 // Input: `#[flow_skill(..)]` on an impl block or a struct.
@@ -47,13 +48,8 @@ fn lits(v: &[syn::LitStr]) -> TokenStream {
 }
 
 // Input: the arguments of `#[flow_skill(id = "x", name = "X", ..)]` and the doc comments.
-// Output: `impl SkillMeta for T { const META: Meta = Meta { id: "x", .. }; }`.
-fn meta_impl(
-    attrs: &SkillAttrs,
-    self_ty: &dyn ToTokens,
-    docs: &str,
-    krate: &TokenStream,
-) -> syn::Result<TokenStream> {
+// Output: the value `Meta { id: "x", .. }`.
+fn meta_value(attrs: &SkillAttrs, docs: &str, krate: &TokenStream) -> syn::Result<TokenStream> {
     // An id names the skill in the agent card, in every task and in the registry: it cannot be made up.
     let id = attrs.id.as_ref().ok_or_else(|| {
         syn::Error::new(
@@ -91,27 +87,22 @@ fn meta_impl(
         lits(&attrs.output_modes),
     );
     Ok(quote! {
-        #[automatically_derived]
-        #[allow(unused_qualifications)]
-        #[diagnostic::do_not_recommend]
-        impl #krate::__private::SkillMeta for #self_ty {
-            const META: #krate::__private::Meta = #krate::__private::Meta {
-                id: #id,
-                name: #name,
-                description: #description,
-                version: #version,
-                tags: #tags,
-                examples: #examples,
-                input_modes: #input_modes,
-                output_modes: #output_modes,
-            };
+        #krate::flow::rules::Meta {
+            id: #id,
+            name: #name,
+            description: #description,
+            version: #version,
+            tags: #tags,
+            examples: #examples,
+            input_modes: #input_modes,
+            output_modes: #output_modes,
         }
     })
 }
 
 // Input: `#[flow_skill(id = "..", name = "..")] struct S;`
-// Output: the struct, `impl SkillMeta for S`, and a check that an impl block of `S` carries
-// `#[flow_skill]` too (a struct attribute cannot see the impl; the typetag trick).
+// Output: the struct, `impl SkillMeta for S`, and a probe that an impl block of `S` carries
+// `#[flow_skill]` too (a struct attribute cannot see the impl).
 fn expand_struct(args: TokenStream, item: ItemStruct) -> TokenStream {
     let attrs = SkillAttrs::from_tokens(args);
     let krate = attrs
@@ -125,28 +116,39 @@ fn expand_struct(args: TokenStream, item: ItemStruct) -> TokenStream {
                 "a #[flow_skill] struct cannot be generic; keep configuration in fields",
             ));
         }
-        meta_impl(&attrs, &item.ident, &ast::docs(&item.attrs), &krate)
+        meta_value(&attrs, &ast::docs(&item.attrs), &krate)
     });
     let meta = match result {
         Ok(m) => m,
         Err(e) => return fallback::skill_struct(e, &item, &krate),
     };
     let ident = &item.ident;
-    let check = quote_spanned! {ident.span()=>
-        const _: () = {
-            fn __radkit_assert_steps<T: #krate::__private::FlowSkillImpl>() {}
-            fn __radkit_check() {
-                __radkit_assert_steps::<#ident>();
-            }
-        };
-    };
-    quote!(#item #meta #check)
+    let check = probe::expand(
+        &Probe::NoImplBlock {
+            ident: ident.clone(),
+        },
+        ident,
+        &krate,
+    );
+    quote! {
+        #item
+
+        #[automatically_derived]
+        #[allow(unused_qualifications)]
+        #[diagnostic::do_not_recommend]
+        impl #krate::flow::rules::SkillMeta for #ident {
+            const META: #krate::flow::rules::Meta = #meta;
+        }
+
+        #check
+    }
 }
 
 // Input: `#[flow_skill(..)] impl S { #[step(start)] async fn a(&self, ..) -> StepResult { .. } .. }`
-// Output: the impl with `#[step]` removed, step return types set to `StepResult<State>` and
-// `goto!`/`await_input!` rewritten; `enum __RadkitStateS { __Start, StepA(payload), .. }` with serde
-// impls; `impl FlowSkill for S`; `impl FlowSkillImpl for S`; the inventory registration.
+// Output: the impl with `#[step]` removed, step return types set to `StepResult<<S as
+// FlowSkill>::State>` and `goto!`/`await_input!` rewritten; `enum __RadkitStateS { __Start, StepA(payload),
+// .. }` with serde impls and one constructor per step; `impl FlowSkill for S`; the inventory
+// registration; the marks and probes of `probe`.
 fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     // Steps are inherent methods; in a trait impl every other rule would only add noise.
     if let Some((_, path, _)) = &item.trait_ {
@@ -180,30 +182,56 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     if let Some(e) = e {
         push(&mut errors, e);
     }
-    if let Some(e) = valid::validate(&skill, item.self_ty.span()) {
+    let (e, mut probes) = valid::validate(&skill, item.self_ty.span());
+    if let Some(e) = e {
         push(&mut errors, e);
     }
-    // A bare `#[flow_skill]` takes the metadata written on the struct.
+    // A parameter taken by value whose type may be `StepCtx` under another name.
+    for step in &skill.steps {
+        for param in &step.params {
+            if param.role == Role::Payload && sig::may_be_ctx_alias(&param.ty) {
+                probes.push(Probe::CtxByValue {
+                    ty: param.ty.clone(),
+                    name: param.name.clone(),
+                });
+            }
+        }
+    }
+    // The metadata: this block's arguments (then the struct must have none), or a bare
+    // `#[flow_skill]` reads the struct's.
     let meta = match &attrs {
-        Some(attrs) if attrs.any => match meta_impl(attrs, &item.self_ty, &skill.docs, &krate) {
-            Ok(m) => m,
+        Some(attrs) if attrs.any => match meta_value(attrs, &skill.docs, &krate) {
+            Ok(m) => {
+                probes.push(Probe::MetaTwice {
+                    span: attrs.first_span.unwrap_or_else(Span::call_site),
+                });
+                Some(m)
+            }
             Err(e) => {
                 push(&mut errors, e);
-                TokenStream::new()
+                None
             }
         },
-        _ => TokenStream::new(),
+        _ => None,
     };
-    if let Some(errors) = errors {
+    let concrete = item.generics.params.is_empty();
+    let mut checks = TokenStream::new();
+    if concrete {
+        checks.extend(probe::markers(&skill, &krate));
+        for p in &probes {
+            checks.extend(probe::expand(p, &skill.self_ty, &krate));
+        }
+    }
+    if errors.is_some() || probes.iter().any(Probe::always_fails) {
         let item = fallback::impl_block(errors, item, &skill, &krate);
-        return quote!(#imports #item);
+        return quote!(#imports #item #checks);
     }
     let register = attrs
         .as_ref()
         .and_then(|a| a.register.as_ref())
         .is_none_or(|b| b.value);
     let item = generate(&krate, item, &skill, meta, register);
-    quote!(#imports #item)
+    quote!(#imports #item #checks)
 }
 
 fn payload_type(types: &[&syn::Type]) -> TokenStream {
@@ -238,7 +266,7 @@ impl Locals {
 
 // Input: a step and whether it runs on the first message (seeded).
 // Output: `self.step(arg, ..).await` with its arguments in declaration order, built from the payload,
-// the ctx and the reply; seeded start parameters come from `seed::<T>()` at the user's type.
+// the ctx and the reply; seeded start parameters come from `Seed::seed()` at the user's type.
 fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStream {
     let ident = &step.ident;
     let n = step.payload().len();
@@ -248,6 +276,15 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
         .params
         .iter()
         .map(|p| match p.role {
+            // `&Ctx` for a `Ctx` not spelled `StepCtx`: the context if `Ctx` is it, else the payload
+            // rule's error at the type.
+            Role::Ctx if p.alias => {
+                let ty = match &p.ty {
+                    syn::Type::Reference(r) => &*r.elem,
+                    other => other,
+                };
+                quote_spanned!(ty.span()=> <#ty as #krate::flow::rules::StepContext>::lend(#ctx))
+            }
             Role::Ctx => quote!(#ctx),
             Role::Reply => quote!(#krate::__private::Content::from(#message)),
             Role::Payload if seeded && sig::is_content(&p.ty) => {
@@ -255,7 +292,7 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
             }
             Role::Payload if seeded => {
                 let ty = &p.ty;
-                quote_spanned!(ty.span()=> #krate::__private::seed::<#ty>())
+                quote_spanned!(ty.span()=> <#ty as #krate::flow::rules::Seed>::seed())
             }
             Role::Payload => {
                 let index = syn::Index::from(i);
@@ -270,15 +307,68 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
         .collect();
     // The call is spanned at the step's name: a step future that is not `Send` is reported there.
     let future = quote_spanned!(ident.span()=> self.#ident(#(#args),*));
-    let send = quote_spanned!(ident.span()=> #krate::__private::send_step);
+    let send = quote_spanned!(ident.span()=> #krate::flow::rules::step_future_must_be_send);
     quote!(#send(#future).await)
+}
+
+// Input: the state enum and the steps.
+// Output: `impl State { fn critique(draft: String) -> Self { State::StepCritique(draft) } .. }`: one
+// constructor per step, named like the step, whose parameter spans the step's payload parameters as
+// the user wrote them. `goto!`/`await_input!` call it, so a payload of the wrong type is rustc's
+// "arguments to this function are incorrect" at the payload, with a note showing the step's name and
+// parameter list (not the hidden enum).
+fn constructors(state: &syn::Ident, skill: &Skill) -> TokenStream {
+    let fns = skill.steps.iter().map(|s| {
+        let f = &s.ident;
+        let v = variant(&s.name);
+        let payload: Vec<_> = s.params.iter().filter(|p| p.role == Role::Payload).collect();
+        let (arg, ty) = match payload.as_slice() {
+            [] => (
+                syn::Ident::new("__radkit_payload", s.params_span),
+                quote_spanned!(s.params_span=> ()),
+            ),
+            [one] => {
+                let ty = &one.ty;
+                (
+                    syn::Ident::new("__radkit_payload", one.pat_span),
+                    quote!(#ty),
+                )
+            }
+            [first, .., last] => {
+                // The tuple's parentheses carry the last type's span, so the parameter runs from
+                // the first name to the last type.
+                let types = payload.iter().map(|p| &p.ty);
+                let mut group = proc_macro2::Group::new(
+                    proc_macro2::Delimiter::Parenthesis,
+                    quote!(#(#types),*),
+                );
+                group.set_span(last.ty.span());
+                (
+                    syn::Ident::new("__radkit_payload", first.pat_span),
+                    group.into_token_stream(),
+                )
+            }
+        };
+        quote! {
+            fn #f(#arg: #ty) -> Self {
+                #state::#v(#arg)
+            }
+        }
+    });
+    quote! {
+        #[automatically_derived]
+        #[allow(non_snake_case, clippy::missing_const_for_fn)]
+        impl #state {
+            #(#fns)*
+        }
+    }
 }
 
 fn generate(
     krate: &TokenStream,
     mut item: ItemImpl,
     skill: &Skill,
-    meta: TokenStream,
+    meta: Option<TokenStream>,
     register: bool,
 ) -> TokenStream {
     let self_ty = &skill.self_ty;
@@ -309,12 +399,14 @@ fn generate(
         let mut edges = rewriter.gotos;
         edges.dedup();
         gotos.push(edges);
-        // Keep the user's own path to `StepResult` (their import stays used) and fill in the state.
+        // Keep the user's own path to `StepResult` (their import stays used) and fill in the state,
+        // named through the skill (`<S as FlowSkill>::State`): that is how rustc prints it.
         if let syn::ReturnType::Type(_, ty) = &mut method.sig.output {
             if let syn::Type::Path(tp) = &mut **ty {
                 if let Some(last) = tp.path.segments.last_mut() {
-                    last.arguments =
-                        syn::PathArguments::AngleBracketed(syn::parse_quote!(<#state>));
+                    last.arguments = syn::PathArguments::AngleBracketed(syn::parse_quote!(
+                        <<Self as #krate::__private::FlowSkill>::State>
+                    ));
                 }
             }
         }
@@ -322,10 +414,11 @@ fn generate(
 
     let start = skill.start().map(|s| s.name.clone()).unwrap_or_default();
     let variants = skill.steps.iter().map(|s| {
-        let v = variant_at(&s.name, s.ident.span());
+        let v = variant(&s.name);
         let ty = payload_type(&s.payload());
         quote!(#v(#ty))
     });
+    let constructors = constructors(&state, skill);
     let names = skill.steps.iter().map(|s| {
         let v = variant(&s.name);
         let name = &s.name;
@@ -410,13 +503,20 @@ fn generate(
         }
     });
 
-    // The metadata is read once, at the self type: a bare `#[flow_skill]` without metadata on the
-    // struct is one error there.
-    let meta_const = quote_spanned! {self_ty.span()=>
-        const __RADKIT_META: #krate::__private::Meta = <#self_ty as #krate::__private::SkillMeta>::META;
+    // The metadata is read once: this block's arguments, or, at the self type, the struct's (a bare
+    // `#[flow_skill]` without metadata on the struct is one error there).
+    let meta_const = match meta {
+        Some(meta) => quote! {
+            const __RADKIT_META: #krate::flow::rules::Meta = #meta;
+        },
+        None => quote_spanned! {self_ty.span()=>
+            const __RADKIT_META: #krate::flow::rules::Meta =
+                <#self_ty as #krate::flow::rules::SkillMeta>::META;
+        },
     };
     let registration = if register {
-        let build = quote_spanned!(self_ty.span()=> #krate::__private::build_default::<#self_ty>);
+        let build =
+            quote_spanned!(self_ty.span()=> <#self_ty as #krate::flow::rules::Registrable>::build);
         quote! {
             #[doc(hidden)]
             fn __radkit_build() -> ::std::sync::Arc<dyn #krate::__private::ErasedSkill> {
@@ -438,8 +538,6 @@ fn generate(
     quote! {
         #item
 
-        #meta
-
         #[doc(hidden)]
         #[allow(non_camel_case_types, dead_code, private_interfaces, clippy::enum_variant_names)]
         pub enum #state {
@@ -449,6 +547,8 @@ fn generate(
 
         const _: () = {
             #meta_const
+
+            #constructors
 
             #(#codec_defs)*
 
@@ -543,10 +643,6 @@ fn generate(
                 }) }
             }
 
-            #[automatically_derived]
-            #[diagnostic::do_not_recommend]
-            impl #krate::__private::FlowSkillImpl for #self_ty {}
-
             #registration
         };
     }
@@ -575,8 +671,13 @@ mod tests {
             "pub enum __RadkitStateS",
             "StepA (Content)",
             "StepB (u8)",
-            "-> StepResult < __RadkitStateS >",
+            "-> StepResult < < Self as :: radkit :: __private :: FlowSkill > :: State >",
             "impl :: radkit :: __private :: FlowSkill for S",
+            // One constructor per step, named like it, for `goto!`.
+            "fn b (__radkit_payload : u8) -> Self { __RadkitStateS :: StepB (__radkit_payload) }",
+            "Transition :: goto (__RadkitStateS :: b (1u8))",
+            // The marks other impl blocks' probes read.
+            "impl :: radkit :: __private :: StartBlock for S",
             "inventory :: submit !",
             // The bare `goto!` and `#[step]` resolve without an import.
             "# [allow (unused_imports)] use :: radkit :: __private :: macros :: * ;",
@@ -598,10 +699,13 @@ mod tests {
             },
         )
         .to_string();
+        // No start step here may mean the start step is in another impl block: the compiler
+        // finishes that check, and this block implements nothing another block would.
         assert!(
-            out.contains("compile_error ! { \"no #[step(start)] method"),
+            out.contains("no #[step(start)] method; mark the step") && out.contains("Probe < S >> :: START_BLOCK"),
             "{out}"
         );
+        assert!(!out.contains("FlowSkill for S"), "{out}");
         assert!(
             out.contains("async fn a (& self , ctx : & StepCtx) -> StepResult"),
             "{out}"

@@ -17,6 +17,7 @@ mod codec;
 mod expand;
 mod fallback;
 mod imports;
+mod probe;
 mod rewrite;
 mod sig;
 mod valid;
