@@ -10,7 +10,7 @@ impl Hello {
     /// The first message: ask for a name. The task waits for the reply as a row in the store,
     /// not as a process; a restart in between loses nothing.
     #[step(start)]
-    async fn ask(&self) -> StepResult {
+    async fn ask(&self, _: Content) -> StepResult {
         await_input!(slot = "name", message = "What is your name?")
     }
 

@@ -32,7 +32,10 @@ fn string(expr: &Expr) -> syn::Result<LitStr> {
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
         }) => Ok(s.clone()),
-        other => Err(syn::Error::new_spanned(other, "expected a string literal")),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "expected a string literal; put the value in quotes: `\"..\"`",
+        )),
     }
 }
 
@@ -116,7 +119,7 @@ impl SkillAttrs {
                         other => {
                             return Err(syn::Error::new_spanned(
                                 other,
-                                "expected `true` or `false`",
+                                "expected `true` or `false`; write `register = false`",
                             ))
                         }
                     },

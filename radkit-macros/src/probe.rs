@@ -31,6 +31,9 @@ pub enum Probe {
         name: String,
         /// The message when no other block has it.
         alone: String,
+        /// This block has no start step: if another block has the target, this block's `NoStart`
+        /// probe already says the steps are split, so this one says nothing more.
+        quiet: bool,
     },
     /// `await_input!` in a step that no step of this block resumes from.
     NoResume {
@@ -97,10 +100,15 @@ pub fn expand(probe: &Probe, self_ty: &dyn quote::ToTokens, krate: &TokenStream)
             )),
             Some(alone.clone()),
         ),
-        Probe::UnknownStep { span, name, alone } => (
+        Probe::UnknownStep {
+            span,
+            name,
+            alone,
+            quiet,
+        } => (
             *span,
             flag(krate, &ty, Some(name), "HAS_STEP"),
-            Some(format!(
+            (!quiet).then(|| format!(
                 "step `{name}` is in another #[flow_skill] impl block of `{ty}`; move it into this one ({ONE_BLOCK})",
                 ty = type_name(&ty)
             )),
@@ -130,7 +138,7 @@ pub fn expand(probe: &Probe, self_ty: &dyn quote::ToTokens, krate: &TokenStream)
                 span,
                 flag(krate, &quote!(#param), None, "IS_STEP_CTX"),
                 Some(format!(
-                    "`{name}` is the step context, which a step borrows; write `{name}: &{}`",
+                    "`{name}` takes the step context by value, but a step only borrows it; write `{name}: &{}`",
                     type_name(&quote!(#param))
                 )),
                 None,

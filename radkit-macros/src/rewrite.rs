@@ -46,6 +46,16 @@ impl Parse for GotoArgs {
             None
         };
         let _ = input.parse::<Option<Token![,]>>()?;
+        if !input.is_empty() {
+            // A step with several parameters takes them as one tuple.
+            return Err(syn::Error::new(
+                input.span(),
+                format!(
+                    "`goto!` takes one payload; write several values as a tuple: `goto!(\"{}\", (a, b))`",
+                    target.value()
+                ),
+            ));
+        }
         Ok(GotoArgs { target, payload })
     }
 }
@@ -100,7 +110,7 @@ fn await_args(mac: &Macro) -> syn::Result<AwaitArgs> {
         if place.is_some() {
             return Err(syn::Error::new(
                 kv.key.span(),
-                format!("`{}` is given twice in `await_input!`", kv.key),
+                format!("`{}` is given twice in `await_input!`; keep one", kv.key),
             ));
         }
         *place = Some(kv.value);
@@ -208,6 +218,8 @@ impl Rewriter<'_> {
     fn goto(&mut self, mac: &Macro) -> Expr {
         let args: GotoArgs = match mac.parse_body() {
             Ok(a) => a,
+            // `GotoArgs`' own messages already say the fix (`<problem>; <fix>`); syn's do not.
+            Err(e) if e.to_string().contains("; ") => return error(e.span(), e.to_string()),
             Err(e) => return error(e.span(), format!("{e}; write `goto!(\"step\", payload)`")),
         };
         let (skill, state, krate) = match &self.mode {

@@ -134,7 +134,6 @@ pub fn check(method: &ImplItemFn, resume: bool) -> syn::Result<Vec<Param>> {
             }
         };
         let ty = (*pt.ty).clone();
-        let shared_ref = |ty: &Type| matches!(ty, Type::Reference(r) if r.mutability.is_none());
         let mut alias = false;
         let role = if names_ctx(&ty) {
             if ctx_seen {
@@ -147,24 +146,32 @@ pub fn check(method: &ImplItemFn, resume: bool) -> syn::Result<Vec<Param>> {
             // The context is lent to the step for one visit; only a shared borrow of it is a
             // parameter. Any other form is still the context, not a payload, so no other step's
             // `goto!` is reported for it.
-            if !shared_ref(&ty) {
+            let how = match &ty {
+                Type::Reference(r) if r.mutability.is_some() => {
+                    Some("borrows the step context mutably, but steps share it")
+                }
+                Type::Reference(_) => None,
+                _ => Some("takes the step context by value, but a step only borrows it"),
+            };
+            if let Some(how) = how {
                 push(
                     &mut errors,
                     syn::Error::new_spanned(
                         &pt.ty,
-                        format!("the step context is borrowed, not owned or mutable; write `{name}: &StepCtx`"),
+                        format!("`{name}` {how}; write `{name}: &StepCtx`"),
                     ),
                 );
             }
             Role::Ctx
         } else if let Type::Reference(r) = &ty {
             if let Some(m) = r.mutability {
-                let and = r.and_token;
+                let (and, elem) = (r.and_token, &r.elem);
+                let owned = crate::codec::canonical(quote::quote!(#elem));
                 push(
                     &mut errors,
                     syn::Error::new_spanned(
                         quote::quote!(#and #m),
-                        format!("step parameters cannot be `&mut`; take a payload by value, or write `{name}: &StepCtx` for the step context"),
+                        format!("step parameters cannot be `&mut`; take the payload by value (`{name}: {owned}`), or the step context as `ctx: &StepCtx`"),
                     ),
                 );
                 Role::Payload

@@ -192,6 +192,7 @@ fn unknown_target(
             span: target.span(),
             name: name.clone(),
             alone: unknown_step(skill, &name),
+            quiet: skill.start().is_none(),
         });
     }
 }

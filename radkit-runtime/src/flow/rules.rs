@@ -114,7 +114,9 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Payload
 // A step parameter of type `StepCtx` by value can only be the context written through an alias
 // (`use radkit::flow::StepCtx as Ctx; .. ctx: Ctx`): the expansion reports that at the parameter as
 // "write `ctx: &Ctx`". These two impls keep the context from also failing the payload rules (it is
-// neither serde nor `Default`), so that message is the only one. Neither ever runs.
+// neither serde nor `Default`), so that message is the only one. Neither ever runs, and
+// `do_not_recommend` keeps them out of other types' errors.
+#[diagnostic::do_not_recommend]
 impl Payload for StepCtx {
     const CODEC: Codec<StepCtx> = Codec {
         to_json: |_| Err(serde::ser::Error::custom("the step context is not a payload")),
@@ -142,6 +144,7 @@ impl<T: Default> Seed for T {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl Seed for StepCtx {
     fn seed() -> Self {
         unreachable!("a start-step parameter of type `StepCtx` is a compile error")
@@ -179,6 +182,7 @@ pub trait StepContext {
     fn lend(ctx: &StepCtx) -> &Self;
 }
 
+#[diagnostic::do_not_recommend]
 impl StepContext for StepCtx {
     fn lend(ctx: &StepCtx) -> &Self {
         ctx
