@@ -195,8 +195,9 @@ fn nap<'a>(
     Box::pin(async move { ctx.complete("slept", vec![]) })
 }
 
-static NAP: &[radkit::flow::Step<Napper>] =
-    &[radkit::flow::Step::new("nap", nap).start().takes_user_message()];
+static NAP: &[radkit::flow::Step<Napper>] = &[radkit::flow::Step::new("nap", nap)
+    .start()
+    .takes_user_message()];
 
 #[test]
 fn an_id_that_is_empty_or_has_whitespace_fails_the_engine_naming_the_skill() {

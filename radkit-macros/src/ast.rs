@@ -6,7 +6,7 @@ use syn::spanned::Spanned;
 use syn::{ImplItem, ItemImpl, Type};
 
 use crate::attr::StepAttrs;
-use crate::{rewrite, sig};
+use crate::{scan, sig};
 
 /// What a step parameter is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,7 +154,8 @@ pub fn misspelled_step_attr(attr: &syn::Attribute) -> Option<String> {
     if name == "step" || name.len() < 3 || KNOWN.contains(&name.as_str()) {
         return None;
     }
-    (name.eq_ignore_ascii_case("step") || crate::valid::distance(&name, "step") <= 1).then_some(name)
+    (name.eq_ignore_ascii_case("step") || crate::valid::distance(&name, "step") <= 1)
+        .then_some(name)
 }
 
 /// Append `e` to the collected errors.
@@ -263,10 +264,13 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
         let Some(index) = skill.steps.iter().position(|s| s.ident == method.sig.ident) else {
             continue;
         };
-        if skill.steps[..index].iter().any(|s| s.ident == method.sig.ident) {
+        if skill.steps[..index]
+            .iter()
+            .any(|s| s.ident == method.sig.ident)
+        {
             continue;
         }
-        let scan = rewrite::scan(&skill, &method.block);
+        let scan = scan::scan(&skill, &method.block);
         if let Some(e) = scan.errors {
             push(&mut errors, e);
         }
@@ -407,7 +411,10 @@ mod tests {
         assert_eq!(skill.methods, ["helper"]);
         let left = quote::quote!(#item).to_string();
         assert!(!left.contains("stpe") && !left.contains("step"), "{left}");
-        assert!(left.contains("# [inline]") && left.contains("# [test]"), "{left}");
+        assert!(
+            left.contains("# [inline]") && left.contains("# [test]"),
+            "{left}"
+        );
     }
 
     #[test]

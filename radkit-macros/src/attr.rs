@@ -64,7 +64,9 @@ fn id_error(lit: &LitStr) -> syn::Result<()> {
         let suggestion = id.split_whitespace().collect::<Vec<_>>().join("_");
         return Err(syn::Error::new_spanned(
             lit,
-            format!("skill id `{id}` contains whitespace; write it as one word, such as `{suggestion}`"),
+            format!(
+                "skill id `{id}` contains whitespace; write it as one word, such as `{suggestion}`"
+            ),
         ));
     }
     Ok(())

@@ -6,21 +6,22 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
-use syn::{ImplItem, Item, ItemImpl, ItemStruct};
+use syn::{ImplItem, Item, ItemImpl};
 
 use crate::ast::{self, push, Role, Skill, Step};
 use crate::attr::SkillAttrs;
-use crate::codec::{canonical, codecs};
+use crate::codec::{canonical, codecs, constructors};
+use crate::meta::{krate, meta_value};
 use crate::probe::{self, Probe};
 use crate::rewrite::{variant, Mode, Rewriter};
-use crate::{fallback, imports, sig, valid};
+use crate::{fallback, imports, meta, sig, valid};
 
 // Input: `#[flow_skill(..)]` on an impl block or a struct.
 // Output: see `expand_impl` and `expand_struct`; anything else is an error next to the item.
 pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
     match syn::parse2::<Item>(input.clone()) {
         Ok(Item::Impl(item)) => expand_impl(args, item),
-        Ok(Item::Struct(item)) => expand_struct(args, item),
+        Ok(Item::Struct(item)) => meta::expand_struct(args, item),
         Ok(_) => {
             let e = syn::Error::new(
                 Span::call_site(),
@@ -33,114 +34,6 @@ pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
             let e = e.to_compile_error();
             quote!(#e #input)
         }
-    }
-}
-
-fn krate(attrs: &SkillAttrs) -> TokenStream {
-    match &attrs.krate {
-        Some(path) => quote!(#path),
-        None => quote!(::radkit),
-    }
-}
-
-fn lits(v: &[syn::LitStr]) -> TokenStream {
-    quote!(&[#(#v),*])
-}
-
-// Input: the arguments of `#[flow_skill(id = "x", name = "X", ..)]` and the doc comments.
-// Output: the value `Meta { id: "x", .. }`.
-fn meta_value(attrs: &SkillAttrs, docs: &str, krate: &TokenStream) -> syn::Result<TokenStream> {
-    // An id names the skill in the agent card, in every task and in the registry: it cannot be made up.
-    let id = attrs.id.as_ref().ok_or_else(|| {
-        syn::Error::new(
-            Span::call_site(),
-            "missing `id` in #[flow_skill(..)]; add `id = \"my_skill\"`",
-        )
-    });
-    let name = attrs.name.as_ref().ok_or_else(|| {
-        syn::Error::new(
-            Span::call_site(),
-            "missing `name` in #[flow_skill(..)]; add `name = \"My Skill\"`",
-        )
-    });
-    let (id, name) = match (id, name) {
-        (Ok(id), Ok(name)) => (id, name),
-        (Err(mut a), Err(b)) => {
-            a.combine(b);
-            return Err(a);
-        }
-        (Err(e), _) | (_, Err(e)) => return Err(e),
-    };
-    let description = attrs
-        .description
-        .as_ref()
-        .map(|d| d.value())
-        .unwrap_or_else(|| docs.to_owned());
-    let version = match &attrs.version {
-        Some(v) => quote!(::core::option::Option::Some(#v)),
-        None => quote!(::core::option::Option::None),
-    };
-    let (tags, examples, input_modes, output_modes) = (
-        lits(&attrs.tags),
-        lits(&attrs.examples),
-        lits(&attrs.input_modes),
-        lits(&attrs.output_modes),
-    );
-    Ok(quote! {
-        #krate::flow::rules::Meta {
-            id: #id,
-            name: #name,
-            description: #description,
-            version: #version,
-            tags: #tags,
-            examples: #examples,
-            input_modes: #input_modes,
-            output_modes: #output_modes,
-        }
-    })
-}
-
-// Input: `#[flow_skill(id = "..", name = "..")] struct S;`
-// Output: the struct, `impl SkillMeta for S`, and a probe that an impl block of `S` carries
-// `#[flow_skill]` too (a struct attribute cannot see the impl).
-fn expand_struct(args: TokenStream, item: ItemStruct) -> TokenStream {
-    let attrs = SkillAttrs::from_tokens(args);
-    let krate = attrs
-        .as_ref()
-        .map(krate)
-        .unwrap_or_else(|_| quote!(::radkit));
-    let result = attrs.and_then(|attrs| {
-        if !item.generics.params.is_empty() {
-            return Err(syn::Error::new_spanned(
-                &item.generics.params,
-                "a #[flow_skill] struct cannot be generic; keep configuration in fields",
-            ));
-        }
-        meta_value(&attrs, &ast::docs(&item.attrs), &krate)
-    });
-    let meta = match result {
-        Ok(m) => m,
-        Err(e) => return fallback::skill_struct(e, &item, &krate),
-    };
-    let ident = &item.ident;
-    let check = probe::expand(
-        &Probe::NoImplBlock {
-            ident: ident.clone(),
-        },
-        ident,
-        &krate,
-    );
-    quote! {
-        #item
-
-        #[automatically_derived]
-        #[allow(unused_qualifications)]
-        #[diagnostic::do_not_recommend]
-        impl #krate::flow::rules::SkillMeta for #ident {
-            const META: #krate::flow::rules::Meta = #meta;
-        }
-
-        #check
     }
 }
 
@@ -309,59 +202,6 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
     let future = quote_spanned!(ident.span()=> self.#ident(#(#args),*));
     let send = quote_spanned!(ident.span()=> #krate::flow::rules::step_future_must_be_send);
     quote!(#send(#future).await)
-}
-
-// Input: the state enum and the steps.
-// Output: `impl State { fn critique(draft: String) -> Self { State::StepCritique(draft) } .. }`: one
-// constructor per step, named like the step, whose parameter spans the step's payload parameters as
-// the user wrote them. `goto!`/`await_input!` call it, so a payload of the wrong type is rustc's
-// "arguments to this function are incorrect" at the payload, with a note showing the step's name and
-// parameter list (not the hidden enum).
-fn constructors(state: &syn::Ident, skill: &Skill) -> TokenStream {
-    let fns = skill.steps.iter().map(|s| {
-        let f = &s.ident;
-        let v = variant(&s.name);
-        let payload: Vec<_> = s.params.iter().filter(|p| p.role == Role::Payload).collect();
-        let (arg, ty) = match payload.as_slice() {
-            [] => (
-                syn::Ident::new("__radkit_payload", s.params_span),
-                quote_spanned!(s.params_span=> ()),
-            ),
-            [one] => {
-                let ty = &one.ty;
-                (
-                    syn::Ident::new("__radkit_payload", one.pat_span),
-                    quote!(#ty),
-                )
-            }
-            [first, .., last] => {
-                // The tuple's parentheses carry the last type's span, so the parameter runs from
-                // the first name to the last type.
-                let types = payload.iter().map(|p| &p.ty);
-                let mut group = proc_macro2::Group::new(
-                    proc_macro2::Delimiter::Parenthesis,
-                    quote!(#(#types),*),
-                );
-                group.set_span(last.ty.span());
-                (
-                    syn::Ident::new("__radkit_payload", first.pat_span),
-                    group.into_token_stream(),
-                )
-            }
-        };
-        quote! {
-            fn #f(#arg: #ty) -> Self {
-                #state::#v(#arg)
-            }
-        }
-    });
-    quote! {
-        #[automatically_derived]
-        #[allow(non_snake_case, clippy::missing_const_for_fn)]
-        impl #state {
-            #(#fns)*
-        }
-    }
 }
 
 fn generate(
@@ -702,7 +542,8 @@ mod tests {
         // No start step here may mean the start step is in another impl block: the compiler
         // finishes that check, and this block implements nothing another block would.
         assert!(
-            out.contains("no #[step(start)] method; mark the step") && out.contains("Probe < S >> :: START_BLOCK"),
+            out.contains("no #[step(start)] method; mark the step")
+                && out.contains("Probe < S >> :: START_BLOCK"),
             "{out}"
         );
         assert!(!out.contains("FlowSkill for S"), "{out}");

@@ -46,14 +46,12 @@ pub fn impl_block(
     }
     let errors = errors.map(|e| e.to_compile_error());
     // Stand-ins only make sense for a plain, concrete self type (generic or trait impls are errors).
-    let stand_ins = if item.trait_.is_none()
-        && item.generics.params.is_empty()
-        && skill.start().is_some()
-    {
-        stand_in_skill(&item.self_ty, krate)
-    } else {
-        TokenStream::new()
-    };
+    let stand_ins =
+        if item.trait_.is_none() && item.generics.params.is_empty() && skill.start().is_some() {
+            stand_in_skill(&item.self_ty, krate)
+        } else {
+            TokenStream::new()
+        };
     quote!(#errors #item #stand_ins)
 }
 

@@ -209,15 +209,14 @@ pub fn check(method: &ImplItemFn, resume: bool) -> syn::Result<Vec<Param>> {
                 Role::Payload
             }
         } else {
-            match &ty {
-                Type::ImplTrait(t) => push(
+            if let Type::ImplTrait(t) = &ty {
+                push(
                     &mut errors,
                     syn::Error::new_spanned(
                         t,
                         "step payloads need a concrete type; `impl Trait` cannot be journaled",
                     ),
-                ),
-                _ => {}
+                );
             }
             Role::Payload
         };
@@ -304,7 +303,10 @@ mod tests {
     fn the_context_is_recognised_in_any_form() {
         let roles = |method: ImplItemFn| -> (Vec<(Role, bool)>, Vec<String>) {
             match check(&method, false) {
-                Ok(params) => (params.iter().map(|p| (p.role, p.alias)).collect(), Vec::new()),
+                Ok(params) => (
+                    params.iter().map(|p| (p.role, p.alias)).collect(),
+                    Vec::new(),
+                ),
                 Err(e) => (Vec::new(), e.into_iter().map(|e| e.to_string()).collect()),
             }
         };

@@ -119,8 +119,16 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Payload
 #[diagnostic::do_not_recommend]
 impl Payload for StepCtx {
     const CODEC: Codec<StepCtx> = Codec {
-        to_json: |_| Err(serde::ser::Error::custom("the step context is not a payload")),
-        from_json: |_| Err(serde::de::Error::custom("the step context is not a payload")),
+        to_json: |_| {
+            Err(serde::ser::Error::custom(
+                "the step context is not a payload",
+            ))
+        },
+        from_json: |_| {
+            Err(serde::de::Error::custom(
+                "the step context is not a payload",
+            ))
+        },
     };
 }
 
