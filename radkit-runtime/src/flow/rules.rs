@@ -1,13 +1,13 @@
 //! The type rules of the authoring macros, one trait each. `#[flow_skill]` checks a skill's types
 //! against these traits at the user's own tokens, so a broken rule is one error there, in the words
-//! of the rule (`step payload `Opaque` must be `Serialize + DeserializeOwned``). Every trait is
-//! implemented for every type that follows its rule: nothing here is implemented by hand, and a skill
-//! never names this module. It is public, and documented, because rustc names these traits in its
-//! messages.
+//! of the rule ("step payload `Opaque` must be `Serialize + DeserializeOwned`"). Users never implement
+//! them: each is implemented for every type that follows its rule (`SkillMeta` by the expansion of
+//! `#[flow_skill(..)]` on a struct). The module is public, and documented, because rustc names these
+//! traits in its messages; it owns no behaviour beyond the checks and never touches the engine.
 //!
-//! The checks call an associated item of the trait (`<T as Payload>::CODEC`) rather than a function
-//! with a bound, so the error carries no "required by a bound in …" note naming the expansion's
-//! plumbing.
+//! The checks read an associated item of the trait (`<T as Payload>::CODEC`) rather than call a
+//! function with a bound, so the error carries no "required by a bound in …" note naming the
+//! expansion's plumbing.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -63,14 +63,6 @@ pub trait SkillMeta {
     /// The metadata.
     const META: Meta;
 }
-
-/// A skill whose steps are in a `#[flow_skill]` impl block (implemented by that block's expansion).
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` has #[flow_skill] on its struct but no #[flow_skill] impl block",
-    label = "the steps of this skill are never registered",
-    note = "add a bare `#[flow_skill]` to the `impl {Self}` block that holds the #[step] methods"
-)]
-pub trait FlowSkillImpl {}
 
 /// How one payload parameter goes to and from JSON.
 pub struct Codec<T> {
