@@ -161,12 +161,25 @@ pub fn expand(probe: &Probe, self_ty: &dyn quote::ToTokens, krate: &TokenStream)
         Some(m) => quote_spanned!(span=> ::core::panic!("{}", #m)),
         None => TokenStream::new(),
     };
-    let (yes, no) = (fail(yes), fail(no));
+    let test = match (yes, no) {
+        (Some(yes), Some(no)) => {
+            let (yes, no) = (fail(Some(yes)), fail(Some(no)));
+            quote_spanned!(span=> if #question { #yes } else { #no })
+        }
+        (Some(yes), None) => {
+            let yes = fail(Some(yes));
+            quote_spanned!(span=> if #question { #yes })
+        }
+        (None, no) => {
+            let no = fail(no);
+            quote_spanned!(span=> if !(#question) { #no })
+        }
+    };
     quote_spanned! {span=>
         const _: () = {
             #[allow(unused_imports)]
             use #krate::__private::Otherwise as _;
-            if #question { #yes } else { #no }
+            #test
         };
     }
 }
