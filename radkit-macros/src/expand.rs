@@ -39,9 +39,9 @@ pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
 
 // Input: `#[flow_skill(..)] impl S { #[step(start)] async fn a(&self, ..) -> StepResult { .. } .. }`
 // Output: the impl with `#[step]` removed, step return types set to `StepResult<<S as
-// FlowSkill>::State>` and `goto!`/`await_input!` rewritten; `enum __RadkitStateS { __Start, StepA(payload),
-// .. }` with serde impls and one constructor per step; `impl FlowSkill for S`; the inventory
-// registration; the marks and probes of `probe`.
+// FlowSkill>::State>` and `goto!`/`await_input!` rewritten; in a `const _` block, `enum
+// __RadkitStateS { __Start, StepA(payload), .. }` with serde impls and one constructor per step,
+// `impl FlowSkill for S` and the inventory registration; the marks and probes of `probe`.
 fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     // Steps are inherent methods; in a trait impl every other rule would only add noise.
     if let Some((_, path, _)) = &item.trait_ {
@@ -213,6 +213,7 @@ fn generate(
 ) -> TokenStream {
     let self_ty = &skill.self_ty;
     let state = format_ident!("__RadkitState{}", skill.ident);
+    let state_path = quote!(<Self as #krate::__private::FlowSkill>::State);
     let l = Locals::new();
 
     // Rewrite step bodies and return types; collect the `goto!` edges for the graph.
@@ -230,7 +231,7 @@ fn generate(
             mode: Mode::Typed {
                 skill,
                 step,
-                state: &state,
+                state: &state_path,
                 krate,
             },
             gotos: Vec::new(),
@@ -375,17 +376,19 @@ fn generate(
     } else {
         TokenStream::new()
     };
+    // The enum lives in the `const _` block: nothing outside can name it (steps name it as
+    // `<Self as FlowSkill>::State`), and a second impl block of the type cannot collide with it.
     quote! {
         #item
 
-        #[doc(hidden)]
-        #[allow(non_camel_case_types, dead_code, private_interfaces, clippy::enum_variant_names)]
-        pub enum #state {
-            __Start,
-            #(#variants,)*
-        }
-
         const _: () = {
+            #[doc(hidden)]
+            #[allow(non_camel_case_types, dead_code, private_interfaces, clippy::enum_variant_names)]
+            pub enum #state {
+                __Start,
+                #(#variants,)*
+            }
+
             #meta_const
 
             #constructors
@@ -508,16 +511,16 @@ mod tests {
         .to_string();
         assert!(!out.contains("compile_error"), "{out}");
         for needle in [
-            "pub enum __RadkitStateS",
+            "const _ : () = { # [doc (hidden)] # [allow (non_camel_case_types , dead_code , private_interfaces , clippy :: enum_variant_names)] pub enum __RadkitStateS",
             "StepA (Content)",
             "StepB (u8)",
             "-> StepResult < < Self as :: radkit :: __private :: FlowSkill > :: State >",
             "impl :: radkit :: __private :: FlowSkill for S",
             // One constructor per step, named like it, for `goto!`.
             "fn b (__radkit_payload : u8) -> Self { __RadkitStateS :: StepB (__radkit_payload) }",
-            "Transition :: goto (__RadkitStateS :: b (1u8))",
-            // The marks other impl blocks' probes read.
-            "impl :: radkit :: __private :: StartBlock for S",
+            "Transition :: goto (< Self as :: radkit :: __private :: FlowSkill > :: State :: b (1u8))",
+            // The marks other impl blocks' probes read (`FlowSkill` marks the start block).
+            "impl :: radkit :: __private :: HasStep <",
             "inventory :: submit !",
             // The bare `goto!` and `#[step]` resolve without an import.
             "# [allow (unused_imports)] use :: radkit :: __private :: macros :: * ;",

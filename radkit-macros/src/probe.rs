@@ -2,7 +2,7 @@
 //! expanded alone, so whether its type has another `#[flow_skill]` impl block (steps split over two
 //! blocks), metadata on its struct (metadata written twice) or a parameter type that is `StepCtx`
 //! under another name cannot be known here. The expansion asks the compiler instead: each block marks
-//! its type (`StartBlock`, `HasStep<hash of the name>`, ..), and a probe is a `const` item that reads
+//! its type (`FlowSkill` or `StepsBlock`, `HasStep<hash of the name>`, ..), and a probe is a `const` item that reads
 //! those marks through `__private::Probe` and panics with our message, so the mistake reads as one
 //! error in words about both items, at the user's token, never as a trait conflict.
 
@@ -201,14 +201,19 @@ fn type_name(ty: &TokenStream) -> String {
 }
 
 // Input: a concrete impl block's skill model.
-// Output: the marks its probes and other blocks' probes read: `StartBlock` or `StepsBlock`, and
+// Output: the marks its probes and other blocks' probes read: `StepsBlock` for a block without the
+// start step (the one with it implements `FlowSkill`), and
 // `HasStep<H>` / `ResumesFrom<H>` for its steps and their `resume_from` targets.
 pub fn markers(skill: &Skill, krate: &TokenStream) -> TokenStream {
     let self_ty = &skill.self_ty;
+    // The block with the start step implements `FlowSkill` (or its stand-in): that is its mark.
     let block = if skill.start().is_some() {
-        quote!(StartBlock)
+        TokenStream::new()
     } else {
-        quote!(StepsBlock)
+        quote! {
+            #[automatically_derived]
+            impl #krate::__private::StepsBlock for #self_ty {}
+        }
     };
     let mut names: Vec<&str> = Vec::new();
     let mut resumes: Vec<String> = Vec::new();
@@ -226,8 +231,7 @@ pub fn markers(skill: &Skill, krate: &TokenStream) -> TokenStream {
     let resumes = resumes.iter().map(|r| hash(r));
     quote! {
         const _: () = {
-            #[automatically_derived]
-            impl #krate::__private::#block for #self_ty {}
+            #block
             #(
                 #[automatically_derived]
                 impl #krate::__private::HasStep<#names> for #self_ty {}

@@ -143,7 +143,7 @@ pub enum Mode<'a> {
     Typed {
         skill: &'a Skill,
         step: &'a Step,
-        state: &'a syn::Ident,
+        state: &'a TokenStream,
         krate: &'a TokenStream,
     },
     /// The skill has errors elsewhere: keep the item compiling without follow-on errors or warnings.
@@ -159,16 +159,23 @@ pub struct Rewriter<'a> {
     pub gotos: Vec<String>,
 }
 
-// Input: the state enum, a step and a payload expression.
-// Output: `State::x(payload)`, every token at the payload's span: `State::x` is the step's constructor
-// (see `expand::constructors`), declared with the step's name and parameter list, so a payload of the
-// wrong type is one error at the payload whose note shows step `x` and its parameters.
-fn constructor(state: &syn::Ident, step: &Step, payload: TokenStream) -> TokenStream {
+// Input: the path to the state enum (`<Self as FlowSkill>::State`), a step and a payload expression.
+// Output: `<Self as FlowSkill>::State::x(payload)`, spanned at the payload: `x` is the step's
+// constructor (see `codec::constructors`), declared with the step's name and parameter list, so a
+// payload of the wrong type is one error at the payload whose note shows step `x` and its parameters.
+fn constructor(state: &TokenStream, step: &Step, payload: TokenStream) -> TokenStream {
     let span = payload.span();
-    let mut state = state.clone();
-    state.set_span(span);
     let mut f = step.ident.clone();
     f.set_span(span);
+    // The first and the last token carry the payload's span, so the call's span is the payload's.
+    let state: TokenStream = state
+        .clone()
+        .into_iter()
+        .map(|mut tt| {
+            tt.set_span(span);
+            tt
+        })
+        .collect();
     quote_spanned!(span=> #state::#f(#payload))
 }
 
@@ -416,7 +423,7 @@ mod tests {
 
     fn typed(step: usize, mut block: syn::Block) -> (String, Vec<String>) {
         let skill = skill();
-        let state = syn::Ident::new("State", Span::call_site());
+        let state = quote!(State);
         let krate = quote!(::radkit);
         let mut r = Rewriter {
             mode: Mode::Typed {

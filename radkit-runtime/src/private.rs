@@ -172,9 +172,6 @@ macro_rules! await_input {
 /// twice) is reported in words about both, not as a trait conflict.
 pub struct Probe<T: ?Sized, const H: u128 = 0>(PhantomData<T>);
 
-/// Implemented by the expansion of a `#[flow_skill]` impl block that has a `#[step(start)]` method.
-pub trait StartBlock {}
-
 /// Implemented by the expansion of a `#[flow_skill]` impl block without a `#[step(start)]` method.
 pub trait StepsBlock {}
 
@@ -188,7 +185,8 @@ pub trait ResumesFrom<const H: u128> {}
 
 /// The answers when the marker is missing.
 pub trait Otherwise {
-    /// Some impl block of `T` has the start step.
+    /// Some impl block of `T` has the start step (it implements `FlowSkill`, for real or as the
+    /// stand-in of a block with errors).
     const START_BLOCK: bool = false;
     /// Some impl block of `T` has no start step.
     const STEPS_BLOCK: bool = false;
@@ -204,7 +202,7 @@ pub trait Otherwise {
 
 impl<T: ?Sized, const H: u128> Otherwise for Probe<T, H> {}
 
-impl<T: ?Sized + StartBlock, const H: u128> Probe<T, H> {
+impl<T: ?Sized + FlowSkill, const H: u128> Probe<T, H> {
     /// See [`Otherwise::START_BLOCK`].
     pub const START_BLOCK: bool = true;
 }
