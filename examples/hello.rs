@@ -7,10 +7,10 @@ pub struct Hello;
 /// Asks for your name, then greets you.
 #[flow_skill(id = "hello", name = "Hello")]
 impl Hello {
-    /// The first message: ask for a name. The task waits for the reply as a row in the store,
-    /// not as a process; a restart in between loses nothing.
+    /// The first message (`_: Content`: its text is not needed): ask for a name. The task waits
+    /// for the reply as a row in the store, not as a process; a restart in between loses nothing.
     #[step(start)]
-    async fn ask(&self) -> StepResult {
+    async fn ask(&self, _: Content) -> StepResult {
         await_input!(slot = "name", message = "What is your name?")
     }
 

@@ -31,7 +31,7 @@ struct Ask;
 #[flow_skill(id = "ask", name = "Ask", register = false)]
 impl Ask {
     #[step(start)]
-    async fn ask(&self) -> StepResult {
+    async fn ask(&self, _: Content) -> StepResult {
         await_input!(slot = "answer", message = "Your answer?")
     }
 
@@ -48,7 +48,7 @@ struct Nap;
 #[flow_skill(id = "nap", name = "Nap", register = false)]
 impl Nap {
     #[step(start)]
-    async fn nap(&self, ctx: &StepCtx) -> StepResult {
+    async fn nap(&self, ctx: &StepCtx, _: Content) -> StepResult {
         ctx.sleep(Duration::from_secs(600)).await?;
         ctx.complete("rested", vec![])
     }
@@ -61,7 +61,7 @@ struct GreeterV1;
 #[flow_skill(id = "greeter", name = "Greeter", version = "1", register = false)]
 impl GreeterV1 {
     #[step(start)]
-    async fn ask(&self) -> StepResult {
+    async fn ask(&self, _: Content) -> StepResult {
         await_input!(slot = "name", message = "What is your name?")
     }
 
@@ -78,7 +78,7 @@ struct GreeterV2;
 #[flow_skill(id = "greeter", name = "Greeter", version = "2", register = false)]
 impl GreeterV2 {
     #[step(start)]
-    async fn ask(&self) -> StepResult {
+    async fn ask(&self, _: Content) -> StepResult {
         await_input!(slot = "name", message = "Your name, please?")
     }
 

@@ -28,7 +28,7 @@ struct Nap;
 #[flow_skill(id = "nap", name = "Nap", register = false)]
 impl Nap {
     #[step(start)]
-    async fn nap(&self, ctx: &StepCtx) -> StepResult {
+    async fn nap(&self, ctx: &StepCtx, _: Content) -> StepResult {
         ctx.sleep(Duration::from_secs(600)).await?;
         ctx.complete("rested", vec![])
     }

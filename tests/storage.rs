@@ -26,7 +26,7 @@ struct Waits;
 #[flow_skill(id = "waits", name = "Waits", register = false)]
 impl Waits {
     #[step(start)]
-    async fn work(&self, ctx: &StepCtx) -> StepResult {
+    async fn work(&self, ctx: &StepCtx, _: radkit::model::Content) -> StepResult {
         let _: Value = ctx.tool("wait").call(json!({})).await?;
         ctx.complete("done", vec![])
     }

@@ -26,7 +26,7 @@ struct Hidden;
 #[flow_skill(id = "hidden", name = "Hidden", register = false)]
 impl Hidden {
     #[step(start)]
-    async fn only(&self, ctx: &StepCtx) -> StepResult {
+    async fn only(&self, ctx: &StepCtx, _: Content) -> StepResult {
         ctx.complete("hidden", vec![])
     }
 }
@@ -38,7 +38,7 @@ struct AlphaAgain;
 #[flow_skill(id = "alpha", name = "Alpha again", register = false)]
 impl AlphaAgain {
     #[step(start)]
-    async fn only(&self, ctx: &StepCtx) -> StepResult {
+    async fn only(&self, ctx: &StepCtx, _: Content) -> StepResult {
         ctx.complete("again", vec![])
     }
 }
@@ -182,4 +182,36 @@ fn an_added_skill_with_a_registered_id_is_a_clear_error() {
         served(builder().without_registered_skills().skill(AlphaAgain)).unwrap(),
         vec!["alpha"]
     );
+}
+
+/// A step-table skill whose id comes from code, not from a `#[flow_skill]` literal.
+struct Napper;
+
+fn nap<'a>(
+    _: &'a Napper,
+    ctx: &'a StepCtx,
+    _: radkit::flow::StepInput,
+) -> futures::future::BoxFuture<'a, radkit::flow::StepResult> {
+    Box::pin(async move { ctx.complete("slept", vec![]) })
+}
+
+static NAP: &[radkit::flow::Step<Napper>] = &[radkit::flow::Step::new("nap", nap)
+    .start()
+    .takes_user_message()];
+
+#[test]
+fn an_id_that_is_empty_or_has_whitespace_fails_the_engine_naming_the_skill() {
+    for (id, problem) in [("my greeter", "contains whitespace"), ("", "is empty")] {
+        let info = radkit::flow::SkillInfo::new(id, "My Greeter");
+        let table = radkit::flow::StepTable::new(info, Napper, NAP).unwrap();
+        let err = served(builder().without_registered_skills().skill(table)).unwrap_err();
+        assert!(
+            matches!(err, radkit::EngineError::InvalidSkillId(_)),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("skill `My Greeter` (added with EngineBuilder::skill) has the id `{id}`, which {problem}; give it an id without whitespace, such as `my_greeter`")
+        );
+    }
 }

@@ -9,7 +9,7 @@ struct One;
 #[flow_skill(id = "same", name = "One")]
 impl One {
     #[step(start)]
-    async fn a(&self, ctx: &StepCtx) -> StepResult {
+    async fn a(&self, ctx: &StepCtx, _: radkit::model::Content) -> StepResult {
         ctx.complete("one", vec![])
     }
 }
@@ -20,7 +20,7 @@ struct Two;
 #[flow_skill(id = "same", name = "Two")]
 impl Two {
     #[step(start)]
-    async fn a(&self, ctx: &StepCtx) -> StepResult {
+    async fn a(&self, ctx: &StepCtx, _: radkit::model::Content) -> StepResult {
         ctx.complete("two", vec![])
     }
 }

@@ -6,12 +6,13 @@ use syn::spanned::Spanned;
 use syn::{ImplItem, ItemImpl, Type};
 
 use crate::attr::StepAttrs;
-use crate::sig;
+use crate::{scan, sig};
 
 /// What a step parameter is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// `&StepCtx`.
+    /// `&StepCtx`, or `&T` for a `T` that may name it through an alias (`use .. StepCtx as Ctx`):
+    /// the expansion checks that one with `rules::StepContext` at the type.
     Ctx,
     /// Part of the step's payload (a `Content` of a non-resume step is payload too).
     Payload,
@@ -25,6 +26,12 @@ pub struct Param {
     pub ty: Type,
     /// What it receives.
     pub role: Role,
+    /// Its name (`_` for a pattern).
+    pub name: String,
+    /// The span of its pattern (`draft` in `draft: String`).
+    pub pat_span: Span,
+    /// A `&T` whose `T` is not spelled `StepCtx`: the context only if `T` is (checked by the compiler).
+    pub alias: bool,
 }
 
 /// One `#[step]` method.
@@ -39,6 +46,14 @@ pub struct Step {
     pub params: Vec<Param>,
     /// Span of the `#[step]` attribute, for errors about the step as a whole.
     pub span: Span,
+    /// Span of the parameter list `(&self, ..)`.
+    pub params_span: Span,
+    /// The signature passed `sig::check` (so `params` is complete).
+    pub sig_ok: bool,
+    /// `goto!` targets in the body, as written.
+    pub gotos: Vec<syn::LitStr>,
+    /// The `await_input!` paths in the body.
+    pub awaits: Vec<Span>,
 }
 
 impl Step {
@@ -67,6 +82,8 @@ pub struct Skill {
     pub steps: Vec<Step>,
     /// Doc comments of the impl block (the default description).
     pub docs: String,
+    /// The other methods of the impl block (not steps).
+    pub methods: Vec<String>,
 }
 
 impl Skill {
@@ -127,6 +144,20 @@ pub fn is_step_attr(attr: &syn::Attribute) -> bool {
         .is_some_and(|s| s.ident == "step")
 }
 
+/// `#[stpe]`, `#[Step]`, `#[steps(start)]`: an attribute one edit away from `step` (or `step` in
+/// another case), which rustc would report as unknown only after our own errors.
+pub fn misspelled_step_attr(attr: &syn::Attribute) -> Option<String> {
+    let ident = &attr.path().segments.last()?.ident;
+    let name = ident.to_string();
+    // Attributes rustc knows that are close to `step`; none is, today, but keep the door shut.
+    const KNOWN: &[&str] = &["test"];
+    if name == "step" || name.len() < 3 || KNOWN.contains(&name.as_str()) {
+        return None;
+    }
+    (name.eq_ignore_ascii_case("step") || crate::valid::distance(&name, "step") <= 1)
+        .then_some(name)
+}
+
 /// Append `e` to the collected errors.
 pub fn push(errors: &mut Option<syn::Error>, e: syn::Error) {
     match errors {
@@ -154,6 +185,7 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
         .cloned()
         .unwrap_or_else(|| syn::Ident::new("Skill", item.self_ty.span()));
     let mut steps = Vec::new();
+    let mut methods = Vec::new();
     for impl_item in &mut item.items {
         let ImplItem::Fn(method) = impl_item else {
             // A stray `#[step]` on a const or a type would otherwise run the standalone `#[step]`,
@@ -174,10 +206,13 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
             }
             continue;
         };
-        let Some(pos) = method.attrs.iter().position(is_step_attr) else {
-            continue;
+        let attr = match step_attr(&mut method.attrs, &method.sig.ident, &mut errors) {
+            Some(attr) => attr,
+            None => {
+                methods.push(syn::ext::IdentExt::unraw(&method.sig.ident).to_string());
+                continue;
+            }
         };
-        let attr = method.attrs.remove(pos);
         let span = attr.span();
         let mut attrs = match &attr.meta {
             syn::Meta::Path(_) => StepAttrs::default(),
@@ -193,11 +228,11 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
             push(&mut errors, e);
         }
         let resume = attrs.resume_from.is_some();
-        let params = match sig::check(method, resume) {
-            Ok(p) => p,
+        let (params, sig_ok) = match sig::check(method, resume) {
+            Ok(p) => (p, true),
             Err(e) => {
                 push(&mut errors, e);
-                Vec::new()
+                (Vec::new(), false)
             }
         };
         steps.push(Step {
@@ -207,18 +242,84 @@ pub fn from_syn(item: &mut ItemImpl) -> (Skill, Option<syn::Error>) {
             attrs,
             params,
             span,
+            params_span: method.sig.paren_token.span.join(),
+            sig_ok,
+            gotos: Vec::new(),
+            awaits: Vec::new(),
         });
     }
-    let docs = docs(&item.attrs);
-    (
-        Skill {
-            self_ty: (*item.self_ty).clone(),
-            ident,
-            steps,
-            docs,
-        },
-        errors,
-    )
+    let mut skill = Skill {
+        self_ty: (*item.self_ty).clone(),
+        ident,
+        steps,
+        docs: docs(&item.attrs),
+        methods,
+    };
+    // What the step bodies do with `goto!`, `await_input!` and other steps, read before anything is
+    // rewritten (the rules about it are in `valid`).
+    for impl_item in &item.items {
+        let ImplItem::Fn(method) = impl_item else {
+            continue;
+        };
+        let Some(index) = skill.steps.iter().position(|s| s.ident == method.sig.ident) else {
+            continue;
+        };
+        if skill.steps[..index]
+            .iter()
+            .any(|s| s.ident == method.sig.ident)
+        {
+            continue;
+        }
+        let scan = scan::scan(&skill, &method.block);
+        if let Some(e) = scan.errors {
+            push(&mut errors, e);
+        }
+        skill.steps[index].gotos = scan.gotos;
+        skill.steps[index].awaits = scan.awaits;
+    }
+    (skill, errors)
+}
+
+// Input: a method's attributes. Output: its one `#[step]` attribute, removed from the method, or
+// `None` for a method that is not a step. Two `#[step]`s and a misspelled one (`#[stpe(start)]`) are
+// errors here, before anything else about the skill: the method is taken as the step it was meant to
+// be, so no "no start step" or rustc's "cannot find attribute" follows.
+fn step_attr(
+    attrs: &mut Vec<syn::Attribute>,
+    method: &syn::Ident,
+    errors: &mut Option<syn::Error>,
+) -> Option<syn::Attribute> {
+    let mut found: Vec<syn::Attribute> = Vec::new();
+    let mut i = 0;
+    while i < attrs.len() {
+        if is_step_attr(&attrs[i]) {
+            found.push(attrs.remove(i));
+        } else if let Some(name) = misspelled_step_attr(&attrs[i]) {
+            let attr = attrs.remove(i);
+            push(
+                errors,
+                syn::Error::new_spanned(
+                    attr.path(),
+                    format!("unknown attribute `{name}`; did you mean `step`?"),
+                ),
+            );
+            found.push(attr);
+        } else {
+            i += 1;
+        }
+    }
+    let mut found = found.into_iter();
+    let first = found.next()?;
+    for extra in found {
+        push(
+            errors,
+            syn::Error::new_spanned(
+                &extra,
+                format!("`{method}` has two #[step] attributes; keep one"),
+            ),
+        );
+    }
+    Some(first)
 }
 
 #[cfg(test)]
@@ -277,6 +378,43 @@ mod tests {
         assert_eq!(skill.steps.len(), 2);
         let left = quote::quote!(#item).to_string();
         assert!(!left.contains("step"), "{left}");
+    }
+
+    #[test]
+    fn a_misspelled_or_second_step_attribute_is_the_first_error() {
+        let mut item: ItemImpl = parse_quote! {
+            impl S {
+                #[stpe(start)]
+                async fn a(&self, m: Content) -> StepResult { todo!() }
+                #[step]
+                #[inline]
+                #[step(resume_from = "a")]
+                async fn b(&self, r: Content) -> StepResult { todo!() }
+                #[test]
+                fn helper(&self) {}
+            }
+        };
+        let (skill, errors) = from_syn(&mut item);
+        let messages: Vec<String> = errors
+            .into_iter()
+            .flat_map(|e| e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "unknown attribute `stpe`; did you mean `step`?",
+                "`b` has two #[step] attributes; keep one",
+            ]
+        );
+        // The misspelled step is still the start step, so nothing else is reported for it.
+        assert_eq!(skill.start().map(|s| s.name.as_str()), Some("a"));
+        assert_eq!(skill.methods, ["helper"]);
+        let left = quote::quote!(#item).to_string();
+        assert!(!left.contains("stpe") && !left.contains("step"), "{left}");
+        assert!(
+            left.contains("# [inline]") && left.contains("# [test]"),
+            "{left}"
+        );
     }
 
     #[test]

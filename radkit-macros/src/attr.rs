@@ -21,6 +21,8 @@ pub struct SkillAttrs {
     pub register: Option<syn::LitBool>,
     /// True when any argument was given (a bare `#[flow_skill]` takes the struct's metadata).
     pub any: bool,
+    /// The first argument's key, for errors about the arguments as a whole.
+    pub first_span: Option<Span>,
 }
 
 const SKILL_KEYS: &str = "`id`, `name`, `description`, `version`, `tags`, `examples`, `input_modes`, `output_modes`, `register` or `crate`";
@@ -30,7 +32,10 @@ fn string(expr: &Expr) -> syn::Result<LitStr> {
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
         }) => Ok(s.clone()),
-        other => Err(syn::Error::new_spanned(other, "expected a string literal")),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "expected a string literal; put the value in quotes: `\"..\"`",
+        )),
     }
 }
 
@@ -44,6 +49,29 @@ fn strings(expr: &Expr) -> syn::Result<Vec<LitStr>> {
     }
 }
 
+// An id names the skill in task records, the agent card and `skillId` metadata: an empty one names
+// nothing and one with whitespace cannot be written there unquoted. The engine applies the same rule
+// (`registry::id_problem`) to ids that do not come from a literal.
+fn id_error(lit: &LitStr) -> syn::Result<()> {
+    let id = lit.value();
+    if id.is_empty() {
+        return Err(syn::Error::new_spanned(
+            lit,
+            "skill id must not be empty; write `id = \"my_skill\"`",
+        ));
+    }
+    if id.chars().any(char::is_whitespace) {
+        let suggestion = id.split_whitespace().collect::<Vec<_>>().join("_");
+        return Err(syn::Error::new_spanned(
+            lit,
+            format!(
+                "skill id `{id}` contains whitespace; write it as one word, such as `{suggestion}`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl SkillAttrs {
     pub fn from_tokens(tokens: proc_macro2::TokenStream) -> syn::Result<Self> {
         let metas =
@@ -52,6 +80,9 @@ impl SkillAttrs {
         let mut errors: Option<syn::Error> = None;
         for meta in metas {
             attrs.any = true;
+            if attrs.first_span.is_none() {
+                attrs.first_span = Some(syn::spanned::Spanned::span(meta.path()));
+            }
             let result = (|| -> syn::Result<()> {
                 let nv = match &meta {
                     Meta::NameValue(nv) => nv,
@@ -70,7 +101,12 @@ impl SkillAttrs {
                     .map(ToString::to_string)
                     .unwrap_or_default();
                 match key.as_str() {
-                    "id" => attrs.id = Some(string(&nv.value)?),
+                    "id" => {
+                        let lit = string(&nv.value)?;
+                        let problem = id_error(&lit);
+                        attrs.id = Some(lit);
+                        problem?;
+                    }
                     "name" => attrs.name = Some(string(&nv.value)?),
                     "description" => attrs.description = Some(string(&nv.value)?),
                     "version" => attrs.version = Some(string(&nv.value)?),
@@ -85,7 +121,7 @@ impl SkillAttrs {
                         other => {
                             return Err(syn::Error::new_spanned(
                                 other,
-                                "expected `true` or `false`",
+                                "expected `true` or `false`; write `register = false`",
                             ))
                         }
                     },

@@ -1,13 +1,14 @@
-//! Stage 4b: the serde of the hidden state enum. Each payload parameter goes to and from JSON through
-//! its own hidden codec function, built at the user's type: a type that is not serde is one error at
+//! Stage 4b: the serde of the hidden state enum, and its constructors (one per step, for `goto!`).
+//! Each payload parameter goes to and from JSON through its own hidden codec function, built at the user's type: a type that is not serde is one error at
 //! that type, and the enum's `Serialize`/`Deserialize` impls stay valid whatever the payloads are.
 //! Also the payload type's canonical string, which feeds the skill version.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 
-use crate::ast::Step;
+use crate::ast::{Role, Skill, Step};
+use crate::rewrite::variant;
 
 /// A type's tokens as a string that does not depend on how proc-macro2 prints spaces (it feeds the
 /// skill version: a toolchain update must not make every waiting task look incompatible). A space
@@ -55,7 +56,7 @@ fn codec_fn(s: usize, i: usize) -> syn::Ident {
 
 // Input: step `index` with payload parameters `T0, T1`.
 // Output: one codec function per parameter, spanned at the user's type (the only place that requires
-// `T: Payload`), plus the expressions that encode and decode the step's payload with them.
+// `T: Payload`, read as `<T as Payload>::CODEC`), plus the expressions that encode and decode the step's payload with them.
 pub fn codecs(
     krate: &TokenStream,
     index: usize,
@@ -66,12 +67,12 @@ pub fn codecs(
     let types = step.payload();
     let fns: Vec<syn::Ident> = (0..types.len()).map(|i| codec_fn(index, i)).collect();
     let defs = types.iter().zip(&fns).map(|(ty, f)| {
-        let build = quote_spanned!(ty.span()=> #krate::__private::codec::<#ty>);
+        let build = quote_spanned!(ty.span()=> <#ty as #krate::flow::rules::Payload>::CODEC);
         quote! {
             #[doc(hidden)]
             #[inline]
-            fn #f() -> #krate::__private::Codec<#ty> {
-                #build()
+            fn #f() -> #krate::flow::rules::Codec<#ty> {
+                #build
             }
         }
     });
@@ -101,6 +102,63 @@ pub fn codecs(
         }
     };
     (quote!(#(#defs)*), encode, decode)
+}
+
+// Input: the state enum and the steps.
+// Output: `impl State { fn critique(draft: String) -> Self { State::StepCritique(draft) } .. }`: one
+// constructor per step, named like the step, whose parameter spans the step's payload parameters as
+// the user wrote them. `goto!`/`await_input!` call it, so a payload of the wrong type is rustc's
+// "arguments to this function are incorrect" at the payload, with a note showing the step's name and
+// parameter list (not the hidden enum).
+pub fn constructors(state: &syn::Ident, skill: &Skill) -> TokenStream {
+    let fns = skill.steps.iter().map(|s| {
+        let f = &s.ident;
+        let v = variant(&s.name);
+        let payload: Vec<_> = s
+            .params
+            .iter()
+            .filter(|p| p.role == Role::Payload)
+            .collect();
+        let (arg, ty) = match payload.as_slice() {
+            [] => (
+                syn::Ident::new("__radkit_payload", s.params_span),
+                quote_spanned!(s.params_span=> ()),
+            ),
+            [one] => {
+                let ty = &one.ty;
+                (
+                    syn::Ident::new("__radkit_payload", one.pat_span),
+                    quote!(#ty),
+                )
+            }
+            [first, .., last] => {
+                // The tuple's parentheses carry the last type's span, so the parameter runs from
+                // the first name to the last type.
+                let types = payload.iter().map(|p| &p.ty);
+                let mut group = proc_macro2::Group::new(
+                    proc_macro2::Delimiter::Parenthesis,
+                    quote!(#(#types),*),
+                );
+                group.set_span(last.ty.span());
+                (
+                    syn::Ident::new("__radkit_payload", first.pat_span),
+                    group.into_token_stream(),
+                )
+            }
+        };
+        quote! {
+            fn #f(#arg: #ty) -> Self {
+                #state::#v(#arg)
+            }
+        }
+    });
+    quote! {
+        #[automatically_derived]
+        #[allow(non_snake_case, clippy::missing_const_for_fn)]
+        impl #state {
+            #(#fns)*
+        }
+    }
 }
 
 #[cfg(test)]

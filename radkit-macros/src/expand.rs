@@ -6,20 +6,22 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
-use syn::{ImplItem, Item, ItemImpl, ItemStruct};
+use syn::{ImplItem, Item, ItemImpl};
 
 use crate::ast::{self, push, Role, Skill, Step};
 use crate::attr::SkillAttrs;
-use crate::codec::{canonical, codecs};
-use crate::rewrite::{variant, variant_at, Mode, Rewriter};
-use crate::{fallback, imports, sig, valid};
+use crate::codec::{canonical, codecs, constructors};
+use crate::meta::{krate, meta_value};
+use crate::probe::{self, Probe};
+use crate::rewrite::{variant, Mode, Rewriter};
+use crate::{fallback, imports, meta, sig, valid};
 
 // Input: `#[flow_skill(..)]` on an impl block or a struct.
 // Output: see `expand_impl` and `expand_struct`; anything else is an error next to the item.
 pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
     match syn::parse2::<Item>(input.clone()) {
         Ok(Item::Impl(item)) => expand_impl(args, item),
-        Ok(Item::Struct(item)) => expand_struct(args, item),
+        Ok(Item::Struct(item)) => meta::expand_struct(args, item),
         Ok(_) => {
             let e = syn::Error::new(
                 Span::call_site(),
@@ -35,118 +37,11 @@ pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
     }
 }
 
-fn krate(attrs: &SkillAttrs) -> TokenStream {
-    match &attrs.krate {
-        Some(path) => quote!(#path),
-        None => quote!(::radkit),
-    }
-}
-
-fn lits(v: &[syn::LitStr]) -> TokenStream {
-    quote!(&[#(#v),*])
-}
-
-// Input: the arguments of `#[flow_skill(id = "x", name = "X", ..)]` and the doc comments.
-// Output: `impl SkillMeta for T { const META: Meta = Meta { id: "x", .. }; }`.
-fn meta_impl(
-    attrs: &SkillAttrs,
-    self_ty: &dyn ToTokens,
-    docs: &str,
-    krate: &TokenStream,
-) -> syn::Result<TokenStream> {
-    // An id names the skill in the agent card, in every task and in the registry: it cannot be made up.
-    let id = attrs.id.as_ref().ok_or_else(|| {
-        syn::Error::new(
-            Span::call_site(),
-            "missing `id` in #[flow_skill(..)]; add `id = \"my_skill\"`",
-        )
-    });
-    let name = attrs.name.as_ref().ok_or_else(|| {
-        syn::Error::new(
-            Span::call_site(),
-            "missing `name` in #[flow_skill(..)]; add `name = \"My Skill\"`",
-        )
-    });
-    let (id, name) = match (id, name) {
-        (Ok(id), Ok(name)) => (id, name),
-        (Err(mut a), Err(b)) => {
-            a.combine(b);
-            return Err(a);
-        }
-        (Err(e), _) | (_, Err(e)) => return Err(e),
-    };
-    let description = attrs
-        .description
-        .as_ref()
-        .map(|d| d.value())
-        .unwrap_or_else(|| docs.to_owned());
-    let version = match &attrs.version {
-        Some(v) => quote!(::core::option::Option::Some(#v)),
-        None => quote!(::core::option::Option::None),
-    };
-    let (tags, examples, input_modes, output_modes) = (
-        lits(&attrs.tags),
-        lits(&attrs.examples),
-        lits(&attrs.input_modes),
-        lits(&attrs.output_modes),
-    );
-    Ok(quote! {
-        #[automatically_derived]
-        #[allow(unused_qualifications)]
-        #[diagnostic::do_not_recommend]
-        impl #krate::__private::SkillMeta for #self_ty {
-            const META: #krate::__private::Meta = #krate::__private::Meta {
-                id: #id,
-                name: #name,
-                description: #description,
-                version: #version,
-                tags: #tags,
-                examples: #examples,
-                input_modes: #input_modes,
-                output_modes: #output_modes,
-            };
-        }
-    })
-}
-
-// Input: `#[flow_skill(id = "..", name = "..")] struct S;`
-// Output: the struct, `impl SkillMeta for S`, and a check that an impl block of `S` carries
-// `#[flow_skill]` too (a struct attribute cannot see the impl; the typetag trick).
-fn expand_struct(args: TokenStream, item: ItemStruct) -> TokenStream {
-    let attrs = SkillAttrs::from_tokens(args);
-    let krate = attrs
-        .as_ref()
-        .map(krate)
-        .unwrap_or_else(|_| quote!(::radkit));
-    let result = attrs.and_then(|attrs| {
-        if !item.generics.params.is_empty() {
-            return Err(syn::Error::new_spanned(
-                &item.generics.params,
-                "a #[flow_skill] struct cannot be generic; keep configuration in fields",
-            ));
-        }
-        meta_impl(&attrs, &item.ident, &ast::docs(&item.attrs), &krate)
-    });
-    let meta = match result {
-        Ok(m) => m,
-        Err(e) => return fallback::skill_struct(e, &item, &krate),
-    };
-    let ident = &item.ident;
-    let check = quote_spanned! {ident.span()=>
-        const _: () = {
-            fn __radkit_assert_steps<T: #krate::__private::FlowSkillImpl>() {}
-            fn __radkit_check() {
-                __radkit_assert_steps::<#ident>();
-            }
-        };
-    };
-    quote!(#item #meta #check)
-}
-
 // Input: `#[flow_skill(..)] impl S { #[step(start)] async fn a(&self, ..) -> StepResult { .. } .. }`
-// Output: the impl with `#[step]` removed, step return types set to `StepResult<State>` and
-// `goto!`/`await_input!` rewritten; `enum __RadkitStateS { __Start, StepA(payload), .. }` with serde
-// impls; `impl FlowSkill for S`; `impl FlowSkillImpl for S`; the inventory registration.
+// Output: the impl with `#[step]` removed, step return types set to `StepResult<<S as
+// FlowSkill>::State>` and `goto!`/`await_input!` rewritten; in a `const _` block, `enum
+// __RadkitStateS { __Start, StepA(payload), .. }` with serde impls and one constructor per step,
+// `impl FlowSkill for S` and the inventory registration; the marks and probes of `probe`.
 fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     // Steps are inherent methods; in a trait impl every other rule would only add noise.
     if let Some((_, path, _)) = &item.trait_ {
@@ -180,30 +75,56 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     if let Some(e) = e {
         push(&mut errors, e);
     }
-    if let Some(e) = valid::validate(&skill, item.self_ty.span()) {
+    let (e, mut probes) = valid::validate(&skill, item.self_ty.span());
+    if let Some(e) = e {
         push(&mut errors, e);
     }
-    // A bare `#[flow_skill]` takes the metadata written on the struct.
+    // A parameter taken by value whose type may be `StepCtx` under another name.
+    for step in &skill.steps {
+        for param in &step.params {
+            if param.role == Role::Payload && sig::may_be_ctx_alias(&param.ty) {
+                probes.push(Probe::CtxByValue {
+                    ty: param.ty.clone(),
+                    name: param.name.clone(),
+                });
+            }
+        }
+    }
+    // The metadata: this block's arguments (then the struct must have none), or a bare
+    // `#[flow_skill]` reads the struct's.
     let meta = match &attrs {
-        Some(attrs) if attrs.any => match meta_impl(attrs, &item.self_ty, &skill.docs, &krate) {
-            Ok(m) => m,
+        Some(attrs) if attrs.any => match meta_value(attrs, &skill.docs, &krate) {
+            Ok(m) => {
+                probes.push(Probe::MetaTwice {
+                    span: attrs.first_span.unwrap_or_else(Span::call_site),
+                });
+                Some(m)
+            }
             Err(e) => {
                 push(&mut errors, e);
-                TokenStream::new()
+                None
             }
         },
-        _ => TokenStream::new(),
+        _ => None,
     };
-    if let Some(errors) = errors {
+    let concrete = item.generics.params.is_empty();
+    let mut checks = TokenStream::new();
+    if concrete {
+        checks.extend(probe::markers(&skill, &krate));
+        for p in &probes {
+            checks.extend(probe::expand(p, &skill.self_ty, &krate));
+        }
+    }
+    if errors.is_some() || probes.iter().any(Probe::always_fails) {
         let item = fallback::impl_block(errors, item, &skill, &krate);
-        return quote!(#imports #item);
+        return quote!(#imports #item #checks);
     }
     let register = attrs
         .as_ref()
         .and_then(|a| a.register.as_ref())
         .is_none_or(|b| b.value);
     let item = generate(&krate, item, &skill, meta, register);
-    quote!(#imports #item)
+    quote!(#imports #item #checks)
 }
 
 fn payload_type(types: &[&syn::Type]) -> TokenStream {
@@ -238,7 +159,7 @@ impl Locals {
 
 // Input: a step and whether it runs on the first message (seeded).
 // Output: `self.step(arg, ..).await` with its arguments in declaration order, built from the payload,
-// the ctx and the reply; seeded start parameters come from `seed::<T>()` at the user's type.
+// the ctx and the reply; seeded start parameters come from `Seed::seed()` at the user's type.
 fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStream {
     let ident = &step.ident;
     let n = step.payload().len();
@@ -248,6 +169,15 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
         .params
         .iter()
         .map(|p| match p.role {
+            // `&Ctx` for a `Ctx` not spelled `StepCtx`: the context if `Ctx` is it, else the payload
+            // rule's error at the type.
+            Role::Ctx if p.alias => {
+                let ty = match &p.ty {
+                    syn::Type::Reference(r) => &*r.elem,
+                    other => other,
+                };
+                quote_spanned!(ty.span()=> <#ty as #krate::flow::rules::StepContext>::lend(#ctx))
+            }
             Role::Ctx => quote!(#ctx),
             Role::Reply => quote!(#krate::__private::Content::from(#message)),
             Role::Payload if seeded && sig::is_content(&p.ty) => {
@@ -255,7 +185,7 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
             }
             Role::Payload if seeded => {
                 let ty = &p.ty;
-                quote_spanned!(ty.span()=> #krate::__private::seed::<#ty>())
+                quote_spanned!(ty.span()=> <#ty as #krate::flow::rules::Seed>::seed())
             }
             Role::Payload => {
                 let index = syn::Index::from(i);
@@ -270,7 +200,7 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
         .collect();
     // The call is spanned at the step's name: a step future that is not `Send` is reported there.
     let future = quote_spanned!(ident.span()=> self.#ident(#(#args),*));
-    let send = quote_spanned!(ident.span()=> #krate::__private::send_step);
+    let send = quote_spanned!(ident.span()=> #krate::flow::rules::step_future_must_be_send);
     quote!(#send(#future).await)
 }
 
@@ -278,11 +208,12 @@ fn generate(
     krate: &TokenStream,
     mut item: ItemImpl,
     skill: &Skill,
-    meta: TokenStream,
+    meta: Option<TokenStream>,
     register: bool,
 ) -> TokenStream {
     let self_ty = &skill.self_ty;
     let state = format_ident!("__RadkitState{}", skill.ident);
+    let state_path = quote!(<Self as #krate::__private::FlowSkill>::State);
     let l = Locals::new();
 
     // Rewrite step bodies and return types; collect the `goto!` edges for the graph.
@@ -300,7 +231,7 @@ fn generate(
             mode: Mode::Typed {
                 skill,
                 step,
-                state: &state,
+                state: &state_path,
                 krate,
             },
             gotos: Vec::new(),
@@ -309,12 +240,14 @@ fn generate(
         let mut edges = rewriter.gotos;
         edges.dedup();
         gotos.push(edges);
-        // Keep the user's own path to `StepResult` (their import stays used) and fill in the state.
+        // Keep the user's own path to `StepResult` (their import stays used) and fill in the state,
+        // named through the skill (`<S as FlowSkill>::State`): that is how rustc prints it.
         if let syn::ReturnType::Type(_, ty) = &mut method.sig.output {
             if let syn::Type::Path(tp) = &mut **ty {
                 if let Some(last) = tp.path.segments.last_mut() {
-                    last.arguments =
-                        syn::PathArguments::AngleBracketed(syn::parse_quote!(<#state>));
+                    last.arguments = syn::PathArguments::AngleBracketed(syn::parse_quote!(
+                        <<Self as #krate::__private::FlowSkill>::State>
+                    ));
                 }
             }
         }
@@ -322,10 +255,11 @@ fn generate(
 
     let start = skill.start().map(|s| s.name.clone()).unwrap_or_default();
     let variants = skill.steps.iter().map(|s| {
-        let v = variant_at(&s.name, s.ident.span());
+        let v = variant(&s.name);
         let ty = payload_type(&s.payload());
         quote!(#v(#ty))
     });
+    let constructors = constructors(&state, skill);
     let names = skill.steps.iter().map(|s| {
         let v = variant(&s.name);
         let name = &s.name;
@@ -410,13 +344,20 @@ fn generate(
         }
     });
 
-    // The metadata is read once, at the self type: a bare `#[flow_skill]` without metadata on the
-    // struct is one error there.
-    let meta_const = quote_spanned! {self_ty.span()=>
-        const __RADKIT_META: #krate::__private::Meta = <#self_ty as #krate::__private::SkillMeta>::META;
+    // The metadata is read once: this block's arguments, or, at the self type, the struct's (a bare
+    // `#[flow_skill]` without metadata on the struct is one error there).
+    let meta_const = match meta {
+        Some(meta) => quote! {
+            const __RADKIT_META: #krate::flow::rules::Meta = #meta;
+        },
+        None => quote_spanned! {self_ty.span()=>
+            const __RADKIT_META: #krate::flow::rules::Meta =
+                <#self_ty as #krate::flow::rules::SkillMeta>::META;
+        },
     };
     let registration = if register {
-        let build = quote_spanned!(self_ty.span()=> #krate::__private::build_default::<#self_ty>);
+        let build =
+            quote_spanned!(self_ty.span()=> <#self_ty as #krate::flow::rules::Registrable>::build);
         quote! {
             #[doc(hidden)]
             fn __radkit_build() -> ::std::sync::Arc<dyn #krate::__private::ErasedSkill> {
@@ -435,20 +376,22 @@ fn generate(
     } else {
         TokenStream::new()
     };
+    // The enum lives in the `const _` block: nothing outside can name it (steps name it as
+    // `<Self as FlowSkill>::State`), and a second impl block of the type cannot collide with it.
     quote! {
         #item
 
-        #meta
-
-        #[doc(hidden)]
-        #[allow(non_camel_case_types, dead_code, private_interfaces, clippy::enum_variant_names)]
-        pub enum #state {
-            __Start,
-            #(#variants,)*
-        }
-
         const _: () = {
+            #[doc(hidden)]
+            #[allow(non_camel_case_types, dead_code, private_interfaces, clippy::enum_variant_names)]
+            pub enum #state {
+                __Start,
+                #(#variants,)*
+            }
+
             #meta_const
+
+            #constructors
 
             #(#codec_defs)*
 
@@ -543,10 +486,6 @@ fn generate(
                 }) }
             }
 
-            #[automatically_derived]
-            #[diagnostic::do_not_recommend]
-            impl #krate::__private::FlowSkillImpl for #self_ty {}
-
             #registration
         };
     }
@@ -572,11 +511,16 @@ mod tests {
         .to_string();
         assert!(!out.contains("compile_error"), "{out}");
         for needle in [
-            "pub enum __RadkitStateS",
+            "const _ : () = { # [doc (hidden)] # [allow (non_camel_case_types , dead_code , private_interfaces , clippy :: enum_variant_names)] pub enum __RadkitStateS",
             "StepA (Content)",
             "StepB (u8)",
-            "-> StepResult < __RadkitStateS >",
+            "-> StepResult < < Self as :: radkit :: __private :: FlowSkill > :: State >",
             "impl :: radkit :: __private :: FlowSkill for S",
+            // One constructor per step, named like it, for `goto!`.
+            "fn b (__radkit_payload : u8) -> Self { __RadkitStateS :: StepB (__radkit_payload) }",
+            "Transition :: goto (< Self as :: radkit :: __private :: FlowSkill > :: State :: b (1u8))",
+            // The marks other impl blocks' probes read (`FlowSkill` marks the start block).
+            "impl :: radkit :: __private :: HasStep <",
             "inventory :: submit !",
             // The bare `goto!` and `#[step]` resolve without an import.
             "# [allow (unused_imports)] use :: radkit :: __private :: macros :: * ;",
@@ -598,10 +542,14 @@ mod tests {
             },
         )
         .to_string();
+        // No start step here may mean the start step is in another impl block: the compiler
+        // finishes that check, and this block implements nothing another block would.
         assert!(
-            out.contains("compile_error ! { \"no #[step(start)] method"),
+            out.contains("no #[step(start)] method; mark the step")
+                && out.contains("Probe < S >> :: START_BLOCK"),
             "{out}"
         );
+        assert!(!out.contains("FlowSkill for S"), "{out}");
         assert!(
             out.contains("async fn a (& self , ctx : & StepCtx) -> StepResult"),
             "{out}"

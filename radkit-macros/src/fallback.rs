@@ -11,11 +11,13 @@ use crate::ast::Skill;
 use crate::rewrite::{Mode, Rewriter};
 
 // Input: an impl block whose skill has errors.
-// Output: `compile_error!`s; the impl with `goto!`/`await_input!` neutralised and duplicate steps
-// dropped (rustc would report them again); stand-in `FlowSkill`/`FlowSkillImpl` impls for code that
-// uses the skill (the engine builder, a struct-placed `#[flow_skill]`).
+// Output: `compile_error!`s (if any: a probe may be the only error); the impl with
+// `goto!`/`await_input!` neutralised and duplicate steps dropped (rustc would report them again); a
+// stand-in `FlowSkill` impl for code that uses the skill (the engine builder), but only from the block
+// with the start step: a block without one may be the second impl block of a skill, whose first block
+// implements `FlowSkill` already (the probes report that split).
 pub fn impl_block(
-    errors: syn::Error,
+    errors: Option<syn::Error>,
     mut item: ItemImpl,
     skill: &Skill,
     krate: &TokenStream,
@@ -42,13 +44,14 @@ pub fn impl_block(
             .visit_block_mut(&mut f.block);
         }
     }
-    let errors = errors.to_compile_error();
+    let errors = errors.map(|e| e.to_compile_error());
     // Stand-ins only make sense for a plain, concrete self type (generic or trait impls are errors).
-    let stand_ins = if item.trait_.is_none() && item.generics.params.is_empty() {
-        stand_in_skill(&item.self_ty, krate)
-    } else {
-        TokenStream::new()
-    };
+    let stand_ins =
+        if item.trait_.is_none() && item.generics.params.is_empty() && skill.start().is_some() {
+            stand_in_skill(&item.self_ty, krate)
+        } else {
+            TokenStream::new()
+        };
     quote!(#errors #item #stand_ins)
 }
 
@@ -89,9 +92,6 @@ fn stand_in_skill(self_ty: &syn::Type, krate: &TokenStream) -> TokenStream {
                 }
             }
 
-            #[automatically_derived]
-            #[diagnostic::do_not_recommend]
-            impl #krate::__private::FlowSkillImpl for #self_ty {}
         };
     }
 }
@@ -110,8 +110,8 @@ pub fn skill_struct(errors: syn::Error, item: &ItemStruct, krate: &TokenStream) 
         #item
         #[automatically_derived]
         #[diagnostic::do_not_recommend]
-        impl #krate::__private::SkillMeta for #ident {
-            const META: #krate::__private::Meta = #krate::__private::Meta::PLACEHOLDER;
+        impl #krate::flow::rules::SkillMeta for #ident {
+            const META: #krate::flow::rules::Meta = #krate::flow::rules::Meta::PLACEHOLDER;
         }
     }
 }

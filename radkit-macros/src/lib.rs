@@ -2,10 +2,11 @@
 //! `#[step]` on its methods. `goto!` and `await_input!` inside steps are rewritten by `#[flow_skill]`;
 //! outside a skill they are `macro_rules!` stubs in the runtime that fail with a clear message.
 //!
-//! Pipeline: `attr` (arguments) -> `ast::from_syn` (the skill model; `sig` checks each signature) ->
-//! `valid` (rules across steps) -> `expand` (code; `rewrite` turns the macros into transitions,
-//! `codec` writes the state enum's serde, `imports` lets bare `goto!`/`await_input!`/`#[step]`
-//! resolve without an import). Every stage collects errors; on error `fallback` emits the user's
+//! Pipeline: `attr` (arguments) -> `ast::from_syn` (the skill model; `sig` checks each signature,
+//! `scan` reads each step body) -> `valid` (rules across steps; `probe` writes those the compiler
+//! finishes, such as steps split over two impl blocks) -> `expand` (code; `meta` the metadata,
+//! `rewrite` turns the macros into transitions, `codec` writes the state enum's serde and
+//! constructors, `imports` lets bare `goto!`/`await_input!`/`#[step]` resolve without an import). Every stage collects errors; on error `fallback` emits the user's
 //! item (minus `#[step]`) next to the `compile_error!`s, so IDEs keep working and errors do not
 //! cascade. Users read the documentation on the `radkit` re-exports (`radkit::macros_guide`).
 
@@ -17,7 +18,10 @@ mod codec;
 mod expand;
 mod fallback;
 mod imports;
+mod meta;
+mod probe;
 mod rewrite;
+mod scan;
 mod sig;
 mod valid;
 

@@ -31,17 +31,12 @@ pub fn variant(name: &str) -> syn::Ident {
     syn::Ident::new(&format!("Step{out}"), Span::call_site())
 }
 
-/// The variant of step `name`, spanned at `span` (a payload, or the step's own name in the enum, so
-/// that a type mismatch says "tuple variant defined here" at the step the payload is for).
-pub fn variant_at(name: &str, span: Span) -> syn::Ident {
-    let mut v = variant(name);
-    v.set_span(span);
-    v
-}
-
-struct GotoArgs {
-    target: LitStr,
-    payload: Option<Expr>,
+/// `goto!("step", payload)`'s arguments.
+pub struct GotoArgs {
+    /// The target step.
+    pub target: LitStr,
+    /// The payload, if any.
+    pub payload: Option<Expr>,
 }
 
 impl Parse for GotoArgs {
@@ -53,6 +48,16 @@ impl Parse for GotoArgs {
             None
         };
         let _ = input.parse::<Option<Token![,]>>()?;
+        if !input.is_empty() {
+            // A step with several parameters takes them as one tuple.
+            return Err(syn::Error::new(
+                input.span(),
+                format!(
+                    "`goto!` takes one payload; write several values as a tuple: `goto!(\"{}\", (a, b))`",
+                    target.value()
+                ),
+            ));
+        }
         Ok(GotoArgs { target, payload })
     }
 }
@@ -107,7 +112,7 @@ fn await_args(mac: &Macro) -> syn::Result<AwaitArgs> {
         if place.is_some() {
             return Err(syn::Error::new(
                 kv.key.span(),
-                format!("`{}` is given twice in `await_input!`", kv.key),
+                format!("`{}` is given twice in `await_input!`; keep one", kv.key),
             ));
         }
         *place = Some(kv.value);
@@ -138,7 +143,7 @@ pub enum Mode<'a> {
     Typed {
         skill: &'a Skill,
         step: &'a Step,
-        state: &'a syn::Ident,
+        state: &'a TokenStream,
         krate: &'a TokenStream,
     },
     /// The skill has errors elsewhere: keep the item compiling without follow-on errors or warnings.
@@ -154,22 +159,32 @@ pub struct Rewriter<'a> {
     pub gotos: Vec<String>,
 }
 
-// Input: the state enum, a step name and a payload expression.
-// Output: `State::StepX(payload)`, every token at the payload's span, so that a payload of the wrong
-// type is one error at the payload (and "tuple variant defined here" points at step `x`).
-fn constructor(state: &syn::Ident, step: &str, payload: TokenStream) -> TokenStream {
+// Input: the path to the state enum (`<Self as FlowSkill>::State`), a step and a payload expression.
+// Output: `<Self as FlowSkill>::State::x(payload)`, spanned at the payload: `x` is the step's
+// constructor (see `codec::constructors`), declared with the step's name and parameter list, so a
+// payload of the wrong type is one error at the payload whose note shows step `x` and its parameters.
+fn constructor(state: &TokenStream, step: &Step, payload: TokenStream) -> TokenStream {
     let span = payload.span();
-    let mut state = state.clone();
-    state.set_span(span);
-    let v = variant_at(step, span);
-    quote_spanned!(span=> #state::#v(#payload))
+    let mut f = step.ident.clone();
+    f.set_span(span);
+    // The first and the last token carry the payload's span, so the call's span is the payload's.
+    let state: TokenStream = state
+        .clone()
+        .into_iter()
+        .map(|mut tt| {
+            tt.set_span(span);
+            tt
+        })
+        .collect();
+    quote_spanned!(span=> #state::#f(#payload))
 }
 
 fn error(span: Span, message: String) -> Expr {
     syn::parse_quote_spanned! {span=> ::core::compile_error!(#message) }
 }
 
-fn is_ours(mac: &Macro) -> Option<&'static str> {
+/// `"goto"` or `"await_input"` for our macros (by the last path segment), else `None`.
+pub fn is_ours(mac: &Macro) -> Option<&'static str> {
     let last = mac.path.segments.last()?;
     if last.ident == "goto" {
         Some("goto")
@@ -199,9 +214,22 @@ impl Rewriter<'_> {
         syn::parse_quote!(#krate::__private::neutral((#(#args,)*)))
     }
 
+    // A `goto!(..);` statement (an error reported by `scan`): as a statement the neutral stand-in
+    // would have no type to infer, so it gets `()`.
+    fn neutral_statement(&mut self, mac: &Macro) -> Option<Expr> {
+        let Mode::Neutral { krate } = &self.mode else {
+            return None;
+        };
+        is_ours(mac)?;
+        let path = &mac.path;
+        Some(syn::parse_quote!(#path!(@__radkit_typed #krate::__private::neutral::<_, ()>(()))))
+    }
+
     fn goto(&mut self, mac: &Macro) -> Expr {
         let args: GotoArgs = match mac.parse_body() {
             Ok(a) => a,
+            // `GotoArgs`' own messages already say the fix (`<problem>; <fix>`); syn's do not.
+            Err(e) if e.to_string().contains("; ") => return error(e.span(), e.to_string()),
             Err(e) => return error(e.span(), format!("{e}; write `goto!(\"step\", payload)`")),
         };
         let (skill, state, krate) = match &self.mode {
@@ -234,9 +262,11 @@ impl Rewriter<'_> {
             Some(p) => p.to_token_stream(),
             None => quote_spanned!(args.target.span()=> ()),
         };
-        let ctor = constructor(state, &target_name, payload);
+        let ctor = constructor(state, target, payload);
         syn::parse_quote! {
-            ::core::result::Result::Ok(#krate::__private::Transition::goto(#ctor))
+            ::core::result::Result::<_, #krate::__private::StepError>::Ok(
+                #krate::__private::Transition::goto(#ctor)
+            )
         }
     }
 
@@ -271,10 +301,12 @@ impl Rewriter<'_> {
             Some(c) => c.to_token_stream(),
             None => quote_spanned!(mac.path.span()=> ()),
         };
-        let ctor = constructor(state, &resume.name, carry);
+        let ctor = constructor(state, resume, carry);
         let (slot, message) = (&args.slot, &args.message);
         syn::parse_quote! {
-            ::core::result::Result::Ok(#krate::__private::Transition::await_input(#ctor, #slot, #message))
+            ::core::result::Result::<_, #krate::__private::StepError>::Ok(
+                #krate::__private::Transition::await_input(#ctor, #slot, #message)
+            )
         }
     }
 
@@ -351,6 +383,12 @@ impl VisitMut for Rewriter<'_> {
 
     fn visit_stmt_mut(&mut self, stmt: &mut Stmt) {
         if let Stmt::Macro(m) = stmt {
+            if m.semi_token.is_some() {
+                if let Some(new) = self.neutral_statement(&m.mac) {
+                    *stmt = Stmt::Expr(new, m.semi_token);
+                    return;
+                }
+            }
             if let Some(new) = self.rewrite(&m.mac) {
                 *stmt = Stmt::Expr(new, m.semi_token);
                 return;
@@ -385,7 +423,7 @@ mod tests {
 
     fn typed(step: usize, mut block: syn::Block) -> (String, Vec<String>) {
         let skill = skill();
-        let state = syn::Ident::new("State", Span::call_site());
+        let state = quote!(State);
         let krate = quote!(::radkit);
         let mut r = Rewriter {
             mode: Mode::Typed {
@@ -405,7 +443,7 @@ mod tests {
         let (out, gotos) = typed(0, parse_quote!({ goto!("critique", draft) }));
         assert_eq!(gotos, ["critique"]);
         assert!(
-            out.contains("goto ! (@ __radkit_typed :: core :: result :: Result :: Ok (:: radkit :: __private :: Transition :: goto (State :: StepCritique (draft))))"),
+            out.contains("goto ! (@ __radkit_typed :: core :: result :: Result :: < _ , :: radkit :: __private :: StepError > :: Ok (:: radkit :: __private :: Transition :: goto (State :: critique (draft))))"),
             "{out}"
         );
     }
@@ -421,9 +459,7 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains(
-                "Transition :: await_input (State :: StepHumanInput (d) , \"note\" , \"?\")"
-            ),
+            out.contains("Transition :: await_input (State :: human_input (d) , \"note\" , \"?\")"),
             "{out}"
         );
     }

@@ -4,12 +4,37 @@
 //! compiler (payloads are serde, start parameters are `Default`) are checked by generated code at the
 //! user's types (see `expand`).
 
+use syn::spanned::Spanned;
 use syn::{FnArg, ImplItemFn, Pat, ReturnType, Type};
 
 use crate::ast::{last_ident, push, Param, Role};
 
-fn is_ctx(ty: &Type) -> bool {
-    matches!(ty, Type::Reference(r) if r.mutability.is_none() && last_ident(&r.elem).is_some_and(|i| i == "StepCtx"))
+/// `StepCtx`, `radkit::flow::StepCtx` (any form: by value, `&`, `&mut`).
+fn names_ctx(ty: &Type) -> bool {
+    last_ident(ty).is_some_and(|i| i == "StepCtx")
+}
+
+/// A type that may be `StepCtx` under another name (`use radkit::flow::StepCtx as Ctx;`, a `type`
+/// alias): a plain path without generic arguments, other than the primitives and the owned types a
+/// payload usually is. A macro cannot resolve names; for these the expansion asks the compiler.
+pub fn may_be_ctx_alias(ty: &Type) -> bool {
+    const NOT_CTX: &[&str] = &[
+        "str", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
+        "i64", "i128", "isize", "f32", "f64", "String", "Content", "Value", "Self",
+    ];
+    match ty {
+        Type::Path(p) => {
+            p.qself.is_none()
+                && p.path.segments.iter().all(|s| s.arguments.is_none())
+                && p.path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident != "StepCtx" && !NOT_CTX.iter().any(|n| s.ident == n))
+        }
+        Type::Group(g) => may_be_ctx_alias(&g.elem),
+        Type::Paren(p) => may_be_ctx_alias(&p.elem),
+        _ => false,
+    }
 }
 
 /// `Content`, `radkit::model::Content`: the user's message.
@@ -109,7 +134,8 @@ pub fn check(method: &ImplItemFn, resume: bool) -> syn::Result<Vec<Param>> {
             }
         };
         let ty = (*pt.ty).clone();
-        let role = if is_ctx(&ty) {
+        let mut alias = false;
+        let role = if names_ctx(&ty) {
             if ctx_seen {
                 push(
                     &mut errors,
@@ -117,7 +143,54 @@ pub fn check(method: &ImplItemFn, resume: bool) -> syn::Result<Vec<Param>> {
                 );
             }
             ctx_seen = true;
+            // The context is lent to the step for one visit; only a shared borrow of it is a
+            // parameter. Any other form is still the context, not a payload, so no other step's
+            // `goto!` is reported for it.
+            let how = match &ty {
+                Type::Reference(r) if r.mutability.is_some() => {
+                    Some("borrows the step context mutably, but steps share it")
+                }
+                Type::Reference(_) => None,
+                _ => Some("takes the step context by value, but a step only borrows it"),
+            };
+            if let Some(how) = how {
+                push(
+                    &mut errors,
+                    syn::Error::new_spanned(
+                        &pt.ty,
+                        format!("`{name}` {how}; write `{name}: &StepCtx`"),
+                    ),
+                );
+            }
             Role::Ctx
+        } else if let Type::Reference(r) = &ty {
+            if let Some(m) = r.mutability {
+                let (and, elem) = (r.and_token, &r.elem);
+                let owned = crate::codec::canonical(quote::quote!(#elem));
+                push(
+                    &mut errors,
+                    syn::Error::new_spanned(
+                        quote::quote!(#and #m),
+                        format!("step parameters cannot be `&mut`; take the payload by value (`{name}: {owned}`), or the step context as `ctx: &StepCtx`"),
+                    ),
+                );
+                Role::Payload
+            } else if may_be_ctx_alias(&r.elem) {
+                // Either the context under another name or a reference payload: the compiler tells,
+                // through `rules::StepContext` at the type (whose message is the payload rule's).
+                alias = true;
+                Role::Ctx
+            } else {
+                // Payloads are journaled and outlive the step: they must be owned values.
+                push(
+                    &mut errors,
+                    syn::Error::new_spanned(
+                        r.and_token,
+                        "step payloads are journaled and must be owned; take the value, not a reference",
+                    ),
+                );
+                Role::Payload
+            }
         } else if is_content(&ty) {
             // One message arrives per event: a second `Content` would have nothing to receive.
             if let Some(first) = &content {
@@ -136,27 +209,24 @@ pub fn check(method: &ImplItemFn, resume: bool) -> syn::Result<Vec<Param>> {
                 Role::Payload
             }
         } else {
-            // Payloads are journaled and outlive the step: they must be owned values.
-            match &ty {
-                Type::Reference(r) => push(
-                    &mut errors,
-                    syn::Error::new_spanned(
-                        r.and_token,
-                        "step payloads are journaled and must be owned; take the value, not a reference",
-                    ),
-                ),
-                Type::ImplTrait(t) => push(
+            if let Type::ImplTrait(t) = &ty {
+                push(
                     &mut errors,
                     syn::Error::new_spanned(
                         t,
                         "step payloads need a concrete type; `impl Trait` cannot be journaled",
                     ),
-                ),
-                _ => {}
+                );
             }
             Role::Payload
         };
-        params.push(Param { ty, role });
+        params.push(Param {
+            ty,
+            role,
+            name,
+            pat_span: pt.pat.span(),
+            alias,
+        });
     }
     match errors {
         Some(e) => Err(e),
@@ -227,6 +297,58 @@ mod tests {
         .unwrap_or_default();
         let roles: Vec<Role> = params.iter().map(|p| p.role).collect();
         assert_eq!(roles, [Role::Payload, Role::Reply]);
+    }
+
+    #[test]
+    fn the_context_is_recognised_in_any_form() {
+        let roles = |method: ImplItemFn| -> (Vec<(Role, bool)>, Vec<String>) {
+            match check(&method, false) {
+                Ok(params) => (
+                    params.iter().map(|p| (p.role, p.alias)).collect(),
+                    Vec::new(),
+                ),
+                Err(e) => (Vec::new(), e.into_iter().map(|e| e.to_string()).collect()),
+            }
+        };
+        // Another name for the context is taken as the context, checked by the compiler.
+        let (ok, _) = roles(parse_quote!(
+            async fn a(&self, ctx: &Ctx, text: String) -> StepResult {
+                todo!()
+            }
+        ));
+        assert_eq!(ok, [(Role::Ctx, true), (Role::Payload, false)]);
+        for (method, expected) in [
+            (
+                parse_quote!(
+                    async fn a(&self, ctx: StepCtx) -> StepResult {
+                        todo!()
+                    }
+                ),
+                "write `ctx: &StepCtx`",
+            ),
+            (
+                parse_quote!(
+                    async fn a(&self, c: &mut radkit::StepCtx) -> StepResult {
+                        todo!()
+                    }
+                ),
+                "write `c: &StepCtx`",
+            ),
+            (
+                parse_quote!(
+                    async fn a(&self, ctx: &mut Ctx) -> StepResult {
+                        todo!()
+                    }
+                ),
+                "cannot be `&mut`",
+            ),
+        ] {
+            let (_, errors) = roles(method);
+            assert!(
+                errors.len() == 1 && errors[0].contains(expected),
+                "{expected}: {errors:?}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,11 @@
-//! Stage 3: rules across steps (one start step, known and unique `resume_from` targets, unique
-//! names). Each rule says why it exists. Rules inside one signature live in `sig`.
+//! Stage 3: rules across steps (one start step that receives the message, known and unique
+//! `resume_from` and `goto!` targets, unique names). Each rule says why it exists. Rules inside one
+//! signature live in `sig`; a rule whose answer depends on another item (another impl block of the
+//! type) becomes a `probe` the compiler finishes.
 
 use crate::ast::{push, Skill};
+use crate::probe::Probe;
+use crate::sig::is_content;
 
 /// "`a`, `b`, `c`" for messages.
 pub fn step_list(skill: &Skill) -> String {
@@ -13,9 +17,10 @@ pub fn step_list(skill: &Skill) -> String {
         .join(", ")
 }
 
-/// Check the skill; `call_site` is where "missing …" errors point.
-pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> Option<syn::Error> {
+/// Check the skill; `call_site` is where "missing …" errors point. Returns the errors and the probes.
+pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> (Option<syn::Error>, Vec<Probe>) {
     let mut errors = None;
+    let mut probes = Vec::new();
     // A skill without steps cannot start: the first user message has nowhere to go.
     if skill.steps.is_empty() {
         push(
@@ -25,7 +30,7 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> Option<syn::Erro
                 "this #[flow_skill] impl has no #[step] methods; add at least `#[step(start)]`",
             ),
         );
-        return errors;
+        return (errors, probes);
     }
     // Step names are state names in the journal: two steps with one name could not be told apart.
     for (i, step) in skill.steps.iter().enumerate() {
@@ -37,7 +42,7 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> Option<syn::Erro
                     format!("duplicate step `{}`; rename one of the two methods (step names are state names in the journal)", step.name),
                 ),
             );
-            return errors;
+            return (errors, probes);
         }
     }
     // `__start` names the state before the first message in the journal.
@@ -50,18 +55,32 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> Option<syn::Erro
             ),
         );
     }
-    // Exactly one start step: the first user message must have exactly one destination.
+    // Exactly one start step: the first user message must have exactly one destination. None here
+    // may mean the start step is in another impl block of the type: a probe tells.
     let starts: Vec<_> = skill
         .steps
         .iter()
         .filter(|s| s.attrs.start.is_some())
         .collect();
     match starts.as_slice() {
-        [] => push(
-            &mut errors,
-            syn::Error::new(call_site, format!("no #[step(start)] method; mark the step that receives the first message (steps are {})", step_list(skill))),
-        ),
-        [_] => {}
+        [] => probes.push(Probe::NoStart {
+            span: call_site,
+            steps: step_list(skill),
+            alone: format!("no #[step(start)] method; mark the step that receives the first message (steps are {})", step_list(skill)),
+        }),
+        [start] => {
+            // The first message is the task's request: a start step that cannot receive it would run
+            // as if the user had said nothing. `_: Content` says so on purpose.
+            if start.sig_ok && !start.params.iter().any(|p| is_content(&p.ty)) {
+                push(
+                    &mut errors,
+                    syn::Error::new(
+                        start.ident.span(),
+                        format!("start step `{}` has no `Content` parameter, so the first message would be dropped; add `msg: Content`, or `_: Content` to ignore it", start.name),
+                    ),
+                );
+            }
+        }
         [first, rest @ ..] => {
             for extra in rest {
                 let span = extra.attrs.start.unwrap_or(extra.span);
@@ -89,11 +108,8 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> Option<syn::Erro
                     format!("`{name}` cannot resume from itself; name the step whose `await_input!` it answers"),
                 ),
             );
-        } else if !skill.steps.iter().any(|s| s.name == name) {
-            push(
-                &mut errors,
-                syn::Error::new_spanned(target, unknown_step(skill, &name)),
-            );
+        } else if skill.step(&name).is_none() {
+            unknown_target(skill, target, &mut errors, &mut probes);
         }
         // One resume step per asking step: a reply must have exactly one destination.
         if let Some(other) = skill.steps[..i].iter().find(|s| {
@@ -114,7 +130,71 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> Option<syn::Erro
             );
         }
     }
-    errors
+    for step in &skill.steps {
+        for target in &step.gotos {
+            let name = target.value();
+            match skill.step(&name) {
+                None => unknown_target(skill, target, &mut errors, &mut probes),
+                // A resume step runs on a reply, with the reply: entering it now would have none.
+                Some(t) => {
+                    if let Some(from) = &t.attrs.resume_from {
+                        push(
+                            &mut errors,
+                            syn::Error::new_spanned(
+                                target,
+                                format!(
+                                    "`{name}` runs on the user's reply to `{from}`; `goto!` a step that runs now, or `await_input!` in `{from}`",
+                                    from = from.value()
+                                ),
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        // A reply is routed to the step that resumes from the one that asked: without it, the
+        // reply would have nowhere to go.
+        if skill.resume_of(&step.name).is_none() {
+            for span in &step.awaits {
+                probes.push(Probe::NoResume {
+                    span: *span,
+                    step: step.name.clone(),
+                    alone: format!(
+                        "`await_input!` in step `{name}`, but no step resumes from it; add a step with #[step(resume_from = \"{name}\")]",
+                        name = step.name
+                    ),
+                });
+            }
+        }
+    }
+    (errors, probes)
+}
+
+// A `goto!` or `resume_from` target that is no step here: a method of this block that lacks
+// `#[step]` is an error now; anything else may be a step of another impl block of the type.
+fn unknown_target(
+    skill: &Skill,
+    target: &syn::LitStr,
+    errors: &mut Option<syn::Error>,
+    probes: &mut Vec<Probe>,
+) {
+    let name = target.value();
+    if skill.methods.contains(&name) {
+        push(
+            errors,
+            syn::Error::new_spanned(
+                target,
+                format!("`{name}` is a method of this impl but not a step; mark it #[step]"),
+            ),
+        );
+    } else {
+        probes.push(Probe::UnknownStep {
+            span: target.span(),
+            name: name.clone(),
+            alone: unknown_step(skill, &name),
+            quiet: skill.start().is_none(),
+        });
+    }
 }
 
 /// "no step named `x` in this impl; steps are `a`, `b`; did you mean `a`?"
@@ -141,7 +221,7 @@ pub fn nearest<'a>(skill: &'a Skill, name: &str) -> Option<&'a str> {
 
 /// Edit distance counting a swap of two neighbours as one edit (optimal string alignment), so the
 /// common `aks` for `ask` is one edit away.
-fn distance(a: &str, b: &str) -> usize {
+pub fn distance(a: &str, b: &str) -> usize {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
     let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
     for (i, row) in d.iter_mut().enumerate() {
@@ -174,23 +254,31 @@ mod tests {
     fn messages(mut item: syn::ItemImpl) -> Vec<String> {
         let (skill, errors) = from_syn(&mut item);
         assert!(errors.is_none());
-        validate(&skill, proc_macro2::Span::call_site())
+        let (errors, probes) = validate(&skill, proc_macro2::Span::call_site());
+        let mut all: Vec<String> = errors
             .map(|e| e.into_iter().map(|e| e.to_string()).collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        all.extend(probes.iter().filter_map(|p| match p {
+            Probe::NoStart { alone, .. }
+            | Probe::UnknownStep { alone, .. }
+            | Probe::NoResume { alone, .. } => Some(alone.clone()),
+            _ => None,
+        }));
+        all
     }
 
     #[test]
     fn one_start_step_and_known_unique_resume_targets() {
         let ok = messages(parse_quote! {
             impl S {
-                #[step(start)] async fn a(&self) -> StepResult { todo!() }
+                #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() }
                 #[step(resume_from = "a")] async fn b(&self, r: Content) -> StepResult { todo!() }
             }
         });
         assert!(ok.is_empty(), "{ok:?}");
         let bad = messages(parse_quote! {
             impl S {
-                #[step(start)] async fn ask(&self) -> StepResult { todo!() }
+                #[step(start)] async fn ask(&self, m: Content) -> StepResult { todo!() }
                 #[step(start)] async fn other(&self) -> StepResult { todo!() }
                 #[step(resume_from = "aks")] async fn b(&self, r: Content) -> StepResult { todo!() }
                 #[step(resume_from = "c")] async fn c(&self, r: Content) -> StepResult { todo!() }
@@ -200,8 +288,9 @@ mod tests {
             bad,
             [
                 "multiple #[step(start)] methods; `ask` is already the start step",
-                "no step named `aks` in this impl; steps are `ask`, `other`, `b`, `c`; did you mean `ask`?",
                 "`c` cannot resume from itself; name the step whose `await_input!` it answers",
+                // A probe: `aks` might be a step of another impl block of `S`.
+                "no step named `aks` in this impl; steps are `ask`, `other`, `b`, `c`; did you mean `ask`?",
             ]
         );
     }
@@ -210,7 +299,7 @@ mod tests {
     fn reserved_and_raw_names() {
         let bad = messages(parse_quote! {
             impl S {
-                #[step(start)] async fn r#type(&self) -> StepResult { todo!() }
+                #[step(start)] async fn r#type(&self, _: Content) -> StepResult { todo!() }
                 #[step(resume_from = "type")] async fn __start(&self) -> StepResult { todo!() }
             }
         });
@@ -231,6 +320,49 @@ mod tests {
         assert_eq!(
             bad,
             ["no #[step(start)] method; mark the step that receives the first message (steps are `a`, `b`)"]
+        );
+    }
+
+    #[test]
+    fn start_step_receives_the_message() {
+        let bad = messages(parse_quote! {
+            impl S {
+                #[step(start)] async fn ask(&self, ctx: &StepCtx) -> StepResult { todo!() }
+            }
+        });
+        assert_eq!(
+            bad,
+            ["start step `ask` has no `Content` parameter, so the first message would be dropped; add `msg: Content`, or `_: Content` to ignore it"]
+        );
+        let ok = messages(parse_quote! {
+            impl S {
+                #[step(start)] async fn ask(&self, _: radkit::model::Content) -> StepResult { todo!() }
+            }
+        });
+        assert!(ok.is_empty(), "{ok:?}");
+    }
+
+    #[test]
+    fn goto_targets_are_steps_of_this_block() {
+        let bad = messages(parse_quote! {
+            impl S {
+                #[step(start)]
+                async fn a(&self, m: Content) -> StepResult {
+                    if x { return goto!("helper"); }
+                    if y { return goto!("b", 1); }
+                    goto!("elsewhere")
+                }
+                #[step(resume_from = "a")] async fn b(&self, r: Content) -> StepResult { todo!() }
+                fn helper(&self) {}
+            }
+        });
+        assert_eq!(
+            bad,
+            [
+                "`helper` is a method of this impl but not a step; mark it #[step]",
+                "`b` runs on the user's reply to `a`; `goto!` a step that runs now, or `await_input!` in `a`",
+                "no step named `elsewhere` in this impl; steps are `a`, `b`",
+            ]
         );
     }
 

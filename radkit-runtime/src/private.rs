@@ -1,17 +1,18 @@
 //! What macro expansions name (`::radkit::__private::…`). Not a public API: it changes with the
 //! macros. Users never depend on `serde`, `async-trait` or `inventory` directly for the macros.
 //!
-//! The traits here carry `#[diagnostic::on_unimplemented]` so that a type rule broken in user code
-//! (a payload that is not serde, a start parameter that is not `Default`) reads as our message at the
-//! user's type, once.
+//! The type rules a skill must follow are traits in the public `flow::rules` (rustc names them in its
+//! messages). What stays here is plumbing: serde helpers of the state enum, stand-ins for a skill
+//! with errors, and the compile-time probes below.
 
-use std::sync::Arc;
+use std::marker::PhantomData;
 
 pub use async_trait::async_trait;
 pub use inventory;
 pub use serde;
 pub use serde_json::{Error as JsonError, Value};
 
+pub use crate::flow::rules::Meta;
 pub use crate::flow::{
     ErasedSkill, Event, FlowSkill, SkillInfo, StepCtx, StepError, StepInfo, StepResult, Transition,
 };
@@ -25,123 +26,6 @@ pub use crate::registry::SkillRegistration;
 pub mod macros {
     pub use crate::{await_input, goto};
     pub use radkit_macros::step;
-}
-
-/// The metadata a `#[flow_skill(..)]` attribute declares (all `'static`, so registration is const).
-#[derive(Debug, Clone, Copy)]
-pub struct Meta {
-    /// Skill id.
-    pub id: &'static str,
-    /// Skill name.
-    pub name: &'static str,
-    /// Description (doc comments or `description = ".."`).
-    pub description: &'static str,
-    /// Explicit version, if any (else derived from the step graph).
-    pub version: Option<&'static str>,
-    /// Tags.
-    pub tags: &'static [&'static str],
-    /// Examples.
-    pub examples: &'static [&'static str],
-    /// Input modes.
-    pub input_modes: &'static [&'static str],
-    /// Output modes.
-    pub output_modes: &'static [&'static str],
-}
-
-impl Meta {
-    /// Stands in for metadata that did not parse, so that one bad argument is one error.
-    pub const PLACEHOLDER: Meta = Meta {
-        id: "",
-        name: "",
-        description: "",
-        version: None,
-        tags: &[],
-        examples: &[],
-        input_modes: &[],
-        output_modes: &[],
-    };
-}
-
-/// Where a skill's metadata lives: written by `#[flow_skill(..)]` on the impl block or on the struct.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` has no skill metadata",
-    label = "this impl block needs an `id` and a `name`",
-    note = "write `#[flow_skill(id = \"..\", name = \"..\")]` on the impl block, or on the struct with a bare `#[flow_skill]` on the impl block"
-)]
-pub trait SkillMeta {
-    /// The metadata.
-    const META: Meta;
-}
-
-/// Implemented only by the impl-block expansion of `#[flow_skill]`.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` has #[flow_skill] on its struct but no #[flow_skill] impl block",
-    label = "the steps of this skill are never registered",
-    note = "add a bare `#[flow_skill]` to the `impl {Self}` block that holds the #[step] methods"
-)]
-pub trait FlowSkillImpl {}
-
-/// A step payload: what the journal stores between steps.
-#[diagnostic::on_unimplemented(
-    message = "step payload `{Self}` must be `Serialize + DeserializeOwned`",
-    label = "this payload is persisted in the journal",
-    note = "derive `serde::Serialize` and `serde::Deserialize` for it"
-)]
-pub trait Payload: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
-
-#[diagnostic::do_not_recommend]
-impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Payload for T {}
-
-/// A start-step parameter seeded with `Default::default()` on the first message.
-#[diagnostic::on_unimplemented(
-    message = "start-step parameter `{Self}` must implement `Default`",
-    label = "the first message seeds this parameter with `Default::default()`",
-    note = "derive or implement `Default` for it, or make it the step's `Content` parameter"
-)]
-pub trait Seed: Default {}
-
-// `do_not_recommend` keeps rustc from explaining the blanket impl: the message stays ours and does not
-// depend on how rustc abbreviates `Default` in a given build.
-#[diagnostic::do_not_recommend]
-impl<T: Default> Seed for T {}
-
-/// A skill the registry can build.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` must implement `Default` to be registered",
-    label = "the registry builds the skill with `Default::default()`",
-    note = "derive `Default` for the skill struct, or write `register = false` in #[flow_skill(..)] and hand the skill to the engine yourself"
-)]
-pub trait Registrable: FlowSkill + Default {}
-
-#[diagnostic::do_not_recommend]
-impl<T: FlowSkill + Default> Registrable for T {}
-
-/// How one payload parameter goes to and from JSON. Building it is the only place that requires
-/// `T: Payload`: the expansion builds each one once, in a function spanned at the user's type, so a
-/// type that is not serde is one error at that type (and the state enum's serde impls stay valid).
-pub struct Codec<T> {
-    to_json: fn(&T) -> Result<Value, JsonError>,
-    from_json: fn(Value) -> Result<T, JsonError>,
-}
-
-impl<T> Codec<T> {
-    /// Encode.
-    pub fn to_json(&self, value: &T) -> Result<Value, JsonError> {
-        (self.to_json)(value)
-    }
-
-    /// Decode.
-    pub fn from_json(&self, value: Value) -> Result<T, JsonError> {
-        (self.from_json)(value)
-    }
-}
-
-/// The codec of a payload type.
-pub fn codec<T: Payload>() -> Codec<T> {
-    Codec {
-        to_json: |value| serde_json::to_value(value),
-        from_json: serde_json::from_value,
-    }
 }
 
 /// Several encoded parameters as one JSON array (the payload tuple).
@@ -226,29 +110,10 @@ pub fn unknown_variant<E: serde::de::Error>(name: &str, expected: &'static [&'st
     E::unknown_variant(name, expected)
 }
 
-/// The default value of a start-step parameter.
-pub fn seed<T: Seed>() -> T {
-    T::default()
-}
-
 /// Stands in for `goto!`/`await_input!` in a skill that has compile errors elsewhere: it uses its
 /// arguments (no "unused variable" warnings) and fits any type (no follow-on type errors). Never runs.
 pub fn neutral<A, R>(_arguments: A) -> R {
     unreachable!("a #[flow_skill] with compile errors never runs")
-}
-
-/// A step's future, checked `Send` at the call of that step (spanned at the step's name), so that a
-/// step holding an `Rc` across an `.await` is one error at that step rather than at the attribute.
-#[allow(clippy::type_complexity)]
-pub fn send_step<'a, F: std::future::Future + Send + 'a>(
-    future: F,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = F::Output> + Send + 'a>> {
-    Box::pin(future)
-}
-
-/// Build a registered skill.
-pub fn build_default<T: Registrable>() -> Arc<dyn ErasedSkill> {
-    crate::flow::erase(T::default())
 }
 
 /// The `SkillInfo` of a macro skill; the version is derived from `steps` unless one is declared.
@@ -298,4 +163,71 @@ macro_rules! await_input {
     ($($tokens:tt)*) => {
         ::core::compile_error!("`await_input!` only works inside a #[step] method of a #[flow_skill] impl block, where it becomes a typed transition")
     };
+}
+
+/// A compile-time question about a skill type `T` (and a step name hashed to `H`), answered by which
+/// associated const resolves: an inherent const when `T` has the marker, else the [`Otherwise`]
+/// default. The expansion reads the answers in a `const` item and panics there with its own
+/// message, so a mistake that spans two items (steps split over two impl blocks, metadata written
+/// twice) is reported in words about both, not as a trait conflict.
+pub struct Probe<T: ?Sized, const H: u128 = 0>(PhantomData<T>);
+
+/// Implemented by the expansion of a `#[flow_skill]` impl block without a `#[step(start)]` method.
+pub trait StepsBlock {}
+
+/// Implemented by the expansion of a `#[flow_skill]` impl block for each of its steps (`H` hashes the
+/// step name).
+pub trait HasStep<const H: u128> {}
+
+/// Implemented by the expansion of a `#[flow_skill]` impl block for each `resume_from` target of its
+/// steps (`H` hashes the target's name).
+pub trait ResumesFrom<const H: u128> {}
+
+/// The answers when the marker is missing.
+pub trait Otherwise {
+    /// Some impl block of `T` has the start step (it implements `FlowSkill`, for real or as the
+    /// stand-in of a block with errors).
+    const START_BLOCK: bool = false;
+    /// Some impl block of `T` has no start step.
+    const STEPS_BLOCK: bool = false;
+    /// Some impl block of `T` has the step hashed to `H`.
+    const HAS_STEP: bool = false;
+    /// Some step of `T` resumes from the step hashed to `H`.
+    const RESUMES_FROM: bool = false;
+    /// `T` has metadata on its struct.
+    const STRUCT_META: bool = false;
+    /// `T` is the step context.
+    const IS_STEP_CTX: bool = false;
+}
+
+impl<T: ?Sized, const H: u128> Otherwise for Probe<T, H> {}
+
+impl<T: ?Sized + FlowSkill, const H: u128> Probe<T, H> {
+    /// See [`Otherwise::START_BLOCK`].
+    pub const START_BLOCK: bool = true;
+}
+
+impl<T: ?Sized + StepsBlock, const H: u128> Probe<T, H> {
+    /// See [`Otherwise::STEPS_BLOCK`].
+    pub const STEPS_BLOCK: bool = true;
+}
+
+impl<T: ?Sized + HasStep<H>, const H: u128> Probe<T, H> {
+    /// See [`Otherwise::HAS_STEP`].
+    pub const HAS_STEP: bool = true;
+}
+
+impl<T: ?Sized + ResumesFrom<H>, const H: u128> Probe<T, H> {
+    /// See [`Otherwise::RESUMES_FROM`].
+    pub const RESUMES_FROM: bool = true;
+}
+
+impl<T: ?Sized + crate::flow::rules::SkillMeta, const H: u128> Probe<T, H> {
+    /// See [`Otherwise::STRUCT_META`].
+    pub const STRUCT_META: bool = true;
+}
+
+impl<const H: u128> Probe<StepCtx, H> {
+    /// See [`Otherwise::IS_STEP_CTX`].
+    pub const IS_STEP_CTX: bool = true;
 }

@@ -25,7 +25,7 @@ pub struct Ask;
 #[flow_skill(id = "ask", name = "Ask", register = false)]
 impl Ask {
     #[step(start)]
-    async fn ask(&self) -> StepResult {
+    async fn ask(&self, _: Content) -> StepResult {
         await_input!(slot = "answer", message = "Your answer?")
     }
 

@@ -2,7 +2,8 @@
 //! skill registered with `#[flow_skill]` (see [`crate::registry`]) plus the ones added with
 //! [`EngineBuilder::skill`]; [`EngineBuilder::only_skills`] and
 //! [`EngineBuilder::without_registered_skills`] choose a subset. Two served skills with one id are
-//! an error naming both origins. This module never touches the store.
+//! an error naming both origins; an id that is empty or contains whitespace is an error naming the
+//! skill. This module never touches the store.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -175,6 +176,8 @@ impl EngineBuilder {
         }
         let mut seen: HashMap<String, SkillOrigin> = HashMap::new();
         for (skill, origin) in &candidates {
+            let info = skill.info();
+            crate::registry::check_id(&info.id, &info.name, origin)?;
             if let Some(first) = seen.insert(skill.info().id.clone(), origin.clone()) {
                 return Err(EngineError::DuplicateSkill(DuplicateSkill {
                     id: skill.info().id.clone(),

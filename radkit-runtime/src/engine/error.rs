@@ -47,6 +47,10 @@ pub enum EngineError {
     /// Two served skills have one id.
     #[error(transparent)]
     DuplicateSkill(#[from] crate::registry::DuplicateSkill),
+    /// A served skill's id is empty or contains whitespace (the error names the skill and where it
+    /// comes from).
+    #[error(transparent)]
+    InvalidSkillId(#[from] crate::registry::InvalidSkillId),
     /// The engine cannot be built as configured: no skill to serve, a default skill or an
     /// `only_skills` id that is not served, a lease too short.
     #[error("{0}")]

@@ -62,6 +62,60 @@ pub struct DuplicateSkill {
     pub second: String,
 }
 
+/// A served skill whose id cannot name it: ids go into task records, the agent card and `skillId`
+/// metadata, where an empty id or one with whitespace cannot be told apart or written.
+#[derive(Debug, thiserror::Error)]
+#[error("skill `{name}` ({origin}) has the id `{id}`, which {problem}; give it an id without whitespace, such as `{suggestion}`")]
+pub struct InvalidSkillId {
+    /// The id, as declared.
+    pub id: String,
+    /// The skill's name, as declared.
+    pub name: String,
+    /// Where the skill comes from (`registered by #[flow_skill] at file:line` or `added with
+    /// EngineBuilder::skill`).
+    pub origin: String,
+    /// What is wrong with the id (`is empty`, `contains whitespace`).
+    pub problem: &'static str,
+    /// An id that would do, derived from the name.
+    pub suggestion: String,
+}
+
+/// What is wrong with `id` as a skill id, if anything: `"is empty"` or `"contains whitespace"`.
+/// `#[flow_skill]` applies the same rule to its `id = ".."` literal at compile time.
+pub fn id_problem(id: &str) -> Option<&'static str> {
+    if id.is_empty() {
+        Some("is empty")
+    } else if id.chars().any(char::is_whitespace) {
+        Some("contains whitespace")
+    } else {
+        None
+    }
+}
+
+/// Check the id of a skill named `name` from `origin`.
+pub fn check_id(id: &str, name: &str, origin: &SkillOrigin) -> Result<(), InvalidSkillId> {
+    let Some(problem) = id_problem(id) else {
+        return Ok(());
+    };
+    let words: Vec<String> = name
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .filter(|w| !w.is_empty())
+        .collect();
+    let suggestion = if words.is_empty() {
+        "my_skill".to_owned()
+    } else {
+        words.join("_")
+    };
+    Err(InvalidSkillId {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        origin: origin.to_string(),
+        problem,
+        suggestion,
+    })
+}
+
 /// Where a served skill comes from, for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SkillOrigin {

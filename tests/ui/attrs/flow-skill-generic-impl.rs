@@ -8,7 +8,7 @@ struct S<T>(T);
 #[flow_skill(id = "s", name = "S")]
 impl<T: Default + Send + Sync + 'static> S<T> {
     #[step(start)]
-    async fn a(&self, ctx: &StepCtx) -> StepResult {
+    async fn a(&self, ctx: &StepCtx, _: radkit::model::Content) -> StepResult {
         ctx.complete("x", vec![])
     }
 }

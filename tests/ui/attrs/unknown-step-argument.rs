@@ -8,7 +8,7 @@ struct S;
 #[flow_skill(id = "s", name = "S")]
 impl S {
     #[step(start, bogus)]
-    async fn a(&self, ctx: &StepCtx) -> StepResult {
+    async fn a(&self, ctx: &StepCtx, _: radkit::model::Content) -> StepResult {
         ctx.complete("x", vec![])
     }
 }

@@ -8,7 +8,7 @@ struct S;
 #[flow_skill]
 impl S {
     #[step(start)]
-    async fn a(&self, ctx: &StepCtx) -> StepResult {
+    async fn a(&self, ctx: &StepCtx, _: radkit::model::Content) -> StepResult {
         ctx.complete("x", vec![])
     }
 }

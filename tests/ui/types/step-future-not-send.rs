@@ -9,7 +9,7 @@ struct S;
 #[flow_skill(id = "s", name = "S")]
 impl S {
     #[step(start)]
-    async fn a(&self, ctx: &StepCtx) -> StepResult {
+    async fn a(&self, ctx: &StepCtx, _: radkit::model::Content) -> StepResult {
         let count = Rc::new(1);
         ctx.progress("thinking").await?;
         ctx.complete(format!("{count}"), vec![])

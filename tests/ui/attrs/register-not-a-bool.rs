@@ -1,0 +1,17 @@
+// Rule: `register` is `true` or `false`.
+use radkit::flow::{StepCtx, StepResult};
+use radkit::flow_skill;
+use radkit::model::Content;
+
+#[derive(Default)]
+struct S;
+
+#[flow_skill(id = "s", name = "S", register = "no")]
+impl S {
+    #[step(start)]
+    async fn a(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        ctx.complete(msg.joined_texts(), vec![])
+    }
+}
+
+fn main() {}

@@ -1,0 +1,17 @@
+// Rule: a misspelled #[step] is reported first, with the fix, and nothing follows from it.
+use radkit::flow::{StepCtx, StepResult};
+use radkit::flow_skill;
+use radkit::model::Content;
+
+#[derive(Default)]
+struct S;
+
+#[flow_skill(id = "s", name = "S")]
+impl S {
+    #[stpe(start)]
+    async fn a(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        ctx.complete(msg.joined_texts(), vec![])
+    }
+}
+
+fn main() {}
