@@ -149,7 +149,7 @@ pub(crate) fn settle_due(st: &mut RunState, id: &InvocationId, cmd: &Cmd) -> ser
         _ => serde_json::Value::Null,
     };
     st.record_receipt(ok(id, value.clone()));
-    st.set_wake(None);
+    st.rewake();
     if matches!(cmd.kind, CmdKind::AskUser { .. }) {
         st.set_status(TaskState::Working);
     }
@@ -179,7 +179,7 @@ pub(crate) fn receive_reply(
     };
     let transition = st.command(&id).is_some_and(|c| c.transition);
     st.record_receipt(ok(&id, reply_value(&message)));
-    st.set_wake(None);
+    st.rewake();
     if transition {
         st.queue.push_front(Work::Execute(id));
     } else if let Some((visit, event)) = open_visit {

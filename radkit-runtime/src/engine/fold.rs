@@ -386,6 +386,16 @@ impl Folded {
     pub fn cancel_delivered(&self) -> bool {
         self.cancel_delivered
     }
+    /// The earliest time a command without a receipt waits for (a sleep's end, a question's
+    /// deadline, a call's recheck).
+    pub fn earliest_timer(&self) -> Option<i64> {
+        self.commands
+            .values()
+            .filter(|c| c.receipt.is_none())
+            .filter_map(|c| c.fire_at_ms)
+            .min()
+    }
+
     /// Something outstanding can wake the task: a transition command without its receipt, or a timer.
     pub fn has_outstanding_wake(&self) -> bool {
         self.commands

@@ -142,7 +142,19 @@ impl RunState {
             id: id.clone(),
             fire_at_ms,
         });
-        self.set_wake(Some(fire_at_ms));
+        self.rewake();
+    }
+
+    /// Set the task row's wake time to what the task waits for now: a cancel being carried out
+    /// (at once), else its earliest outstanding timer (a sleep, a question's deadline, a call's
+    /// recheck), else none. One timer never hides an earlier one of the same task.
+    pub fn rewake(&mut self) {
+        let at = if self.cancel_requested() {
+            Some(now_ms())
+        } else {
+            self.earliest_timer()
+        };
+        self.set_wake(at);
     }
 
     /// Buffer a change to a non-terminal status (a task ends with a `terminal` entry).
@@ -500,6 +512,44 @@ mod tests {
         let run = run_without_a_row();
         run.lose_lease();
         assert!(matches!(run.flush().await, Err(FlushError::Halted)));
+    }
+
+    #[test]
+    fn the_row_wakes_for_the_earliest_outstanding_timer_of_the_task() {
+        let mut st = run_in(TaskState::Working);
+        let (sleep, call) = (
+            InvocationId::derive("t", 1, 0),
+            InvocationId::derive("t", 1, 1),
+        );
+        st.issue(&sleep, Cmd::sleep(std::time::Duration::from_secs(1)), false);
+        st.set_timer(&sleep, 1_000);
+        st.issue(
+            &call,
+            Cmd::skill("child", crate::model::Message::user_text("x")),
+            false,
+        );
+        st.set_timer(&call, 5_000);
+        assert_eq!(
+            st.pending_wake,
+            Some(Some(1_000)),
+            "the later recheck does not hide the sleep"
+        );
+        st.record_receipt(Receipt {
+            id: sleep,
+            attempt: 1,
+            outcome: Ok(serde_json::Value::Null),
+            usage: None,
+        });
+        st.rewake();
+        assert_eq!(st.pending_wake, Some(Some(5_000)));
+        st.record_receipt(Receipt {
+            id: call,
+            attempt: 1,
+            outcome: Ok(serde_json::Value::Null),
+            usage: None,
+        });
+        st.rewake();
+        assert_eq!(st.pending_wake, Some(None));
     }
 
     #[test]

@@ -443,11 +443,9 @@ impl Inner {
     fn settle_call(&self, run: &TaskRun, receipt: Receipt) -> CallStep {
         let mut st = run.lock();
         st.record_receipt(receipt.clone());
-        // The row keeps its wake time while another timer waits, or a cancel (whose wake time is
+        // The row keeps a wake time while another timer waits, or a cancel (whose wake time is
         // what finds it after a crash) is being carried out.
-        if !st.has_outstanding_wake() && !st.cancel_requested() {
-            st.set_wake(None);
-        }
+        st.rewake();
         CallStep::Settled(receipt)
     }
 
