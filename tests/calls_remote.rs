@@ -224,6 +224,19 @@ async fn remote_tasks(store: &dyn Store) -> Vec<radkit::store::TaskRecord> {
     store.list(TaskQuery::default()).await.unwrap()
 }
 
+/// The callee task the caller's latest call was bound to, once it is.
+async fn bound_callee(store: &dyn Store, id: &TaskId) -> TaskId {
+    within("the call to be bound", async {
+        loop {
+            if let Some(b) = bound(store, id).await.pop() {
+                return TaskId::from(b);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
 /// The callee task ids the caller's journal bound its calls to.
 async fn bound(store: &dyn Store, id: &TaskId) -> Vec<String> {
     store
@@ -381,31 +394,10 @@ async fn canceling_the_caller_cancels_the_remote_task() {
     let engine = caller(store.clone(), &remote.url).start().await.unwrap();
     for agent in ["peer", "peer03"] {
         let id = ask(&engine, &format!("{agent}: wait for an hour")).await;
-        let remote_id = within("the call to be bound", async {
-            loop {
-                if let Some(b) = bound(&store, &id).await.pop() {
-                    return TaskId::from(b);
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await;
+        let remote_id = bound_callee(&store, &id).await;
         let canceled = engine.cancel(&Caller::Operator, &id).await.unwrap();
         assert_eq!(canceled.status.state, TaskState::Canceled);
-        let remote_task = within("the remote task to be canceled", async {
-            loop {
-                let t = remote
-                    .engine
-                    .task(&Caller::Operator, &remote_id, None)
-                    .await
-                    .unwrap();
-                if t.status.state.is_terminal() {
-                    return t;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
+        let remote_task = ended(&remote.engine, &remote_id).await;
         assert_eq!(remote_task.status.state, TaskState::Canceled, "{agent}");
     }
 }
@@ -415,33 +407,12 @@ async fn canceling_a_caller_that_streams_its_call_cancels_the_remote_task() {
     let store = MemoryStore::new();
     let engine = caller(store.clone(), &remote.url).start().await.unwrap();
     let id = ask(&engine, "stream peer: wait for an hour").await;
-    let remote_id = within("the call to be bound", async {
-        loop {
-            if let Some(b) = bound(&store, &id).await.pop() {
-                return TaskId::from(b);
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let remote_id = bound_callee(&store, &id).await;
     let canceled = within("the cancel", engine.cancel(&Caller::Operator, &id))
         .await
         .unwrap();
     assert_eq!(canceled.status.state, TaskState::Canceled);
-    let remote_task = within("the remote task to be canceled", async {
-        loop {
-            let t = remote
-                .engine
-                .task(&Caller::Operator, &remote_id, None)
-                .await
-                .unwrap();
-            if t.status.state.is_terminal() {
-                return t;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let remote_task = ended(&remote.engine, &remote_id).await;
     assert_eq!(remote_task.status.state, TaskState::Canceled);
 }
 
@@ -506,12 +477,7 @@ async fn the_callee_stopped_and_restarted_mid_call_still_answers_the_caller() {
     let store = MemoryStore::new();
     let engine = caller(store.clone(), &remote.url).start().await.unwrap();
     let id = ask(&engine, "peer: slow while the callee restarts").await;
-    within("the call to be bound", async {
-        while bound(&store, &id).await.is_empty() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    bound_callee(&store, &id).await;
     remote.stop();
     remote.engine.shutdown().await;
     drop(remote);

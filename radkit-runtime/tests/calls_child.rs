@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{reply, settled, status_text, user, wait_halted, within, PATIENCE};
+use common::{settled, status_text, user, wait_halted, within, PATIENCE};
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Caller, Request};
@@ -141,6 +141,30 @@ async fn children(store: &MemoryStore) -> Vec<TaskId> {
         .collect()
 }
 
+/// Wait until the parent bound a call to its child.
+async fn until_bound(store: &MemoryStore, parent: &TaskId) {
+    within(PATIENCE, "the parent to bind its child", async {
+        while bound(store, parent).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+/// Wait until the task ended (a parent waiting on its child is `working`, not settled).
+async fn terminal(engine: &Engine, id: &TaskId) -> radkit_runtime::model::Task {
+    within(PATIENCE, &format!("task {id} to end"), async {
+        loop {
+            let t = engine.task(&Caller::Operator, id, None).await.unwrap();
+            if t.status.state.is_terminal() {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
 /// The callee task ids the parent's journal bound its calls to.
 async fn bound(store: &MemoryStore, parent: &TaskId) -> Vec<String> {
     store
@@ -221,12 +245,7 @@ async fn the_parent_waits_for_a_working_child_with_no_step_in_memory_and_wakes_w
     let gate = gate();
     let engine = engine(store.clone(), &gate).start().await.unwrap();
     let id = engine.send(Request::operator(user("work"))).await.unwrap();
-    within(PATIENCE, "the parent to bind its child", async {
-        while bound(&store, &id).await.is_empty() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
+    until_bound(&store, &id).await;
     // The child runs its tool; the parent is a row: only the child is in hand.
     within(PATIENCE, "the parent's run to close", async {
         while engine.tasks_in_hand() != 1 {
@@ -254,12 +273,7 @@ async fn canceling_the_parent_cancels_its_child() {
     let store = MemoryStore::new();
     let engine = engine(store.clone(), &gate()).start().await.unwrap();
     let id = engine.send(Request::operator(user("sleep"))).await.unwrap();
-    within(PATIENCE, "the parent to bind its child", async {
-        while bound(&store, &id).await.is_empty() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
+    until_bound(&store, &id).await;
     let parent = engine.cancel(&Caller::Operator, &id).await.unwrap();
     assert_eq!(parent.status.state, TaskState::Canceled);
     let kid = children(&store).await.remove(0);
@@ -332,23 +346,9 @@ async fn crash_while_waiting_on_a_child_resumes_the_same_child_after_a_restart()
     let gate2 = gate();
     gate2.release.add_permits(10);
     let engine = engine(store.clone(), &gate2).start().await.unwrap();
-    let done = within(
-        Duration::from_secs(30),
-        "the parent to finish after the restart",
-        async {
-            loop {
-                let t = engine.task(&Caller::Operator, &id, None).await.unwrap();
-                if t.status.state.is_terminal() {
-                    return t;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        },
-    )
-    .await;
+    let done = terminal(&engine, &id).await;
     assert_eq!(status_text(&done), "parent got: worked");
     assert_eq!(children(&store).await.len(), 1);
-    let _ = reply;
 }
 
 /// The reducer form issues a call from a transition; its reply comes back as the command's result.
@@ -403,16 +403,7 @@ async fn a_reducer_calls_a_child_from_a_transition_and_gets_its_reply_as_the_res
         .send(Request::operator(user("work")).skill("reducer"))
         .await
         .unwrap();
-    let done = within(PATIENCE, "the reducer to finish", async {
-        loop {
-            let t = engine.task(&Caller::Operator, &id, None).await.unwrap();
-            if t.status.state.is_terminal() {
-                return t;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let done = terminal(&engine, &id).await;
     assert_eq!(status_text(&done), "reducer got: worked", "{done:?}");
     assert_eq!(bound(&store, &id).await.len(), 1);
     assert!(engine.fold_divergences().is_empty());
