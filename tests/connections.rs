@@ -2,15 +2,19 @@
 //! (or body) that trickles is cut after the header timeout, an idle keep-alive connection after the idle
 //! timeout (a stream in progress is never idle), a connection over the limit is answered 503 with
 //! the JSON-RPC error -32051 at once and closed, and a caller over its stream limit gets -32052
-//! instead of a stream. Each test runs the engine over a memory store and the server in-process on
-//! a loopback listener, with its limits set small and its timeouts short.
+//! instead of a stream, and a send whose client hangs up still runs its task. Each test runs the
+//! engine over a memory store (SQLite for the hang-ups) and the server in-process on a loopback
+//! listener, with its limits set small and its timeouts short.
 
 mod common;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use radkit::engine::Caller;
+use radkit::model::TaskState;
 use radkit::prelude::*;
+use radkit::server::grpc::proto::{self, a2a_service_client::A2aServiceClient};
 use radkit::server::ServerConfig;
 use radkit::store::{MemoryStore, TaskQuery};
 use serde_json::{json, Value};
@@ -29,6 +33,18 @@ impl Nap {
     async fn nap(&self, ctx: &StepCtx, _: Content) -> StepResult {
         ctx.sleep(Duration::from_secs(600)).await?;
         ctx.complete("rested", vec![])
+    }
+}
+
+/// Ends at once: a task that runs to its end as soon as it is driven.
+#[derive(Default)]
+struct Done;
+
+#[flow_skill(id = "done", name = "Done", register = false)]
+impl Done {
+    #[step(start)]
+    async fn done(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        ctx.complete("done", vec![])
     }
 }
 
@@ -536,4 +552,113 @@ fn the_store_keeps_its_descriptors_when_clients_open_more_connections_than_the_p
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
+}
+
+/// A client that hangs up mid-send, on every binding: a JSON-RPC 0.3 `message/send` and an
+/// HTTP+JSON `message:send` written to a socket that is reset (RST) at once or after a few ms, and a
+/// gRPC `SendMessage` whose deadline runs out after 0–9 ms. The engine is on SQLite, where a send
+/// cut off after its creating append (and before its driver started) used to leave its task
+/// `submitted` until a restart. Every task the sends created must run to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_whose_client_hangs_up_leave_no_task_stranded_on_any_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = radkit::store::SqliteStore::open_default(dir.path().join("radkit.db"))
+        .expect("open the SQLite store");
+    let engine = Engine::builder(store)
+        .without_registered_skills()
+        .skill(Done)
+        .start()
+        .await
+        .expect("start the engine");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local address");
+    let url = format!("http://{addr}");
+    let server = tokio::spawn(radkit::server::serve(
+        listener,
+        engine.clone(),
+        ServerConfig::new(format!("{url}/")),
+    ));
+    let agent = Agent {
+        addr,
+        url,
+        engine,
+        server,
+    };
+    for i in 0..30u64 {
+        let params = json!({
+            "message": common::user("go"),
+            "configuration": { "blocking": false },
+        });
+        hang_up(
+            agent.addr,
+            &raw_request("message/send", params, true),
+            i / 3,
+        )
+        .await;
+        let body = json!({ "message": {
+            "messageId": format!("rest-{i}"), "role": "ROLE_USER", "parts": [{ "text": "go" }]
+        } })
+        .to_string();
+        let rest = format!(
+            "POST /message:send HTTP/1.1\r\nhost: radkit\r\na2a-version: 1.0\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        hang_up(agent.addr, rest.as_bytes(), i / 3).await;
+    }
+    let channel = common::within(PATIENCE, "a gRPC connection", async {
+        tonic::transport::Endpoint::from_shared(agent.url.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    })
+    .await;
+    let mut grpc = A2aServiceClient::new(channel);
+    for i in 0..30u64 {
+        let mut request = tonic::Request::new(proto::SendMessageRequest {
+            message: Some(proto::Message {
+                message_id: format!("grpc-{i}"),
+                role: proto::Role::User as i32,
+                parts: vec![proto::Part {
+                    content: Some(proto::part::Content::Text("go".to_owned())),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        request
+            .metadata_mut()
+            .insert("a2a-version", "1.0".parse().unwrap());
+        request.set_timeout(Duration::from_millis(i / 3));
+        let _ = grpc.send_message(request).await;
+    }
+    let store = agent.engine.store().clone();
+    let created = store.list(TaskQuery::default()).await.unwrap();
+    assert!(!created.is_empty(), "no send created its task");
+    for task in created {
+        let task_id = radkit::model::TaskId::from(task.id.clone());
+        let done = common::within(
+            Duration::from_secs(60),
+            &format!("task {task_id} (its client hung up) to end"),
+            agent.engine.wait_settled(&Caller::Operator, &task_id),
+        )
+        .await
+        .expect("wait for the task");
+        assert_eq!(done.status.state, TaskState::Completed, "{task_id}");
+    }
+}
+
+/// Write `request` on a new connection, wait `after_ms`, then reset the connection (RST, no FIN):
+/// what a client that crashed or timed out does.
+async fn hang_up(addr: SocketAddr, request: &[u8], after_ms: u64) {
+    let mut socket = TcpStream::connect(addr).await.expect("connect");
+    socket.write_all(request).await.expect("write a request");
+    if after_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(after_ms)).await;
+    }
+    socket.set_zero_linger().expect("SO_LINGER 0");
+    drop(socket);
 }

@@ -123,6 +123,22 @@ fn main() -> ExitCode {
             Kind::Plain,
             || Box::pin(a_store_failure_during_a_step_does_not_strand_the_task()),
         ),
+        // A client that hangs up mid-send (issue 23, defect 1).
+        (
+            "sends_cut_off_at_any_point_leave_no_task_stranded_in_memory",
+            Kind::Plain,
+            || Box::pin(sends_cut_off_at_any_point_leave_no_task_stranded_in_memory()),
+        ),
+        (
+            "sends_cut_off_at_any_point_leave_no_task_stranded_on_sqlite",
+            Kind::Plain,
+            || Box::pin(sends_cut_off_at_any_point_leave_no_task_stranded_on_sqlite()),
+        ),
+        (
+            "postgres_sends_cut_off_at_any_point_leave_no_task_stranded",
+            Kind::Postgres,
+            || Box::pin(postgres_sends_cut_off_at_any_point_leave_no_task_stranded()),
+        ),
         // 5. Hook denials on replay.
         (
             "a_hook_denial_is_journaled_and_honoured_on_replay_when_the_hook_now_allows",
@@ -1203,4 +1219,116 @@ async fn a_store_failure_during_a_step_does_not_strand_the_task() {
         .map(|r| r.seq)
         .collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+}
+
+// ---- sends cut off by their client ----
+
+async fn sends_cut_off_at_any_point_leave_no_task_stranded_in_memory() {
+    sends_cut_off_at_any_point_leave_no_task_stranded(Arc::new(MemoryStore::new()), |b| b).await;
+}
+
+async fn sends_cut_off_at_any_point_leave_no_task_stranded_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        SqliteStore::open_default(dir.path().join("radkit.db")).expect("open the SQLite store");
+    sends_cut_off_at_any_point_leave_no_task_stranded(Arc::new(store), |b| b).await;
+}
+
+async fn postgres_sends_cut_off_at_any_point_leave_no_task_stranded() {
+    let (_, url) = radkit_runtime::store::postgres::create_schema(
+        &services::postgres_url(),
+        "radkit_promises",
+    )
+    .await
+    .expect("create a test schema");
+    let store = PostgresStore::connect(&url)
+        .await
+        .expect("connect the Postgres store");
+    sends_cut_off_at_any_point_leave_no_task_stranded(Arc::new(store), |b| {
+        b.worker_id("engine-a")
+            .lease_ttl(Duration::from_secs(5))
+            .poll_interval(Duration::from_millis(20))
+    })
+    .await;
+}
+
+/// A client that hangs up drops its request's future at whatever point the send has reached. Each
+/// send here is cut off at another point (after 0, 1, 2… polls, then after 0, 25, 50… µs): a task
+/// whose creating append committed must run as if nobody had hung up (it reaches its question,
+/// charged once), and sending the same message again finds it.
+async fn sends_cut_off_at_any_point_leave_no_task_stranded(
+    store: Arc<dyn Store>,
+    configure: impl Fn(EngineBuilder) -> EngineBuilder,
+) {
+    let ledger = common::Ledger::default();
+    let engine = configure(
+        Engine::builder_arc(store.clone())
+            .without_registered_skills()
+            .skill(common::pay_skill())
+            .effects(common::pay_effects(&ledger)),
+    )
+    .start()
+    .await
+    .unwrap();
+    let message = |i: usize| {
+        let mut m = user("5");
+        m.message_id = format!("cut-off-{i}");
+        m
+    };
+    const POLLED: usize = 48;
+    const TIMED: usize = 80;
+    for i in 0..POLLED + TIMED {
+        let send = engine.send(Request::operator(message(i)));
+        if i < POLLED {
+            cut_off_after_polls(send, i).await;
+        } else {
+            let after = Duration::from_micros(25 * (i - POLLED) as u64);
+            let _ = tokio::time::timeout(after, send).await;
+        }
+    }
+    let created = store.list(TaskQuery::default()).await.unwrap();
+    assert!(
+        !created.is_empty(),
+        "no send got as far as creating its task: the test cut nothing off"
+    );
+    for task in &created {
+        let task_id = TaskId::from(task.id.clone());
+        let done = common::within(
+            Duration::from_secs(60),
+            &format!("task {task_id} (its send was cut off) to reach its question"),
+            engine.wait_settled(&Caller::Operator, &task_id),
+        )
+        .await
+        .unwrap();
+        assert_eq!(done.status.state, TaskState::InputRequired, "{task_id}");
+    }
+    for i in 0..POLLED + TIMED {
+        let again = common::within(
+            Duration::from_secs(60),
+            "a retried send",
+            engine.send(Request::operator(message(i))),
+        )
+        .await
+        .unwrap();
+        let done = common::settled(&engine, &again).await;
+        assert_eq!(done.status.state, TaskState::InputRequired, "{again}");
+    }
+    let charges = ledger.calls_of("charge_card");
+    assert_eq!(
+        ledger.applied_of("charge_card").len(),
+        POLLED + TIMED,
+        "one charge per message: {charges:?}"
+    );
+    engine.shutdown().await;
+}
+
+/// Poll `fut` `polls` times (letting the runtime run between polls), then drop it unless it ended.
+async fn cut_off_after_polls(fut: impl Future, polls: usize) {
+    let mut fut = std::pin::pin!(fut);
+    for _ in 0..polls {
+        if futures::poll!(fut.as_mut()).is_ready() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
 }

@@ -124,7 +124,16 @@ impl Engine {
     /// Send a user message: a message without `task_id` starts a task of the request's skill (or of
     /// the only or default skill); one with `task_id` answers a task waiting for input. Returns the
     /// task id.
+    ///
+    /// The send runs to its end whatever becomes of the returned future: a client that hangs up (its
+    /// request's future dropped) after the task's creating append was handed to the store still gets
+    /// a task that runs, and a retry with the same `messageId` finds it running.
     pub async fn send(&self, request: Request) -> Result<TaskId, EngineError> {
+        let engine = self.clone();
+        detached(async move { engine.send_now(request).await }).await
+    }
+
+    async fn send_now(&self, request: Request) -> Result<TaskId, EngineError> {
         let Request {
             caller,
             skill,
@@ -486,7 +495,24 @@ impl Engine {
 
     /// Cancel a task: compensations of `Compensate` commands run newest first, then the task ends
     /// `canceled`. A finished task answers [`EngineError::TaskFinished`].
+    ///
+    /// Once started, the cancel is carried out whatever becomes of the returned future (a client that
+    /// hangs up only stops waiting for the end).
     pub async fn cancel(&self, caller: &Caller, task_id: &TaskId) -> Result<Task, EngineError> {
+        let engine = self.clone();
+        let (who, id) = (caller.clone(), task_id.clone());
+        detached(async move { engine.request_cancel(&who, &id).await }).await?;
+        let mut sub = self.subscribe(caller, task_id).await?;
+        while let Some(update) = sub.next().await {
+            update?;
+        }
+        self.task(caller, task_id, None).await
+    }
+
+    /// The part of [`Engine::cancel`] that changes anything: the request on the row and in the
+    /// task's run (loading the task when nobody drives it here). Returns when the cancel is in the
+    /// hands of whoever drives the task.
+    async fn request_cancel(&self, caller: &Caller, task_id: &TaskId) -> Result<(), EngineError> {
         let record = self.visible(caller, task_id).await?;
         if record.state.is_terminal() {
             return Err(EngineError::TaskFinished {
@@ -516,12 +542,7 @@ impl Engine {
             if let Ownership::Busy = owner {
                 // Another engine drives it: the request on its row is where its owner (or the next
                 // one) sees it.
-                drop(guard);
-                let mut sub = self.subscribe(caller, task_id).await?;
-                while let Some(update) = sub.next().await {
-                    update?;
-                }
-                return self.task(caller, task_id, None).await;
+                return Ok(());
             }
             let (run, wait, _) = self.inner.load_owned(task_id, owner.token()).await?;
             match wait {
@@ -538,11 +559,7 @@ impl Engine {
                 }
             }
         }
-        let mut sub = self.subscribe(caller, task_id).await?;
-        while let Some(update) = sub.next().await {
-            update?;
-        }
-        self.task(caller, task_id, None).await
+        Ok(())
     }
 
     /// Follow a task: its journal so far, then live records until the terminal entry.
@@ -676,5 +693,28 @@ impl Engine {
             taken += 1;
         }
         Ok(taken)
+    }
+}
+
+/// Run `work` as a task of its own and wait for its result: dropping the returned future (a client
+/// that hung up) does not cut `work` off between a write and what must follow it (spawning the
+/// task's driver). A panic in `work` is an [`EngineError::Internal`], not the caller's panic.
+async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, EngineError>> + Send + 'static,
+) -> Result<T, EngineError> {
+    match tokio::spawn(work).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => {
+            let panic = e.into_panic();
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            tracing::error!(panic = %message, "a request's work panicked");
+            Err(EngineError::Internal(message))
+        }
+        // The runtime is shutting down.
+        Err(_) => Err(EngineError::Halted),
     }
 }

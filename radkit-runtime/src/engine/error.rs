@@ -97,6 +97,10 @@ pub enum EngineError {
     /// The engine is halted.
     #[error("engine halted")]
     Halted,
+    /// A bug in radkit or in a skill's code panicked where no task could take the failure (the
+    /// request's own work); the message is the panic's. Nothing the request acknowledged is lost.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl From<super::run::FlushError> for EngineError {
