@@ -324,9 +324,13 @@ async fn a_0_3_webhook_that_refuses_the_task_gets_it_again_until_it_acknowledges
         None,
         None,
         "message/send",
-        json!({ "message": message_v03("hi", None) }),
+        json!({ "message": message_v03("hi", None), "configuration": { "blocking": true } }),
     )
     .await;
+    assert_eq!(
+        sent["result"]["status"]["state"], "input-required",
+        "{sent}"
+    );
     let task = sent["result"]["id"].as_str().expect("task").to_owned();
     let set = call(
         &agent.url,
