@@ -893,3 +893,68 @@ async fn a_rest_body_over_the_limit_is_413_with_a_status_body() {
         "{body}"
     );
 }
+
+/// A stream resumed with `Last-Event-ID: <seq>` continues with the first event after `seq`, nothing
+/// skipped and nothing repeated: for every seq of a finished task's journal, both a 0.3
+/// `tasks/resubscribe` and the task's `message/stream` sent again give exactly the events of the
+/// whole stream whose ids are greater (some records are no event, so resuming at every seq, not only
+/// at event ids, makes the event right after each seq the one to check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumed_after_any_seq_continues_with_the_very_next_event() {
+    let agent = agent().await;
+    let client = client();
+    let opening = common::user("hi");
+    let asked = call(
+        &client,
+        &agent.url,
+        None,
+        "message/send",
+        json!({ "message": opening, "configuration": { "blocking": true } }),
+    )
+    .await;
+    let id = asked["result"]["id"].as_str().unwrap().to_owned();
+    let answer = json!({ "role": "user", "parts": [{ "kind": "text", "text": "7" }], "messageId": format!("a-{}", radkit::model::new_id()), "taskId": id, "kind": "message" });
+    let done = call(
+        &client,
+        &agent.url,
+        None,
+        "message/send",
+        json!({ "message": answer, "configuration": { "blocking": true } }),
+    )
+    .await;
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
+
+    let stream = |method: &'static str, params: Value, seen: Option<u64>| {
+        let mut request = client
+            .post(format!("{}/", agent.url))
+            .json(&json!({ "jsonrpc": "2.0", "id": "s", "method": method, "params": params }));
+        if let Some(seen) = seen {
+            request = request.header("last-event-id", seen.to_string());
+        }
+        async move {
+            let resp = request.send().await.unwrap();
+            let events = common::read_sse(resp, |_| false).await;
+            events
+                .iter()
+                .map(|(seq, e)| seq.unwrap_or_else(|| panic!("an event without an id: {e}")))
+                .collect::<Vec<u64>>()
+        }
+    };
+    let resubscribe = json!({ "id": id });
+    let all = stream("tasks/resubscribe", resubscribe.clone(), None).await;
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+    let last = *all.last().expect("events");
+    for seen in 1..=last {
+        let rest: Vec<u64> = all.iter().copied().filter(|seq| *seq > seen).collect();
+        assert_eq!(
+            stream("tasks/resubscribe", resubscribe.clone(), Some(seen)).await,
+            rest,
+            "tasks/resubscribe resumed after {seen}"
+        );
+        assert_eq!(
+            stream("message/stream", json!({ "message": opening }), Some(seen)).await,
+            rest,
+            "message/stream resumed after {seen}"
+        );
+    }
+}

@@ -37,6 +37,11 @@ impl Drop for Agent {
 }
 
 async fn agent() -> Agent {
+    agent_with_tokens(&[]).await
+}
+
+/// An agent whose callers authenticate with these bearer `tokens` (token, principal); none: open.
+async fn agent_with_tokens(tokens: &[(&str, &str)]) -> Agent {
     let engine = Engine::builder(MemoryStore::new())
         .without_registered_skills()
         .skill(Echo)
@@ -45,11 +50,12 @@ async fn agent() -> Agent {
         .expect("start the engine");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(radkit::server::serve(
-        listener,
-        engine.clone(),
-        ServerConfig::new(format!("{url}/")),
-    ));
+    let mut config = ServerConfig::new(format!("{url}/"));
+    config.tokens = tokens
+        .iter()
+        .map(|(token, principal)| ((*token).to_owned(), (*principal).to_owned()))
+        .collect();
+    let server = tokio::spawn(radkit::server::serve(listener, engine.clone(), config));
     Agent {
         url,
         engine,
@@ -315,4 +321,54 @@ async fn a_stream_that_cannot_start_is_one_sse_error_event_on_every_binding() {
         .await
         .unwrap();
     assert_eq!(rest.status(), 404);
+}
+
+/// `GET /tasks/{id}` reads the task as its caller, as every binding does: another principal gets
+/// `TASK_NOT_FOUND` (404), the answer for a task that does not exist, and nothing of the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_get_task_shows_a_task_only_to_the_principal_that_created_it() {
+    let agent = agent_with_tokens(&[("alice-token", "alice"), ("bob-token", "bob")]).await;
+    let send = json!({ "message": { "messageId": "scoped-1", "role": "ROLE_USER", "parts": [{ "text": "secret" }] } });
+    let sent = client()
+        .post(format!("{}/message:send", agent.url))
+        .bearer_auth("alice-token")
+        .json(&send)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    let sent: Value = sent.json().await.unwrap();
+    let id = sent["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {sent}"))
+        .to_owned();
+    let get = |token: &'static str, id: String| {
+        let request = client()
+            .get(format!("{}/tasks/{id}", agent.url))
+            .bearer_auth(token);
+        async move {
+            let resp = request.send().await.unwrap();
+            let status = resp.status();
+            (status, resp.json::<Value>().await.unwrap())
+        }
+    };
+
+    let (status, mine) = get("alice-token", id.clone()).await;
+    assert_eq!(status, 200, "{mine}");
+    assert_eq!(mine["id"], id.as_str(), "{mine}");
+
+    let (status, theirs) = get("bob-token", id.clone()).await;
+    assert_eq!(status, 404, "{theirs}");
+    assert_eq!(
+        error_info(&theirs["error"]["details"]).0,
+        "TASK_NOT_FOUND",
+        "{theirs}"
+    );
+    assert!(
+        !theirs.to_string().contains("secret"),
+        "nothing of the task: {theirs}"
+    );
+    let (status, missing) = get("bob-token", "no-such-task".to_owned()).await;
+    assert_eq!(status, 404, "{missing}");
+    assert_eq!(error_info(&missing["error"]["details"]).0, "TASK_NOT_FOUND");
 }

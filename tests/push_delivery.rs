@@ -310,3 +310,65 @@ async fn a_0_3_webhook_receives_the_task_as_the_0_3_sdk_posts_it() {
         "each post is newer than the last: {seqs:?}"
     );
 }
+
+/// A 0.3 webhook's delivery is recorded only once the receiver acknowledged it: the task posted while
+/// the receiver refuses everything (its end included) is posted again, as it is then, until a post is
+/// acknowledged, and the completed task is among the posts acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_3_webhook_that_refuses_the_task_gets_it_again_until_it_acknowledges() {
+    let receiver = Receiver::start().await;
+    receiver.down(503);
+    let agent = agent(true).await;
+    let sent = call(
+        &agent.url,
+        None,
+        None,
+        "message/send",
+        json!({ "message": message_v03("hi", None), "configuration": { "blocking": true } }),
+    )
+    .await;
+    assert_eq!(
+        sent["result"]["status"]["state"], "input-required",
+        "{sent}"
+    );
+    let task = sent["result"]["id"].as_str().expect("task").to_owned();
+    let set = call(
+        &agent.url,
+        None,
+        None,
+        "tasks/pushNotificationConfig/set",
+        json!({ "taskId": task, "pushNotificationConfig": { "url": receiver.url } }),
+    )
+    .await;
+    assert!(set.get("error").is_none(), "{set}");
+    let done = call(
+        &agent.url,
+        None,
+        None,
+        "message/send",
+        json!({ "message": message_v03("yes", Some(&task)), "configuration": { "blocking": true } }),
+    )
+    .await;
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
+    receiver
+        .wait_for("the completed task, refused", |posts| {
+            posts
+                .iter()
+                .any(|p| !p.acknowledged() && p.body["status"]["state"] == "completed")
+        })
+        .await;
+    receiver.up();
+    let posts = receiver
+        .wait_for("the completed task, acknowledged", |posts| {
+            posts
+                .iter()
+                .any(|p| p.acknowledged() && p.body["status"]["state"] == "completed")
+        })
+        .await;
+    let acknowledged: Vec<&Post> = posts.iter().filter(|p| p.acknowledged()).collect();
+    assert_eq!(
+        acknowledged.len(),
+        1,
+        "one acknowledged post: the task as it ended ({posts:#?})"
+    );
+}

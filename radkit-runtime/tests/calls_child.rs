@@ -433,3 +433,35 @@ async fn a_child_runs_in_its_parents_permission_mode() {
         .collect();
     assert_eq!(modes, vec![radkit_runtime::flow::PermissionMode::Plan]);
 }
+
+/// A child task belongs to its parent's principal: it is created, read and answered as that
+/// principal, so the principal sees it like its own tasks, another principal does not, and the child
+/// never runs with the operator's rights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_runs_under_its_parents_principal() {
+    let store = MemoryStore::new();
+    let engine = engine(store.clone(), &gate()).start().await.unwrap();
+    let alice = Caller::principal("alice");
+    let id = engine
+        .send(Request::new(alice.clone(), user("ask")))
+        .await
+        .unwrap();
+    let done = terminal(&engine, &id).await;
+    assert_eq!(status_text(&done), "parent got: color blue", "{done:?}");
+    let rows = store.list(TaskQuery::default()).await.unwrap();
+    let kid = rows
+        .iter()
+        .find(|t| t.skill_id == "child")
+        .expect("a child task");
+    assert_eq!(kid.principal.as_deref(), Some("alice"), "{kid:?}");
+    let kid = TaskId::from(kid.id.clone());
+    let seen = engine.task(&alice, &kid, None).await.unwrap();
+    assert_eq!(seen.status.state, TaskState::Completed);
+    assert!(
+        engine
+            .task(&Caller::principal("bob"), &kid, None)
+            .await
+            .is_err(),
+        "another principal does not see the child"
+    );
+}

@@ -20,7 +20,9 @@ use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Fault};
 use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
-use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
+use radkit_runtime::flow::{
+    Cmd, EffectPolicy, Event, FlowSkill, SkillInfo, StepCtx, StepError, StepResult, Transition,
+};
 use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::{Durability, PostgresStore, SqliteStore, Store};
@@ -31,10 +33,12 @@ fn main() -> ExitCode {
     services::run(trials! {
         Nothing multi_thread:
             sqlite_a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick,
-            sqlite_a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel;
+            sqlite_a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel,
+            sqlite_no_checkpoint_is_written_while_a_sleep_issued_beside_a_tool_is_outstanding;
         Postgres multi_thread:
             postgres_a_crash_in_a_long_loop_resumes_from_the_last_checkpoint_without_repeating_a_tick,
-            postgres_a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel;
+            postgres_a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel,
+            postgres_no_checkpoint_is_written_while_a_sleep_issued_beside_a_tool_is_outstanding;
     })
 }
 
@@ -332,4 +336,100 @@ async fn a_compensation_recorded_before_many_checkpoints_still_runs_on_cancel(ba
         1,
         "the reservation was undone once"
     );
+}
+
+/// A reducer whose first transition sets a timer (an hour's sleep) beside a tool; the tool's result
+/// takes a plain `goto`, and the state it enters waits for the timer.
+struct SleepBesideTool;
+
+#[async_trait::async_trait]
+impl FlowSkill for SleepBesideTool {
+    type State = u32;
+    fn info(&self) -> SkillInfo {
+        SkillInfo::new("sleep_beside_tool", "Sleep beside a tool").version("1")
+    }
+    fn initial_state(&self) -> u32 {
+        0
+    }
+    async fn on_event(
+        &self,
+        state: u32,
+        event: Event,
+        _: &StepCtx,
+    ) -> Result<Transition<u32>, StepError> {
+        Ok(match (state, event) {
+            (0, Event::UserMessage { .. }) => Transition::to(1)
+                .cmd(Cmd::sleep(Duration::from_secs(3600)))
+                .cmd(Cmd::tool("tick", serde_json::json!(0))),
+            (1, Event::CommandResult { .. }) => Transition::goto(2),
+            (2, Event::Enter) => Transition::to(3),
+            (3, Event::TimerFired { .. }) => Transition::complete("slept"),
+            _ => Transition::ignore(),
+        })
+    }
+}
+
+async fn sqlite_no_checkpoint_is_written_while_a_sleep_issued_beside_a_tool_is_outstanding() {
+    no_checkpoint_is_written_while_a_sleep_issued_beside_a_tool_is_outstanding(Backend::sqlite())
+        .await
+}
+
+async fn postgres_no_checkpoint_is_written_while_a_sleep_issued_beside_a_tool_is_outstanding() {
+    no_checkpoint_is_written_while_a_sleep_issued_beside_a_tool_is_outstanding(
+        Backend::postgres().await,
+    )
+    .await
+}
+
+/// A checkpoint stands for everything before it, so it is written only when nothing is outstanding:
+/// the plain `goto` that follows the tool's result, with a checkpoint due at every visit, writes none
+/// while the sleep issued beside the tool has no receipt, and the task goes on waiting for that sleep
+/// (a checkpoint would have forgotten it: the task would fail as waiting for nothing, and a reload
+/// would read nothing of the sleep).
+async fn no_checkpoint_is_written_while_a_sleep_issued_beside_a_tool_is_outstanding(
+    backend: Backend,
+) {
+    let store = backend.open().await;
+    let tick = FnTool::new(EffectPolicy::Idempotent, |args, _| async move { Ok(args) });
+    let engine = Engine::builder_arc(store.clone())
+        .skill(SleepBesideTool)
+        .effects(Effects::new().tool("tick", tick))
+        .checkpoint_every(1)
+        .start()
+        .await
+        .unwrap();
+    let task = engine.send(Request::operator(user("go"))).await.unwrap();
+    // The visit the `goto` entered journaled its transition: the run has settled on the sleep (or, had
+    // the checkpoint forgotten the sleep, ended in the same append).
+    let journal = within(PATIENCE, "the third visit's transition", async {
+        loop {
+            let journal = store.journal(&task, 0).await.unwrap();
+            if journal
+                .iter()
+                .any(|r| matches!(r.entry, Entry::Transitioned { visit: 3, .. }))
+            {
+                return journal;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let entries: Vec<&Entry> = journal.iter().map(|r| &r.entry).collect();
+    assert_eq!(checkpoints(&journal), 0, "{entries:#?}");
+    assert!(
+        !entries.iter().any(|e| matches!(e, Entry::Terminal { .. })),
+        "the task waits for its sleep: {entries:#?}"
+    );
+    let row = store.task(&task).await.unwrap().expect("the task's row");
+    assert!(!row.state.is_terminal(), "{row:?}");
+    assert!(
+        row.wake_at_ms.is_some(),
+        "the row wakes for the sleep: {row:?}"
+    );
+    let for_replay = store.journal_for_replay(&task).await.unwrap();
+    assert!(
+        for_replay.iter().any(|r| matches!(&r.entry, Entry::CommandIssued { cmd, .. } if cmd.kind.kind_name() == "sleep")),
+        "a reload reads the sleep"
+    );
+    engine.halt();
 }

@@ -22,6 +22,7 @@ fn main() -> ExitCode {
             a_worker_whose_lease_was_taken_over_cannot_append,
             concurrent_claimers_never_get_the_same_task,
             only_tasks_with_work_now_are_claimed,
+            a_lease_past_its_expiry_is_not_held_even_by_its_owner_with_its_token,
             a_null_or_mistyped_column_is_a_typed_error_naming_it,
             the_migration_backfills_the_checkpoint_column_of_rows_the_previous_version_wrote,
             processes_connecting_to_a_fresh_schema_at_once_all_succeed,
@@ -294,6 +295,52 @@ async fn only_tasks_with_work_now_are_claimed() {
             .unwrap()
             .is_none(),
         "finished tasks take no lease"
+    );
+}
+
+/// The check made right before an `AtMostOnce` effect (`Leases::holds`) says the lease is held only
+/// while its owner, its token and its time are all current: a lease that ran out is not held, even
+/// when nobody has claimed the task since (the owner's token is still the task's), so a worker paused
+/// past its lease does not start the effect.
+async fn a_lease_past_its_expiry_is_not_held_even_by_its_owner_with_its_token() {
+    let store = fresh_store().await;
+    create(&store, "long", TaskState::Working, None).await;
+    create(&store, "short", TaskState::Working, None).await;
+    let leases = store.leases().unwrap();
+    let long = leases
+        .acquire("w", "long", 600_000)
+        .await
+        .unwrap()
+        .expect("a free lease is acquired");
+    assert!(leases.holds("w", "long", long.token).await.unwrap());
+    assert!(
+        !leases.holds("w", "long", long.token + 1).await.unwrap(),
+        "another token is not the lease"
+    );
+    assert!(
+        !leases.holds("other", "long", long.token).await.unwrap(),
+        "another owner does not hold it"
+    );
+
+    let ttl_ms = 50;
+    let short = leases
+        .acquire("w", "short", ttl_ms)
+        .await
+        .unwrap()
+        .expect("a free lease is acquired");
+    // The lease ran out at most `ttl_ms` after `acquire` returned (its expiry is the store's clock
+    // at the acquire plus the ttl); wait until the clock is past that.
+    let acquired = radkit_runtime::journal::now_ms();
+    while radkit_runtime::journal::now_ms() <= acquired + ttl_ms {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        !leases.holds("w", "short", short.token).await.unwrap(),
+        "an expired lease is not held, though no one took it over"
+    );
+    assert!(
+        leases.holds("w", "long", long.token).await.unwrap(),
+        "the live lease is still held"
     );
 }
 

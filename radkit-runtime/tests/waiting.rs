@@ -276,3 +276,50 @@ async fn a_retried_message_finds_its_task_instead_of_starting_another() {
         TaskState::Completed
     );
 }
+
+/// The task a message starts is named by its sender as well as its `messageId`: two principals whose
+/// clients happen to pick the same `messageId` (names of the same length, so nothing but the name
+/// tells them apart) each get a task of their own, which the other cannot see; neither send finds,
+/// nor is refused because of, the other's task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_principals_sending_the_same_message_id_get_two_tasks() {
+    let store = MemoryStore::new();
+    let engine = errand(store.clone(), Arc::new(tokio::sync::Notify::new()))
+        .start()
+        .await
+        .unwrap();
+    let (alice, carol) = (Caller::principal("alice"), Caller::principal("carol"));
+    let message = user("note");
+    let alices = engine
+        .send(Request::new(alice.clone(), message.clone()))
+        .await
+        .unwrap();
+    let carols = engine
+        .send(Request::new(carol.clone(), message.clone()))
+        .await
+        .expect("carol's send starts her own task");
+    assert_ne!(alices, carols, "one task per sender");
+    for (caller, own, other) in [(&alice, &alices, &carols), (&carol, &carols, &alices)] {
+        assert_eq!(
+            engine.task(caller, own, None).await.unwrap().id,
+            own.as_str()
+        );
+        assert!(
+            matches!(
+                engine.task(caller, other, None).await,
+                Err(EngineError::TaskNotFound(_))
+            ),
+            "{caller:?} cannot see the other principal's task"
+        );
+    }
+    let rows = store.list(TaskQuery::default()).await.unwrap();
+    let mut owners: Vec<_> = rows.iter().map(|r| r.principal.as_deref()).collect();
+    owners.sort();
+    assert_eq!(owners, vec![Some("alice"), Some("carol")], "{rows:?}");
+    // Each one's retry still finds its own task.
+    let again = engine
+        .send(Request::new(carol.clone(), message.clone()))
+        .await
+        .unwrap();
+    assert_eq!(again, carols);
+}
