@@ -41,6 +41,7 @@ fn main() -> ExitCode {
             a_submit_only_engine_leaves_its_tasks_to_the_workers,
             three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing,
             two_workers_with_short_leases_and_no_faults_run_every_effect_once,
+            workers_whose_steps_block_their_runtime_keep_their_leases_and_run_every_effect_once,
             a_worker_paused_past_its_lease_is_fenced_off,
             a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing,
             an_at_most_once_effect_never_starts_after_the_lease_was_taken,
@@ -423,6 +424,19 @@ impl Worker {
         lease_ms: u64,
         max_tasks: usize,
     ) -> Worker {
+        Worker::start_with(url, name, log, stderr, lease_ms, max_tasks, &[])
+    }
+
+    /// [`Worker::start`] with more environment variables.
+    fn start_with(
+        url: &str,
+        name: &str,
+        log: &Path,
+        stderr: &Path,
+        lease_ms: u64,
+        max_tasks: usize,
+        env: &[(&str, &str)],
+    ) -> Worker {
         let child = Command::new(env!("CARGO_BIN_EXE_radkit"))
             .args([
                 "worker",
@@ -439,6 +453,7 @@ impl Worker {
             ])
             .env("RADKIT_TICK_LOG", log)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(stderr).expect("stderr file"))
             .spawn()
@@ -714,6 +729,65 @@ async fn two_workers_with_short_leases_and_no_faults_run_every_effect_once() {
             "fenced off",
             "append failed",
         ] {
+            assert!(
+                !text.contains(symptom),
+                "{}: `{symptom}` with no fault injected:\n{text}",
+                err.display()
+            );
+        }
+    }
+}
+
+/// Each tick blocks its worker thread for 10 ms (`RADKIT_TICK_BUSY`), and each worker takes up to
+/// 256 tasks: the workers' runtimes are saturated by their own tasks for the whole run. Their leases
+/// must still be renewed on time (renewal has its own thread, runtime and connection), so no task is
+/// taken over and no effect runs twice.
+async fn workers_whose_steps_block_their_runtime_keep_their_leases_and_run_every_effect_once() {
+    let url = fresh_schema().await;
+    let dir = tempfile::tempdir().unwrap();
+    let _logs = ShowLogsOnFailure(dir.path());
+    let log = dir.path().join("ticks.log");
+    let submit = submitter(&url).await;
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        tasks.push(send(&submit, "ticker", "15 10").await);
+    }
+    let errs: Vec<_> = (0..2)
+        .map(|i| dir.path().join(format!("worker-{i}.err")))
+        .collect();
+    let _workers: Vec<Worker> = (0..2)
+        .map(|i| {
+            Worker::start_with(
+                &url,
+                &format!("worker-{i}"),
+                &log,
+                &errs[i],
+                1_500,
+                256,
+                &[("RADKIT_TICK_BUSY", "1")],
+            )
+        })
+        .collect();
+    let store = submit.store().clone();
+    wait_for("all 200 tasks", Duration::from_secs(300), async || {
+        completed(&store).await == 200
+    })
+    .await;
+    let ticks = executions(&log);
+    let twice: Vec<_> = ticks.iter().filter(|(_, pids)| pids.len() > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{} effects ran more than once with no fault injected: {:?}",
+        twice.len(),
+        twice.iter().take(5).collect::<Vec<_>>()
+    );
+    assert_eq!(ticks.len(), 200 * 15, "every tick ran");
+    for task in &tasks {
+        check_journal(task, &store.journal(task, 0).await.unwrap());
+    }
+    for err in &errs {
+        let text = std::fs::read_to_string(err).unwrap_or_default();
+        for symptom in ["lease lost", "fenced off", "append failed"] {
             assert!(
                 !text.contains(symptom),
                 "{}: `{symptom}` with no fault injected:\n{text}",

@@ -47,6 +47,14 @@ enum Workload {
         /// (the `bench` skill, run by `worker --bench-skill`) instead of running them in this process.
         #[arg(long, default_value_t = 0)]
         workers: u64,
+        /// With `--workers`: the workers' lease lifetime, in ms (`worker --lease-ms`). Short leases
+        /// show whether renewal keeps up under load: the line's `duplicate_executions` counts
+        /// effects that ran more than once (0 when nothing failed).
+        #[arg(long, default_value_t = 10_000)]
+        lease_ms: u64,
+        /// With `--workers`: tasks each worker drives at once (`worker --max-tasks`).
+        #[arg(long, default_value_t = 256)]
+        max_tasks: usize,
     },
     /// Blocking sends over loopback HTTP to a trivial skill, every task journaled, through one
     /// binding and version; the 0.3 JSON-RPC floor is measured in the same run and the ratio printed.
@@ -153,16 +161,45 @@ pub(crate) fn engine_parts() -> anyhow::Result<(StepTable<Ticker>, Effects)> {
     Ok((skill, Effects::new().tool("noop", noop)))
 }
 
-/// The `bench` skill and its `noop` tool.
+/// The `bench` skill and its `noop` tool. With [`EXECUTION_LOG`] set (what `bench concurrent
+/// --workers` sets for its workers), every execution of the tool appends its InvocationId to that
+/// file: how the bench counts effects that ran more than once.
 fn bench_skill() -> anyhow::Result<(StepTable<Ticker>, FnTool)> {
     let skill = StepTable::new(SkillInfo::new("bench", "Bench"), Ticker, TICK_STEPS)
         .map_err(anyhow::Error::msg)?;
-    let noop = FnTool::new(
-        EffectPolicy::Idempotent,
-        |args, _key| async move { Ok(args) },
-    );
+    let log = match std::env::var_os(EXECUTION_LOG) {
+        Some(path) => Some(Arc::new(Mutex::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .with_context(|| format!("opening {EXECUTION_LOG}"))?,
+        ))),
+        None => None,
+    };
+    let noop = FnTool::new(EffectPolicy::Idempotent, move |args, key| {
+        let log = log.clone();
+        async move {
+            if let Some(log) = log {
+                use std::io::Write;
+                // One `write` of one line on an `O_APPEND` file: lines of several processes
+                // never interleave.
+                let line = format!("{}\n", key.as_str());
+                log.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .write_all(line.as_bytes())
+                    .map_err(|e| {
+                        crate::flow::EffectError::transient(format!("execution log: {e}"))
+                    })?;
+            }
+            Ok(args)
+        }
+    });
     Ok((skill, noop))
 }
+
+/// The variable naming the file where the bench's `noop` logs each execution.
+pub(crate) const EXECUTION_LOG: &str = "RADKIT_BENCH_EXECUTION_LOG";
 
 /// A `noop` that answers its first `answered` calls and never returns from the next one, after
 /// noting in `reached` how long after `started` it began. Its command is durably journaled by then
@@ -326,12 +363,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             steps,
             store: Some(url),
             workers,
-        } => super::bench_cluster::concurrent(&url, flows, steps, workers).await?,
+            lease_ms,
+            max_tasks,
+        } => {
+            let cluster = super::bench_cluster::Cluster {
+                workers,
+                lease_ms,
+                max_tasks,
+            };
+            super::bench_cluster::concurrent(&url, flows, steps, cluster).await?
+        }
         Workload::Concurrent {
             flows,
             steps,
             store: None,
             workers,
+            ..
         } => {
             if workers > 0 {
                 bail!("--workers needs a shared store: --store postgres://…");

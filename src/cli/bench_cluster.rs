@@ -12,26 +12,44 @@ use crate::Engine;
 use anyhow::{bail, Context};
 use tokio::io::AsyncBufReadExt;
 
+/// How `bench concurrent --store postgres://…` shares the work.
+pub struct Cluster {
+    /// `worker` processes (0: this process runs the tasks).
+    pub workers: u64,
+    /// Their lease lifetime, in ms.
+    pub lease_ms: u64,
+    /// Tasks each drives at once.
+    pub max_tasks: usize,
+}
+
 /// Run the workload; prints one JSON line.
-pub async fn concurrent(url: &str, flows: u64, steps: u64, workers: u64) -> anyhow::Result<()> {
+pub async fn concurrent(url: &str, flows: u64, steps: u64, cluster: Cluster) -> anyhow::Result<()> {
     let (schema, scoped) = create_schema(url, "radkit_bench").await?;
-    let result = if workers == 0 {
-        in_process(&scoped, flows, steps).await
+    let result = if cluster.workers == 0 {
+        in_process(&scoped, flows, steps)
+            .await
+            .map(|(elapsed, stats)| (elapsed, stats, None))
     } else {
-        with_workers(&scoped, flows, steps, workers).await
+        with_workers(&scoped, flows, steps, &cluster).await
     };
     if let Err(e) = drop_schema(url, &schema).await {
         eprintln!("warning: bench schema {schema} not dropped: {e}");
     }
-    let (elapsed, stats) = result?;
-    let extra = serde_json::json!({
+    let (elapsed, stats, executions) = result?;
+    let mut extra = serde_json::json!({
         "flows": flows,
         "store": "postgres",
         "durability": "synchronous_commit=on",
-        "workers": workers,
+        "workers": cluster.workers,
         "statements": stats.batches,
         "appends": stats.appends,
     });
+    if let Some(executions) = executions {
+        extra["lease_ms"] = cluster.lease_ms.into();
+        extra["max_tasks"] = cluster.max_tasks.into();
+        extra["executions"] = executions.total.into();
+        extra["duplicate_executions"] = executions.duplicates.into();
+    }
     super::bench::report("concurrent", flows * steps, elapsed, extra);
     Ok(())
 }
@@ -53,18 +71,41 @@ async fn in_process(
     Ok((started.elapsed(), store.stats()))
 }
 
+/// Effects the workers performed: in all, and beyond one per InvocationId.
+struct Executions {
+    total: u64,
+    duplicates: u64,
+}
+
+/// Count the InvocationIds in the workers' execution log.
+fn executions(log: &std::path::Path) -> anyhow::Result<Executions> {
+    let text = std::fs::read_to_string(log).context("reading the workers' execution log")?;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0u64;
+    for id in text.lines() {
+        total += 1;
+        seen.insert(id);
+    }
+    Ok(Executions {
+        total,
+        duplicates: total - seen.len() as u64,
+    })
+}
+
 /// `workers` `worker --bench-skill` processes share the tasks; this process only submits them (as the
 /// `bench` skill, `steps` steps each) and waits until every one completed.
 async fn with_workers(
     url: &str,
     flows: u64,
     steps: u64,
-    workers: u64,
-) -> anyhow::Result<(Duration, crate::store::StoreStats)> {
+    cluster: &Cluster,
+) -> anyhow::Result<(Duration, crate::store::StoreStats, Option<Executions>)> {
     let store = PostgresStore::connect(url).await?;
     let exe = std::env::current_exe()?;
+    let dir = tempfile::tempdir().context("a directory for the execution log")?;
+    let log = dir.path().join("executions.log");
     let mut children = Vec::new();
-    for i in 0..workers {
+    for i in 0..cluster.workers {
         let mut child = tokio::process::Command::new(&exe)
             .args([
                 "worker",
@@ -73,10 +114,15 @@ async fn with_workers(
                 url,
                 "--poll-ms",
                 "5",
+                "--lease-ms",
+                &cluster.lease_ms.to_string(),
+                "--max-tasks",
+                &cluster.max_tasks.to_string(),
                 "--worker-id",
             ])
             .arg(format!("bench-worker-{i}"))
             .env("RUST_LOG", "warn")
+            .env(super::bench::EXECUTION_LOG, &log)
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -129,7 +175,7 @@ async fn with_workers(
         bail!("{failed} bench tasks did not complete");
     }
     // This process wrote only the creations; the workers' statements are not counted here.
-    Ok((elapsed, store.stats()))
+    Ok((elapsed, store.stats(), Some(executions(&log)?)))
 }
 
 /// A client on the database `url` names, its connection driven in the background.

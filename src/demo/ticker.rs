@@ -1,7 +1,9 @@
 //! A counting skill for clusters and benchmarks: the message `"<steps> [<ms per step>]"` runs that many
 //! durable steps, each one call of the idempotent `tick` tool. With `RADKIT_TICK_LOG=<file>` every
 //! execution of the tool appends `<invocation id> <pid>` to that file, which shows which process
-//! performed which effect (the multi-worker tests read it).
+//! performed which effect (the multi-worker tests read it). With `RADKIT_TICK_BUSY=1` a tick's delay
+//! blocks its thread instead of sleeping asynchronously: a step that computes (or calls blocking
+//! code) for that long, which keeps the worker's runtime busy (the lease tests use it).
 
 use std::io::Write;
 
@@ -77,11 +79,15 @@ impl Ticker {
 /// `RADKIT_TICK_LOG` is set, and returns the number of ticks done.
 pub fn with_tick_tool(effects: Effects) -> Effects {
     let log = std::env::var_os("RADKIT_TICK_LOG");
+    let busy = std::env::var("RADKIT_TICK_BUSY").is_ok_and(|v| v == "1");
     let tick = FnTool::typed(EffectPolicy::Idempotent, move |count: Count, key| {
         let log = log.clone();
         async move {
-            if count.delay_ms > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(count.delay_ms)).await;
+            let delay = std::time::Duration::from_millis(count.delay_ms);
+            if busy {
+                std::thread::sleep(delay);
+            } else if count.delay_ms > 0 {
+                tokio::time::sleep(delay).await;
             }
             if let Some(path) = log {
                 let line = format!("{} {}\n", key.as_str(), std::process::id());

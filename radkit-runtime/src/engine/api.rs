@@ -273,15 +273,15 @@ impl Engine {
         run.effect_slots = run::effect_slots(self.inner.config.max_parallel_effects);
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
-        let drive_here =
-            !self.inner.shared() || self.inner.held_count() < self.inner.config.max_active_tasks;
+        let drive_here = !self.inner.shared() || self.inner.has_room();
         if self.inner.shared() && drive_here {
             run.fence = Some(CREATION_TOKEN);
             run.new_lease = Mutex::new(Some(NewLease {
                 owner: self.inner.config.worker_id.clone(),
                 ttl_ms: i64::try_from(self.inner.config.lease_ttl.as_millis()).unwrap_or(i64::MAX),
             }));
-            self.inner.hold(&task_id, CREATION_TOKEN);
+            self.inner
+                .hold(&task_id, CREATION_TOKEN, std::time::Instant::now());
         }
         let run = Arc::new(run);
         let guard = gate.lock_owned().await;

@@ -5,15 +5,24 @@
 //! - a task the engine creates is leased to it in the creating append (when it has room for it);
 //! - every `poll` the engine claims runnable tasks whose lease is free or expired (new tasks others
 //!   created, tasks of dead workers, timers that fell due) and checks for cancel requests;
-//! - every third of the lease's lifetime it renews the leases it holds; a lease taken over meanwhile
-//!   stops its run (and the store refuses that run's appends anyway);
+//! - every third of the lease's lifetime it renews the leases it holds, on a thread and a runtime of
+//!   its own (and, on Postgres, a connection of its own), so that the work the leases protect never
+//!   delays their renewal; a lease taken over meanwhile stops its run (and the store refuses that
+//!   run's appends anyway);
+//! - it knows, by its own clock, until when each lease is certainly held (the moment the statement
+//!   that took or renewed it was sent, plus the lifetime): an effect starts only while its lease has
+//!   at least a third of its lifetime left, waits for a late renewal, and its run stops before the
+//!   lease can expire when the renewal does not come — so no other worker can take a task over
+//!   while this one still starts its effects;
+//! - while renewals are slow (a round took more than a sixth of the lifetime) or failing, it takes
+//!   no new task in hand (no claims; tasks it creates are left unleased for others);
 //! - a run that ends waiting (for input or a timer) or finished gives its lease back, so whichever
 //!   engine is free takes the next event.
 //!
 //! [`Store::leases`]: crate::store::Store::leases
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -24,13 +33,28 @@ use crate::store::Lease;
 /// This engine's part in a shared store's leases: the leases it holds, its worker loop, its claims.
 #[derive(Default)]
 pub(crate) struct LeaseState {
-    /// Leases held (task id -> token).
-    held: Mutex<HashMap<String, u64>>,
+    /// Leases held, by task id.
+    held: Mutex<HashMap<String, Held>>,
+    /// How the last renewal round went: [`RENEWAL_FAILED`], or how long it took in µs.
+    last_renewal_us: AtomicU64,
     /// The worker loop (claims, renewals, cancel polling) runs.
     worker_started: AtomicBool,
     /// Held while claiming, so that shutdown can wait for a claim in flight.
     claiming: tokio::sync::Mutex<()>,
 }
+
+/// A lease this engine holds.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// Its fencing token.
+    token: u64,
+    /// Until when it is certainly held, by this process's clock: when the statement that took or
+    /// last renewed it was sent, plus the lifetime (the store computed the expiry after that).
+    until: Instant,
+}
+
+/// [`LeaseState::last_renewal_us`] after a round that failed.
+const RENEWAL_FAILED: u64 = u64::MAX;
 
 /// Who may drive a task.
 pub(crate) enum Ownership {
@@ -75,19 +99,66 @@ impl Inner {
 
     /// Leases this engine holds now.
     pub(crate) fn held_count(&self) -> usize {
-        self.leases
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.held().len()
     }
 
-    pub(crate) fn hold(&self, task_id: &str, token: u64) {
-        self.leases
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(task_id.to_owned(), token);
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        self.leases.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Note the lease on `task_id` with `token`, taken by a statement sent at `sent`.
+    pub(crate) fn hold(&self, task_id: &str, token: u64, sent: Instant) {
+        let until = sent + self.config.lease_ttl;
+        self.held()
+            .insert(task_id.to_owned(), Held { token, until });
+    }
+
+    /// True when this engine may take another task in hand: it has room, and its renewals keep up
+    /// (the last round succeeded within a sixth of the lease's lifetime). A worker whose renewals
+    /// are slow would otherwise take on more leases than it can keep.
+    pub(crate) fn has_room(&self) -> bool {
+        self.held_count() < self.config.max_active_tasks && self.renewals_keep_up()
+    }
+
+    fn renewals_keep_up(&self) -> bool {
+        let last = self.leases.last_renewal_us.load(Ordering::SeqCst);
+        let limit = u64::try_from((self.config.lease_ttl / 6).as_micros()).unwrap_or(u64::MAX);
+        last != RENEWAL_FAILED && last <= limit
+    }
+
+    /// Right before an effect of `run` starts (every policy; shared stores only): true while the
+    /// run's lease has at least a third of its lifetime left by this engine's clock. When it has
+    /// less (a renewal is late), the effect waits for the renewal; when the lease would be within a
+    /// tenth of its lifetime of expiring first, the run stops (as on a lost lease) and the effect
+    /// never starts: another worker may take the task over once the lease expires, and it must not
+    /// find this one still starting effects. Renewal runs on its own thread and connection, so this
+    /// only happens when the store cannot be reached in time (or the process was paused).
+    pub(crate) async fn lease_lasts(&self, run: &TaskRun) -> bool {
+        let Some(token) = run.fence.filter(|_| self.shared()) else {
+            return true;
+        };
+        let ttl = self.config.lease_ttl;
+        loop {
+            if run.is_halted() || run.lease_lost() {
+                return false;
+            }
+            let held = self.held().get(&*run.task_id).copied();
+            let Some(held) = held.filter(|h| h.token == token) else {
+                // Renewal found it taken over (and said so), or the engine gave it back.
+                run.stop_as_lost();
+                return false;
+            };
+            let now = Instant::now();
+            if held.until > now + ttl / 3 {
+                return true;
+            }
+            if held.until <= now + ttl / 10 {
+                tracing::warn!(task = %run.task_id, token, "the lease could not be renewed in time; this run stops before the lease can expire (the task's next owner goes on from its journal)");
+                run.stop_as_lost();
+                return false;
+            }
+            tokio::time::sleep((ttl / 50).max(Duration::from_millis(1))).await;
+        }
     }
 
     /// Take the lease on `task_id` (the caller holds its gate), retrying for up to `wait` while another
@@ -102,6 +173,7 @@ impl Inner {
         };
         let deadline = Instant::now() + wait;
         loop {
+            let sent = Instant::now();
             if let Some(lease) = leases
                 .acquire(&self.config.worker_id, task_id, self.ttl_ms())
                 .await?
@@ -113,7 +185,7 @@ impl Inner {
                         .await;
                     return Ok(Ownership::Busy);
                 }
-                self.hold(task_id, lease.token);
+                self.hold(task_id, lease.token, sent);
                 return Ok(Ownership::Leased(lease));
             }
             if Instant::now() >= deadline || self.halted.load(Ordering::SeqCst) {
@@ -167,8 +239,8 @@ impl Inner {
             return;
         };
         {
-            let mut held = self.leases.held.lock().unwrap_or_else(|p| p.into_inner());
-            if held.get(task_id) == Some(&token) {
+            let mut held = self.held();
+            if held.get(task_id).is_some_and(|h| h.token == token) {
                 held.remove(task_id);
             }
         }
@@ -186,31 +258,41 @@ impl Inner {
         if self.shared() && !self.leases.worker_started.swap(true, Ordering::SeqCst) {
             tracing::info!(worker = %self.config.worker_id, ttl_ms = self.ttl_ms(), poll_ms = u64::try_from(self.config.poll.as_millis()).unwrap_or(u64::MAX), max_active = self.config.max_active_tasks, "worker started");
             tokio::spawn(work(Arc::downgrade(self)));
-            tokio::spawn(keep_leases(Arc::downgrade(self)));
+            spawn_lease_keeper(Arc::downgrade(self));
         }
     }
 
-    /// Renew every lease held; stop the runs whose lease was taken over.
-    async fn renew(&self) -> Result<(), EngineError> {
+    /// Renew every lease held, with a statement sent at `sent`; stop the runs whose lease was
+    /// taken over.
+    async fn renew(&self, sent: Instant) -> Result<(), EngineError> {
         let Some(leases) = self.store.leases() else {
             return Ok(());
         };
         let held: Vec<(String, u64)> = self
-            .leases
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .held()
             .iter()
-            .map(|(id, token)| (id.clone(), *token))
+            .map(|(id, h)| (id.clone(), h.token))
             .collect();
         let lost = leases
             .renew(&self.config.worker_id, &held, self.ttl_ms())
             .await?;
+        let until = sent + self.config.lease_ttl;
+        {
+            let mut map = self.held();
+            for (task_id, token) in &held {
+                if lost.contains(task_id) {
+                    continue;
+                }
+                if let Some(h) = map.get_mut(task_id).filter(|h| h.token == *token) {
+                    h.until = h.until.max(until);
+                }
+            }
+        }
         for task_id in lost {
             let token = held.iter().find(|(id, _)| *id == task_id).map(|h| h.1);
             {
-                let mut map = self.leases.held.lock().unwrap_or_else(|p| p.into_inner());
-                if map.get(&task_id).copied() == token {
+                let mut map = self.held();
+                if map.get(&task_id).map(|h| h.token) == token {
                     map.remove(&task_id);
                 }
             }
@@ -251,25 +333,23 @@ impl Inner {
         if room == 0 {
             return Ok(());
         }
+        if !self.renewals_keep_up() {
+            tracing::debug!("renewals are slow or failing; no claims until they keep up");
+            return Ok(());
+        }
         let skills: Vec<(String, String)> = self
             .skills
             .values()
             .map(|s| (s.info().id.clone(), s.info().version.clone()))
             .collect();
-        let held: Vec<String> = self
-            .leases
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let held: Vec<String> = self.held().keys().cloned().collect();
         // `release_all` waits for a claim in flight, and a claim that started before the halt gives
         // back what it got.
         let _claiming = self.leases.claiming.lock().await;
         if self.halted.load(Ordering::SeqCst) {
             return Ok(());
         }
+        let sent = Instant::now();
         let claimed = leases
             .claim(&self.config.worker_id, &skills, &held, self.ttl_ms(), room)
             .await?;
@@ -284,7 +364,7 @@ impl Inner {
         for lease in claimed {
             tracing::debug!(task = %lease.task_id, token = lease.token, "claimed");
             let engine = self.clone();
-            self.hold(&lease.task_id, lease.token);
+            self.hold(&lease.task_id, lease.token, sent);
             tokio::spawn(async move {
                 let task_id = lease.task_id.clone();
                 if let Err(e) = engine.resume(&task_id, Some(lease)).await {
@@ -298,17 +378,11 @@ impl Inner {
     /// Give back every lease (shutdown, after the halt): other workers take the tasks over at once.
     pub(crate) async fn release_all(&self) {
         let _no_claim_in_flight = self.leases.claiming.lock().await;
-        let held: Vec<(String, u64)> = self
-            .leases
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .collect();
+        let held: Vec<(String, Held)> = self.held().drain().collect();
         if let Some(leases) = self.store.leases() {
-            for (task_id, token) in held {
+            for (task_id, held) in held {
                 let _ = leases
-                    .release(&self.config.worker_id, &task_id, token)
+                    .release(&self.config.worker_id, &task_id, held.token)
                     .await;
             }
         }
@@ -339,33 +413,70 @@ async fn every<Fut>(
     }
 }
 
-/// Renew every third of the lease's lifetime, on its own task so that claiming and resuming never
-/// delay it. A renewal that fails (the database is unreachable, or the statement lost a conflict)
-/// says nothing about the leases: none is given up for it, and the next renewal comes sooner, after a
-/// tenth of the lifetime, while the leases still have most of theirs.
+/// Start [`keep_leases`] on a thread of its own with a runtime of its own: a worker whose runtime is
+/// saturated by its tasks (hundreds of steps ready at once, a step that computes for a while) must
+/// still renew their leases on time, or another worker takes them over and runs their effects a
+/// second time. The thread holds the engine weakly and ends with it (or when it halts).
+fn spawn_lease_keeper(engine: Weak<Inner>) {
+    let keeper = engine.clone();
+    let spawned = std::thread::Builder::new()
+        .name("radkit-leases".to_owned())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(keep_leases(keeper)),
+                Err(e) => tracing::error!(error = %e, "the lease keeper's runtime could not be built; leases are not renewed"),
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread for the lease keeper; renewing leases on the engine's runtime");
+        tokio::spawn(keep_leases(engine));
+    }
+}
+
+/// Renew every third of the lease's lifetime, counted from the start of the previous round (a slow
+/// round does not push the next one back). A renewal that fails (the database is unreachable, or the
+/// statement lost a conflict) says nothing about the leases: none is given up for it, and the next
+/// renewal comes sooner, a tenth of the lifetime after the failed one started, while the leases
+/// still have most of theirs. How each round went decides whether the engine takes more tasks in
+/// hand ([`Inner::has_room`]).
 async fn keep_leases(engine: Weak<Inner>) {
-    let failed = Arc::new(AtomicBool::new(false));
-    every(
-        engine,
-        {
-            let failed = failed.clone();
-            move |e| match failed.load(Ordering::SeqCst) {
-                true => e.config.lease_ttl / 10,
-                false => e.config.lease_ttl / 3,
+    let mut next = Instant::now();
+    loop {
+        let ttl = match engine.upgrade() {
+            Some(e) => e.config.lease_ttl,
+            None => return,
+        };
+        tokio::time::sleep_until(next.into()).await;
+        let Some(e) = engine.upgrade() else {
+            return;
+        };
+        if e.halted.load(Ordering::SeqCst) {
+            return;
+        }
+        let sent = Instant::now();
+        let result = e.renew(sent).await;
+        let took = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX - 1);
+        let (status, period) = match &result {
+            Ok(()) => (took.min(RENEWAL_FAILED - 1), ttl / 3),
+            Err(err) => {
+                tracing::warn!(error = %err, "lease renewal failed; retrying soon");
+                (RENEWAL_FAILED, ttl / 10)
             }
-        },
-        |e| {
-            let failed = failed.clone();
-            async move {
-                let result = e.renew().await;
-                if let Err(e) = &result {
-                    tracing::warn!(error = %e, "lease renewal failed; retrying soon");
-                }
-                failed.store(result.is_err(), Ordering::SeqCst);
-            }
-        },
-    )
-    .await
+        };
+        e.leases.last_renewal_us.store(status, Ordering::SeqCst);
+        if result.is_ok() && took > u64::try_from((ttl / 6).as_micros()).unwrap_or(u64::MAX) {
+            tracing::warn!(
+                took_ms = took / 1000,
+                ttl_ms = e.ttl_ms(),
+                "lease renewal was slow; taking no new tasks until renewals keep up"
+            );
+        }
+        drop(e);
+        next = sent + period;
+    }
 }
 
 /// The worker loop: claims and cancel requests every poll.

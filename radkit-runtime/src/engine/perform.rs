@@ -1,7 +1,9 @@
 //! Performing one `llm` or `tool` command: attempts with exponential backoff and jitter, every failed
 //! attempt journaled, the receipt recorded, crash hooks at each boundary. Each attempt holds one of
 //! its task's effect slots (the bound on parallel effects inside a step). On a shared store an
-//! `AtMostOnce` attempt starts only after the store confirms the run still holds the task's lease.
+//! attempt starts only while the run's lease has a third of its lifetime left by the engine's own
+//! clock (`Inner::lease_lasts`), and an `AtMostOnce` attempt only after the store confirms the run
+//! still holds it.
 
 use std::sync::Arc;
 
@@ -45,6 +47,9 @@ impl Inner {
             // per attempt, so a call waiting out its backoff leaves room for its siblings.
             let slot = run.effect_slots.acquire().await.ok()?;
             if run.is_halted() {
+                return None;
+            }
+            if !self.lease_lasts(run).await {
                 return None;
             }
             if !cmd.policy.reissue_allowed() && !self.may_start_at_most_once(run).await {

@@ -184,6 +184,8 @@ type Reply = oneshot::Sender<Result<(), StoreError>>;
 pub struct PostgresStore {
     /// Reads and lease operations (reconnects by itself).
     pool: Pool,
+    /// Lease renewal's own connection (see [`Renewer`]).
+    renewer: Arc<Renewer>,
     writer: mpsc::UnboundedSender<(Encoded, Reply)>,
     stats: Arc<Counters>,
 }
@@ -420,6 +422,11 @@ impl PostgresStore {
         }
         Ok(PostgresStore {
             pool,
+            renewer: Arc::new(Renewer {
+                config,
+                url: url.to_owned(),
+                client: tokio::sync::Mutex::new(None),
+            }),
             writer: tx,
             stats,
         })
@@ -494,6 +501,62 @@ impl PostgresStore {
             (client, result)
         })
         .await
+    }
+}
+
+/// Lease renewal's connection, its own: a renewal never waits for a pooled connection behind the
+/// reads of the very tasks whose leases it keeps. It is opened by the first renewal, on the runtime
+/// that renews (the engine's lease keeper has a thread and a runtime of its own), and opened again
+/// there when it broke.
+struct Renewer {
+    config: Config,
+    url: String,
+    client: tokio::sync::Mutex<Option<Client>>,
+}
+
+impl Renewer {
+    /// The rows of `sql` on the renewal connection, `params` made afresh for each try (they hold
+    /// the time): a broken connection is reopened once, a statement rolled back by a conflict run
+    /// again (up to [`ROUND_RETRIES`] times).
+    async fn rows<P>(&self, sql: &str, params: impl Fn() -> P) -> Result<Vec<Row>, StoreError>
+    where
+        P: AsRef<[Box<dyn ToSql + Sync + Send>]>,
+    {
+        let mut client = self.client.lock().await;
+        let (mut reconnected, mut conflicts) = (false, 0);
+        loop {
+            let open = match client.take().filter(|c| !c.is_closed()) {
+                Some(c) => c,
+                None => connect_writer(&self.config, &self.url).await?,
+            };
+            let params = params();
+            let refs: Vec<&(dyn ToSql + Sync)> = params
+                .as_ref()
+                .iter()
+                .map(|p| &**p as &(dyn ToSql + Sync))
+                .collect();
+            match open.query(sql, &refs).await {
+                Ok(rows) => {
+                    *client = Some(open);
+                    return Ok(rows);
+                }
+                Err(e) if conflicts < ROUND_RETRIES && rolled_back_by_conflict(&e) => {
+                    *client = Some(open);
+                    conflicts += 1;
+                    conflict_pause(conflicts).await;
+                }
+                Err(e) if !reconnected && (open.is_closed() || disconnected(&e)) => {
+                    tracing::warn!(error = %describe(&e), "postgres lease connection lost; reconnecting");
+                    reconnected = true;
+                }
+                Err(e) => {
+                    if !open.is_closed() {
+                        *client = Some(open);
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
     }
 }
 
@@ -1377,9 +1440,13 @@ impl Leases for PostgresStore {
             .iter()
             .map(|(_, t)| to_sql_int("fencing token", *t))
             .collect::<Result<Vec<i64>, _>>()?;
+        let ids: Vec<String> = ids.into_iter().map(str::to_owned).collect();
+        let owner = owner.to_owned();
         // The rows are locked in `tid` order first (see the module docs): the ids come in the order of
-        // the engine's hash map.
+        // the engine's hash map. On the renewal's own connection ([`Renewer`]); the expiry is
+        // computed as each try is sent.
         let rows = self
+            .renewer
             .rows(
                 "WITH locked AS MATERIALIZED (
                     SELECT t.tid FROM radkit_tasks t
@@ -1391,7 +1458,14 @@ impl Leases for PostgresStore {
                  UPDATE radkit_tasks t SET lease_expires_ms = $1
                  FROM locked WHERE t.tid = locked.tid
                  RETURNING t.id",
-                &[&now_ms().saturating_add(ttl_ms), &ids, &tokens, &owner],
+                || -> [Box<dyn ToSql + Sync + Send>; 4] {
+                    [
+                        Box::new(now_ms().saturating_add(ttl_ms)),
+                        Box::new(ids.clone()),
+                        Box::new(tokens.clone()),
+                        Box::new(owner.clone()),
+                    ]
+                },
             )
             .await?;
         let kept = rows
