@@ -468,15 +468,14 @@ async fn non_terminal_tasks_are_recovered_at_start() {
         pay_effects(&ledger),
         once(Boundary::CommandJournaled, "write_receipt"),
     );
-    let mut ids = Vec::new();
-    for i in 0..5 {
-        ids.push(
-            engine
-                .send(Request::operator(user(&format!("{i} EUR"))))
-                .await
-                .unwrap(),
-        );
-    }
+    // Sent together: on this single-threaded runtime every send's work (each a task of its own)
+    // runs before the first task's driver reaches the crash, so all five exist at the crash.
+    let sends = (0..5).map(|i| engine.send(Request::operator(user(&format!("{i} EUR")))));
+    let ids: Vec<_> = futures::future::join_all(sends)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
     wait_halted(&engine).await;
     drop(engine);
     // What each task had journaled, and what had run, at the crash.

@@ -139,6 +139,17 @@ fn main() -> ExitCode {
             Kind::Postgres,
             || Box::pin(postgres_sends_cut_off_at_any_point_leave_no_task_stranded()),
         ),
+        // A transition that asks and calls a tool together (issue 23, defect 6).
+        (
+            "a_tool_issued_beside_a_question_is_performed_after_a_crash_without_waiting_for_the_reply",
+            Kind::Plain,
+            || Box::pin(a_tool_issued_beside_a_question_is_performed_after_a_crash_without_waiting_for_the_reply()),
+        ),
+        (
+            "postgres_a_tool_issued_beside_a_question_is_claimed_and_performed_after_a_crash",
+            Kind::Postgres,
+            || Box::pin(postgres_a_tool_issued_beside_a_question_is_claimed_and_performed_after_a_crash()),
+        ),
         // 5. Hook denials on replay.
         (
             "a_hook_denial_is_journaled_and_honoured_on_replay_when_the_hook_now_allows",
@@ -1331,4 +1342,167 @@ async fn cut_off_after_polls(fut: impl Future, polls: usize) {
         }
         tokio::task::yield_now().await;
     }
+}
+
+// ---- a question and a tool from one transition ----
+
+/// A reducer whose first transition asks a question and calls the `lookup` tool together; it
+/// completes once it has both results (the tool's and the reply), in either order.
+struct AskAndLookUp;
+
+#[async_trait]
+impl FlowSkill for AskAndLookUp {
+    /// Bit 1: the lookup returned; bit 2: the reply came.
+    type State = u32;
+    fn info(&self) -> SkillInfo {
+        SkillInfo::new("ask_and_look_up", "Ask and look up").version("1")
+    }
+    fn initial_state(&self) -> u32 {
+        0
+    }
+    async fn on_event(
+        &self,
+        state: u32,
+        event: Event,
+        _: &StepCtx,
+    ) -> Result<Transition<u32>, StepError> {
+        let got = match event {
+            Event::UserMessage { .. } if state == 0 => {
+                let question = Cmd::new(CmdKind::AskUser {
+                    slot: "note".to_owned(),
+                    message: Message::agent_text("Any note?"),
+                    expires_in_ms: None,
+                    on_expiry: None,
+                });
+                return Ok(Transition::to(0)
+                    .cmd(question)
+                    .cmd(Cmd::tool("lookup", json!({}))));
+            }
+            Event::CommandResult { outcome: Ok(v), .. } if v == json!("looked up") => 1,
+            Event::CommandResult { outcome: Ok(_), .. } => 2,
+            _ => return Ok(Transition::ignore()),
+        };
+        match state | got {
+            3 => Ok(Transition::complete("looked up and answered")),
+            now => Ok(Transition::to(now)),
+        }
+    }
+}
+
+fn ask_and_look_up(store: Arc<dyn Store>, lookups: &Arc<AtomicU32>) -> EngineBuilder {
+    let lookups = lookups.clone();
+    Engine::builder_arc(store)
+        .without_registered_skills()
+        .skill(AskAndLookUp)
+        .effects(Effects::new().tool(
+            "lookup",
+            FnTool::new(EffectPolicy::Idempotent, move |_, _| {
+                lookups.fetch_add(1, Ordering::SeqCst);
+                async { Ok(json!("looked up")) }
+            }),
+        ))
+}
+
+/// The engine dies during the `lookup` the question's transition issued: the task's row says
+/// `input-required`, yet it has work to do. The next engine performs the lookup without waiting for
+/// the reply (the row's wake time says so), and the reply, when it comes, is taken.
+async fn a_tool_issued_beside_a_question_is_performed_after_a_crash_without_waiting_for_the_reply()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ask-and-look-up.sqlite");
+    let lookups = Arc::new(AtomicU32::new(0));
+    let a = ask_and_look_up(sqlite(&path), &lookups)
+        .fault_hook(|f: &Fault| {
+            f.boundary == Boundary::DuringEffect && f.what.as_deref() == Some("tool `lookup`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let task = a.send(Request::operator(user("go"))).await.unwrap();
+    halted(&a, "the crash during the lookup").await;
+    drop(a);
+    let b = ask_and_look_up(sqlite(&path), &lookups)
+        .start()
+        .await
+        .unwrap();
+    the_lookup_is_performed_then_the_reply_taken(&b, &task).await;
+}
+
+/// The same on Postgres: the crashed engine's lease expires and another worker claims the task by
+/// its wake time, though its row says `input-required`.
+async fn postgres_a_tool_issued_beside_a_question_is_claimed_and_performed_after_a_crash() {
+    let (_, url) = radkit_runtime::store::postgres::create_schema(
+        &services::postgres_url(),
+        "radkit_promises",
+    )
+    .await
+    .expect("create a test schema");
+    let connect = || async {
+        let store: Arc<dyn Store> = Arc::new(
+            PostgresStore::connect(&url)
+                .await
+                .expect("connect the Postgres store"),
+        );
+        store
+    };
+    let lookups = Arc::new(AtomicU32::new(0));
+    let short_leases = |builder: EngineBuilder, worker: &str| {
+        builder
+            .worker_id(worker)
+            .lease_ttl(Duration::from_millis(500))
+            .poll_interval(Duration::from_millis(20))
+    };
+    let a = short_leases(ask_and_look_up(connect().await, &lookups), "engine-a")
+        .fault_hook(|f: &Fault| {
+            f.boundary == Boundary::DuringEffect && f.what.as_deref() == Some("tool `lookup`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let task = a.send(Request::operator(user("go"))).await.unwrap();
+    halted(&a, "the crash during the lookup").await;
+    let b = short_leases(ask_and_look_up(connect().await, &lookups), "engine-b")
+        .start()
+        .await
+        .unwrap();
+    the_lookup_is_performed_then_the_reply_taken(&b, &task).await;
+    drop(a);
+}
+
+async fn the_lookup_is_performed_then_the_reply_taken(engine: &Engine, task: &TaskId) {
+    within("the lookup's receipt, with no reply sent", async {
+        loop {
+            let lookup_done = journal(engine, task).await.iter().any(|r| {
+                matches!(&r.entry, Entry::ReceiptRecorded { receipt }
+                    if receipt.outcome.as_ref().is_ok_and(|v| *v == json!("looked up")))
+            });
+            if lookup_done {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let mut answer = user("no note");
+    answer.task_id = Some(task.to_string());
+    within(
+        "the reply to be taken",
+        engine.send(Request::operator(answer)),
+    )
+    .await
+    .expect("the reply is taken");
+    let done = finished(engine, task, "the task's end").await;
+    assert_eq!(
+        done.status.state,
+        TaskState::Completed,
+        "{}",
+        status_text(&done)
+    );
+    let entries = journal(engine, task).await;
+    let lookup = command_id(&entries, "tool `lookup`");
+    let receipts = entries
+        .iter()
+        .filter(|r| matches!(&r.entry, Entry::ReceiptRecorded { receipt } if receipt.id == lookup))
+        .count();
+    assert_eq!(receipts, 1, "one receipt for the lookup");
 }

@@ -357,6 +357,11 @@ impl Engine {
         let (run, wait, open_visit) = self.inner.load_owned(task_id, owner.token()).await?;
         let ask = match wait {
             Wait::Input { ask, .. } => ask,
+            // A question is open while an effect issued beside it is still to be performed (a crash
+            // cut it off): the reply is taken, and the run performs the effect too.
+            Wait::Runnable if run.lock().open_question().is_some() => {
+                run.lock().open_question().cloned()
+            }
             Wait::Terminal(state) => {
                 self.inner.disown(&run).await;
                 return Err(EngineError::TaskFinished {

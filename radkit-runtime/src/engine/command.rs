@@ -64,6 +64,8 @@ pub(crate) fn issue(
             }
             st.push(asked);
             st.set_status(TaskState::InputRequired);
+            // An effect issued before it (by the same transition) is still to be performed.
+            st.rewake_if_waiting();
             Issued::Waits(deadline)
         }
         CmdKind::Llm { .. }
@@ -71,6 +73,8 @@ pub(crate) fn issue(
         | CmdKind::Agent { .. }
         | CmdKind::Skill { .. } => {
             st.issue(id, cmd, transition);
+            // Beside a question or a timer the row would hide it.
+            st.rewake_if_waiting();
             Issued::Perform
         }
         // Emissions were journaled above.

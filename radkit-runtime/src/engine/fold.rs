@@ -396,6 +396,29 @@ impl Folded {
             .min()
     }
 
+    /// An effect is outstanding that the engine performs by itself, without waiting for anything: a
+    /// model or tool call without its receipt, or a call to another agent or skill not yet bound to
+    /// its callee (a bound call waits for its callee, rechecked by its timer).
+    pub fn has_effect_to_perform(&self) -> bool {
+        self.commands.values().any(|c| {
+            c.receipt.is_none()
+                && match c.cmd.kind {
+                    CmdKind::Llm { .. } | CmdKind::Tool { .. } => true,
+                    CmdKind::Agent { .. } | CmdKind::Skill { .. } => c.callee.is_none(),
+                    _ => false,
+                }
+        })
+    }
+
+    /// The question (`ask_user` command) that waits for its reply, if any.
+    pub fn open_question(&self) -> Option<&InvocationId> {
+        self.commands
+            .iter()
+            .filter(|(_, c)| c.receipt.is_none() && matches!(c.cmd.kind, CmdKind::AskUser { .. }))
+            .map(|(id, _)| id)
+            .min_by_key(|id| self.commands[*id].issued_seq)
+    }
+
     /// Something outstanding can wake the task: a transition command without its receipt, or a timer.
     pub fn has_outstanding_wake(&self) -> bool {
         self.commands

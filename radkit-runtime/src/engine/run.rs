@@ -145,16 +145,39 @@ impl RunState {
         self.rewake();
     }
 
-    /// Set the task row's wake time to what the task waits for now: a cancel being carried out
-    /// (at once), else its earliest outstanding timer (a sleep, a question's deadline, a call's
-    /// recheck), else none. One timer never hides an earlier one of the same task.
+    /// Set the task row's wake time to what the task waits for now: a cancel being carried out, or
+    /// an effect to perform that the row's state would hide (at once), else its earliest
+    /// outstanding timer (a sleep, a question's deadline, a call's recheck), else none. One timer
+    /// never hides an earlier one of the same task.
     pub fn rewake(&mut self) {
-        let at = if self.cancel_requested() {
+        let at = if self.cancel_requested() || self.hides_work() {
             Some(now_ms())
         } else {
             self.earliest_timer()
         };
         self.set_wake(at);
+    }
+
+    /// True when the task waits by its row (`input-required`, or a timer set) while an effect is
+    /// outstanding that needs nothing but to be performed (a transition that asks a question and
+    /// calls a tool together, a sleep beside a tool): recovery and a shared store's claims look
+    /// for such a task by its row's wake time, which must then be now — or a crash during the
+    /// effect leaves the task to wait for a reply (or the timer) that its own replay would refuse.
+    fn hides_work(&self) -> bool {
+        self.waits_by_row() && self.has_effect_to_perform()
+    }
+
+    fn waits_by_row(&self) -> bool {
+        self.status() == TaskState::InputRequired || self.earliest_timer().is_some()
+    }
+
+    /// [`RunState::rewake`] when the row shows the task waiting: the only case in which issuing or
+    /// settling an effect changes the wake time (a working task without a timer is runnable by its
+    /// state alone), so the hot path writes no wake time.
+    pub fn rewake_if_waiting(&mut self) {
+        if self.waits_by_row() {
+            self.rewake();
+        }
     }
 
     /// Buffer a change to a non-terminal status (a task ends with a `terminal` entry).
@@ -169,9 +192,11 @@ impl RunState {
         self.pending_wake = Some(at);
     }
 
-    /// Buffer a receipt.
+    /// Buffer a receipt (and, while the row shows the task waiting, its wake time: the effect it
+    /// settles no longer needs one).
     pub fn record_receipt(&mut self, receipt: Receipt) {
         self.push(Entry::ReceiptRecorded { receipt });
+        self.rewake_if_waiting();
     }
 
     /// The `seq` of the first entry not committed yet (`next_seq` when none is buffered).
@@ -528,6 +553,13 @@ mod tests {
             Cmd::skill("child", crate::model::Message::user_text("x")),
             false,
         );
+        // A call waits by its recheck once its callee is bound.
+        st.push(Entry::CallStarted {
+            id: call.clone(),
+            task_id: "callee".into(),
+            context_id: None,
+            webhook: false,
+        });
         st.set_timer(&call, 5_000);
         assert_eq!(
             st.pending_wake,
@@ -550,6 +582,52 @@ mod tests {
         });
         st.rewake();
         assert_eq!(st.pending_wake, Some(None));
+    }
+
+    /// A question and a tool from one transition: while the tool has no receipt the row wakes now
+    /// (recovery and claims must find the work), after it the row waits for the reply; a working
+    /// task's effects write no wake time at all (the hot path).
+    #[test]
+    fn a_tool_beside_a_question_wakes_the_row_until_its_receipt() {
+        let mut st = run_in(TaskState::Working);
+        let tool = InvocationId::derive("t", 1, 0);
+        super::super::command::issue(
+            &mut st,
+            &tool,
+            crate::flow::Cmd::tool("lookup", serde_json::json!({})),
+            true,
+            0,
+        );
+        assert_eq!(
+            st.pending_wake, None,
+            "a working task's effect writes no wake time"
+        );
+        let ask = InvocationId::derive("t", 1, 1);
+        let question = crate::flow::Cmd::new(crate::flow::CmdKind::AskUser {
+            slot: "note".into(),
+            message: crate::model::Message::agent_text("note?"),
+            expires_in_ms: None,
+            on_expiry: None,
+        });
+        let before = now_ms();
+        super::super::command::issue(&mut st, &ask, question, true, before);
+        assert_eq!(st.status(), TaskState::InputRequired);
+        assert!(
+            matches!(st.pending_wake, Some(Some(at)) if at >= before),
+            "the lookup is work to do now: {:?}",
+            st.pending_wake
+        );
+        st.record_receipt(Receipt {
+            id: tool,
+            attempt: 1,
+            outcome: Ok(serde_json::Value::Null),
+            usage: None,
+        });
+        assert_eq!(
+            st.pending_wake,
+            Some(None),
+            "then the task waits for the reply"
+        );
     }
 
     #[test]
