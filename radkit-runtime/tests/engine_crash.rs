@@ -568,3 +568,36 @@ async fn idempotent_policy_is_taken_from_the_tool_declaration() {
     });
     assert_eq!(policy, Some(EffectPolicy::Idempotent));
 }
+
+/// A cancel sent to an engine that halted (shut down, or stopped by a failure) is refused at once
+/// with `Halted` instead of waiting for an end nobody will write; the task is left as it was for
+/// the next engine to finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_sent_to_a_halted_engine_returns_halted_at_once() {
+    let store = MemoryStore::new();
+    let ledger = Ledger::default();
+    let engine = fresh_engine(&store, &ledger).await;
+    let task = engine.send(Request::operator(user("5 EUR"))).await.unwrap();
+    assert_eq!(
+        settled(&engine, &task).await.status.state,
+        TaskState::InputRequired
+    );
+    engine.halt();
+    let canceled = within(
+        PATIENCE,
+        "the cancel's answer",
+        engine.cancel(&Caller::Operator, &task),
+    )
+    .await;
+    assert!(
+        matches!(canceled, Err(radkit_runtime::engine::EngineError::Halted)),
+        "{canceled:?}"
+    );
+    let journal = store.journal(&task, 0).await.unwrap();
+    assert!(
+        !journal
+            .iter()
+            .any(|r| matches!(r.entry, Entry::CancelRequested | Entry::Terminal { .. })),
+        "a halted engine writes nothing"
+    );
+}

@@ -432,6 +432,30 @@ impl Engine {
         })
     }
 
+    /// The task as its creating append left it (submitted, the first message in its history), and
+    /// that append's last seq: where the stream of the send that created it starts, so that what
+    /// its client sees never depends on how far the task ran before the stream was opened
+    /// (`Engine::subscribe_from` that seq gives every later record, in order).
+    pub async fn snapshot_at_start(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        history_length: Option<usize>,
+    ) -> Result<Snapshot, EngineError> {
+        let mut record = self.visible(caller, task_id).await?;
+        let first = self.inner.store.journal_page(task_id, 0, 1).await?;
+        let view = crate::store::view::MemView::fold(&first);
+        record.last_seq = first.last().map_or(0, |r| r.seq);
+        record.state = view.state;
+        record.wake_at_ms = None;
+        let view = view.view(record, history_length);
+        Ok(Snapshot {
+            last_seq: view.record.last_seq,
+            is_final: view.settled,
+            task: super::projection::a2a_task(view),
+        })
+    }
+
     /// True when the task is settled and a follower that has seen its records up to `seq` has seen
     /// the record that settled it (its question or its end): a stream resumed after `seq` has nothing
     /// more to say. Reads the journal after `seq` a page at a time, until a settling record.
@@ -503,13 +527,33 @@ impl Engine {
     ///
     /// Once started, the cancel is carried out whatever becomes of the returned future (a client that
     /// hangs up only stops waiting for the end).
+    ///
+    /// A halted engine (shut down, or stopped by a failure) refuses the cancel at once with
+    /// [`EngineError::Halted`], and one that halts while the cancel is carried out stops the wait
+    /// with it: the cancel is journaled or on the task's row, and whoever runs the task next
+    /// finishes it.
     pub async fn cancel(&self, caller: &Caller, task_id: &TaskId) -> Result<Task, EngineError> {
+        if self.is_halted() {
+            return Err(EngineError::Halted);
+        }
         let engine = self.clone();
         let (who, id) = (caller.clone(), task_id.clone());
         detached(async move { engine.request_cancel(&who, &id).await }).await?;
-        let mut sub = self.subscribe(caller, task_id).await?;
-        while let Some(update) = sub.next().await {
-            update?;
+        let ended = async {
+            let mut sub = self.subscribe(caller, task_id).await?;
+            while let Some(update) = sub.next().await {
+                update?;
+            }
+            Ok::<_, EngineError>(())
+        };
+        let halted = async {
+            while !self.is_halted() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::select! {
+            ended = ended => ended?,
+            () = halted => return Err(EngineError::Halted),
         }
         self.task(caller, task_id, None).await
     }

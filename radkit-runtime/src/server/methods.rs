@@ -470,11 +470,24 @@ pub(crate) async fn open_send(
             })?,
         None => start(state, caller, &send).await?,
     };
-    let snapshot = state
-        .engine
-        .snapshot(caller, &task_id, Some(state.config.max_history))
-        .await
-        .map_err(|e| engine_error(e, false))?;
+    // The stream of a send that creates a task starts at the task's first record, whatever the
+    // task did meanwhile: every client sees `submitted`, then each update in order. A reply's
+    // stream starts where the task stands.
+    let snapshot = match (resume, &send.message.task_id) {
+        (None, None) => {
+            state
+                .engine
+                .snapshot_at_start(caller, &task_id, Some(state.config.max_history))
+                .await
+        }
+        _ => {
+            state
+                .engine
+                .snapshot(caller, &task_id, Some(state.config.max_history))
+                .await
+        }
+    }
+    .map_err(|e| engine_error(e, false))?;
     let (first, after, done) = match resume {
         Some(seq) => {
             let done = resumed(state, caller, &task_id, snapshot.last_seq, seq).await?;
