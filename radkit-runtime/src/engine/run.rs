@@ -283,11 +283,24 @@ impl TaskRun {
         self.write_failed.load(Ordering::SeqCst)
     }
 
-    /// The lease was taken over: stop this run.
-    pub fn lose_lease(&self) {
-        if !self.lost.swap(true, Ordering::SeqCst) {
-            tracing::warn!(task = %self.task_id, token = ?self.fence, "lease lost to another worker; fenced off, this run stops");
+    /// The lease was taken over: stop this run. Returns true when that is news worth a warning: a
+    /// run that had not finished lost it. A run whose task ended, or whose driver stopped (it waits
+    /// and gives its lease back), is not fenced off by anyone: renewal finds its lease gone because
+    /// the run let it go (the store releases it as the task ends or the run gives it back).
+    pub fn lose_lease(&self) -> bool {
+        if self.lost.swap(true, Ordering::SeqCst) {
+            return false;
         }
+        let finished = {
+            let st = self.lock();
+            st.closed || st.status().is_terminal()
+        };
+        if finished {
+            tracing::debug!(task = %self.task_id, token = ?self.fence, "the lease of a finished run is gone");
+            return false;
+        }
+        tracing::warn!(task = %self.task_id, token = ?self.fence, "lease lost to another worker; fenced off, this run stops");
+        true
     }
 
     /// Stop this run as on a lost lease, without logging a takeover (the caller logged why).
@@ -550,6 +563,25 @@ mod tests {
         });
         st.rewake();
         assert_eq!(st.pending_wake, Some(None));
+    }
+
+    /// Renewal finds the lease of a run that just completed gone (released with the task's end,
+    /// before the run left the live table): no takeover is reported for it.
+    #[tokio::test]
+    async fn a_lease_lost_after_the_task_ended_or_the_run_stopped_reports_no_takeover() {
+        let run = run_without_a_row();
+        run.lock().push(Entry::Terminal {
+            state: TaskState::Completed,
+            message: None,
+        });
+        assert!(!run.lose_lease(), "the task completed");
+        assert!(run.lease_lost() && run.is_halted(), "the run still stops");
+        let run = run_without_a_row();
+        run.lock().close();
+        assert!(!run.lose_lease(), "the run stopped: it waits");
+        let run = run_without_a_row();
+        assert!(run.lose_lease(), "a running task was fenced off");
+        assert!(!run.lose_lease(), "reported once");
     }
 
     #[test]
