@@ -832,7 +832,7 @@ async fn the_official_python_sdk_server_is_a_remote_peer() {
 
 /// The SDK's own push sender stores the call's webhook URL and token and posts the callee's
 /// updates with them: the caller, whose first recheck is far beyond the test's patience, is woken
-/// by a post, over 1.0 and 0.3.
+/// by a post, over 1.0 and 0.3, for a call and for the reply that answers a question.
 async fn the_official_python_sdk_server_wakes_its_caller_through_the_call_webhook() {
     let server = sdk_server_with(&["--push"]).await;
     let (caller, store) = caller_with_webhook(&server.url).await;
@@ -846,5 +846,9 @@ async fn the_official_python_sdk_server_wakes_its_caller_through_the_call_webhoo
             .filter(|e| matches!(e, Entry::TimerSet { .. }))
             .count();
         assert_eq!(timers, 1, "{agent}: woken by the post, not by a recheck");
+        // The question round trip: the reply is a second call with its own URL and token.
+        let id = ask(&caller.engine, &format!("{agent}: ask me")).await;
+        let done = ended(&caller.engine, &id).await;
+        assert!(text_of(&done).contains("42"), "{agent}: {done:?}");
     }
 }
