@@ -24,12 +24,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-pub(crate) use posts::Posts;
+pub(crate) use posts::{waits_on_any, Posts};
 pub use remote::AgentSpec;
 pub(crate) use remote::Agents;
 
 use super::fault::Boundary;
-use super::fold::{CmdRec, Folded};
+use super::fold::CmdRec;
 use super::run::TaskRun;
 use super::Inner;
 use crate::client::PushTarget;
@@ -182,30 +182,6 @@ fn asks_for_input(receipt: &Receipt) -> bool {
         .ok()
         .and_then(|v| serde_json::from_value::<AgentReply>(v.clone()).ok())
         .is_some_and(|r| r.needs_input())
-}
-
-/// True when a post about one of `calls` (their names in the call webhook's URLs) may find news:
-/// the task has not ended, and a call of it still waits (started, no receipt) on the callee task
-/// one of them started. That is the posted call itself, or a later one that continues the same
-/// callee task (`.reply(..)`: a callee that keeps posting with the first call's config still
-/// wakes it). A post about a callee no call waits on any more has nothing to wake.
-pub(crate) fn waits_on_any(fold: &Folded, calls: &std::collections::HashSet<String>) -> bool {
-    if fold.status().is_terminal() {
-        return false;
-    }
-    let commands = fold.commands();
-    let posted: std::collections::HashSet<&str> = commands
-        .iter()
-        .filter(|(id, _)| calls.contains(&webhook::call_name(id)))
-        .filter_map(|(_, rec)| Some(rec.callee.as_ref()?.task_id.as_str()))
-        .collect();
-    commands.values().any(|rec| {
-        rec.receipt.is_none()
-            && rec
-                .callee
-                .as_ref()
-                .is_some_and(|c| posted.contains(c.task_id.as_str()))
-    })
 }
 
 /// The fingerprint of call `id` (`agent \`planner\``), for the fault hook.
@@ -633,64 +609,6 @@ mod tests {
             message_id(&InvocationId::derive("task", 3, 2))
         );
         assert!(!message_id(&id).contains("task"), "opaque to the callee");
-    }
-
-    /// Calls `a` (settled) and `b` (its reply, waiting) on callee task `t1`, `c` (settled) on
-    /// `t2`: posts about `a` or `b` may find news, posts about `c` none, and none once the task
-    /// ended.
-    #[test]
-    fn a_post_wakes_only_for_a_callee_task_a_call_still_waits_on() {
-        let mut fold = Folded::new(serde_json::Value::Null);
-        let mut seq = 0;
-        let mut apply = |fold: &mut Folded, entry: Entry| {
-            seq += 1;
-            fold.apply(seq, &entry);
-        };
-        let id = |n| InvocationId::derive("task", 1, n);
-        for (n, callee, settled) in [(1, "t1", true), (2, "t1", false), (3, "t2", true)] {
-            let message = Message::user_text("x");
-            apply(
-                &mut fold,
-                Entry::CommandIssued {
-                    id: id(n),
-                    cmd: Cmd::agent("peer", message),
-                    transition: false,
-                },
-            );
-            apply(
-                &mut fold,
-                Entry::CallStarted {
-                    id: id(n),
-                    task_id: callee.into(),
-                    context_id: None,
-                    webhook: true,
-                },
-            );
-            if settled {
-                apply(
-                    &mut fold,
-                    Entry::ReceiptRecorded {
-                        receipt: receipt(&id(n), 1, Ok(serde_json::Value::Null)),
-                    },
-                );
-            }
-        }
-        let posted = |n: u32| std::collections::HashSet::from([webhook::call_name(&id(n))]);
-        assert!(
-            waits_on_any(&fold, &posted(1)),
-            "b continues a's callee task"
-        );
-        assert!(waits_on_any(&fold, &posted(2)));
-        assert!(!waits_on_any(&fold, &posted(3)), "nothing waits on t2");
-        assert!(!waits_on_any(&fold, &posted(4)), "no such call");
-        apply(
-            &mut fold,
-            Entry::Terminal {
-                state: TaskState::Completed,
-                message: None,
-            },
-        );
-        assert!(!waits_on_any(&fold, &posted(2)), "the task ended");
     }
 
     #[test]

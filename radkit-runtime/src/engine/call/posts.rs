@@ -7,10 +7,11 @@
 //! the callee before the news); and a task's wakes are spaced by a token bucket ([`BURST`] at
 //! once, then one per [`EVERY`]). No post is refused for its number (each good one is answered
 //! `204`): a wake it cannot have now is owed and comes when the bucket allows, so a callee's last
-//! post is never lost to a flood before it. This module owns that bookkeeping and the loop that
-//! wakes the task (`Inner::answer_posts`); what a wake loads is the runner's
-//! (`Inner::wake_for_posts`: nothing for a post about a call that settled) and what it journals
-//! the call's (`Inner::wait`: nothing while the callee still works).
+//! post is never lost to a flood before it. This module owns that bookkeeping, the loop that
+//! wakes the task (`Inner::answer_posts`) and the rule for which loaded task a post may move
+//! ([`waits_on_any`]: none whose posted calls all settled); loading is the runner's
+//! (`Inner::wake_for_posts`), and what a wake journals the call's (`Inner::wait`: nothing while
+//! the callee still works). It never writes the journal.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::engine::fold::Folded;
 use crate::engine::Inner;
 
 /// Wakes a task may have at once from posts...
@@ -142,6 +144,30 @@ impl Posts {
     }
 }
 
+/// True when a post about one of `calls` (their names in the call webhook's URLs) may find news:
+/// the task has not ended, and a call of it still waits (started, no receipt) on the callee task
+/// one of them started. That is the posted call itself, or a later one that continues the same
+/// callee task (`.reply(..)`: a callee that keeps posting with the first call's config still
+/// wakes it). A post about a callee no call waits on any more has nothing to wake.
+pub(crate) fn waits_on_any(fold: &Folded, calls: &HashSet<String>) -> bool {
+    if fold.status().is_terminal() {
+        return false;
+    }
+    let commands = fold.commands();
+    let posted: HashSet<&str> = commands
+        .iter()
+        .filter(|(id, _)| calls.contains(&super::webhook::call_name(id)))
+        .filter_map(|(_, rec)| Some(rec.callee.as_ref()?.task_id.as_str()))
+        .collect();
+    commands.values().any(|rec| {
+        rec.receipt.is_none()
+            && rec
+                .callee
+                .as_ref()
+                .is_some_and(|c| posted.contains(c.task_id.as_str()))
+    })
+}
+
 impl Inner {
     /// A post with a good token about call `call` (its name in the webhook URL) of `task_id`:
     /// wake the task, coalesced and spaced with the task's other posts (in the background).
@@ -179,6 +205,9 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flow::{Cmd, InvocationId, Receipt};
+    use crate::journal::Entry;
+    use crate::model::{Message, TaskState};
 
     fn wake(next: Next) -> HashSet<String> {
         match next {
@@ -272,6 +301,69 @@ mod tests {
         futures::pin_mut!(notified);
         assert!(futures::FutureExt::now_or_never(notified).is_some());
         assert_eq!(wake(posts.next("t", t0)), HashSet::from(["b".into()]));
+    }
+
+    /// Calls `a` (settled) and `b` (its reply, waiting) on callee task `t1`, `c` (settled) on
+    /// `t2`: posts about `a` or `b` may find news, posts about `c` none, and none once the task
+    /// ended.
+    #[test]
+    fn a_post_wakes_only_for_a_callee_task_a_call_still_waits_on() {
+        let mut fold = Folded::new(serde_json::Value::Null);
+        let mut seq = 0;
+        let mut apply = |fold: &mut Folded, entry: Entry| {
+            seq += 1;
+            fold.apply(seq, &entry);
+        };
+        let id = |n| InvocationId::derive("task", 1, n);
+        for (n, callee, settled) in [(1, "t1", true), (2, "t1", false), (3, "t2", true)] {
+            let message = Message::user_text("x");
+            apply(
+                &mut fold,
+                Entry::CommandIssued {
+                    id: id(n),
+                    cmd: Cmd::agent("peer", message),
+                    transition: false,
+                },
+            );
+            apply(
+                &mut fold,
+                Entry::CallStarted {
+                    id: id(n),
+                    task_id: callee.into(),
+                    context_id: None,
+                    webhook: true,
+                },
+            );
+            if settled {
+                apply(
+                    &mut fold,
+                    Entry::ReceiptRecorded {
+                        receipt: Receipt {
+                            id: id(n),
+                            attempt: 1,
+                            outcome: Ok(serde_json::Value::Null),
+                            usage: None,
+                        },
+                    },
+                );
+            }
+        }
+        let posted = |n: u32| HashSet::from([super::super::webhook::call_name(&id(n))]);
+        assert!(
+            waits_on_any(&fold, &posted(1)),
+            "b continues a's callee task"
+        );
+        assert!(waits_on_any(&fold, &posted(2)));
+        assert!(!waits_on_any(&fold, &posted(3)), "nothing waits on t2");
+        assert!(!waits_on_any(&fold, &posted(4)), "no such call");
+        apply(
+            &mut fold,
+            Entry::Terminal {
+                state: TaskState::Completed,
+                message: None,
+            },
+        );
+        assert!(!waits_on_any(&fold, &posted(2)), "the task ended");
     }
 
     #[test]
