@@ -43,9 +43,13 @@ fn main() -> ExitCode {
             the_callee_stopped_and_restarted_mid_call_still_answers_the_caller,
             a_callee_that_pushes_wakes_its_caller_through_the_call_webhook,
             a_callee_that_refuses_the_webhook_is_called_without_it,
-            the_call_webhook_refuses_a_wrong_token_and_is_absent_when_not_configured;
+            the_call_webhook_refuses_a_wrong_token_and_is_absent_when_not_configured,
+            a_remote_question_is_answered_through_the_call_webhook,
+            a_flood_of_good_posts_for_a_waiting_call_journals_nothing,
+            the_call_webhook_refuses_an_upper_case_token_another_calls_and_an_expired_one;
         Python1Server multi_thread:
-            the_official_python_sdk_server_is_a_remote_peer;
+            the_official_python_sdk_server_is_a_remote_peer,
+            the_official_python_sdk_server_wakes_its_caller_through_the_call_webhook;
     })
 }
 
@@ -581,17 +585,175 @@ async fn the_call_webhook_refuses_a_wrong_token_and_is_absent_when_not_configure
         }
     };
     assert_eq!(
-        post(format!("{}/radkit/calls/some-task", caller.url), "00ff").await,
+        post(
+            format!("{}/radkit/calls/some-task/some-call", caller.url),
+            "00ff"
+        )
+        .await,
         401
     );
     assert_eq!(
-        post(format!("{}/radkit/calls/some-task", caller.url), "").await,
+        post(
+            format!("{}/radkit/calls/some-task/some-call", caller.url),
+            ""
+        )
+        .await,
         401
     );
     assert_eq!(
-        post(format!("{}/radkit/calls/some-task", remote.url), "00ff").await,
+        post(
+            format!("{}/radkit/calls/some-task/some-call", remote.url),
+            "00ff"
+        )
+        .await,
         404
     );
+}
+
+/// A callee's question goes through the webhook both ways: its post wakes the caller, whose
+/// reply (a second call, with its own URL and token) is answered through the webhook too.
+async fn a_remote_question_is_answered_through_the_call_webhook() {
+    let remote = pushing_callee(MemoryStore::new()).await;
+    let (caller, _) = caller_with_webhook(&remote.url).await;
+    for agent in ["peer", "peer03"] {
+        let id = ask(&caller.engine, &format!("{agent}: ask me")).await;
+        let done = ended(&caller.engine, &id).await;
+        assert_eq!(text_of(&done), "Got 42", "{agent}: {done:?}");
+    }
+}
+
+/// The URL and token the caller gave the callee task of its call `id`, once the call waits (its
+/// recheck journaled): what the callee posts with.
+async fn webhook_of(remote: &Agent, store: &MemoryStore, id: &TaskId) -> (String, String) {
+    let callee_task = bound_callee(store, id).await;
+    within("the call to wait", async {
+        while !journal(store, id)
+            .await
+            .iter()
+            .any(|e| matches!(e, Entry::TimerSet { .. }))
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let configs = remote
+        .engine
+        .push_configs(&Caller::Operator, &callee_task, None, 16)
+        .await
+        .unwrap();
+    let config = configs
+        .into_iter()
+        .find(|c| c.url.contains("/radkit/calls/"))
+        .expect("the callee keeps the caller's webhook");
+    (config.url, config.token.expect("a token"))
+}
+
+async fn journal(store: &MemoryStore, id: &TaskId) -> Vec<Entry> {
+    store
+        .journal(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.entry)
+        .collect()
+}
+
+/// POST a settled callee's update to `url` with `token`; the status.
+async fn post_update(http: &reqwest::Client, url: &str, token: &str) -> u16 {
+    http.post(url)
+        .header("X-A2A-Notification-Token", token)
+        .header("Content-Type", "application/json")
+        .body(r#"{"kind":"task","status":{"state":"completed"}}"#)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// 500 posts with the callee's own URL and token, each saying the callee completed, while it
+/// works: every post is accepted, and the caller's journal is what it was (a post only says "look
+/// now": the wakes are coalesced, and one that finds the callee working leaves the recheck
+/// journaled before). The cancel that ends the caller queues behind whatever the posts started.
+async fn a_flood_of_good_posts_for_a_waiting_call_journals_nothing() {
+    let remote = pushing_callee(MemoryStore::new()).await;
+    let (caller, store) = caller_with_webhook(&remote.url).await;
+    let id = ask(&caller.engine, "peer: wait through a flood").await;
+    let (url, token) = webhook_of(&remote, &store, &id).await;
+    let before = journal(&store, &id).await.len();
+    let http = reqwest::Client::new();
+    for _ in 0..10 {
+        let batch = (0..50).map(|_| post_update(&http, &url, &token));
+        for status in futures::future::join_all(batch).await {
+            assert_eq!(status, 204);
+        }
+    }
+    let canceled = within("the cancel", caller.engine.cancel(&Caller::Operator, &id))
+        .await
+        .unwrap();
+    assert_eq!(canceled.status.state, TaskState::Canceled);
+    let entries = journal(&store, &id).await;
+    let grown: Vec<&str> = entries[before..]
+        .iter()
+        .take_while(|e| !matches!(e, Entry::CancelRequested))
+        .map(|e| e.kind_name())
+        .collect();
+    assert!(
+        grown.is_empty(),
+        "500 posts for a waiting call journaled {grown:?}"
+    );
+    let timers = entries
+        .iter()
+        .filter(|e| matches!(e, Entry::TimerSet { .. }))
+        .count();
+    assert_eq!(timers, 1, "one wait, one recheck journaled");
+}
+
+/// A token is good only as made, for its call, until it expires: upper case, another call's URL
+/// and an expired token are 401, and none wakes anything.
+async fn the_call_webhook_refuses_an_upper_case_token_another_calls_and_an_expired_one() {
+    let remote = pushing_callee(MemoryStore::new()).await;
+    let (waiting, store) = caller_with_webhook(&remote.url).await;
+    let id = ask(&waiting.engine, "peer: wait for refusals").await;
+    let (url, token) = webhook_of(&remote, &store, &id).await;
+    let http = reqwest::Client::new();
+    assert_ne!(
+        token,
+        token.to_ascii_uppercase(),
+        "the token has lower-case hex"
+    );
+    assert_eq!(
+        post_update(&http, &url, &token.to_ascii_uppercase()).await,
+        401
+    );
+    let (base, call) = url.rsplit_once('/').unwrap();
+    let another = "00000000-0000-5000-8000-000000000000";
+    assert_ne!(call, another);
+    assert_eq!(
+        post_update(&http, &format!("{base}/{another}"), &token).await,
+        401,
+        "another call's URL"
+    );
+    let (task_base, _) = base.rsplit_once('/').unwrap();
+    assert_eq!(
+        post_update(&http, &format!("{task_base}/another-task/{call}"), &token).await,
+        401,
+        "another task's URL"
+    );
+    assert_eq!(post_update(&http, &url, &token).await, 204);
+
+    // A caller whose tokens expire at once: its callee's posts are refused.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}", listener.local_addr().unwrap());
+    let expiring_store = MemoryStore::new();
+    let builder = caller(expiring_store.clone(), &remote.url)
+        .call_webhook(hook)
+        .call_webhook_ttl(Duration::ZERO)
+        .call_recheck(Duration::from_secs(600));
+    let expiring = serve(builder, listener).await;
+    let id = ask(&expiring.engine, "peer: wait for an expiry").await;
+    let (url, token) = webhook_of(&remote, &expiring_store, &id).await;
+    assert_eq!(post_update(&http, &url, &token).await, 401, "expired");
 }
 
 /// The official Python SDK 1.x server, killed when dropped.
@@ -608,6 +770,11 @@ impl Drop for SdkServer {
 }
 
 async fn sdk_server() -> SdkServer {
+    sdk_server_with(&[]).await
+}
+
+/// The SDK server, started with `args` after its port.
+async fn sdk_server_with(args: &[&str]) -> SdkServer {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -617,6 +784,7 @@ async fn sdk_server() -> SdkServer {
     let child = Command::new(services::python1())
         .arg(script)
         .arg(port.to_string())
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -660,4 +828,27 @@ async fn the_official_python_sdk_server_is_a_remote_peer() {
         assert!(text_of(&done).contains("42"), "{agent}: {done:?}");
     }
     let _ = Arc::new(());
+}
+
+/// The SDK's own push sender stores the call's webhook URL and token and posts the callee's
+/// updates with them: the caller, whose first recheck is far beyond the test's patience, is woken
+/// by a post, over 1.0 and 0.3, for a call and for the reply that answers a question.
+async fn the_official_python_sdk_server_wakes_its_caller_through_the_call_webhook() {
+    let server = sdk_server_with(&["--push"]).await;
+    let (caller, store) = caller_with_webhook(&server.url).await;
+    for agent in ["peer", "peer03"] {
+        let id = ask(&caller.engine, &format!("{agent}: slow push for {agent}")).await;
+        let done = ended(&caller.engine, &id).await;
+        assert_eq!(done.status.state, TaskState::Completed, "{agent}: {done:?}");
+        let timers = journal(&store, &id)
+            .await
+            .iter()
+            .filter(|e| matches!(e, Entry::TimerSet { .. }))
+            .count();
+        assert_eq!(timers, 1, "{agent}: woken by the post, not by a recheck");
+        // The question round trip: the reply is a second call with its own URL and token.
+        let id = ask(&caller.engine, &format!("{agent}: ask me")).await;
+        let done = ended(&caller.engine, &id).await;
+        assert!(text_of(&done).contains("42"), "{agent}: {done:?}");
+    }
 }

@@ -34,7 +34,7 @@ pub struct Args {
     pub tokens: Vec<String>,
     /// Public URL of the endpoint, if not `http://<addr>/` (behind a proxy). With it, the agents
     /// this one calls (`--agent`) that push notifications post their tasks' updates to
-    /// `<public-url>/radkit/calls/<task>`, which wakes the calling task.
+    /// `<public-url>/radkit/calls/<task>/<call>`, which wakes the calling task.
     #[arg(long)]
     pub public_url: Option<String>,
     /// The secret the call webhook's tokens are made from: keep it across restarts so that posts

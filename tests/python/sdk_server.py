@@ -9,12 +9,17 @@ message:
 * `slow ...`: working, about a second of work, then an artifact `echo.txt` and completed;
 * anything else: an artifact `echo.txt` holding "Echo: <text>", then completed.
 
-Cancel ends a task canceled. Usage: python sdk_server.py <port>
+Cancel ends a task canceled. With `--push` the card says the agent pushes notifications and the
+SDK's own push sender (`BasePushNotificationSender`, configs in `InMemoryPushNotificationConfigStore`)
+posts the task's updates to the webhooks a client gives (as radkit's call webhook is).
+
+Usage: python sdk_server.py <port> [--push]
 """
 
 import asyncio
 import sys
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 
@@ -23,12 +28,17 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 
 SLOW_SECONDS = 1.0
 
 
-def card(url):
+def card(url, push=False):
     return T.AgentCard(
         name="sdk-peer",
         description="The official A2A Python SDK as a peer: echo, ask, slow",
@@ -37,7 +47,7 @@ def card(url):
             T.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
             T.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
         ],
-        capabilities=T.AgentCapabilities(streaming=True),
+        capabilities=T.AgentCapabilities(streaming=True, push_notifications=push),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
@@ -94,10 +104,18 @@ class Peer(AgentExecutor):
 
 def main():
     port = int(sys.argv[1])
+    push = "--push" in sys.argv[2:]
     url = f"http://127.0.0.1:{port}/"
-    agent = card(url)
+    agent = card(url, push)
+    pushing = {}
+    if push:
+        configs = InMemoryPushNotificationConfigStore()
+        pushing = {
+            "push_config_store": configs,
+            "push_sender": BasePushNotificationSender(httpx.AsyncClient(), configs),
+        }
     handler = DefaultRequestHandler(
-        agent_executor=Peer(), task_store=InMemoryTaskStore(), agent_card=agent
+        agent_executor=Peer(), task_store=InMemoryTaskStore(), agent_card=agent, **pushing
     )
     routes = create_agent_card_routes(agent) + create_jsonrpc_routes(
         handler, "/", enable_v0_3_compat=True

@@ -680,27 +680,29 @@ impl Engine {
     }
 
     /// A remote agent this engine called posted an update of its task to the call webhook
-    /// (`EngineBuilder::call_webhook`) for `task_id`: with the right token, the task is woken (in
-    /// the background) to ask its callees where they stand. `None`: this engine has no webhook;
-    /// `Some(false)`: the token is not the one this engine gave for the task.
-    pub fn call_notified(&self, task_id: &str, token: &str) -> Option<bool> {
-        if !self.call_notification_valid(task_id, token)? {
+    /// (`EngineBuilder::call_webhook`) for call `call` (its name in the URL) of `task_id`: with
+    /// the right token, the task is woken (in the background) to ask its callees where they stand.
+    /// Posts are coalesced: one that comes while a wake of the task is queued merges into it, one
+    /// that comes while a wake runs owes one more after it, and a task's wakes are spaced (three
+    /// at once, then one a second); a wake for a call that settled does nothing. `None`: this
+    /// engine has no webhook; `Some(false)`: the token is not good for this call now.
+    pub fn call_notified(&self, task_id: &str, call: &str, token: &str) -> Option<bool> {
+        if !self.call_notification_valid(task_id, call, token)? {
             return Some(false);
         }
-        let inner = self.inner.clone();
-        let task_id = task_id.to_owned();
-        tokio::spawn(async move {
-            if let Err(e) = inner.wake(&task_id).await {
-                tracing::warn!(task = %task_id, error = %e, "a callee's notification could not wake the task; its recheck will");
-            }
-        });
+        self.inner.call_posted(task_id, call);
         Some(true)
     }
 
-    /// Whether `token` is the one this engine's call webhook gave for `task_id` (`None`: no
-    /// webhook), without waking anything.
-    pub fn call_notification_valid(&self, task_id: &str, token: &str) -> Option<bool> {
-        Some(self.inner.agents.webhook()?.verify(task_id, token))
+    /// Whether `token` is one this engine's call webhook gave for call `call` of `task_id` and
+    /// has not expired (`None`: no webhook), without waking anything.
+    pub fn call_notification_valid(&self, task_id: &str, call: &str, token: &str) -> Option<bool> {
+        Some(
+            self.inner
+                .agents
+                .webhook()?
+                .verify(task_id, call, token, crate::journal::now_ms()),
+        )
     }
 
     /// Rehydrate every non-terminal task from its journal and continue it. Returns how many.

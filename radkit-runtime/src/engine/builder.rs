@@ -51,15 +51,21 @@ pub struct EngineConfig {
     /// The A2A agents steps may call by name (`ctx.agent(name)`).
     pub agents: std::collections::BTreeMap<String, super::AgentSpec>,
     /// The public URL of this agent's A2A server: remote agents that push notifications post
-    /// their tasks' updates to `{url}/radkit/calls/{task}`, which wakes the calling task.
+    /// their tasks' updates to `{url}/radkit/calls/{task}/{call}`, which wakes the calling task.
     pub call_webhook: Option<String>,
     /// The secret the call webhook's tokens are made from; `None`: a random one per engine (a
     /// restart then refuses the posts for earlier calls, which their recheck finds instead).
     pub call_webhook_secret: Option<Vec<u8>>,
+    /// How long a call webhook token is good for after the call starts; posts with an expired
+    /// token are refused (the call is then found by its recheck).
+    pub call_webhook_ttl: Duration,
     /// How long a call waits before it first asks its callee again without being woken (then
     /// twice as long each time, up to 2 min or this, whichever is longer).
     pub call_recheck: Duration,
 }
+
+/// The default of [`EngineConfig::call_webhook_ttl`]: a day.
+pub const DEFAULT_CALL_WEBHOOK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The default of [`EngineConfig::max_parallel_effects`].
 pub const DEFAULT_MAX_PARALLEL_EFFECTS: usize = 16;
@@ -82,6 +88,7 @@ impl Default for EngineConfig {
             agents: Default::default(),
             call_webhook: None,
             call_webhook_secret: None,
+            call_webhook_ttl: DEFAULT_CALL_WEBHOOK_TTL,
             call_recheck: Duration::from_secs(5),
         }
     }
@@ -314,8 +321,9 @@ impl EngineBuilder {
 
     /// The public URL of this agent's A2A server (what `radkit serve` gets from its `--url`):
     /// remote agents whose cards say they push notifications are asked to post their tasks'
-    /// updates to `{url}/radkit/calls/{task}` (served by `server::router`), which wakes the waiting
-    /// caller with nothing following the callee meanwhile.
+    /// updates to `{url}/radkit/calls/{task}/{call}` (served by `server::router`) with a token good
+    /// for that call only, which wakes the waiting caller with nothing following the callee
+    /// meanwhile.
     pub fn call_webhook(mut self, url: impl Into<String>) -> Self {
         self.config.call_webhook = Some(url.into());
         self
@@ -325,6 +333,14 @@ impl EngineBuilder {
     /// callees' posts for calls made before a restart still wake their callers).
     pub fn call_webhook_secret(mut self, secret: impl Into<Vec<u8>>) -> Self {
         self.config.call_webhook_secret = Some(secret.into());
+        self
+    }
+
+    /// How long the call webhook's tokens are good for after a call starts (default a day). A
+    /// callee that posts after that is refused, and its caller finds the answer at a recheck (at
+    /// most 2 min late); a shorter life leaves a leaked token less time.
+    pub fn call_webhook_ttl(mut self, ttl: Duration) -> Self {
+        self.config.call_webhook_ttl = ttl;
         self
     }
 
@@ -371,6 +387,7 @@ impl EngineBuilder {
                 super::call::webhook::CallWebhook::new(
                     url,
                     self.config.call_webhook_secret.as_deref(),
+                    self.config.call_webhook_ttl,
                 )
                 .map_err(|_| {
                     EngineError::Config("no randomness for the call webhook's key".to_owned())
@@ -394,6 +411,8 @@ impl EngineBuilder {
             pusher: Default::default(),
             agents,
             watchers: Default::default(),
+            posts: Default::default(),
+            alarms: Default::default(),
         };
         Ok(Engine {
             inner: Arc::new(inner),

@@ -28,7 +28,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub use builder::{EngineBuilder, EngineConfig, DEFAULT_MAX_PARALLEL_EFFECTS};
+pub use builder::{
+    EngineBuilder, EngineConfig, DEFAULT_CALL_WEBHOOK_TTL, DEFAULT_MAX_PARALLEL_EFFECTS,
+};
 pub use call::AgentSpec;
 pub use error::EngineError;
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
@@ -66,6 +68,10 @@ pub(crate) struct Inner {
     agents: call::Agents,
     /// The calls this engine follows (one watcher each).
     watchers: call::Watchers,
+    /// The posts to the call webhook being answered (a coalesced wake per task).
+    posts: call::Posts,
+    /// The timer alarms set in this process.
+    alarms: runner::Alarms,
 }
 
 /// The durable engine. Cheap to clone.

@@ -308,9 +308,21 @@ impl TaskRun {
         self.write_failed.load(Ordering::SeqCst)
     }
 
-    /// The lease was taken over: stop this run.
+    /// The lease was taken over: stop this run. The takeover is logged once, and only for a run
+    /// that had not finished: a run whose task ended, or whose driver stopped (it waits and gives
+    /// its lease back), was fenced off by nobody, and renewal finds its lease gone because the run
+    /// let it go (released as the task ended or given back).
     pub fn lose_lease(&self) {
-        if !self.lost.swap(true, Ordering::SeqCst) {
+        if self.lost.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let finished = {
+            let st = self.lock();
+            st.closed || st.status().is_terminal()
+        };
+        if finished {
+            tracing::debug!(task = %self.task_id, token = ?self.fence, "the lease of a finished run is gone");
+        } else {
             tracing::warn!(task = %self.task_id, token = ?self.fence, "lease lost to another worker; fenced off, this run stops");
         }
     }
@@ -628,6 +640,56 @@ mod tests {
             Some(None),
             "then the task waits for the reply"
         );
+    }
+
+    /// Counts the warnings logged while it is the thread's subscriber.
+    struct Warnings(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl tracing::Subscriber for Warnings {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            if *event.metadata().level() == tracing::Level::WARN {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// The warnings `f` logs.
+    fn warnings(f: impl FnOnce()) -> usize {
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        tracing::subscriber::with_default(Warnings(count.clone()), f);
+        count.load(Ordering::SeqCst)
+    }
+
+    /// Renewal finds the lease of a run that just completed gone (released with the task's end,
+    /// before the run left the live table): no takeover is reported for it.
+    #[test]
+    fn a_lease_lost_after_the_task_ended_or_the_run_stopped_reports_no_takeover() {
+        let ended = run_without_a_row();
+        ended.lock().push(Entry::Terminal {
+            state: TaskState::Completed,
+            message: None,
+        });
+        assert_eq!(warnings(|| ended.lose_lease()), 0, "the task completed");
+        assert!(
+            ended.lease_lost() && ended.is_halted(),
+            "the run still stops"
+        );
+        let stopped = run_without_a_row();
+        stopped.lock().close();
+        assert_eq!(warnings(|| stopped.lose_lease()), 0, "the run waits");
+        let running = run_without_a_row();
+        assert_eq!(warnings(|| running.lose_lease()), 1, "fenced off");
+        assert_eq!(warnings(|| running.lose_lease()), 0, "reported once");
     }
 
     #[test]

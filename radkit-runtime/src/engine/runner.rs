@@ -17,6 +17,28 @@ use crate::store::Lease;
 /// The longest wait between reloads of a task whose appends keep failing.
 const RELOAD_BACKOFF_CAP: Duration = Duration::from_secs(5);
 
+/// The alarms set in this process, by task and time.
+#[derive(Default)]
+pub(crate) struct Alarms(Mutex<HashSet<(String, i64)>>);
+
+impl Alarms {
+    /// True when no alarm was set yet for `task_id` at `at_ms` (it is now).
+    fn set(&self, task_id: &str, at_ms: i64) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((task_id.to_owned(), at_ms))
+    }
+
+    /// The alarm rang (before it wakes the task: one set meanwhile for the same time rings again).
+    fn rung(&self, task_id: &str, at_ms: i64) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(task_id.to_owned(), at_ms));
+    }
+}
+
 /// What the reloads after failed appends remember (single-engine stores; a shared store keeps both on
 /// the task's row and lease).
 #[derive(Default)]
@@ -141,13 +163,26 @@ impl Inner {
         task_id: &str,
         claimed: Option<Lease>,
     ) -> Result<(), EngineError> {
-        self.resume_within(task_id, claimed, Duration::ZERO).await
+        self.resume_within(task_id, claimed, Duration::ZERO, None)
+            .await
     }
 
     /// Load and continue a task whose callee settled: like a timer's alarm, but on a shared store
     /// it waits up to a lease's ttl for the run that started the call to give the task back.
     pub(crate) async fn wake(self: &Arc<Self>, task_id: &str) -> Result<(), EngineError> {
-        self.resume_within(task_id, None, self.config.lease_ttl)
+        self.resume_within(task_id, None, self.config.lease_ttl, None)
+            .await
+    }
+
+    /// Like [`Inner::wake`], for posts to the call webhook about `calls` (their names in its
+    /// URLs): a task none of whose posted calls still waits for its callee (each has its receipt,
+    /// or the task ended) is left as it is, so a post about a call that settled journals nothing.
+    pub(crate) async fn wake_for_posts(
+        self: &Arc<Self>,
+        task_id: &str,
+        calls: &HashSet<String>,
+    ) -> Result<(), EngineError> {
+        self.resume_within(task_id, None, self.config.lease_ttl, Some(calls))
             .await
     }
 
@@ -156,6 +191,7 @@ impl Inner {
         task_id: &str,
         claimed: Option<Lease>,
         wait: Duration,
+        posted: Option<&HashSet<String>>,
     ) -> Result<(), EngineError> {
         let (_, gate) = self.live.handles(task_id);
         let guard = gate.lock_owned().await;
@@ -175,6 +211,10 @@ impl Inner {
         if cancel && !matches!(wait, Wait::Terminal(_)) {
             run.lock().request_cancel();
             self.spawn_drive(run, guard);
+            return Ok(());
+        }
+        if posted.is_some_and(|calls| !super::call::waits_on_any(&run.lock(), calls)) {
+            self.disown(&run).await;
             return Ok(());
         }
         match wait {
@@ -255,11 +295,17 @@ impl Inner {
     }
 
     /// Wake `task_id` at `at_ms` (the timer is durable in the journal; this is only the alarm clock).
+    /// An alarm already set for that task and time is not set twice: every visit of a waiting
+    /// call re-arms its recheck, and one wake at that time does what any number would.
     pub(crate) fn schedule_timer(self: &Arc<Self>, task_id: String, at_ms: i64) {
+        if !self.alarms.set(&task_id, at_ms) {
+            return;
+        }
         let engine = self.clone();
         tokio::spawn(async move {
             let delay = u64::try_from(at_ms.saturating_sub(now_ms())).unwrap_or(0);
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            engine.alarms.rung(&task_id, at_ms);
             if engine.halted.load(Ordering::SeqCst) {
                 return;
             }

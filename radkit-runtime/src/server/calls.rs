@@ -1,10 +1,12 @@
-//! The call webhook: `POST /radkit/calls/{task}`, where remote agents that this agent called post
-//! their tasks' updates (A2A push notifications, `EngineBuilder::call_webhook`). A post with the
-//! token the engine gave for that task wakes the task, which asks its callees where they stand. The
-//! body is read only to skip the updates of a callee that still works (its status `working` or
-//! `submitted`, or an artifact chunk): those would wake the caller for nothing. A body that says
-//! nothing readable wakes it (asking costs a `get`; missing an end costs a recheck). A wrong or
-//! missing token is 401, a webhook that is not configured 404.
+//! The call webhook: `POST /radkit/calls/{task}/{call}`, where remote agents that this agent
+//! called post their tasks' updates (A2A push notifications, `EngineBuilder::call_webhook`). A post
+//! with the token the engine gave for that call, before it expires, wakes the task, which asks its
+//! callees where they stand (`Engine::call_notified`: coalesced with the task's other posts and
+//! spaced, so a flood of posts costs the caller's journal nothing). The body is read only to skip
+//! the updates of a callee that still works (its status `working` or `submitted`, or an artifact
+//! chunk): those would wake the caller for nothing. A body that says nothing readable wakes it
+//! (asking costs a `get`; missing an end costs a recheck). Every good post is answered 204, a
+//! wrong, expired or missing token 401, a webhook that is not configured 404.
 
 use std::sync::Arc;
 
@@ -15,7 +17,7 @@ use super::AppState;
 
 pub(super) async fn notified(
     State(state): State<Arc<AppState>>,
-    Path(task_id): Path<String>,
+    Path((task_id, call)): Path<(String, String)>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> StatusCode {
@@ -24,13 +26,13 @@ pub(super) async fn notified(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if still_working(&body) {
-        return match state.engine.call_notification_valid(&task_id, token) {
+        return match state.engine.call_notification_valid(&task_id, &call, token) {
             None => StatusCode::NOT_FOUND,
             Some(false) => StatusCode::UNAUTHORIZED,
             Some(true) => StatusCode::NO_CONTENT,
         };
     }
-    match state.engine.call_notified(&task_id, token) {
+    match state.engine.call_notified(&task_id, &call, token) {
         None => StatusCode::NOT_FOUND,
         Some(false) => StatusCode::UNAUTHORIZED,
         Some(true) => StatusCode::NO_CONTENT,

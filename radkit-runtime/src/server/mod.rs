@@ -66,7 +66,7 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .route("/.well-known/agent-card.json", get(card::public_card))
         .route("/.well-known/agent.json", get(card::public_card))
         .route("/.well-known/jwks.json", get(card::jwks))
-        .route("/radkit/calls/{task}", post(calls::notified))
+        .route("/radkit/calls/{task}/{call}", post(calls::notified))
         .route_service(grpc::PATH, grpc::service(state.clone()))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

@@ -15,6 +15,7 @@
 //! wake time (the recheck, doubling from 5 s to 2 min).
 
 mod child;
+mod posts;
 mod remote;
 pub(crate) mod webhook;
 
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
+pub(crate) use posts::{waits_on_any, Posts};
 pub use remote::AgentSpec;
 pub(crate) use remote::Agents;
 
@@ -66,6 +68,13 @@ impl Watchers {
     fn end(&self, id: &InvocationId) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
+}
+
+/// A call's rechecks so far, and the time of the last one journaled.
+#[derive(Default, Clone, Copy)]
+struct Recheck {
+    done: u32,
+    at: Option<i64>,
 }
 
 /// What a callee said to a start.
@@ -259,9 +268,16 @@ impl Inner {
             Ok(peer) => peer,
             Err(error) => return self.settle_call(run, receipt(id, 1, Err(error))),
         };
-        let (callee, rechecks, attempts) = match rec {
-            Some(r) => (r.callee.clone(), r.rechecks, r.attempts),
-            None => (None, 0, 0),
+        let (callee, recheck, attempts) = match rec {
+            Some(r) => (
+                r.callee.clone(),
+                Recheck {
+                    done: r.rechecks,
+                    at: r.fire_at_ms,
+                },
+                r.attempts,
+            ),
+            None => (None, Recheck::default(), 0),
         };
         let mut webhook = callee.as_ref().is_some_and(|c| c.webhook);
         let task = match callee.map(|c| c.task_id) {
@@ -270,7 +286,7 @@ impl Inner {
                 // The callee is unreachable for now: wait, and ask again at the recheck.
                 Err(e) if e.is_transient() => {
                     tracing::info!(callee_task = %task_id, error = %e, "callee unreachable; the call waits and asks again");
-                    return self.wait(run, id, &peer, task_id, rechecks, webhook).await;
+                    return self.wait(run, id, &peer, task_id, recheck, webhook).await;
                 }
                 Err(e) => {
                     let error = EffectError::permanent(format!(
@@ -319,7 +335,7 @@ impl Inner {
             return self.settle_call(run, receipt(id, attempts + 1, value));
         }
         let task_id = task.id.clone();
-        self.wait(run, id, &peer, task_id, rechecks, webhook).await
+        self.wait(run, id, &peer, task_id, recheck, webhook).await
     }
 
     /// A streamed call: follow the callee in this visit, journaling each of its status messages
@@ -392,7 +408,7 @@ impl Inner {
         if self.crash_at(Boundary::CommandJournaled, run, Some(id), Some(&what)) {
             return None;
         }
-        let push = self.push_target(run, peer).await;
+        let push = self.push_target(run, id, peer).await;
         let max = cmd.retry.max_attempts.max(1);
         let mut attempt = prior_attempts;
         loop {
@@ -430,13 +446,21 @@ impl Inner {
         }
     }
 
-    /// Where a remote callee posts its task's updates: this engine's call webhook, when it has
-    /// one and the agent's card says it pushes.
-    async fn push_target(&self, run: &TaskRun, peer: &Peer) -> Option<PushTarget> {
+    /// Where the remote callee of call `id` posts its task's updates: this engine's call webhook,
+    /// when it has one and the agent's card says it pushes.
+    async fn push_target(
+        &self,
+        run: &TaskRun,
+        id: &InvocationId,
+        peer: &Peer,
+    ) -> Option<PushTarget> {
         let (Peer::Remote(remote), Some(webhook)) = (peer, self.agents.webhook()) else {
             return None;
         };
-        remote.pushes().await.then(|| webhook.target(&run.task_id))
+        remote
+            .pushes()
+            .await
+            .then(|| webhook.target(&run.task_id, id, now_ms()))
     }
 
     /// Buffer a settled call's receipt.
@@ -450,19 +474,29 @@ impl Inner {
     }
 
     /// The callee works: journal the recheck time (the row's wake time, for a restart or another
-    /// worker), flush, and follow the callee until it settles or the recheck comes.
+    /// worker), flush, and follow the callee until it settles or the recheck comes. A recheck
+    /// journaled before and still ahead stands: a visit woken early (a post to the call webhook,
+    /// another call of the visit settling, a restart) that finds the callee still working
+    /// journals nothing.
     async fn wait(
         self: &Arc<Self>,
         run: &Arc<TaskRun>,
         id: &InvocationId,
         peer: &Peer,
         callee_task: String,
-        rechecks: u32,
+        recheck: Recheck,
         webhook: bool,
     ) -> CallStep {
-        let after = recheck_after(self.config.call_recheck, rechecks);
-        let at = now_ms().saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX));
-        run.lock().set_timer(id, at);
+        let now = now_ms();
+        let at = match recheck.at {
+            Some(at) if at > now => at,
+            _ => {
+                let after = recheck_after(self.config.call_recheck, recheck.done);
+                let at = now.saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX));
+                run.lock().set_timer(id, at);
+                at
+            }
+        };
         if run.flush().await.is_err() {
             return CallStep::Halted;
         }

@@ -1,7 +1,8 @@
 //! Where a webhook may point (spec 1.0 §13.2, SSRF): an `http`/`https` URL whose host resolves only
 //! to public addresses. Private, loopback, link-local, unspecified, multicast, broadcast, shared
 //! (CGNAT) and reserved ranges are refused, in IPv4 and IPv6 (IPv4 addresses embedded in IPv6 —
-//! mapped, compatible, NAT64, 6to4 — are judged as the IPv4 address), unless the engine allows
+//! mapped, translated, compatible, NAT64, 6to4, Teredo — are judged as the IPv4 address; the
+//! local-use NAT64 prefix is refused outright), unless the engine allows
 //! private targets (tests, a trusted network). The check runs when a config is set and again at
 //! every delivery, in the HTTP client's resolver, so a name that later resolves to a private
 //! address (DNS rebinding) is refused at connect time; the client follows no redirect and uses no
@@ -39,42 +40,78 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 }
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
-    if let Some(v4) = embedded_v4(ip) {
-        return is_public_v4(v4);
+    match embedded(ip) {
+        Embedded::V4(v4) => return is_public_v4(v4),
+        Embedded::Teredo { server, client } => return is_public_v4(server) && is_public_v4(client),
+        Embedded::Local => return false,
+        Embedded::None => {}
     }
-    let first = ip.segments()[0];
+    let s = ip.segments();
     !(ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
-        || (first & 0xffc0) == 0xfe80 // link-local
-        || (first & 0xffc0) == 0xfec0 // site-local (deprecated)
-        || (first & 0xfe00) == 0xfc00 // unique local
-        || (first == 0x2001 && ip.segments()[1] == 0x0db8)) // documentation
+        || (s[0] & 0xffc0) == 0xfe80 // link-local
+        || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
+        || (s[0] & 0xfe00) == 0xfc00 // unique local
+        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+        || (s[0] & 0xfff0) == 0x3ff0 // documentation (3fff::/20)
+        || (s[0] == 0x2001 && s[1] == 0x0002 && s[2] == 0) // benchmarking (2001:2::/48)
+        || s[..4] == [0x0100, 0, 0, 0]) // discard-only (100::/64)
 }
 
-/// The IPv4 address an IPv6 address stands for, when it embeds one: mapped (`::ffff:a.b.c.d`),
-/// compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) or 6to4 (`2002:AABB:CCDD::`).
-fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+/// What an IPv6 address says of IPv4.
+#[derive(Debug, PartialEq, Eq)]
+enum Embedded {
+    /// It stands for this IPv4 address: judge that one.
+    V4(Ipv4Addr),
+    /// Teredo (`2001::/32`): a relay reaches the client's IPv4 address through the server's.
+    Teredo { server: Ipv4Addr, client: Ipv4Addr },
+    /// A translation prefix whose IPv4 address has no public meaning (local-use NAT64,
+    /// `64:ff9b:1::/48`: each network places the IPv4 address where its translator wants it, and
+    /// translates to its own networks).
+    Local,
+    /// It embeds no IPv4 address.
+    None,
+}
+
+/// The IPv4 address an IPv6 address embeds, in every form a translator or tunnel reaches it by:
+/// mapped (`::ffff:a.b.c.d`), translated (SIIT, `::ffff:0:a.b.c.d`), compatible (`::a.b.c.d`),
+/// NAT64 (`64:ff9b::a.b.c.d`; the local-use `64:ff9b:1::/48` is refused outright), 6to4
+/// (`2002:AABB:CCDD::`) and Teredo (`2001:0:SSSS:SSSS:…:CCCC:CCCC`, the client's address
+/// inverted). A form missed here would let `http://[…]` reach what its IPv4 address refuses.
+fn embedded(ip: Ipv6Addr) -> Embedded {
     let s = ip.segments();
-    let tail = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    let v4 = |hi: u16, lo: u16| {
+        let [a, b] = hi.to_be_bytes();
+        let [c, d] = lo.to_be_bytes();
+        Ipv4Addr::new(a, b, c, d)
+    };
     if let Some(v4) = ip.to_ipv4_mapped() {
-        return Some(v4);
+        return Embedded::V4(v4);
     }
+    if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return Embedded::V4(v4(s[6], s[7]));
+    }
+    // `::` and `::1` are the IPv6 unspecified and loopback addresses (refused as such).
     if s[..6] == [0, 0, 0, 0, 0, 0] && !(s[6] == 0 && s[7] <= 1) {
-        return Some(tail());
+        return Embedded::V4(v4(s[6], s[7]));
     }
-    if s[0] == 0x0064 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-        return Some(tail());
+    if s[..6] == [0x0064, 0xff9b, 0, 0, 0, 0] {
+        return Embedded::V4(v4(s[6], s[7]));
+    }
+    if s[..3] == [0x0064, 0xff9b, 0x0001] {
+        return Embedded::Local;
     }
     if s[0] == 0x2002 {
-        return Some(Ipv4Addr::new(
-            (s[1] >> 8) as u8,
-            s[1] as u8,
-            (s[2] >> 8) as u8,
-            s[2] as u8,
-        ));
+        return Embedded::V4(v4(s[1], s[2]));
     }
-    None
+    if s[..2] == [0x2001, 0] {
+        return Embedded::Teredo {
+            server: v4(s[2], s[3]),
+            client: v4(!s[6], !s[7]),
+        };
+    }
+    Embedded::None
 }
 
 /// Why a webhook URL is refused.
@@ -250,6 +287,73 @@ mod tests {
             "2606:4700::1111",
             "::ffff:8.8.8.8",
         ] {
+            let ip: IpAddr = allowed.parse().expect(allowed);
+            assert!(is_public(ip), "{allowed} must be allowed");
+        }
+    }
+
+    /// Every IPv6 form that embeds an IPv4 address is judged by that address (or refused where
+    /// it has no public meaning): each row is an address and whether a webhook may reach it.
+    #[test]
+    fn every_ipv6_form_that_embeds_ipv4_is_judged_by_its_ipv4_address() {
+        for (ip, public) in [
+            // IPv4-mapped, ::ffff:0:0/96
+            ("::ffff:127.0.0.1", false),
+            ("::ffff:a9fe:a9fe", false),
+            ("::ffff:8.8.8.8", true),
+            // IPv4-translated (SIIT), ::ffff:0:0:0/96
+            ("::ffff:0:7f00:1", false),
+            ("::ffff:0:a00:1", false),
+            ("::ffff:0:a9fe:a9fe", false),
+            ("::ffff:0:808:808", true),
+            // IPv4-compatible, ::/96
+            ("::7f00:1", false),
+            ("::c0a8:101", false),
+            ("::808:808", true),
+            // NAT64 well-known prefix, 64:ff9b::/96
+            ("64:ff9b::7f00:1", false),
+            ("64:ff9b::a9fe:a9fe", false),
+            ("64:ff9b::808:808", true),
+            // NAT64 local-use prefix, 64:ff9b:1::/48: no public meaning, refused outright
+            ("64:ff9b:1::7f00:1", false),
+            ("64:ff9b:1::808:808", false),
+            ("64:ff9b:1:7f00:1::", false),
+            // 6to4, 2002::/16
+            ("2002:7f00:1::1", false),
+            ("2002:c0a8:101::1", false),
+            ("2002:808:808::1", true),
+            // Teredo, 2001::/32: server 65.54.227.120, client inverted in the last 32 bits
+            ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", true),
+            ("2001:0:4136:e378:8000:63bf:80ff:fffe", false),
+            ("2001:0:4136:e378:8000:63bf:f5ff:fffe", false),
+            ("2001:0:a00:1:8000:63bf:f7f7:f7f7", false),
+        ] {
+            let addr: IpAddr = ip.parse().expect(ip);
+            assert_eq!(is_public(addr), public, "{ip}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_siit_and_local_use_nat64_forms_of_loopback_are_refused_as_webhook_urls() {
+        for url in [
+            "http://[::ffff:0:7f00:1]/hook",
+            "http://[64:ff9b:1::7f00:1]/hook",
+            "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook",
+        ] {
+            let err = check(url, false).await.expect_err(url);
+            assert!(matches!(err, TargetError::Private { .. }), "{url}: {err}");
+            let err = check_literal(url, false).expect_err(url);
+            assert!(matches!(err, TargetError::Private { .. }), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn reserved_ipv6_ranges_without_an_ipv4_address_are_refused() {
+        for refused in ["100::1", "2001:2::1", "3fff::1", "2001:db8::1"] {
+            let ip: IpAddr = refused.parse().expect(refused);
+            assert!(!is_public(ip), "{refused} must be refused");
+        }
+        for allowed in ["2001:4860:4860::8888", "2a00:1450::1", "100:0:0:1::1"] {
             let ip: IpAddr = allowed.parse().expect(allowed);
             assert!(is_public(ip), "{allowed} must be allowed");
         }
