@@ -281,6 +281,48 @@ async fn canceling_the_parent_cancels_its_child() {
     assert_eq!(child.status.state, TaskState::Canceled, "{child:?}");
 }
 
+/// A crash after the child was created and before the parent journaled it, then a cancel of the
+/// parent on the next engine (before anything resumed the call): the child, which the parent's
+/// journal does not name, is canceled too (its id is derived from the call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canceling_a_parent_whose_call_was_cut_off_before_its_binding_cancels_the_child() {
+    let store = MemoryStore::new();
+    let crashed = engine(store.clone(), &gate())
+        .fault_hook(|f: &radkit_runtime::engine::Fault| {
+            f.boundary == Boundary::EffectReturned && f.what.as_deref() == Some("skill `child`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = crashed
+        .send(Request::operator(user("sleep")))
+        .await
+        .unwrap();
+    wait_halted(&crashed).await;
+    assert!(bound(&store, &id).await.is_empty(), "the call is not bound");
+    let kid = children(&store).await.remove(0);
+    crashed.shutdown().await;
+
+    // Built without recovery: nothing resumes the parent's call before the cancel.
+    let engine = engine(store.clone(), &gate()).build().unwrap();
+    let parent = within(
+        PATIENCE,
+        "the parent's cancel",
+        engine.cancel(&Caller::Operator, &id),
+    )
+    .await
+    .unwrap();
+    assert_eq!(parent.status.state, TaskState::Canceled);
+    let child = within(
+        PATIENCE,
+        "the child's end",
+        engine.wait_settled(&Caller::Operator, &kid),
+    )
+    .await
+    .unwrap();
+    assert_eq!(child.status.state, TaskState::Canceled, "{child:?}");
+}
+
 /// A crash after the child was created and before the parent journaled it: the restarted parent
 /// sends the same message id, which finds the same child.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -89,13 +89,25 @@ impl ChildPeer {
             .map_err(effect_error)
     }
 
+    /// The child task call `id` started or answers with `message`, though the call was cut off
+    /// before it journaled the child's id: the child's id is derived from the parent's principal
+    /// and the call's `messageId` (or is the `taskId` a reply names).
+    pub fn task_of(&self, id: &crate::flow::InvocationId, message: &Message) -> Option<String> {
+        let mut message = message.clone();
+        message.message_id = super::message_id(id);
+        self.engine
+            .task_of_message(&self.caller, &message)
+            .map(|t| t.to_string())
+    }
+
     pub async fn cancel(&self, task_id: &str) -> Result<(), EffectError> {
         match self
             .engine
             .cancel(&self.caller, &TaskId::from(task_id.to_owned()))
             .await
         {
-            Ok(_) | Err(EngineError::TaskFinished { .. }) => Ok(()),
+            // A call cut off before its child was created started nothing.
+            Ok(_) | Err(EngineError::TaskFinished { .. } | EngineError::TaskNotFound(_)) => Ok(()),
             Err(e) => Err(effect_error(e)),
         }
     }

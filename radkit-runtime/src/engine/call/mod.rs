@@ -535,18 +535,38 @@ impl Inner {
     /// Cancel the callees of the task's calls that have not settled (a canceled or failed task
     /// leaves no work running on its behalf). Best effort: a callee that cannot be reached is
     /// logged; one that ended already is fine.
+    ///
+    /// A child skill's call cut off before it journaled its callee (the child may exist) is
+    /// canceled too: the child's id is derived from the call. A remote agent's task is known only
+    /// by the id it answers with, so such a call to a remote agent cancels nothing.
     pub(crate) async fn cancel_calls(self: &Arc<Self>, run: &Arc<TaskRun>) {
-        let open: Vec<(Cmd, String)> = {
+        let open: Vec<(InvocationId, Cmd, Option<String>)> = {
             let st = run.lock();
             st.commands()
-                .values()
-                .filter(|c| c.receipt.as_ref().is_none_or(asks_for_input))
-                .filter_map(|c| Some((c.cmd.clone(), c.callee.as_ref()?.task_id.clone())))
+                .iter()
+                .filter(|(_, c)| c.receipt.as_ref().is_none_or(asks_for_input))
+                .filter(|(_, c)| {
+                    matches!(c.cmd.kind, CmdKind::Agent { .. } | CmdKind::Skill { .. })
+                })
+                .map(|(id, c)| {
+                    let callee = c.callee.as_ref().map(|callee| callee.task_id.clone());
+                    (id.clone(), c.cmd.clone(), callee)
+                })
                 .collect()
         };
-        for (cmd, task_id) in open {
+        for (id, cmd, callee) in open {
             let Ok(peer) = self.peer(run, &cmd.kind) else {
                 continue;
+            };
+            let task_id = match (callee, &peer, &cmd.kind) {
+                (Some(task_id), _, _) => task_id,
+                (None, Peer::Child(child), CmdKind::Skill { message, .. }) => {
+                    match child.task_of(&id, message) {
+                        Some(task_id) => task_id,
+                        None => continue,
+                    }
+                }
+                (None, ..) => continue,
             };
             let what = cmd.kind.fingerprint();
             let parent = run.task_id.to_string();
