@@ -14,7 +14,8 @@
 //!   at least a third of its lifetime left, waits for a late renewal, and its run stops before the
 //!   lease can expire when the renewal does not come — so no other worker can take a task over
 //!   while this one still starts its effects;
-//! - while renewals are slow (a round took more than a sixth of the lifetime) or failing, it takes
+//! - while renewals are slow (a round took more than a sixth of the lifetime, at least 200 ms) or
+//!   failing, it takes
 //!   no new task in hand (no claims; tasks it creates are left unleased for others);
 //! - a run that ends waiting (for input or a timer) or finished gives its lease back, so whichever
 //!   engine is free takes the next event.
@@ -51,6 +52,13 @@ struct Held {
     /// Until when it is certainly held, by this process's clock: when the statement that took or
     /// last renewed it was sent, plus the lifetime (the store computed the expiry after that).
     until: Instant,
+}
+
+/// A renewal round slower than this (µs) is slow: a sixth of the lease's lifetime, and at least
+/// 200 ms (a loaded machine's scheduling alone can cost tens of ms; short test leases must not stop
+/// claims for it).
+fn slow_renewal_us(ttl: Duration) -> u64 {
+    u64::try_from((ttl / 6).max(Duration::from_millis(200)).as_micros()).unwrap_or(u64::MAX)
 }
 
 /// [`LeaseState::last_renewal_us`] after a round that failed.
@@ -122,8 +130,7 @@ impl Inner {
 
     fn renewals_keep_up(&self) -> bool {
         let last = self.leases.last_renewal_us.load(Ordering::SeqCst);
-        let limit = u64::try_from((self.config.lease_ttl / 6).as_micros()).unwrap_or(u64::MAX);
-        last != RENEWAL_FAILED && last <= limit
+        last != RENEWAL_FAILED && last <= slow_renewal_us(self.config.lease_ttl)
     }
 
     /// Right before an effect of `run` starts (every policy; shared stores only): true while the
@@ -467,7 +474,7 @@ async fn keep_leases(engine: Weak<Inner>) {
             }
         };
         e.leases.last_renewal_us.store(status, Ordering::SeqCst);
-        if result.is_ok() && took > u64::try_from((ttl / 6).as_micros()).unwrap_or(u64::MAX) {
+        if result.is_ok() && took > slow_renewal_us(ttl) {
             tracing::warn!(
                 took_ms = took / 1000,
                 ttl_ms = e.ttl_ms(),
