@@ -15,8 +15,8 @@
 //!   lease can expire when the renewal does not come — so no other worker can take a task over
 //!   while this one still starts its effects;
 //! - while renewals are slow (a round took more than a sixth of the lifetime, at least 200 ms) or
-//!   failing, it takes
-//!   no new task in hand (no claims; tasks it creates are left unleased for others);
+//!   failing, it takes no new task in hand (no claims; tasks it creates are left unleased for
+//!   others);
 //! - a run that ends waiting (for input or a timer) or finished gives its lease back, so whichever
 //!   engine is free takes the next event.
 //!
