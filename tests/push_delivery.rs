@@ -266,14 +266,20 @@ async fn a_delivery_pending_at_a_crash_is_sent_after_restart_and_nothing_acknowl
 async fn a_0_3_webhook_receives_the_task_as_the_0_3_sdk_posts_it() {
     let receiver = Receiver::start().await;
     let agent = agent(true).await;
+    // Blocking, so that the task waits for its answer before it gets one (a non-blocking send
+    // could leave it `submitted`, and the answer would be refused).
     let sent = call(
         &agent.url,
         None,
         None,
         "message/send",
-        json!({ "message": message_v03("hi", None) }),
+        json!({ "message": message_v03("hi", None), "configuration": { "blocking": true } }),
     )
     .await;
+    assert_eq!(
+        sent["result"]["status"]["state"], "input-required",
+        "{sent}"
+    );
     let task = sent["result"]["id"].as_str().expect("task").to_owned();
     let set = call(
         &agent.url,
@@ -284,7 +290,7 @@ async fn a_0_3_webhook_receives_the_task_as_the_0_3_sdk_posts_it() {
     )
     .await;
     assert!(set.get("error").is_none(), "{set}");
-    call(
+    let done = call(
         &agent.url,
         None,
         None,
@@ -292,6 +298,7 @@ async fn a_0_3_webhook_receives_the_task_as_the_0_3_sdk_posts_it() {
         json!({ "message": message_v03("yes", Some(&task)), "configuration": { "blocking": true } }),
     )
     .await;
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
     let posts = receiver
         .wait_for("the completed task", |posts| {
             posts

@@ -14,9 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::*;
+use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Fault};
-use radkit_runtime::flow::{EffectPolicy, InvocationId};
+use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
+use radkit_runtime::flow::{EffectPolicy, InvocationId, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{Task, TaskState};
 use radkit_runtime::store::{MemoryStore, Store};
@@ -397,6 +399,62 @@ async fn crash_while_awaiting_input_resumes_on_reply() {
         [1, 1, 1],
         "nothing before the wait ran again"
     );
+}
+
+/// Asks inside its step (`ctx.ask`), then completes with the reply.
+struct Asks;
+
+static ASKS_STEPS: &[Step<Asks>] = &[Step::new("ask", asks).start().takes_user_message()];
+
+fn asks<'a>(_: &'a Asks, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let note = ctx.ask("note", "Any note?").await?;
+        ctx.complete(format!("noted: {}", note.joined_texts()), vec![])
+    })
+}
+
+fn asks_skill() -> StepTable<Asks> {
+    StepTable::new(SkillInfo::new("asks", "Asks"), Asks, ASKS_STEPS).unwrap()
+}
+
+/// A question asked inside a step (`ctx.ask`) is durable before the step suspends, as an
+/// `await_input` wait is: a crash as the task starts to wait finds the question journaled and the
+/// task input-required, and the recovered task takes the reply to it.
+#[tokio::test]
+async fn crash_while_a_step_asks_finds_the_question_durable() {
+    let store = MemoryStore::new();
+    let engine = Engine::builder(store.clone())
+        .skill(asks_skill())
+        .fault_hook(once(Boundary::AwaitingInput, ""))
+        .build()
+        .unwrap();
+    let task_id = engine.send(Request::operator(user("go"))).await.unwrap();
+    wait_halted(&engine).await;
+    drop(engine);
+    let journal = store.journal(&task_id, 0).await.unwrap();
+    assert!(
+        journal
+            .iter()
+            .any(|r| matches!(r.entry, Entry::AwaitingInput { ask: Some(_), .. })),
+        "the question was durable at the crash: {journal:?}"
+    );
+    let row = store.task(&task_id).await.unwrap().unwrap();
+    assert_eq!(row.state, TaskState::InputRequired);
+
+    let engine = Engine::builder(store.clone())
+        .skill(asks_skill())
+        .start()
+        .await
+        .unwrap();
+    let waiting = settled(&engine, &task_id).await;
+    assert_eq!(waiting.status.state, TaskState::InputRequired);
+    engine
+        .send(Request::operator(reply(&task_id, "thanks")))
+        .await
+        .unwrap();
+    let task = settled(&engine, &task_id).await;
+    assert_completed(&task);
+    assert_eq!(status_text(&task), "noted: thanks");
 }
 
 #[tokio::test]
