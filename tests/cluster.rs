@@ -689,53 +689,21 @@ async fn three_workers_share_300_tasks_and_one_killed_with_kill_9_loses_nothing(
 /// fails so costs leases, and the other worker re-runs effects. (Before the fix about half the runs of
 /// 60 ticks failed; 100 ticks give the deadlock more chances.)
 async fn two_workers_with_short_leases_and_no_faults_run_every_effect_once() {
-    let url = fresh_schema().await;
-    let dir = tempfile::tempdir().unwrap();
-    let _logs = ShowLogsOnFailure(dir.path());
-    let log = dir.path().join("ticks.log");
-    let submit = submitter(&url).await;
-    let mut tasks = Vec::new();
-    for _ in 0..300 {
-        tasks.push(send(&submit, "ticker", "100 10").await);
-    }
-    let errs: Vec<_> = (0..2)
-        .map(|i| dir.path().join(format!("worker-{i}.err")))
-        .collect();
-    let _workers: Vec<Worker> = (0..2)
-        .map(|i| Worker::start(&url, &format!("worker-{i}"), &log, &errs[i], 2_000, 256))
-        .collect();
-    let store = submit.store().clone();
-    wait_for("all 300 tasks", Duration::from_secs(180), async || {
-        completed(&store).await == 300
-    })
-    .await;
-    let ticks = executions(&log);
-    let twice: Vec<_> = ticks.iter().filter(|(_, pids)| pids.len() > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "{} effects ran more than once with no fault injected: {:?}",
-        twice.len(),
-        twice.iter().take(5).collect::<Vec<_>>()
-    );
-    assert_eq!(ticks.len(), 300 * 100, "every tick ran");
-    for task in &tasks {
-        check_journal(task, &store.journal(task, 0).await.unwrap());
-    }
-    for err in &errs {
-        let text = std::fs::read_to_string(err).unwrap_or_default();
-        for symptom in [
+    two_workers_run_every_effect_once(NoFaultLoad {
+        tasks: 300,
+        ticks: 100,
+        tick_ms: 10,
+        lease_ms: 2_000,
+        env: &[],
+        patience: Duration::from_secs(180),
+        symptoms: &[
             "deadlock",
             "lease renewal failed",
             "fenced off",
             "append failed",
-        ] {
-            assert!(
-                !text.contains(symptom),
-                "{}: `{symptom}` with no fault injected:\n{text}",
-                err.display()
-            );
-        }
-    }
+        ],
+    })
+    .await
 }
 
 /// Each tick blocks its worker thread for 10 ms (`RADKIT_TICK_BUSY`), and each worker takes up to
@@ -743,14 +711,46 @@ async fn two_workers_with_short_leases_and_no_faults_run_every_effect_once() {
 /// must still be renewed on time (renewal has its own thread, runtime and connection), so no task is
 /// taken over and no effect runs twice.
 async fn workers_whose_steps_block_their_runtime_keep_their_leases_and_run_every_effect_once() {
+    two_workers_run_every_effect_once(NoFaultLoad {
+        tasks: 200,
+        ticks: 15,
+        tick_ms: 10,
+        lease_ms: 1_500,
+        env: &[("RADKIT_TICK_BUSY", "1")],
+        patience: Duration::from_secs(300),
+        symptoms: &["lease lost", "fenced off", "append failed"],
+    })
+    .await
+}
+
+/// A load for two workers (256 tasks each at most) with nothing injected.
+struct NoFaultLoad {
+    /// `ticker` tasks, each of `ticks` ticks of `tick_ms`.
+    tasks: usize,
+    ticks: usize,
+    tick_ms: u64,
+    /// The workers' leases.
+    lease_ms: u64,
+    /// The workers' extra environment.
+    env: &'static [(&'static str, &'static str)],
+    /// How long all the tasks may take.
+    patience: Duration,
+    /// What the workers' logs must not say.
+    symptoms: &'static [&'static str],
+}
+
+/// Two workers run `load` to its end: every tick runs exactly once, every journal is whole, and
+/// neither worker's log shows a symptom of a lease kept badly.
+async fn two_workers_run_every_effect_once(load: NoFaultLoad) {
     let url = fresh_schema().await;
     let dir = tempfile::tempdir().unwrap();
     let _logs = ShowLogsOnFailure(dir.path());
     let log = dir.path().join("ticks.log");
     let submit = submitter(&url).await;
     let mut tasks = Vec::new();
-    for _ in 0..200 {
-        tasks.push(send(&submit, "ticker", "15 10").await);
+    let message = format!("{} {}", load.ticks, load.tick_ms);
+    for _ in 0..load.tasks {
+        tasks.push(send(&submit, "ticker", &message).await);
     }
     let errs: Vec<_> = (0..2)
         .map(|i| dir.path().join(format!("worker-{i}.err")))
@@ -762,15 +762,16 @@ async fn workers_whose_steps_block_their_runtime_keep_their_leases_and_run_every
                 &format!("worker-{i}"),
                 &log,
                 &errs[i],
-                1_500,
+                load.lease_ms,
                 256,
-                &[("RADKIT_TICK_BUSY", "1")],
+                load.env,
             )
         })
         .collect();
     let store = submit.store().clone();
-    wait_for("all 200 tasks", Duration::from_secs(300), async || {
-        completed(&store).await == 200
+    let all = format!("all {} tasks", load.tasks);
+    wait_for(&all, load.patience, async || {
+        completed(&store).await == load.tasks
     })
     .await;
     let ticks = executions(&log);
@@ -781,13 +782,13 @@ async fn workers_whose_steps_block_their_runtime_keep_their_leases_and_run_every
         twice.len(),
         twice.iter().take(5).collect::<Vec<_>>()
     );
-    assert_eq!(ticks.len(), 200 * 15, "every tick ran");
+    assert_eq!(ticks.len(), load.tasks * load.ticks, "every tick ran");
     for task in &tasks {
         check_journal(task, &store.journal(task, 0).await.unwrap());
     }
     for err in &errs {
         let text = std::fs::read_to_string(err).unwrap_or_default();
-        for symptom in ["lease lost", "fenced off", "append failed"] {
+        for symptom in load.symptoms {
             assert!(
                 !text.contains(symptom),
                 "{}: `{symptom}` with no fault injected:\n{text}",

@@ -76,6 +76,12 @@ async fn agent(config: impl FnOnce(ServerConfig) -> ServerConfig) -> Agent {
         .start()
         .await
         .expect("start the engine");
+    serve(engine, config).await
+}
+
+/// `engine` served on a loopback port with `config`'s changes to settings whose timeouts do not
+/// fire.
+async fn serve(engine: Engine, config: impl FnOnce(ServerConfig) -> ServerConfig) -> Agent {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind a loopback port");
@@ -570,22 +576,7 @@ async fn sends_whose_client_hangs_up_leave_no_task_stranded_on_any_binding() {
         .start()
         .await
         .expect("start the engine");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a loopback port");
-    let addr = listener.local_addr().expect("local address");
-    let url = format!("http://{addr}");
-    let server = tokio::spawn(radkit::server::serve(
-        listener,
-        engine.clone(),
-        ServerConfig::new(format!("{url}/")),
-    ));
-    let agent = Agent {
-        addr,
-        url,
-        engine,
-        server,
-    };
+    let agent = serve(engine, |c| c).await;
     for i in 0..30u64 {
         let params = json!({
             "message": common::user("go"),

@@ -262,14 +262,12 @@ async fn a_delivery_pending_at_a_crash_is_sent_after_restart_and_nothing_acknowl
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_0_3_webhook_receives_the_task_as_the_0_3_sdk_posts_it() {
-    let receiver = Receiver::start().await;
-    let agent = agent(true).await;
-    // Blocking, so that the task waits for its answer before it gets one (a non-blocking send
-    // could leave it `submitted`, and the answer would be refused).
+/// A task started over 0.3 that asks for input, with the 0.3 push config `config` set on it.
+/// Sent blocking, so that the task waits for its answer before it gets one (a non-blocking send
+/// could leave it `submitted`, and the answer would be refused).
+async fn asking_0_3_task_with_webhook(url: &str, config: serde_json::Value) -> String {
     let sent = call(
-        &agent.url,
+        url,
         None,
         None,
         "message/send",
@@ -282,14 +280,24 @@ async fn a_0_3_webhook_receives_the_task_as_the_0_3_sdk_posts_it() {
     );
     let task = sent["result"]["id"].as_str().expect("task").to_owned();
     let set = call(
-        &agent.url,
+        url,
         None,
         None,
         "tasks/pushNotificationConfig/set",
-        json!({ "taskId": task, "pushNotificationConfig": { "url": receiver.url, "token": "t03" } }),
+        json!({ "taskId": task, "pushNotificationConfig": config }),
     )
     .await;
     assert!(set.get("error").is_none(), "{set}");
+    task
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_3_webhook_receives_the_task_as_the_0_3_sdk_posts_it() {
+    let receiver = Receiver::start().await;
+    let agent = agent(true).await;
+    let task =
+        asking_0_3_task_with_webhook(&agent.url, json!({ "url": receiver.url, "token": "t03" }))
+            .await;
     let done = call(
         &agent.url,
         None,
@@ -326,28 +334,7 @@ async fn a_0_3_webhook_that_refuses_the_task_gets_it_again_until_it_acknowledges
     let receiver = Receiver::start().await;
     receiver.down(503);
     let agent = agent(true).await;
-    let sent = call(
-        &agent.url,
-        None,
-        None,
-        "message/send",
-        json!({ "message": message_v03("hi", None), "configuration": { "blocking": true } }),
-    )
-    .await;
-    assert_eq!(
-        sent["result"]["status"]["state"], "input-required",
-        "{sent}"
-    );
-    let task = sent["result"]["id"].as_str().expect("task").to_owned();
-    let set = call(
-        &agent.url,
-        None,
-        None,
-        "tasks/pushNotificationConfig/set",
-        json!({ "taskId": task, "pushNotificationConfig": { "url": receiver.url } }),
-    )
-    .await;
-    assert!(set.get("error").is_none(), "{set}");
+    let task = asking_0_3_task_with_webhook(&agent.url, json!({ "url": receiver.url })).await;
     let done = call(
         &agent.url,
         None,

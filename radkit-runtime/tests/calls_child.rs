@@ -281,12 +281,9 @@ async fn canceling_the_parent_cancels_its_child() {
     assert_eq!(child.status.state, TaskState::Canceled, "{child:?}");
 }
 
-/// A crash after the child was created and before the parent journaled it, then a cancel of the
-/// parent on the next engine (before anything resumed the call): the child, which the parent's
-/// journal does not name, is canceled too (its id is derived from the call).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn canceling_a_parent_whose_call_was_cut_off_before_its_binding_cancels_the_child() {
-    let store = MemoryStore::new();
+/// Send `text` to a parent on an engine that dies right after the parent's call created its child,
+/// before the parent journaled the child's id; returns the parent.
+async fn crash_once_the_child_exists(store: &MemoryStore, text: &str) -> TaskId {
     let crashed = engine(store.clone(), &gate())
         .fault_hook(|f: &radkit_runtime::engine::Fault| {
             f.boundary == Boundary::EffectReturned && f.what.as_deref() == Some("skill `child`")
@@ -294,14 +291,22 @@ async fn canceling_a_parent_whose_call_was_cut_off_before_its_binding_cancels_th
         .start()
         .await
         .unwrap();
-    let id = crashed
-        .send(Request::operator(user("sleep")))
-        .await
-        .unwrap();
+    let id = crashed.send(Request::operator(user(text))).await.unwrap();
     wait_halted(&crashed).await;
-    assert!(bound(&store, &id).await.is_empty(), "the call is not bound");
-    let kid = children(&store).await.remove(0);
+    assert!(bound(store, &id).await.is_empty(), "the call is not bound");
+    assert_eq!(children(store).await.len(), 1, "the child exists");
     crashed.shutdown().await;
+    id
+}
+
+/// A crash after the child was created and before the parent journaled it, then a cancel of the
+/// parent on the next engine (before anything resumed the call): the child, which the parent's
+/// journal does not name, is canceled too (its id is derived from the call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canceling_a_parent_whose_call_was_cut_off_before_its_binding_cancels_the_child() {
+    let store = MemoryStore::new();
+    let id = crash_once_the_child_exists(&store, "sleep").await;
+    let kid = children(&store).await.remove(0);
 
     // Built without recovery: nothing resumes the parent's call before the cancel.
     let engine = engine(store.clone(), &gate()).build().unwrap();
@@ -329,21 +334,7 @@ async fn canceling_a_parent_whose_call_was_cut_off_before_its_binding_cancels_th
 async fn crash_after_the_child_was_created_before_the_binding_was_journaled_makes_no_second_child()
 {
     let store = MemoryStore::new();
-    let crashed = engine(store.clone(), &gate())
-        .fault_hook(|f: &radkit_runtime::engine::Fault| {
-            f.boundary == Boundary::EffectReturned && f.what.as_deref() == Some("skill `child`")
-        })
-        .start()
-        .await
-        .unwrap();
-    let id = crashed
-        .send(Request::operator(user("hello")))
-        .await
-        .unwrap();
-    wait_halted(&crashed).await;
-    assert!(bound(&store, &id).await.is_empty());
-    assert_eq!(children(&store).await.len(), 1, "the child exists");
-    crashed.shutdown().await;
+    let id = crash_once_the_child_exists(&store, "hello").await;
 
     let engine = engine(store.clone(), &gate()).start().await.unwrap();
     let done = settled(&engine, &id).await;

@@ -378,6 +378,31 @@ fn sqlite(path: &Path) -> Arc<dyn Store> {
     Arc::new(SqliteStore::open(path, Durability::Full).expect("open the SQLite store"))
 }
 
+/// A URL whose sessions work in a fresh schema of the test database.
+async fn postgres_schema() -> String {
+    radkit_runtime::store::postgres::create_schema(&services::postgres_url(), "radkit_promises")
+        .await
+        .expect("create a test schema")
+        .1
+}
+
+/// A Postgres store on `url` (each call its own connections: another engine's store).
+async fn postgres_store(url: &str) -> Arc<dyn Store> {
+    Arc::new(
+        PostgresStore::connect(url)
+            .await
+            .expect("connect the Postgres store"),
+    )
+}
+
+/// `builder` as worker `worker`, with leases of `ttl_ms` and a 20 ms claim poll.
+fn short_leases(builder: EngineBuilder, worker: &str, ttl_ms: u64) -> EngineBuilder {
+    builder
+        .worker_id(worker)
+        .lease_ttl(Duration::from_millis(ttl_ms))
+        .poll_interval(Duration::from_millis(20))
+}
+
 // ---- 1. compensation on failure ----
 
 struct Trip;
@@ -847,27 +872,10 @@ async fn an_approval_that_expires_after_a_restart_fires_on_the_new_engine() {
 }
 
 async fn postgres_an_approval_expires_on_the_worker_that_took_the_task_over() {
-    let (_, url) = radkit_runtime::store::postgres::create_schema(
-        &services::postgres_url(),
-        "radkit_promises",
-    )
-    .await
-    .expect("create a test schema");
-    let connect = || async {
-        let store: Arc<dyn Store> = Arc::new(
-            PostgresStore::connect(&url)
-                .await
-                .expect("connect the Postgres store"),
-        );
-        store
-    };
+    let url = postgres_schema().await;
+    let connect = || postgres_store(&url);
     let paid = Arc::new(Mutex::new(0));
-    let short_leases = |builder: EngineBuilder, worker: &str| {
-        builder
-            .worker_id(worker)
-            .lease_ttl(Duration::from_millis(400))
-            .poll_interval(Duration::from_millis(20))
-    };
+    let short_leases = |builder, worker| short_leases(builder, worker, 400);
     let a = short_leases(refund_engine(connect().await, &paid), "engine-a")
         .start()
         .await
@@ -1246,19 +1254,9 @@ async fn sends_cut_off_at_any_point_leave_no_task_stranded_on_sqlite() {
 }
 
 async fn postgres_sends_cut_off_at_any_point_leave_no_task_stranded() {
-    let (_, url) = radkit_runtime::store::postgres::create_schema(
-        &services::postgres_url(),
-        "radkit_promises",
-    )
-    .await
-    .expect("create a test schema");
-    let store = PostgresStore::connect(&url)
-        .await
-        .expect("connect the Postgres store");
-    sends_cut_off_at_any_point_leave_no_task_stranded(Arc::new(store), |b| {
-        b.worker_id("engine-a")
-            .lease_ttl(Duration::from_secs(5))
-            .poll_interval(Duration::from_millis(20))
+    let store = postgres_store(&postgres_schema().await).await;
+    sends_cut_off_at_any_point_leave_no_task_stranded(store, |b| {
+        short_leases(b, "engine-a", 5_000)
     })
     .await;
 }
@@ -1431,27 +1429,10 @@ async fn a_tool_issued_beside_a_question_is_performed_after_a_crash_without_wait
 /// The same on Postgres: the crashed engine's lease expires and another worker claims the task by
 /// its wake time, though its row says `input-required`.
 async fn postgres_a_tool_issued_beside_a_question_is_claimed_and_performed_after_a_crash() {
-    let (_, url) = radkit_runtime::store::postgres::create_schema(
-        &services::postgres_url(),
-        "radkit_promises",
-    )
-    .await
-    .expect("create a test schema");
-    let connect = || async {
-        let store: Arc<dyn Store> = Arc::new(
-            PostgresStore::connect(&url)
-                .await
-                .expect("connect the Postgres store"),
-        );
-        store
-    };
+    let url = postgres_schema().await;
+    let connect = || postgres_store(&url);
     let lookups = Arc::new(AtomicU32::new(0));
-    let short_leases = |builder: EngineBuilder, worker: &str| {
-        builder
-            .worker_id(worker)
-            .lease_ttl(Duration::from_millis(500))
-            .poll_interval(Duration::from_millis(20))
-    };
+    let short_leases = |builder, worker| short_leases(builder, worker, 500);
     let a = short_leases(ask_and_look_up(connect().await, &lookups), "engine-a")
         .fault_hook(|f: &Fault| {
             f.boundary == Boundary::DuringEffect && f.what.as_deref() == Some("tool `lookup`")

@@ -37,6 +37,10 @@ pub(crate) struct RunState {
     pending: Vec<Entry>,
     pending_state: Option<TaskState>,
     pending_wake: Option<Option<i64>>,
+    /// The task's row has a wake time (as this run last set it, or as replay found the task): only
+    /// then can settling an effect change it, so the hot path (a working task without timers)
+    /// never looks for timers.
+    row_wakes: bool,
     /// The first `seq` this run journals: commands issued before it were journaled by an earlier run
     /// of the engine (before a crash or a wait).
     first_own_seq: u64,
@@ -71,17 +75,20 @@ impl RunState {
         journaled_end: Option<(u64, TransitionKind)>,
     ) -> Self {
         let next_seq = fold.last_seq() + 1;
-        RunState {
+        let mut st = RunState {
             fold,
             next_seq,
             pending: Vec::new(),
             pending_state: None,
             pending_wake: None,
+            row_wakes: false,
             first_own_seq: next_seq,
             queue,
             closed: false,
             journaled_end,
-        }
+        };
+        st.row_wakes = st.cancel_requested() || st.waits_by_row();
+        st
     }
 
     /// The fold of everything journaled or buffered so far.
@@ -171,11 +178,12 @@ impl RunState {
         self.status() == TaskState::InputRequired || self.earliest_timer().is_some()
     }
 
-    /// [`RunState::rewake`] when the row shows the task waiting: the only case in which issuing or
-    /// settling an effect changes the wake time (a working task without a timer is runnable by its
-    /// state alone), so the hot path writes no wake time.
+    /// [`RunState::rewake`] when the row shows the task waiting (`input-required`, or a wake time
+    /// set): the only case in which issuing or settling an effect changes the wake time (a working
+    /// task without a timer is runnable by its state alone). On the hot path this is two flag
+    /// reads: no timer is looked for and no wake time written.
     pub fn rewake_if_waiting(&mut self) {
-        if self.waits_by_row() {
+        if self.row_wakes || self.status() == TaskState::InputRequired {
             self.rewake();
         }
     }
@@ -189,6 +197,7 @@ impl RunState {
 
     /// Set or clear the task row's wake time.
     pub fn set_wake(&mut self, at: Option<i64>) {
+        self.row_wakes = at.is_some();
         self.pending_wake = Some(at);
     }
 
