@@ -144,6 +144,46 @@ pub(crate) fn settled(state: TaskState) -> bool {
     state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }
 
+/// What wakes a waiting call besides its recheck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// The callee posts to this engine's call webhook (`call_started.webhook`).
+    Webhook,
+    /// A watcher follows the callee until it settles.
+    Watch,
+    /// Nothing: the recheck alone (a watcher could not tell the callee's state from settled).
+    Recheck,
+}
+
+/// True when `cmd` answers a question of its callee (`.reply(..)`) and `task`, the callee's task,
+/// still shows that very question: the callee has not taken the reply yet (a peer may answer a
+/// non-blocking send with the task as it was before it ran it). That is no answer: the call waits
+/// like any other. The question is the one an earlier call of this task received from the same
+/// callee task (its receipt's status message); when that receipt is no longer in memory (a
+/// checkpoint dropped its visit), the task is taken as it is.
+fn still_asks_what_it_answers(st: &super::run::RunState, cmd: &Cmd, task: &Task) -> bool {
+    let (CmdKind::Agent { message, .. } | CmdKind::Skill { message, .. }) = &cmd.kind else {
+        return false;
+    };
+    if message.task_id.is_none() || task.status.state != TaskState::InputRequired {
+        return false;
+    }
+    let Some(shown) = task.status.message.as_ref().map(|m| m.message_id.as_str()) else {
+        return false;
+    };
+    st.commands().values().any(|c| {
+        c.callee.as_ref().is_some_and(|k| k.task_id == task.id)
+            && c.receipt
+                .as_ref()
+                .and_then(|r| r.outcome.as_ref().ok())
+                .and_then(|v| serde_json::from_value::<AgentReply>(v.clone()).ok())
+                .is_some_and(|r| {
+                    r.state == TaskState::InputRequired
+                        && r.message.is_some_and(|m| m.message_id == shown)
+                })
+    })
+}
+
 /// The `messageId` a call sends: derived from its invocation id, the same on every attempt and
 /// every replay (and opaque: the caller's task id does not leak to the callee).
 pub(crate) fn message_id(id: &InvocationId) -> String {
@@ -286,7 +326,8 @@ impl Inner {
                 // The callee is unreachable for now: wait, and ask again at the recheck.
                 Err(e) if e.is_transient() => {
                     tracing::info!(callee_task = %task_id, error = %e, "callee unreachable; the call waits and asks again");
-                    return self.wait(run, id, &peer, task_id, recheck, webhook).await;
+                    let wait = if webhook { Wait::Webhook } else { Wait::Watch };
+                    return self.wait(run, id, &peer, task_id, recheck, wait).await;
                 }
                 Err(e) => {
                     let error = EffectError::permanent(format!(
@@ -330,12 +371,20 @@ impl Inner {
                 Err(stop) => return stop,
             },
         };
-        if settled(task.status.state) {
+        let stale = still_asks_what_it_answers(&run.lock(), cmd, &task);
+        if settled(task.status.state) && !stale {
             let value = reply_value(AgentReply::from_task(task));
             return self.settle_call(run, receipt(id, attempts + 1, value));
         }
         let task_id = task.id.clone();
-        self.wait(run, id, &peer, task_id, recheck, webhook).await
+        // A watcher would find the callee settled at once (it shows the question): the recheck,
+        // or a post to the webhook, asks again.
+        let wait = match stale {
+            true => Wait::Recheck,
+            false if webhook => Wait::Webhook,
+            false => Wait::Watch,
+        };
+        self.wait(run, id, &peer, task_id, recheck, wait).await
     }
 
     /// A streamed call: follow the callee in this visit, journaling each of its status messages
@@ -485,7 +534,7 @@ impl Inner {
         peer: &Peer,
         callee_task: String,
         recheck: Recheck,
-        webhook: bool,
+        wait: Wait,
     ) -> CallStep {
         let now = now_ms();
         let at = match recheck.at {
@@ -507,7 +556,12 @@ impl Inner {
         // A callee asked to post to this engine's webhook wakes the task itself: nothing follows
         // it here, and the recheck's alarm covers a post lost or refused (a token of an earlier
         // start, without `call_webhook_secret`).
-        if webhook && self.agents.webhook().is_some() {
+        let follow = match wait {
+            Wait::Webhook => self.agents.webhook().is_none(),
+            Wait::Watch => true,
+            Wait::Recheck => false,
+        };
+        if !follow {
             self.schedule_timer(run.task_id.to_string(), at);
             return CallStep::Waiting;
         }
@@ -597,6 +651,64 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A peer may answer a reply's non-blocking send with its task as it was: still asking the
+    /// question the reply answers. That is no answer; a new question, or an end, is.
+    #[test]
+    fn a_reply_whose_callee_still_shows_the_question_it_answers_is_not_answered() {
+        let mut st = super::super::run::RunState::new(serde_json::Value::Null);
+        let ask = InvocationId::derive("t", 1, 0);
+        st.issue(
+            &ask,
+            Cmd::agent("peer", Message::user_text("ask me")),
+            false,
+        );
+        st.push(Entry::CallStarted {
+            id: ask.clone(),
+            task_id: "callee".into(),
+            context_id: None,
+            webhook: false,
+        });
+        let mut question = Message::agent_text("Your answer?");
+        question.message_id = "q1".into();
+        let asked = AgentReply {
+            task_id: Some("callee".into()),
+            context_id: None,
+            state: TaskState::InputRequired,
+            message: Some(question.clone()),
+            artifacts: Vec::new(),
+        };
+        st.record_receipt(receipt(&ask, 1, Ok(serde_json::to_value(asked).unwrap())));
+        let mut answer = Message::user_text("42");
+        answer.task_id = Some("callee".into());
+        let reply = Cmd::agent("peer", answer);
+        let callee = |state: TaskState, message: Option<Message>| Task {
+            id: "callee".into(),
+            context_id: "c".into(),
+            status: crate::model::TaskStatus {
+                state,
+                message,
+                timestamp: None,
+            },
+            history: None,
+            artifacts: None,
+            metadata: None,
+            kind: Default::default(),
+        };
+        let stale = callee(TaskState::InputRequired, Some(question.clone()));
+        assert!(still_asks_what_it_answers(&st, &reply, &stale));
+        let mut again = Message::agent_text("And your name?");
+        again.message_id = "q2".into();
+        let asks_again = callee(TaskState::InputRequired, Some(again));
+        assert!(!still_asks_what_it_answers(&st, &reply, &asks_again));
+        let done = callee(TaskState::Completed, Some(question.clone()));
+        assert!(!still_asks_what_it_answers(&st, &reply, &done));
+        let first = Cmd::agent("peer", Message::user_text("ask me"));
+        assert!(
+            !still_asks_what_it_answers(&st, &first, &stale),
+            "a first message answers no question"
+        );
+    }
 
     fn nested(depth: usize) -> serde_json::Value {
         let mut v = serde_json::json!("leaf");
