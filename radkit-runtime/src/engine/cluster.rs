@@ -11,9 +11,9 @@
 //!   run's appends anyway);
 //! - it knows, by its own clock, until when each lease is certainly held (the moment the statement
 //!   that took or renewed it was sent, plus the lifetime): an effect starts only while its lease has
-//!   at least a third of its lifetime left, waits for a late renewal, and its run stops before the
-//!   lease can expire when the renewal does not come — so no other worker can take a task over
-//!   while this one still starts its effects;
+//!   at least a third of its lifetime left; when the keeper is late the run renews its own lease
+//!   first, and stops (the effect never starts) when the store does not confirm it before the lease
+//!   can expire — so no other worker can take a task over while this one still starts its effects;
 //! - while renewals are slow (a round took more than a sixth of the lifetime, at least 200 ms) or
 //!   failing, it takes no new task in hand (no claims; tasks it creates are left unleased for
 //!   others);
@@ -135,13 +135,13 @@ impl Inner {
 
     /// Right before an effect of `run` starts (every policy; shared stores only): true while the
     /// run's lease has at least a third of its lifetime left by this engine's clock. When it has
-    /// less (a renewal is late), the effect waits for the renewal; when the lease would be within a
-    /// tenth of its lifetime of expiring first, the run stops (as on a lost lease) and the effect
-    /// never starts: another worker may take the task over once the lease expires, and it must not
-    /// find this one still starting effects. Renewal runs on its own thread and connection, so this
-    /// only happens when the store cannot be reached in time (or the process was paused).
+    /// less (the keeper's renewal is late: a paused process, a busy machine), the run renews its
+    /// own lease there and then, and goes on only when the store confirms it (the statement checks
+    /// owner and token, so a lease another worker took is not renewed: the run stops as on a lost
+    /// lease, and the effect never starts). A renewal that fails is tried again while the lease has
+    /// a tenth of its lifetime left; then the run stops, before the lease can expire.
     pub(crate) async fn lease_lasts(&self, run: &TaskRun) -> bool {
-        let Some(token) = run.fence.filter(|_| self.shared()) else {
+        let (Some(leases), Some(token)) = (self.store.leases(), run.fence) else {
             return true;
         };
         let ttl = self.config.lease_ttl;
@@ -159,12 +159,42 @@ impl Inner {
             if held.until > now + ttl / 3 {
                 return true;
             }
-            if held.until <= now + ttl / 10 {
-                tracing::warn!(task = %run.task_id, token, "the lease could not be renewed in time; this run stops before the lease can expire (the task's next owner goes on from its journal)");
-                run.stop_as_lost();
-                return false;
+            let sent = Instant::now();
+            let mine = [(run.task_id.to_string(), token)];
+            match leases
+                .renew(&self.config.worker_id, &mine, self.ttl_ms())
+                .await
+            {
+                Ok(lost) if lost.is_empty() => {
+                    if let Some(h) = self.held().get_mut(&*run.task_id) {
+                        if h.token == token {
+                            h.until = h.until.max(sent + ttl);
+                        }
+                    }
+                }
+                Ok(_) => {
+                    self.forget_lease(&run.task_id, token);
+                    run.lose_lease();
+                    return false;
+                }
+                Err(e) if held.until > Instant::now() + ttl / 10 => {
+                    tracing::debug!(task = %run.task_id, error = %e, "the lease could not be renewed before an effect; trying again");
+                    tokio::time::sleep((ttl / 50).max(Duration::from_millis(1))).await;
+                }
+                Err(e) => {
+                    tracing::warn!(task = %run.task_id, token, error = %e, "the lease could not be renewed in time; this run stops before the lease can expire (the task's next owner goes on from its journal)");
+                    run.stop_as_lost();
+                    return false;
+                }
             }
-            tokio::time::sleep((ttl / 50).max(Duration::from_millis(1))).await;
+        }
+    }
+
+    /// Forget the lease on `task_id` with `token` (taken over; nothing to give back).
+    fn forget_lease(&self, task_id: &str, token: u64) {
+        let mut map = self.held();
+        if map.get(task_id).is_some_and(|h| h.token == token) {
+            map.remove(task_id);
         }
     }
 
@@ -296,15 +326,12 @@ impl Inner {
             }
         }
         for task_id in lost {
-            let token = held.iter().find(|(id, _)| *id == task_id).map(|h| h.1);
-            {
-                let mut map = self.held();
-                if map.get(&task_id).map(|h| h.token) == token {
-                    map.remove(&task_id);
-                }
-            }
+            let Some(token) = held.iter().find(|(id, _)| *id == task_id).map(|h| h.1) else {
+                continue;
+            };
+            self.forget_lease(&task_id, token);
             if let Some(run) = self.live.running(&task_id) {
-                if run.fence == token {
+                if run.fence == Some(token) {
                     run.lose_lease();
                 }
             }
