@@ -366,3 +366,75 @@ async fn a_0_3_webhook_that_refuses_the_task_gets_it_again_until_it_acknowledges
         "one acknowledged post: the task as it ended ({posts:#?})"
     );
 }
+
+/// A receiver that accepts connections and never answers: how many it holds open at once, at most.
+struct Silent {
+    url: String,
+    most_open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Silent {
+    async fn start() -> Silent {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let open = Arc::new(AtomicUsize::new(0));
+        let most_open = Arc::new(AtomicUsize::new(0));
+        let (open2, most2) = (open.clone(), most_open.clone());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let now = open2.fetch_add(1, Ordering::SeqCst) + 1;
+                most2.fetch_max(now, Ordering::SeqCst);
+                let open = open2.clone();
+                // Read (and drop) whatever comes until the sender gives up; never answer.
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Silent { url, most_open }
+    }
+
+    fn most_open(&self) -> usize {
+        self.most_open.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// 72 tasks with webhooks at a receiver that never answers (posts hang for their whole timeout,
+/// claims run out meanwhile), and one task with a webhook elsewhere: the silent receiver never holds
+/// more than its share of deliveries (8) — nothing claimed waits in memory for a slot, and a config
+/// being delivered is not claimed a second time — and the other webhook gets its updates
+/// meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_never_answers_holds_its_share_of_deliveries_and_delays_no_other() {
+    let silent = Silent::start().await;
+    let receiver = Receiver::start().await;
+    let mut patient = settings(true);
+    patient.timeout = std::time::Duration::from_secs(600);
+    patient.lease = std::time::Duration::from_secs(1);
+    let agent = agent_with(Arc::new(radkit::store::MemoryStore::new()), patient, &[]).await;
+    for _ in 0..72 {
+        run_task_with_webhook(&agent, &silent.url).await;
+    }
+    let task = run_task_with_webhook(&agent, &receiver.url).await;
+    let posts = receiver
+        .wait_for("the other webhook's completed update", |posts| {
+            posts.iter().any(|p| is_status(p, "TASK_STATE_COMPLETED"))
+        })
+        .await;
+    assert_eq!(
+        acknowledged(&posts),
+        update_seqs(&agent.engine, &task).await
+    );
+    // Claims of the silent configs ran out many times meanwhile (1 s leases).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(
+        silent.most_open() <= 8,
+        "the silent receiver held {} deliveries at once",
+        silent.most_open()
+    );
+    assert!(silent.most_open() > 0, "the silent receiver was posted to");
+}

@@ -108,7 +108,22 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> (Option<syn::Err
                     format!("`{name}` cannot resume from itself; name the step whose `await_input!` it answers"),
                 ),
             );
-        } else if skill.step(&name).is_none() {
+        } else if let Some(asker) = skill.step(&name) {
+            // A resume step runs on a reply to its target's question: a target that never asks
+            // leaves it unreachable (and the graph would draw an edge that cannot happen).
+            if asker.awaits.is_empty() {
+                push(
+                    &mut errors,
+                    syn::Error::new_spanned(
+                        target,
+                        format!(
+                            "`{name}` never asks for input (it has no `await_input!`), so `{step}` could never run; end `{name}` with `await_input!(..)`, or remove `resume_from`",
+                            step = step.name
+                        ),
+                    ),
+                );
+            }
+        } else {
             unknown_target(skill, target, &mut errors, &mut probes);
         }
         // One resume step per asking step: a reply must have exactly one destination.

@@ -56,8 +56,8 @@ pub(super) fn spawn(inner: &Arc<Inner>) {
                 if inner.halted.load(Ordering::SeqCst) {
                     break;
                 }
-                let claimed = round(&inner).await;
-                (inner.config.push.poll, claimed == CLAIMS)
+                let started = round(&inner).await;
+                (inner.config.push.poll, started == CLAIMS)
             };
             if full {
                 // More may be due: claim again now.
@@ -71,9 +71,31 @@ pub(super) fn spawn(inner: &Arc<Inner>) {
     });
 }
 
-/// Claim what is due and deliver each claim on its own task; how many were claimed.
+/// Claim what is due, as much as there is room for, and deliver each claim on its own task; how
+/// many deliveries started.
+///
+/// Room is taken before the claim (a permit of [`MAX_DELIVERIES_IN_FLIGHT`] per config claimed),
+/// so a claimed config never waits in memory for a slot while its claim runs out. A config whose
+/// receiver has its share in flight ([`MAX_DELIVERIES_PER_RECEIVER`]) is given back at once, due
+/// after one post's timeout, without counting an attempt; one this engine delivers already is left
+/// to that delivery.
+///
+/// [`MAX_DELIVERIES_IN_FLIGHT`]: super::MAX_DELIVERIES_IN_FLIGHT
+/// [`MAX_DELIVERIES_PER_RECEIVER`]: super::MAX_DELIVERIES_PER_RECEIVER
 async fn round(inner: &Arc<Inner>) -> usize {
     let Some(push) = inner.store.push() else {
+        return 0;
+    };
+    let room = inner.pusher.deliveries.available_permits().min(CLAIMS);
+    if room == 0 {
+        return 0;
+    }
+    let Ok(mut permits) = inner
+        .pusher
+        .deliveries
+        .clone()
+        .try_acquire_many_owned(u32::try_from(room).unwrap_or(0))
+    else {
         return 0;
     };
     let lease_ms = millis(inner.config.push.lease);
@@ -82,7 +104,7 @@ async fn round(inner: &Arc<Inner>) -> usize {
             &inner.config.worker_id,
             now_ms(),
             lease_ms,
-            CLAIMS,
+            room,
             !inner.shared(),
         )
         .await
@@ -93,14 +115,63 @@ async fn round(inner: &Arc<Inner>) -> usize {
             return 0;
         }
     };
-    let claimed = claims.len();
+    let mut started = 0;
     for claim in claims {
+        let receiver = super::receiver_of(&claim.config.url);
+        let begun = inner
+            .pusher
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .begin(&claim.task_id, &claim.config.id, &receiver);
+        match begun {
+            Ok(()) => {}
+            Err(super::Busy::Config) => continue,
+            Err(super::Busy::Receiver) => {
+                let next_at = now_ms().saturating_add(millis(inner.config.push.timeout));
+                if let Err(e) = push
+                    .release_push(
+                        &claim.task_id,
+                        &claim.config.id,
+                        &inner.config.worker_id,
+                        claim.attempts,
+                        next_at,
+                    )
+                    .await
+                {
+                    tracing::warn!(task = %claim.task_id, error = %e, "push claim not released; its lease will expire");
+                }
+                continue;
+            }
+        }
+        let Some(permit) = permits.split(1) else {
+            // Never: as many permits as claims were taken.
+            inner
+                .pusher
+                .in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .end(&claim.task_id, &claim.config.id, &receiver);
+            continue;
+        };
         // Claimed here: its task's commits here wake the sender.
         inner.pusher.watch.watch(&claim.task_id);
         let inner = inner.clone();
-        tokio::spawn(async move { deliver(&inner, claim).await });
+        started += 1;
+        tokio::spawn(async move {
+            deliver(&inner, &claim).await;
+            inner
+                .pusher
+                .in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .end(&claim.task_id, &claim.config.id, &receiver);
+            drop(permit);
+            // Room again: what waits for it need not wait for the next poll.
+            inner.pusher.watch.wake.notify_one();
+        });
     }
-    claimed
+    started
 }
 
 fn millis(d: std::time::Duration) -> i64 {
@@ -116,13 +187,13 @@ fn backoff(settings: &PushSettings, attempts: u32) -> std::time::Duration {
 }
 
 /// Deliver one claim, then give it back.
-async fn deliver(inner: &Arc<Inner>, claim: PushClaim) {
+async fn deliver(inner: &Arc<Inner>, claim: &PushClaim) {
     let Some(push) = inner.store.push() else {
         return;
     };
     let outcome = match claim.config.format {
-        PushFormat::V1_0 => events(inner, push, &claim).await,
-        PushFormat::V0_3 => whole_task(inner, push, &claim).await,
+        PushFormat::V1_0 => events(inner, push, claim).await,
+        PushFormat::V0_3 => whole_task(inner, push, claim).await,
     };
     let mut again = false;
     let (attempts, next_at) = match outcome {
@@ -333,13 +404,7 @@ async fn post(
             request = request.header(AUTHORIZATION, format!("{scheme} {credentials}"));
         }
     }
-    // A permit per post in flight (the semaphore is never closed, so acquiring cannot fail).
-    let _permit = inner
-        .pusher
-        .posts
-        .acquire()
-        .await
-        .map_err(|_| Stop::Halted)?;
+    // The delivery holds one of the sender's permits: this post is in its count.
     let response = request.body(body).send().await.map_err(|e| {
         failed(format!(
             "posting to the webhook failed: {}",

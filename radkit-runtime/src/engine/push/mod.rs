@@ -56,10 +56,15 @@ impl Default for PushSettings {
     }
 }
 
-/// Most webhook posts in flight at once from one engine: each is an outbound socket, outside the
-/// server's connection limit, and a client could otherwise set webhooks on many tasks that all
-/// point at an address that never answers.
-pub(crate) const MAX_POSTS_IN_FLIGHT: usize = 64;
+/// Most deliveries (each at most one post in flight) at once from one engine: each is an outbound
+/// socket, outside the server's connection limit, and a client could otherwise set webhooks on many
+/// tasks that all point at an address that never answers. The sender claims no more configs than
+/// it has room for, so nothing it claimed waits in memory for a slot (and outlives its claim).
+pub(crate) const MAX_DELIVERIES_IN_FLIGHT: usize = 64;
+
+/// Most deliveries in flight at once to one receiver (a URL's host and port): a receiver that never
+/// answers holds at most these, and every other receiver's deliveries go on beside it.
+pub(crate) const MAX_DELIVERIES_PER_RECEIVER: usize = 8;
 
 /// The sender's state in an engine: started once, woken when a config is set here or a task
 /// with one commits here.
@@ -67,8 +72,10 @@ pub(crate) struct Pusher {
     started: AtomicBool,
     watch: Arc<Watch>,
     client: OnceLock<reqwest::Client>,
-    /// Permits for posts in flight ([`MAX_POSTS_IN_FLIGHT`]).
-    pub(crate) posts: tokio::sync::Semaphore,
+    /// Permits for deliveries in flight ([`MAX_DELIVERIES_IN_FLIGHT`]).
+    pub(crate) deliveries: Arc<tokio::sync::Semaphore>,
+    /// Deliveries in flight: the configs (task id, config id), and how many per receiver.
+    pub(crate) in_flight: Mutex<InFlight>,
 }
 
 impl Default for Pusher {
@@ -77,8 +84,67 @@ impl Default for Pusher {
             started: AtomicBool::new(false),
             watch: Arc::default(),
             client: OnceLock::new(),
-            posts: tokio::sync::Semaphore::new(MAX_POSTS_IN_FLIGHT),
+            deliveries: Arc::new(tokio::sync::Semaphore::new(MAX_DELIVERIES_IN_FLIGHT)),
+            in_flight: Mutex::default(),
         }
+    }
+}
+
+/// The configs being delivered by this engine, and how many deliveries each receiver has.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    configs: HashSet<(String, String)>,
+    receivers: std::collections::HashMap<String, usize>,
+}
+
+/// Why a claimed config is not delivered now.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Busy {
+    /// This engine delivers it already (its claim ran out while a post was in flight): the
+    /// delivery in flight gives the claim back.
+    Config,
+    /// Its receiver has [`MAX_DELIVERIES_PER_RECEIVER`] deliveries in flight.
+    Receiver,
+}
+
+impl InFlight {
+    /// Start delivering `config` of `task_id` to `receiver`, unless that config is in flight here
+    /// already or the receiver has its share.
+    pub(crate) fn begin(&mut self, task_id: &str, config: &str, receiver: &str) -> Result<(), Busy> {
+        let key = (task_id.to_owned(), config.to_owned());
+        if self.configs.contains(&key) {
+            return Err(Busy::Config);
+        }
+        let count = self.receivers.entry(receiver.to_owned()).or_default();
+        if *count >= MAX_DELIVERIES_PER_RECEIVER {
+            return Err(Busy::Receiver);
+        }
+        *count += 1;
+        self.configs.insert(key);
+        Ok(())
+    }
+
+    /// The delivery [`InFlight::begin`] started ended.
+    pub(crate) fn end(&mut self, task_id: &str, config: &str, receiver: &str) {
+        self.configs.remove(&(task_id.to_owned(), config.to_owned()));
+        if let Some(count) = self.receivers.get_mut(receiver) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.receivers.remove(receiver);
+            }
+        }
+    }
+}
+
+/// The receiver a webhook URL names, for [`MAX_DELIVERIES_PER_RECEIVER`]: its host and port.
+pub(crate) fn receiver_of(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => format!(
+            "{}:{}",
+            u.host_str().unwrap_or_default(),
+            u.port_or_known_default().unwrap_or_default()
+        ),
+        Err(_) => url.to_owned(),
     }
 }
 
