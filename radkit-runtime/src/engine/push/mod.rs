@@ -110,7 +110,12 @@ pub(crate) enum Busy {
 impl InFlight {
     /// Start delivering `config` of `task_id` to `receiver`, unless that config is in flight here
     /// already or the receiver has its share.
-    pub(crate) fn begin(&mut self, task_id: &str, config: &str, receiver: &str) -> Result<(), Busy> {
+    pub(crate) fn begin(
+        &mut self,
+        task_id: &str,
+        config: &str,
+        receiver: &str,
+    ) -> Result<(), Busy> {
         let key = (task_id.to_owned(), config.to_owned());
         if self.configs.contains(&key) {
             return Err(Busy::Config);
@@ -126,7 +131,8 @@ impl InFlight {
 
     /// The delivery [`InFlight::begin`] started ended.
     pub(crate) fn end(&mut self, task_id: &str, config: &str, receiver: &str) {
-        self.configs.remove(&(task_id.to_owned(), config.to_owned()));
+        self.configs
+            .remove(&(task_id.to_owned(), config.to_owned()));
         if let Some(count) = self.receivers.get_mut(receiver) {
             *count = count.saturating_sub(1);
             if *count == 0 {
