@@ -286,7 +286,7 @@ mod tests {
     fn one_start_step_and_known_unique_resume_targets() {
         let ok = messages(parse_quote! {
             impl S {
-                #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() }
+                #[step(start)] async fn a(&self, m: Content) -> StepResult { await_input!(slot = "x", message = "?") }
                 #[step(resume_from = "a")] async fn b(&self, r: Content) -> StepResult { todo!() }
             }
         });
@@ -310,11 +310,27 @@ mod tests {
         );
     }
 
+    /// A resume step runs on a reply to its target's question: a target without `await_input!`
+    /// leaves it unreachable.
+    #[test]
+    fn a_resume_target_must_ask_for_input() {
+        let bad = messages(parse_quote! {
+            impl S {
+                #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() }
+                #[step(resume_from = "a")] async fn b(&self, r: Content) -> StepResult { todo!() }
+            }
+        });
+        assert_eq!(
+            bad,
+            ["`a` never asks for input (it has no `await_input!`), so `b` could never run; end `a` with `await_input!(..)`, or remove `resume_from`"]
+        );
+    }
+
     #[test]
     fn reserved_and_raw_names() {
         let bad = messages(parse_quote! {
             impl S {
-                #[step(start)] async fn r#type(&self, _: Content) -> StepResult { todo!() }
+                #[step(start)] async fn r#type(&self, _: Content) -> StepResult { await_input!(slot = "x", message = "?") }
                 #[step(resume_from = "type")] async fn __start(&self) -> StepResult { todo!() }
             }
         });
@@ -365,6 +381,7 @@ mod tests {
                 async fn a(&self, m: Content) -> StepResult {
                     if x { return goto!("helper"); }
                     if y { return goto!("b", 1); }
+                    if z { return await_input!(slot = "x", message = "?"); }
                     goto!("elsewhere")
                 }
                 #[step(resume_from = "a")] async fn b(&self, r: Content) -> StepResult { todo!() }
