@@ -99,7 +99,11 @@ impl Script {
 
 #[async_trait::async_trait]
 impl Invoker for Script {
-    async fn invoke(&self, cmd: radkit::flow::Cmd) -> Result<serde_json::Value, StepError> {
+    async fn invoke(
+        &self,
+        _position: u32,
+        cmd: radkit::flow::Cmd,
+    ) -> Result<serde_json::Value, StepError> {
         let CmdKind::Llm { model, input, .. } = cmd.kind else {
             return Err(StepError::msg("only model calls are scripted"));
         };

@@ -56,6 +56,9 @@ pub mod prelude {
     pub use crate::model::{Artifact, Content, Message};
     pub use crate::tools::FnTool;
     pub use crate::{await_input, goto, join};
+    /// `.boxed()` and `.map(..)` on futures: `ctx.race` over calls of different types races them
+    /// as boxed futures of one output type.
+    pub use futures::FutureExt as _;
     pub use radkit_macros::{flow_skill, step};
 }
 
@@ -63,9 +66,9 @@ pub use engine::{Engine, EngineBuilder, EngineError};
 pub use flow::*;
 /// Run several `ctx` calls of a step at once and wait for all of them (`futures::join!`,
 /// re-exported): `let (summary, facts) = radkit::join!(ctx.llm("m").run::<String>(&q),
-/// ctx.tool("t").call::<_, Value>(&q));`. It polls its arguments in order, so the calls take their
-/// InvocationIds in argument order, live and on replay; they are journaled in one append and
-/// performed in parallel (see [`StepCtx::all`]).
+/// ctx.tool("t").call::<_, Value>(&q));`. Each call takes its InvocationId when it is made (in
+/// argument order when written inline), live and on replay, whatever order `join!` polls them in;
+/// they are journaled in one append and performed in parallel (see [`StepCtx::all`]).
 pub use futures::join;
 pub use model::{Artifact, Content, Message, Part, Role, Task, TaskState};
 pub use radkit_macros::{flow_skill, step};

@@ -102,7 +102,7 @@ impl FlowSkill for Accumulator {
 struct NoEffects;
 #[async_trait]
 impl Invoker for NoEffects {
-    async fn invoke(&self, _: Cmd) -> Result<serde_json::Value, StepError> {
+    async fn invoke(&self, _: u32, _: Cmd) -> Result<serde_json::Value, StepError> {
         Err(StepError::msg("a reducer has no in-step effects"))
     }
 }

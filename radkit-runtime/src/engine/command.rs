@@ -81,6 +81,20 @@ pub(crate) fn issue(
         CmdKind::EmitMessage { .. } | CmdKind::Progress { .. } | CmdKind::EmitArtifact { .. } => {
             Issued::Journaled
         }
+        // Only `ctx.race` journals a race, with its winner: issued any other way it settles as an
+        // error at once (and so the same way on replay).
+        CmdKind::Race { .. } => {
+            st.issue(id, cmd, transition);
+            st.record_receipt(Receipt {
+                id: id.clone(),
+                attempt: 1,
+                outcome: Err(crate::flow::EffectError::permanent(
+                    "a race is journaled by `ctx.race` with its winner; it cannot be issued as a command",
+                )),
+                usage: None,
+            });
+            Issued::Journaled
+        }
     }
 }
 

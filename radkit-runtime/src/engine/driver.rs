@@ -1,14 +1,13 @@
 //! The driver: runs one task's queued work — step visits and transition commands — until the task
 //! finishes or waits (input, timer). It is the only writer of its task while it runs.
 
-use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use futures::FutureExt;
 
 use super::call::CallStep;
 use super::command::{self, Issued, Outstanding};
-use super::invoke::{StepInvoker, VisitStop};
+use super::invoke::{StepInvoker, VisitStop, VISIT};
 use super::run::{RunState, TaskRun, Work};
 use super::Inner;
 use crate::flow::{
@@ -181,14 +180,12 @@ impl Inner {
         rerun: Option<u64>,
     ) -> Result<(), Stop> {
         let (visit, state, skill, step) = self.begin_visit(run, &event, rerun).await?;
-        let ordinal = Arc::new(AtomicU32::new(0));
         let stop = Arc::new(VisitStop::default());
         let invoker = StepInvoker {
             engine: self.clone(),
             run: run.clone(),
             visit,
             step: step.clone(),
-            ordinal: ordinal.clone(),
             stop: stop.clone(),
             batch: Default::default(),
         };
@@ -212,7 +209,20 @@ impl Inner {
                     .await);
             }
         }
-        let mut result = self.run_step(run, &*skill, state, event, &ctx, visit).await;
+        let mut result = VISIT
+            .scope(
+                stop.token(),
+                self.run_step(run, &*skill, state, event, &ctx, visit),
+            )
+            .await;
+        let alive = ctx.calls_alive();
+        if alive > 0 && !matches!(result, Err(StepError::Halted)) {
+            // The step's locals are gone: a call still alive was moved out of the step (a spawned
+            // task): its effect would run, or its outcome arrive, with no step to journal it for.
+            stop.fail(format!(
+                "step `{step}` returned while {alive} ctx call(s) it made were still pending outside it (in a spawned task, or stored away): await every ctx call inside the step before it returns; run calls together with `ctx.all` or `ctx.race`"
+            ));
+        }
         if let Some(stop) = stop.error() {
             // A call of this visit suspended it (or the engine halted, or the task is canceling):
             // what the step made of that error does not count.
@@ -236,8 +246,8 @@ impl Inner {
                 .finish(run, TaskState::Rejected, Some(status_message(&reason)))
                 .await),
             Ok(transition) => {
-                let ordinal = ordinal.load(std::sync::atomic::Ordering::SeqCst);
-                self.apply(run, visit, &step, transition, ordinal).await
+                let taken = ctx.positions_taken();
+                self.apply(run, visit, &step, transition, taken).await
             }
             Err(StepError::Suspended) => match run.flush().await {
                 Ok(()) => Ok(()),
@@ -561,13 +571,13 @@ impl Inner {
             state: state.clone(),
             event: Event::Cancel,
         });
+        let stop = Arc::new(VisitStop::default());
         let invoker = StepInvoker {
             engine: self.clone(),
             run: run.clone(),
             visit,
             step: step.clone(),
-            ordinal: Arc::new(AtomicU32::new(0)),
-            stop: Arc::default(),
+            stop: stop.clone(),
             batch: Default::default(),
         };
         let ctx = StepCtx::new(
@@ -576,8 +586,12 @@ impl Inner {
             step,
             Arc::new(invoker),
         );
-        let result = std::panic::AssertUnwindSafe(skill.activate(state, Event::Cancel, &ctx))
-            .catch_unwind()
+        let result = VISIT
+            .scope(
+                stop.token(),
+                std::panic::AssertUnwindSafe(skill.activate(state, Event::Cancel, &ctx))
+                    .catch_unwind(),
+            )
             .await;
         if let Err(panic) = &result {
             tracing::error!(task = %run.task_id, skill = %run.skill_id, visit, panic = %panic_text(&**panic), "step panicked on cancel");

@@ -1,7 +1,7 @@
 //! `StepInvoker`: performs the `ctx` calls of one step visit. A call with a receipt returns the
 //! recorded outcome; a call without one is journaled, flushed, performed (with retries) and receipted.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -23,7 +23,6 @@ pub(crate) struct StepInvoker {
     pub run: Arc<TaskRun>,
     pub visit: u64,
     pub step: String,
-    pub ordinal: Arc<AtomicU32>,
     /// Whether a call of this visit suspended, halted or was canceled: the visit stops so whatever
     /// the step does with the error (a step that matches on a call's error may swallow it).
     pub stop: Arc<VisitStop>,
@@ -85,9 +84,19 @@ impl Batch {
     }
 }
 
-/// The strongest control error a visit's calls returned (see [`StepInvoker::stop`]).
+tokio::task_local! {
+    /// The visit whose step future the current task polls (its [`VisitStop`]'s address): a ctx
+    /// call polled anywhere else (a spawned task) was taken out of its step.
+    pub(crate) static VISIT: usize;
+}
+
+/// The strongest control error a visit's calls returned (see [`StepInvoker::stop`]), or the
+/// misuse that fails the visit.
 #[derive(Default)]
-pub(crate) struct VisitStop(std::sync::atomic::AtomicU8);
+pub(crate) struct VisitStop {
+    level: std::sync::atomic::AtomicU8,
+    misuse: std::sync::Mutex<Option<String>>,
+}
 
 impl VisitStop {
     fn note(&self, e: &StepError) {
@@ -97,17 +106,38 @@ impl VisitStop {
             StepError::Halted => 3,
             _ => return,
         };
-        self.0.fetch_max(level, Ordering::SeqCst);
+        self.level.fetch_max(level, Ordering::SeqCst);
     }
 
-    /// The error the visit stops with, whatever the step returned.
+    /// Fail the visit with `reason` whatever the step does next (a ctx call used where its id or
+    /// its outcome could not be journaled faithfully). The first reason is kept.
+    pub fn fail(&self, reason: String) -> StepError {
+        let mut misuse = self.misuse.lock().unwrap_or_else(|p| p.into_inner());
+        StepError::Failed(misuse.get_or_insert(reason).clone())
+    }
+
+    /// The address that names this visit in [`VISIT`].
+    pub fn token(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as usize
+    }
+
+    /// The error the visit stops with, whatever the step returned: a halt or a cancel first,
+    /// then a misuse, then a suspension.
     pub fn error(&self) -> Option<StepError> {
-        match self.0.load(Ordering::SeqCst) {
-            1 => Some(StepError::Suspended),
-            2 => Some(StepError::Canceled),
-            3 => Some(StepError::Halted),
-            _ => None,
+        match self.level.load(Ordering::SeqCst) {
+            3 => return Some(StepError::Halted),
+            2 => return Some(StepError::Canceled),
+            _ => {}
         }
+        if let Some(reason) = self
+            .misuse
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Some(StepError::Failed(reason));
+        }
+        (self.level.load(Ordering::SeqCst) == 1).then_some(StepError::Suspended)
     }
 }
 
@@ -121,13 +151,29 @@ enum Found {
 
 #[async_trait]
 impl Invoker for StepInvoker {
-    async fn invoke(&self, cmd: Cmd) -> Result<serde_json::Value, StepError> {
-        let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
-        let id = InvocationId::derive(&self.run.task_id, self.visit, ordinal);
+    async fn invoke(&self, position: u32, cmd: Cmd) -> Result<serde_json::Value, StepError> {
+        let id = InvocationId::derive(&self.run.task_id, self.visit, position);
         // A call of this visit stopped it (suspended, canceled, halted): whatever the step does
         // next is not journaled — what it does with that error must not become the task's history.
         if let Some(stop) = self.stop.error() {
+            if stop == StepError::Suspended {
+                // Inside a race this call waits with the rest of the visit: it must not win.
+                crate::flow::race::defer_suspension();
+            }
             return Err(stop);
+        }
+        if VISIT.try_with(|v| *v) != Ok(self.stop.token()) {
+            return Err(self.stop.fail(format!(
+                "step `{}` made {} outside its own future (in a spawned task?): a ctx call must be awaited inside the step that made it, so that its outcome is journaled before the step goes on; run calls together with `ctx.all` or `ctx.race`",
+                self.step,
+                cmd.kind.fingerprint()
+            )));
+        }
+        if matches!(cmd.kind, CmdKind::Race { .. }) {
+            return Err(StepError::Failed(
+                "a race is journaled by `ctx.race` with its winner; it cannot be run as a command"
+                    .into(),
+            ));
         }
         if let Err(e) = self.batch.start(&self.step, &cmd) {
             self.stop.note(&e);
@@ -143,11 +189,91 @@ impl Invoker for StepInvoker {
             batch: &self.batch,
             replayed,
         };
-        let result = self.invoke_at(ordinal, id, cmd).await;
-        if let Err(e) = &result {
-            self.stop.note(e);
+        let result = self.invoke_at(position, id, cmd).await;
+        match &result {
+            // Inside `ctx.race` a call that waits does not suspend the step: the race decides.
+            Err(StepError::Suspended) if crate::flow::race::defer_suspension() => {}
+            Err(e) => self.stop.note(e),
+            Ok(_) => {}
         }
         result
+    }
+
+    fn recorded(&self, position: u32, cmd: &Cmd) -> Result<Option<serde_json::Value>, StepError> {
+        let id = InvocationId::derive(&self.run.task_id, self.visit, position);
+        let st = self.run.lock();
+        let Some(rec) = st.command(&id) else {
+            return Ok(None);
+        };
+        if rec.cmd.kind.fingerprint() != cmd.kind.fingerprint() {
+            return Err(StepError::NonDeterminism {
+                skill: self.run.skill_id.clone(),
+                step: self.step.clone(),
+                position,
+                recorded: rec.cmd.kind.fingerprint(),
+                issued: cmd.kind.fingerprint(),
+            });
+        }
+        match &rec.receipt {
+            Some(Receipt { outcome: Ok(v), .. }) => Ok(Some(v.clone())),
+            _ => Ok(None),
+        }
+    }
+
+    async fn record(
+        &self,
+        position: u32,
+        cmd: Cmd,
+        value: serde_json::Value,
+        abandoned: &[u32],
+    ) -> Result<(), StepError> {
+        if let Some(stop @ (StepError::Halted | StepError::Canceled | StepError::Failed(_))) =
+            self.stop.error()
+        {
+            return Err(stop);
+        }
+        let id = InvocationId::derive(&self.run.task_id, self.visit, position);
+        {
+            let mut st = self.run.lock();
+            st.issue(&id, cmd, false);
+            st.record_receipt(Receipt {
+                id: id.clone(),
+                attempt: 1,
+                outcome: Ok(value),
+                usage: None,
+            });
+            for &lost in abandoned {
+                let lost_id = InvocationId::derive(&self.run.task_id, self.visit, lost);
+                let Some((what, attempts)) = st
+                    .command(&lost_id)
+                    .filter(|r| r.receipt.is_none())
+                    .map(|r| (r.cmd.kind.fingerprint(), r.attempts))
+                else {
+                    continue;
+                };
+                let error = EffectError::permanent(format!(
+                    "abandoned: {what} lost the race at position {position} of step `{}`",
+                    self.step
+                ));
+                let attempt = attempts.max(1);
+                st.record_receipt(Receipt {
+                    id: lost_id,
+                    attempt,
+                    outcome: Err(error),
+                    usage: None,
+                });
+            }
+            // A question that lost the race is no longer asked.
+            if st.status() == crate::model::TaskState::InputRequired && st.open_question().is_none()
+            {
+                st.set_status(crate::model::TaskState::Working);
+            }
+        }
+        self.flush().await
+    }
+
+    fn stop(&self, error: &StepError) {
+        self.stop.note(error);
     }
 }
 

@@ -133,9 +133,15 @@ impl Plan {
         Ok(plan)
     }
 
-    /// Re-run the open visit, unless a command of it waits (a question, a timer not due yet).
+    /// Re-run the open visit, unless every outstanding command of it waits (a question, a timer not
+    /// due yet). A command with something to do (a due timer, an expired question, an effect to
+    /// perform) re-runs it even beside a question: the step's other calls (a `ctx.race` against
+    /// the question, a tool of the same batch) must not wait for a reply. A waiting visit's alarm
+    /// is its earliest timer (a sleep, a question's deadline).
     fn open_visit(&mut self, fold: &Folded, visit: u64, event: Event, now_ms: i64) {
-        let mut in_step_wait = None;
+        let mut question = None;
+        let mut alarm: Option<i64> = None;
+        let mut runnable = false;
         for (id, rec) in fold
             .commands()
             .iter()
@@ -143,24 +149,27 @@ impl Plan {
         {
             match outstanding(rec, true, now_ms) {
                 Outstanding::Question(deadline) => {
-                    in_step_wait = Some(Wait::Input {
-                        ask: Some(id.clone()),
-                        expires_at_ms: deadline,
-                    })
+                    question = Some(id.clone());
+                    alarm = alarm.into_iter().chain(deadline).min();
                 }
-                Outstanding::Timer(at) if in_step_wait.is_none() => {
-                    in_step_wait = Some(Wait::Timer(at))
-                }
-                _ => {}
+                Outstanding::Timer(at) => alarm = Some(alarm.map_or(at, |a| a.min(at))),
+                Outstanding::Due | Outstanding::Perform | Outstanding::Unknown => runnable = true,
             }
         }
-        match in_step_wait {
-            Some(wait) => self.wait = wait,
-            None => self.queue.push_back(Work::Activate {
-                event,
-                rerun: Some(visit),
-            }),
-        }
+        self.wait = match (runnable, question, alarm) {
+            (false, Some(ask), expires_at_ms) => Wait::Input {
+                ask: Some(ask),
+                expires_at_ms,
+            },
+            (false, None, Some(at)) => Wait::Timer(at),
+            _ => {
+                self.queue.push_back(Work::Activate {
+                    event,
+                    rerun: Some(visit),
+                });
+                return;
+            }
+        };
     }
 
     /// Between visits: a pending `goto`, a reply to deliver, transition commands outstanding.

@@ -194,6 +194,12 @@ pub enum CmdKind {
         /// How long, in milliseconds.
         millis: u64,
     },
+    /// Which of `calls` calls run together won a race (`StepCtx::race`): journaled with its
+    /// receipt (`{"winner": index}`) when the first call finishes, never performed.
+    Race {
+        /// How many calls raced.
+        calls: u32,
+    },
 }
 
 impl CmdKind {
@@ -209,6 +215,7 @@ impl CmdKind {
             CmdKind::Sleep { .. } => "sleep",
             CmdKind::Agent { .. } => "agent",
             CmdKind::Skill { .. } => "skill",
+            CmdKind::Race { .. } => "race",
         }
     }
 

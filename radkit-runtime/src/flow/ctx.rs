@@ -1,10 +1,15 @@
 //! `StepCtx`: a step's only door to the world. Every call becomes a journaled command through the
 //! engine's [`Invoker`], so a step re-run on replay gets the recorded outcome instead of a second effect.
 //!
-//! Calls may run in parallel ([`StepCtx::all`], [`crate::join!`]). A call's InvocationId is taken
-//! when the call is first polled, so the ids of a batch follow the order in which its calls are
-//! first polled: `join!` and `ctx.all` poll their arguments in argument order, live and on replay.
+//! A call takes its position in the step visit, and so its InvocationId, when it is made — when
+//! `ctx.tool(..).call(..)`, `ctx.llm(..).run(..)`, `ctx.agent(..).send(..)` ... is evaluated, in
+//! program order — not when it is first polled: the ids of calls run together (`ctx.all`,
+//! `join!`, `ctx.race`) never depend on the order in which a scheduler polls them. A call must be
+//! awaited inside its step's own future (not in a spawned task) and finish before the step
+//! returns; the engine fails the step otherwise.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,8 +25,35 @@ use crate::model::{Artifact, Content, Message, Part};
 /// drive a skill without an engine.
 #[async_trait]
 pub trait Invoker: Send + Sync {
-    /// Run `cmd` (or return its recorded outcome on replay) and return the outcome's value.
-    async fn invoke(&self, cmd: Cmd) -> Result<serde_json::Value, StepError>;
+    /// Run `cmd`, the call made at `position` of the visit (0, 1, ... in the order the step made
+    /// its calls), or return its recorded outcome on replay, and return the outcome's value.
+    async fn invoke(&self, position: u32, cmd: Cmd) -> Result<serde_json::Value, StepError>;
+
+    /// The value journaled by [`Invoker::record`] at `position` for `cmd` (a decision the step
+    /// made, such as the winner of a race), if any. An invoker that journals nothing has none.
+    fn recorded(&self, position: u32, cmd: &Cmd) -> Result<Option<serde_json::Value>, StepError> {
+        let _ = (position, cmd);
+        Ok(None)
+    }
+
+    /// Journal `cmd` at `position` with `value` as its outcome, performing nothing, and give the
+    /// commands made at the `abandoned` positions that have no outcome yet an `abandoned` one (the
+    /// losers of a race), in one durable write.
+    async fn record(
+        &self,
+        position: u32,
+        cmd: Cmd,
+        value: serde_json::Value,
+        abandoned: &[u32],
+    ) -> Result<(), StepError> {
+        let _ = (position, cmd, value, abandoned);
+        Ok(())
+    }
+
+    /// Stop the visit with `error` whatever the step does with it (every call of a race waits).
+    fn stop(&self, error: &StepError) {
+        let _ = error;
+    }
 }
 
 /// The context handed to every step and reducer call.
@@ -31,6 +63,19 @@ pub struct StepCtx {
     context_id: Arc<str>,
     step: String,
     invoker: Arc<dyn Invoker>,
+    /// The next position a call takes (shared by the clones of one visit's context).
+    positions: Arc<AtomicU32>,
+    /// How many calls made by the step are still alive (made, and neither finished nor dropped).
+    alive: Arc<AtomicU32>,
+}
+
+/// Counts one call as alive until its future is dropped (see [`StepCtx::calls_alive`]).
+struct Alive(Arc<AtomicU32>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for StepCtx {
@@ -55,7 +100,25 @@ impl StepCtx {
             context_id,
             step,
             invoker,
+            positions: Arc::new(AtomicU32::new(0)),
+            alive: Arc::new(AtomicU32::new(0)),
         }
+    }
+
+    /// How many calls the step made whose futures are still alive. A step's locals are dropped
+    /// when it returns, so a call alive after that was moved where the step no longer owns it (a
+    /// spawned task, a static): the engine fails such a step.
+    pub fn calls_alive(&self) -> u32 {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// How many positions the step's calls have taken (the next call takes this one).
+    pub fn positions_taken(&self) -> u32 {
+        self.positions.load(Ordering::SeqCst)
+    }
+
+    fn take_position(&self) -> u32 {
+        self.positions.fetch_add(1, Ordering::SeqCst)
     }
 
     /// The task's id.
@@ -73,9 +136,22 @@ impl StepCtx {
         &self.step
     }
 
-    /// Run any command through the journal and return its outcome value.
-    pub async fn run(&self, cmd: Cmd) -> Result<serde_json::Value, StepError> {
-        self.invoker.invoke(cmd).await
+    /// Run any command through the journal and return its outcome value. The command takes its
+    /// position (and InvocationId) now, when `run` is called; the effect starts when the returned
+    /// future is first polled.
+    pub fn run(
+        &self,
+        cmd: Cmd,
+    ) -> impl Future<Output = Result<serde_json::Value, StepError>> + Send + 'static {
+        let position = self.take_position();
+        let invoker = self.invoker.clone();
+        self.alive.fetch_add(1, Ordering::SeqCst);
+        let alive = Alive(self.alive.clone());
+        async move {
+            let _alive = alive;
+            super::race::enlist(position);
+            invoker.invoke(position, cmd).await
+        }
     }
 
     /// Call the model registered as `model`: `ctx.llm("critic").run::<Critique>(input).await?`.
@@ -112,20 +188,30 @@ impl StepCtx {
     }
 
     /// Report progress: a `working` status update carrying `text`, journaled.
-    pub async fn progress(&self, text: impl Into<String>) -> Result<(), StepError> {
-        self.run(Cmd::new(CmdKind::Progress { text: text.into() }))
-            .await
-            .map(drop)
+    pub fn progress(
+        &self,
+        text: impl Into<String>,
+    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+        let call = self.run(Cmd::new(CmdKind::Progress { text: text.into() }));
+        async move { call.await.map(drop) }
     }
 
     /// Send a message to the client now, journaled.
-    pub async fn emit_message(&self, message: Message) -> Result<(), StepError> {
-        self.run(Cmd::emit_message(message)).await.map(drop)
+    pub fn emit_message(
+        &self,
+        message: Message,
+    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+        let call = self.run(Cmd::emit_message(message));
+        async move { call.await.map(drop) }
     }
 
     /// Send a whole artifact now, journaled.
-    pub async fn emit_artifact(&self, artifact: Artifact) -> Result<(), StepError> {
-        self.run(Cmd::emit_artifact(artifact)).await.map(drop)
+    pub fn emit_artifact(
+        &self,
+        artifact: Artifact,
+    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+        let call = self.run(Cmd::emit_artifact(artifact));
+        async move { call.await.map(drop) }
     }
 
     /// Stream an artifact named `name` in text chunks: `send` appends, `finish` sends the last chunk.
@@ -142,21 +228,25 @@ impl StepCtx {
 
     /// Sleep durably: the timer is journaled, the step suspends without holding memory, and it is re-run
     /// when the timer fires (also after a restart).
-    pub async fn sleep(&self, duration: Duration) -> Result<(), StepError> {
-        self.run(Cmd::sleep(duration)).await.map(drop)
+    pub fn sleep(
+        &self,
+        duration: Duration,
+    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+        let call = self.run(Cmd::sleep(duration));
+        async move { call.await.map(drop) }
     }
 
     /// Ask the user and wait (durably) for the answer, returned as `Content`.
-    pub async fn ask(
+    pub fn ask(
         &self,
         slot: impl Into<String>,
         question: impl Into<String>,
-    ) -> Result<Content, StepError> {
-        let value = self
-            .run(Cmd::ask_user(slot, Message::agent_text(question)))
-            .await?;
-        let message: Message = serde_json::from_value(value)?;
-        Ok(Content::from(message))
+    ) -> impl Future<Output = Result<Content, StepError>> + Send + 'static {
+        let call = self.run(Cmd::ask_user(slot, Message::agent_text(question)));
+        async move {
+            let message: Message = serde_json::from_value(call.await?)?;
+            Ok(Content::from(message))
+        }
     }
 
     /// Run several calls at once and return their results in the order given:
@@ -164,37 +254,78 @@ impl StepCtx {
     ///
     /// Every call waits until all have finished, whatever their results. The calls are journaled
     /// together (one append for the batch), then performed in parallel, at most
-    /// `EngineBuilder::max_parallel_effects` at once. Their InvocationIds follow the order of
-    /// `calls` (each call takes its id when first polled, and they are first polled in that order),
-    /// so a replay returns each recorded receipt to the same call and reissues only those that have
-    /// none. A call inside the batch that suspends the step (a question, a sleep) lets the others
+    /// `EngineBuilder::max_parallel_effects` at once. Their InvocationIds follow the order in which
+    /// the calls were made (each takes its id when made), so a replay returns each recorded receipt
+    /// to the same call and reissues only those that have none. A call inside the batch that suspends the step (a question, a sleep) lets the others
     /// finish and keep their receipts; the step then suspends when it propagates that error.
     ///
     /// Each element should be one `ctx` call (or computation followed by one): a second `ctx` call
-    /// made after an `.await` in the same element takes its id when that await ends, which depends
-    /// on timing — chain calls after the batch instead.
+    /// made after an `.await` in the same element is made when that await ends, which depends on
+    /// timing, and the engine fails the step — chain calls after the batch instead.
     ///
     /// Any futures will do (calls of other agents and skills, `ctx.agent(..).send(..)`, return
     /// `Result<AgentReply, AgentError>`); the bound counts model and tool calls.
-    pub async fn all<I>(&self, calls: I) -> Vec<<I::Item as std::future::Future>::Output>
+    pub fn all<I>(
+        &self,
+        calls: I,
+    ) -> impl Future<Output = Vec<<I::Item as Future>::Output>> + use<I>
     where
         I: IntoIterator,
-        I::Item: std::future::Future,
+        I::Item: Future,
     {
-        // `join_all` polls in order: up to 30 futures it polls a list front to back; past that a
-        // `FuturesOrdered`, whose queue runs newly pushed futures in push order (pinned by the
-        // engine's test of a 40-call batch).
-        futures::future::join_all(calls).await
+        // The calls are made now, in order (an iterator's `map` runs here), so each takes its
+        // position before `all` returns. `join_all` polls in order: up to 30 futures it polls a
+        // list front to back; past that a `FuturesOrdered`, whose queue runs newly pushed futures
+        // in push order (pinned by the engine's test of a 40-call batch).
+        let calls: Vec<I::Item> = calls.into_iter().collect();
+        futures::future::join_all(calls)
     }
 
     /// [`StepCtx::all`], then the first error in the order given, or every value. All calls finish
     /// first, so none is cut off mid-effect and every receipt is kept.
-    pub async fn try_all<I, T, E>(&self, calls: I) -> Result<Vec<T>, E>
+    pub fn try_all<I, T, E>(
+        &self,
+        calls: I,
+    ) -> impl Future<Output = Result<Vec<T>, E>> + use<I, T, E>
     where
         I: IntoIterator,
-        I::Item: std::future::Future<Output = Result<T, E>>,
+        I::Item: Future<Output = Result<T, E>>,
     {
-        self.all(calls).await.into_iter().collect()
+        let all = self.all(calls);
+        async move { all.await.into_iter().collect() }
+    }
+
+    /// Run several calls at once and keep the first to finish: its index in `calls` and its
+    /// result. Use it where `tokio::select!` would race ctx calls (whose winner a replay could
+    /// pick differently):
+    /// `let (i, answer) = ctx.race([ctx.llm("fast").run::<String>(q), ctx.llm("slow").run(q)]).await;`
+    ///
+    /// The winner is journaled (the race takes the position after its calls): a replay reads it
+    /// back and runs only the winner, whose receipt returns at once. The losers are dropped where
+    /// they stand; each command they journaled gets an `abandoned` receipt and is never reissued
+    /// (an effect already in flight, such as a tool call, may still have taken place — race
+    /// effects that are safe to abandon). When several calls finish in the same poll, the first in
+    /// `calls` wins. A call that waits durably (`ctx.ask`, `ctx.sleep`) does not end the race; when
+    /// every call waits, the step suspends and runs again when one of them is answered or fires,
+    /// so `ctx.race([ctx.tool("poll").call(..), async { ctx.sleep(d).await.map(|_| ..) }])` bounds
+    /// a call by a durable timer.
+    pub fn race<I, T, E>(
+        &self,
+        calls: I,
+    ) -> impl Future<Output = (usize, Result<T, E>)> + Send + 'static
+    where
+        I: IntoIterator,
+        I::Item: Future<Output = Result<T, E>> + Send + 'static,
+        E: From<StepError> + Send + 'static,
+        T: Send + 'static,
+    {
+        // The calls are made (and take their positions) before the race takes its own.
+        let calls: Vec<_> = calls
+            .into_iter()
+            .map(|c| Box::pin(c) as std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send>>)
+            .collect();
+        let position = self.take_position();
+        super::race::race(self.invoker.clone(), position, calls)
     }
 
     /// Finish the task successfully with a message and artifacts.
@@ -256,21 +387,28 @@ impl LlmCall<'_> {
 
     /// Run the model on `input` and decode its answer as `T`. A `String` asks for text; any other type
     /// sends its JSON Schema and asks for structured output.
-    pub async fn run<T: DeserializeOwned + JsonSchema>(
+    ///
+    /// The call takes its position when `run` is called (see [`StepCtx::run`]).
+    pub fn run<T: DeserializeOwned + JsonSchema>(
         self,
         input: impl Serialize,
-    ) -> Result<T, StepError> {
-        let input = serde_json::to_value(input)?;
+    ) -> impl Future<Output = Result<T, StepError>> + Send + 'static {
+        let what = format!("model `{}`", self.model);
+        let input = serde_json::to_value(input);
         let mut cmd = Cmd::new(CmdKind::Llm {
-            model: self.model.clone(),
-            input,
+            model: self.model,
+            input: input.as_ref().cloned().unwrap_or_default(),
             schema: schema_of::<T>(),
         });
         if let Some(retry) = self.retry {
             cmd = cmd.retry(retry);
         }
-        let value = self.ctx.run(cmd).await?;
-        decode(&format!("model `{}`", self.model), value)
+        // The position is taken whether or not the input serializes: a replay takes the same.
+        let call = self.ctx.run(cmd);
+        async move {
+            input?;
+            decode(&what, call.await?)
+        }
     }
 }
 
@@ -290,13 +428,24 @@ impl ToolCall<'_> {
     }
 
     /// Call the tool with `args` and decode its output as `O`.
-    pub async fn call<A: Serialize, O: DeserializeOwned>(self, args: A) -> Result<O, StepError> {
-        let mut cmd = Cmd::tool(self.tool.clone(), serde_json::to_value(args)?);
+    ///
+    /// The call takes its position when `call` is called (see [`StepCtx::run`]).
+    pub fn call<A: Serialize, O: DeserializeOwned>(
+        self,
+        args: A,
+    ) -> impl Future<Output = Result<O, StepError>> + Send + 'static {
+        let what = format!("tool `{}`", self.tool);
+        let args = serde_json::to_value(args);
+        let mut cmd = Cmd::tool(self.tool, args.as_ref().cloned().unwrap_or_default());
         if let Some(retry) = self.retry {
             cmd = cmd.retry(retry);
         }
-        let value = self.ctx.run(cmd).await?;
-        decode(&format!("tool `{}`", self.tool), value)
+        // The position is taken whether or not the arguments serialize: a replay takes the same.
+        let call = self.ctx.run(cmd);
+        async move {
+            args?;
+            decode(&what, call.await?)
+        }
     }
 }
 
@@ -308,7 +457,7 @@ pub struct ArtifactStream<'a> {
     sent: bool,
 }
 
-impl ArtifactStream<'_> {
+impl<'a> ArtifactStream<'a> {
     fn chunk(&self, text: String) -> Artifact {
         Artifact {
             artifact_id: self.id.clone(),
@@ -321,24 +470,34 @@ impl ArtifactStream<'_> {
     }
 
     /// Send one chunk.
-    pub async fn send(&mut self, text: impl Into<String>) -> Result<(), StepError> {
+    pub fn send<'s, S: Into<String>>(
+        &'s mut self,
+        text: S,
+    ) -> impl Future<Output = Result<(), StepError>> + Send + use<'s, 'a, S> {
         let kind = CmdKind::EmitArtifact {
             artifact: self.chunk(text.into()),
             append: self.sent,
             last_chunk: false,
         };
-        self.ctx.run(Cmd::new(kind)).await?;
-        self.sent = true;
-        Ok(())
+        let call = self.ctx.run(Cmd::new(kind));
+        async move {
+            call.await?;
+            self.sent = true;
+            Ok(())
+        }
     }
 
     /// Send the last chunk.
-    pub async fn finish(self, text: impl Into<String>) -> Result<(), StepError> {
+    pub fn finish(
+        self,
+        text: impl Into<String>,
+    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
         let kind = CmdKind::EmitArtifact {
             artifact: self.chunk(text.into()),
             append: self.sent,
             last_chunk: true,
         };
-        self.ctx.run(Cmd::new(kind)).await.map(drop)
+        let call = self.ctx.run(Cmd::new(kind));
+        async move { call.await.map(drop) }
     }
 }

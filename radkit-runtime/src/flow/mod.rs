@@ -8,6 +8,7 @@ mod ctx;
 mod error;
 mod event;
 mod permission;
+pub(crate) mod race;
 pub mod rules;
 mod skill;
 pub mod step_table;
