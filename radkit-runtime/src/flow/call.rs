@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cmd, CmdKind, RetryPolicy, StepCtx, StepError};
+use super::{CallFuture, Cmd, CmdKind, RetryPolicy, StepCtx, StepError};
 use crate::model::{Artifact, Message, Part, Role, Task, TaskState};
 
 /// What a called agent or child skill answered: its task as it stood when the call settled (ended,
@@ -184,33 +184,34 @@ impl<'a> AgentCall<'a> {
     }
 
     /// Send `message` (a `Message`, or text) as a new task of the callee and wait for it to end or
-    /// ask for input.
-    pub async fn send(self, message: impl Into<Outgoing>) -> Result<AgentReply, AgentError> {
+    /// ask for input. The call takes its position (and InvocationId) now.
+    pub fn send(self, message: impl Into<Outgoing>) -> CallFuture<AgentReply, AgentError> {
         let mut message = message.into().0;
         message.role = Role::User;
         message.task_id = None;
-        self.call(message).await
+        self.call(message)
     }
 
     /// Answer a callee that asked for input (`reply.needs_input()`): `message` goes to its task,
-    /// and the call waits again.
-    pub async fn reply(
+    /// and the call waits again. The call takes its position (and InvocationId) now.
+    pub fn reply(
         self,
         to: &AgentReply,
         message: impl Into<Outgoing>,
-    ) -> Result<AgentReply, AgentError> {
-        let Some(task_id) = to.task_id.clone() else {
-            return Err(StepError::Failed(format!(
-                "{} made no task to reply to; send a new message instead",
-                self.what()
-            ))
-            .into());
-        };
+    ) -> CallFuture<AgentReply, AgentError> {
         let mut message = message.into().0;
         message.role = Role::User;
-        message.task_id = Some(task_id);
+        message.task_id = to.task_id.clone();
         message.context_id = to.context_id.clone();
-        self.call(message).await
+        if to.task_id.is_none() {
+            // Nothing to answer: the call takes no position, as its replay takes none.
+            let error = StepError::Failed(format!(
+                "{} made no task to reply to; send a new message instead",
+                self.what()
+            ));
+            return CallFuture::new(async move { Err(error.into()) });
+        }
+        self.call(message)
     }
 
     fn what(&self) -> String {
@@ -220,7 +221,7 @@ impl<'a> AgentCall<'a> {
         }
     }
 
-    async fn call(self, message: Message) -> Result<AgentReply, AgentError> {
+    fn call(self, message: Message) -> CallFuture<AgentReply, AgentError> {
         let what = self.what();
         let stream = self.stream;
         let kind = match self.callee {
@@ -239,24 +240,27 @@ impl<'a> AgentCall<'a> {
         if let Some(retry) = self.retry {
             cmd = cmd.retry(retry);
         }
-        let value = self.ctx.run(cmd).await?;
-        let reply: AgentReply = serde_json::from_value(value)
-            .map_err(|e| StepError::Decode(format!("{what}: the reply is not a task: {e}")))?;
-        match reply.state {
-            TaskState::Failed => Err(AgentError::Failed {
-                callee: what,
-                reply,
-            }),
-            TaskState::Rejected => Err(AgentError::Rejected {
-                callee: what,
-                reply,
-            }),
-            TaskState::Canceled => Err(AgentError::Canceled {
-                callee: what,
-                reply,
-            }),
-            _ => Ok(reply),
-        }
+        let call = self.ctx.run(cmd);
+        CallFuture::new(async move {
+            let value = call.await?;
+            let reply: AgentReply = serde_json::from_value(value)
+                .map_err(|e| StepError::Decode(format!("{what}: the reply is not a task: {e}")))?;
+            match reply.state {
+                TaskState::Failed => Err(AgentError::Failed {
+                    callee: what,
+                    reply,
+                }),
+                TaskState::Rejected => Err(AgentError::Rejected {
+                    callee: what,
+                    reply,
+                }),
+                TaskState::Canceled => Err(AgentError::Canceled {
+                    callee: what,
+                    reply,
+                }),
+                _ => Ok(reply),
+            }
+        })
     }
 }
 

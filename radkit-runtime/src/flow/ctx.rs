@@ -78,6 +78,62 @@ impl Drop for Alive {
     }
 }
 
+/// A ctx call (`ctx.tool(..).call(..)`, `ctx.llm(..).run(..)`, `ctx.ask(..)`, ...): it took its
+/// position in the step, and so its InvocationId, when it was made; its effect starts when it is
+/// first polled. Calls of one output type are one type, so they can be stored, put in a `Vec` or
+/// an array, and raced (`ctx.race`) without boxing.
+#[must_use = "a ctx call does nothing until it is awaited"]
+pub struct CallFuture<T, E = StepError>(
+    std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'static>>,
+);
+
+impl<T, E> CallFuture<T, E> {
+    /// A call that runs `future` (for wrappers around ctx calls).
+    pub fn new(future: impl Future<Output = Result<T, E>> + Send + 'static) -> Self {
+        CallFuture(Box::pin(future))
+    }
+}
+
+impl<T, E> Future for CallFuture<T, E> {
+    type Output = Result<T, E>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl<T, E> std::fmt::Debug for CallFuture<T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallFuture")
+    }
+}
+
+/// A race of ctx calls (see [`StepCtx::race`]): the winner's index and result.
+#[must_use = "a race does nothing until it is awaited"]
+pub struct RaceFuture<T, E = StepError>(
+    std::pin::Pin<Box<dyn Future<Output = (usize, Result<T, E>)> + Send + 'static>>,
+);
+
+impl<T, E> Future for RaceFuture<T, E> {
+    type Output = (usize, Result<T, E>);
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl<T, E> std::fmt::Debug for RaceFuture<T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RaceFuture")
+    }
+}
+
 impl std::fmt::Debug for StepCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StepCtx")
@@ -139,19 +195,16 @@ impl StepCtx {
     /// Run any command through the journal and return its outcome value. The command takes its
     /// position (and InvocationId) now, when `run` is called; the effect starts when the returned
     /// future is first polled.
-    pub fn run(
-        &self,
-        cmd: Cmd,
-    ) -> impl Future<Output = Result<serde_json::Value, StepError>> + Send + 'static {
+    pub fn run(&self, cmd: Cmd) -> CallFuture<serde_json::Value> {
         let position = self.take_position();
         let invoker = self.invoker.clone();
         self.alive.fetch_add(1, Ordering::SeqCst);
         let alive = Alive(self.alive.clone());
-        async move {
+        CallFuture::new(async move {
             let _alive = alive;
             super::race::enlist(position);
             invoker.invoke(position, cmd).await
-        }
+        })
     }
 
     /// Call the model registered as `model`: `ctx.llm("critic").run::<Critique>(input).await?`.
@@ -188,30 +241,21 @@ impl StepCtx {
     }
 
     /// Report progress: a `working` status update carrying `text`, journaled.
-    pub fn progress(
-        &self,
-        text: impl Into<String>,
-    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+    pub fn progress(&self, text: impl Into<String>) -> CallFuture<()> {
         let call = self.run(Cmd::new(CmdKind::Progress { text: text.into() }));
-        async move { call.await.map(drop) }
+        CallFuture::new(async move { call.await.map(drop) })
     }
 
     /// Send a message to the client now, journaled.
-    pub fn emit_message(
-        &self,
-        message: Message,
-    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+    pub fn emit_message(&self, message: Message) -> CallFuture<()> {
         let call = self.run(Cmd::emit_message(message));
-        async move { call.await.map(drop) }
+        CallFuture::new(async move { call.await.map(drop) })
     }
 
     /// Send a whole artifact now, journaled.
-    pub fn emit_artifact(
-        &self,
-        artifact: Artifact,
-    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+    pub fn emit_artifact(&self, artifact: Artifact) -> CallFuture<()> {
         let call = self.run(Cmd::emit_artifact(artifact));
-        async move { call.await.map(drop) }
+        CallFuture::new(async move { call.await.map(drop) })
     }
 
     /// Stream an artifact named `name` in text chunks: `send` appends, `finish` sends the last chunk.
@@ -228,25 +272,18 @@ impl StepCtx {
 
     /// Sleep durably: the timer is journaled, the step suspends without holding memory, and it is re-run
     /// when the timer fires (also after a restart).
-    pub fn sleep(
-        &self,
-        duration: Duration,
-    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+    pub fn sleep(&self, duration: Duration) -> CallFuture<()> {
         let call = self.run(Cmd::sleep(duration));
-        async move { call.await.map(drop) }
+        CallFuture::new(async move { call.await.map(drop) })
     }
 
     /// Ask the user and wait (durably) for the answer, returned as `Content`.
-    pub fn ask(
-        &self,
-        slot: impl Into<String>,
-        question: impl Into<String>,
-    ) -> impl Future<Output = Result<Content, StepError>> + Send + 'static {
+    pub fn ask(&self, slot: impl Into<String>, question: impl Into<String>) -> CallFuture<Content> {
         let call = self.run(Cmd::ask_user(slot, Message::agent_text(question)));
-        async move {
+        CallFuture::new(async move {
             let message: Message = serde_json::from_value(call.await?)?;
             Ok(Content::from(message))
-        }
+        })
     }
 
     /// Run several calls at once and return their results in the order given:
@@ -265,34 +302,38 @@ impl StepCtx {
     ///
     /// Any futures will do (calls of other agents and skills, `ctx.agent(..).send(..)`, return
     /// `Result<AgentReply, AgentError>`); the bound counts model and tool calls.
-    pub fn all<I>(
-        &self,
-        calls: I,
-    ) -> impl Future<Output = Vec<<I::Item as Future>::Output>> + use<I>
+    pub fn all<I>(&self, calls: I) -> futures::future::JoinAll<I::Item>
     where
         I: IntoIterator,
         I::Item: Future,
     {
         // The calls are made now, in order (an iterator's `map` runs here), so each takes its
-        // position before `all` returns. `join_all` polls in order: up to 30 futures it polls a
-        // list front to back; past that a `FuturesOrdered`, whose queue runs newly pushed futures
-        // in push order (pinned by the engine's test of a 40-call batch).
-        let calls: Vec<I::Item> = calls.into_iter().collect();
-        futures::future::join_all(calls)
+        // position before `all` returns; the future returned names only the calls' type, so a
+        // closure that borrows (`xs.iter().map(|x| ..)`) is not held across the step's awaits.
+        // `join_all` polls in order: up to 30 futures it polls a list front to back; past that a
+        // `FuturesOrdered`, whose queue runs newly pushed futures in push order (pinned by the
+        // engine's test of a 40-call batch).
+        futures::future::join_all(calls.into_iter().collect::<Vec<_>>())
     }
 
     /// [`StepCtx::all`], then the first error in the order given, or every value. All calls finish
     /// first, so none is cut off mid-effect and every receipt is kept.
+    #[allow(clippy::type_complexity)]
     pub fn try_all<I, T, E>(
         &self,
         calls: I,
-    ) -> impl Future<Output = Result<Vec<T>, E>> + use<I, T, E>
+    ) -> futures::future::Map<
+        futures::future::JoinAll<I::Item>,
+        fn(Vec<Result<T, E>>) -> Result<Vec<T>, E>,
+    >
     where
         I: IntoIterator,
         I::Item: Future<Output = Result<T, E>>,
     {
-        let all = self.all(calls);
-        async move { all.await.into_iter().collect() }
+        fn first_error<T, E>(results: Vec<Result<T, E>>) -> Result<Vec<T>, E> {
+            results.into_iter().collect()
+        }
+        futures::FutureExt::map(self.all(calls), first_error::<T, E> as fn(_) -> _)
     }
 
     /// Run several calls at once and keep the first to finish: its index in `calls` and its
@@ -309,10 +350,7 @@ impl StepCtx {
     /// every call waits, the step suspends and runs again when one of them is answered or fires,
     /// so `ctx.race([ctx.tool("poll").call(..), async { ctx.sleep(d).await.map(|_| ..) }])` bounds
     /// a call by a durable timer.
-    pub fn race<I, T, E>(
-        &self,
-        calls: I,
-    ) -> impl Future<Output = (usize, Result<T, E>)> + Send + 'static
+    pub fn race<I, T, E>(&self, calls: I) -> RaceFuture<T, E>
     where
         I: IntoIterator,
         I::Item: Future<Output = Result<T, E>> + Send + 'static,
@@ -325,7 +363,11 @@ impl StepCtx {
             .map(|c| Box::pin(c) as std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send>>)
             .collect();
         let position = self.take_position();
-        super::race::race(self.invoker.clone(), position, calls)
+        RaceFuture(Box::pin(super::race::race(
+            self.invoker.clone(),
+            position,
+            calls,
+        )))
     }
 
     /// Finish the task successfully with a message and artifacts.
@@ -389,10 +431,10 @@ impl LlmCall<'_> {
     /// sends its JSON Schema and asks for structured output.
     ///
     /// The call takes its position when `run` is called (see [`StepCtx::run`]).
-    pub fn run<T: DeserializeOwned + JsonSchema>(
+    pub fn run<T: DeserializeOwned + JsonSchema + 'static>(
         self,
         input: impl Serialize,
-    ) -> impl Future<Output = Result<T, StepError>> + Send + 'static {
+    ) -> CallFuture<T> {
         let what = format!("model `{}`", self.model);
         let input = serde_json::to_value(input);
         let mut cmd = Cmd::new(CmdKind::Llm {
@@ -405,10 +447,10 @@ impl LlmCall<'_> {
         }
         // The position is taken whether or not the input serializes: a replay takes the same.
         let call = self.ctx.run(cmd);
-        async move {
+        CallFuture::new(async move {
             input?;
             decode(&what, call.await?)
-        }
+        })
     }
 }
 
@@ -430,10 +472,7 @@ impl ToolCall<'_> {
     /// Call the tool with `args` and decode its output as `O`.
     ///
     /// The call takes its position when `call` is called (see [`StepCtx::run`]).
-    pub fn call<A: Serialize, O: DeserializeOwned>(
-        self,
-        args: A,
-    ) -> impl Future<Output = Result<O, StepError>> + Send + 'static {
+    pub fn call<A: Serialize, O: DeserializeOwned + 'static>(self, args: A) -> CallFuture<O> {
         let what = format!("tool `{}`", self.tool);
         let args = serde_json::to_value(args);
         let mut cmd = Cmd::tool(self.tool, args.as_ref().cloned().unwrap_or_default());
@@ -442,10 +481,10 @@ impl ToolCall<'_> {
         }
         // The position is taken whether or not the arguments serialize: a replay takes the same.
         let call = self.ctx.run(cmd);
-        async move {
+        CallFuture::new(async move {
             args?;
             decode(&what, call.await?)
-        }
+        })
     }
 }
 
@@ -488,16 +527,13 @@ impl<'a> ArtifactStream<'a> {
     }
 
     /// Send the last chunk.
-    pub fn finish(
-        self,
-        text: impl Into<String>,
-    ) -> impl Future<Output = Result<(), StepError>> + Send + 'static {
+    pub fn finish(self, text: impl Into<String>) -> CallFuture<()> {
         let kind = CmdKind::EmitArtifact {
             artifact: self.chunk(text.into()),
             append: self.sent,
             last_chunk: true,
         };
         let call = self.ctx.run(Cmd::new(kind));
-        async move { call.await.map(drop) }
+        CallFuture::new(async move { call.await.map(drop) })
     }
 }
