@@ -336,6 +336,15 @@ impl Engine {
                 state: record.state,
             });
         }
+        if let Some(run) = self.inner.live.running(task_id) {
+            // A run is live (a slow call of the visit that asked, an effect beside a question):
+            // it takes the reply into its journal itself, and re-runs the visit once it is over.
+            if take_reply_live(&run, &message) {
+                run.flush().await?;
+                self.inner.crash_at(Boundary::Resuming, &run, None, None);
+                return Ok(());
+            }
+        }
         let (_, gate) = self.inner.live.handles(task_id);
         // The row says the task waits: whoever holds its gate (the driver winding down after it
         // settled, a load for a timer, a cancel or another reply) lets go at once.
@@ -768,4 +777,25 @@ async fn detached<T: Send + 'static>(
         // The runtime is shutting down.
         Err(_) => Err(EngineError::Halted),
     }
+}
+
+/// Give `message` to the live `run` as the reply to its open question, unless its driver stopped
+/// (then the reply goes through the gate like any), the task ended or is being canceled, or no
+/// question is open. Under the run's lock, so the driver either sees the work it queues before it
+/// closes or has closed already.
+fn take_reply_live(run: &TaskRun, message: &Message) -> bool {
+    let mut st = run.lock();
+    if st.closed || st.status().is_terminal() || st.cancel_requested() {
+        return false;
+    }
+    let Some(ask) = st.open_question().cloned() else {
+        return false;
+    };
+    let open_visit = st
+        .open()
+        .and_then(|open| st.visit_event.clone().filter(|(v, _)| *v == open.visit));
+    let mut message = message.clone();
+    message.context_id = Some(run.context_id.to_string());
+    command::receive_reply(&mut st, message, Some(ask), open_visit);
+    true
 }

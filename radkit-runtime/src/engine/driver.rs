@@ -55,7 +55,17 @@ impl Inner {
                     (None, false)
                 } else {
                     let cancel = st.cancel_requested();
-                    (st.queue.pop_front(), cancel)
+                    let mut work = st.queue.pop_front();
+                    while let Some(Work::Activate {
+                        rerun: Some(visit), ..
+                    }) = &work
+                    {
+                        if !st.rerun_is_stale(*visit) {
+                            break;
+                        }
+                        work = st.queue.pop_front();
+                    }
+                    (work, cancel)
                 }
             };
             if cancel {
@@ -67,7 +77,11 @@ impl Inner {
                     // A cancel asked while the task settled (during its last flush) is carried out
                     // now; from the close on, a cancel no longer reaches this run (see `closed`).
                     let mut st = run.lock();
-                    if st.cancel_requested() && !st.status().is_terminal() {
+                    // A cancel, or a reply taken while the task settled (during its last flush),
+                    // is carried out now; from the close on, neither reaches this run (see
+                    // `closed`).
+                    if !st.status().is_terminal() && (st.cancel_requested() || !st.queue.is_empty())
+                    {
                         continue;
                     }
                     st.close();
@@ -283,6 +297,7 @@ impl Inner {
             return Err(self.finish_failed(run, reason).await);
         };
         let step = skill.step_name(&state);
+        run.lock().visit_event = Some((visit, event.clone()));
         if rerun.is_none() {
             let mut st = run.lock();
             if matches!(event, Event::UserMessage { .. }) {

@@ -53,6 +53,9 @@ pub(crate) struct RunState {
     /// before a crash, without the terminal entry: replay re-runs it to finish the task, and the
     /// transition is not journaled again.
     pub journaled_end: Option<(u64, TransitionKind)>,
+    /// The visit the driver began last, with its event: a reply taken while that visit runs (its
+    /// question open beside a slow call) queues its re-run.
+    pub visit_event: Option<(u64, Event)>,
 }
 
 impl std::ops::Deref for RunState {
@@ -86,6 +89,7 @@ impl RunState {
             queue,
             closed: false,
             journaled_end,
+            visit_event: None,
         };
         st.row_wakes = st.cancel_requested() || st.waits_by_row();
         st
@@ -132,6 +136,14 @@ impl RunState {
         }
         self.next_seq += 1;
         self.pending.push(entry);
+    }
+
+    /// True when a queued re-run of `visit` no longer applies: the visit's transition was journaled
+    /// since (a reply taken while it ran queued it, and the visit went on to its end), and it is not
+    /// the journaled end that replay re-runs to finish the task.
+    pub fn rerun_is_stale(&self, visit: u64) -> bool {
+        self.open().map(|o| o.visit) != Some(visit)
+            && self.journaled_end.map(|(v, _)| v) != Some(visit)
     }
 
     /// Buffer a `command_issued` entry.
