@@ -40,6 +40,7 @@ fn main() -> ExitCode {
             caller_crashed_with_the_request_in_flight_makes_one_remote_task,
             caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_no_second_one,
             caller_crashed_while_waiting_resumes_the_same_remote_task,
+            a_restarted_caller_asks_a_remote_task_that_ended_meanwhile_at_once,
             the_callee_stopped_and_restarted_mid_call_still_answers_the_caller,
             a_callee_that_pushes_wakes_its_caller_through_the_call_webhook,
             a_callee_that_refuses_the_webhook_is_called_without_it,
@@ -470,6 +471,61 @@ async fn caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_n
 
 async fn caller_crashed_while_waiting_resumes_the_same_remote_task() {
     crash_the_caller_at(Boundary::AwaitingInput).await;
+}
+
+/// The `timer_set` entries of the caller's journal: its calls' rechecks.
+async fn rechecks(store: &dyn Store, id: &TaskId) -> usize {
+    store
+        .journal(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| matches!(r.entry, Entry::TimerSet { .. }))
+        .count()
+}
+
+/// The caller's engine dies while it waits on a remote task, and the remote task ends while the
+/// caller is down. The caller's recheck lies ten minutes ahead, beyond the test's patience: the
+/// restarted caller completes in time only because recovery asks the callee at once. Before, it
+/// armed the row's wake time (the recheck) like a sleep's.
+async fn a_restarted_caller_asks_a_remote_task_that_ended_meanwhile_at_once() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let recheck = Duration::from_secs(600);
+    let crashed = caller(store.clone(), &remote.url)
+        .call_recheck(recheck)
+        .fault_hook(|f: &Fault| {
+            f.boundary == Boundary::AwaitingInput && f.what.as_deref() == Some("agent `peer`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = ask(&crashed, "peer: slow while the caller is down").await;
+    within("the caller to crash while it waits", async {
+        while !crashed.is_halted() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    crashed.shutdown().await;
+    let remote_id = TaskId::from(bound(&store, &id).await.remove(0));
+    let remote_task = ended(&remote.engine, &remote_id).await;
+    assert_eq!(remote_task.status.state, TaskState::Completed);
+    assert_eq!(rechecks(&store, &id).await, 1, "the wait's recheck");
+
+    let engine = caller(store.clone(), &remote.url)
+        .call_recheck(recheck)
+        .start()
+        .await
+        .unwrap();
+    let done = ended(&engine, &id).await;
+    assert_eq!(text_of(&done), "Echo: slow while the caller is down");
+    assert_eq!(
+        rechecks(&store, &id).await,
+        1,
+        "no recheck fired: recovery asked the callee"
+    );
+    assert_eq!(bound(&store, &id).await.len(), 1);
 }
 
 async fn the_callee_stopped_and_restarted_mid_call_still_answers_the_caller() {

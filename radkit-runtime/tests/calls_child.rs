@@ -384,6 +384,57 @@ async fn crash_while_waiting_on_a_child_resumes_the_same_child_after_a_restart()
     assert_eq!(children(&store).await.len(), 1);
 }
 
+/// The journal entries of `id` that say when the parent's calls were rechecked.
+async fn rechecks(store: &MemoryStore, id: &TaskId) -> usize {
+    store
+        .journal(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| matches!(r.entry, Entry::TimerSet { .. }))
+        .count()
+}
+
+/// The parent's engine dies while the parent waits on its working child, with nothing watching the
+/// child any more; the next engine finishes the child. The parent's recheck lies ten minutes
+/// ahead, far beyond the test's patience: only recovery asking the child at once (and watching it
+/// from there) completes the parent in time. Before, recovery armed the row's wake time (the
+/// recheck) like a sleep's, and the parent waited for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_engine_asks_a_waiting_calls_child_at_once_not_at_its_recheck() {
+    let store = MemoryStore::new();
+    let recheck = Duration::from_secs(600);
+    let crashed = engine(store.clone(), &gate())
+        .call_recheck(recheck)
+        .fault_hook(|f: &radkit_runtime::engine::Fault| {
+            f.boundary == Boundary::AwaitingInput && f.what.as_deref() == Some("skill `child`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = crashed.send(Request::operator(user("work"))).await.unwrap();
+    wait_halted(&crashed).await;
+    crashed.shutdown().await;
+    assert_eq!(bound(&store, &id).await.len(), 1, "the call is bound");
+    assert_eq!(rechecks(&store, &id).await, 1, "its recheck is journaled");
+
+    let gate = gate();
+    gate.release.add_permits(10);
+    let engine = engine(store.clone(), &gate)
+        .call_recheck(recheck)
+        .start()
+        .await
+        .unwrap();
+    let done = terminal(&engine, &id).await;
+    assert_eq!(status_text(&done), "parent got: worked", "{done:?}");
+    assert_eq!(
+        rechecks(&store, &id).await,
+        1,
+        "no recheck fired: recovery asked the child"
+    );
+    assert_eq!(children(&store).await.len(), 1);
+}
+
 /// The reducer form issues a call from a transition; its reply comes back as the command's result.
 struct Reducer;
 

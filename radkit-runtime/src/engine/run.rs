@@ -384,7 +384,7 @@ impl TaskRun {
 
     /// The body of a flush; the caller holds `flush_lock`.
     async fn commit(&self) -> Result<(), FlushError> {
-        let (first_seq, entries, state, wake, live) = {
+        let (first_seq, entries, state, wake, waits_on_call, live) = {
             let mut st = self.lock();
             if !st.has_pending() {
                 return if self.is_halted() {
@@ -395,11 +395,16 @@ impl TaskRun {
             }
             let entries = std::mem::take(&mut st.pending);
             let first_seq = st.next_seq - u64::try_from(entries.len()).unwrap_or(u64::MAX);
+            let wake = st.pending_wake.take();
+            // Written with the wake time, which every change to a call's wait writes (its recheck
+            // set, its receipt while the row wakes, a cancel): read from the fold as committed.
+            let waits_on_call = wake.map(|at| at.is_some() && st.fold().waits_on_call());
             (
                 first_seq,
                 entries,
                 st.pending_state.take(),
-                st.pending_wake.take(),
+                wake,
+                waits_on_call,
                 self.fold_check.as_ref().map(|_| st.fold().clone()),
             )
         };
@@ -413,6 +418,7 @@ impl TaskRun {
         let mut append = Append::new(self.task_id.to_string(), first_seq, entries.clone());
         append.state = state;
         append.wake_at_ms = wake;
+        append.waits_on_call = waits_on_call;
         append.fence = self.fence;
         append.create = self.create.lock().unwrap_or_else(|p| p.into_inner()).take();
         if append.create.is_some() {

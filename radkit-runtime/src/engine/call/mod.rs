@@ -586,6 +586,52 @@ impl Inner {
         CallStep::Waiting
     }
 
+    /// A worker on a shared store that starts asks, once, the callees of the calls waiting in the
+    /// cluster ([`crate::store::TaskRecord::waits_on_call`]): the watchers that followed them may
+    /// have died with a worker (most often this one, restarted), and a callee that settled
+    /// meanwhile would otherwise be noticed only at its call's recheck. Each task is taken through
+    /// its lease (one held elsewhere is left to its holder) as this worker has room; a callee
+    /// still working is waited on again, watched from here as well.
+    pub(crate) fn ask_waiting_callees(self: &Arc<Self>) {
+        let engine = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let query = crate::store::TaskQuery {
+                non_terminal: true,
+                waits_on_call: true,
+                ..crate::store::TaskQuery::default()
+            };
+            let Some(store) = engine.upgrade().map(|e| e.store.clone()) else {
+                return;
+            };
+            let tasks = match store.list(query).await {
+                Ok(tasks) => tasks,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not list the tasks waiting on calls; they are asked at their rechecks");
+                    return;
+                }
+            };
+            for task in tasks {
+                loop {
+                    let Some(engine) = engine.upgrade() else {
+                        return;
+                    };
+                    if engine.halted.load(std::sync::atomic::Ordering::SeqCst) {
+                        return;
+                    }
+                    if engine.has_room() {
+                        if let Err(e) = engine.resume(&task.id, None).await {
+                            tracing::warn!(task = %task.id, error = %e, "task waiting on a call not resumed; it is asked at its recheck");
+                        }
+                        break;
+                    }
+                    let poll = engine.config.poll;
+                    drop(engine);
+                    tokio::time::sleep(poll).await;
+                }
+            }
+        });
+    }
+
     /// Cancel the callees of the task's calls that have not settled (a canceled or failed task
     /// leaves no work running on its behalf). Best effort: a callee that cannot be reached is
     /// logged; one that ended already is fine.
