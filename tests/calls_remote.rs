@@ -36,6 +36,8 @@ fn main() -> ExitCode {
             the_caller_waits_for_a_remote_task_with_no_step_in_memory,
             canceling_the_caller_cancels_the_remote_task,
             canceling_a_caller_that_streams_its_call_cancels_the_remote_task,
+            canceling_a_caller_cut_off_with_its_start_in_flight_cancels_the_remote_task,
+            canceling_a_caller_cut_off_after_the_remote_made_its_task_cancels_it,
             caller_crashed_before_sending_sends_once_after_the_restart,
             caller_crashed_with_the_request_in_flight_makes_one_remote_task,
             caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_no_second_one,
@@ -419,6 +421,85 @@ async fn canceling_a_caller_that_streams_its_call_cancels_the_remote_task() {
     assert_eq!(canceled.status.state, TaskState::Canceled);
     let remote_task = ended(&remote.engine, &remote_id).await;
     assert_eq!(remote_task.status.state, TaskState::Canceled);
+}
+
+/// Crash the caller at `boundary` of its call to `agent`, after the call was journaled and before
+/// the remote task's id was (the remote task exists, or is being made), then cancel the caller on
+/// the next engine before anything resumes the call: the remote task, which the caller's journal
+/// does not name, is found by the call's `messageId` (sent again: radkit deduplicates it) and
+/// canceled. Before, such a call canceled nothing and the remote task ran on.
+async fn cancel_a_caller_cut_off_before_the_binding(boundary: Boundary) {
+    let remote_store = MemoryStore::new();
+    let remote = callee(remote_store.clone()).await;
+    for agent in ["peer", "peer03"] {
+        let store = MemoryStore::new();
+        let what = format!("agent `{agent}`");
+        let crashed = caller(store.clone(), &remote.url)
+            .fault_hook(move |f: &Fault| f.boundary == boundary && f.what.as_deref() == Some(&what))
+            .start()
+            .await
+            .unwrap();
+        let before: Vec<String> = remote_tasks(&remote_store)
+            .await
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        let id = ask(&crashed, &format!("{agent}: wait for an hour")).await;
+        within("the caller to crash", async {
+            while !crashed.is_halted() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        crashed.shutdown().await;
+        assert!(bound(&store, &id).await.is_empty(), "the call is not bound");
+        // The request in flight at the crash makes its task.
+        let new_tasks = || async {
+            remote_tasks(&remote_store)
+                .await
+                .into_iter()
+                .map(|t| t.id)
+                .filter(|t| !before.contains(t))
+                .collect::<Vec<_>>()
+        };
+        let made = within("the remote task to be made", async {
+            loop {
+                let made = new_tasks().await;
+                if !made.is_empty() {
+                    return made;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+
+        // Built without recovery: nothing resumes the call before the cancel.
+        let engine = caller(store.clone(), &remote.url).build().unwrap();
+        let canceled = within("the caller's cancel", engine.cancel(&Caller::Operator, &id))
+            .await
+            .unwrap();
+        assert_eq!(canceled.status.state, TaskState::Canceled);
+        assert_eq!(
+            new_tasks().await,
+            made,
+            "{agent}: exactly the one remote task the crashed call made"
+        );
+        let remote_id = TaskId::from(made[0].clone());
+        let remote_task = ended(&remote.engine, &remote_id).await;
+        assert_eq!(
+            remote_task.status.state,
+            TaskState::Canceled,
+            "{agent} at {boundary:?}"
+        );
+    }
+}
+
+async fn canceling_a_caller_cut_off_with_its_start_in_flight_cancels_the_remote_task() {
+    cancel_a_caller_cut_off_before_the_binding(Boundary::DuringEffect).await;
+}
+
+async fn canceling_a_caller_cut_off_after_the_remote_made_its_task_cancels_it() {
+    cancel_a_caller_cut_off_before_the_binding(Boundary::EffectReturned).await;
 }
 
 /// Crash the caller at `boundary` of its call to `peer`, restart it on the same store, and check
