@@ -36,6 +36,7 @@ fn main() -> ExitCode {
             the_caller_waits_for_a_remote_task_with_no_step_in_memory,
             canceling_the_caller_cancels_the_remote_task,
             canceling_a_caller_that_streams_its_call_cancels_the_remote_task,
+            a_remote_call_past_its_deadline_fails_the_step_and_cancels_the_remote_task,
             canceling_a_caller_cut_off_with_its_start_in_flight_cancels_the_remote_task,
             canceling_a_caller_cut_off_after_the_remote_made_its_task_cancels_it,
             caller_crashed_before_sending_sends_once_after_the_restart,
@@ -118,6 +119,14 @@ impl Delegator {
                 ctx.agent("peer03").send(question),
             );
             return ctx.complete(format!("{} | {}", one?.text(), other?.text()), vec![]);
+        }
+        if let Some(rest) = text.strip_prefix("impatient ") {
+            let (agent, question) = rest.split_once(": ").unwrap_or(("peer", rest));
+            let call = ctx.agent(agent).timeout(Duration::from_secs(3));
+            return match call.send(question).await {
+                Err(e) => ctx.complete(format!("gave up: {e}"), vec![]),
+                Ok(reply) => ctx.fail(format!("expected a timeout, got {reply:?}")),
+            };
         }
         let (streamed, text) = match text.strip_prefix("stream ") {
             Some(rest) => (true, rest.to_owned()),
@@ -421,6 +430,30 @@ async fn canceling_a_caller_that_streams_its_call_cancels_the_remote_task() {
     assert_eq!(canceled.status.state, TaskState::Canceled);
     let remote_task = ended(&remote.engine, &remote_id).await;
     assert_eq!(remote_task.status.state, TaskState::Canceled);
+}
+
+/// A remote task that waits an hour, called with `.timeout(3 s)` over 1.0 and 0.3: at the deadline
+/// the caller's step gets an error naming the agent and the timeout, and the remote task is
+/// canceled.
+async fn a_remote_call_past_its_deadline_fails_the_step_and_cancels_the_remote_task() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    for agent in ["peer", "peer03"] {
+        let id = ask(&engine, &format!("impatient {agent}: wait for an hour")).await;
+        let done = ended(&engine, &id).await;
+        let text = text_of(&done);
+        assert!(
+            text.starts_with(&format!(
+                "gave up: agent `{agent}` failed: agent `{agent}` did not finish within the call's timeout of 3s; its task "
+            )),
+            "{text}"
+        );
+        let remote_id = TaskId::from(bound(&store, &id).await.remove(0));
+        let remote_task = ended(&remote.engine, &remote_id).await;
+        assert_eq!(remote_task.status.state, TaskState::Canceled, "{agent}");
+    }
+    assert!(engine.fold_divergences().is_empty());
 }
 
 /// Crash the caller at `boundary` of its call to `agent`, after the call was journaled and before

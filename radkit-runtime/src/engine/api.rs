@@ -243,6 +243,7 @@ impl Engine {
             last_seq: 0,
         };
         let mut state = RunState::new(initial);
+        state.call_timeout = self.inner.config.call_timeout;
         state.push(Entry::TaskCreated {
             skill_id: info.id.clone(),
             skill_version: info.version.clone(),

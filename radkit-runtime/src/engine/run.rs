@@ -53,6 +53,10 @@ pub(crate) struct RunState {
     /// before a crash, without the terminal entry: replay re-runs it to finish the task, and the
     /// transition is not journaled again.
     pub journaled_end: Option<(u64, TransitionKind)>,
+    /// The engine's default call timeout (`EngineBuilder::call_timeout`), which a call issued
+    /// without one of its own gets when it is journaled (`Duration::MAX`, as a run starts: no
+    /// deadline).
+    pub call_timeout: std::time::Duration,
 }
 
 impl std::ops::Deref for RunState {
@@ -86,6 +90,7 @@ impl RunState {
             queue,
             closed: false,
             journaled_end,
+            call_timeout: std::time::Duration::MAX,
         };
         st.row_wakes = st.cancel_requested() || st.waits_by_row();
         st

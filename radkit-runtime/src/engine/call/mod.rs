@@ -11,8 +11,13 @@
 //! A call is never started twice once its callee answered: a journaled `call_started` makes every
 //! later visit resume by that id. A crash before it is journaled sends the same message again with
 //! the same `messageId` (radkit peers, and any peer that deduplicates on it, find the first task).
-//! The watcher holds only ids; a restart or another worker picks the wait up from the task row's
-//! wake time (the recheck, doubling from 5 s to 2 min).
+//! The watcher holds only ids; a restart or a worker that starts asks the callee at once (the task
+//! row says it waits on a call), and another worker picks the wait up from the row's wake time
+//! (the recheck, doubling from 5 s to 2 min).
+//!
+//! Every call has a deadline, fixed when it is journaled (its own `.timeout(..)`, else the
+//! engine's `call_timeout`): rechecks are capped at it, and a call still without an answer then
+//! cancels its callee and records an error as its receipt.
 
 mod child;
 mod posts;
@@ -75,6 +80,75 @@ impl Watchers {
 struct Recheck {
     done: u32,
     at: Option<i64>,
+}
+
+/// A call's time limit as journaled with its command (`timeout_ms`, `deadline_ms`): the engine
+/// fixes the deadline when it issues the call, so every later visit, replay or restart reads the
+/// same one. A command journaled without a deadline (`Duration::MAX`, or before deadlines
+/// existed) has none.
+#[derive(Default, Clone, Copy)]
+struct Limit {
+    timeout_ms: Option<u64>,
+    deadline_ms: Option<i64>,
+}
+
+impl Limit {
+    /// The limit of call `id` as its journal record says.
+    fn of(run: &TaskRun, id: &InvocationId) -> Self {
+        let st = run.lock();
+        match st.command(id).map(|c| &c.cmd.kind) {
+            Some(
+                CmdKind::Agent {
+                    timeout_ms,
+                    deadline_ms,
+                    ..
+                }
+                | CmdKind::Skill {
+                    timeout_ms,
+                    deadline_ms,
+                    ..
+                },
+            ) => Limit {
+                timeout_ms: *timeout_ms,
+                deadline_ms: *deadline_ms,
+            },
+            _ => Limit::default(),
+        }
+    }
+
+    /// True once the deadline has come.
+    fn passed(&self) -> bool {
+        self.deadline_ms.is_some_and(|d| d <= now_ms())
+    }
+
+    /// The time left until the deadline (`Duration::MAX` without one).
+    fn left(&self) -> Duration {
+        match self.deadline_ms {
+            Some(d) => Duration::from_millis(u64::try_from(d - now_ms()).unwrap_or(0)),
+            None => Duration::MAX,
+        }
+    }
+
+    /// `at`, or the deadline when it comes first.
+    fn cap(&self, at: i64) -> i64 {
+        self.deadline_ms.map_or(at, |d| at.min(d))
+    }
+
+    /// The error a call that timed out records: the callee named, the timeout, its task.
+    fn timed_out(&self, what: &str, task: Option<&str>) -> String {
+        let within = match self.timeout_ms {
+            Some(ms) => format!("the call's timeout of {:?}", Duration::from_millis(ms)),
+            None => "the call's deadline".to_owned(),
+        };
+        match task {
+            Some(task) => {
+                format!("{what} did not finish within {within}; its task {task} is canceled")
+            }
+            None => format!(
+                "{what} did not finish within {within}; a task it may have started is canceled"
+            ),
+        }
+    }
 }
 
 /// What a callee said to a start.
@@ -191,9 +265,9 @@ pub(crate) fn message_id(id: &InvocationId) -> String {
     uuid::Uuid::new_v5(&NAMESPACE, id.as_str().as_bytes()).to_string()
 }
 
-/// The first recheck comes after 5 s, each later one after twice as long, at most 2 min: a
-/// restart finds a call within that (recovery arms the row's wake time), and an hour-long callee
-/// costs its caller about 30 `timer_set` entries.
+/// The first recheck comes after 5 s, each later one after twice as long, at most 2 min: a lost
+/// watcher or post costs at most that (a restart asks at once), and an hour-long callee costs its
+/// caller about 30 `timer_set` entries.
 fn recheck_after(first: Duration, rechecks: u32) -> Duration {
     first
         .saturating_mul(1 << rechecks.min(7))
@@ -319,15 +393,27 @@ impl Inner {
             ),
             None => (None, Recheck::default(), 0),
         };
+        // As journaled: the step's own command has no deadline yet (the engine fixes it as it
+        // journals the call).
+        let limit = Limit::of(run, id);
         let mut webhook = callee.as_ref().is_some_and(|c| c.webhook);
         let task = match callee.map(|c| c.task_id) {
             Some(task_id) => match peer.get(&task_id).await {
                 Ok(task) => task,
+                Err(e) if e.is_transient() && limit.passed() => {
+                    tracing::info!(callee_task = %task_id, error = %e, "callee unreachable at the call's deadline");
+                    let task = Some(task_id);
+                    return self
+                        .time_out(run, id, cmd, &peer, task, true, attempts, limit)
+                        .await;
+                }
                 // The callee is unreachable for now: wait, and ask again at the recheck.
                 Err(e) if e.is_transient() => {
                     tracing::info!(callee_task = %task_id, error = %e, "callee unreachable; the call waits and asks again");
                     let wait = if webhook { Wait::Webhook } else { Wait::Watch };
-                    return self.wait(run, id, &peer, task_id, recheck, wait).await;
+                    return self
+                        .wait(run, id, &peer, task_id, recheck, wait, limit)
+                        .await;
                 }
                 Err(e) => {
                     let error = EffectError::permanent(format!(
@@ -337,7 +423,14 @@ impl Inner {
                     return self.settle_call(run, receipt(id, attempts, Err(error)));
                 }
             },
-            None => match self.start(run, id, cmd, &peer, attempts).await {
+            // Journaled, never bound, and its deadline passed (the engine was down): whatever
+            // task the callee may have made is canceled, and the call is not started now.
+            None if limit.passed() => {
+                return self
+                    .time_out(run, id, cmd, &peer, None, true, attempts, limit)
+                    .await;
+            }
+            None => match self.start(run, id, cmd, &peer, attempts, limit).await {
                 Some(Ok((Started::Task(task), pushed))) => {
                     webhook = pushed;
                     run.lock().push(Entry::CallStarted {
@@ -357,6 +450,12 @@ impl Inner {
                     let value = reply_value(AgentReply::from_message(message));
                     return self.settle_call(run, receipt(id, attempts + 1, value));
                 }
+                // The start was still being retried at the deadline.
+                Some(Err(_)) if limit.passed() => {
+                    return self
+                        .time_out(run, id, cmd, &peer, None, true, attempts, limit)
+                        .await;
+                }
                 Some(Err(error)) => {
                     return self.settle_call(run, receipt(id, attempts + 1, Err(error)))
                 }
@@ -365,18 +464,27 @@ impl Inner {
         };
         let task = match task {
             task if settled(task.status.state) || !cmd.kind.streams() => task,
-            task => match self.follow_call(run, &peer, &task.id).await {
+            task => match self.follow_call(run, &peer, &task.id, limit).await {
                 Ok(Some(settled)) => settled,
                 Ok(None) => task,
                 Err(stop) => return stop,
             },
         };
         let stale = still_asks_what_it_answers(&run.lock(), cmd, &task);
-        if settled(task.status.state) && !stale {
+        // A callee found canceled past the deadline was canceled by the timeout (a crash came
+        // between that cancel and the receipt): the call timed out.
+        let timed_out = limit.passed() && task.status.state == TaskState::Canceled;
+        if settled(task.status.state) && !stale && !timed_out {
             let value = reply_value(AgentReply::from_task(task));
             return self.settle_call(run, receipt(id, attempts + 1, value));
         }
         let task_id = task.id.clone();
+        if limit.passed() {
+            let (task, cancel) = (Some(task_id), !timed_out);
+            return self
+                .time_out(run, id, cmd, &peer, task, cancel, attempts, limit)
+                .await;
+        }
         // A watcher would find the callee settled at once (it shows the question): the recheck,
         // or a post to the webhook, asks again.
         let wait = match stale {
@@ -384,7 +492,8 @@ impl Inner {
             false if webhook => Wait::Webhook,
             false => Wait::Watch,
         };
-        self.wait(run, id, &peer, task_id, recheck, wait).await
+        self.wait(run, id, &peer, task_id, recheck, wait, limit)
+            .await
     }
 
     /// A streamed call: follow the callee in this visit, journaling each of its status messages
@@ -395,17 +504,22 @@ impl Inner {
         run: &Arc<TaskRun>,
         peer: &Peer,
         callee_task: &str,
+        limit: Limit,
     ) -> Result<Option<Task>, CallStep> {
         let mut events = peer.follow(callee_task);
         let mut tick = tokio::time::interval(Duration::from_millis(200));
         loop {
             // A cancel of this task (buffered by `Engine::cancel`) stops following: the call has
-            // no receipt, so the cancel's cascade cancels the callee.
+            // no receipt, so the cancel's cascade cancels the callee. So does the call's deadline:
+            // the call then times out.
             let progress = tokio::select! {
                 progress = events.next() => progress,
                 _ = tick.tick() => {
                     if run.lock().cancel_requested() {
                         return Err(CallStep::Canceled);
+                    }
+                    if limit.passed() {
+                        return Ok(None);
                     }
                     continue;
                 }
@@ -447,6 +561,7 @@ impl Inner {
         cmd: &Cmd,
         peer: &Peer,
         prior_attempts: u32,
+        limit: Limit,
     ) -> Option<Result<(Started, bool), EffectError>> {
         let what = cmd.kind.fingerprint();
         let (CmdKind::Agent { message, .. } | CmdKind::Skill { message, .. }) = &cmd.kind else {
@@ -478,11 +593,15 @@ impl Inner {
                 return None;
             }
             match result {
+                // Not retried past the call's deadline: the call times out instead.
                 Err(error)
-                    if error.is_transient() && attempt < max && attempt - prior_attempts < max =>
+                    if error.is_transient()
+                        && attempt < max
+                        && attempt - prior_attempts < max
+                        && !limit.passed() =>
                 {
                     tracing::info!(attempt, error = %error, "call not accepted yet; trying again");
-                    let delay = cmd.retry.backoff(attempt + 1);
+                    let delay = cmd.retry.backoff(attempt + 1).min(limit.left());
                     run.lock().push(Entry::AttemptFailed {
                         id: id.clone(),
                         attempt,
@@ -512,6 +631,43 @@ impl Inner {
             .then(|| webhook.target(&run.task_id, id, now_ms()))
     }
 
+    /// The call's deadline passed without an answer: cancel the callee (when `cancel`: its task
+    /// `task`, or when the call was never bound the one it may have made; best effort, logged,
+    /// waiting at most 2 s before it goes on in the background), then buffer the receipt that
+    /// says the call timed out. The cancel comes first: after a crash between the two, the
+    /// callee found canceled past the deadline times the call out again (see `call_inner`).
+    #[allow(clippy::too_many_arguments)]
+    async fn time_out(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        id: &InvocationId,
+        cmd: &Cmd,
+        peer: &Peer,
+        task: Option<String>,
+        cancel: bool,
+        attempts: u32,
+        limit: Limit,
+    ) -> CallStep {
+        let what = cmd.kind.fingerprint();
+        tracing::info!(task = %run.task_id, callee = %what, callee_task = ?task, "the call's deadline passed: it times out and its callee is canceled");
+        if cancel {
+            let parent = run.task_id.to_string();
+            let handle = cancel_callee(
+                peer.clone(),
+                id.clone(),
+                cmd.kind.clone(),
+                task.clone(),
+                parent,
+            );
+            let _ = tokio::time::timeout(CANCEL_WAIT, handle).await;
+        }
+        if run.is_halted() {
+            return CallStep::Halted;
+        }
+        let error = EffectError::permanent(limit.timed_out(&what, task.as_deref()));
+        self.settle_call(run, receipt(id, attempts + 1, Err(error)))
+    }
+
     /// Buffer a settled call's receipt.
     fn settle_call(&self, run: &TaskRun, receipt: Receipt) -> CallStep {
         let mut st = run.lock();
@@ -535,6 +691,7 @@ impl Inner {
         callee_task: String,
         recheck: Recheck,
         wait: Wait,
+        limit: Limit,
     ) -> CallStep {
         let now = now_ms();
         let at = match recheck.at {
@@ -542,6 +699,9 @@ impl Inner {
             _ => {
                 let after = recheck_after(self.config.call_recheck, recheck.done);
                 let at = now.saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX));
+                // The last recheck comes at the deadline: the task is woken then, with or without
+                // a post or a watcher, and the call times out.
+                let at = limit.cap(at);
                 run.lock().set_timer(id, at);
                 at
             }
