@@ -75,11 +75,13 @@ impl Watchers {
     }
 }
 
-/// A call's rechecks so far, and the time of the last one journaled.
+/// A call's rechecks so far, the time of the last one journaled, and the deadline they stop at.
 #[derive(Default, Clone, Copy)]
 struct Recheck {
     done: u32,
     at: Option<i64>,
+    /// The call's deadline: the last recheck comes then.
+    limit: Limit,
 }
 
 /// A call's time limit as journaled with its command (`timeout_ms`, `deadline_ms`): the engine
@@ -382,20 +384,28 @@ impl Inner {
             Ok(peer) => peer,
             Err(error) => return self.settle_call(run, receipt(id, 1, Err(error))),
         };
+        // As journaled: the step's own command has no deadline yet (the engine fixes it as it
+        // journals the call).
+        let limit = Limit::of(run, id);
         let (callee, recheck, attempts) = match rec {
             Some(r) => (
                 r.callee.clone(),
                 Recheck {
                     done: r.rechecks,
                     at: r.fire_at_ms,
+                    limit,
                 },
                 r.attempts,
             ),
-            None => (None, Recheck::default(), 0),
+            None => (
+                None,
+                Recheck {
+                    limit,
+                    ..Recheck::default()
+                },
+                0,
+            ),
         };
-        // As journaled: the step's own command has no deadline yet (the engine fixes it as it
-        // journals the call).
-        let limit = Limit::of(run, id);
         let mut webhook = callee.as_ref().is_some_and(|c| c.webhook);
         let task = match callee.map(|c| c.task_id) {
             Some(task_id) => match peer.get(&task_id).await {
@@ -411,9 +421,7 @@ impl Inner {
                 Err(e) if e.is_transient() => {
                     tracing::info!(callee_task = %task_id, error = %e, "callee unreachable; the call waits and asks again");
                     let wait = if webhook { Wait::Webhook } else { Wait::Watch };
-                    return self
-                        .wait(run, id, &peer, task_id, recheck, wait, limit)
-                        .await;
+                    return self.wait(run, id, &peer, task_id, recheck, wait).await;
                 }
                 Err(e) => {
                     let error = EffectError::permanent(format!(
@@ -492,8 +500,7 @@ impl Inner {
             false if webhook => Wait::Webhook,
             false => Wait::Watch,
         };
-        self.wait(run, id, &peer, task_id, recheck, wait, limit)
-            .await
+        self.wait(run, id, &peer, task_id, recheck, wait).await
     }
 
     /// A streamed call: follow the callee in this visit, journaling each of its status messages
@@ -691,7 +698,6 @@ impl Inner {
         callee_task: String,
         recheck: Recheck,
         wait: Wait,
-        limit: Limit,
     ) -> CallStep {
         let now = now_ms();
         let at = match recheck.at {
@@ -701,7 +707,7 @@ impl Inner {
                 let at = now.saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX));
                 // The last recheck comes at the deadline: the task is woken then, with or without
                 // a post or a watcher, and the call times out.
-                let at = limit.cap(at);
+                let at = recheck.limit.cap(at);
                 run.lock().set_timer(id, at);
                 at
             }
