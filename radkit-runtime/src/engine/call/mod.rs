@@ -19,7 +19,9 @@
 //! engine's `call_timeout`): rechecks are capped at it, and a call still without an answer then
 //! cancels its callee and records an error as its receipt.
 
+mod cancel;
 mod child;
+mod deadline;
 mod posts;
 mod remote;
 pub(crate) mod webhook;
@@ -33,6 +35,8 @@ pub(crate) use posts::{waits_on_any, Posts};
 pub use remote::AgentSpec;
 pub(crate) use remote::Agents;
 
+use deadline::Limit;
+
 use super::fault::Boundary;
 use super::fold::CmdRec;
 use super::run::TaskRun;
@@ -41,9 +45,6 @@ use crate::client::PushTarget;
 use crate::flow::{AgentReply, Cmd, CmdKind, EffectError, InvocationId, Receipt};
 use crate::journal::{now_ms, Entry};
 use crate::model::{Message, Task, TaskState};
-
-/// How long a canceled task waits for each callee's cancel before it ends anyway.
-const CANCEL_WAIT: Duration = Duration::from_secs(2);
 
 /// How a call stands after a visit to it.
 pub(crate) enum CallStep {
@@ -82,75 +83,6 @@ struct Recheck {
     at: Option<i64>,
     /// The call's deadline: the last recheck comes then.
     limit: Limit,
-}
-
-/// A call's time limit as journaled with its command (`timeout_ms`, `deadline_ms`): the engine
-/// fixes the deadline when it issues the call, so every later visit, replay or restart reads the
-/// same one. A command journaled without a deadline (`Duration::MAX`, or before deadlines
-/// existed) has none.
-#[derive(Default, Clone, Copy)]
-struct Limit {
-    timeout_ms: Option<u64>,
-    deadline_ms: Option<i64>,
-}
-
-impl Limit {
-    /// The limit of call `id` as its journal record says.
-    fn of(run: &TaskRun, id: &InvocationId) -> Self {
-        let st = run.lock();
-        match st.command(id).map(|c| &c.cmd.kind) {
-            Some(
-                CmdKind::Agent {
-                    timeout_ms,
-                    deadline_ms,
-                    ..
-                }
-                | CmdKind::Skill {
-                    timeout_ms,
-                    deadline_ms,
-                    ..
-                },
-            ) => Limit {
-                timeout_ms: *timeout_ms,
-                deadline_ms: *deadline_ms,
-            },
-            _ => Limit::default(),
-        }
-    }
-
-    /// True once the deadline has come.
-    fn passed(&self) -> bool {
-        self.deadline_ms.is_some_and(|d| d <= now_ms())
-    }
-
-    /// The time left until the deadline (`Duration::MAX` without one).
-    fn left(&self) -> Duration {
-        match self.deadline_ms {
-            Some(d) => Duration::from_millis(u64::try_from(d - now_ms()).unwrap_or(0)),
-            None => Duration::MAX,
-        }
-    }
-
-    /// `at`, or the deadline when it comes first.
-    fn cap(&self, at: i64) -> i64 {
-        self.deadline_ms.map_or(at, |d| at.min(d))
-    }
-
-    /// The error a call that timed out records: the callee named, the timeout, its task.
-    fn timed_out(&self, what: &str, task: Option<&str>) -> String {
-        let within = match self.timeout_ms {
-            Some(ms) => format!("the call's timeout of {:?}", Duration::from_millis(ms)),
-            None => "the call's deadline".to_owned(),
-        };
-        match task {
-            Some(task) => {
-                format!("{what} did not finish within {within}; its task {task} is canceled")
-            }
-            None => format!(
-                "{what} did not finish within {within}; a task it may have started is canceled"
-            ),
-        }
-    }
 }
 
 /// What a callee said to a start.
@@ -638,43 +570,6 @@ impl Inner {
             .then(|| webhook.target(&run.task_id, id, now_ms()))
     }
 
-    /// The call's deadline passed without an answer: cancel the callee (when `cancel`: its task
-    /// `task`, or when the call was never bound the one it may have made; best effort, logged,
-    /// waiting at most 2 s before it goes on in the background), then buffer the receipt that
-    /// says the call timed out. The cancel comes first: after a crash between the two, the
-    /// callee found canceled past the deadline times the call out again (see `call_inner`).
-    #[allow(clippy::too_many_arguments)]
-    async fn time_out(
-        self: &Arc<Self>,
-        run: &Arc<TaskRun>,
-        id: &InvocationId,
-        cmd: &Cmd,
-        peer: &Peer,
-        task: Option<String>,
-        cancel: bool,
-        attempts: u32,
-        limit: Limit,
-    ) -> CallStep {
-        let what = cmd.kind.fingerprint();
-        tracing::info!(task = %run.task_id, callee = %what, callee_task = ?task, "the call's deadline passed: it times out and its callee is canceled");
-        if cancel {
-            let parent = run.task_id.to_string();
-            let handle = cancel_callee(
-                peer.clone(),
-                id.clone(),
-                cmd.kind.clone(),
-                task.clone(),
-                parent,
-            );
-            let _ = tokio::time::timeout(CANCEL_WAIT, handle).await;
-        }
-        if run.is_halted() {
-            return CallStep::Halted;
-        }
-        let error = EffectError::permanent(limit.timed_out(&what, task.as_deref()));
-        self.settle_call(run, receipt(id, attempts + 1, Err(error)))
-    }
-
     /// Buffer a settled call's receipt.
     fn settle_call(&self, run: &TaskRun, receipt: Receipt) -> CallStep {
         let mut st = run.lock();
@@ -797,107 +692,6 @@ impl Inner {
             }
         });
     }
-
-    /// Cancel the callees of the task's calls that have not settled (a canceled or failed task
-    /// leaves no work running on its behalf). Best effort: a callee that cannot be reached is
-    /// logged; one that ended already is fine.
-    ///
-    /// A call cut off before it journaled its callee (a crash after the command was journaled, or
-    /// with the start in flight) may still have made the callee's task, which the journal does not
-    /// name: it is found and canceled too (see [`unbound_callee`]).
-    pub(crate) async fn cancel_calls(self: &Arc<Self>, run: &Arc<TaskRun>) {
-        let open: Vec<(InvocationId, Cmd, Option<String>)> = {
-            let st = run.lock();
-            st.commands()
-                .iter()
-                .filter(|(_, c)| c.receipt.as_ref().is_none_or(asks_for_input))
-                .filter(|(_, c)| c.cmd.kind.is_call())
-                .map(|(id, c)| {
-                    let callee = c.callee.as_ref().map(|callee| callee.task_id.clone());
-                    (id.clone(), c.cmd.clone(), callee)
-                })
-                .collect()
-        };
-        for (id, cmd, callee) in open {
-            let Ok(peer) = self.peer(run, &cmd.kind) else {
-                continue;
-            };
-            let cancel = cancel_callee(peer, id, cmd.kind, callee, run.task_id.to_string());
-            // The callee may take long to wind down (a tool in flight finishes first): the cancel
-            // goes on in the background once it is asked, and this task ends without waiting for it.
-            let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
-        }
-    }
-}
-
-/// The callee task that call `id` (of `kind`, to `peer`) made, though the call was cut off before
-/// it journaled it: the caller crashed after journaling the command, or with the start in flight.
-/// `None` when no such task exists (or it cannot be learned now).
-///
-/// A child skill's id is derived from the call (the parent's principal and the call's
-/// `messageId`). A remote agent's task is known only by the id it answers with, so the call's
-/// message is sent again, with the same `messageId`: a peer that deduplicates on it (radkit does)
-/// answers with the task the first send made, and the cancel that follows cancels that. A peer
-/// that does not deduplicate, or never got the first send, makes a task now, which is canceled at
-/// once. A reply (`.reply(..)`) names the callee's task itself and is never sent again.
-async fn unbound_callee(peer: &Peer, id: &InvocationId, kind: &CmdKind) -> Option<String> {
-    let (CmdKind::Agent { message, .. } | CmdKind::Skill { message, .. }) = kind else {
-        return None;
-    };
-    match peer {
-        Peer::Child(child) => child.task_of(id, message),
-        Peer::Remote(_) if message.task_id.is_some() => message.task_id.clone(),
-        Peer::Remote(remote) => {
-            let mut message = message.clone();
-            message.message_id = message_id(id);
-            match remote.start(message, None).await {
-                Ok((Started::Task(task), _)) => Some(task.id),
-                // The agent answered with a message and made no task.
-                Ok((Started::Message(_), _)) => None,
-                Err(e) => {
-                    tracing::warn!(invocation = %id, callee = %kind.fingerprint(), error = %e, "could not learn the callee's task of a call cut off before it was bound; it is not canceled");
-                    None
-                }
-            }
-        }
-    }
-}
-
-/// Cancel the callee of call `id` (its task `callee` when journaled, else the one
-/// [`unbound_callee`] finds), trying a transient failure again twice; the work goes on in a task
-/// of its own, which the returned handle ends with. `parent`: the calling task, for the logs.
-fn cancel_callee(
-    peer: Peer,
-    id: InvocationId,
-    kind: CmdKind,
-    callee: Option<String>,
-    parent: String,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let what = kind.fingerprint();
-        let task_id = match callee {
-            Some(task_id) => task_id,
-            None => match unbound_callee(&peer, &id, &kind).await {
-                Some(task_id) => task_id,
-                None => return,
-            },
-        };
-        for tries in 1..=3u32 {
-            match peer.cancel(&task_id).await {
-                Ok(()) => {
-                    tracing::info!(task = %parent, callee = %what, callee_task = %task_id, "callee canceled");
-                    return;
-                }
-                Err(e) if e.is_transient() && tries < 3 => {
-                    tokio::time::sleep(Duration::from_millis(200 << tries)).await;
-                }
-                Err(e) => {
-                    tracing::warn!(task = %parent, callee = %what, callee_task = %task_id, error = %e, "could not cancel the callee");
-                    return;
-                }
-            }
-        }
-    })
 }
 
 #[cfg(test)]
