@@ -390,8 +390,8 @@ impl Inner {
                     let value = reply_value(AgentReply::from_message(message));
                     return self.settle_call(run, receipt(id, attempts + 1, value));
                 }
-                // The start was still being retried at the deadline.
-                Some(Err(_)) if limit.passed() => {
+                // The start was still being retried at the deadline (a refusal is its own answer).
+                Some(Err(e)) if e.is_transient() && limit.passed() => {
                     return self
                         .time_out(run, id, cmd, &peer, None, true, attempts, limit)
                         .await;
@@ -654,6 +654,10 @@ impl Inner {
     /// its lease (one held elsewhere is left to its holder) as this worker has room; a callee
     /// still working is waited on again, watched from here as well.
     pub(crate) fn ask_waiting_callees(self: &Arc<Self>) {
+        // An engine that only submits drives nothing.
+        if self.config.max_active_tasks == 0 {
+            return;
+        }
         let engine = Arc::downgrade(self);
         tokio::spawn(async move {
             let query = crate::store::TaskQuery {
