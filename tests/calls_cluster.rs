@@ -10,7 +10,8 @@ use radkit::engine::{Caller, Request};
 use radkit::journal::Entry;
 use radkit::model::{TaskId, TaskState};
 use radkit::prelude::*;
-use radkit::store::{PostgresStore, TaskQuery};
+use radkit::store::{PostgresStore, Store, TaskQuery};
+use radkit::EngineBuilder;
 
 #[macro_use]
 #[path = "../radkit-runtime/tests/services/mod.rs"]
@@ -19,7 +20,8 @@ mod services;
 fn main() -> ExitCode {
     services::run(trials! {
         Postgres multi_thread:
-            a_child_and_its_parent_are_finished_by_another_worker_when_theirs_dies;
+            a_child_and_its_parent_are_finished_by_another_worker_when_theirs_dies,
+            a_worker_that_starts_asks_the_callee_of_a_waiting_call_at_once;
     })
 }
 
@@ -53,6 +55,14 @@ impl Child {
 }
 
 async fn worker(url: &str, name: &'static str) -> Engine {
+    builder(url, name)
+        .await
+        .start()
+        .await
+        .expect("start the engine")
+}
+
+async fn builder(url: &str, name: &'static str) -> EngineBuilder {
     let store = PostgresStore::connect(url)
         .await
         .expect("connect the store");
@@ -68,9 +78,6 @@ async fn worker(url: &str, name: &'static str) -> Engine {
         .worker_id(name)
         .lease_ttl(Duration::from_millis(400))
         .poll_interval(Duration::from_millis(20))
-        .start()
-        .await
-        .expect("start the engine")
 }
 
 async fn a_child_and_its_parent_are_finished_by_another_worker_when_theirs_dies() {
@@ -129,4 +136,76 @@ async fn a_child_and_its_parent_are_finished_by_another_worker_when_theirs_dies(
         .map(|t| TaskId::from(t.id))
         .collect();
     assert_eq!(children.len(), 1, "one child: {children:?}");
+}
+
+/// The `timer_set` entries of `id`'s journal: its calls' rechecks.
+async fn rechecks(store: &dyn Store, id: &TaskId) -> usize {
+    store
+        .journal(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| matches!(r.entry, Entry::TimerSet { .. }))
+        .count()
+}
+
+/// Worker A dies while the parent waits on its child (the watcher that followed the child dies
+/// with it), and the parent's recheck lies ten minutes ahead, beyond the test's patience. Worker B
+/// starts, finishes the child, and completes the parent in time only because a worker that
+/// starts asks the callees of the calls waiting in the cluster at once (before, it claimed the
+/// parent at its recheck, when the row's wake time came due).
+async fn a_worker_that_starts_asks_the_callee_of_a_waiting_call_at_once() {
+    let (_, url) =
+        radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_calls_ask")
+            .await
+            .expect("create a test schema");
+    let recheck = Duration::from_secs(600);
+    let a = builder(&url, "worker-a")
+        .await
+        .call_recheck(recheck)
+        .start()
+        .await
+        .expect("start worker A");
+    let parent = a
+        .send(Request::operator(Message::user_text("job")))
+        .await
+        .unwrap();
+    let store = a.store().clone();
+    tokio::time::timeout(PATIENCE, async {
+        while rechecks(store.as_ref(), &parent).await == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the parent to wait on its child");
+    a.halt();
+    drop(a);
+    let b = builder(&url, "worker-b")
+        .await
+        .call_recheck(recheck)
+        .start()
+        .await
+        .expect("start worker B");
+    let done = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let task = b.task(&Caller::Operator, &parent, None).await.unwrap();
+            if task.status.state.is_terminal() {
+                return task;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("worker B to finish the parent before its recheck");
+    let text = done
+        .status
+        .message
+        .map(|m| m.joined_texts())
+        .unwrap_or_default();
+    assert_eq!(text, "parent got: job done on worker-b");
+    assert_eq!(
+        rechecks(store.as_ref(), &parent).await,
+        1,
+        "no recheck fired: worker B asked the child when it started"
+    );
 }

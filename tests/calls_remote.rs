@@ -36,10 +36,14 @@ fn main() -> ExitCode {
             the_caller_waits_for_a_remote_task_with_no_step_in_memory,
             canceling_the_caller_cancels_the_remote_task,
             canceling_a_caller_that_streams_its_call_cancels_the_remote_task,
+            a_remote_call_past_its_deadline_fails_the_step_and_cancels_the_remote_task,
+            canceling_a_caller_cut_off_with_its_start_in_flight_cancels_the_remote_task,
+            canceling_a_caller_cut_off_after_the_remote_made_its_task_cancels_it,
             caller_crashed_before_sending_sends_once_after_the_restart,
             caller_crashed_with_the_request_in_flight_makes_one_remote_task,
             caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_no_second_one,
             caller_crashed_while_waiting_resumes_the_same_remote_task,
+            a_restarted_caller_asks_a_remote_task_that_ended_meanwhile_at_once,
             the_callee_stopped_and_restarted_mid_call_still_answers_the_caller,
             a_callee_that_pushes_wakes_its_caller_through_the_call_webhook,
             a_callee_that_refuses_the_webhook_is_called_without_it,
@@ -115,6 +119,14 @@ impl Delegator {
                 ctx.agent("peer03").send(question),
             );
             return ctx.complete(format!("{} | {}", one?.text(), other?.text()), vec![]);
+        }
+        if let Some(rest) = text.strip_prefix("impatient ") {
+            let (agent, question) = rest.split_once(": ").unwrap_or(("peer", rest));
+            let call = ctx.agent(agent).timeout(Duration::from_secs(3));
+            return match call.send(question).await {
+                Err(e) => ctx.complete(format!("gave up: {e}"), vec![]),
+                Ok(reply) => ctx.fail(format!("expected a timeout, got {reply:?}")),
+            };
         }
         let (streamed, text) = match text.strip_prefix("stream ") {
             Some(rest) => (true, rest.to_owned()),
@@ -420,6 +432,109 @@ async fn canceling_a_caller_that_streams_its_call_cancels_the_remote_task() {
     assert_eq!(remote_task.status.state, TaskState::Canceled);
 }
 
+/// A remote task that waits an hour, called with `.timeout(3 s)` over 1.0 and 0.3: at the deadline
+/// the caller's step gets an error naming the agent and the timeout, and the remote task is
+/// canceled.
+async fn a_remote_call_past_its_deadline_fails_the_step_and_cancels_the_remote_task() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+    for agent in ["peer", "peer03"] {
+        let id = ask(&engine, &format!("impatient {agent}: wait for an hour")).await;
+        let done = ended(&engine, &id).await;
+        let text = text_of(&done);
+        assert!(
+            text.starts_with(&format!(
+                "gave up: agent `{agent}` failed: agent `{agent}` did not finish within the call's timeout of 3s; its task "
+            )),
+            "{text}"
+        );
+        let remote_id = TaskId::from(bound(&store, &id).await.remove(0));
+        let remote_task = ended(&remote.engine, &remote_id).await;
+        assert_eq!(remote_task.status.state, TaskState::Canceled, "{agent}");
+    }
+    assert!(engine.fold_divergences().is_empty());
+}
+
+/// Crash the caller at `boundary` of its call to `agent`, after the call was journaled and before
+/// the remote task's id was (the remote task exists, or is being made), then cancel the caller on
+/// the next engine before anything resumes the call: the remote task, which the caller's journal
+/// does not name, is found by the call's `messageId` (sent again: radkit deduplicates it) and
+/// canceled. Before, such a call canceled nothing and the remote task ran on.
+async fn cancel_a_caller_cut_off_before_the_binding(boundary: Boundary) {
+    let remote_store = MemoryStore::new();
+    let remote = callee(remote_store.clone()).await;
+    for agent in ["peer", "peer03"] {
+        let store = MemoryStore::new();
+        let what = format!("agent `{agent}`");
+        let crashed = caller(store.clone(), &remote.url)
+            .fault_hook(move |f: &Fault| f.boundary == boundary && f.what.as_deref() == Some(&what))
+            .start()
+            .await
+            .unwrap();
+        let before: Vec<String> = remote_tasks(&remote_store)
+            .await
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        let id = ask(&crashed, &format!("{agent}: wait for an hour")).await;
+        within("the caller to crash", async {
+            while !crashed.is_halted() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        crashed.shutdown().await;
+        assert!(bound(&store, &id).await.is_empty(), "the call is not bound");
+        // The request in flight at the crash makes its task.
+        let new_tasks = || async {
+            remote_tasks(&remote_store)
+                .await
+                .into_iter()
+                .map(|t| t.id)
+                .filter(|t| !before.contains(t))
+                .collect::<Vec<_>>()
+        };
+        let made = within("the remote task to be made", async {
+            loop {
+                let made = new_tasks().await;
+                if !made.is_empty() {
+                    return made;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+
+        // Built without recovery: nothing resumes the call before the cancel.
+        let engine = caller(store.clone(), &remote.url).build().unwrap();
+        let canceled = within("the caller's cancel", engine.cancel(&Caller::Operator, &id))
+            .await
+            .unwrap();
+        assert_eq!(canceled.status.state, TaskState::Canceled);
+        assert_eq!(
+            new_tasks().await,
+            made,
+            "{agent}: exactly the one remote task the crashed call made"
+        );
+        let remote_id = TaskId::from(made[0].clone());
+        let remote_task = ended(&remote.engine, &remote_id).await;
+        assert_eq!(
+            remote_task.status.state,
+            TaskState::Canceled,
+            "{agent} at {boundary:?}"
+        );
+    }
+}
+
+async fn canceling_a_caller_cut_off_with_its_start_in_flight_cancels_the_remote_task() {
+    cancel_a_caller_cut_off_before_the_binding(Boundary::DuringEffect).await;
+}
+
+async fn canceling_a_caller_cut_off_after_the_remote_made_its_task_cancels_it() {
+    cancel_a_caller_cut_off_before_the_binding(Boundary::EffectReturned).await;
+}
+
 /// Crash the caller at `boundary` of its call to `peer`, restart it on the same store, and check
 /// that exactly one remote task exists and the caller completes with its answer.
 async fn crash_the_caller_at(boundary: Boundary) {
@@ -470,6 +585,61 @@ async fn caller_crashed_after_the_remote_created_the_task_resumes_it_and_makes_n
 
 async fn caller_crashed_while_waiting_resumes_the_same_remote_task() {
     crash_the_caller_at(Boundary::AwaitingInput).await;
+}
+
+/// The `timer_set` entries of the caller's journal: its calls' rechecks.
+async fn rechecks(store: &dyn Store, id: &TaskId) -> usize {
+    store
+        .journal(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| matches!(r.entry, Entry::TimerSet { .. }))
+        .count()
+}
+
+/// The caller's engine dies while it waits on a remote task, and the remote task ends while the
+/// caller is down. The caller's recheck lies ten minutes ahead, beyond the test's patience: the
+/// restarted caller completes in time only because recovery asks the callee at once. Before, it
+/// armed the row's wake time (the recheck) like a sleep's.
+async fn a_restarted_caller_asks_a_remote_task_that_ended_meanwhile_at_once() {
+    let remote = callee(MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    let recheck = Duration::from_secs(600);
+    let crashed = caller(store.clone(), &remote.url)
+        .call_recheck(recheck)
+        .fault_hook(|f: &Fault| {
+            f.boundary == Boundary::AwaitingInput && f.what.as_deref() == Some("agent `peer`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = ask(&crashed, "peer: slow while the caller is down").await;
+    within("the caller to crash while it waits", async {
+        while !crashed.is_halted() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    crashed.shutdown().await;
+    let remote_id = TaskId::from(bound(&store, &id).await.remove(0));
+    let remote_task = ended(&remote.engine, &remote_id).await;
+    assert_eq!(remote_task.status.state, TaskState::Completed);
+    assert_eq!(rechecks(&store, &id).await, 1, "the wait's recheck");
+
+    let engine = caller(store.clone(), &remote.url)
+        .call_recheck(recheck)
+        .start()
+        .await
+        .unwrap();
+    let done = ended(&engine, &id).await;
+    assert_eq!(text_of(&done), "Echo: slow while the caller is down");
+    assert_eq!(
+        rechecks(&store, &id).await,
+        1,
+        "no recheck fired: recovery asked the callee"
+    );
+    assert_eq!(bound(&store, &id).await.len(), 1);
 }
 
 async fn the_callee_stopped_and_restarted_mid_call_still_answers_the_caller() {

@@ -557,3 +557,134 @@ async fn all_makes_its_calls_when_called() {
         "`b`, made after the batch, comes after it"
     );
 }
+
+/// A child skill that sleeps for an hour.
+struct Sleeper;
+
+fn sleeper<'a>(_: &'a Sleeper, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        ctx.sleep(Duration::from_secs(3600)).await?;
+        ctx.complete("woke", vec![])
+    })
+}
+
+static SLEEPER_STEPS: &[Step<Sleeper>] =
+    &[Step::new("sleeper", sleeper).start().takes_user_message()];
+
+/// Races a call of the `sleeper` child skill against the `a` tool.
+struct CallRacer;
+
+fn call_racer<'a>(_: &'a CallRacer, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let (winner, answer) = ctx
+            .race([
+                ctx.skill("sleeper")
+                    .send("nap")
+                    .map(|r| r.map(|reply| reply.text()).map_err(StepError::from))
+                    .boxed(),
+                ctx.tool("gate")
+                    .call::<_, Value>(1)
+                    .map(|r| r.map(|v| v.to_string()))
+                    .boxed(),
+            ])
+            .await;
+        ctx.complete(format!("{winner} {}", answer?), vec![])
+    })
+}
+
+static CALL_RACER_STEPS: &[Step<CallRacer>] = &[Step::new("call_racer", call_racer)
+    .start()
+    .takes_user_message()];
+
+/// A child skill's call loses a race to a tool (let go once the child's task is journaled): the
+/// call is abandoned, and its child task, which would otherwise sleep for an hour on nobody's
+/// behalf, is canceled.
+#[tokio::test]
+async fn a_child_call_that_loses_a_race_has_its_child_canceled() {
+    let store = MemoryStore::new();
+    let ledger = Ledger::default();
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let gate = {
+        let release = release.clone();
+        FnTool::new(EffectPolicy::Idempotent, move |args, _| {
+            let release = release.clone();
+            async move {
+                release.notified().await;
+                Ok(args)
+            }
+        })
+    };
+    let engine = Engine::builder(store.clone())
+        .skill(
+            StepTable::new(
+                SkillInfo::new("call_racer", "Call racer"),
+                CallRacer,
+                CALL_RACER_STEPS,
+            )
+            .unwrap(),
+        )
+        .skill(
+            StepTable::new(SkillInfo::new("sleeper", "Sleeper"), Sleeper, SLEEPER_STEPS).unwrap(),
+        )
+        .effects(effects(&ledger, &[]).tool("gate", gate))
+        .start()
+        .await
+        .unwrap();
+    let task_id = engine
+        .send(Request::operator(user("go")).skill("call_racer"))
+        .await
+        .unwrap();
+    let call = at(&task_id, 0);
+    let child = common::within(
+        common::PATIENCE,
+        "the child's task to be journaled",
+        async {
+            loop {
+                let found =
+                    journal(&store, &task_id)
+                        .await
+                        .into_iter()
+                        .find_map(|r| match r.entry {
+                            Entry::CallStarted { id, task_id, .. } if id == call => Some(task_id),
+                            _ => None,
+                        });
+                if let Some(child) = found {
+                    return TaskId::from(child);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        },
+    )
+    .await;
+    release.notify_one();
+    let task = settled(&engine, &task_id).await;
+    assert_eq!(
+        task.status.state,
+        TaskState::Completed,
+        "{}",
+        status_text(&task)
+    );
+    assert_eq!(status_text(&task), "1 1", "the tool won");
+    let j = journal(&store, &task_id).await;
+    let lost = receipt_of(&j, &call).expect("the call is receipted");
+    assert!(lost
+        .outcome
+        .expect_err("abandoned")
+        .message
+        .contains("abandoned"));
+    let state = common::within(
+        common::PATIENCE,
+        "the abandoned child to be canceled",
+        async {
+            loop {
+                let task = engine.task(&Caller::Operator, &child, None).await.unwrap();
+                if task.status.state.is_terminal() {
+                    return task.status.state;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        },
+    )
+    .await;
+    assert_eq!(state, TaskState::Canceled);
+}

@@ -49,6 +49,16 @@ fn parent_start<'a>(
                 ctx.skill("nobody").send("hi").await?;
                 ctx.complete("unreachable", vec![])
             }
+            // A child that sleeps an hour, given 3 s.
+            "impatient" => match ctx
+                .skill("child")
+                .timeout(Duration::from_secs(3))
+                .send("sleep")
+                .await
+            {
+                Err(e) => ctx.complete(format!("gave up: {e}"), vec![]),
+                Ok(reply) => ctx.fail(format!("expected a timeout, got {reply:?}")),
+            },
             _ => {
                 let answer = ctx.skill("child").send(text).await?;
                 ctx.complete(format!("parent got: {}", answer.text()), vec![])
@@ -382,6 +392,240 @@ async fn crash_while_waiting_on_a_child_resumes_the_same_child_after_a_restart()
     let done = terminal(&engine, &id).await;
     assert_eq!(status_text(&done), "parent got: worked");
     assert_eq!(children(&store).await.len(), 1);
+}
+
+/// The journal entries of `id` that say when the parent's calls were rechecked.
+async fn rechecks(store: &MemoryStore, id: &TaskId) -> usize {
+    store
+        .journal(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| matches!(r.entry, Entry::TimerSet { .. }))
+        .count()
+}
+
+/// The parent's engine dies while the parent waits on its working child, with nothing watching the
+/// child any more; the next engine finishes the child. The parent's recheck lies ten minutes
+/// ahead, far beyond the test's patience: only recovery asking the child at once (and watching it
+/// from there) completes the parent in time. Before, recovery armed the row's wake time (the
+/// recheck) like a sleep's, and the parent waited for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_engine_asks_a_waiting_calls_child_at_once_not_at_its_recheck() {
+    let store = MemoryStore::new();
+    let recheck = Duration::from_secs(600);
+    let crashed = engine(store.clone(), &gate())
+        .call_recheck(recheck)
+        .fault_hook(|f: &radkit_runtime::engine::Fault| {
+            f.boundary == Boundary::AwaitingInput && f.what.as_deref() == Some("skill `child`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = crashed.send(Request::operator(user("work"))).await.unwrap();
+    wait_halted(&crashed).await;
+    crashed.shutdown().await;
+    assert_eq!(bound(&store, &id).await.len(), 1, "the call is bound");
+    assert_eq!(rechecks(&store, &id).await, 1, "its recheck is journaled");
+
+    let gate = gate();
+    gate.release.add_permits(10);
+    let engine = engine(store.clone(), &gate)
+        .call_recheck(recheck)
+        .start()
+        .await
+        .unwrap();
+    let done = terminal(&engine, &id).await;
+    assert_eq!(status_text(&done), "parent got: worked", "{done:?}");
+    assert_eq!(
+        rechecks(&store, &id).await,
+        1,
+        "no recheck fired: recovery asked the child"
+    );
+    assert_eq!(children(&store).await.len(), 1);
+}
+
+/// The deadline journaled with the parent's call (`deadline_ms`, and the `timeout_ms` it came
+/// from), the `timer_set` times of its rechecks, and the `at_ms` of its receipt with its error.
+async fn call_limits(
+    store: &MemoryStore,
+    id: &TaskId,
+) -> (Option<u64>, i64, Vec<i64>, i64, String) {
+    let journal = store.journal(id, 0).await.unwrap();
+    let (call, timeout, deadline) = journal
+        .iter()
+        .find_map(|r| match &r.entry {
+            Entry::CommandIssued {
+                id,
+                cmd:
+                    radkit_runtime::flow::Cmd {
+                        kind:
+                            CmdKind::Skill {
+                                timeout_ms,
+                                deadline_ms,
+                                ..
+                            },
+                        ..
+                    },
+                ..
+            } => Some((id.clone(), *timeout_ms, *deadline_ms)),
+            _ => None,
+        })
+        .expect("the call is journaled");
+    let timers = journal
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::TimerSet { id, fire_at_ms } if *id == call => Some(*fire_at_ms),
+            _ => None,
+        })
+        .collect();
+    let (at, error) = journal
+        .iter()
+        .find_map(|r| match &r.entry {
+            Entry::ReceiptRecorded { receipt } if receipt.id == call => Some((
+                r.at_ms,
+                receipt.outcome.clone().expect_err("a timeout").message,
+            )),
+            _ => None,
+        })
+        .expect("the call's receipt");
+    (timeout, deadline.expect("a deadline"), timers, at, error)
+}
+
+/// Wait until the child task ended canceled.
+async fn child_canceled(engine: &Engine, store: &MemoryStore) {
+    let kids = children(store).await;
+    assert_eq!(kids.len(), 1, "one child: {kids:?}");
+    let child = terminal(engine, &kids[0]).await;
+    assert_eq!(child.status.state, TaskState::Canceled, "{child:?}");
+}
+
+/// A child that sleeps an hour, called with `.timeout(3 s)`: at the deadline the parent's step
+/// gets an error that names the child and the timeout, and the child is canceled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_its_deadline_fails_the_step_and_cancels_the_callee() {
+    let store = MemoryStore::new();
+    let engine = engine(store.clone(), &gate()).start().await.unwrap();
+    let id = engine
+        .send(Request::operator(user("impatient")))
+        .await
+        .unwrap();
+    let done = terminal(&engine, &id).await;
+    let text = status_text(&done);
+    assert!(
+        text.starts_with("gave up: skill `child` failed: skill `child` did not finish within the call's timeout of 3s; its task ")
+            && text.ends_with(" is canceled"),
+        "{text}"
+    );
+    child_canceled(&engine, &store).await;
+    let (timeout, deadline, timers, at, error) = call_limits(&store, &id).await;
+    assert_eq!(timeout, Some(3_000));
+    assert!(
+        at >= deadline,
+        "the receipt comes at the deadline, not before"
+    );
+    assert!(text.ends_with(&error), "{error}");
+    assert!(
+        timers.iter().all(|t| *t <= deadline),
+        "no recheck beyond the deadline: {timers:?} against {deadline}"
+    );
+    assert!(engine.fold_divergences().is_empty());
+}
+
+/// The parent's engine dies while its call waits, with a recheck ten minutes away (capped at the
+/// call's deadline when it was journaled); the next engine, started after that deadline, keeps
+/// the deadline journaled with the call (it is not made again: no new recheck is journaled) and
+/// times the call out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_deadline_is_journaled_and_survives_a_restart_of_the_caller() {
+    let store = MemoryStore::new();
+    let recheck = Duration::from_secs(600);
+    let crashed = engine(store.clone(), &gate())
+        .call_recheck(recheck)
+        .fault_hook(|f: &radkit_runtime::engine::Fault| {
+            f.boundary == Boundary::AwaitingInput && f.what.as_deref() == Some("skill `child`")
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = crashed
+        .send(Request::operator(user("impatient")))
+        .await
+        .unwrap();
+    wait_halted(&crashed).await;
+    crashed.shutdown().await;
+    // The next engine starts once the deadline journaled with the call has passed: a deadline
+    // made again now would still be ahead (and the call would journal a recheck for it).
+    let deadline = store
+        .journal(&id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .find_map(|r| match r.entry {
+            Entry::CommandIssued {
+                cmd:
+                    radkit_runtime::flow::Cmd {
+                        kind: CmdKind::Skill { deadline_ms, .. },
+                        ..
+                    },
+                ..
+            } => deadline_ms,
+            _ => None,
+        })
+        .expect("the call's deadline is journaled");
+    within(PATIENCE, "the journaled deadline to pass", async {
+        while radkit_runtime::journal::now_ms() <= deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+
+    // A later default changes nothing for a call already journaled.
+    let engine = engine(store.clone(), &gate())
+        .call_recheck(recheck)
+        .call_timeout(Duration::from_secs(3600))
+        .start()
+        .await
+        .unwrap();
+    let done = terminal(&engine, &id).await;
+    assert!(
+        status_text(&done).contains("did not finish within the call's timeout of 3s"),
+        "{done:?}"
+    );
+    child_canceled(&engine, &store).await;
+    let (_, deadline, timers, at, _) = call_limits(&store, &id).await;
+    assert_eq!(
+        timers,
+        vec![deadline],
+        "the one recheck, capped at the deadline"
+    );
+    assert!(at >= deadline);
+}
+
+/// A call whose step sets no timeout gets the engine's (`EngineBuilder::call_timeout`), journaled
+/// with it; at its deadline the parent's step fails with the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_without_a_timeout_of_its_own_gets_the_engines_default() {
+    let store = MemoryStore::new();
+    let engine = engine(store.clone(), &gate())
+        .call_timeout(Duration::from_secs(3))
+        .start()
+        .await
+        .unwrap();
+    let id = engine.send(Request::operator(user("sleep"))).await.unwrap();
+    let done = terminal(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Failed, "{done:?}");
+    assert!(
+        status_text(&done).contains("skill `child` did not finish within the call's timeout of 3s"),
+        "{done:?}"
+    );
+    child_canceled(&engine, &store).await;
+    let (timeout, ..) = call_limits(&store, &id).await;
+    assert_eq!(
+        timeout,
+        Some(3_000),
+        "the default is journaled with the call"
+    );
 }
 
 /// The reducer form issues a call from a transition; its reply comes back as the command's result.

@@ -72,6 +72,7 @@ fn task_row(id: &str, state: TaskState, wake_at_ms: Option<i64>) -> TaskRecord {
         created_at_ms: 0,
         updated_at_ms: 0,
         wake_at_ms,
+        waits_on_call: false,
         last_seq: 0,
     }
 }

@@ -239,9 +239,11 @@ impl Engine {
             created_at_ms: now,
             updated_at_ms: now,
             wake_at_ms: None,
+            waits_on_call: false,
             last_seq: 0,
         };
         let mut state = RunState::new(initial);
+        state.call_timeout = self.inner.config.call_timeout;
         state.push(Entry::TaskCreated {
             skill_id: info.id.clone(),
             skill_version: info.version.clone(),
@@ -722,12 +724,16 @@ impl Engine {
     /// A waiting task costs nothing until an event arrives for it: one waiting for input is loaded
     /// when a reply addresses it, one with a timer (a sleep, a question's deadline) when its alarm
     /// rings — the rule a shared store's claims follow (working tasks without a timer, and due
-    /// timers). Tasks that were working are loaded now. Returns how many were taken in hand (resumed
-    /// or given an alarm).
+    /// timers). Tasks that were working are loaded now, and so are tasks waiting on a call bound to
+    /// its callee ([`TaskRecord::waits_on_call`]): the callee may have settled while nothing watched
+    /// it, so it is asked at once rather than at the call's recheck (on a shared store, the worker
+    /// asks the callees of every call waiting in the cluster once it starts). Returns how many were
+    /// taken in hand (resumed or given an alarm).
     pub async fn recover(&self) -> Result<usize, EngineError> {
         self.start_push();
         if self.inner.shared() {
             self.inner.start_worker();
+            self.inner.ask_waiting_callees();
             return Ok(0);
         }
         let tasks = self
@@ -741,6 +747,14 @@ impl Engine {
         let mut taken = 0;
         for task in tasks {
             match (task.state, task.wake_at_ms) {
+                // The callee may have settled while this engine was down: ask it now (the call
+                // waits again, on its recheck journaled before, if it still works).
+                (_, Some(_)) if task.waits_on_call => {
+                    if let Err(e) = self.inner.resume(&task.id, None).await {
+                        tracing::error!(task = %task.id, error = %e, "task waiting on a call not resumed");
+                        continue;
+                    }
+                }
                 (_, Some(at)) => self.inner.schedule_timer(task.id, at),
                 (TaskState::InputRequired, None) => continue,
                 _ => {

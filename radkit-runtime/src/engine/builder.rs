@@ -62,7 +62,16 @@ pub struct EngineConfig {
     /// How long a call waits before it first asks its callee again without being woken (then
     /// twice as long each time, up to 2 min or this, whichever is longer).
     pub call_recheck: Duration,
+    /// How long a call may wait for its callee when the step sets no `.timeout(..)`; at its
+    /// deadline the step gets an error and the callee's task is canceled. `Duration::MAX`: no
+    /// deadline.
+    pub call_timeout: Duration,
 }
+
+/// The default of [`EngineConfig::call_timeout`]: a day. Long enough for a callee that asks a
+/// human and waits overnight; short enough that a callee that never ends does not hold its caller
+/// (and its own resources) forever.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The default of [`EngineConfig::call_webhook_ttl`]: a day.
 pub const DEFAULT_CALL_WEBHOOK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -90,6 +99,7 @@ impl Default for EngineConfig {
             call_webhook_secret: None,
             call_webhook_ttl: DEFAULT_CALL_WEBHOOK_TTL,
             call_recheck: Duration::from_secs(5),
+            call_timeout: DEFAULT_CALL_TIMEOUT,
         }
     }
 }
@@ -348,6 +358,15 @@ impl EngineBuilder {
     /// doubling to 2 min).
     pub fn call_recheck(mut self, first: Duration) -> Self {
         self.config.call_recheck = first.max(Duration::from_millis(100));
+        self
+    }
+
+    /// How long a call (`ctx.agent(..)`, `ctx.skill(..)`) may wait for its callee when the step
+    /// sets no `.timeout(..)` (default a day, [`DEFAULT_CALL_TIMEOUT`]; `Duration::MAX`: no
+    /// deadline). The deadline is fixed when a call is issued: changing this affects later calls,
+    /// not those already journaled.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.config.call_timeout = timeout;
         self
     }
 

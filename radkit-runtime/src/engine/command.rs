@@ -68,10 +68,14 @@ pub(crate) fn issue(
             st.rewake_if_waiting();
             Issued::Waits(deadline)
         }
-        CmdKind::Llm { .. }
-        | CmdKind::Tool { .. }
-        | CmdKind::Agent { .. }
-        | CmdKind::Skill { .. } => {
+        CmdKind::Agent { .. } | CmdKind::Skill { .. } => {
+            let cmd = with_deadline(cmd, st.call_timeout, now_ms);
+            st.issue(id, cmd, transition);
+            // Beside a question or a timer the row would hide it.
+            st.rewake_if_waiting();
+            Issued::Perform
+        }
+        CmdKind::Llm { .. } | CmdKind::Tool { .. } => {
             st.issue(id, cmd, transition);
             // Beside a question or a timer the row would hide it.
             st.rewake_if_waiting();
@@ -96,6 +100,33 @@ pub(crate) fn issue(
             Issued::Journaled
         }
     }
+}
+
+/// A call (`agent`, `skill`) as it is journaled: with its deadline fixed now, `now_ms` plus its own
+/// timeout or else the engine's `default` (and that timeout written in, so the journal says which
+/// applied). A timeout beyond what the clock can count (`Duration::MAX`) is no deadline. A replay
+/// or a restart reads the journaled deadline, never makes a new one.
+fn with_deadline(mut cmd: Cmd, default: std::time::Duration, now_ms: i64) -> Cmd {
+    if let CmdKind::Agent {
+        timeout_ms,
+        deadline_ms,
+        ..
+    }
+    | CmdKind::Skill {
+        timeout_ms,
+        deadline_ms,
+        ..
+    } = &mut cmd.kind
+    {
+        if deadline_ms.is_none() {
+            let timeout = timeout_ms
+                .get_or_insert_with(|| u64::try_from(default.as_millis()).unwrap_or(u64::MAX));
+            *deadline_ms = i64::try_from(*timeout)
+                .ok()
+                .and_then(|t| now_ms.checked_add(t));
+        }
+    }
+    cmd
 }
 
 /// The entry that carries out an emission (a message, progress, an artifact); `None` for the rest.
@@ -230,5 +261,66 @@ fn ok(id: &InvocationId, value: serde_json::Value) -> Receipt {
         attempt: 1,
         outcome: Ok(value),
         usage: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn limits(cmd: &Cmd) -> (Option<u64>, Option<i64>) {
+        match &cmd.kind {
+            CmdKind::Agent {
+                timeout_ms,
+                deadline_ms,
+                ..
+            }
+            | CmdKind::Skill {
+                timeout_ms,
+                deadline_ms,
+                ..
+            } => (*timeout_ms, *deadline_ms),
+            _ => (None, None),
+        }
+    }
+
+    fn timed(mut cmd: Cmd, ms: u64) -> Cmd {
+        if let CmdKind::Agent { timeout_ms, .. } | CmdKind::Skill { timeout_ms, .. } = &mut cmd.kind
+        {
+            *timeout_ms = Some(ms);
+        }
+        cmd
+    }
+
+    #[test]
+    fn a_calls_deadline_is_fixed_when_it_is_issued_from_its_timeout_or_else_the_default() {
+        let day = Duration::from_secs(86_400);
+        let now = 1_000;
+        let plain = Cmd::skill("child", Message::user_text("hi"));
+        assert_eq!(
+            limits(&with_deadline(plain.clone(), day, now)),
+            (Some(86_400_000), Some(86_401_000)),
+            "the engine's default, written in"
+        );
+        let own = timed(Cmd::agent("peer", Message::user_text("hi")), 2_000);
+        assert_eq!(
+            limits(&with_deadline(own, day, now)),
+            (Some(2_000), Some(3_000)),
+            "the call's own timeout"
+        );
+        assert_eq!(
+            limits(&with_deadline(plain.clone(), Duration::MAX, now)),
+            (Some(u64::MAX), None),
+            "Duration::MAX: no deadline"
+        );
+        let issued = with_deadline(plain, day, now);
+        assert_eq!(
+            with_deadline(issued.clone(), Duration::from_secs(1), 5_000),
+            issued,
+            "a deadline once fixed is kept"
+        );
+        let tool = Cmd::tool("t", serde_json::Value::Null);
+        assert_eq!(with_deadline(tool.clone(), day, now), tool);
     }
 }

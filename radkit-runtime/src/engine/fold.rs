@@ -410,6 +410,16 @@ impl Folded {
         })
     }
 
+    /// A call waits on its callee: it is bound to the callee's task (`call_started`) and has no
+    /// receipt. Such a callee may settle while no engine watches it (a restart, a dead worker), so
+    /// the task row says so ([`crate::store::TaskRecord::waits_on_call`]) and an engine that starts
+    /// asks the callee at once.
+    pub fn waits_on_call(&self) -> bool {
+        self.commands
+            .values()
+            .any(|c| c.receipt.is_none() && c.callee.is_some() && c.cmd.kind.is_call())
+    }
+
     /// The question (`ask_user` command) that waits for its reply, if any.
     pub fn open_question(&self) -> Option<&InvocationId> {
         self.commands

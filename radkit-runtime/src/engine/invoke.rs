@@ -233,6 +233,7 @@ impl Invoker for StepInvoker {
             return Err(stop);
         }
         let id = InvocationId::derive(&self.run.task_id, self.visit, position);
+        let mut abandoned_calls = Vec::new();
         {
             let mut st = self.run.lock();
             st.issue(&id, cmd, false);
@@ -251,6 +252,10 @@ impl Invoker for StepInvoker {
                 else {
                     continue;
                 };
+                if let Some(rec) = st.command(&lost_id).filter(|r| r.cmd.kind.is_call()) {
+                    let callee = rec.callee.as_ref().map(|c| c.task_id.clone());
+                    abandoned_calls.push((lost_id.clone(), rec.cmd.clone(), callee));
+                }
                 let error = EffectError::permanent(format!(
                     "abandoned: {what} lost the race at position {position} of step `{}`",
                     self.step
@@ -269,7 +274,10 @@ impl Invoker for StepInvoker {
                 st.set_status(crate::model::TaskState::Working);
             }
         }
-        self.flush().await
+        self.flush().await?;
+        // A callee working for a call that lost the race works for nobody now.
+        self.engine.cancel_abandoned(&self.run, abandoned_calls);
+        Ok(())
     }
 
     fn stop(&self, error: &StepError) {

@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use builder::{
-    EngineBuilder, EngineConfig, DEFAULT_CALL_WEBHOOK_TTL, DEFAULT_MAX_PARALLEL_EFFECTS,
+    EngineBuilder, EngineConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CALL_WEBHOOK_TTL,
+    DEFAULT_MAX_PARALLEL_EFFECTS,
 };
 pub use call::AgentSpec;
 pub use error::EngineError;

@@ -56,6 +56,10 @@ pub(crate) struct RunState {
     /// The visit the driver began last, with its event: a reply taken while that visit runs (its
     /// question open beside a slow call) queues its re-run.
     pub visit_event: Option<(u64, Event)>,
+    /// The engine's default call timeout (`EngineBuilder::call_timeout`), which a call issued
+    /// without one of its own gets when it is journaled (`Duration::MAX`, as a run starts: no
+    /// deadline).
+    pub call_timeout: std::time::Duration,
 }
 
 impl std::ops::Deref for RunState {
@@ -90,6 +94,7 @@ impl RunState {
             closed: false,
             journaled_end,
             visit_event: None,
+            call_timeout: std::time::Duration::MAX,
         };
         st.row_wakes = st.cancel_requested() || st.waits_by_row();
         st
@@ -396,7 +401,7 @@ impl TaskRun {
 
     /// The body of a flush; the caller holds `flush_lock`.
     async fn commit(&self) -> Result<(), FlushError> {
-        let (first_seq, entries, state, wake, live) = {
+        let (first_seq, entries, state, wake, waits_on_call, live) = {
             let mut st = self.lock();
             if !st.has_pending() {
                 return if self.is_halted() {
@@ -407,11 +412,16 @@ impl TaskRun {
             }
             let entries = std::mem::take(&mut st.pending);
             let first_seq = st.next_seq - u64::try_from(entries.len()).unwrap_or(u64::MAX);
+            let wake = st.pending_wake.take();
+            // Written with the wake time, which every change to a call's wait writes (its recheck
+            // set, its receipt while the row wakes, a cancel): read from the fold as committed.
+            let waits_on_call = wake.map(|at| at.is_some() && st.fold().waits_on_call());
             (
                 first_seq,
                 entries,
                 st.pending_state.take(),
-                st.pending_wake.take(),
+                wake,
+                waits_on_call,
                 self.fold_check.as_ref().map(|_| st.fold().clone()),
             )
         };
@@ -425,6 +435,7 @@ impl TaskRun {
         let mut append = Append::new(self.task_id.to_string(), first_seq, entries.clone());
         append.state = state;
         append.wake_at_ms = wake;
+        append.waits_on_call = waits_on_call;
         append.fence = self.fence;
         append.create = self.create.lock().unwrap_or_else(|p| p.into_inner()).take();
         if append.create.is_some() {

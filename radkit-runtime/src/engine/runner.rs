@@ -138,11 +138,13 @@ impl Inner {
             });
         }
         let (tx, _) = self.live.handles(task_id);
+        let mut state = replayed.run;
+        state.call_timeout = self.config.call_timeout;
         let mut run = TaskRun::new(
             task_id.into(),
             replayed.header.context_id.into(),
             info.id.clone(),
-            replayed.run,
+            state,
             self.store.clone(),
             self.halted.clone(),
             tx,

@@ -143,6 +143,7 @@ pub struct AgentCall<'a> {
     callee: Callee,
     retry: Option<RetryPolicy>,
     stream: bool,
+    timeout: Option<std::time::Duration>,
 }
 
 enum Callee {
@@ -157,6 +158,7 @@ impl<'a> AgentCall<'a> {
             callee: Callee::Agent(name),
             retry: None,
             stream: false,
+            timeout: None,
         }
     }
 
@@ -166,6 +168,7 @@ impl<'a> AgentCall<'a> {
             callee: Callee::Skill(id),
             retry: None,
             stream: false,
+            timeout: None,
         }
     }
 
@@ -180,6 +183,16 @@ impl<'a> AgentCall<'a> {
     /// the caller waits with none); after a crash the call follows the same callee task again.
     pub fn stream(mut self) -> Self {
         self.stream = true;
+        self
+    }
+
+    /// Give up on the callee if it has not finished (ended or asked for input) this long after the
+    /// call is issued: the step gets an error saying so and the callee's task is canceled. The
+    /// deadline is fixed when the call is journaled, so a restart keeps it. Without this, the
+    /// engine's default applies (`EngineBuilder::call_timeout`, a day unless set);
+    /// `Duration::MAX` means no deadline.
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
         self
     }
 
@@ -224,16 +237,23 @@ impl<'a> AgentCall<'a> {
     fn call(self, message: Message) -> CallFuture<AgentReply, AgentError> {
         let what = self.what();
         let stream = self.stream;
+        let timeout_ms = self
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         let kind = match self.callee {
             Callee::Agent(agent) => CmdKind::Agent {
                 agent,
                 message,
                 stream,
+                timeout_ms,
+                deadline_ms: None,
             },
             Callee::Skill(skill) => CmdKind::Skill {
                 skill,
                 message,
                 stream,
+                timeout_ms,
+                deadline_ms: None,
             },
         };
         let mut cmd = Cmd::new(kind);

@@ -177,6 +177,16 @@ pub enum CmdKind {
         /// progress (the step stays in memory meanwhile); else wait with no step in memory.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         stream: bool,
+        /// How long the callee may take, from when the call is issued, in milliseconds
+        /// (`AgentCall::timeout`); `None` takes the engine's default (`EngineBuilder::call_timeout`)
+        /// when the call is issued.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+        /// When the call gives up on its callee (ms since the epoch): fixed by the engine when it
+        /// issues the call, from `timeout_ms`, and journaled with it, so a replay or a restart keeps
+        /// it. `None` in a journaled command: no deadline.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline_ms: Option<i64>,
     },
     /// Start the skill `skill` of this engine as a child task with `message` and wait for it like an
     /// agent call.
@@ -188,6 +198,12 @@ pub enum CmdKind {
         /// As for `Agent`.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         stream: bool,
+        /// As for `Agent`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+        /// As for `Agent`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline_ms: Option<i64>,
     },
     /// Wait; the timer is persisted and fires after a restart too.
     Sleep {
@@ -344,6 +360,8 @@ impl Cmd {
             agent: agent.into(),
             message,
             stream: false,
+            timeout_ms: None,
+            deadline_ms: None,
         })
     }
 
@@ -354,6 +372,8 @@ impl Cmd {
             skill: skill.into(),
             message,
             stream: false,
+            timeout_ms: None,
+            deadline_ms: None,
         })
     }
 

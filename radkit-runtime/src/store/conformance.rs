@@ -28,6 +28,7 @@ fn record(id: &str, principal: Option<&str>) -> TaskRecord {
         created_at_ms: now_ms(),
         updated_at_ms: now_ms(),
         wake_at_ms: None,
+        waits_on_call: false,
         last_seq: 0,
     }
 }
@@ -145,6 +146,7 @@ pub async fn round_trip(store: &dyn Store) {
     let mut append = Append::new(&id, 2, entries.clone());
     append.state = Some(TaskState::Working);
     append.wake_at_ms = Some(Some(1234));
+    append.waits_on_call = Some(true);
     store.append(append).await.expect("append");
     let journal = store.journal(&id, 0).await.expect("journal");
     assert_eq!(journal.len(), entries.len() + 1);
@@ -164,6 +166,16 @@ pub async fn round_trip(store: &dyn Store) {
     let row = store.task(&id).await.expect("task").expect("row exists");
     assert_eq!(row.state, TaskState::Working);
     assert_eq!(row.wake_at_ms, Some(1234));
+    assert!(row.waits_on_call);
+    let waiting = TaskQuery {
+        waits_on_call: true,
+        ..TaskQuery::default()
+    };
+    let listed = |rows: Vec<TaskRecord>| rows.iter().any(|t| t.id == id);
+    assert!(
+        listed(store.list(waiting.clone()).await.expect("list")),
+        "listed as waiting on a call"
+    );
     assert_eq!(row.last_seq, journal.len() as u64);
     assert_eq!(row.principal.as_deref(), Some("alice"));
     let mut clear = Append::new(
@@ -174,15 +186,14 @@ pub async fn round_trip(store: &dyn Store) {
         }],
     );
     clear.wake_at_ms = Some(None);
+    clear.waits_on_call = Some(false);
     store.append(clear).await.expect("clear timer");
-    assert_eq!(
-        store
-            .task(&id)
-            .await
-            .expect("task")
-            .expect("row")
-            .wake_at_ms,
-        None
+    let row = store.task(&id).await.expect("task").expect("row");
+    assert_eq!(row.wake_at_ms, None);
+    assert!(!row.waits_on_call);
+    assert!(
+        !listed(store.list(waiting).await.expect("list")),
+        "no longer waiting"
     );
     assert!(store.task("no-such-task").await.expect("task").is_none());
     assert!(store

@@ -102,6 +102,9 @@ fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(), StoreError
     if let Some(wake) = append.wake_at_ms {
         row.wake_at_ms = wake;
     }
+    if let Some(waits) = append.waits_on_call {
+        row.waits_on_call = waits;
+    }
     Ok(())
 }
 
@@ -115,6 +118,7 @@ fn matches(row: &TaskRecord, query: &TaskQuery) -> bool {
         && query
             .wake_due_ms
             .is_none_or(|t| row.wake_at_ms.is_some_and(|w| w <= t))
+        && (!query.waits_on_call || row.waits_on_call)
         && query
             .id_prefix
             .as_ref()

@@ -50,6 +50,11 @@ pub struct TaskRecord {
     pub updated_at_ms: i64,
     /// When a timer of this task fires, if one is pending.
     pub wake_at_ms: Option<i64>,
+    /// The task waits on a call bound to its callee's task (a callee that may settle while no
+    /// engine watches it): an engine that starts asks such a callee at once rather than at the
+    /// row's wake time (the call's recheck).
+    #[serde(default)]
+    pub waits_on_call: bool,
     /// Seq of the last journal entry (0 when empty).
     pub last_seq: u64,
 }
@@ -70,6 +75,8 @@ pub struct Append {
     pub state: Option<TaskState>,
     /// New timer for the row: `Some(None)` clears it.
     pub wake_at_ms: Option<Option<i64>>,
+    /// New [`TaskRecord::waits_on_call`] for the row (written with the wake time).
+    pub waits_on_call: Option<bool>,
     /// Lease fencing token the writer holds; stores with leases refuse stale tokens.
     pub fence: Option<u64>,
     /// With `create`: take the new task's lease for this owner (token [`CREATION_TOKEN`]). Stores
@@ -91,6 +98,7 @@ impl Append {
             create: None,
             state: None,
             wake_at_ms: None,
+            waits_on_call: None,
             fence: None,
             lease: None,
         }
@@ -236,6 +244,8 @@ pub struct TaskQuery {
     pub principal: Option<String>,
     /// Only tasks whose timer is due at or before this time.
     pub wake_due_ms: Option<i64>,
+    /// Only tasks that wait on a call ([`TaskRecord::waits_on_call`]).
+    pub waits_on_call: bool,
     /// Only tasks whose id starts with this prefix: compared character by character, case-sensitive,
     /// with no wildcards (`%`, `_` and `\` are plain characters); `Some("")` matches every task.
     /// Stores answer it with an index range over the ids, so a prefix is as cheap as an exact id.

@@ -134,6 +134,12 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tid, config_id)
      );
      CREATE INDEX radkit_push_configs_live ON radkit_push_configs(next_at_ms) WHERE NOT finished;",
+    // 11: the task waits on a call bound to its callee (`TaskRecord::waits_on_call`): a worker that
+    // starts asks such callees at once, finding the tasks through a partial index. Tasks waiting
+    // when this is applied keep `FALSE` and are asked at their recheck, as before; workers of an
+    // earlier version leave the column as it is.
+    "ALTER TABLE radkit_tasks ADD COLUMN waits_on_call BOOLEAN NOT NULL DEFAULT FALSE;
+     CREATE INDEX radkit_tasks_waiting_on_calls ON radkit_tasks(tid) WHERE waits_on_call;",
 ];
 
 mod push;
@@ -769,27 +775,28 @@ WITH locked AS MATERIALIZED (
                               THEN NULL
                             WHEN v.set_message THEN v.message ELSE t.status_message END,
       status_at_ms = CASE WHEN v.touched THEN $1 ELSE t.status_at_ms END,
-      settled = COALESCE(v.settled, t.settled)
+      settled = COALESCE(v.settled, t.settled),
+      waits_on_call = COALESCE(v.waits_on_call, t.waits_on_call)
   FROM locked,
        UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[],
-              $26::bool[], $27::text[], $28::bool[], $29::text[], $40::bool[])
+              $26::bool[], $27::text[], $28::bool[], $29::text[], $40::bool[], $42::bool[])
        AS v(id, first_seq, last_seq, fence, state, set_wake, wake, touched, unless_state_was,
-            set_message, message, settled)
+            set_message, message, settled, waits_on_call)
   WHERE t.tid = locked.tid AND t.id = v.id AND t.last_seq = v.first_seq - 1
     AND (v.fence IS NULL OR t.fence = v.fence)
   RETURNING t.tid, t.id
 ), ins AS (
   INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms,
                             updated_at_ms, wake_at_ms, last_seq, lease_owner, lease_expires_ms, fence,
-                            status_message, status_at_ms, settled)
+                            status_message, status_at_ms, settled, waits_on_call)
   SELECT c.id, c.context_id, c.skill_id, c.skill_version, c.principal, c.state, c.created_at_ms, $1,
          c.wake, c.last_seq, c.owner, c.expires, c.fence, c.message,
-         CASE WHEN c.touched THEN $1 END, COALESCE(c.settled, FALSE)
+         CASE WHEN c.touched THEN $1 END, COALESCE(c.settled, FALSE), c.waits_on_call
   FROM UNNEST($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
               $15::bigint[], $16::bigint[], $17::bigint[], $18::text[], $19::bigint[], $20::bigint[],
-              $30::text[], $31::bool[], $41::bool[])
+              $30::text[], $31::bool[], $41::bool[], $43::bool[])
        AS c(id, context_id, skill_id, skill_version, principal, state, created_at_ms, wake, last_seq,
-            owner, expires, fence, message, touched, settled)
+            owner, expires, fence, message, touched, settled, waits_on_call)
   ON CONFLICT (id) DO NOTHING
   RETURNING tid, id
 ), done AS (
@@ -834,6 +841,7 @@ async fn commit_round(
     let mut u_state: Vec<Option<&str>> = Vec::new();
     let mut u_set_wake = Vec::new();
     let mut u_wake: Vec<Option<i64>> = Vec::new();
+    let mut u_waits: Vec<Option<bool>> = Vec::new();
     // Creates.
     let mut c_id = Vec::new();
     let mut c_context = Vec::new();
@@ -847,6 +855,7 @@ async fn commit_round(
     let mut c_owner: Vec<Option<&str>> = Vec::new();
     let mut c_expires: Vec<Option<i64>> = Vec::new();
     let mut c_fence = Vec::new();
+    let mut c_waits: Vec<bool> = Vec::new();
     // Journal rows: one per append.
     let mut j_id = Vec::new();
     let mut j_seq = Vec::new();
@@ -909,6 +918,7 @@ async fn commit_round(
                 c_message.push(encoded.view.message.as_deref());
                 c_touched.push(encoded.view.touched);
                 c_settled.push(encoded.view.settled);
+                c_waits.push(append.waits_on_call.unwrap_or(record.waits_on_call));
             }
             Some(_) => {
                 refused.push(Some(StoreError::Conflict {
@@ -926,6 +936,7 @@ async fn commit_round(
                 u_state.push(append.state.map(|s| s.as_str()));
                 u_set_wake.push(append.wake_at_ms.is_some());
                 u_wake.push(append.wake_at_ms.flatten());
+                u_waits.push(append.waits_on_call);
                 u_touched.push(encoded.view.touched);
                 u_unless.push(encoded.view.unless_state_was);
                 u_set.push(encoded.view.set);
@@ -952,7 +963,7 @@ async fn commit_round(
         j_checkpoint.push(encoded.checkpoint);
         j_body.push(encoded.body.as_str());
     }
-    let params: [&(dyn ToSql + Sync); 41] = [
+    let params: [&(dyn ToSql + Sync); 43] = [
         &now,
         &u_id,
         &u_first,
@@ -994,6 +1005,8 @@ async fn commit_round(
         &a_body,
         &u_settled,
         &c_settled,
+        &u_waits,
+        &c_waits,
     ];
     let committed = client.query(statement, &params).await?;
     // The statement has committed: an unreadable answer fails the round's appends, whose runs then
@@ -1100,11 +1113,12 @@ fn row_to_task(r: &Row) -> Result<TaskRecord, StoreError> {
         created_at_ms: get(r, "created_at_ms")?,
         updated_at_ms: get(r, "updated_at_ms")?,
         wake_at_ms: get(r, "wake_at_ms")?,
+        waits_on_call: get(r, "waits_on_call")?,
         last_seq: get_u64(r, "last_seq")?,
     })
 }
 
-const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, last_seq";
+const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, waits_on_call, last_seq";
 
 #[async_trait]
 impl Store for PostgresStore {
@@ -1245,6 +1259,10 @@ impl Store for PostgresStore {
                 " AND wake_at_ms IS NOT NULL AND wake_at_ms <= ${}",
                 params.len()
             ));
+        }
+        if query.waits_on_call {
+            // `radkit_tasks_waiting_on_calls` (migration 11).
+            sql.push_str(" AND waits_on_call");
         }
         if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
             if prefix.contains('\0') {

@@ -136,6 +136,10 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tid, config_id)
      ) WITHOUT ROWID;
      CREATE INDEX push_configs_live ON push_configs(next_at_ms) WHERE finished = 0;",
+    // 8: the task waits on a call bound to its callee (`TaskRecord::waits_on_call`): recovery asks
+    // such callees at once. Tasks waiting when this is applied keep `0` and are asked at their
+    // recheck, as before.
+    "ALTER TABLE tasks ADD COLUMN waits_on_call INTEGER NOT NULL DEFAULT 0;",
 ];
 
 mod push;
@@ -459,8 +463,8 @@ fn apply_one(
     let tid = match (&append.create, known) {
         (Some(record), None) if append.first_seq == 1 && record.id == append.task_id => {
             tx.prepare_cached(
-                "INSERT INTO tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms, updated_at_ms, wake_at_ms, waits_on_call)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
             .execute(params![
                 record.id,
@@ -471,7 +475,8 @@ fn apply_one(
                 record.state.as_str(),
                 record.created_at_ms,
                 now,
-                record.wake_at_ms
+                record.wake_at_ms,
+                record.waits_on_call
             ])?;
             tx.last_insert_rowid()
         }
@@ -499,6 +504,7 @@ fn apply_one(
     let view = &encoded.view;
     if append.state.is_some()
         || append.wake_at_ms.is_some()
+        || append.waits_on_call.is_some()
         || view.touched
         || view.settled == Some(true)
     {
@@ -513,7 +519,8 @@ fn apply_one(
                                       WHEN ?5 IS NOT NULL AND state <> ?5 THEN NULL
                                       WHEN ?6 THEN ?7 ELSE status_message END,
                 status_at_ms = CASE WHEN ?4 THEN ?8 ELSE status_at_ms END,
-                settled = COALESCE(?10, settled)
+                settled = COALESCE(?10, settled),
+                waits_on_call = COALESCE(?11, waits_on_call)
              WHERE tid = ?9",
         )?
         .execute(params![
@@ -526,7 +533,8 @@ fn apply_one(
             view.message,
             now,
             tid,
-            view.settled
+            view.settled,
+            append.waits_on_call
         ])?;
     } else if view.settled == Some(false) {
         // A new visit (most appends) unsettles a settled task only: no row write otherwise.
@@ -730,6 +738,7 @@ fn row_to_task(r: &Row<'_>) -> Result<TaskRecord, StoreError> {
         created_at_ms: get(r, "created_at_ms")?,
         updated_at_ms: get(r, "updated_at_ms")?,
         wake_at_ms: get(r, "wake_at_ms")?,
+        waits_on_call: get(r, "waits_on_call")?,
         last_seq: get(r, "last_seq")?,
     })
 }
@@ -750,7 +759,7 @@ fn query_tasks(
 const TASK_COLUMNS: &str = "id, context_id, skill_id, skill_version, principal, state, created_at_ms,
     COALESCE((SELECT at_ms FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), created_at_ms)
         AS updated_at_ms,
-    wake_at_ms,
+    wake_at_ms, waits_on_call,
     COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j WHERE j.tid = tasks.tid ORDER BY seq DESC LIMIT 1), 0)
         AS last_seq";
 
@@ -878,6 +887,9 @@ fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value>) {
             param(t.into())
         ));
     }
+    if query.waits_on_call {
+        sql.push_str(" AND waits_on_call = 1");
+    }
     // A range of the `id` index (BINARY collation: UTF-8 byte order), not `LIKE`, which is
     // case-insensitive here and would need `%` and `_` escaped.
     if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
@@ -988,6 +1000,7 @@ mod tests {
             created_at_ms: 0,
             updated_at_ms: 0,
             wake_at_ms: None,
+            waits_on_call: false,
             last_seq: 0,
         }
     }

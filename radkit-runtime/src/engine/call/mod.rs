@@ -11,10 +11,17 @@
 //! A call is never started twice once its callee answered: a journaled `call_started` makes every
 //! later visit resume by that id. A crash before it is journaled sends the same message again with
 //! the same `messageId` (radkit peers, and any peer that deduplicates on it, find the first task).
-//! The watcher holds only ids; a restart or another worker picks the wait up from the task row's
-//! wake time (the recheck, doubling from 5 s to 2 min).
+//! The watcher holds only ids; a restart or a worker that starts asks the callee at once (the task
+//! row says it waits on a call), and another worker picks the wait up from the row's wake time
+//! (the recheck, doubling from 5 s to 2 min).
+//!
+//! Every call has a deadline, fixed when it is journaled (its own `.timeout(..)`, else the
+//! engine's `call_timeout`): rechecks are capped at it, and a call still without an answer then
+//! cancels its callee and records an error as its receipt.
 
+mod cancel;
 mod child;
+mod deadline;
 mod posts;
 mod remote;
 pub(crate) mod webhook;
@@ -28,6 +35,8 @@ pub(crate) use posts::{waits_on_any, Posts};
 pub use remote::AgentSpec;
 pub(crate) use remote::Agents;
 
+use deadline::Limit;
+
 use super::fault::Boundary;
 use super::fold::CmdRec;
 use super::run::TaskRun;
@@ -36,9 +45,6 @@ use crate::client::PushTarget;
 use crate::flow::{AgentReply, Cmd, CmdKind, EffectError, InvocationId, Receipt};
 use crate::journal::{now_ms, Entry};
 use crate::model::{Message, Task, TaskState};
-
-/// How long a canceled task waits for each callee's cancel before it ends anyway.
-const CANCEL_WAIT: Duration = Duration::from_secs(2);
 
 /// How a call stands after a visit to it.
 pub(crate) enum CallStep {
@@ -70,11 +76,13 @@ impl Watchers {
     }
 }
 
-/// A call's rechecks so far, and the time of the last one journaled.
+/// A call's rechecks so far, the time of the last one journaled, and the deadline they stop at.
 #[derive(Default, Clone, Copy)]
 struct Recheck {
     done: u32,
     at: Option<i64>,
+    /// The call's deadline: the last recheck comes then.
+    limit: Limit,
 }
 
 /// What a callee said to a start.
@@ -191,9 +199,9 @@ pub(crate) fn message_id(id: &InvocationId) -> String {
     uuid::Uuid::new_v5(&NAMESPACE, id.as_str().as_bytes()).to_string()
 }
 
-/// The first recheck comes after 5 s, each later one after twice as long, at most 2 min: a
-/// restart finds a call within that (recovery arms the row's wake time), and an hour-long callee
-/// costs its caller about 30 `timer_set` entries.
+/// The first recheck comes after 5 s, each later one after twice as long, at most 2 min: a lost
+/// watcher or post costs at most that (a restart asks at once), and an hour-long callee costs its
+/// caller about 30 `timer_set` entries.
 fn recheck_after(first: Duration, rechecks: u32) -> Duration {
     first
         .saturating_mul(1 << rechecks.min(7))
@@ -308,21 +316,39 @@ impl Inner {
             Ok(peer) => peer,
             Err(error) => return self.settle_call(run, receipt(id, 1, Err(error))),
         };
+        // As journaled: the step's own command has no deadline yet (the engine fixes it as it
+        // journals the call).
+        let limit = Limit::of(run, id);
         let (callee, recheck, attempts) = match rec {
             Some(r) => (
                 r.callee.clone(),
                 Recheck {
                     done: r.rechecks,
                     at: r.fire_at_ms,
+                    limit,
                 },
                 r.attempts,
             ),
-            None => (None, Recheck::default(), 0),
+            None => (
+                None,
+                Recheck {
+                    limit,
+                    ..Recheck::default()
+                },
+                0,
+            ),
         };
         let mut webhook = callee.as_ref().is_some_and(|c| c.webhook);
         let task = match callee.map(|c| c.task_id) {
             Some(task_id) => match peer.get(&task_id).await {
                 Ok(task) => task,
+                Err(e) if e.is_transient() && limit.passed() => {
+                    tracing::info!(callee_task = %task_id, error = %e, "callee unreachable at the call's deadline");
+                    let task = Some(task_id);
+                    return self
+                        .time_out(run, id, cmd, &peer, task, true, attempts, limit)
+                        .await;
+                }
                 // The callee is unreachable for now: wait, and ask again at the recheck.
                 Err(e) if e.is_transient() => {
                     tracing::info!(callee_task = %task_id, error = %e, "callee unreachable; the call waits and asks again");
@@ -337,7 +363,14 @@ impl Inner {
                     return self.settle_call(run, receipt(id, attempts, Err(error)));
                 }
             },
-            None => match self.start(run, id, cmd, &peer, attempts).await {
+            // Journaled, never bound, and its deadline passed (the engine was down): whatever
+            // task the callee may have made is canceled, and the call is not started now.
+            None if limit.passed() => {
+                return self
+                    .time_out(run, id, cmd, &peer, None, true, attempts, limit)
+                    .await;
+            }
+            None => match self.start(run, id, cmd, &peer, attempts, limit).await {
                 Some(Ok((Started::Task(task), pushed))) => {
                     webhook = pushed;
                     run.lock().push(Entry::CallStarted {
@@ -357,6 +390,12 @@ impl Inner {
                     let value = reply_value(AgentReply::from_message(message));
                     return self.settle_call(run, receipt(id, attempts + 1, value));
                 }
+                // The start was still being retried at the deadline (a refusal is its own answer).
+                Some(Err(e)) if e.is_transient() && limit.passed() => {
+                    return self
+                        .time_out(run, id, cmd, &peer, None, true, attempts, limit)
+                        .await;
+                }
                 Some(Err(error)) => {
                     return self.settle_call(run, receipt(id, attempts + 1, Err(error)))
                 }
@@ -365,18 +404,27 @@ impl Inner {
         };
         let task = match task {
             task if settled(task.status.state) || !cmd.kind.streams() => task,
-            task => match self.follow_call(run, &peer, &task.id).await {
+            task => match self.follow_call(run, &peer, &task.id, limit).await {
                 Ok(Some(settled)) => settled,
                 Ok(None) => task,
                 Err(stop) => return stop,
             },
         };
         let stale = still_asks_what_it_answers(&run.lock(), cmd, &task);
-        if settled(task.status.state) && !stale {
+        // A callee found canceled past the deadline was canceled by the timeout (a crash came
+        // between that cancel and the receipt): the call timed out.
+        let timed_out = limit.passed() && task.status.state == TaskState::Canceled;
+        if settled(task.status.state) && !stale && !timed_out {
             let value = reply_value(AgentReply::from_task(task));
             return self.settle_call(run, receipt(id, attempts + 1, value));
         }
         let task_id = task.id.clone();
+        if limit.passed() {
+            let (task, cancel) = (Some(task_id), !timed_out);
+            return self
+                .time_out(run, id, cmd, &peer, task, cancel, attempts, limit)
+                .await;
+        }
         // A watcher would find the callee settled at once (it shows the question): the recheck,
         // or a post to the webhook, asks again.
         let wait = match stale {
@@ -395,17 +443,22 @@ impl Inner {
         run: &Arc<TaskRun>,
         peer: &Peer,
         callee_task: &str,
+        limit: Limit,
     ) -> Result<Option<Task>, CallStep> {
         let mut events = peer.follow(callee_task);
         let mut tick = tokio::time::interval(Duration::from_millis(200));
         loop {
             // A cancel of this task (buffered by `Engine::cancel`) stops following: the call has
-            // no receipt, so the cancel's cascade cancels the callee.
+            // no receipt, so the cancel's cascade cancels the callee. So does the call's deadline:
+            // the call then times out.
             let progress = tokio::select! {
                 progress = events.next() => progress,
                 _ = tick.tick() => {
                     if run.lock().cancel_requested() {
                         return Err(CallStep::Canceled);
+                    }
+                    if limit.passed() {
+                        return Ok(None);
                     }
                     continue;
                 }
@@ -447,6 +500,7 @@ impl Inner {
         cmd: &Cmd,
         peer: &Peer,
         prior_attempts: u32,
+        limit: Limit,
     ) -> Option<Result<(Started, bool), EffectError>> {
         let what = cmd.kind.fingerprint();
         let (CmdKind::Agent { message, .. } | CmdKind::Skill { message, .. }) = &cmd.kind else {
@@ -478,11 +532,15 @@ impl Inner {
                 return None;
             }
             match result {
+                // Not retried past the call's deadline: the call times out instead.
                 Err(error)
-                    if error.is_transient() && attempt < max && attempt - prior_attempts < max =>
+                    if error.is_transient()
+                        && attempt < max
+                        && attempt - prior_attempts < max
+                        && !limit.passed() =>
                 {
                     tracing::info!(attempt, error = %error, "call not accepted yet; trying again");
-                    let delay = cmd.retry.backoff(attempt + 1);
+                    let delay = cmd.retry.backoff(attempt + 1).min(limit.left());
                     run.lock().push(Entry::AttemptFailed {
                         id: id.clone(),
                         attempt,
@@ -542,6 +600,9 @@ impl Inner {
             _ => {
                 let after = recheck_after(self.config.call_recheck, recheck.done);
                 let at = now.saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX));
+                // The last recheck comes at the deadline: the task is woken then, with or without
+                // a post or a watcher, and the call times out.
+                let at = recheck.limit.cap(at);
                 run.lock().set_timer(id, at);
                 at
             }
@@ -586,65 +647,54 @@ impl Inner {
         CallStep::Waiting
     }
 
-    /// Cancel the callees of the task's calls that have not settled (a canceled or failed task
-    /// leaves no work running on its behalf). Best effort: a callee that cannot be reached is
-    /// logged; one that ended already is fine.
-    ///
-    /// A child skill's call cut off before it journaled its callee (the child may exist) is
-    /// canceled too: the child's id is derived from the call. A remote agent's task is known only
-    /// by the id it answers with, so such a call to a remote agent cancels nothing.
-    pub(crate) async fn cancel_calls(self: &Arc<Self>, run: &Arc<TaskRun>) {
-        let open: Vec<(InvocationId, Cmd, Option<String>)> = {
-            let st = run.lock();
-            st.commands()
-                .iter()
-                .filter(|(_, c)| c.receipt.as_ref().is_none_or(asks_for_input))
-                .filter(|(_, c)| {
-                    matches!(c.cmd.kind, CmdKind::Agent { .. } | CmdKind::Skill { .. })
-                })
-                .map(|(id, c)| {
-                    let callee = c.callee.as_ref().map(|callee| callee.task_id.clone());
-                    (id.clone(), c.cmd.clone(), callee)
-                })
-                .collect()
-        };
-        for (id, cmd, callee) in open {
-            let Ok(peer) = self.peer(run, &cmd.kind) else {
-                continue;
-            };
-            let task_id = match (callee, &peer, &cmd.kind) {
-                (Some(task_id), _, _) => task_id,
-                (None, Peer::Child(child), CmdKind::Skill { message, .. }) => {
-                    match child.task_of(&id, message) {
-                        Some(task_id) => task_id,
-                        None => continue,
-                    }
-                }
-                (None, ..) => continue,
-            };
-            let what = cmd.kind.fingerprint();
-            let parent = run.task_id.to_string();
-            // The callee may take long to wind down (a tool in flight finishes first): the cancel
-            // goes on in the background once it is asked, and this task ends without waiting for it.
-            let cancel = tokio::spawn(async move {
-                for tries in 1..=3u32 {
-                    match peer.cancel(&task_id).await {
-                        Ok(()) => {
-                            tracing::info!(task = %parent, callee = %what, callee_task = %task_id, "callee canceled");
-                            return;
-                        }
-                        Err(e) if e.is_transient() && tries < 3 => {
-                            tokio::time::sleep(Duration::from_millis(200 << tries)).await;
-                        }
-                        Err(e) => {
-                            tracing::warn!(task = %parent, callee = %what, callee_task = %task_id, error = %e, "could not cancel the callee");
-                            return;
-                        }
-                    }
-                }
-            });
-            let _ = tokio::time::timeout(CANCEL_WAIT, cancel).await;
+    /// A worker on a shared store that starts asks, once, the callees of the calls waiting in the
+    /// cluster ([`crate::store::TaskRecord::waits_on_call`]): the watchers that followed them may
+    /// have died with a worker (most often this one, restarted), and a callee that settled
+    /// meanwhile would otherwise be noticed only at its call's recheck. Each task is taken through
+    /// its lease (one held elsewhere is left to its holder) as this worker has room; a callee
+    /// still working is waited on again, watched from here as well.
+    pub(crate) fn ask_waiting_callees(self: &Arc<Self>) {
+        // An engine that only submits drives nothing.
+        if self.config.max_active_tasks == 0 {
+            return;
         }
+        let engine = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let query = crate::store::TaskQuery {
+                non_terminal: true,
+                waits_on_call: true,
+                ..crate::store::TaskQuery::default()
+            };
+            let Some(store) = engine.upgrade().map(|e| e.store.clone()) else {
+                return;
+            };
+            let tasks = match store.list(query).await {
+                Ok(tasks) => tasks,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not list the tasks waiting on calls; they are asked at their rechecks");
+                    return;
+                }
+            };
+            for task in tasks {
+                loop {
+                    let Some(engine) = engine.upgrade() else {
+                        return;
+                    };
+                    if engine.halted.load(std::sync::atomic::Ordering::SeqCst) {
+                        return;
+                    }
+                    if engine.has_room() {
+                        if let Err(e) = engine.resume(&task.id, None).await {
+                            tracing::warn!(task = %task.id, error = %e, "task waiting on a call not resumed; it is asked at its recheck");
+                        }
+                        break;
+                    }
+                    let poll = engine.config.poll;
+                    drop(engine);
+                    tokio::time::sleep(poll).await;
+                }
+            }
+        });
     }
 }
 
