@@ -95,6 +95,20 @@ fn at(task_id: &TaskId, position: u32) -> InvocationId {
     InvocationId::derive(task_id, 1, position)
 }
 
+/// The task once it has ended (bounded: `what` names what the test waits for).
+async fn ended(engine: &Engine, task_id: &TaskId, what: &str) -> radkit_runtime::model::Task {
+    common::within(common::PATIENCE, what, async {
+        loop {
+            let task = engine.task(&Caller::Operator, task_id, None).await.unwrap();
+            if task.status.state.is_terminal() {
+                return task;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
 /// A fault hook that halts the engine once `tool` is journaled.
 fn halt_when_journaled(tool: &'static str) -> impl Fn(&Fault) -> bool + Send + Sync + 'static {
     move |f: &Fault| {
@@ -368,19 +382,7 @@ async fn a_race_of_calls_that_all_wait_suspends_until_one_of_them_wins() {
         .await
         .unwrap();
     let task_id = engine.send(Request::operator(user("go"))).await.unwrap();
-    let task = common::within(common::PATIENCE, "the timer to win the race", async {
-        loop {
-            let task = engine
-                .task(&Caller::Operator, &task_id, None)
-                .await
-                .unwrap();
-            if task.status.state.is_terminal() {
-                return task;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
+    let task = ended(&engine, &task_id, "the timer to win the race").await;
     assert_eq!(
         task.status.state,
         TaskState::Completed,
@@ -672,19 +674,9 @@ async fn a_child_call_that_loses_a_race_has_its_child_canceled() {
         .expect_err("abandoned")
         .message
         .contains("abandoned"));
-    let state = common::within(
-        common::PATIENCE,
-        "the abandoned child to be canceled",
-        async {
-            loop {
-                let task = engine.task(&Caller::Operator, &child, None).await.unwrap();
-                if task.status.state.is_terminal() {
-                    return task.status.state;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        },
-    )
-    .await;
+    let state = ended(&engine, &child, "the abandoned child to be canceled")
+        .await
+        .status
+        .state;
     assert_eq!(state, TaskState::Canceled);
 }

@@ -111,14 +111,17 @@ impl<T, E> std::fmt::Debug for CallFuture<T, E> {
     }
 }
 
+/// The winner's index in the calls raced, and its result.
+pub type Raced<T, E> = (usize, Result<T, E>);
+
 /// A race of ctx calls (see [`StepCtx::race`]): the winner's index and result.
 #[must_use = "a race does nothing until it is awaited"]
 pub struct RaceFuture<T, E = StepError>(
-    std::pin::Pin<Box<dyn Future<Output = (usize, Result<T, E>)> + Send + 'static>>,
+    std::pin::Pin<Box<dyn Future<Output = Raced<T, E>> + Send + 'static>>,
 );
 
 impl<T, E> Future for RaceFuture<T, E> {
-    type Output = (usize, Result<T, E>);
+    type Output = Raced<T, E>;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,

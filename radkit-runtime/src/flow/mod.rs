@@ -17,7 +17,7 @@ mod transition;
 pub use approval::{Approval, ApprovalRequest, Decision};
 pub use call::{AgentCall, AgentError, AgentReply, Outgoing};
 pub use cmd::{Cmd, CmdKind, EffectPolicy, InvocationId, RetryPolicy};
-pub use ctx::{ArtifactStream, CallFuture, Invoker, LlmCall, RaceFuture, StepCtx, ToolCall};
+pub use ctx::{ArtifactStream, CallFuture, Invoker, LlmCall, RaceFuture, Raced, StepCtx, ToolCall};
 pub use error::{EffectError, ErrorKind, StepError};
 pub use event::{Event, Outcome, Receipt};
 pub use permission::PermissionMode;
