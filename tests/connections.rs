@@ -49,7 +49,7 @@ impl Done {
 }
 
 /// How long any one wait may take before the test fails.
-const PATIENCE: Duration = Duration::from_secs(10);
+const PATIENCE: Duration = Duration::from_secs(30);
 /// A timeout long enough not to fire during a test.
 const LONG: Duration = Duration::from_secs(60);
 
@@ -247,10 +247,12 @@ async fn a_request_head_or_body_that_trickles_is_cut_after_the_header_timeout() 
     // Half a request line on a fresh connection, then nothing.
     let mut half = TcpStream::connect(agent.addr).await.expect("connect");
     half.write_all(b"POST / HT").await.expect("write");
+    // Closed at all (`open_for` waits a bounded, generous time): nothing else would close it. A
+    // timer never fires early, so not before the header timeout either.
     let open = open_for(&mut half).await;
     assert!(
-        open >= Duration::from_millis(250) && open < Duration::from_secs(2),
-        "closed after {open:?}, not about the header timeout"
+        open >= Duration::from_millis(250),
+        "closed after {open:?}, before the header timeout"
     );
     // A head that stops after the first header of a second request on a kept-alive connection.
     let mut kept = TcpStream::connect(agent.addr).await.expect("connect");
@@ -262,16 +264,14 @@ async fn a_request_head_or_body_that_trickles_is_cut_after_the_header_timeout() 
     kept.write_all(b"POST / HTTP/1.1\r\nhost: radkit\r\n")
         .await
         .expect("write");
-    let open = open_for(&mut kept).await;
-    assert!(open < Duration::from_secs(2), "closed after {open:?}");
+    open_for(&mut kept).await;
     // A body that stops short of its `content-length`.
     let mut short = TcpStream::connect(agent.addr).await.expect("connect");
     short
         .write_all(b"POST / HTTP/1.1\r\nhost: radkit\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\"")
         .await
         .expect("write");
-    let open = open_for(&mut short).await;
-    assert!(open < Duration::from_secs(2), "closed after {open:?}");
+    open_for(&mut short).await;
     // The server still answers.
     let card = client()
         .get(format!("{}/.well-known/agent-card.json", agent.url))
@@ -299,25 +299,27 @@ async fn a_connection_over_the_limit_is_answered_503_at_once_and_one_freed_serve
         .expect("write");
     assert_eq!(read_response(last).await.0, 200);
 
-    let started = Instant::now();
+    // The eight stay open until the end of the test: a ninth queued for a free slot would never be
+    // answered, so an answer at all (within a generous bound) is the refusal "at once".
     let mut ninth = TcpStream::connect(agent.addr).await.expect("connect");
     ninth
         .write_all(&raw_request("tasks/get", json!({ "id": "x" }), true))
         .await
         .expect("write");
-    let (status, body) = read_response(&mut ninth).await;
-    assert!(started.elapsed() < Duration::from_secs(1), "not at once");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(30), read_response(&mut ninth))
+        .await
+        .expect("the ninth connection is answered while the eight are held, not queued");
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["jsonrpc"], "2.0", "{body}");
     assert_eq!(body["id"], Value::Null, "{body}");
     assert_eq!(body["error"]["code"], -32051, "{body}");
     let message = body["error"]["message"].as_str().expect("a message");
     assert!(message.contains("at most 8"), "{message}");
-    assert!(open_for(&mut ninth).await < Duration::from_secs(2));
+    open_for(&mut ninth).await;
 
     // One closed, a new connection is served.
     drop(held.remove(0));
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + PATIENCE;
     loop {
         let mut socket = TcpStream::connect(agent.addr).await.expect("connect");
         socket
@@ -337,12 +339,12 @@ async fn a_connection_over_the_limit_is_answered_503_at_once_and_one_freed_serve
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let agent = agent(|mut c| {
-        c.idle_timeout = Duration::from_millis(300);
+        c.idle_timeout = Duration::from_millis(1000);
         c
     })
     .await;
     let mut socket = TcpStream::connect(agent.addr).await.expect("connect");
-    // Two requests on one connection, a pause shorter than the timeout between them: it is kept.
+    // Two requests on one connection, a pause a tenth of the timeout between them: it is kept.
     let mut answered = Instant::now();
     for _ in 0..2 {
         socket
@@ -353,11 +355,13 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
         answered = Instant::now();
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Closed at all (`open_for` waits a bounded, generous time): nothing but the idle timeout
+    // closes it, and a timer never fires early (the server's started a moment before `answered`).
     open_for(&mut socket).await;
     let idle = answered.elapsed();
     assert!(
-        idle >= Duration::from_millis(250) && idle < Duration::from_secs(2),
-        "closed {idle:?} after its last answer, not about the idle timeout"
+        idle >= Duration::from_millis(800),
+        "closed {idle:?} after its last answer, before the idle timeout"
     );
 }
 
@@ -426,7 +430,7 @@ async fn a_caller_over_its_stream_limit_gets_32052_until_a_stream_ends() {
 
     // One stream dropped, a new one opens.
     drop(open.remove(0));
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + PATIENCE;
     loop {
         if opened(resubscribe(&client, &agent.url, &task).await)
             .await
@@ -542,7 +546,7 @@ fn the_store_keeps_its_descriptors_when_clients_open_more_connections_than_the_p
             "{body}"
         );
         drop(idle);
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + PATIENCE;
         loop {
             let mut socket = TcpStream::connect(addr).await.expect("connect");
             socket

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use radkit::effects::Effects;
@@ -144,18 +144,14 @@ async fn a_full_disk_answers_storage_unavailable_at_once_and_the_task_resumes_wh
     .await
     .expect("the task is created");
     store.full.store(true, Ordering::SeqCst);
-    let full_since = Instant::now();
     release.add_permits(1);
     let answer = tokio::time::timeout(PATIENCE, blocking)
         .await
         .expect("the blocking send returns")
         .unwrap();
+    // Answered at all: the disk stays full, so a send that waited for its task to move on would
+    // never be answered within the bound above.
     assert_eq!(answer["error"]["code"], -32050, "{answer}");
-    assert!(
-        full_since.elapsed() < Duration::from_secs(10),
-        "answered after {:?}",
-        full_since.elapsed()
-    );
     let text = answer.to_string();
     assert!(
         !text.contains("/var/lib") && !text.contains("disk is full"),

@@ -260,20 +260,20 @@ async fn a_slow_server_times_out_as_a_transient_error() {
     let app = Router::new().route(
         "/v1/chat/completions",
         post(|| async {
-            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            "too late"
+            // Never answers: only the client's own timeout ends the call.
+            futures::future::pending::<()>().await;
+            "never"
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let started = std::time::Instant::now();
-    let err = OpenAiModel::new(url, "m")
-        .timeout(std::time::Duration::from_millis(200))
-        .complete(request(None))
+    let model = OpenAiModel::new(url, "m").timeout(std::time::Duration::from_millis(200));
+    let call = model.complete(request(None));
+    let err = tokio::time::timeout(std::time::Duration::from_secs(60), call)
         .await
+        .expect("the client's timeout ends a call the server never answers")
         .unwrap_err();
-    assert!(started.elapsed() < std::time::Duration::from_secs(3));
     assert_eq!(err.kind, ErrorKind::Transient);
     assert!(err.message.contains("timed out"), "{}", err.message);
 }
