@@ -294,18 +294,19 @@ async fn calls_take_their_ids_when_made_not_when_first_polled() {
     assert!(engine.fold_divergences().is_empty());
 }
 
-/// `a` answers at once, `b` never: `a` wins. The race is journaled at the position after its
-/// calls with `a` as its winner, and `b`'s command gets an `abandoned` receipt in the same
-/// append. The engine dies once `after` is journaled; a fresh engine, where now `a` would never
-/// answer and `b` would at once, still finds `a` the winner: it performs neither again, reissues
-/// `after` only, and completes with `a`'s answer.
+/// `b` answers at once, `a` never: `b`, the second call, wins. The race is journaled at the
+/// position after its calls with `b` as its winner, and `a`'s command gets an `abandoned` receipt
+/// in the same append. The engine dies once `after` is journaled. A fresh engine, where now `b`
+/// would never answer, still finds `b` the winner: it performs neither again (a race decided
+/// afresh would take the first call that returns, `a` with its `abandoned` receipt), reissues
+/// `after` only, and completes with `b`'s answer.
 #[tokio::test]
 async fn a_race_journals_its_winner_and_a_replay_after_a_crash_keeps_it() {
     let store = MemoryStore::new();
     let ledger = Ledger::default();
     let engine = Engine::builder(store.clone())
         .skill(racer_skill())
-        .effects(effects(&ledger, &["b"]))
+        .effects(effects(&ledger, &["a"]))
         .fault_hook(halt_when_journaled("after"))
         .check_fold(true)
         .build()
@@ -324,21 +325,21 @@ async fn a_race_journals_its_winner_and_a_replay_after_a_crash_keeps_it() {
         commands(&j)
     );
     let won = receipt_of(&j, &race).expect("the race's winner is journaled");
-    assert_eq!(won.outcome, Ok(serde_json::json!({ "winner": 0 })));
-    let lost = receipt_of(&j, &id_of(&j, "b")).expect("the loser is receipted");
+    assert_eq!(won.outcome, Ok(serde_json::json!({ "winner": 1 })));
+    let lost = receipt_of(&j, &id_of(&j, "a")).expect("the loser is receipted");
     let error = lost.outcome.expect_err("the loser's receipt is an error");
     assert!(error.message.contains("abandoned"), "{error:?}");
-    assert_eq!(ledger.calls_of("a").len(), 1);
+    assert_eq!(ledger.calls_of("b").len(), 1);
     assert_eq!(
-        ledger.calls_of("b").len(),
+        ledger.calls_of("a").len(),
         1,
-        "`b` started, then was dropped"
+        "`a` started, then was dropped"
     );
 
-    // The other way round now: a race run afresh would pick `b`.
+    // The other way round now: `b` would never answer.
     let engine = Engine::builder(store.clone())
         .skill(racer_skill())
-        .effects(effects(&ledger, &["a"]))
+        .effects(effects(&ledger, &["b"]))
         .check_fold(true)
         .start()
         .await
@@ -352,14 +353,14 @@ async fn a_race_journals_its_winner_and_a_replay_after_a_crash_keeps_it() {
     );
     assert_eq!(
         status_text(&task),
-        "0 1",
+        "1 2",
         "the journaled winner, with its receipt"
     );
-    assert_eq!(ledger.calls_of("a").len(), 1, "`a` is not performed again");
+    assert_eq!(ledger.calls_of("b").len(), 1, "`b` is not performed again");
     assert_eq!(
-        ledger.calls_of("b").len(),
+        ledger.calls_of("a").len(),
         1,
-        "the abandoned `b` is never reissued"
+        "the abandoned `a` is never reissued"
     );
     assert_eq!(
         ledger.calls_of("after").len(),
