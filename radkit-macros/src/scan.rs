@@ -169,8 +169,101 @@ impl VisitMut for Scanner<'_> {
         visit_mut::visit_expr_call_mut(self, call);
     }
 
-    // An item declared inside the step (a nested `fn`, an `impl`) has its own `self`.
-    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+    // An item declared inside the step (a nested `fn`, an `impl`) has its own `self` and its own
+    // return value, so a transition in it can never be the step's: it is an error there (rustc would
+    // say "can't use `Self` from outer item" and suggest code that does not compile). A
+    // `macro_rules!` is not such an item: its body is rewritten where the step expands it.
+    fn visit_item_mut(&mut self, item: &mut syn::Item) {
+        if matches!(item, syn::Item::Macro(_)) {
+            return;
+        }
+        let (place, helper) = nested_place(item);
+        let mut nested = Nested::default();
+        nested.visit_item_mut(item);
+        for mac in nested.found {
+            // Still the step's intent: its targets are checked and its question counts as asked, so
+            // that this error is the only one.
+            self.record(&mac);
+            let which = is_ours(&mac).unwrap_or("goto");
+            let fix = match which {
+                "goto" => format!(
+                    "return the payload from {helper} and write `goto!(\"{}\", ..)` in the step",
+                    mac.parse_body::<GotoArgs>()
+                        .map(|a| a.target.value())
+                        .unwrap_or_else(|_| "..".to_owned())
+                ),
+                _ => format!("return the carry from {helper} and write `await_input!(..)` in the step"),
+            };
+            let (path, bang) = (&mac.path, mac.bang_token);
+            self.error(syn::Error::new_spanned(
+                quote!(#path #bang),
+                format!("`{which}!` cannot be used inside {place}: a transition must be the step's own return value; {fix}"),
+            ));
+        }
+    }
+}
+
+/// How a message names a nested item, and the thing to return a value from.
+fn nested_place(item: &syn::Item) -> (String, String) {
+    match item {
+        syn::Item::Fn(f) => (
+            format!("the nested fn `{}`", f.sig.ident),
+            format!("`{}`", f.sig.ident),
+        ),
+        syn::Item::Impl(_) => ("a nested impl block".to_owned(), "its method".to_owned()),
+        syn::Item::Trait(t) => (
+            format!("the nested trait `{}`", t.ident),
+            "its method".to_owned(),
+        ),
+        syn::Item::Mod(m) => (
+            format!("the nested module `{}`", m.ident),
+            "its function".to_owned(),
+        ),
+        _ => ("a nested item".to_owned(), "it".to_owned()),
+    }
+}
+
+/// The `goto!`s and `await_input!`s inside a nested item, also inside other macros' bodies.
+#[derive(Default)]
+struct Nested {
+    found: Vec<Macro>,
+}
+
+impl Nested {
+    fn tokens(&mut self, tokens: TokenStream) {
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        for (i, tt) in tokens.iter().enumerate() {
+            match tt {
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Ident(ident) if ident == "goto" || ident == "await_input" => {
+                    if let (Some(TokenTree::Punct(bang)), Some(TokenTree::Group(body))) =
+                        (tokens.get(i + 1), tokens.get(i + 2))
+                    {
+                        if bang.as_char() == '!' {
+                            if let Ok(mac) = syn::parse2::<Macro>(quote!(#ident #bang #body)) {
+                                self.record(&mac);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn record(&mut self, mac: &Macro) {
+        if is_ours(mac).is_some() {
+            self.found.push(mac.clone());
+        } else {
+            self.tokens(mac.tokens.clone());
+        }
+    }
+}
+
+impl VisitMut for Nested {
+    fn visit_macro_mut(&mut self, mac: &mut Macro) {
+        self.record(mac);
+    }
 }
 
 #[cfg(test)]
@@ -211,6 +304,32 @@ mod tests {
         }));
         assert_eq!(gotos, ["critique", "research"]);
         assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    #[test]
+    fn transitions_inside_nested_items_are_errors_at_the_macro() {
+        let (gotos, errors) = scanned(parse_quote!({
+            fn later(n: u32) -> StepResult {
+                goto!("critique", n)
+            }
+            impl Helper {
+                fn ask(&self) -> StepResult {
+                    tokio::select! { _ = x => await_input!(slot = "s", message = "m"), }
+                }
+            }
+            // Rewritten where it expands, like a closure.
+            macro_rules! again { () => { goto!("research", y) } }
+            let f = |n| goto!("critique", n);
+            later(1)
+        }));
+        assert_eq!(gotos, ["critique", "critique"]);
+        assert_eq!(
+            errors,
+            [
+                "`goto!` cannot be used inside the nested fn `later`: a transition must be the step's own return value; return the payload from `later` and write `goto!(\"critique\", ..)` in the step",
+                "`await_input!` cannot be used inside a nested impl block: a transition must be the step's own return value; return the carry from its method and write `await_input!(..)` in the step",
+            ]
+        );
     }
 
     #[test]
