@@ -192,7 +192,9 @@ impl VisitMut for Scanner<'_> {
                         .map(|a| a.target.value())
                         .unwrap_or_else(|_| "..".to_owned())
                 ),
-                _ => format!("return the carry from {helper} and write `await_input!(..)` in the step"),
+                _ => format!(
+                    "return the carry from {helper} and write `await_input!(..)` in the step"
+                ),
             };
             let (path, bang) = (&mac.path, mac.bang_token);
             self.error(syn::Error::new_spanned(
@@ -318,7 +320,11 @@ mod tests {
                 }
             }
             // Rewritten where it expands, like a closure.
-            macro_rules! again { () => { goto!("research", y) } }
+            macro_rules! again {
+                () => {
+                    goto!("research", y)
+                };
+            }
             let f = |n| goto!("critique", n);
             later(1)
         }));
