@@ -78,7 +78,7 @@ pub fn codecs(
     });
     let (encode, decode) = match fns.as_slice() {
         [] => (
-            quote!(::core::result::Result::Ok(#krate::__private::Value::Null)),
+            quote!(#krate::__private::json_null()),
             quote!(#krate::__private::json_unit(#value)),
         ),
         [one] => (

@@ -405,7 +405,7 @@ fn generate(
                         #state::__Start => #krate::__private::ser_variant(
                             __serializer,
                             "__start",
-                            ::core::result::Result::Ok(#krate::__private::Value::Null),
+                            #krate::__private::json_null(),
                         ),
                         #(#ser_arms,)*
                     }

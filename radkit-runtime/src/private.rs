@@ -10,7 +10,10 @@ use std::marker::PhantomData;
 pub use async_trait::async_trait;
 pub use inventory;
 pub use serde;
-pub use serde_json::{Error as JsonError, Value};
+// Not re-exported: rustc names a type through the first public path it finds, and a user crate that
+// does not name `serde_json` itself would read `radkit::__private::JsonError` in its messages (the
+// `From` impls of `StepError`, the implementors of `Deserialize`).
+use serde_json::{Error as JsonError, Value};
 
 pub use crate::flow::rules::Meta;
 pub use crate::flow::{
@@ -26,6 +29,11 @@ pub use crate::registry::SkillRegistration;
 pub mod macros {
     pub use crate::{await_input, goto};
     pub use radkit_macros::step;
+}
+
+/// The encoded payload of a step without parameters.
+pub fn json_null() -> Result<Value, JsonError> {
+    Ok(Value::Null)
 }
 
 /// Several encoded parameters as one JSON array (the payload tuple).
