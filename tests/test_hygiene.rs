@@ -29,6 +29,11 @@ pub struct Note {
     text: String,
 }
 
+/// The name the state enum of `Hygienic` would take: a payload of this type must still mean this
+/// struct inside the expansion.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HygienicState(u8);
+
 #[derive(Default)]
 pub struct Hygienic;
 
@@ -36,7 +41,13 @@ pub struct Hygienic;
 #[flow_skill(id = "hygienic", name = "Hygienic", tags = ["t"], examples = ["e"], input_modes = ["text/plain"], output_modes = ["text/plain"])]
 impl Hygienic {
     #[step(start)]
-    async fn start(&self, ctx: &StepCtx, msg: Content, notes: Vec<Note>) -> StepResult {
+    async fn start(
+        &self,
+        ctx: &StepCtx,
+        msg: Content,
+        notes: Vec<Note>,
+        _state: HygienicState,
+    ) -> StepResult {
         ctx.progress("thinking").await?;
         goto!("review", (msg.joined_texts(), notes))
     }

@@ -3,7 +3,7 @@
 //! registration. Errors of earlier stages go to `fallback`.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned, ToTokens};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{ImplItem, Item, ItemImpl};
@@ -40,7 +40,7 @@ pub fn flow_skill(args: TokenStream, input: TokenStream) -> TokenStream {
 // Input: `#[flow_skill(..)] impl S { #[step(start)] async fn a(&self, ..) -> StepResult { .. } .. }`
 // Output: the impl with `#[step]` removed, step return types set to `StepResult<<S as
 // FlowSkill>::State>` and `goto!`/`await_input!` rewritten; in a `const _` block, `enum
-// __RadkitStateS { __Start, StepA(payload), .. }` with serde impls and one constructor per step,
+// SState { __Start, StepA(payload), .. }` with serde impls and one constructor per step,
 // `impl FlowSkill for S` and the inventory registration; the marks and probes of `probe`.
 fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     // Steps are inherent methods; in a trait impl every other rule would only add noise.
@@ -127,6 +127,24 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     quote!(#imports #item #checks)
 }
 
+/// `tokens` with every token (at any depth) at `span`.
+pub fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|tt| match tt {
+            proc_macro2::TokenTree::Group(g) => {
+                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                proc_macro2::TokenTree::Group(group)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
+}
+
 fn payload_type(types: &[&syn::Type]) -> TokenStream {
     match types {
         [] => quote!(()),
@@ -204,6 +222,38 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
     quote!(#send(#future).await)
 }
 
+// Input: the skill `ResearchLoop` and its impl block.
+// Output: the state enum's name, `ResearchLoopState`: rustc prints it where a message names the state
+// (a step returning another type's transition, a payload that is not `Send`), so it says whose
+// state it is. The enum is declared in the `const _` block next to the payload types, where it would
+// shadow a type of the same name: if the impl block names `ResearchLoopState` anywhere, the enum
+// takes the first free name of `ResearchLoopFlowState`, `ResearchLoopState2`, ...
+fn state_ident(skill: &Skill, item: &ItemImpl) -> syn::Ident {
+    fn idents(tokens: TokenStream, out: &mut Vec<String>) {
+        for tt in tokens {
+            match tt {
+                proc_macro2::TokenTree::Ident(i) => out.push(i.to_string()),
+                proc_macro2::TokenTree::Group(g) => idents(g.stream(), out),
+                _ => {}
+            }
+        }
+    }
+    let mut taken = Vec::new();
+    idents(item.to_token_stream(), &mut taken);
+    let base = syn::ext::IdentExt::unraw(&skill.ident).to_string();
+    let candidates = [format!("{base}State"), format!("{base}FlowState")]
+        .into_iter()
+        .chain((2u32..).map(|n| format!("{base}State{n}")));
+    let mut name = String::new();
+    for candidate in candidates {
+        if !taken.contains(&candidate) {
+            name = candidate;
+            break;
+        }
+    }
+    syn::Ident::new(&name, Span::call_site())
+}
+
 fn generate(
     krate: &TokenStream,
     mut item: ItemImpl,
@@ -212,7 +262,7 @@ fn generate(
     register: bool,
 ) -> TokenStream {
     let self_ty = &skill.self_ty;
-    let state = format_ident!("__RadkitState{}", skill.ident);
+    let state = state_ident(skill, &item);
     let state_path = quote!(<Self as #krate::__private::FlowSkill>::State);
     let l = Locals::new();
 
@@ -242,12 +292,17 @@ fn generate(
         gotos.push(edges);
         // Keep the user's own path to `StepResult` (their import stays used) and fill in the state,
         // named through the skill (`<S as FlowSkill>::State`): that is how rustc prints it.
+        // The filled-in tokens carry the span of the user's return type, so that rustc's "expected
+        // .. because of return type" points at `StepResult`, not at the attribute.
         if let syn::ReturnType::Type(_, ty) = &mut method.sig.output {
+            let span = ty.span();
             if let syn::Type::Path(tp) = &mut **ty {
                 if let Some(last) = tp.path.segments.last_mut() {
-                    last.arguments = syn::PathArguments::AngleBracketed(syn::parse_quote!(
-                        <<Self as #krate::__private::FlowSkill>::State>
-                    ));
+                    let args = respan(
+                        quote!(<<Self as #krate::__private::FlowSkill>::State>),
+                        span,
+                    );
+                    last.arguments = syn::PathArguments::AngleBracketed(syn::parse_quote!(#args));
                 }
             }
         }
@@ -378,6 +433,8 @@ fn generate(
     };
     // The enum lives in the `const _` block: nothing outside can name it (steps name it as
     // `<Self as FlowSkill>::State`), and a second impl block of the type cannot collide with it.
+    // Its impls are `do_not_recommend`: rustc's "the following other types implement `Serialize`"
+    // lists the user's types, not the expansion's.
     quote! {
         #item
 
@@ -396,6 +453,7 @@ fn generate(
             #(#codec_defs)*
 
             #[automatically_derived]
+            #[diagnostic::do_not_recommend]
             impl #krate::__private::serde::Serialize for #state {
                 fn serialize<__S: #krate::__private::serde::Serializer>(
                     &self,
@@ -414,6 +472,7 @@ fn generate(
 
             // Debug through the JSON form: it needs no bound on the payload types.
             #[automatically_derived]
+            #[diagnostic::do_not_recommend]
             impl ::core::fmt::Debug for #state {
                 fn fmt(&self, __f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                     #krate::__private::debug_state(self, __f)
@@ -421,6 +480,7 @@ fn generate(
             }
 
             #[automatically_derived]
+            #[diagnostic::do_not_recommend]
             impl<'de> #krate::__private::serde::Deserialize<'de> for #state {
                 fn deserialize<__D: #krate::__private::serde::Deserializer<'de>>(
                     __deserializer: __D,
@@ -511,16 +571,16 @@ mod tests {
         .to_string();
         assert!(!out.contains("compile_error"), "{out}");
         for needle in [
-            "const _ : () = { # [doc (hidden)] # [allow (non_camel_case_types , dead_code , private_interfaces , clippy :: enum_variant_names)] pub enum __RadkitStateS",
+            "const _ : () = { # [doc (hidden)] # [allow (non_camel_case_types , dead_code , private_interfaces , clippy :: enum_variant_names)] pub enum SState",
             "StepA (Content)",
             "StepB (u8)",
             "-> StepResult < < Self as :: radkit :: __private :: FlowSkill > :: State >",
             "impl :: radkit :: __private :: FlowSkill for S",
             // One constructor per step, named like it, for `goto!`.
-            "fn b (__radkit_payload : u8) -> Self { __RadkitStateS :: StepB (__radkit_payload) }",
+            "fn b (__radkit_payload : u8) -> Self { SState :: StepB (__radkit_payload) }",
             "Transition :: goto (< Self as :: radkit :: __private :: FlowSkill > :: State :: b (1u8))",
             // The marks other impl blocks' probes read (`FlowSkill` marks the start block).
-            "impl :: radkit :: __private :: HasStep <",
+            "impl :: radkit :: flow :: rules :: HasStep <",
             "inventory :: submit !",
             // The bare `goto!` and `#[step]` resolve without an import.
             "# [allow (unused_imports)] use :: radkit :: __private :: macros :: * ;",
@@ -528,6 +588,30 @@ mod tests {
         ] {
             assert!(out.contains(needle), "{needle} in {out}");
         }
+    }
+
+    #[test]
+    fn the_state_enum_is_named_after_the_skill_and_shadows_none_of_its_types() {
+        let name = |item: ItemImpl| {
+            let (skill, _) = ast::from_syn(&mut item.clone());
+            state_ident(&skill, &item).to_string()
+        };
+        assert_eq!(
+            name(syn::parse_quote! {
+                impl Fetch { #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() } }
+            }),
+            "FetchState"
+        );
+        // A payload type of that name would resolve to the enum inside the `const _` block.
+        assert_eq!(
+            name(syn::parse_quote! {
+                impl Fetch {
+                    #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() }
+                    #[step] async fn b(&self, s: FetchState, t: Vec<FetchFlowState>) -> StepResult { todo!() }
+                }
+            }),
+            "FetchState2"
+        );
     }
 
     #[test]

@@ -212,7 +212,7 @@ pub fn markers(skill: &Skill, krate: &TokenStream) -> TokenStream {
     } else {
         quote! {
             #[automatically_derived]
-            impl #krate::__private::StepsBlock for #self_ty {}
+            impl #krate::flow::rules::StepsBlock for #self_ty {}
         }
     };
     let mut names: Vec<&str> = Vec::new();
@@ -234,11 +234,11 @@ pub fn markers(skill: &Skill, krate: &TokenStream) -> TokenStream {
             #block
             #(
                 #[automatically_derived]
-                impl #krate::__private::HasStep<#names> for #self_ty {}
+                impl #krate::flow::rules::HasStep<#names> for #self_ty {}
             )*
             #(
                 #[automatically_derived]
-                impl #krate::__private::ResumesFrom<#resumes> for #self_ty {}
+                impl #krate::flow::rules::ResumesFrom<#resumes> for #self_ty {}
             )*
         };
     }

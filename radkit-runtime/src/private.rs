@@ -180,16 +180,10 @@ macro_rules! await_input {
 /// twice) is reported in words about both, not as a trait conflict.
 pub struct Probe<T: ?Sized, const H: u128 = 0>(PhantomData<T>);
 
-/// Implemented by the expansion of a `#[flow_skill]` impl block without a `#[step(start)]` method.
-pub trait StepsBlock {}
-
-/// Implemented by the expansion of a `#[flow_skill]` impl block for each of its steps (`H` hashes the
-/// step name).
-pub trait HasStep<const H: u128> {}
-
-/// Implemented by the expansion of a `#[flow_skill]` impl block for each `resume_from` target of its
-/// steps (`H` hashes the target's name).
-pub trait ResumesFrom<const H: u128> {}
+// The marks the probes read are public in `flow::rules`: a skill split over three impl blocks (or
+// one step declared in two) makes two blocks implement the same mark, and rustc names the mark in
+// its "conflicting implementations"; it must not print `__private` there.
+pub use crate::flow::rules::{HasStep, ResumesFrom, StepsBlock};
 
 /// The answers when the marker is missing.
 pub trait Otherwise {

@@ -8,6 +8,9 @@
 //! The checks read an associated item of the trait (`<T as Payload>::CODEC`) rather than call a
 //! function with a bound, so the error carries no "required by a bound in …" note naming the
 //! expansion's plumbing.
+//!
+//! The module also holds the marks each `#[flow_skill]` impl block puts on its type ([`StepsBlock`],
+//! [`HasStep`], [`ResumesFrom`]), which the expansion's checks across impl blocks read.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -188,6 +191,22 @@ impl StepContext for StepCtx {
         ctx
     }
 }
+
+/// Marks a skill type that has a `#[flow_skill]` impl block without the `#[step(start)]` method (the
+/// block with it implements [`FlowSkill`]). Implemented by the expansion only. A skill whose steps
+/// are spread over three or more impl blocks implements it twice: rustc reports that as a conflict
+/// of this trait, next to the message that says to move the steps into the block with the start step.
+pub trait StepsBlock {}
+
+/// Marks a skill type that has the step whose name hashes to `H` (FNV-1a, 128 bits) in a
+/// `#[flow_skill]` impl block. Implemented by the expansion only; a step declared in two impl blocks
+/// of one skill is a conflict of this trait, next to rustc's "duplicate definitions" of the method.
+pub trait HasStep<const H: u128> {}
+
+/// Marks a skill type one of whose steps resumes from the step whose name hashes to `H`. Implemented
+/// by the expansion only; two impl blocks that each resume from the same step are a conflict of this
+/// trait.
+pub trait ResumesFrom<const H: u128> {}
 
 /// A step's future, checked `Send` where the expansion calls the step (spanned at the step's name):
 /// a task moves between worker threads, so a step holding an `Rc` across an `.await` is one error at
