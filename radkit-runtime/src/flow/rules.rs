@@ -88,9 +88,9 @@ impl<T> Codec<T> {
 /// A step payload: what the journal stores between steps. Every `Serialize + DeserializeOwned + Send +
 /// 'static` type is one.
 #[diagnostic::on_unimplemented(
-    message = "step payload `{Self}` must be `Serialize + DeserializeOwned`",
+    message = "step payload `{Self}` must be `Serialize + DeserializeOwned + Send`",
     label = "this payload is persisted in the journal",
-    note = "derive `serde::Serialize` and `serde::Deserialize` for it"
+    note = "derive `serde::Serialize` and `serde::Deserialize` for it; a payload moves between threads with its task, so it cannot hold an `Rc` or a raw pointer"
 )]
 pub trait Payload: Sized {
     /// Its JSON codec. Reading it is the only place that requires `T: Payload`: the expansion reads it

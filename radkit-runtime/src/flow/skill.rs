@@ -133,8 +133,9 @@ impl SkillInfo {
 )]
 #[async_trait]
 pub trait FlowSkill: Send + Sync + 'static {
-    /// The persisted state.
-    type State: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// The persisted state. It is moved into each `on_event` call, so it must be `Send`, not `Sync`
+    /// (a step payload may be a `Cell`).
+    type State: Serialize + DeserializeOwned + Send + 'static;
 
     /// Metadata and version.
     fn info(&self) -> SkillInfo;
