@@ -1,4 +1,4 @@
-//! Stage 4b: the serde of the hidden state enum, and its constructors (one per step, for `goto!`).
+//! Stage 4b: the hidden state enum: its name, its serde, and its constructors (one per step, for `goto!`).
 //! Each payload parameter goes to and from JSON through its own hidden codec function, built at the user's type: a type that is not serde is one error at
 //! that type, and the enum's `Serialize`/`Deserialize` impls stay valid whatever the payloads are.
 //! Also the payload type's canonical string, which feeds the skill version.
@@ -104,6 +104,51 @@ pub fn codecs(
     (quote!(#(#defs)*), encode, decode)
 }
 
+// Input: the skill `ResearchLoop` and its impl block.
+// Output: the state enum's name, `ResearchLoopState`: rustc prints it where a message names the state
+// (a step returning another type's transition, a payload that is not `Send`), so it says whose
+// state it is. The enum is declared in the `const _` block next to the payload types, where it would
+// shadow a type of the same name: if the impl block names `ResearchLoopState` anywhere, the enum
+// takes the first free name of `ResearchLoopFlowState`, `ResearchLoopState2`, ...
+pub fn state_ident(skill: &Skill, item: &syn::ItemImpl) -> syn::Ident {
+    fn idents(tokens: TokenStream, out: &mut Vec<String>) {
+        for tt in tokens {
+            match tt {
+                proc_macro2::TokenTree::Ident(i) => out.push(i.to_string()),
+                proc_macro2::TokenTree::Group(g) => idents(g.stream(), out),
+                _ => {}
+            }
+        }
+    }
+    let mut taken = Vec::new();
+    idents(item.to_token_stream(), &mut taken);
+    let base = syn::ext::IdentExt::unraw(&skill.ident).to_string();
+    let name = [format!("{base}State"), format!("{base}FlowState")]
+        .into_iter()
+        .chain((2u32..).map(|n| format!("{base}State{n}")))
+        .find(|candidate| !taken.contains(candidate))
+        .unwrap_or_default();
+    syn::Ident::new(&name, Span::call_site())
+}
+
+/// `tokens` with every token (at any depth) at `span`.
+pub fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|tt| match tt {
+            proc_macro2::TokenTree::Group(g) => {
+                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                proc_macro2::TokenTree::Group(group)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
+}
+
 // Input: the state enum and the steps.
 // Output: `impl State { fn critique(draft: String) -> Self { State::StepCritique(draft) } .. }`: one
 // constructor per step, named like the step, whose parameter spans the step's payload parameters as
@@ -164,6 +209,30 @@ pub fn constructors(state: &syn::Ident, skill: &Skill) -> TokenStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_enum_is_named_after_the_skill_and_shadows_none_of_its_types() {
+        let name = |item: syn::ItemImpl| {
+            let (skill, _) = crate::ast::from_syn(&mut item.clone());
+            state_ident(&skill, &item).to_string()
+        };
+        assert_eq!(
+            name(syn::parse_quote! {
+                impl Fetch { #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() } }
+            }),
+            "FetchState"
+        );
+        // A payload type of that name would resolve to the enum inside the `const _` block.
+        assert_eq!(
+            name(syn::parse_quote! {
+                impl Fetch {
+                    #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() }
+                    #[step] async fn b(&self, s: FetchState, t: Vec<FetchFlowState>) -> StepResult { todo!() }
+                }
+            }),
+            "FetchState2"
+        );
+    }
 
     #[test]
     fn payload_strings_do_not_depend_on_token_spacing() {

@@ -10,7 +10,7 @@ use syn::{ImplItem, Item, ItemImpl};
 
 use crate::ast::{self, push, Role, Skill, Step};
 use crate::attr::SkillAttrs;
-use crate::codec::{canonical, codecs, constructors};
+use crate::codec::{canonical, codecs, constructors, respan, state_ident};
 use crate::meta::{krate, meta_value};
 use crate::probe::{self, Probe};
 use crate::rewrite::{variant, Mode, Rewriter};
@@ -127,24 +127,6 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     quote!(#imports #item #checks)
 }
 
-/// `tokens` with every token (at any depth) at `span`.
-pub fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|tt| match tt {
-            proc_macro2::TokenTree::Group(g) => {
-                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
-                group.set_span(span);
-                proc_macro2::TokenTree::Group(group)
-            }
-            mut other => {
-                other.set_span(span);
-                other
-            }
-        })
-        .collect()
-}
-
 fn payload_type(types: &[&syn::Type]) -> TokenStream {
     match types {
         [] => quote!(()),
@@ -220,38 +202,6 @@ fn call(krate: &TokenStream, step: &Step, seeded: bool, l: &Locals) -> TokenStre
     let future = quote_spanned!(ident.span()=> self.#ident(#(#args),*));
     let send = quote_spanned!(ident.span()=> #krate::flow::rules::step_future_must_be_send);
     quote!(#send(#future).await)
-}
-
-// Input: the skill `ResearchLoop` and its impl block.
-// Output: the state enum's name, `ResearchLoopState`: rustc prints it where a message names the state
-// (a step returning another type's transition, a payload that is not `Send`), so it says whose
-// state it is. The enum is declared in the `const _` block next to the payload types, where it would
-// shadow a type of the same name: if the impl block names `ResearchLoopState` anywhere, the enum
-// takes the first free name of `ResearchLoopFlowState`, `ResearchLoopState2`, ...
-fn state_ident(skill: &Skill, item: &ItemImpl) -> syn::Ident {
-    fn idents(tokens: TokenStream, out: &mut Vec<String>) {
-        for tt in tokens {
-            match tt {
-                proc_macro2::TokenTree::Ident(i) => out.push(i.to_string()),
-                proc_macro2::TokenTree::Group(g) => idents(g.stream(), out),
-                _ => {}
-            }
-        }
-    }
-    let mut taken = Vec::new();
-    idents(item.to_token_stream(), &mut taken);
-    let base = syn::ext::IdentExt::unraw(&skill.ident).to_string();
-    let candidates = [format!("{base}State"), format!("{base}FlowState")]
-        .into_iter()
-        .chain((2u32..).map(|n| format!("{base}State{n}")));
-    let mut name = String::new();
-    for candidate in candidates {
-        if !taken.contains(&candidate) {
-            name = candidate;
-            break;
-        }
-    }
-    syn::Ident::new(&name, Span::call_site())
 }
 
 fn generate(
@@ -588,30 +538,6 @@ mod tests {
         ] {
             assert!(out.contains(needle), "{needle} in {out}");
         }
-    }
-
-    #[test]
-    fn the_state_enum_is_named_after_the_skill_and_shadows_none_of_its_types() {
-        let name = |item: ItemImpl| {
-            let (skill, _) = ast::from_syn(&mut item.clone());
-            state_ident(&skill, &item).to_string()
-        };
-        assert_eq!(
-            name(syn::parse_quote! {
-                impl Fetch { #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() } }
-            }),
-            "FetchState"
-        );
-        // A payload type of that name would resolve to the enum inside the `const _` block.
-        assert_eq!(
-            name(syn::parse_quote! {
-                impl Fetch {
-                    #[step(start)] async fn a(&self, m: Content) -> StepResult { todo!() }
-                    #[step] async fn b(&self, s: FetchState, t: Vec<FetchFlowState>) -> StepResult { todo!() }
-                }
-            }),
-            "FetchState2"
-        );
     }
 
     #[test]

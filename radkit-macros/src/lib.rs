@@ -5,7 +5,7 @@
 //! Pipeline: `attr` (arguments) -> `ast::from_syn` (the skill model; `sig` checks each signature,
 //! `scan` reads each step body) -> `valid` (rules across steps; `probe` writes those the compiler
 //! finishes, such as steps split over two impl blocks) -> `expand` (code; `meta` the metadata,
-//! `rewrite` turns the macros into transitions, `codec` writes the state enum's serde and
+//! `rewrite` turns the macros into transitions, `codec` names the state enum and writes its serde and
 //! constructors, `imports` lets bare `goto!`/`await_input!`/`#[step]` resolve without an import). Every stage collects errors; on error `fallback` emits the user's
 //! item (minus `#[step]`) next to the `compile_error!`s, so IDEs keep working and errors do not
 //! cascade. Users read the documentation on the `radkit` re-exports (`radkit::macros_guide`).
