@@ -681,3 +681,62 @@ async fn a_child_call_that_loses_a_race_has_its_child_canceled() {
         .state;
     assert_eq!(state, TaskState::Canceled);
 }
+
+/// Races a call made inside an `async` block (so while the race runs) against a made one.
+struct LateRacer;
+
+fn late_racer<'a>(_: &'a LateRacer, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let late = ctx.clone();
+        let (_, answer) = ctx
+            .race([
+                async move { late.tool("a").call::<_, Value>(1).await }.boxed(),
+                ctx.tool("b").call::<_, Value>(2).boxed(),
+            ])
+            .await;
+        // Swallowed: the visit fails all the same.
+        let _ = answer;
+        ctx.complete("done", vec![])
+    })
+}
+
+static LATE_RACER_STEPS: &[Step<LateRacer>] = &[Step::new("late_racer", late_racer)
+    .start()
+    .takes_user_message()];
+
+/// A call made while its race runs would take, live, a position a replay (which runs only the
+/// winner) never takes, shifting every later id: it fails the step, saying what to write, and
+/// runs no effect of its own.
+#[tokio::test]
+async fn a_call_made_inside_a_race_fails_the_step_saying_to_make_it_before() {
+    let store = MemoryStore::new();
+    let ledger = Ledger::default();
+    let engine = Engine::builder(store.clone())
+        .skill(
+            StepTable::new(
+                SkillInfo::new("late_racer", "Late racer"),
+                LateRacer,
+                LATE_RACER_STEPS,
+            )
+            .unwrap(),
+        )
+        .effects(effects(&ledger, &[]))
+        .start()
+        .await
+        .unwrap();
+    let task_id = engine.send(Request::operator(user("go"))).await.unwrap();
+    let task = settled(&engine, &task_id).await;
+    assert_eq!(
+        task.status.state,
+        TaskState::Failed,
+        "{}",
+        status_text(&task)
+    );
+    let why = status_text(&task);
+    assert!(why.contains("while `ctx.race` ran"), "{why}");
+    assert!(why.contains("before the race"), "{why}");
+    assert!(
+        ledger.calls_of("a").is_empty(),
+        "the late call ran no effect"
+    );
+}

@@ -281,7 +281,10 @@ impl Invoker for StepInvoker {
     }
 
     fn stop(&self, error: &StepError) {
-        self.stop.note(error);
+        match error {
+            StepError::Failed(reason) => drop(self.stop.fail(reason.clone())),
+            other => self.stop.note(other),
+        }
     }
 }
 

@@ -50,7 +50,8 @@ pub trait Invoker: Send + Sync {
         Ok(())
     }
 
-    /// Stop the visit with `error` whatever the step does with it (every call of a race waits).
+    /// Stop the visit with `error` whatever the step does with it (every call of a race waits; a
+    /// call made where its id would not be replayed fails the visit).
     fn stop(&self, error: &StepError) {
         let _ = error;
     }
@@ -205,7 +206,11 @@ impl StepCtx {
         let alive = Alive(self.alive.clone());
         CallFuture::new(async move {
             let _alive = alive;
-            super::race::enlist(position);
+            if let Err(why) = super::race::enlist(position) {
+                let misuse = StepError::Failed(why);
+                invoker.stop(&misuse);
+                return Err(misuse);
+            }
             invoker.invoke(position, cmd).await
         })
     }
@@ -351,8 +356,13 @@ impl StepCtx {
     /// effects that are safe to abandon). When several calls finish in the same poll, the first in
     /// `calls` wins. A call that waits durably (`ctx.ask`, `ctx.sleep`) does not end the race; when
     /// every call waits, the step suspends and runs again when one of them is answered or fires,
-    /// so `ctx.race([ctx.tool("poll").call(..), async { ctx.sleep(d).await.map(|_| ..) }])` bounds
-    /// a call by a durable timer.
+    /// so `ctx.race([ctx.ask("ok", "Go?").map(|r| r.map(|c| c.joined_texts())).boxed(),
+    /// ctx.sleep(d).map(|r| r.map(|_| "timeout".to_owned())).boxed()])` bounds a question by a
+    /// durable timer.
+    ///
+    /// The calls are made before the race (its arguments, or `.map(..)` of them): a call made
+    /// while the race runs (in an `async` block given to it) fails the step, as a replay, which
+    /// runs only the winner, would not make it and every later call's id would shift.
     pub fn race<I, T, E>(&self, calls: I) -> RaceFuture<T, E>
     where
         I: IntoIterator,
@@ -366,6 +376,11 @@ impl StepCtx {
             .map(|c| Box::pin(c) as std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send>>)
             .collect();
         let position = self.take_position();
+        if let Err(why) = super::race::check_made_outside(position) {
+            let misuse = StepError::Failed(why);
+            self.invoker.stop(&misuse);
+            return RaceFuture(Box::pin(async move { (0, Err(misuse.into())) }));
+        }
         RaceFuture(Box::pin(super::race::race(
             self.invoker.clone(),
             position,

@@ -10,6 +10,11 @@
 //! A call that waits durably (a question, a sleep) does not end the race: another call may still
 //! win while it waits. When every call waits, the step suspends and the race runs again when one
 //! of them is answered or fires.
+//!
+//! The calls of a race are made before it (its arguments, or `.map(..)` of them): a call made
+//! while the race runs (inside an `async` block passed to it) would take a position on the live
+//! run that a replay, which polls only the winner, never takes, and every later position would
+//! shift. Such a call fails the step, saying so.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -22,6 +27,8 @@ use super::{Cmd, CmdKind, Invoker, StepError};
 /// What the calls polled inside one race element did, gathered while that element is polled.
 #[derive(Default)]
 struct Frame {
+    /// The position of the outermost race being polled: a call made now takes one at or past it.
+    floor: u32,
     /// The positions of the ctx calls the element made.
     positions: Vec<u32>,
     /// One of its calls waits durably (it would have suspended the step outside a race).
@@ -35,12 +42,29 @@ thread_local! {
 }
 
 /// Called by every ctx call when first polled: a race element polling it learns its position.
-pub(crate) fn enlist(position: u32) {
-    FRAME.with(|f| {
-        if let Some(frame) = f.borrow_mut().as_mut() {
+/// A call made while a race runs (its position at or past the race's) is refused with the reason.
+pub(crate) fn enlist(position: u32) -> Result<(), String> {
+    FRAME.with(|f| match f.borrow_mut().as_mut() {
+        Some(frame) if position >= frame.floor => Err(made_inside()),
+        Some(frame) => {
             frame.positions.push(position);
+            Ok(())
         }
-    });
+        None => Ok(()),
+    })
+}
+
+/// Called when a race is made: one made while another race runs (inside one of its calls) is
+/// refused like a call made there.
+pub(crate) fn check_made_outside(position: u32) -> Result<(), String> {
+    FRAME.with(|f| match f.borrow().as_ref() {
+        Some(frame) if position >= frame.floor => Err(made_inside()),
+        _ => Ok(()),
+    })
+}
+
+fn made_inside() -> String {
+    "a ctx call was made while `ctx.race` ran (inside one of the futures it races, such as an `async` block): a replay, which runs only the winner, would give the calls after it other InvocationIds; make each raced call before the race and pass it, or `.map(..)` of it, to `ctx.race`".to_owned()
 }
 
 /// Called by the engine when a call would suspend the step: inside a race element it only marks
@@ -55,10 +79,21 @@ pub fn defer_suspension() -> bool {
     })
 }
 
-/// Poll `f` as a race element: the positions its calls take, and whether one of them waits, are
-/// added to `frame` (and to the enclosing race's element, for a race inside a race).
-fn poll_in<R>(frame: &mut Frame, f: impl FnOnce() -> R) -> R {
-    let outer = FRAME.with(|cell| cell.replace(Some(Frame::default())));
+/// Poll `f` as an element of the race at `position`: the positions its calls take, and whether
+/// one of them waits, are added to `frame` (and to the enclosing race's element, for a race inside
+/// a race).
+fn poll_in<R>(frame: &mut Frame, position: u32, f: impl FnOnce() -> R) -> R {
+    let floor = FRAME.with(|cell| {
+        cell.borrow()
+            .as_ref()
+            .map_or(position, |outer| outer.floor.min(position))
+    });
+    let outer = FRAME.with(|cell| {
+        cell.replace(Some(Frame {
+            floor,
+            ..Frame::default()
+        }))
+    });
     let result = f();
     let inner = FRAME.with(|cell| cell.replace(outer)).unwrap_or_default();
     FRAME.with(|cell| {
@@ -125,7 +160,7 @@ where
         for (i, slot) in live.iter_mut().enumerate() {
             let Some(call) = slot.as_mut() else { continue };
             let frame = &mut frames[i];
-            if let Poll::Ready(output) = poll_in(frame, || call.as_mut().poll(cx)) {
+            if let Poll::Ready(output) = poll_in(frame, position, || call.as_mut().poll(cx)) {
                 *slot = None;
                 // One that waits durably does not win: the others may still.
                 if won.is_none() && !frames[i].waits {
@@ -167,11 +202,11 @@ mod tests {
     #[test]
     fn positions_polled_inside_a_nested_race_count_for_both_races() {
         let mut outer = Frame::default();
-        poll_in(&mut outer, || {
-            enlist(1);
+        poll_in(&mut outer, 10, || {
+            assert_eq!(enlist(1), Ok(()));
             let mut inner = Frame::default();
-            poll_in(&mut inner, || {
-                enlist(2);
+            poll_in(&mut inner, 12, || {
+                assert_eq!(enlist(2), Ok(()));
                 assert!(defer_suspension());
             });
             assert_eq!(inner.positions, vec![2]);
@@ -180,6 +215,22 @@ mod tests {
         assert_eq!(outer.positions, vec![1, 2]);
         assert!(outer.waits);
         assert!(!defer_suspension(), "no race is polled any more");
+    }
+
+    #[test]
+    fn a_call_or_a_race_made_while_a_race_runs_is_refused() {
+        let mut outer = Frame::default();
+        poll_in(&mut outer, 3, || {
+            assert!(enlist(3).is_err(), "made after the race took its position");
+            assert!(check_made_outside(4).is_err());
+            let mut inner = Frame::default();
+            // An inner race whose position came before the outer's (made with the outer's
+            // calls): its calls are checked against the outer race too.
+            poll_in(&mut inner, 2, || assert!(enlist(2).is_err()));
+            assert_eq!(enlist(1), Ok(()));
+        });
+        assert_eq!(outer.positions, vec![1]);
+        assert_eq!(enlist(7), Ok(()), "outside any race");
     }
 
     #[test]
