@@ -59,6 +59,17 @@ fn parent_start<'a>(
                 Err(e) => ctx.complete(format!("gave up: {e}"), vec![]),
                 Ok(reply) => ctx.fail(format!("expected a timeout, got {reply:?}")),
             },
+            // The same, following the child as it works (the step stays in memory meanwhile).
+            "impatient-stream" => match ctx
+                .skill("child")
+                .stream()
+                .timeout(Duration::from_secs(3))
+                .send("sleep")
+                .await
+            {
+                Err(e) => ctx.complete(format!("gave up: {e}"), vec![]),
+                Ok(reply) => ctx.fail(format!("expected a timeout, got {reply:?}")),
+            },
             _ => {
                 let answer = ctx.skill("child").send(text).await?;
                 ctx.complete(format!("parent got: {}", answer.text()), vec![])
@@ -529,6 +540,34 @@ async fn a_call_past_its_deadline_fails_the_step_and_cancels_the_callee() {
         timers.iter().all(|t| *t <= deadline),
         "no recheck beyond the deadline: {timers:?} against {deadline}"
     );
+    assert!(engine.fold_divergences().is_empty());
+}
+
+/// The same with `.stream()`: the call follows the child in memory, and still ends at its deadline
+/// with the timeout error, the child canceled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_call_past_its_deadline_fails_the_step_and_cancels_the_callee() {
+    let store = MemoryStore::new();
+    let engine = engine(store.clone(), &gate()).start().await.unwrap();
+    let id = engine
+        .send(Request::operator(user("impatient-stream")))
+        .await
+        .unwrap();
+    let done = terminal(&engine, &id).await;
+    let text = status_text(&done);
+    assert!(
+        text.starts_with("gave up: skill `child` failed: skill `child` did not finish within the call's timeout of 3s; its task ")
+            && text.ends_with(" is canceled"),
+        "{text}"
+    );
+    child_canceled(&engine, &store).await;
+    let (timeout, deadline, _, at, error) = call_limits(&store, &id).await;
+    assert_eq!(timeout, Some(3_000));
+    assert!(
+        at >= deadline,
+        "the receipt comes at the deadline, not before"
+    );
+    assert!(text.ends_with(&error), "{error}");
     assert!(engine.fold_divergences().is_empty());
 }
 
