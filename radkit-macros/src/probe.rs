@@ -95,7 +95,7 @@ pub fn expand(probe: &Probe, self_ty: &dyn quote::ToTokens, krate: &TokenStream)
             *span,
             flag(krate, &ty, None, "START_BLOCK"),
             Some(format!(
-                "the steps of `{ty}` are split over two #[flow_skill] impl blocks; move {steps} into the impl block with the #[step(start)] method ({ONE_BLOCK})",
+                "the steps of `{ty}` are split over more than one #[flow_skill] impl block; move {steps} into the impl block with the #[step(start)] method ({ONE_BLOCK})",
                 ty = type_name(&ty)
             )),
             Some(alone.clone()),
