@@ -49,27 +49,18 @@ fn parent_start<'a>(
                 ctx.skill("nobody").send("hi").await?;
                 ctx.complete("unreachable", vec![])
             }
-            // A child that sleeps an hour, given 3 s.
-            "impatient" => match ctx
-                .skill("child")
-                .timeout(Duration::from_secs(3))
-                .send("sleep")
-                .await
-            {
-                Err(e) => ctx.complete(format!("gave up: {e}"), vec![]),
-                Ok(reply) => ctx.fail(format!("expected a timeout, got {reply:?}")),
-            },
-            // The same, following the child as it works (the step stays in memory meanwhile).
-            "impatient-stream" => match ctx
-                .skill("child")
-                .stream()
-                .timeout(Duration::from_secs(3))
-                .send("sleep")
-                .await
-            {
-                Err(e) => ctx.complete(format!("gave up: {e}"), vec![]),
-                Ok(reply) => ctx.fail(format!("expected a timeout, got {reply:?}")),
-            },
+            // A child that sleeps an hour, given 3 s; with `-stream`, followed as it works (the
+            // step stays in memory meanwhile).
+            "impatient" | "impatient-stream" => {
+                let mut call = ctx.skill("child").timeout(Duration::from_secs(3));
+                if text.ends_with("-stream") {
+                    call = call.stream();
+                }
+                match call.send("sleep").await {
+                    Err(e) => ctx.complete(format!("gave up: {e}"), vec![]),
+                    Ok(reply) => ctx.fail(format!("expected a timeout, got {reply:?}")),
+                }
+            }
             _ => {
                 let answer = ctx.skill("child").send(text).await?;
                 ctx.complete(format!("parent got: {}", answer.text()), vec![])
@@ -511,16 +502,14 @@ async fn child_canceled(engine: &Engine, store: &MemoryStore) {
     assert_eq!(child.status.state, TaskState::Canceled, "{child:?}");
 }
 
-/// A child that sleeps an hour, called with `.timeout(3 s)`: at the deadline the parent's step
-/// gets an error that names the child and the timeout, and the child is canceled.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_past_its_deadline_fails_the_step_and_cancels_the_callee() {
+/// Sends `message` (`impatient`, or `impatient-stream`) to a parent whose call gives a child that
+/// sleeps an hour 3 s: at the deadline the parent's step gets an error that names the child and
+/// the timeout, the child is canceled, and the receipt comes at the deadline, with no recheck set
+/// beyond it.
+async fn times_out_at_the_deadline(message: &str) {
     let store = MemoryStore::new();
     let engine = engine(store.clone(), &gate()).start().await.unwrap();
-    let id = engine
-        .send(Request::operator(user("impatient")))
-        .await
-        .unwrap();
+    let id = engine.send(Request::operator(user(message))).await.unwrap();
     let done = terminal(&engine, &id).await;
     let text = status_text(&done);
     assert!(
@@ -543,32 +532,17 @@ async fn a_call_past_its_deadline_fails_the_step_and_cancels_the_callee() {
     assert!(engine.fold_divergences().is_empty());
 }
 
-/// The same with `.stream()`: the call follows the child in memory, and still ends at its deadline
-/// with the timeout error, the child canceled.
+/// A call with `.timeout(3 s)` waiting with no step in memory times out at its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_its_deadline_fails_the_step_and_cancels_the_callee() {
+    times_out_at_the_deadline("impatient").await;
+}
+
+/// The same with `.stream()`: the call follows the child in memory, and still ends at its
+/// deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_call_past_its_deadline_fails_the_step_and_cancels_the_callee() {
-    let store = MemoryStore::new();
-    let engine = engine(store.clone(), &gate()).start().await.unwrap();
-    let id = engine
-        .send(Request::operator(user("impatient-stream")))
-        .await
-        .unwrap();
-    let done = terminal(&engine, &id).await;
-    let text = status_text(&done);
-    assert!(
-        text.starts_with("gave up: skill `child` failed: skill `child` did not finish within the call's timeout of 3s; its task ")
-            && text.ends_with(" is canceled"),
-        "{text}"
-    );
-    child_canceled(&engine, &store).await;
-    let (timeout, deadline, _, at, error) = call_limits(&store, &id).await;
-    assert_eq!(timeout, Some(3_000));
-    assert!(
-        at >= deadline,
-        "the receipt comes at the deadline, not before"
-    );
-    assert!(text.ends_with(&error), "{error}");
-    assert!(engine.fold_divergences().is_empty());
+    times_out_at_the_deadline("impatient-stream").await;
 }
 
 /// The parent's engine dies while its call waits, with a recheck ten minutes away (capped at the

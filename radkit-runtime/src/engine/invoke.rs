@@ -245,22 +245,19 @@ impl Invoker for StepInvoker {
             });
             for &lost in abandoned {
                 let lost_id = InvocationId::derive(&self.run.task_id, self.visit, lost);
-                let Some((what, attempts)) = st
-                    .command(&lost_id)
-                    .filter(|r| r.receipt.is_none())
-                    .map(|r| (r.cmd.kind.fingerprint(), r.attempts))
-                else {
+                let Some(rec) = st.command(&lost_id).filter(|r| r.receipt.is_none()) else {
                     continue;
                 };
-                if let Some(rec) = st.command(&lost_id).filter(|r| r.cmd.kind.is_call()) {
+                let error = EffectError::permanent(format!(
+                    "abandoned: {} lost the race at position {position} of step `{}`",
+                    rec.cmd.kind.fingerprint(),
+                    self.step
+                ));
+                let attempt = rec.attempts.max(1);
+                if rec.cmd.kind.is_call() {
                     let callee = rec.callee.as_ref().map(|c| c.task_id.clone());
                     abandoned_calls.push((lost_id.clone(), rec.cmd.clone(), callee));
                 }
-                let error = EffectError::permanent(format!(
-                    "abandoned: {what} lost the race at position {position} of step `{}`",
-                    self.step
-                ));
-                let attempt = attempts.max(1);
                 st.record_receipt(Receipt {
                     id: lost_id,
                     attempt,
