@@ -5,7 +5,7 @@
 //! cargo run --example payments
 //! ```
 //!
-//! `skill.rs` is the skill and its three tools; `tests/payments.rs` kills a real process in the
+//! `skill.rs` is the skill and its three tools; `tests/it/payments.rs` kills a real process in the
 //! middle of it.
 
 mod skill;

@@ -150,7 +150,7 @@ impl PaymentWorld {
     }
 
     /// After `tool` has applied its effect, write `paused-<tool>` and hang instead of returning: a
-    /// process killed then died after the effect and before its receipt (`tests/payments.rs`).
+    /// process killed then died after the effect and before its receipt (`tests/it/payments.rs`).
     #[allow(dead_code)] // the example itself never pauses
     pub fn pause_after(mut self, tool: &str) -> Self {
         self.pause_after = Some(tool.to_owned());

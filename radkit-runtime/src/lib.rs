@@ -3,7 +3,7 @@
 //!
 //! Data flows one way: `server` (A2A JSON-RPC) -> `engine` -> (`store`, skills through `flow`) ->
 //! journal records -> subscribers. The top-level modules are layers: none imports a module that
-//! imports it back (`tests/module_cycles.rs` checks). `client` calls other agents over A2A (0.3 or
+//! imports it back (`tests/it/module_cycles.rs` checks). `client` calls other agents over A2A (0.3 or
 //! 1.0) and stands on `model` alone.
 //!
 //! # Features

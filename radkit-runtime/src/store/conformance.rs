@@ -1,5 +1,5 @@
 //! The store conformance suite: the promises every `Store` must keep, as async test functions. The
-//! memory, SQLite and Postgres stores run it from their tests (`tests/store_conformance.rs`). It panics
+//! memory, SQLite and Postgres stores run it from their tests (`tests/it/store_conformance.rs`). It panics
 //! on the first broken promise, like any test.
 
 use std::collections::HashSet;

@@ -1,0 +1,324 @@
+//! Following a task (`Engine::subscribe`): every record once, in `seq` order, with `is_final` where the
+//! task settled — decided by the subscription, so every subscriber (the SSE streams, `wait_settled`)
+//! agrees — and a store that cannot be read reaches the subscriber as an error, never as a silent end.
+
+use crate::support::common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::{reply, settled, user, within, PATIENCE};
+use futures::future::BoxFuture;
+use radkit_runtime::engine::{Caller, EngineError, Request};
+use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
+use radkit_runtime::flow::{SkillInfo, StepCtx, StepResult};
+use radkit_runtime::journal::{Entry, JournalRecord};
+use radkit_runtime::model::{TaskId, TaskState};
+use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
+use radkit_runtime::Engine;
+
+/// How many visits the loop makes after the reply: far more records than a live subscriber buffers.
+const LAPS: u32 = 80;
+
+/// Asks for a go-ahead, then loops `LAPS` visits and completes.
+struct Lapper;
+
+fn ask<'a>(_: &'a Lapper, _: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move { await_input("go", "Ready?", 0u32) })
+}
+
+fn lap<'a>(_: &'a Lapper, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let n: u32 = input.payload()?;
+        if n >= LAPS {
+            return ctx.complete(format!("{n} laps"), vec![]);
+        }
+        goto("lap", n + 1)
+    })
+}
+
+fn go<'a>(_: &'a Lapper, _: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move { goto("lap", 1u32) })
+}
+
+static STEPS: &[Step<Lapper>] = &[
+    Step::new("ask", ask).start().takes_user_message(),
+    Step::new("go", go).resume_from("ask").goes_to(&["lap"]),
+    Step::new("lap", lap).goes_to(&["lap"]),
+];
+
+/// A memory store whose `journal` reads fail once `broken` is set (appends and replay reads work).
+#[derive(Clone, Default)]
+struct UnreadableJournal {
+    inner: MemoryStore,
+    broken: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl Store for UnreadableJournal {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.inner.append(append).await
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(StoreError::backend("reading the journal", "disk I/O error"));
+        }
+        self.inner.journal(task_id, after_seq).await
+    }
+
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal_for_replay(task_id).await
+    }
+
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+}
+
+async fn lapper(store: impl Store) -> Engine {
+    Engine::builder(store)
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("lapper", "Lapper"), Lapper, STEPS).unwrap())
+        .checkpoint_every(0)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Wait until `store` (read directly) says the task ended.
+async fn ended(store: &MemoryStore, task: &TaskId) {
+    within(PATIENCE, "the task to end", async {
+        loop {
+            let row = store.task(task).await.unwrap().expect("the task's row");
+            if row.state.is_terminal() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
+#[test(multi_thread)]
+async fn updates_come_once_in_seq_order_and_are_final_where_the_task_settles() {
+    let engine = lapper(MemoryStore::new()).await;
+    let task = engine.send(Request::operator(user("start"))).await.unwrap();
+    settled(&engine, &task).await;
+    let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    engine
+        .send(Request::operator(reply(&task, "go")))
+        .await
+        .unwrap();
+    let mut seqs = Vec::new();
+    let mut finals = Vec::new();
+    while let Some(update) = within(PATIENCE, "the next update", sub.next()).await {
+        let update = update.expect("the store can be read");
+        seqs.push(update.seq());
+        if update.is_final {
+            finals.push(update.record.entry.kind_name());
+        }
+    }
+    let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "every record once, in order");
+    // The question was answered: the subscription knew it from the journal when it replayed it, so
+    // only the end is final.
+    assert_eq!(finals, vec!["terminal"]);
+    assert!(sub.next().await.is_none(), "nothing after the end");
+
+    // From after the answer, a subscriber that catches up with a settled task sees it final at once.
+    let snapshot = engine
+        .snapshot(&Caller::Operator, &task, None)
+        .await
+        .unwrap();
+    assert!(snapshot.is_final);
+    assert_eq!(snapshot.task.status.state, TaskState::Completed);
+}
+
+#[test(multi_thread)]
+async fn a_question_nobody_answered_yet_is_final() {
+    let engine = lapper(MemoryStore::new()).await;
+    let task = engine.send(Request::operator(user("start"))).await.unwrap();
+    let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    let last = loop {
+        let update = within(PATIENCE, "the question", sub.next())
+            .await
+            .expect("the task asks before it ends")
+            .expect("the store can be read");
+        if update.is_final {
+            break update;
+        }
+    };
+    assert!(matches!(last.record.entry, Entry::AwaitingInput { .. }));
+    let snapshot = engine
+        .snapshot(&Caller::Operator, &task, None)
+        .await
+        .unwrap();
+    assert!(snapshot.is_final);
+    assert_eq!(snapshot.task.status.state, TaskState::InputRequired);
+}
+
+#[test(multi_thread)]
+async fn a_store_that_cannot_be_read_while_following_a_task_is_an_error_not_a_silent_end() {
+    let store = UnreadableJournal::default();
+    let engine = lapper(store.clone()).await;
+    let task = engine.send(Request::operator(user("start"))).await.unwrap();
+    settled(&engine, &task).await;
+    let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    // The subscriber reads nothing while the task writes more records than a live subscriber
+    // buffers: it lags, and must read the rest from the store, which now fails.
+    store.broken.store(true, Ordering::SeqCst);
+    engine
+        .send(Request::operator(reply(&task, "go")))
+        .await
+        .unwrap();
+    ended(&store.inner, &task).await;
+    let mut error = None;
+    while let Some(update) = within(PATIENCE, "the next update", sub.next()).await {
+        match update {
+            Ok(update) => assert!(
+                !matches!(update.record.entry, Entry::Terminal { .. }),
+                "the end cannot be read from a broken store"
+            ),
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    let error = error.expect("the subscriber is told the store failed, not left with a silent end");
+    assert!(matches!(error, EngineError::Store(_)), "{error:?}");
+    assert!(
+        sub.next().await.is_none(),
+        "the subscription ends after its error"
+    );
+}
+
+/// A subscriber that read nothing while the task wrote more records than it buffers still gets every
+/// record once, in order (it used to skip the ones it lagged over when it checked whether a question
+/// was answered).
+#[test(multi_thread)]
+async fn a_subscriber_that_lagged_misses_no_record() {
+    let store = MemoryStore::new();
+    let engine = lapper(store.clone()).await;
+    let task = engine.send(Request::operator(user("start"))).await.unwrap();
+    settled(&engine, &task).await;
+    let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    engine
+        .send(Request::operator(reply(&task, "go")))
+        .await
+        .unwrap();
+    ended(&store, &task).await;
+    let mut seqs = Vec::new();
+    while let Some(update) = within(PATIENCE, "the next update", sub.next()).await {
+        seqs.push(update.expect("the store can be read").seq());
+    }
+    let stored = store.journal(&task, 0).await.unwrap().len() as u64;
+    assert!(
+        stored > 2 * u64::from(LAPS),
+        "the task wrote {stored} records"
+    );
+    assert_eq!(seqs, (1..=stored).collect::<Vec<_>>());
+}
+
+/// Reports `PROGRESS_LAPS` progress updates (one append each), then completes.
+struct Chatty;
+
+const PROGRESS_LAPS: u32 = 300;
+
+fn chat<'a>(_: &'a Chatty, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let n: u32 = input.payload()?;
+        if n >= PROGRESS_LAPS {
+            return ctx.complete("chatted", vec![]);
+        }
+        ctx.progress(format!("lap {n}")).await?;
+        goto("chat", n + 1)
+    })
+}
+
+static CHATTY: &[Step<Chatty>] = &[Step::new("chat", chat)
+    .start()
+    .takes_user_message()
+    .goes_to(&["chat"])];
+
+/// A memory store that records how much each journal read returned.
+#[derive(Clone, Default)]
+struct CountingReads {
+    inner: MemoryStore,
+    whole_reads: Arc<std::sync::atomic::AtomicUsize>,
+    largest_page: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait]
+impl Store for CountingReads {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.inner.append(append).await
+    }
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        self.whole_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.journal(task_id, after).await
+    }
+    async fn journal_page(
+        &self,
+        task_id: &str,
+        after: u64,
+        appends: usize,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let page = self.inner.journal_page(task_id, after, appends).await?;
+        self.largest_page.fetch_max(page.len(), Ordering::SeqCst);
+        Ok(page)
+    }
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal_for_replay(task_id).await
+    }
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+}
+
+/// A subscriber to a long journal holds one page of it at a time: it never reads the whole journal
+/// at once, and still gets every record once, in order.
+#[test(multi_thread)]
+async fn following_a_long_journal_reads_it_a_page_at_a_time() {
+    let store = CountingReads::default();
+    let engine = Engine::builder(store.clone())
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("chatty", "Chatty"), Chatty, CHATTY).unwrap())
+        .start()
+        .await
+        .unwrap();
+    let task = engine.send(Request::operator(user("go"))).await.unwrap();
+    ended(&store.inner, &task).await;
+    let stored = store.inner.journal(&task, 0).await.unwrap().len();
+    assert!(stored > 3 * PROGRESS_LAPS as usize, "{stored} records");
+
+    store.whole_reads.store(0, Ordering::SeqCst);
+    store.largest_page.store(0, Ordering::SeqCst);
+    let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    let mut seqs = Vec::new();
+    while let Some(update) = within(PATIENCE, "the next update", sub.next()).await {
+        seqs.push(update.expect("the store can be read").seq());
+    }
+    assert_eq!(seqs, (1..=stored as u64).collect::<Vec<_>>());
+    assert_eq!(
+        store.whole_reads.load(Ordering::SeqCst),
+        0,
+        "no whole-journal read"
+    );
+    let largest = store.largest_page.load(Ordering::SeqCst);
+    assert!(largest <= 64, "a page of {largest} records");
+}

@@ -1,0 +1,325 @@
+//! A waiting task costs nothing until an event arrives for it, and a message to a task that is not
+//! waiting is answered at once.
+
+use crate::support::common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::{reply, settled, user, within, PATIENCE};
+use futures::future::BoxFuture;
+use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::{Caller, EngineError, Request};
+use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
+use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
+use radkit_runtime::journal::JournalRecord;
+use radkit_runtime::model::TaskState;
+use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
+use radkit_runtime::tools::FnTool;
+use radkit_runtime::Engine;
+
+/// Asks for a note (`note`), or works until the test lets it go (`work`), then completes.
+struct Errand;
+
+fn start<'a>(_: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        if input.message().joined_texts() == "work" {
+            let _: serde_json::Value = ctx.tool("slow").call(()).await?;
+            return ctx.complete("worked", vec![]);
+        }
+        await_input("note", "A note?", ())
+    })
+}
+
+fn noted<'a>(_: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(
+        async move { ctx.complete(format!("noted {}", input.message().joined_texts()), vec![]) },
+    )
+}
+
+static STEPS: &[Step<Errand>] = &[
+    Step::new("start", start).start().takes_user_message(),
+    Step::new("noted", noted).resume_from("start"),
+];
+
+/// A memory store that counts replay loads.
+#[derive(Clone, Default)]
+struct CountingLoads {
+    inner: MemoryStore,
+    loads: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Store for CountingLoads {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.inner.append(append).await
+    }
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal(task_id, after).await
+    }
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.journal_for_replay(task_id).await
+    }
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+}
+
+fn errand(store: impl Store, release: Arc<tokio::sync::Notify>) -> radkit_runtime::EngineBuilder {
+    let slow = FnTool::new(EffectPolicy::Idempotent, move |_, _| {
+        let release = release.clone();
+        async move {
+            release.notified().await;
+            Ok(serde_json::json!("done"))
+        }
+    });
+    Engine::builder(store)
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("errand", "Errand"), Errand, STEPS).unwrap())
+        .effects(Effects::new().tool("slow", slow))
+}
+
+#[test(multi_thread)]
+async fn recovery_loads_no_task_that_waits_for_input_until_it_is_answered() {
+    let store = CountingLoads::default();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let first = errand(store.clone(), release.clone())
+        .start()
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let id = first.send(Request::operator(user("note"))).await.unwrap();
+        assert_eq!(
+            settled(&first, &id).await.status.state,
+            TaskState::InputRequired
+        );
+        tasks.push(id);
+    }
+    first.shutdown().await;
+
+    store.loads.store(0, Ordering::SeqCst);
+    let engine = errand(store.clone(), release).start().await.unwrap();
+    assert_eq!(
+        store.loads.load(Ordering::SeqCst),
+        0,
+        "recovery read no waiting task's journal"
+    );
+    engine
+        .send(Request::operator(reply(&tasks[7], "hi")))
+        .await
+        .unwrap();
+    let done = settled(&engine, &tasks[7]).await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert_eq!(
+        store.loads.load(Ordering::SeqCst),
+        1,
+        "the answered task, once"
+    );
+}
+
+#[test(multi_thread)]
+async fn a_message_to_a_working_task_is_answered_at_once() {
+    let release = Arc::new(tokio::sync::Notify::new());
+    let engine = errand(MemoryStore::new(), release.clone())
+        .start()
+        .await
+        .unwrap();
+    let id = engine.send(Request::operator(user("work"))).await.unwrap();
+    // The step is inside its tool call now (or about to be): the task works.
+    within(PATIENCE, "the task to start working", async {
+        while engine.state(&Caller::Operator, &id).await.unwrap() != TaskState::Working {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let refused = within(
+        Duration::from_secs(5),
+        "the answer to a message sent to a working task",
+        engine.send(Request::operator(reply(&id, "are you there?"))),
+    )
+    .await;
+    match refused {
+        Err(EngineError::NotAwaitingInput { state, .. }) => assert_eq!(state, TaskState::Working),
+        other => panic!("expected a refusal saying the task works, got {other:?}"),
+    }
+    release.notify_one();
+    assert_eq!(
+        settled(&engine, &id).await.status.state,
+        TaskState::Completed
+    );
+}
+
+/// A user message whose metadata nests arrays until the whole message is `depth` levels deep.
+fn nested(text: &str, depth: usize) -> radkit_runtime::model::Message {
+    let mut message = user(text);
+    let mut levels = 0;
+    loop {
+        let mut value = serde_json::json!(1);
+        for _ in 0..levels {
+            value = serde_json::json!([value]);
+        }
+        message.metadata = Some(serde_json::Map::from_iter([("deep".to_owned(), value)]));
+        let got = radkit_runtime::journal::json_depth(&serde_json::to_value(&message).unwrap());
+        if got >= depth {
+            assert_eq!(got, depth, "depths are reached one at a time");
+            return message;
+        }
+        levels += 1;
+    }
+}
+
+/// Whatever is acknowledged can be read back: the deepest message the engine accepts is journaled,
+/// read back (also by a new engine over the same file, as after a restart) and answered with; one
+/// level deeper is refused before anything is written.
+#[test(multi_thread)]
+async fn the_deepest_accepted_message_round_trips_and_a_deeper_one_leaves_no_task() {
+    use radkit_runtime::journal::MAX_MESSAGE_DEPTH;
+    use radkit_runtime::store::{Durability, SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.sqlite");
+    let open = || SqliteStore::open(&path, Durability::Full).unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+
+    let engine = errand(open(), release.clone()).start().await.unwrap();
+    let deeper = nested("note", MAX_MESSAGE_DEPTH + 1);
+    match engine.send(Request::operator(deeper)).await {
+        Err(EngineError::InvalidInput(why)) => {
+            assert!(why.contains(&MAX_MESSAGE_DEPTH.to_string()), "{why}")
+        }
+        other => panic!("expected the depth limit, got {other:?}"),
+    }
+    let rows = engine.store().list(TaskQuery::default()).await.unwrap();
+    assert!(
+        rows.is_empty(),
+        "a refused message leaves no task: {rows:?}"
+    );
+
+    let deepest = nested("note", MAX_MESSAGE_DEPTH);
+    let id = engine
+        .send(Request::operator(deepest.clone()))
+        .await
+        .unwrap();
+    let waiting = settled(&engine, &id).await;
+    assert_eq!(waiting.status.state, TaskState::InputRequired);
+    let first = &waiting.history.as_ref().unwrap()[0];
+    assert_eq!(first.metadata, deepest.metadata, "read back as sent");
+    engine.shutdown().await;
+    drop(engine);
+
+    let engine = errand(open(), release).start().await.unwrap();
+    let mut answer = nested("deep answer", MAX_MESSAGE_DEPTH);
+    answer.task_id = Some(id.to_string());
+    engine
+        .send(Request::operator(answer.clone()))
+        .await
+        .unwrap();
+    let done = settled(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    let history = done.history.unwrap();
+    assert_eq!(history[0].metadata, deepest.metadata);
+    assert!(history.iter().any(|m| m.metadata == answer.metadata));
+}
+
+/// A client that retries `message/send` (it lost the answer to a reset connection) gets the task its
+/// first send created, not a second one; A2A's `messageId` is unique per message, and a task id is
+/// derived from it and the sender, so another principal's message with the same id is another task.
+#[test(multi_thread)]
+async fn a_retried_message_finds_its_task_instead_of_starting_another() {
+    let store = MemoryStore::new();
+    let engine = errand(store.clone(), Arc::new(tokio::sync::Notify::new()))
+        .start()
+        .await
+        .unwrap();
+    let message = user("note");
+    let first = engine
+        .send(Request::operator(message.clone()))
+        .await
+        .unwrap();
+    let again = engine
+        .send(Request::operator(message.clone()))
+        .await
+        .unwrap();
+    assert_eq!(first, again, "the retry names the first task");
+    // Sent twice at the same time: still one task.
+    let twice = user("note");
+    let (a, b) = tokio::join!(
+        engine.send(Request::operator(twice.clone())),
+        engine.send(Request::operator(twice.clone()))
+    );
+    assert_eq!(a.unwrap(), b.unwrap());
+    // Another principal's message with the same id is its own task.
+    let alice = engine
+        .send(Request::new(Caller::principal("alice"), message.clone()))
+        .await
+        .unwrap();
+    assert_ne!(alice, first);
+    let rows = store.list(TaskQuery::default()).await.unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    // The retry did not disturb the task: it waits for its note, and takes it once.
+    assert_eq!(
+        settled(&engine, &first).await.status.state,
+        TaskState::InputRequired
+    );
+    engine
+        .send(Request::operator(reply(&first, "hi")))
+        .await
+        .unwrap();
+    assert_eq!(
+        settled(&engine, &first).await.status.state,
+        TaskState::Completed
+    );
+}
+
+/// The task a message starts is named by its sender as well as its `messageId`: two principals whose
+/// clients happen to pick the same `messageId` (names of the same length, so nothing but the name
+/// tells them apart) each get a task of their own, which the other cannot see; neither send finds,
+/// nor is refused because of, the other's task.
+#[test(multi_thread)]
+async fn two_principals_sending_the_same_message_id_get_two_tasks() {
+    let store = MemoryStore::new();
+    let engine = errand(store.clone(), Arc::new(tokio::sync::Notify::new()))
+        .start()
+        .await
+        .unwrap();
+    let (alice, carol) = (Caller::principal("alice"), Caller::principal("carol"));
+    let message = user("note");
+    let alices = engine
+        .send(Request::new(alice.clone(), message.clone()))
+        .await
+        .unwrap();
+    let carols = engine
+        .send(Request::new(carol.clone(), message.clone()))
+        .await
+        .expect("carol's send starts her own task");
+    assert_ne!(alices, carols, "one task per sender");
+    for (caller, own, other) in [(&alice, &alices, &carols), (&carol, &carols, &alices)] {
+        assert_eq!(
+            engine.task(caller, own, None).await.unwrap().id,
+            own.as_str()
+        );
+        assert!(
+            matches!(
+                engine.task(caller, other, None).await,
+                Err(EngineError::TaskNotFound(_))
+            ),
+            "{caller:?} cannot see the other principal's task"
+        );
+    }
+    let rows = store.list(TaskQuery::default()).await.unwrap();
+    let mut owners: Vec<_> = rows.iter().map(|r| r.principal.as_deref()).collect();
+    owners.sort();
+    assert_eq!(owners, vec![Some("alice"), Some("carol")], "{rows:?}");
+    // Each one's retry still finds its own task.
+    let again = engine
+        .send(Request::new(carol.clone(), message.clone()))
+        .await
+        .unwrap();
+    assert_eq!(again, carols);
+}
