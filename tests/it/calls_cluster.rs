@@ -146,10 +146,23 @@ async fn rechecks(store: &dyn Store, id: &TaskId) -> usize {
 /// parent at its recheck, when the row's wake time came due).
 #[test(multi_thread, needs = Postgres)]
 async fn a_worker_that_starts_asks_the_callee_of_a_waiting_call_at_once() {
-    let (_, url) =
-        radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_calls_ask")
-            .await
-            .expect("create a test schema");
+    a_starting_worker_finishes_the_waiting_parent("radkit_calls_ask", false).await;
+}
+
+/// The same, with worker A dead while it still held the parent's lease (it died between
+/// journaling the call's recheck and giving the task back): worker B waits the lease out and asks
+/// at once all the same (before, its ask found the task busy and left it to the recheck).
+#[test(multi_thread, needs = Postgres)]
+async fn a_worker_that_starts_waits_out_the_lease_a_dead_worker_left_on_a_waiting_caller() {
+    a_starting_worker_finishes_the_waiting_parent("radkit_calls_ask_leased", true).await;
+}
+
+/// Worker A starts the parent and dies once it waits on its child (still holding the parent's
+/// lease when `dead_owner`); worker B, started then, completes the parent before its recheck.
+async fn a_starting_worker_finishes_the_waiting_parent(schema: &str, dead_owner: bool) {
+    let (_, url) = radkit::store::postgres::create_schema(&services::postgres_url(), schema)
+        .await
+        .expect("create a test schema");
     let recheck = Duration::from_secs(600);
     let a = builder(&url, "worker-a")
         .await
@@ -171,6 +184,11 @@ async fn a_worker_that_starts_asks_the_callee_of_a_waiting_call_at_once() {
     .expect("the parent to wait on its child");
     a.halt();
     drop(a);
+    if dead_owner {
+        // A dead worker's lease, as long as the workers' own (A may still hold its own instead).
+        let leases = store.leases().expect("Postgres holds leases");
+        let _ = leases.acquire("worker-dead", &parent, 400).await.unwrap();
+    }
     let b = builder(&url, "worker-b")
         .await
         .call_recheck(recheck)

@@ -176,6 +176,17 @@ impl Inner {
             .await
     }
 
+    /// Load and continue a task waiting on a call, when a worker starts: like [`Inner::wake`], but
+    /// it waits up to two lease ttls, so that a lease left by a worker that died (its last renewal
+    /// at most a ttl before) has expired.
+    pub(crate) async fn ask_after_leases(
+        self: &Arc<Self>,
+        task_id: &str,
+    ) -> Result<(), EngineError> {
+        self.resume_within(task_id, None, self.config.lease_ttl * 2, None)
+            .await
+    }
+
     /// Like [`Inner::wake`], for posts to the call webhook about `calls` (their names in its
     /// URLs): a task none of whose posted calls still waits for its callee (each has its receipt,
     /// or the task ended) is left as it is, so a post about a call that settled journals nothing.

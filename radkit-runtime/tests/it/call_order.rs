@@ -8,11 +8,11 @@ use crate::support::common;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{reply, settled, status_text, user, wait_halted, Ledger};
+use common::{ended, reply, settled, status_text, user, wait_halted, Ledger};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use radkit_runtime::effects::Effects;
-use radkit_runtime::engine::{Boundary, Caller, Fault, Request};
+use radkit_runtime::engine::{Boundary, Fault, Request};
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{
     CmdKind, EffectPolicy, InvocationId, Receipt, SkillInfo, StepCtx, StepError, StepResult,
@@ -93,20 +93,6 @@ async fn journal(store: &MemoryStore, task_id: &TaskId) -> Vec<JournalRecord> {
 
 fn at(task_id: &TaskId, position: u32) -> InvocationId {
     InvocationId::derive(task_id, 1, position)
-}
-
-/// The task once it has ended (bounded: `what` names what the test waits for).
-async fn ended(engine: &Engine, task_id: &TaskId, what: &str) -> radkit_runtime::model::Task {
-    common::within(common::PATIENCE, what, async {
-        loop {
-            let task = engine.task(&Caller::Operator, task_id, None).await.unwrap();
-            if task.status.state.is_terminal() {
-                return task;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
 }
 
 /// A fault hook that halts the engine once `tool` is journaled.
@@ -383,7 +369,7 @@ async fn a_race_of_calls_that_all_wait_suspends_until_one_of_them_wins() {
         .await
         .unwrap();
     let task_id = engine.send(Request::operator(user("go"))).await.unwrap();
-    let task = ended(&engine, &task_id, "the timer to win the race").await;
+    let task = ended(&engine, &task_id).await;
     assert_eq!(
         task.status.state,
         TaskState::Completed,
@@ -675,10 +661,7 @@ async fn a_child_call_that_loses_a_race_has_its_child_canceled() {
         .expect_err("abandoned")
         .message
         .contains("abandoned"));
-    let state = ended(&engine, &child, "the abandoned child to be canceled")
-        .await
-        .status
-        .state;
+    let state = ended(&engine, &child).await.status.state;
     assert_eq!(state, TaskState::Canceled);
 }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{settled, status_text, user, wait_halted, within, PATIENCE};
+use common::{ended, settled, status_text, user, wait_halted, within, PATIENCE};
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Caller, Request};
@@ -161,20 +161,6 @@ async fn until_bound(store: &MemoryStore, parent: &TaskId) {
         }
     })
     .await;
-}
-
-/// Wait until the task ended (a parent waiting on its child is `working`, not settled).
-async fn terminal(engine: &Engine, id: &TaskId) -> radkit_runtime::model::Task {
-    within(PATIENCE, &format!("task {id} to end"), async {
-        loop {
-            let t = engine.task(&Caller::Operator, id, None).await.unwrap();
-            if t.status.state.is_terminal() {
-                return t;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
 }
 
 /// The callee task ids the parent's journal bound its calls to.
@@ -391,7 +377,7 @@ async fn crash_while_waiting_on_a_child_resumes_the_same_child_after_a_restart()
     let gate2 = gate();
     gate2.release.add_permits(10);
     let engine = engine(store.clone(), &gate2).start().await.unwrap();
-    let done = terminal(&engine, &id).await;
+    let done = ended(&engine, &id).await;
     assert_eq!(status_text(&done), "parent got: worked");
     assert_eq!(children(&store).await.len(), 1);
 }
@@ -437,7 +423,7 @@ async fn a_restarted_engine_asks_a_waiting_calls_child_at_once_not_at_its_rechec
         .start()
         .await
         .unwrap();
-    let done = terminal(&engine, &id).await;
+    let done = ended(&engine, &id).await;
     assert_eq!(status_text(&done), "parent got: worked", "{done:?}");
     assert_eq!(
         rechecks(&store, &id).await,
@@ -498,7 +484,7 @@ async fn call_limits(
 async fn child_canceled(engine: &Engine, store: &MemoryStore) {
     let kids = children(store).await;
     assert_eq!(kids.len(), 1, "one child: {kids:?}");
-    let child = terminal(engine, &kids[0]).await;
+    let child = ended(engine, &kids[0]).await;
     assert_eq!(child.status.state, TaskState::Canceled, "{child:?}");
 }
 
@@ -510,7 +496,7 @@ async fn times_out_at_the_deadline(message: &str) {
     let store = MemoryStore::new();
     let engine = engine(store.clone(), &gate()).start().await.unwrap();
     let id = engine.send(Request::operator(user(message))).await.unwrap();
-    let done = terminal(&engine, &id).await;
+    let done = ended(&engine, &id).await;
     let text = status_text(&done);
     assert!(
         text.starts_with("gave up: skill `child` failed: skill `child` did not finish within the call's timeout of 3s; its task ")
@@ -600,7 +586,7 @@ async fn a_calls_deadline_is_journaled_and_survives_a_restart_of_the_caller() {
         .start()
         .await
         .unwrap();
-    let done = terminal(&engine, &id).await;
+    let done = ended(&engine, &id).await;
     assert!(
         status_text(&done).contains("did not finish within the call's timeout of 3s"),
         "{done:?}"
@@ -626,7 +612,7 @@ async fn a_call_without_a_timeout_of_its_own_gets_the_engines_default() {
         .await
         .unwrap();
     let id = engine.send(Request::operator(user("sleep"))).await.unwrap();
-    let done = terminal(&engine, &id).await;
+    let done = ended(&engine, &id).await;
     assert_eq!(done.status.state, TaskState::Failed, "{done:?}");
     assert!(
         status_text(&done).contains("skill `child` did not finish within the call's timeout of 3s"),
@@ -693,7 +679,7 @@ async fn a_reducer_calls_a_child_from_a_transition_and_gets_its_reply_as_the_res
         .send(Request::operator(user("work")).skill("reducer"))
         .await
         .unwrap();
-    let done = terminal(&engine, &id).await;
+    let done = ended(&engine, &id).await;
     assert_eq!(status_text(&done), "reducer got: worked", "{done:?}");
     assert_eq!(bound(&store, &id).await.len(), 1);
     assert!(engine.fold_divergences().is_empty());
@@ -736,7 +722,7 @@ async fn a_child_runs_under_its_parents_principal() {
         .send(Request::new(alice.clone(), user("ask")))
         .await
         .unwrap();
-    let done = terminal(&engine, &id).await;
+    let done = ended(&engine, &id).await;
     assert_eq!(status_text(&done), "parent got: color blue", "{done:?}");
     let rows = store.list(TaskQuery::default()).await.unwrap();
     let kid = rows

@@ -6,7 +6,7 @@
 //! registers it with `inventory`; the harness collects every registration, names it by its module
 //! path (`a2a_errors::a_bad_id_is_refused`) and runs it the way its attribute says:
 //!
-//! ```ignore
+//! ```text
 //! use crate::support::test;
 //!
 //! #[test]                                  // sync, needs nothing

@@ -684,7 +684,11 @@ impl Inner {
                         return;
                     }
                     if engine.has_room() {
-                        if let Err(e) = engine.resume(&task.id, None).await {
+                        // The worker that had the task may have died holding its lease (right
+                        // after journaling the call's recheck, before giving the task back): wait
+                        // for that lease to expire, or this ask is lost and the task waits for
+                        // its recheck.
+                        if let Err(e) = engine.ask_after_leases(&task.id).await {
                             tracing::warn!(task = %task.id, error = %e, "task waiting on a call not resumed; it is asked at its recheck");
                         }
                         break;

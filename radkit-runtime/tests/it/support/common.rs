@@ -201,6 +201,21 @@ pub async fn settled(engine: &Engine, task_id: &TaskId) -> radkit_runtime::model
     .expect("wait_settled failed")
 }
 
+/// Wait until the task ended (bounded): one that waits for input, or a parent waiting on its child
+/// (`working`), has not.
+pub async fn ended(engine: &Engine, task_id: &TaskId) -> radkit_runtime::model::Task {
+    within(PATIENCE, &format!("task {task_id} to end"), async {
+        loop {
+            let task = engine.task(&Caller::Operator, task_id, None).await.unwrap();
+            if task.status.state.is_terminal() {
+                return task;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
 pub fn state_of(task: &radkit_runtime::model::Task) -> TaskState {
     task.status.state
 }
