@@ -9,8 +9,11 @@
 //! default) forwards the runtime's test tooling: fault injection (`engine::fault`,
 //! `EngineBuilder::fault_hook`) and the store conformance suite (`store::conformance`).
 
-pub use radkit_runtime::*;
-pub use radkit_runtime::{await_input, goto, join};
+pub use radkit_runtime::{await_input, flow_skill, goto, join, step};
+pub use radkit_runtime::{
+    client, effects, engine, flow, journal, llm, model, prelude, registry, server, store, tools,
+};
+pub use radkit_runtime::{schemars, serde_json};
 
 #[doc(hidden)]
 pub use radkit_runtime::__private;

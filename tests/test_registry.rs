@@ -117,14 +117,16 @@ fn version_is_derived_from_the_step_graph() {
     );
 }
 
-fn served(builder: radkit::EngineBuilder) -> Result<Vec<String>, radkit::EngineError> {
+fn served(
+    builder: radkit::engine::EngineBuilder,
+) -> Result<Vec<String>, radkit::engine::EngineError> {
     builder
         .build()
         .map(|engine| engine.skills().into_iter().map(|s| s.id).collect())
 }
 
-fn builder() -> radkit::EngineBuilder {
-    radkit::Engine::builder(radkit::store::MemoryStore::new())
+fn builder() -> radkit::engine::EngineBuilder {
+    radkit::engine::Engine::builder(radkit::store::MemoryStore::new())
 }
 
 #[test]
@@ -168,7 +170,7 @@ fn an_added_skill_with_a_registered_id_is_a_clear_error() {
     let err = served(builder().skill(AlphaAgain)).unwrap_err();
     let text = err.to_string();
     assert!(
-        matches!(err, radkit::EngineError::DuplicateSkill(_)),
+        matches!(err, radkit::engine::EngineError::DuplicateSkill(_)),
         "{text}"
     );
     assert!(
@@ -190,23 +192,24 @@ struct Napper;
 fn nap<'a>(
     _: &'a Napper,
     ctx: &'a StepCtx,
-    _: radkit::flow::StepInput,
+    _: radkit::flow::step_table::StepInput,
 ) -> futures::future::BoxFuture<'a, radkit::flow::StepResult> {
     Box::pin(async move { ctx.complete("slept", vec![]) })
 }
 
-static NAP: &[radkit::flow::Step<Napper>] = &[radkit::flow::Step::new("nap", nap)
-    .start()
-    .takes_user_message()];
+static NAP: &[radkit::flow::step_table::Step<Napper>] =
+    &[radkit::flow::step_table::Step::new("nap", nap)
+        .start()
+        .takes_user_message()];
 
 #[test]
 fn an_id_that_is_empty_or_has_whitespace_fails_the_engine_naming_the_skill() {
     for (id, problem) in [("my greeter", "contains whitespace"), ("", "is empty")] {
         let info = radkit::flow::SkillInfo::new(id, "My Greeter");
-        let table = radkit::flow::StepTable::new(info, Napper, NAP).unwrap();
+        let table = radkit::flow::step_table::StepTable::new(info, Napper, NAP).unwrap();
         let err = served(builder().without_registered_skills().skill(table)).unwrap_err();
         assert!(
-            matches!(err, radkit::EngineError::InvalidSkillId(_)),
+            matches!(err, radkit::engine::EngineError::InvalidSkillId(_)),
             "{err}"
         );
         assert_eq!(

@@ -42,7 +42,7 @@ fn duplicate_ids_are_reported_with_both_locations() {
 
 #[test]
 fn an_engine_refuses_to_serve_two_skills_with_one_id() {
-    let err = match radkit::Engine::builder(radkit::store::MemoryStore::new()).build() {
+    let err = match radkit::engine::Engine::builder(radkit::store::MemoryStore::new()).build() {
         Err(e) => e,
         Ok(_) => panic!("two skills share an id"),
     };

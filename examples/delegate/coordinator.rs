@@ -3,9 +3,10 @@
 //! an artifact. Each call is one journaled command: after a crash the coordinator resumes the
 //! remote tasks it started, never starts them twice, and waits for them with no step in memory.
 
+use radkit::flow::AgentError;
 use radkit::flow::{AgentReply, StepCtx, StepError, StepResult};
 use radkit::model::{Artifact, Content, Message, Part};
-use radkit::{await_input, flow_skill, goto, AgentError};
+use radkit::{await_input, flow_skill, goto};
 use serde::{Deserialize, Serialize};
 
 /// The agents the coordinator calls: the names declared with `--agent NAME=URL`, which are also

@@ -10,10 +10,10 @@
 
 mod skill;
 
+use radkit::engine::Engine;
 use radkit::engine::{Caller, Request};
 use radkit::model::Message;
 use radkit::store::{Durability, SqliteStore};
-use radkit::Engine;
 use skill::{read_lines, PaymentWorld, Payments};
 
 #[tokio::main]

@@ -2,9 +2,9 @@
 //! prompts, and scripted models that make the loop run without a network.
 
 use radkit::effects::Effects;
+use radkit::engine::EngineBuilder;
 use radkit::flow::EffectError;
 use radkit::llm::ScriptedModel;
-use radkit::EngineBuilder;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -43,7 +43,7 @@ pub fn is_content(ty: &Type) -> bool {
         && p.path.segments.last().is_some_and(|s| s.ident == "Content" && s.arguments.is_none()))
 }
 
-/// `StepResult`, `radkit::StepResult`, `radkit::flow::StepResult` (without arguments).
+/// `StepResult`, `radkit::flow::StepResult`, `radkit::flow::StepResult` (without arguments).
 fn is_step_result(ty: &Type) -> bool {
     matches!(ty, Type::Path(p) if p.qself.is_none()
         && p.path.segments.last().is_some_and(|s| s.ident == "StepResult" && s.arguments.is_none()))
@@ -262,10 +262,10 @@ mod tests {
             parse_quote!(
                 async fn a(
                     &self,
-                    ctx: &radkit::StepCtx,
+                    ctx: &radkit::flow::StepCtx,
                     msg: Content,
                     n: u32,
-                ) -> radkit::StepResult {
+                ) -> radkit::flow::StepResult {
                     todo!()
                 }
             ),
@@ -328,7 +328,7 @@ mod tests {
             ),
             (
                 parse_quote!(
-                    async fn a(&self, c: &mut radkit::StepCtx) -> StepResult {
+                    async fn a(&self, c: &mut radkit::flow::StepCtx) -> StepResult {
                         todo!()
                     }
                 ),

@@ -45,13 +45,15 @@ pub mod __private;
 /// The authoring macros and `join!` (parallel `ctx` calls); what a step receives and returns
 /// (`StepCtx`, `Content`, `StepResult`, `StepError`); what it produces (`Artifact`, `Message`); tools
 /// and their policies (`Effects`, `FnTool`, `EffectPolicy`, `EffectError`); approvals
-/// (`ApprovalRequest`, `Decision`); and the `Engine` that runs skills. Your own items of the same
-/// names shadow these.
+/// (`ApprovalRequest`, `Decision`); calls to other agents and skills (`AgentReply`, `AgentError`);
+/// and the `Engine` that runs skills, with its `EngineBuilder`. Your own items of the same names
+/// shadow these.
 pub mod prelude {
     pub use crate::effects::Effects;
-    pub use crate::engine::Engine;
+    pub use crate::engine::{Engine, EngineBuilder};
     pub use crate::flow::{
-        ApprovalRequest, Decision, EffectError, EffectPolicy, StepCtx, StepError, StepResult,
+        AgentError, AgentReply, ApprovalRequest, Decision, EffectError, EffectPolicy, StepCtx,
+        StepError, StepResult,
     };
     pub use crate::model::{Artifact, Content, Message};
     pub use crate::tools::FnTool;
@@ -62,13 +64,17 @@ pub mod prelude {
     pub use radkit_macros::{flow_skill, step};
 }
 
-pub use engine::{Engine, EngineBuilder, EngineError};
-pub use flow::*;
 /// Run several `ctx` calls of a step at once and wait for all of them (`futures::join!`,
 /// re-exported): `let (summary, facts) = radkit::join!(ctx.llm("m").run::<String>(&q),
 /// ctx.tool("t").call::<_, Value>(&q));`. Each call takes its InvocationId when it is made (in
 /// argument order when written inline), live and on replay, whatever order `join!` polls them in;
-/// they are journaled in one append and performed in parallel (see [`StepCtx::all`]).
+/// they are journaled in one append and performed in parallel (see [`StepCtx::all`](flow::StepCtx::all)).
 pub use futures::join;
-pub use model::{Artifact, Content, Message, Part, Role, Task, TaskState};
 pub use radkit_macros::{flow_skill, step};
+/// The JSON Schema crate structured model answers use (`ctx.llm(..).run::<T>()` needs
+/// `T: JsonSchema`): `#[derive(radkit::schemars::JsonSchema)]`, or depend on `schemars` 0.8 yourself.
+pub use schemars;
+/// The JSON crate the engine speaks (payloads, tool arguments, receipts): a skill that builds
+/// `serde_json::Value`s can name it through radkit, and compiler messages about the macros'
+/// expansions name `radkit::serde_json::…`.
+pub use serde_json;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::engine::AgentSpec;
-use crate::EngineBuilder;
+use crate::engine::EngineBuilder;
 
 /// The prefix of the environment variables that hold agents' tokens: `RADKIT_AGENT_TOKEN_PLANNER`
 /// for the agent `planner`.

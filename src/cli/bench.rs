@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::effects::Effects;
+use crate::engine::{Engine, EngineBuilder};
 use crate::flow::step_table::{goto, Step, StepInput, StepTable};
 use crate::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
 use crate::model::{Message, TaskState};
 use crate::store::{Durability, SqliteStore};
 use crate::tools::FnTool;
-use crate::{Engine, EngineBuilder};
 use anyhow::{bail, Context};
 use futures::future::BoxFuture;
 

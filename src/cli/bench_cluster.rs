@@ -6,9 +6,9 @@ use crate::engine::Request;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::engine::Engine;
 use crate::model::Message;
 use crate::store::{PostgresStore, Store, TaskQuery};
-use crate::Engine;
 use anyhow::{bail, Context};
 use tokio::io::AsyncBufReadExt;
 

@@ -79,7 +79,7 @@ static FAN_STEPS: &[Step<Fanout>] = &[Step::new("fan", fan)
     .goes_to(&["fan"])];
 
 /// Run one task of `plan` on `engine`; its time.
-async fn run_plan(engine: &crate::Engine, plan: Plan) -> anyhow::Result<Duration> {
+async fn run_plan(engine: &crate::engine::Engine, plan: Plan) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let text = serde_json::to_string(&plan)?;
     let id = engine

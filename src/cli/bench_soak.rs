@@ -11,10 +11,10 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
+use crate::engine::Engine;
 use crate::flow::step_table::{await_input, Step, StepInput, StepTable};
 use crate::flow::{SkillInfo, StepCtx, StepResult};
 use crate::store::{Durability, SqliteStore};
-use crate::Engine;
 
 struct Soak;
 

@@ -10,12 +10,12 @@ use anyhow::Context;
 use futures::future::BoxFuture;
 use tokio::io::AsyncWriteExt;
 
+use crate::engine::Engine;
 use crate::engine::{Caller, Request};
 use crate::flow::step_table::{goto, Step, StepInput, StepTable};
 use crate::flow::{SkillInfo, StepCtx, StepResult};
 use crate::model::{Message, TaskId, TaskState};
 use crate::store::{Durability, SqliteStore};
-use crate::Engine;
 
 /// Entries one lap of [`lap`] journals: its visit, the progress command, the update, its receipt,
 /// the transition.

@@ -12,20 +12,20 @@
 //! module exists only with the `cli` cargo feature (on by default); it owns argument parsing and
 //! logging, and reaches the engine only through [`EngineBuilder`].
 
-pub mod agents;
-pub mod bench;
+mod agents;
+mod bench;
 mod bench_a2a;
-pub mod bench_cluster;
+mod bench_cluster;
 mod bench_fanout;
 mod bench_grpc;
 mod bench_reads;
 mod bench_soak;
 mod bench_streams;
-pub mod graph;
+mod graph;
 mod memory;
-pub mod serve;
-pub mod tasks;
-pub mod worker;
+mod serve;
+mod tasks;
+mod worker;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -33,9 +33,9 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
+use crate::engine::{Engine, EngineBuilder};
 use crate::server::ServerConfig;
 use crate::store::Store;
-use crate::{Engine, EngineBuilder};
 
 /// The whole CLI over the skills registered with `#[flow_skill]` in this program, with no models or
 /// tools configured. Use [`App`] to add them.

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::App;
+use crate::engine::{Engine, EngineBuilder};
 use crate::model::{CardSigner, ExtendedCard};
 use crate::server;
 use crate::store::{Durability, SqliteStore};
-use crate::{Engine, EngineBuilder};
 
 /// Arguments of `radkit serve`.
 #[derive(clap::Args)]

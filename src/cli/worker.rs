@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::App;
-use crate::{Engine, EngineBuilder};
+use crate::engine::{Engine, EngineBuilder};
 
 /// Lease settings, shared by `radkit serve` and `radkit worker` (they matter on Postgres only).
 #[derive(clap::Args, Clone)]

@@ -16,7 +16,7 @@ pub mod shared;
 pub mod table_form;
 pub mod ticker;
 
-use radkit::EngineBuilder;
+use radkit::engine::EngineBuilder;
 
 /// The demo configuration: the research forms, the report, the conformance skill, the scripted models
 /// and the `tick` tool; a message that names no skill runs `research_loop_v2` (`radkit serve

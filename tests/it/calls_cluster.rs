@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
+use radkit::engine::EngineBuilder;
 use radkit::engine::{Caller, Request};
 use radkit::journal::Entry;
 use radkit::model::{TaskId, TaskState};
 use radkit::prelude::*;
 use radkit::store::{PostgresStore, Store, TaskQuery};
-use radkit::EngineBuilder;
 
 use crate::support::services;
 
@@ -72,7 +72,7 @@ async fn builder(url: &str, name: &'static str) -> EngineBuilder {
 #[test(multi_thread, needs = Postgres)]
 async fn a_child_and_its_parent_are_finished_by_another_worker_when_theirs_dies() {
     let (_, url) =
-        radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_calls")
+        radkit::store::PostgresStore::create_schema(&services::postgres_url(), "radkit_calls")
             .await
             .expect("create a test schema");
     let a = worker(&url, "worker-a").await;
@@ -160,7 +160,7 @@ async fn a_worker_that_starts_waits_out_the_lease_a_dead_worker_left_on_a_waitin
 /// Worker A starts the parent and dies once it waits on its child (still holding the parent's
 /// lease when `dead_owner`); worker B, started then, completes the parent before its recheck.
 async fn a_starting_worker_finishes_the_waiting_parent(schema: &str, dead_owner: bool) {
-    let (_, url) = radkit::store::postgres::create_schema(&services::postgres_url(), schema)
+    let (_, url) = radkit::store::PostgresStore::create_schema(&services::postgres_url(), schema)
         .await
         .expect("create a test schema");
     let recheck = Duration::from_secs(600);

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use radkit::client::ProtocolVersion;
+use radkit::engine::EngineBuilder;
 use radkit::engine::{AgentSpec, Boundary, Caller, Fault, PushSettings, Request};
+use radkit::flow::AgentError;
 use radkit::journal::Entry;
 use radkit::model::{TaskId, TaskState};
 use radkit::prelude::*;
 use radkit::store::{MemoryStore, SqliteStore, Store, TaskQuery};
-use radkit::{AgentError, EngineBuilder};
 
 use crate::support::agent::{serve_on, Agent};
 use crate::support::services;

@@ -14,7 +14,7 @@ async fn tasks_list_and_show_print_the_journal_as_a_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let id = {
         let store = SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Full).unwrap();
-        let engine = demo::engine(radkit::Engine::builder(store))
+        let engine = demo::engine(radkit::engine::Engine::builder(store))
             .start()
             .await
             .unwrap();
@@ -73,7 +73,7 @@ async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguo
     // 17 random ids: by the pigeonhole principle two of them share their first hex digit.
     let ids: Vec<String> = {
         let store = SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Full).unwrap();
-        let engine = demo::engine(radkit::Engine::builder(store))
+        let engine = demo::engine(radkit::engine::Engine::builder(store))
             .start()
             .await
             .unwrap();
@@ -142,10 +142,12 @@ async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguo
 #[test(multi_thread)]
 async fn the_ticker_refuses_a_count_the_engines_max_steps_would_stop_and_runs_the_largest_it_accepts(
 ) {
-    let engine = demo::engine(radkit::Engine::builder(radkit::store::MemoryStore::new()))
-        .start()
-        .await
-        .unwrap();
+    let engine = demo::engine(radkit::engine::Engine::builder(
+        radkit::store::MemoryStore::new(),
+    ))
+    .start()
+    .await
+    .unwrap();
     let run = |text: String| {
         let engine = engine.clone();
         async move {
@@ -186,7 +188,7 @@ async fn tasks_show_into_a_reader_that_stops_early_ends_quietly() {
     let id = {
         let store =
             SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Normal).unwrap();
-        let engine = demo::engine(radkit::Engine::builder(store))
+        let engine = demo::engine(radkit::engine::Engine::builder(store))
             .start()
             .await
             .unwrap();

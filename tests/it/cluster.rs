@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use radkit::engine::Engine;
 use radkit::journal::{Entry, JournalRecord};
 use radkit::model::{Message, TaskState};
 use radkit::store::{Append, Leases, PostgresStore, Store, StoreError, TaskQuery, TaskRecord};
-use radkit::Engine;
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -29,7 +29,7 @@ use common::{within, PATIENCE};
 /// A URL whose search path is a fresh schema on the test server.
 async fn fresh_schema() -> String {
     let (_, scoped) =
-        radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_cluster")
+        radkit::store::PostgresStore::create_schema(&services::postgres_url(), "radkit_cluster")
             .await
             .expect("create a test schema");
     scoped

@@ -17,13 +17,14 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use radkit::effects::Effects;
 use radkit::engine::Fault;
+use radkit::engine::{Engine, EngineBuilder};
 use radkit::flow::step_table::{self, Step, StepInput, StepTable};
 use radkit::flow::{erase, EffectPolicy, ErasedSkill, SkillInfo, StepCtx, StepError, StepResult};
 use radkit::journal::Entry;
 use radkit::model::{Content, Message, TaskState};
 use radkit::store::MemoryStore;
 use radkit::tools::FnTool;
-use radkit::{await_input, flow_skill, goto, Engine, EngineBuilder};
+use radkit::{await_input, flow_skill, goto};
 
 /// Adds what the ops say: `add n` doubles `n` with a tool, `hop n` loops `n` visits (a tool call
 /// each), `fan n` doubles `n` and `0..n` in one parallel batch (`join!` of a call and a `ctx.all`),

@@ -21,11 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use radkit::effects::Effects;
+use radkit::engine::{Engine, EngineBuilder};
 use radkit::flow::{EffectError, EffectPolicy, StepCtx, StepResult};
 use radkit::model::{Content, Message, TaskState};
 use radkit::store::{Durability, PostgresStore, SqliteStore, Store, TaskQuery};
 use radkit::tools::FnTool;
-use radkit::{await_input, flow_skill, goto, Engine, EngineBuilder};
+use radkit::{await_input, flow_skill, goto};
 use serde_json::{json, Value};
 
 /// The Postgres schema the fixture's dump creates (renamed when loaded).
@@ -193,7 +194,7 @@ async fn resume_and_finish(store: Arc<dyn Store>) {
         let journal = store.journal(id, 0).await.expect("read a journal");
         assert_eq!(
             view,
-            radkit::store::view::fold_journal(view.record.clone(), &journal, None),
+            radkit::store::TaskView::from_journal(view.record.clone(), &journal, None),
             "the `{errand}` task's view after the migration is its journal's fold"
         );
         assert!(
@@ -331,7 +332,7 @@ async fn sqlite_journal_of_the_previous_version_resumes() {
 #[test(multi_thread, needs = Postgres)]
 async fn postgres_journal_of_the_previous_version_resumes() {
     let url = services::postgres_url();
-    let (schema, scoped) = radkit::store::postgres::create_schema(&url, "radkit_fixture")
+    let (schema, scoped) = radkit::store::PostgresStore::create_schema(&url, "radkit_fixture")
         .await
         .expect("a schema for the fixture");
     let dump = std::fs::read_to_string(fixture("fixture.postgres.sql")).expect("the dump");
@@ -351,7 +352,7 @@ async fn postgres_journal_of_the_previous_version_resumes() {
         .await
         .expect("open the old Postgres schema");
     resume_and_finish(Arc::new(store)).await;
-    radkit::store::postgres::drop_schema(&url, &schema)
+    radkit::store::PostgresStore::drop_schema(&url, &schema)
         .await
         .ok();
 }

@@ -9,9 +9,9 @@ use std::time::Duration;
 use radkit::engine::{Caller, Request};
 use radkit::journal::Entry;
 use radkit::llm::{LlmRequest, LlmResponse, Model};
+use radkit::model::TaskState;
 use radkit::prelude::*;
 use radkit::store::MemoryStore;
-use radkit::TaskState;
 use tokio::sync::Barrier;
 
 #[derive(Default)]

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 #[path = "../../examples/payments/skill.rs"]
 mod skill;
 
+use radkit::engine::Engine;
 use radkit::model::{Message, Part, Task, TaskState};
 use radkit::store::{Durability, MemoryStore, SqliteStore, TaskQuery};
-use radkit::Engine;
 use skill::{read_lines, PaymentWorld, Payments};
 
 fn reply(id: &str, text: &str) -> Message {
@@ -170,7 +170,7 @@ async fn an_expired_approval_takes_its_declared_default() {
 
 // ---- the seed's crash plan, with a real process killed by SIGKILL ----
 
-fn sqlite_engine(dir: &Path, world: PaymentWorld) -> radkit::EngineBuilder {
+fn sqlite_engine(dir: &Path, world: PaymentWorld) -> radkit::engine::EngineBuilder {
     let store = SqliteStore::open(dir.join("payments.sqlite"), Durability::Full).unwrap();
     Engine::builder(store)
         .without_registered_skills()

@@ -26,9 +26,10 @@ async fn store(url: &str) -> Arc<dyn Store> {
 
 #[test(multi_thread, needs = Postgres)]
 async fn two_engines_on_one_postgres_acknowledge_every_update_once() {
-    let (_, url) = radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_push")
-        .await
-        .expect("create a test schema");
+    let (_, url) =
+        radkit::store::PostgresStore::create_schema(&services::postgres_url(), "radkit_push")
+            .await
+            .expect("create a test schema");
     let receiver = Receiver::start().await;
     let agent = agent_on(store(&url).await, true, &[]).await;
     let other = Engine::builder_arc(store(&url).await)
@@ -99,9 +100,10 @@ async fn two_engines_on_one_postgres_acknowledge_every_update_once() {
 
 #[test(multi_thread, needs = Postgres)]
 async fn a_dead_senders_webhook_is_taken_over_when_its_claim_expires() {
-    let (_, url) = radkit::store::postgres::create_schema(&services::postgres_url(), "radkit_push")
-        .await
-        .expect("create a test schema");
+    let (_, url) =
+        radkit::store::PostgresStore::create_schema(&services::postgres_url(), "radkit_push")
+            .await
+            .expect("create a test schema");
     let receiver = Receiver::start().await;
     receiver.hang();
     let mut short = settings(true);

@@ -2,12 +2,12 @@
 //! with `#[flow_skill]`, produces the same effect journal for the same scripted model and takes
 //! the task working -> input-required -> (reply) -> completed.
 
+use radkit::engine::Engine;
 use radkit::engine::{Caller, Request};
 use radkit::flow::{CmdKind, ErasedSkill};
 use radkit::journal::{Entry, JournalRecord};
 use radkit::model::{Message, TaskState};
 use radkit::store::MemoryStore;
-use radkit::Engine;
 use std::sync::Arc;
 
 #[allow(dead_code)] // each test uses part of the demo

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use radkit::effects::Effects;
+use radkit::engine::Engine;
 use radkit::flow::{EffectPolicy, StepCtx, StepResult};
+use radkit::flow_skill;
 use radkit::journal::JournalRecord;
 use radkit::server::ServerConfig;
 use radkit::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
 use radkit::tools::FnTool;
-use radkit::{flow_skill, Engine};
 use serde_json::{json, Value};
 
 /// How long anything here may take before the test fails.

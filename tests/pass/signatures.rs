@@ -36,7 +36,7 @@ impl Forms {
 
     /// No payload at all, full path to `StepResult`.
     #[step]
-    async fn unit(&self, ctx: &StepCtx) -> radkit::StepResult {
+    async fn unit(&self, ctx: &StepCtx) -> radkit::flow::StepResult {
         ctx.complete("done", vec![])
     }
 

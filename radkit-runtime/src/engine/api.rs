@@ -8,10 +8,9 @@ use super::cluster::Ownership;
 use super::replay::Wait;
 use super::run::{self, RunState, TaskRun, Work};
 use super::{
-    command, Boundary, Caller, Engine, EngineBuilder, EngineError, PermissionMode, Request,
-    Snapshot, Subscription,
+    command, Boundary, Caller, Engine, EngineBuilder, EngineError, Request, Snapshot, Subscription,
 };
-use crate::flow::{ErasedSkill, Event, SkillInfo};
+use crate::flow::{ErasedSkill, Event, PermissionMode, SkillInfo};
 use crate::journal::{json_depth, now_ms, Entry, JournalRecord, MAX_MESSAGE_DEPTH};
 use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
 use crate::store::{NewLease, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN};

@@ -7,9 +7,7 @@ use async_trait::async_trait;
 
 use crate::flow::{Cmd, Receipt};
 
-/// Defined in `flow` (the journal and the tools name it, and they sit below the engine); re-exported
-/// here so `engine::PermissionMode` keeps working.
-pub use crate::flow::PermissionMode;
+use crate::flow::PermissionMode;
 
 /// Where a hook is called.
 #[derive(Debug, Clone, PartialEq, Eq)]

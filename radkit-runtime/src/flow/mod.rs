@@ -1,7 +1,7 @@
 //! The engine contract: what a skill may say (`Transition`, `Cmd`) and hear (`Event`), whichever of the
 //! three authoring surfaces wrote it. Nothing here performs I/O; the engine implements [`Invoker`].
 
-pub mod approval;
+pub(crate) mod approval;
 mod call;
 mod cmd;
 mod ctx;
@@ -22,5 +22,4 @@ pub use error::{EffectError, ErrorKind, StepError};
 pub use event::{Event, Outcome, Receipt};
 pub use permission::PermissionMode;
 pub use skill::{erase, ErasedSkill, FlowSkill, SkillInfo, StepInfo};
-pub use step_table::{Step, StepInput, StepState, StepTable};
-pub use transition::{Next, StepResult, Transition};
+pub use transition::{Next, StepResult, StepState, Transition};

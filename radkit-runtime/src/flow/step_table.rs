@@ -49,10 +49,11 @@
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{
-    Event, FlowSkill, Next, SkillInfo, StepCtx, StepError, StepInfo, StepResult, Transition,
+    Event, FlowSkill, Next, SkillInfo, StepCtx, StepError, StepInfo, StepResult, StepState,
+    Transition,
 };
 use crate::model::Content;
 
@@ -111,25 +112,6 @@ impl<S: 'static> Step<S> {
     pub const fn goes_to(mut self, steps: &'static [&'static str]) -> Self {
         self.goes_to = steps;
         self
-    }
-}
-
-/// The state of step-based skills: the step to run and its JSON payload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepState {
-    /// Step name.
-    pub step: String,
-    /// Its payload.
-    pub payload: serde_json::Value,
-}
-
-impl StepState {
-    /// A state for `step` with a payload.
-    pub fn new(step: impl Into<String>, payload: impl Serialize) -> Result<Self, StepError> {
-        Ok(StepState {
-            step: step.into(),
-            payload: serde_json::to_value(payload)?,
-        })
     }
 }
 

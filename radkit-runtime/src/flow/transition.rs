@@ -1,5 +1,7 @@
 //! `Transition`: what a step or reducer decides, plus the effects that leave with the decision.
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::{Artifact, Message};
 
 use super::{Cmd, StepError};
@@ -54,7 +56,7 @@ pub struct Transition<S> {
 }
 
 /// What a step returns. `S` is the skill's state type; step tables use the default [`super::StepState`].
-pub type StepResult<S = super::StepState> = Result<Transition<S>, StepError>;
+pub type StepResult<S = StepState> = Result<Transition<S>, StepError>;
 
 impl<S> Transition<S> {
     fn of(next: Next<S>) -> Self {
@@ -175,6 +177,25 @@ impl<S> Transition<S> {
             cmds: self.cmds,
             messages: self.messages,
             artifacts: self.artifacts,
+        })
+    }
+}
+
+/// The state of step-based skills: the step to run and its JSON payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepState {
+    /// Step name.
+    pub step: String,
+    /// Its payload.
+    pub payload: serde_json::Value,
+}
+
+impl StepState {
+    /// A state for `step` with a payload.
+    pub fn new(step: impl Into<String>, payload: impl Serialize) -> Result<Self, StepError> {
+        Ok(StepState {
+            step: step.into(),
+            payload: serde_json::to_value(payload)?,
         })
     }
 }

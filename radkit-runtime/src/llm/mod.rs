@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::flow::{EffectError, InvocationId};
 
-pub mod openai;
-pub mod scripted;
+mod openai;
+mod scripted;
 
 pub use openai::ConfigError;
 pub use openai::OpenAiModel;

@@ -151,14 +151,15 @@ mod tests {
     fn run<'a>(
         _: &'a Table,
         _: &'a crate::flow::StepCtx,
-        _: crate::flow::StepInput,
+        _: crate::flow::step_table::StepInput,
     ) -> futures::future::BoxFuture<'a, crate::flow::StepResult> {
         Box::pin(async { crate::flow::step_table::goto("a", ()) })
     }
 
     #[test]
     fn a_step_tables_chart_draws_its_declared_edges() {
-        use crate::flow::{FlowSkill, Step, StepTable};
+        use crate::flow::step_table::{Step, StepTable};
+        use crate::flow::FlowSkill;
         static STEPS: &[Step<Table>] = &[
             Step::new("a", run)
                 .start()

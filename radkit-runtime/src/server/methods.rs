@@ -13,7 +13,8 @@ use super::jsonrpc::{self, codes, RpcError};
 use super::stream::Envelope;
 use super::wire::Wire;
 use super::{stream, AppState};
-use crate::engine::{Caller, EngineError, PermissionMode, Request};
+use crate::engine::{Caller, EngineError, Request};
+use crate::flow::PermissionMode;
 use crate::model::{FileContent, Message, Part, Task, TaskId};
 
 /// How long a blocking `message/send` waits before returning the task as it is.

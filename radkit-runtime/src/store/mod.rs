@@ -15,12 +15,12 @@ use crate::model::TaskState;
 
 #[cfg(feature = "testing")]
 pub mod conformance;
-pub mod lease;
-pub mod memory;
-pub mod postgres;
-pub mod push;
-pub mod sqlite;
-pub mod view;
+mod lease;
+mod memory;
+mod postgres;
+mod push;
+mod sqlite;
+pub(crate) mod view;
 
 pub use lease::{Lease, Leases, NewLease, CREATION_TOKEN};
 pub use memory::MemoryStore;
@@ -504,7 +504,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// The task row with what A2A shows of the task (status message, the newest `history` history
     /// messages or all of them, artifacts), read in one snapshot. Stores keep the view current with
-    /// each append (see [`view`]), so this costs the same however long the journal is. The default
+    /// each append (see [`TaskView`]), so this costs the same however long the journal is. The default
     /// folds the whole journal, which is correct but costs its length.
     async fn task_view(
         &self,
@@ -582,7 +582,7 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
-    /// Push-notification configs and delivery cursors ([`push`]); `None` (the default) for a
+    /// Push-notification configs and delivery cursors ([`PushStore`]); `None` (the default) for a
     /// store without them, whose agent answers the push methods with `PushNotificationNotSupported`.
     fn push(&self) -> Option<&dyn PushStore> {
         None

@@ -234,31 +234,32 @@ async fn connect_writer(config: &Config, url: &str) -> Result<Client, StoreError
 }
 
 #[cfg(feature = "testing")]
-/// Create a fresh schema in the database `url` names (tests, benchmarks): returns its name and a URL
-/// whose sessions work in it (`options=-csearch_path=<name>`).
-pub async fn create_schema(url: &str, prefix: &str) -> Result<(String, String), StoreError> {
-    let config = parse_url(url)?;
-    let client = connect_writer(&config, url).await?;
-    let name = format!("{prefix}_{}", crate::model::new_id().replace('-', ""));
-    client
-        .batch_execute(&format!("CREATE SCHEMA {name}"))
-        .await?;
-    let sep = if url.contains('?') { '&' } else { '?' };
-    Ok((
-        name.clone(),
-        format!("{url}{sep}options=-csearch_path%3D{name}"),
-    ))
-}
+impl PostgresStore {
+    /// Create a fresh schema in the database `url` names (tests, benchmarks): returns its name and a URL
+    /// whose sessions work in it (`options=-csearch_path=<name>`).
+    pub async fn create_schema(url: &str, prefix: &str) -> Result<(String, String), StoreError> {
+        let config = parse_url(url)?;
+        let client = connect_writer(&config, url).await?;
+        let name = format!("{prefix}_{}", crate::model::new_id().replace('-', ""));
+        client
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .await?;
+        let sep = if url.contains('?') { '&' } else { '?' };
+        Ok((
+            name.clone(),
+            format!("{url}{sep}options=-csearch_path%3D{name}"),
+        ))
+    }
 
-#[cfg(feature = "testing")]
-/// Drop a schema made by [`create_schema`], with everything in it.
-pub async fn drop_schema(url: &str, name: &str) -> Result<(), StoreError> {
-    let config = parse_url(url)?;
-    let client = connect_writer(&config, url).await?;
-    client
-        .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
-        .await?;
-    Ok(())
+    /// Drop a schema made by [`PostgresStore::create_schema`], with everything in it.
+    pub async fn drop_schema(url: &str, name: &str) -> Result<(), StoreError> {
+        let config = parse_url(url)?;
+        let client = connect_writer(&config, url).await?;
+        client
+            .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
+            .await?;
+        Ok(())
+    }
 }
 
 /// The connection settings in `url`.

@@ -908,32 +908,33 @@ fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value>) {
 }
 
 #[cfg(feature = "testing")]
-/// The reference the sequential benchmark is judged against: the mean latency of one durable SQLite
-/// commit (WAL, `synchronous=FULL`, one small row per transaction) on a fresh file at `path`, over
-/// `commits` transactions.
-pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, StoreError> {
-    let conn = connect(path, Durability::Full)?;
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
-    )?;
-    let started = std::time::Instant::now();
-    for i in 0..commits {
-        conn.execute(
-            "INSERT INTO t (body) VALUES (?1)",
-            params![format!("commit {i}")],
+impl SqliteStore {
+    /// The reference the sequential benchmark is judged against: the mean latency of one durable SQLite
+    /// commit (WAL, `synchronous=FULL`, one small row per transaction) on a fresh file at `path`, over
+    /// `commits` transactions.
+    pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, StoreError> {
+        let conn = connect(path, Durability::Full)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
         )?;
+        let started = std::time::Instant::now();
+        for i in 0..commits {
+            conn.execute(
+                "INSERT INTO t (body) VALUES (?1)",
+                params![format!("commit {i}")],
+            )?;
+        }
+        Ok(started.elapsed() / commits.max(1))
     }
-    Ok(started.elapsed() / commits.max(1))
-}
 
-#[cfg(feature = "testing")]
-/// The `journal_mode` and `synchronous` a connection opened like the store's gets (for tests and
-/// `radkit doctor`-style checks): `("wal", 2)` is WAL with FULL.
-pub fn pragmas(path: &Path, durability: Durability) -> Result<(String, i64), StoreError> {
-    let conn = connect(path, durability)?;
-    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
-    let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
-    Ok((mode, sync))
+    /// The `journal_mode` and `synchronous` a connection opened like the store's gets (for tests and
+    /// `radkit doctor`-style checks): `("wal", 2)` is WAL with FULL.
+    pub fn pragmas(path: &Path, durability: Durability) -> Result<(String, i64), StoreError> {
+        let conn = connect(path, durability)?;
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
+        Ok((mode, sync))
+    }
 }
 
 #[cfg(test)]

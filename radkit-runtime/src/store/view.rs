@@ -43,7 +43,7 @@ pub struct TaskView {
 
 /// True for an entry that answers a question asked before it: a reply, a new visit, the task working
 /// again (a question that expired takes its default and the step goes on), the end.
-pub fn answers(entry: &Entry) -> bool {
+pub(crate) fn answers(entry: &Entry) -> bool {
     matches!(
         entry,
         Entry::MessageReceived { .. }
@@ -57,7 +57,7 @@ pub fn answers(entry: &Entry) -> bool {
 
 /// True when `journal` (from its start) leaves the task settled: its last question or end is an end,
 /// or a question that nothing after it answers.
-pub fn settled(journal: &[JournalRecord]) -> bool {
+pub(crate) fn settled(journal: &[JournalRecord]) -> bool {
     let last = journal.iter().rposition(|r| {
         matches!(
             r.entry,
@@ -73,10 +73,22 @@ pub fn settled(journal: &[JournalRecord]) -> bool {
     }
 }
 
+impl TaskView {
+    /// The view of `record`'s task folded from its whole `journal` (from its first entry), with the
+    /// newest `history` history messages (all when `None`): what a store's view must equal.
+    pub fn from_journal(
+        record: TaskRecord,
+        journal: &[JournalRecord],
+        history: Option<usize>,
+    ) -> TaskView {
+        fold_journal(record, journal, history)
+    }
+}
+
 /// The reference: the view of `record`'s task folded from its whole `journal` (from its first
 /// entry), with the newest `history` history messages (all when `None`). Its state and `last_seq`
 /// are the journal's; the rest of `record` is kept.
-pub fn fold_journal(
+pub(crate) fn fold_journal(
     mut record: TaskRecord,
     journal: &[JournalRecord],
     history: Option<usize>,

@@ -12,6 +12,7 @@ use common::{ended, reply, settled, status_text, user, wait_halted, Ledger};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::engine::{Boundary, Fault, Request};
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{
@@ -21,7 +22,6 @@ use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{TaskId, TaskState};
 use radkit_runtime::store::{MemoryStore, Store};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::Engine;
 use serde_json::Value;
 
 // ---- tools ----

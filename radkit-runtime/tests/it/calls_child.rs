@@ -14,13 +14,13 @@ use common::{ended, settled, status_text, user, wait_halted, within, PATIENCE};
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Caller, Request};
+use radkit_runtime::engine::{Engine, EngineBuilder};
 use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
 use radkit_runtime::flow::{AgentError, CmdKind, EffectPolicy, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::{TaskId, TaskState};
 use radkit_runtime::store::{MemoryStore, Store, TaskQuery};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::{Engine, EngineBuilder};
 
 struct Parent;
 

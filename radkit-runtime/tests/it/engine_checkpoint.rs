@@ -17,6 +17,7 @@ use common::*;
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Fault};
+use radkit_runtime::engine::{Engine, EngineBuilder};
 use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
 use radkit_runtime::flow::{
     Cmd, EffectPolicy, Event, FlowSkill, SkillInfo, StepCtx, StepError, StepResult, Transition,
@@ -25,7 +26,6 @@ use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::{Durability, PostgresStore, SqliteStore, Store};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::{Engine, EngineBuilder};
 
 /// Where a test's tasks live; [`Backend::open`] opens it again the way a restarted process would.
 enum Backend {
@@ -40,7 +40,7 @@ impl Backend {
     }
 
     async fn postgres() -> Self {
-        let (_, scoped) = radkit_runtime::store::postgres::create_schema(
+        let (_, scoped) = radkit_runtime::store::PostgresStore::create_schema(
             &services::postgres_url(),
             "radkit_checkpoint",
         )

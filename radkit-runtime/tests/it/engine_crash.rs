@@ -16,6 +16,7 @@ use std::sync::Arc;
 use common::*;
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::engine::{Boundary, Fault};
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{EffectPolicy, InvocationId, SkillInfo, StepCtx, StepResult};
@@ -23,7 +24,6 @@ use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{Task, TaskState};
 use radkit_runtime::store::{MemoryStore, Store};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::Engine;
 use tokio::sync::Notify;
 
 /// A hook crashing once at `boundary` for commands whose fingerprint mentions `tool` (any if empty).

@@ -13,6 +13,7 @@ use common::*;
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Fault};
+use radkit_runtime::engine::{Engine, EngineError};
 use radkit_runtime::flow::step_table::{goto, Step, StepInput, StepTable};
 use radkit_runtime::flow::{
     Cmd, EffectError, EffectPolicy, Event, FlowSkill, RetryPolicy, SkillInfo, StepCtx, StepError,
@@ -22,7 +23,6 @@ use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::{MemoryStore, Store};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::{Engine, EngineError};
 
 struct One;
 

@@ -21,6 +21,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Fault};
+use radkit_runtime::engine::{Engine, EngineBuilder};
 use radkit_runtime::flow::{
     Cmd, EffectPolicy, Event, FlowSkill, Invoker, SkillInfo, StepCtx, StepError, Transition,
 };
@@ -28,7 +29,6 @@ use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::MemoryStore;
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::{Engine, EngineBuilder};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,14 +9,15 @@ use async_trait::async_trait;
 use common::*;
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
-use radkit_runtime::engine::{Boundary, Fault, Hook, HookContext, HookDecision, PermissionMode};
+use radkit_runtime::engine::Engine;
+use radkit_runtime::engine::{Boundary, Fault, Hook, HookContext, HookDecision};
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
+use radkit_runtime::flow::PermissionMode;
 use radkit_runtime::flow::{Cmd, CmdKind, EffectPolicy, Receipt, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::MemoryStore;
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::Engine;
 
 struct Ops;
 
@@ -47,7 +48,10 @@ fn tool(name: &'static str, mode: PermissionMode, log: Arc<Mutex<Vec<String>>>) 
     .min_mode(mode)
 }
 
-fn builder(store: &MemoryStore, log: &Arc<Mutex<Vec<String>>>) -> radkit_runtime::EngineBuilder {
+fn builder(
+    store: &MemoryStore,
+    log: &Arc<Mutex<Vec<String>>>,
+) -> radkit_runtime::engine::EngineBuilder {
     let effects = Effects::new()
         .tool("read", tool("read", PermissionMode::Plan, log.clone()))
         .tool(

@@ -11,13 +11,13 @@ use axum::routing::post;
 use axum::{Json, Router};
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{ErrorKind, InvocationId, RetryPolicy, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::Entry;
 use radkit_runtime::llm::{LlmRequest, Model, OpenAiModel};
 use radkit_runtime::model::{Message, TaskState};
 use radkit_runtime::store::MemoryStore;
-use radkit_runtime::Engine;
 use serde_json::{json, Value};
 
 type Reply = (u16, Vec<(&'static str, &'static str)>, String);

@@ -3,6 +3,7 @@
 
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::engine::{Caller, Request};
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{ErrorKind, InvocationId, RetryPolicy, SkillInfo, StepCtx, StepResult};
@@ -10,7 +11,6 @@ use radkit_runtime::journal::Entry;
 use radkit_runtime::llm::{LlmRequest, Model, ScriptError, ScriptedModel};
 use radkit_runtime::model::{Message, TaskState};
 use radkit_runtime::store::MemoryStore;
-use radkit_runtime::Engine;
 use serde_json::{json, Value};
 
 fn ask(model: &str) -> LlmRequest {

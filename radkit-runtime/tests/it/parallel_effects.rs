@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use common::{reply, settled, status_text, user, wait_halted, within, Ledger, PATIENCE};
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::engine::{Boundary, Caller, Fault, Request};
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{
@@ -25,7 +26,6 @@ use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{Task, TaskId, TaskState};
 use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::Engine;
 use serde_json::Value;
 
 // ---- the skills ----

@@ -21,6 +21,7 @@ use common::{status_text, user};
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::{Boundary, Fault, Hook, HookContext, HookDecision};
+use radkit_runtime::engine::{Engine, EngineBuilder};
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{
     ApprovalRequest, Cmd, CmdKind, Decision, EffectError, EffectPolicy, ErrorKind, Event,
@@ -33,7 +34,6 @@ use radkit_runtime::store::{
     TaskRecord,
 };
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::{Engine, EngineBuilder};
 use serde_json::{json, Value};
 
 // ---- waiting, always bounded ----
@@ -153,10 +153,13 @@ fn sqlite(path: &Path) -> Arc<dyn Store> {
 
 /// A URL whose sessions work in a fresh schema of the test database.
 async fn postgres_schema() -> String {
-    radkit_runtime::store::postgres::create_schema(&services::postgres_url(), "radkit_promises")
-        .await
-        .expect("create a test schema")
-        .1
+    radkit_runtime::store::PostgresStore::create_schema(
+        &services::postgres_url(),
+        "radkit_promises",
+    )
+    .await
+    .expect("create a test schema")
+    .1
 }
 
 /// A Postgres store on `url` (each call its own connections: another engine's store).

@@ -5,12 +5,12 @@ use crate::support::common;
 
 use common::*;
 use futures::future::BoxFuture;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::engine::Request;
 use radkit_runtime::flow::step_table::{goto, Step, StepInput, StepTable};
 use radkit_runtime::flow::{SkillInfo, StepCtx, StepResult, Transition};
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::MemoryStore;
-use radkit_runtime::Engine;
 
 struct Loop;
 

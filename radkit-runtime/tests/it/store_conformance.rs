@@ -121,7 +121,7 @@ fn sqlite_uses_wal_and_the_chosen_synchronous_level() {
     for (durability, expected) in [(Durability::Full, 2), (Durability::Normal, 1)] {
         let path = dir.path().join(format!("{expected}.sqlite"));
         let _store = SqliteStore::open(&path, durability).unwrap();
-        let (mode, sync) = radkit_runtime::store::sqlite::pragmas(&path, durability).unwrap();
+        let (mode, sync) = radkit_runtime::store::SqliteStore::pragmas(&path, durability).unwrap();
         assert_eq!(mode, "wal");
         assert_eq!(sync, expected, "{durability:?}");
     }

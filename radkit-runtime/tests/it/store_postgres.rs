@@ -14,10 +14,12 @@ use crate::support::services;
 
 /// A store in a fresh schema on the test server.
 async fn fresh_store() -> PostgresStore {
-    let (_, scoped) =
-        radkit_runtime::store::postgres::create_schema(&services::postgres_url(), "radkit_test")
-            .await
-            .expect("create a test schema");
+    let (_, scoped) = radkit_runtime::store::PostgresStore::create_schema(
+        &services::postgres_url(),
+        "radkit_test",
+    )
+    .await
+    .expect("create a test schema");
     PostgresStore::connect(&scoped)
         .await
         .expect("connect the store")
@@ -354,7 +356,7 @@ fn column_of<T: std::fmt::Debug>(result: Result<T, StoreError>) -> String {
 #[test(multi_thread, needs = Postgres)]
 async fn a_null_or_mistyped_column_is_a_typed_error_naming_it() {
     let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
+    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
         .await
         .expect("create a test schema");
     let store = PostgresStore::connect(&scoped).await.expect("connect");
@@ -401,7 +403,7 @@ async fn a_null_or_mistyped_column_is_a_typed_error_naming_it() {
     assert!(store.task("t").await.unwrap().is_some());
     assert_eq!(column_of(store.journal("t", 0).await), "at_ms");
     assert_eq!(column_of(store.journal_for_replay("t").await), "at_ms");
-    radkit_runtime::store::postgres::drop_schema(&url, &schema)
+    radkit_runtime::store::PostgresStore::drop_schema(&url, &schema)
         .await
         .ok();
 }
@@ -412,7 +414,7 @@ const FIXTURE_SCHEMA: &str = "radkit_fixture_v0";
 #[test(multi_thread, needs = Postgres)]
 async fn the_migration_backfills_the_checkpoint_column_of_rows_the_previous_version_wrote() {
     let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
+    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
         .await
         .expect("create a test schema");
     // The tables and rows the previous version wrote (the root crate's journal fixture).
@@ -504,7 +506,7 @@ async fn the_migration_backfills_the_checkpoint_column_of_rows_the_previous_vers
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
     assert_eq!(new, [(1, None, false), (2, None, true)]);
-    radkit_runtime::store::postgres::drop_schema(&url, &schema)
+    radkit_runtime::store::PostgresStore::drop_schema(&url, &schema)
         .await
         .ok();
 }
@@ -516,7 +518,7 @@ async fn the_migration_backfills_the_checkpoint_column_of_rows_the_previous_vers
 #[test(multi_thread, needs = Postgres)]
 async fn processes_connecting_to_a_fresh_schema_at_once_all_succeed() {
     let url = services::postgres_url();
-    let (_, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
+    let (_, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
         .await
         .expect("create a test schema");
     let connects: Vec<_> = (0..8)
@@ -552,7 +554,7 @@ async fn processes_connecting_to_a_fresh_schema_at_once_all_succeed() {
 #[test(multi_thread, needs = Postgres)]
 async fn a_postgres_server_error_keeps_its_message_detail_and_code() {
     let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::postgres::create_schema(&url, "radkit_test")
+    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
         .await
         .expect("create a test schema");
     let store = PostgresStore::connect(&scoped).await.unwrap();

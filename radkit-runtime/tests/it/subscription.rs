@@ -11,13 +11,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::{reply, settled, user, within, PATIENCE};
 use futures::future::BoxFuture;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::engine::{Caller, EngineError, Request};
 use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
 use radkit_runtime::flow::{SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{TaskId, TaskState};
 use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
-use radkit_runtime::Engine;
 
 /// How many visits the loop makes after the reply: far more records than a live subscriber buffers.
 const LAPS: u32 = 80;

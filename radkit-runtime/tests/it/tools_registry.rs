@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use common::*;
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::flow::step_table::{Step, StepInput, StepTable};
 use radkit_runtime::flow::{
     EffectError, EffectPolicy, ErrorKind, InvocationId, RetryPolicy, SkillInfo, StepCtx, StepResult,
@@ -18,7 +19,6 @@ use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::MemoryStore;
 use radkit_runtime::tools::{FnTool, Tool};
-use radkit_runtime::Engine;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize)]

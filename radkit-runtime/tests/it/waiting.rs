@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use common::{reply, settled, user, within, PATIENCE};
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::engine::{Caller, EngineError, Request};
 use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
 use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
@@ -18,7 +19,6 @@ use radkit_runtime::journal::JournalRecord;
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::Engine;
 
 /// Asks for a note (`note`), or works until the test lets it go (`work`), then completes.
 struct Errand;
@@ -71,7 +71,10 @@ impl Store for CountingLoads {
     }
 }
 
-fn errand(store: impl Store, release: Arc<tokio::sync::Notify>) -> radkit_runtime::EngineBuilder {
+fn errand(
+    store: impl Store,
+    release: Arc<tokio::sync::Notify>,
+) -> radkit_runtime::engine::EngineBuilder {
     let slow = FnTool::new(EffectPolicy::Idempotent, move |_, _| {
         let release = release.clone();
         async move {

@@ -4,10 +4,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use radkit::engine::{Engine, EngineBuilder};
 use radkit::flow::FlowSkill;
 use radkit::server::ServerConfig;
 use radkit::store::MemoryStore;
-use radkit::{Engine, EngineBuilder};
 
 /// How long any one request to an in-process agent may take before the test fails.
 pub const PATIENCE: Duration = Duration::from_secs(30);

@@ -5,7 +5,7 @@
 //! same with or without webhooks.
 
 mod deliver;
-pub mod target;
+mod target;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -249,7 +249,7 @@ impl Engine {
     }
 
     /// Create or replace the webhook `config.id` of a task the caller may see (an empty id is
-    /// given a new one), and return it. Its URL is checked (see [`target`]). The updates after
+    /// given a new one), and return it. Its URL is checked (see [`TargetError`]). The updates after
     /// `after_seq` are delivered — after the task's last record when `None`, so a webhook set on
     /// a running task gets what happens next; a config sent with the message that creates a task
     /// passes `Some(0)` and gets every update. Setting an existing config again keeps its cursor.

@@ -20,6 +20,11 @@ use super::AppState;
 /// The generated protobuf messages (package `lf.a2a.v1`) and the tonic client and server of
 /// `A2AService`. The client (`a2a_service_client::A2aServiceClient`) is generic over the transport:
 /// a program that calls A2A agents over gRPC gives it a tonic channel.
+///
+/// Hidden from the docs: ~55 types of prost and tonic output, not radkit's API (they follow the
+/// vendored `a2a.proto`, not semver). Public for a program that speaks gRPC to an agent with the
+/// generated client, and for radkit's own gRPC tests.
+#[doc(hidden)]
 #[allow(
     missing_docs,
     clippy::all,

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
 use radkit_runtime::flow::{EffectError, EffectPolicy, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::model::{Message, TaskState};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::Engine;
 
 /// How long a test waits for anything before it fails.
 pub const PATIENCE: Duration = Duration::from_secs(20);

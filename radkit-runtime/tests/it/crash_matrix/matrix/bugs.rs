@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::flow::EffectPolicy;
 use radkit_runtime::journal::JournalRecord;
 use radkit_runtime::model::TaskState;
 use radkit_runtime::store::{
     Append, Lease, Leases, PostgresStore, Store, StoreError, TaskQuery, TaskRecord,
 };
-use radkit_runtime::Engine;
 use tokio::sync::Notify;
 
 use super::probe::{Probe, EFFECT};

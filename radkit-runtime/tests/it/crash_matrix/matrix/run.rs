@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::Boundary;
+use radkit_runtime::engine::Engine;
 use radkit_runtime::flow::InvocationId;
 use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{Task, TaskState};
-use radkit_runtime::Engine;
 
 use super::probe::{sibling, Probe, EFFECT, SIBLING};
 use super::skills::{noted, skill, DONE, REFUSED, WOKE};

@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use radkit_runtime::store::postgres::{create_schema, drop_schema};
+use radkit_runtime::engine::EngineBuilder;
 use radkit_runtime::store::{Durability, MemoryStore, PostgresStore, SqliteStore, Store};
-use radkit_runtime::EngineBuilder;
 
 use super::Backend;
 use crate::support::services;
@@ -48,7 +47,7 @@ impl Drop for Schema {
                 .enable_all()
                 .build()
                 .expect("a runtime to drop the schema");
-            runtime.block_on(drop_schema(&services::postgres_url(), &name))
+            runtime.block_on(PostgresStore::drop_schema(&services::postgres_url(), &name))
         })
         .join();
         if !matches!(dropped, Ok(Ok(()))) {
@@ -68,9 +67,10 @@ impl Site {
                 Site::Sqlite { _dir: dir, path }
             }
             Backend::Postgres => {
-                let (name, url) = create_schema(&services::postgres_url(), "radkit_matrix")
-                    .await
-                    .expect("create a test schema");
+                let (name, url) =
+                    PostgresStore::create_schema(&services::postgres_url(), "radkit_matrix")
+                        .await
+                        .expect("create a test schema");
                 Site::Postgres(Schema { name, url })
             }
         }
@@ -95,7 +95,7 @@ impl Site {
     pub async fn close(self) {
         if let Site::Postgres(mut schema) = self {
             let name = std::mem::take(&mut schema.name);
-            if let Err(e) = drop_schema(&services::postgres_url(), &name).await {
+            if let Err(e) = PostgresStore::drop_schema(&services::postgres_url(), &name).await {
                 eprintln!("note: the crash-matrix schema {name} was not dropped: {e}");
             }
         }

@@ -6,11 +6,11 @@ use std::path::Path;
 
 use futures::future::BoxFuture;
 use radkit_runtime::effects::Effects;
+use radkit_runtime::engine::{Engine, EngineBuilder};
 use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
 use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::store::{Durability, SqliteStore};
 use radkit_runtime::tools::FnTool;
-use radkit_runtime::{Engine, EngineBuilder};
 
 use super::calls::record;
 use super::{Case, Kill, Process, Then, DONE, EFFECT, PREPARE, UNDO};
