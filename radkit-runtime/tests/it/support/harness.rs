@@ -148,8 +148,8 @@ pub fn registered(dir: &str) -> usize {
         .count()
 }
 
-/// `file` with its `..` steps taken (a file included by `#[path]` is named through them:
-/// `tests/it/support/../../../src/demo/conformance.rs`).
+/// `file` with its `..` steps taken (a file included by `#[path]` is named through them, as
+/// tests/it/support/../../../src/demo/conformance.rs is by `file!()`, relative to its crate's root).
 fn lexical(file: &str) -> std::path::PathBuf {
     let mut path = std::path::PathBuf::new();
     for part in std::path::Path::new(file).components() {
