@@ -18,8 +18,8 @@
 //!
 //! Kill the coordinator (`kill -9`) while the pessimist thinks and start it again: it resumes both
 //! remote tasks by the ids it journaled, creates no second one, and completes. Kill the specialists
-//! instead and restart them: the coordinator, still running, gets its answer. README.md, "Agents
-//! that call agents", walks through it.
+//! instead and restart them: the coordinator, still running, gets its answer. `docs/agent-calls.md`,
+//! "The delegate example", walks through it.
 
 #[path = "delegate/coordinator.rs"]
 mod coordinator;

@@ -1,7 +1,7 @@
-//! The A2A JSON-RPC error surface, checked from Rust: every error code the README lists, each with its
-//! exact code (and the request's id where the request had a readable one), 413 for bodies over 1 MiB,
-//! 401 with `radkit serve --token`, no internal detail in an internal error, and a task of another
-//! skill version refused with -32004 and left as it was. Most tests run the engine and
+//! The A2A JSON-RPC error surface, checked from Rust: every error code `docs/a2a-server.md` lists,
+//! each with its exact code (and the request's id where the request had a readable one), 413 for
+//! bodies over 1 MiB, 401 with `radkit serve --token`, no internal detail in an internal error, and
+//! a task of another skill version refused with -32004 and left as it was. Most tests run the engine and
 //! `radkit::server::serve` in-process on a loopback listener; the token test starts `radkit serve`.
 
 use crate::support::agent::{client, serving, start, Agent, PATIENCE};

@@ -1,6 +1,7 @@
-//! The README is followed as a newcomer would: its `main.rs` is `examples/hello.rs`, its excerpts are
-//! lines of compiled files, and its hello session — `serve`, the two `curl` calls, `tasks show` with a
-//! prefix, `graph` — runs as printed against the built example.
+//! The README is followed as a newcomer would: its `main.rs` is `examples/hello.rs`, the excerpts of
+//! the README and of the pages of `docs/` are lines of compiled files, and its hello session —
+//! `serve`, the two `curl` calls, `tasks show` with a prefix, `graph` — runs as printed against the
+//! built example.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,20 @@ fn root() -> &'static Path {
 
 fn readme() -> String {
     std::fs::read_to_string(root().join("README.md")).unwrap()
+}
+
+/// The pages that may hold excerpts: the README and the Markdown files of `docs/` (not those of its
+/// subdirectories, the vendored specifications), repository-relative.
+fn pages() -> Vec<PathBuf> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file() && path.extension().is_some_and(|e| e == "md"))
+        .map(|path| path.strip_prefix(root()).unwrap().to_owned())
+        .collect();
+    pages.sort();
+    pages.insert(0, PathBuf::from("README.md"));
+    pages
 }
 
 /// The fenced blocks of `text`: (the line before the fence, the info string, the body).
@@ -62,35 +77,39 @@ fn the_readme_main_rs_is_the_hello_example() {
 
 #[test]
 fn readme_excerpts_are_lines_of_their_compiled_files_in_order() {
-    let readme = readme();
-    let mut checked = 0;
-    for (before, info, body) in blocks(&readme) {
-        let Some(file) = before
-            .strip_prefix("<!-- excerpt: ")
-            .and_then(|rest| rest.strip_suffix(" -->"))
-        else {
-            assert_ne!(
-                info, "rust,ignore",
-                "a rust,ignore block that is not a checked excerpt:\n{body}"
-            );
-            continue;
-        };
-        let source = std::fs::read_to_string(root().join(file)).unwrap();
-        let mut source_lines = source.lines().map(str::trim);
-        for line in body.lines().map(str::trim) {
-            if line.is_empty() || line == "// …" {
+    let mut checked = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(root().join(&page)).unwrap();
+        let page = page.display();
+        for (before, info, body) in blocks(&text) {
+            let Some(file) = before
+                .strip_prefix("<!-- excerpt: ")
+                .and_then(|rest| rest.strip_suffix(" -->"))
+            else {
+                assert_ne!(
+                    info, "rust,ignore",
+                    "{page}: a rust,ignore block that is not a checked excerpt:\n{body}"
+                );
                 continue;
+            };
+            let source = std::fs::read_to_string(root().join(file)).unwrap();
+            let mut source_lines = source.lines().map(str::trim);
+            for line in body.lines().map(str::trim) {
+                if line.is_empty() || line == "// …" {
+                    continue;
+                }
+                assert!(
+                    source_lines.any(|s| s == line),
+                    "{page}: excerpt line `{line}` is not in {file} (in this order)"
+                );
             }
-            assert!(
-                source_lines.any(|s| s == line),
-                "README excerpt line `{line}` is not in {file} (in this order)"
-            );
+            checked.push(format!("{page}: {file}"));
         }
-        checked += 1;
     }
+    // The research loop's macro form, the approval gate and the delegate's coordinator, at least.
     assert!(
-        checked >= 2,
-        "expected the README's excerpts, found {checked}"
+        checked.len() >= 3,
+        "expected the excerpts of the README and docs/, found {checked:?}"
     );
 }
 
