@@ -6,7 +6,7 @@
 //! [`goto!`] and [`await_input!`]. The [`macros_guide`] lists every macro argument, the allowed step
 //! signatures and the compile errors. With the `cli` feature (on by default), [`cli::main`] gives a
 //! program the whole `radkit` command line over its own skills. The `testing` feature (off by
-//! default) forwards the runtime's test tooling: fault injection (`engine::fault`,
+//! default) forwards the runtime's test tooling: fault injection (`engine::{Boundary, Fault, FaultHook}`,
 //! `EngineBuilder::fault_hook`) and the store conformance suite (`store::conformance`).
 
 pub use radkit_runtime::{await_input, flow_skill, goto, join, step};

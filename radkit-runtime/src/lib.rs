@@ -11,7 +11,7 @@
 //! The default build is what a program that runs skills needs. Test and benchmark tooling sits behind
 //! the `testing` feature (tokio's `test-util` pattern), off by default:
 //!
-//! * fault injection: the `engine::fault` types (`Boundary`, `Fault`, `FaultHook`) and
+//! * fault injection: the fault types of `engine` (`Boundary`, `Fault`, `FaultHook`) and
 //!   `EngineBuilder::fault_hook`, which halts the engine at a durability boundary as `kill -9` would;
 //! * the store conformance suite, `store::conformance`, which every store (and a store of your own)
 //!   runs.
