@@ -1,0 +1,473 @@
+//! `SqliteStore`: the embedded default. One file, WAL, `synchronous=FULL` unless NORMAL is chosen.
+//!
+//! Writes go through one writer thread that owns the write connection and commits everything queued
+//! at that moment — appends of many tasks — in one transaction (group commit), so throughput across
+//! tasks is bounded by the disk's fsync rate times the batch size, not one fsync per step. Reads use a
+//! small pool of separate connections on the blocking thread pool.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::types::FromSql;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use tokio::sync::oneshot;
+
+use super::view::{self, EncodedView, MemView, TaskView};
+use super::{
+    sql_terminal_states, Append, Encoded, Store, StoreError, StoreStats, TaskQuery, TaskRecord,
+};
+use crate::journal::{now_ms, JournalRecord};
+use crate::model::TaskState;
+
+/// How hard a commit waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: a committed step survives power loss. The default.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: survives a process crash; the last commits may be lost on power loss.
+    Normal,
+}
+
+/// Most appends committed in one transaction.
+const MAX_BATCH: usize = 1024;
+
+type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+struct Shared {
+    writer: Mutex<mpsc::Sender<(Encoded, Reply)>>,
+    readers: Mutex<Vec<Connection>>,
+    path: PathBuf,
+    batches: AtomicU64,
+    appends: AtomicU64,
+}
+
+/// A SQLite-backed store. Cheap to clone; the writer thread stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+mod push;
+mod read;
+mod schema;
+mod write;
+
+use read::*;
+use schema::*;
+use write::*;
+
+/// Column `name` of `row` as `T`: a `NULL`, a value of another type or an out-of-range number is a
+/// [`StoreError::Column`] naming the column.
+fn get<T: FromSql>(row: &Row<'_>, name: &'static str) -> Result<T, StoreError> {
+    row.get(name).map_err(|e| StoreError::Column {
+        column: name.into(),
+        source: e.into(),
+    })
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path` with `durability`, and start its writer.
+    pub fn open(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_owned();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::backend(format!("creating directory {}", dir.display()), e)
+            })?;
+        }
+        let mut conn = connect(&path, durability)?;
+        migrate(&mut conn)?;
+        let (tx, rx) = mpsc::channel::<(Encoded, Reply)>();
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(tx),
+            readers: Mutex::new(Vec::new()),
+            path: path.clone(),
+            batches: AtomicU64::new(0),
+            appends: AtomicU64::new(0),
+        });
+        let stats = Arc::downgrade(&shared);
+        std::thread::Builder::new()
+            .name("radkit-sqlite-writer".into())
+            .spawn(move || writer_loop(conn, rx, stats))
+            .map_err(|e| StoreError::backend("starting the sqlite writer thread", e))?;
+        Ok(SqliteStore { shared })
+    }
+
+    /// Open with FULL durability.
+    pub fn open_default(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open(path, Durability::Full)
+    }
+
+    /// Commit statistics since open.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            batches: self.shared.batches.load(Ordering::Relaxed),
+            appends: self.shared.appends.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Run `f` on a pooled read connection on the blocking pool.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = shared
+                .readers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => {
+                    let c = Connection::open(&shared.path)?;
+                    c.busy_timeout(std::time::Duration::from_secs(10))?;
+                    c
+                }
+            };
+            let result = f(&conn);
+            let mut pool = shared.readers.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < 8 {
+                pool.push(conn);
+            }
+            result
+        })
+        .await
+        .map_err(|e| StoreError::backend("sqlite read task", e))?
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        let encoded = Encoded::new(append)?;
+        let (reply, answer) = oneshot::channel();
+        self.shared
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send((encoded, reply))
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let id = task_id.to_owned();
+        self.read(move |conn| {
+            let mut stmt =
+                conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"))?;
+            Ok(query_tasks(&mut stmt, params![id])?.pop())
+        })
+        .await
+    }
+
+    async fn task_view(
+        &self,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<Option<TaskView>, StoreError> {
+        let id = task_id.to_owned();
+        self.read(move |conn| read_view(conn, &id, history)).await
+    }
+
+    async fn list_views(&self, query: &super::ViewQuery) -> Result<super::ViewPage, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| read_view_page(conn, &query)).await
+    }
+
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        // The whole rest: a page without a limit.
+        self.journal_page(task_id, after_seq, usize::MAX).await
+    }
+
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        let id = task_id.to_owned();
+        self.read(move |conn| read_records(conn, REPLAY_SQL, params![id], &id, 0))
+            .await
+    }
+
+    async fn journal_page(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+        appends: usize,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        let id = task_id.to_owned();
+        let limit = i64::try_from(appends.max(1)).unwrap_or(i64::MAX);
+        self.read(move |conn| {
+            read_records(
+                conn,
+                // From the row holding entry `after_seq + 1` on, `appends` rows: an index range,
+                // however long the journal.
+                "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
+                 SELECT seq, at_ms, body FROM journal
+                 WHERE tid = (SELECT tid FROM t)
+                   AND seq >= COALESCE((SELECT MAX(seq) FROM journal
+                                        WHERE tid = (SELECT tid FROM t) AND seq <= ?2 + 1), 0)
+                 ORDER BY seq LIMIT ?3",
+                params![id, super::to_sql_int("seq", after_seq)?, limit],
+                &id,
+                after_seq,
+            )
+        })
+        .await
+    }
+
+    fn push(&self) -> Option<&dyn super::PushStore> {
+        Some(self)
+    }
+
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.read(move |conn| {
+            let (sql, values) = list_sql(&query);
+            let mut stmt = conn.prepare(&sql)?;
+            query_tasks(&mut stmt, rusqlite::params_from_iter(values))
+        })
+        .await
+    }
+}
+
+#[cfg(feature = "testing")]
+impl SqliteStore {
+    /// The reference the sequential benchmark is judged against: the mean latency of one durable SQLite
+    /// commit (WAL, `synchronous=FULL`, one small row per transaction) on a fresh file at `path`, over
+    /// `commits` transactions.
+    pub fn commit_latency(path: &Path, commits: u32) -> Result<std::time::Duration, StoreError> {
+        let conn = connect(path, Durability::Full)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
+        )?;
+        let started = std::time::Instant::now();
+        for i in 0..commits {
+            conn.execute(
+                "INSERT INTO t (body) VALUES (?1)",
+                params![format!("commit {i}")],
+            )?;
+        }
+        Ok(started.elapsed() / commits.max(1))
+    }
+
+    /// The `journal_mode` and `synchronous` a connection opened like the store's gets (for tests and
+    /// `radkit doctor`-style checks): `("wal", 2)` is WAL with FULL.
+    pub fn pragmas(path: &Path, durability: Durability) -> Result<(String, i64), StoreError> {
+        let conn = connect(path, durability)?;
+        let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
+        Ok((mode, sync))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Entry;
+
+    /// How SQLite runs `list` for `query`: the `detail` lines of `EXPLAIN QUERY PLAN`.
+    fn plan(query: &TaskQuery) -> String {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let (sql, values) = list_sql(query);
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let details = stmt
+            .query_map(rusqlite::params_from_iter(values), |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        details.join("\n")
+    }
+
+    #[test]
+    fn an_id_prefix_is_a_range_of_the_id_index_not_a_scan() {
+        for query in [
+            TaskQuery {
+                id_prefix: Some("0b3f".into()),
+                ..TaskQuery::default()
+            },
+            TaskQuery {
+                id_prefix: Some("0b3f%_".into()),
+                principal: Some("alice".into()),
+                non_terminal: true,
+                limit: Some(10),
+                ..TaskQuery::default()
+            },
+        ] {
+            let plan = plan(&query);
+            assert!(
+                plan.contains("SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (id>? AND id<?)"),
+                "{query:?}:\n{plan}"
+            );
+        }
+    }
+
+    fn checkpoint(visit: u64) -> Entry {
+        Entry::Checkpoint {
+            visit,
+            state: serde_json::Value::Null,
+            status: TaskState::Working,
+            compensable: Vec::new(),
+        }
+    }
+
+    fn task_row(id: &str) -> TaskRecord {
+        TaskRecord {
+            id: id.into(),
+            context_id: "c".into(),
+            skill_id: "s".into(),
+            skill_version: "1".into(),
+            principal: None,
+            state: TaskState::Working,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            wake_at_ms: None,
+            waits_on_call: false,
+            last_seq: 0,
+        }
+    }
+
+    /// `(seq, checkpoint)` of every journal row, in order.
+    fn checkpoint_flags(conn: &Connection) -> Vec<(i64, bool)> {
+        conn.prepare("SELECT seq, checkpoint FROM journal ORDER BY tid, seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn migration_4_backfills_the_checkpoint_column_from_the_old_kind_text_and_drops_it() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 3).unwrap();
+        // Rows as the previous version wrote them: one entry per row (before migration 3) or one
+        // row per append with its kinds comma-joined.
+        conn.execute_batch(
+            "INSERT INTO tasks (tid, id, context_id, skill_id, skill_version, state, created_at_ms, updated_at_ms)
+                VALUES (1, 't', 'c', 's', '1', 'working', 0, 0);
+             INSERT INTO journal (tid, seq, last_seq, at_ms, kind, body) VALUES
+                (1, 1, 2, 0, 'task_created,message_received', '[]'),
+                (1, 3, NULL, 0, 'checkpoint', '{}'),
+                (1, 4, 6, 0, 'transitioned,checkpoint,activated', '[]'),
+                (1, 7, NULL, 0, 'checkpoints', '{}'),
+                (1, 8, 9, 0, 'activated,checkpoint', '[]'),
+                (1, 10, 11, 0, 'no_checkpoint,activated', '[]');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(
+            checkpoint_flags(&conn),
+            [
+                (1, false),
+                (3, true),
+                (4, true),
+                (7, false),
+                (8, true),
+                (10, false)
+            ]
+        );
+        let columns: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info('journal')")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(columns.contains(&"checkpoint".to_owned()), "{columns:?}");
+        assert!(!columns.contains(&"kind".to_owned()), "{columns:?}");
+    }
+
+    #[test]
+    fn the_last_checkpoint_is_found_in_the_partial_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {REPLAY_SQL}"))
+            .unwrap()
+            .query_map(params!["t"], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("USING COVERING INDEX journal_checkpoints"),
+            "{plan}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_append_holding_a_checkpoint_sets_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.sqlite");
+        let store = SqliteStore::open_default(&path).unwrap();
+        let mut create = Append::new("t", 1, vec![Entry::CancelRequested]);
+        create.create = Some(task_row("t"));
+        store.append(create).await.unwrap();
+        let entries = vec![
+            Entry::CancelRequested,
+            checkpoint(1),
+            Entry::CancelRequested,
+        ];
+        store.append(Append::new("t", 2, entries)).await.unwrap();
+        store
+            .append(Append::new("t", 5, vec![checkpoint(2)]))
+            .await
+            .unwrap();
+        store
+            .append(Append::new("t", 6, vec![Entry::CancelRequested]))
+            .await
+            .unwrap();
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(
+            checkpoint_flags(&conn),
+            [(1, false), (2, true), (5, true), (6, false)]
+        );
+        let replay: Vec<u64> = store
+            .journal_for_replay("t")
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(replay, [1, 5, 6]);
+    }
+
+    #[tokio::test]
+    async fn a_mistyped_column_is_a_typed_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.sqlite");
+        let store = SqliteStore::open_default(&path).unwrap();
+        let mut create = Append::new("t", 1, vec![Entry::CancelRequested]);
+        create.create = Some(task_row("t"));
+        store.append(create).await.unwrap();
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("UPDATE tasks SET created_at_ms = 'yesterday'", [])
+            .unwrap();
+        match store.task("t").await {
+            Err(StoreError::Column { column, .. }) => assert_eq!(column, "created_at_ms"),
+            other => panic!("expected a column error, got {other:?}"),
+        }
+        conn.execute("UPDATE tasks SET created_at_ms = 0", [])
+            .unwrap();
+        conn.execute("UPDATE journal SET seq = -1", []).unwrap();
+        match store.journal("t", 0).await {
+            Err(e @ StoreError::Column { .. }) => {
+                assert!(e.to_string().starts_with("store column `seq`"), "{e}")
+            }
+            other => panic!("expected a column error, got {other:?}"),
+        }
+    }
+}
