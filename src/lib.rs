@@ -33,9 +33,3 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/skills.md")]
 pub struct SkillsDoctests;
-
-/// Every `rust` block of `docs/agent-calls.md` compiles (and runs unless `no_run`) as a doc test;
-/// its excerpts (`rust,ignore`) are checked by `tests/it/readme.rs` instead.
-#[cfg(doctest)]
-#[doc = include_str!("../docs/agent-calls.md")]
-pub struct AgentCallsDoctests;

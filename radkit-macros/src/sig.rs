@@ -43,7 +43,7 @@ pub fn is_content(ty: &Type) -> bool {
         && p.path.segments.last().is_some_and(|s| s.ident == "Content" && s.arguments.is_none()))
 }
 
-/// `StepResult`, `radkit::flow::StepResult`, `radkit::flow::StepResult` (without arguments).
+/// `StepResult` or `radkit::flow::StepResult` (without arguments).
 fn is_step_result(ty: &Type) -> bool {
     matches!(ty, Type::Path(p) if p.qself.is_none()
         && p.path.segments.last().is_some_and(|s| s.ident == "StepResult" && s.arguments.is_none()))

@@ -38,7 +38,7 @@ pub use error::EngineError;
 pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision};
 pub use projection::{a2a_task, stream_event, StreamEvent};
-pub use push::{PushSettings, TargetError};
+pub use push::{PushSettings, TargetError, MAX_CONFIGS_PER_TASK};
 pub use request::{Caller, Request};
 pub use subscription::{Snapshot, Subscription, Update};
 

@@ -167,6 +167,7 @@ impl Inner {
     ) -> Result<(), EngineError> {
         self.resume_within(task_id, claimed, Duration::ZERO, None)
             .await
+            .map(drop)
     }
 
     /// Load and continue a task whose callee settled: like a timer's alarm, but on a shared store
@@ -174,17 +175,30 @@ impl Inner {
     pub(crate) async fn wake(self: &Arc<Self>, task_id: &str) -> Result<(), EngineError> {
         self.resume_within(task_id, None, self.config.lease_ttl, None)
             .await
+            .map(drop)
     }
 
     /// Load and continue a task waiting on a call, when a worker starts: like [`Inner::wake`], but
-    /// it waits up to two lease ttls, so that a lease left by a worker that died (its last renewal
-    /// at most a ttl before) has expired.
+    /// it tries for up to two lease ttls, so that a lease left by a worker that died (its last
+    /// renewal at most a ttl before) has expired. The task's gate is held only while a try runs, not
+    /// while it waits: a cancel or a reply for the task is not held up meanwhile.
     pub(crate) async fn ask_after_leases(
         self: &Arc<Self>,
         task_id: &str,
     ) -> Result<(), EngineError> {
-        self.resume_within(task_id, None, self.config.lease_ttl * 2, None)
-            .await
+        let deadline = tokio::time::Instant::now() + self.config.lease_ttl * 2;
+        loop {
+            if self
+                .resume_within(task_id, None, Duration::ZERO, None)
+                .await?
+            {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline || self.halted.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            tokio::time::sleep(self.config.poll.min(Duration::from_millis(50))).await;
+        }
     }
 
     /// Like [`Inner::wake`], for posts to the call webhook about `calls` (their names in its
@@ -197,15 +211,19 @@ impl Inner {
     ) -> Result<(), EngineError> {
         self.resume_within(task_id, None, self.config.lease_ttl, Some(calls))
             .await
+            .map(drop)
     }
 
+    /// Load `task_id` and drive it if it has work, owning it for the while (its lease on a shared
+    /// store, waiting up to `wait` for another owner to give it back). False when another owner holds
+    /// it still: nothing was done.
     async fn resume_within(
         self: &Arc<Self>,
         task_id: &str,
         claimed: Option<Lease>,
         wait: Duration,
         posted: Option<&HashSet<String>>,
-    ) -> Result<(), EngineError> {
+    ) -> Result<bool, EngineError> {
         let (_, gate) = self.live.handles(task_id);
         let guard = gate.lock_owned().await;
         let owner = match claimed {
@@ -213,7 +231,7 @@ impl Inner {
             None => self.own(task_id, wait).await?,
         };
         let cancel = match &owner {
-            Ownership::Busy => return Ok(()),
+            Ownership::Busy => return Ok(false),
             Ownership::Leased(lease) => lease.cancel_requested,
             Ownership::Sole => false,
         };
@@ -224,16 +242,16 @@ impl Inner {
         if cancel && !matches!(wait, Wait::Terminal(_)) {
             run.lock().request_cancel();
             self.spawn_drive(run, guard);
-            return Ok(());
+            return Ok(true);
         }
         if posted.is_some_and(|calls| !super::call::waits_on_any(&run.lock(), calls)) {
             self.disown(&run).await;
-            return Ok(());
+            return Ok(true);
         }
         match wait {
             Wait::Runnable => {
                 self.spawn_drive(run, guard);
-                return Ok(());
+                return Ok(true);
             }
             Wait::Timer(at) => self.schedule_timer(task_id.to_owned(), at),
             Wait::Input {
@@ -243,7 +261,7 @@ impl Inner {
             Wait::Input { .. } | Wait::Terminal(_) => {}
         }
         self.disown(&run).await;
-        Ok(())
+        Ok(true)
     }
 
     pub(super) fn spawn_drive(

@@ -153,7 +153,7 @@ impl StepCtx {
     /// as a data part (`{"type": "approval_request", "tool", "arguments", "reason", "default",
     /// "expires_in_ms"}`). Returns the decision; journaled, so a replay returns the same one. A reply
     /// that is neither approve nor reject is answered with the question again (each a journaled
-    /// command of its own, each with the full expiry), at most `MAX_UNCLEAR_REPLIES` (5) times.
+    /// command of its own, each with the full expiry), at most [`MAX_UNCLEAR_REPLIES`] times.
     pub async fn approve(
         &self,
         slot: impl Into<String>,

@@ -14,7 +14,7 @@ mod skill;
 pub mod step_table;
 mod transition;
 
-pub use approval::{Approval, ApprovalRequest, Decision};
+pub use approval::{Approval, ApprovalRequest, Decision, MAX_UNCLEAR_REPLIES};
 pub use call::{AgentCall, AgentError, AgentReply, Outgoing};
 pub use cmd::{Cmd, CmdKind, EffectPolicy, InvocationId, RetryPolicy};
 pub use ctx::{ArtifactStream, CallFuture, Invoker, LlmCall, RaceFuture, Raced, StepCtx, ToolCall};

@@ -2,8 +2,8 @@
 //! cancel), retries that run out, approvals that expire across a restart and on another worker, and
 //! hook denials that a replay honours. Each test names the boundary it crosses and the promise it
 //! checks. The Postgres test uses `RADKIT_TEST_POSTGRES_URL`, else the local server (see `services`);
-//! when it does not answer, that test is reported ignored. Tests that pin a known engine bug are
-//! reported ignored (`#[ignore = "the bug"]`).
+//! when it does not answer, that test is reported ignored. A test that pins a known engine bug is
+//! marked `#[ignore = "the bug"]` (reported ignored; `--ignored` runs it).
 
 use crate::support::common;
 use crate::support::services;

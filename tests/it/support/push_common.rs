@@ -15,11 +15,8 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 use super::agent;
-pub use super::agent::Agent;
+pub use super::agent::{client, Agent, PATIENCE};
 use super::skills::Ask;
-
-/// How long a test waits for an answer or a delivery before it fails.
-pub const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Fast retries, so a test sees several attempts without waiting long (no test asserts on time).
 pub fn settings(allow_private: bool) -> PushSettings {
@@ -68,13 +65,6 @@ pub async fn agent(allow_private: bool) -> Agent {
         &[],
     )
     .await
-}
-
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(PATIENCE)
-        .build()
-        .unwrap()
 }
 
 /// A JSON-RPC call (`version` as `A2A-Version`, `token` as bearer); the envelope.

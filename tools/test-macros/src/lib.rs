@@ -146,6 +146,12 @@ fn take_ignore(attrs: &mut Vec<Attribute>) -> syn::Result<bool> {
     let mut ignored = false;
     let mut kept = Vec::with_capacity(attrs.len());
     for attr in attrs.drain(..) {
+        if attr.path().is_ident("should_panic") {
+            return Err(syn::Error::new(
+                attr.span(),
+                "the suite's harness does not run `#[should_panic]` tests; catch the panic in the test (`std::panic::catch_unwind`) and assert on it",
+            ));
+        }
         if attr.path().is_ident("ignore") {
             match &attr.meta {
                 Meta::Path(_) | Meta::NameValue(_) => ignored = true,

@@ -647,11 +647,15 @@ impl Inner {
         CallStep::Waiting
     }
 
+    /// How many tasks waiting on calls a starting worker asks at once.
+    const ASKS_AT_ONCE: usize = 8;
+
     /// A worker on a shared store that starts asks, once, the callees of the calls waiting in the
     /// cluster ([`crate::store::TaskRecord::waits_on_call`]): the watchers that followed them may
     /// have died with a worker (most often this one, restarted), and a callee that settled
     /// meanwhile would otherwise be noticed only at its call's recheck. Each task is taken through
-    /// its lease (one held elsewhere is left to its holder) as this worker has room; a callee
+    /// its lease as this worker has room, a few at once; a lease held elsewhere is waited out for
+    /// up to two ttls (its holder may have died holding it), then left to its holder. A callee
     /// still working is waited on again, watched from here as well.
     pub(crate) fn ask_waiting_callees(self: &Arc<Self>) {
         // An engine that only submits drives nothing.
@@ -675,6 +679,9 @@ impl Inner {
                     return;
                 }
             };
+            // A few asks at once: each may wait out a lease (up to two ttls), and one busy task
+            // must not hold up the rest.
+            let asks = Arc::new(tokio::sync::Semaphore::new(Self::ASKS_AT_ONCE));
             for task in tasks {
                 loop {
                     let Some(engine) = engine.upgrade() else {
@@ -684,13 +691,19 @@ impl Inner {
                         return;
                     }
                     if engine.has_room() {
+                        let Ok(permit) = asks.clone().acquire_owned().await else {
+                            return;
+                        };
                         // The worker that had the task may have died holding its lease (right
                         // after journaling the call's recheck, before giving the task back): wait
                         // for that lease to expire, or this ask is lost and the task waits for
                         // its recheck.
-                        if let Err(e) = engine.ask_after_leases(&task.id).await {
-                            tracing::warn!(task = %task.id, error = %e, "task waiting on a call not resumed; it is asked at its recheck");
-                        }
+                        tokio::spawn(async move {
+                            if let Err(e) = engine.ask_after_leases(&task.id).await {
+                                tracing::warn!(task = %task.id, error = %e, "task waiting on a call not resumed; it is asked at its recheck");
+                            }
+                            drop(permit);
+                        });
                         break;
                     }
                     let poll = engine.config.poll;

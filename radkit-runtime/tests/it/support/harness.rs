@@ -3,8 +3,8 @@
 //! a [`Suite`], and [`main`] runs them all under libtest's command line through
 //! [`services::run`](super::services::run): a test whose outside service is missing is reported
 //! ignored. Tests are named by their module path below the crate root, as libtest names them
-//! (`crash_matrix::sqlite::at_most_once::during_effect::step`), so `cargo test --test it call_order::`
-//! selects one former test file.
+//! (`crash_matrix::sqlite::at_most_once::during_effect::step`), so `cargo test -p radkit-runtime
+//! --test it call_order::` selects one former test file.
 //!
 //! Shared by both crates' suites (`tests/it` includes this file by path).
 
@@ -103,8 +103,8 @@ pub fn main() -> ExitCode {
 }
 
 /// How many tests the suite's sources under `dir` declare: lines that start with `#[test]` or
-/// `#[test(`, and any `#[tokio::test` (which this harness would never run: the suite checks there is
-/// none).
+/// `#[test(`, and any attribute naming `tokio::test` (which this harness would never run: the suite
+/// checks there is none).
 pub fn written(dir: &std::path::Path) -> Written {
     let mut written = Written::default();
     let mut files = vec![dir.to_owned()];
@@ -122,7 +122,7 @@ pub fn written(dir: &std::path::Path) -> Written {
             if line == "#[test]" || line.starts_with("#[test(") {
                 written.tests += 1;
             }
-            if line.starts_with("#[tokio::test") {
+            if line.starts_with("#[") && line.contains("tokio::test") {
                 written.foreign.push(path.display().to_string());
             }
         }
