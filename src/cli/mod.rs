@@ -10,13 +10,17 @@
 //! [`App`] adds what registration cannot: step tables and reducers, models and tools, hooks, the
 //! agent's name on its card. The `radkit` binary itself is an [`App`] over the demo skills. This
 //! module exists only with the `cli` cargo feature (on by default); it owns argument parsing and
-//! logging, and reaches the engine only through [`EngineBuilder`].
+//! logging, and reaches the engine only through [`EngineBuilder`]. What it offers follows the
+//! other features: `worker`, `--store postgres://…` and the lease options come with `postgres`,
+//! `bench a2a --binding grpc` with `grpc`, `--llm openai` with `openai`.
 
 pub mod agents;
 pub mod bench;
 mod bench_a2a;
+#[cfg(feature = "postgres")]
 pub mod bench_cluster;
 mod bench_fanout;
+#[cfg(feature = "grpc")]
 mod bench_grpc;
 mod bench_reads;
 mod bench_soak;
@@ -159,6 +163,7 @@ impl App {
         runtime.block_on(async move {
             match cli.command {
                 Command::Serve(args) => serve::run(&self, *args).await,
+                #[cfg(feature = "postgres")]
                 Command::Worker(args) => worker::run(&self, args).await,
                 Command::Bench(args) => bench::run(args).await,
                 Command::Graph(args) => graph::run(&self, args).await,
@@ -209,6 +214,7 @@ impl Cli {
     fn check(&self, command: &mut clap::Command) -> Result<(), clap::Error> {
         let (subcommand, agents) = match &self.command {
             Command::Serve(args) => ("serve", &args.agents),
+            #[cfg(feature = "postgres")]
             Command::Worker(args) => ("worker", &args.agents),
             _ => return Ok(()),
         };
@@ -227,6 +233,7 @@ enum Command {
     /// Serve this program's skills over A2A JSON-RPC (SQLite by default).
     Serve(Box<serve::Args>),
     /// Claim and run tasks of this program's skills from a shared Postgres store, without HTTP.
+    #[cfg(feature = "postgres")]
     Worker(worker::Args),
     /// Run the engine benchmarks (build with --release).
     Bench(bench::Args),

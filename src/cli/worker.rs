@@ -1,15 +1,22 @@
 //! `worker`: the engine without the HTTP surface, sharing a Postgres store with other workers
 //! and servers. It claims runnable tasks through leases, renews them while it works and gives them
-//! back when it stops (SIGINT or SIGTERM).
+//! back when it stops (SIGINT or SIGTERM). The command and the lease settings exist with the
+//! `postgres` cargo feature; [`is_postgres`] and [`shutdown_signal`], which `serve` uses too,
+//! always.
 
+#[cfg(feature = "postgres")]
 use std::time::Duration;
 
+#[cfg(feature = "postgres")]
 use anyhow::Context;
 
+#[cfg(feature = "postgres")]
 use super::App;
+#[cfg(feature = "postgres")]
 use crate::{Engine, EngineBuilder};
 
 /// Lease settings, shared by `radkit serve` and `radkit worker` (they matter on Postgres only).
+#[cfg(feature = "postgres")]
 #[derive(clap::Args, Clone)]
 pub struct ClusterArgs {
     /// This process's name in leases (default: host, pid and a random suffix).
@@ -26,6 +33,7 @@ pub struct ClusterArgs {
     pub max_tasks: usize,
 }
 
+#[cfg(feature = "postgres")]
 impl ClusterArgs {
     /// Apply to an engine builder.
     pub fn apply(&self, builder: EngineBuilder) -> EngineBuilder {
@@ -41,13 +49,14 @@ impl ClusterArgs {
 }
 
 /// Arguments of `radkit worker`.
+#[cfg(feature = "postgres")]
 #[derive(clap::Args)]
 pub struct Args {
     /// The shared store: `postgres://…`.
     #[arg(long, env = "RADKIT_STORE")]
     pub store: String,
     /// Models: `program` (default) or `openai`, as for `serve`.
-    #[arg(long, default_value = "program", value_parser = ["program", "scripted", "openai"])]
+    #[arg(long, default_value = "program", value_parser = super::serve::LLM_VALUES)]
     pub llm: String,
     /// Also run the `bench` skill (what `bench concurrent --workers N` submits).
     #[arg(long, hide = true)]
@@ -71,6 +80,7 @@ pub fn is_postgres(url: &str) -> bool {
 }
 
 /// Run `worker` until SIGINT or SIGTERM.
+#[cfg(feature = "postgres")]
 pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     super::init_tracing();
     if !is_postgres(&args.store) {
