@@ -154,7 +154,8 @@ fn without_postgres(url: &str) -> String {
 fn without_postgres(url: &str) -> String {
     format!(
         "`{url}` is a Postgres store, and this program was built without radkit's `postgres` \
-         feature; build it with `--features postgres` (or use a SQLite store)"
+         feature: turn it on (`features = [\"postgres\"]` on the radkit dependency, \
+         `--features postgres` for radkit's own binary) or use a SQLite store"
     )
 }
 
