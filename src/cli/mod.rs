@@ -29,6 +29,8 @@ pub mod graph;
 mod memory;
 pub mod serve;
 pub mod tasks;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod worker;
 
 use std::ffi::OsString;
@@ -241,6 +243,27 @@ enum Command {
     Graph(graph::Args),
     /// List tasks or show a task's journal as a timeline.
     Tasks(tasks::Args),
+}
+
+/// True for a Postgres URL.
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
 }
 
 /// Log to stderr; `RUST_LOG` overrides the default `info`.

@@ -137,7 +137,7 @@ pub fn open_sqlite(
     let path = match store {
         None => data_dir.join("radkit.sqlite"),
         Some(url) if url.starts_with("sqlite://") => PathBuf::from(&url["sqlite://".len()..]),
-        Some(url) if super::worker::is_postgres(url) => anyhow::bail!(without_postgres(url)),
+        Some(url) if super::is_postgres(url) => anyhow::bail!(without_postgres(url)),
         Some(other) => anyhow::bail!("unknown store `{other}`; expected sqlite://<path>"),
     };
     SqliteStore::open(&path, durability).with_context(|| format!("opening {}", path.display()))
@@ -273,7 +273,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     let (extended_card, card_signer) = card_settings(&args, !tokens.is_empty())?;
     let (builder, location) = match args.store.as_deref() {
         #[cfg(feature = "postgres")]
-        Some(url) if super::worker::is_postgres(url) => {
+        Some(url) if super::is_postgres(url) => {
             let store = crate::store::PostgresStore::connect(url).await?;
             (
                 args.cluster.apply(app.builder(std::sync::Arc::new(store))),
@@ -333,7 +333,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     // workers sharing a Postgres store take the tasks over at once.
     tokio::select! {
         served = server::serve(listener, engine.clone(), config) => served?,
-        () = super::worker::shutdown_signal() => {}
+        () = super::shutdown_signal() => {}
     }
     engine.shutdown().await;
     Ok(())

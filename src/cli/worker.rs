@@ -1,22 +1,15 @@
 //! `worker`: the engine without the HTTP surface, sharing a Postgres store with other workers
 //! and servers. It claims runnable tasks through leases, renews them while it works and gives them
-//! back when it stops (SIGINT or SIGTERM). The command and the lease settings exist with the
-//! `postgres` cargo feature; [`is_postgres`] and [`shutdown_signal`], which `serve` uses too,
-//! always.
+//! back when it stops (SIGINT or SIGTERM). It exists with the `postgres` cargo feature.
 
-#[cfg(feature = "postgres")]
 use std::time::Duration;
 
-#[cfg(feature = "postgres")]
 use anyhow::Context;
 
-#[cfg(feature = "postgres")]
 use super::App;
-#[cfg(feature = "postgres")]
 use crate::{Engine, EngineBuilder};
 
 /// Lease settings, shared by `radkit serve` and `radkit worker` (they matter on Postgres only).
-#[cfg(feature = "postgres")]
 #[derive(clap::Args, Clone)]
 pub struct ClusterArgs {
     /// This process's name in leases (default: host, pid and a random suffix).
@@ -33,7 +26,6 @@ pub struct ClusterArgs {
     pub max_tasks: usize,
 }
 
-#[cfg(feature = "postgres")]
 impl ClusterArgs {
     /// Apply to an engine builder.
     pub fn apply(&self, builder: EngineBuilder) -> EngineBuilder {
@@ -49,7 +41,6 @@ impl ClusterArgs {
 }
 
 /// Arguments of `radkit worker`.
-#[cfg(feature = "postgres")]
 #[derive(clap::Args)]
 pub struct Args {
     /// The shared store: `postgres://…`.
@@ -74,16 +65,10 @@ pub struct Args {
     pub cluster: ClusterArgs,
 }
 
-/// True for a Postgres URL.
-pub fn is_postgres(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
 /// Run `worker` until SIGINT or SIGTERM.
-#[cfg(feature = "postgres")]
 pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     super::init_tracing();
-    if !is_postgres(&args.store) {
+    if !super::is_postgres(&args.store) {
         anyhow::bail!(
             "`{}` is not a shared store: a worker needs `postgres://…` (on SQLite, `radkit serve` runs every task itself)",
             args.store
@@ -113,24 +98,8 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    shutdown_signal().await;
+    super::shutdown_signal().await;
     engine.shutdown().await;
     tracing::info!(worker = %engine.worker_id(), "stopped; leases given back");
     Ok(())
-}
-
-/// SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }
