@@ -4,10 +4,29 @@
 //!
 //! Write a skill as named async steps with [`flow_skill`] and [`step`]; move between them with
 //! [`goto!`] and [`await_input!`]. The [`macros_guide`] lists every macro argument, the allowed step
-//! signatures and the compile errors. With the `cli` feature (on by default), [`cli::main`] gives a
-//! program the whole `radkit` command line over its own skills. The `testing` feature (off by
-//! default) forwards the runtime's test tooling: fault injection (`engine::{Boundary, Fault, FaultHook}`,
-//! `EngineBuilder::fault_hook`) and the store conformance suite (`store::conformance`).
+//! signatures and the compile errors.
+//!
+//! # Features
+//!
+//! * `cli` (default): [`cli::main`] gives a program the whole `radkit` command line over its own
+//!   skills (and the `radkit` binary is built). It turns `sqlite` on; its Postgres, gRPC and OpenAI
+//!   options come with those features.
+//! * `sqlite` (default): `store::SqliteStore` (rusqlite, SQLite bundled).
+//! * `grpc` (default): the A2A 1.0 gRPC binding, `server::grpc` (tonic, prost). Without it the
+//!   server serves JSON-RPC and HTTP+JSON, lists no gRPC interface on its card and answers a gRPC
+//!   request `UNIMPLEMENTED`.
+//! * `openai` (default): `llm::OpenAiModel` and `--llm openai` (no crate of its own).
+//! * `postgres`: `store::PostgresStore` (tokio-postgres, deadpool-postgres);
+//!   with `cli`, `radkit worker`, `--store postgres://…` and the lease options.
+//! * `testing`: the runtime's test tooling: fault injection (`engine::{Boundary, Fault,
+//!   FaultHook}`, `EngineBuilder::fault_hook`) and the store conformance suite (`store::conformance`).
+//!
+//! A library that embeds the engine in its own server and needs only SQLite depends on
+//! `radkit = { version = "0.1", default-features = false, features = ["sqlite"] }`: no CLI, gRPC or
+//! Postgres is compiled. The memory store, the engine, the A2A client and the JSON-RPC and
+//! HTTP+JSON bindings are always there.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use radkit_runtime::{await_input, flow_skill, goto, join, step};
 pub use radkit_runtime::{
@@ -19,6 +38,7 @@ pub use radkit_runtime::{schemars, serde_json};
 pub use radkit_runtime::__private;
 
 #[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 pub mod cli;
 
 #[doc = include_str!("../docs/macros.md")]

@@ -8,18 +8,30 @@
 //!
 //! # Features
 //!
-//! The default build is what a program that runs skills needs. Test and benchmark tooling sits behind
-//! the `testing` feature (tokio's `test-util` pattern), off by default:
+//! What is compiled follows cargo features; the engine, the memory store, the A2A client (`client`),
+//! push delivery and the JSON-RPC (0.3, 1.0) and HTTP+JSON bindings always are. The default is
+//! `sqlite`, `grpc` and `openai`; the `radkit` facade forwards each feature (and adds `cli`).
 //!
-//! * fault injection: the fault types of `engine` (`Boundary`, `Fault`, `FaultHook`) and
-//!   `EngineBuilder::fault_hook`, which halts the engine at a durability boundary as `kill -9` would;
-//! * the store conformance suite, `store::conformance`, which every store (and a store of your own)
-//!   runs.
+//! * `sqlite` (default): `store::SqliteStore`, one file, the single-process store (rusqlite with
+//!   SQLite bundled).
+//! * `postgres`: `store::PostgresStore` (its schema and migrations with it), a store many
+//!   engines share through leases (tokio-postgres, deadpool-postgres).
+//! * `grpc` (default): the A2A 1.0 gRPC binding, `server::grpc`, on the server's port (tonic,
+//!   prost). Without it, the server's card lists no gRPC interface and a gRPC request is answered
+//!   `UNIMPLEMENTED` with a message saying the binding is not built in.
+//! * `openai` (default): `llm::OpenAiModel`, an OpenAI-compatible chat-completions client. It adds
+//!   no crate: reqwest is there either way, for the A2A client and push delivery.
+//! * `testing` (off): test and benchmark tooling (tokio's `test-util` pattern): fault injection
+//!   (the fault types of `engine`, `Boundary`, `Fault`, `FaultHook`, and `EngineBuilder::fault_hook`,
+//!   which halts the engine at a durability boundary as `kill -9` would) and the store conformance
+//!   suite, `store::conformance`, which every store (and a store of your own) runs. Without it none
+//!   of these exist in the public API and no crash can be injected. Enable it in
+//!   `[dev-dependencies]` (`radkit = { .., features = ["testing"] }`).
 //!
-//! Without `testing` none of these exist in the public API and no crash can be injected. Enable it in
-//! `[dev-dependencies]` (`radkit = { .., features = ["testing"] }`); the `radkit` facade forwards it.
+//! A program that names a type of a feature it did not enable fails to compile, naming the type.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 extern crate self as radkit_runtime;
 

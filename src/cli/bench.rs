@@ -41,25 +41,30 @@ enum Workload {
         steps: u64,
         /// `postgres://…` to run on PostgreSQL (in a fresh schema of that database, dropped after)
         /// instead of a fresh SQLite file.
+        #[cfg(feature = "postgres")]
         #[arg(long)]
         store: Option<String>,
         /// With `--store postgres://…`: share the tasks among this many `radkit worker` processes
         /// (the `bench` skill, run by `worker --bench-skill`) instead of running them in this process.
+        #[cfg(feature = "postgres")]
         #[arg(long, default_value_t = 0)]
         workers: u64,
         /// With `--workers`: the workers' lease lifetime, in ms (`worker --lease-ms`). Short leases
         /// show whether renewal keeps up under load: the line's `duplicate_executions` counts
         /// effects that ran more than once (0 when nothing failed).
+        #[cfg(feature = "postgres")]
         #[arg(long, default_value_t = 10_000)]
         lease_ms: u64,
         /// With `--workers`: tasks each worker drives at once (`worker --max-tasks`).
+        #[cfg(feature = "postgres")]
         #[arg(long, default_value_t = 256)]
         max_tasks: usize,
     },
     /// Blocking sends over loopback HTTP to a trivial skill, every task journaled, through one
     /// binding and version; the 0.3 JSON-RPC floor is measured in the same run and the ratio printed.
     A2a {
-        /// The binding: `jsonrpc`, or `rest` or `grpc` (A2A 1.0 only).
+        /// The binding: `jsonrpc`, or `rest` or `grpc` (A2A 1.0 only; `grpc` with the `grpc`
+        /// feature).
         #[arg(long, value_enum, default_value = "jsonrpc")]
         binding: super::bench_a2a::Binding,
         /// The protocol version: `0.3` or `1.0` (default: 0.3 over JSON-RPC, 1.0 over REST and gRPC).
@@ -264,6 +269,7 @@ pub(crate) fn commit_latency(path: &std::path::Path, commits: u32) -> anyhow::Re
 
 /// `builder` serving the `bench` skill too, with its `noop` tool (`worker --bench-skill`, which
 /// `bench concurrent --workers N` starts).
+#[cfg(feature = "postgres")]
 pub(crate) fn with_bench_skill(builder: EngineBuilder) -> anyhow::Result<EngineBuilder> {
     let (skill, noop) = bench_skill()?;
     Ok(builder
@@ -358,6 +364,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             });
             report("sequential", steps, elapsed, extra);
         }
+        #[cfg(feature = "postgres")]
         Workload::Concurrent {
             flows,
             steps,
@@ -373,16 +380,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             };
             super::bench_cluster::concurrent(&url, flows, steps, cluster).await?
         }
-        Workload::Concurrent {
-            flows,
-            steps,
-            store: None,
-            workers,
-            ..
-        } => {
-            if workers > 0 {
-                bail!("--workers needs a shared store: --store postgres://…");
-            }
+        #[cfg(feature = "postgres")]
+        Workload::Concurrent { workers, .. } if workers > 0 => {
+            bail!("--workers needs a shared store: --store postgres://…")
+        }
+        Workload::Concurrent { flows, steps, .. } => {
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let store = SqliteStore::open(&path, Durability::Full)?;
@@ -410,7 +412,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             use super::bench_a2a::{Binding, Version};
             let version = version.unwrap_or(match binding {
                 Binding::Jsonrpc => Version::V0_3,
-                Binding::Rest | Binding::Grpc => Version::V1_0,
+                Binding::Rest => Version::V1_0,
+                #[cfg(feature = "grpc")]
+                Binding::Grpc => Version::V1_0,
             });
             super::bench_a2a::run(binding, version, requests, concurrency, rounds).await?
         }

@@ -29,6 +29,7 @@ pub enum Binding {
     /// HTTP+JSON (`POST /message:send`), A2A 1.0 only.
     Rest,
     /// gRPC (`lf.a2a.v1.A2AService/SendMessage`), A2A 1.0 only.
+    #[cfg(feature = "grpc")]
     Grpc,
 }
 
@@ -49,6 +50,7 @@ struct Clients {
     /// HTTP/1.1 with a connection pool as deep as the clients: JSON-RPC and HTTP+JSON.
     http: reqwest::Client,
     /// gRPC: this worker's own HTTP/2 connection (when the target is gRPC).
+    #[cfg(feature = "grpc")]
     grpc: Option<super::bench_grpc::Client>,
 }
 
@@ -69,6 +71,7 @@ impl Target {
         let binding = match self.binding {
             Binding::Jsonrpc => "jsonrpc",
             Binding::Rest => "rest",
+            #[cfg(feature = "grpc")]
             Binding::Grpc => "grpc",
         };
         let version = match self.version {
@@ -115,13 +118,15 @@ impl Target {
                         .json(&json!({ "message": message_v1 })),
                     "/task/status/state",
                 ),
+                #[cfg(feature = "grpc")]
                 (Binding::Grpc, Version::V1_0) => {
                     let Some(grpc) = &clients.grpc else {
                         bail!("no gRPC connection")
                     };
                     return super::bench_grpc::send(grpc.clone(), n).await;
                 }
-                (Binding::Rest | Binding::Grpc, Version::V0_3) => {
+                // JSON-RPC's is above: the others, HTTP+JSON and gRPC.
+                (_, Version::V0_3) => {
                     bail!("the HTTP+JSON and gRPC bindings speak A2A 1.0 only; use --version 1.0")
                 }
             };
@@ -189,6 +194,7 @@ pub async fn run(
         (Binding::Rest, Version::V0_3) => {
             bail!("the HTTP+JSON binding speaks A2A 1.0 only; use --version 1.0")
         }
+        #[cfg(feature = "grpc")]
         (Binding::Grpc, Version::V0_3) => {
             bail!("the gRPC binding speaks A2A 1.0 only; use --version 1.0")
         }
@@ -269,13 +275,13 @@ async fn measure(target: Target, requests: u64, concurrency: u64) -> anyhow::Res
         .build()?;
     let mut per_worker = Vec::new();
     for _ in 0..concurrency {
-        let grpc = match target.binding {
-            Binding::Grpc => Some(super::bench_grpc::connect(&url).await?),
-            _ => None,
-        };
         per_worker.push(Clients {
             http: http.clone(),
-            grpc,
+            #[cfg(feature = "grpc")]
+            grpc: match target.binding {
+                Binding::Grpc => Some(super::bench_grpc::connect(&url).await?),
+                _ => None,
+            },
         });
     }
     let next = Arc::new(AtomicU64::new(0));

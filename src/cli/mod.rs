@@ -10,13 +10,17 @@
 //! [`App`] adds what registration cannot: step tables and reducers, models and tools, hooks, the
 //! agent's name on its card. The `radkit` binary itself is an [`App`] over the demo skills. This
 //! module exists only with the `cli` cargo feature (on by default); it owns argument parsing and
-//! logging, and reaches the engine only through [`EngineBuilder`].
+//! logging, and reaches the engine only through [`EngineBuilder`]. What it offers follows the
+//! other features: `worker`, `--store postgres://…` and the lease options come with `postgres`,
+//! `bench a2a --binding grpc` with `grpc`, `--llm openai` with `openai`.
 
 mod agents;
 mod bench;
 mod bench_a2a;
+#[cfg(feature = "postgres")]
 mod bench_cluster;
 mod bench_fanout;
+#[cfg(feature = "grpc")]
 mod bench_grpc;
 mod bench_reads;
 mod bench_soak;
@@ -25,6 +29,7 @@ mod graph;
 mod memory;
 mod serve;
 mod tasks;
+#[cfg(feature = "postgres")]
 mod worker;
 
 use std::ffi::OsString;
@@ -159,6 +164,7 @@ impl App {
         runtime.block_on(async move {
             match cli.command {
                 Command::Serve(args) => serve::run(&self, *args).await,
+                #[cfg(feature = "postgres")]
                 Command::Worker(args) => worker::run(&self, args).await,
                 Command::Bench(args) => bench::run(args).await,
                 Command::Graph(args) => graph::run(&self, args).await,
@@ -209,6 +215,7 @@ impl Cli {
     fn check(&self, command: &mut clap::Command) -> Result<(), clap::Error> {
         let (subcommand, agents) = match &self.command {
             Command::Serve(args) => ("serve", &args.agents),
+            #[cfg(feature = "postgres")]
             Command::Worker(args) => ("worker", &args.agents),
             _ => return Ok(()),
         };
@@ -227,6 +234,7 @@ enum Command {
     /// Serve this program's skills over A2A JSON-RPC (SQLite by default).
     Serve(Box<serve::Args>),
     /// Claim and run tasks of this program's skills from a shared Postgres store, without HTTP.
+    #[cfg(feature = "postgres")]
     Worker(worker::Args),
     /// Run the engine benchmarks (build with --release).
     Bench(bench::Args),
@@ -234,6 +242,27 @@ enum Command {
     Graph(graph::Args),
     /// List tasks or show a task's journal as a timeline.
     Tasks(tasks::Args),
+}
+
+/// True for a Postgres URL.
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
 }
 
 /// Log to stderr; `RUST_LOG` overrides the default `info`.

@@ -1,4 +1,5 @@
-//! `serve`: serve a program's skills over A2A JSON-RPC on a SQLite file (or Postgres).
+//! `serve`: serve a program's skills over A2A on a SQLite file (or, with the `postgres` feature,
+//! Postgres).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,8 +21,9 @@ pub struct Args {
     /// Directory for the SQLite file (`radkit.sqlite`).
     #[arg(long, default_value = "data", env = "RADKIT_DATA_DIR")]
     pub data_dir: PathBuf,
-    /// Store URL: `sqlite://<path>` (default: `<data-dir>/radkit.sqlite`) or `postgres://…` (shared
-    /// with other servers and `radkit worker`s through leases).
+    /// Store URL: `sqlite://<path>` (default: `<data-dir>/radkit.sqlite`) or, in a build with the
+    /// `postgres` feature, `postgres://…` (shared with other servers and `radkit worker`s through
+    /// leases).
     #[arg(long, env = "RADKIT_STORE")]
     pub store: Option<String>,
     /// SQLite durability: `full` (default) or `normal`.
@@ -44,8 +46,9 @@ pub struct Args {
     pub call_secret: Option<String>,
     /// Models: `program` (default: the models the program configures; the `radkit` demo's are
     /// scripted, no network) or `openai` (every model name answered by an OpenAI-compatible
-    /// endpoint from RADKIT_LLM_BASE_URL, RADKIT_LLM_API_KEY and RADKIT_LLM_MODEL; tools unchanged).
-    #[arg(long, default_value = "program", value_parser = ["program", "scripted", "openai"])]
+    /// endpoint from RADKIT_LLM_BASE_URL, RADKIT_LLM_API_KEY and RADKIT_LLM_MODEL; tools unchanged;
+    /// with the `openai` feature).
+    #[arg(long, default_value = "program", value_parser = LLM_VALUES)]
     pub llm: String,
     /// Most connections served at once (default 512); one more is answered 503 with the JSON-RPC
     /// error -32051 and closed. Each is a file descriptor: keep it well under `ulimit -n`.
@@ -97,6 +100,7 @@ pub struct Args {
     #[command(flatten)]
     pub agents: crate::cli::agents::AgentArgs,
     /// Lease settings (Postgres only).
+    #[cfg(feature = "postgres")]
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
 }
@@ -133,24 +137,52 @@ pub fn open_sqlite(
     let path = match store {
         None => data_dir.join("radkit.sqlite"),
         Some(url) if url.starts_with("sqlite://") => PathBuf::from(&url["sqlite://".len()..]),
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            anyhow::bail!("`{url}` is a Postgres store; this command reads SQLite files")
-        }
+        Some(url) if super::is_postgres(url) => anyhow::bail!(without_postgres(url)),
         Some(other) => anyhow::bail!("unknown store `{other}`; expected sqlite://<path>"),
     };
     SqliteStore::open(&path, durability).with_context(|| format!("opening {}", path.display()))
 }
 
-/// The models `--llm` names: `program` (alias `scripted`: what the program configured) or `openai`
-/// (from the environment, replacing the program's models and keeping its tools).
+/// Why a Postgres URL cannot be opened where SQLite is expected.
+#[cfg(feature = "postgres")]
+fn without_postgres(url: &str) -> String {
+    format!("`{url}` is a Postgres store; this command reads SQLite files")
+}
+
+/// Why a Postgres URL cannot be opened: this build has no Postgres store.
+#[cfg(not(feature = "postgres"))]
+fn without_postgres(url: &str) -> String {
+    format!(
+        "`{url}` is a Postgres store, and this program was built without radkit's `postgres` \
+         feature: turn it on (`features = [\"postgres\"]` on the radkit dependency, \
+         `--features postgres` for radkit's own binary) or use a SQLite store"
+    )
+}
+
+/// The values `--llm` takes in this build: `program` (alias `scripted`), and `openai` with the
+/// `openai` feature.
+#[cfg(feature = "openai")]
+pub(crate) const LLM_VALUES: [&str; 3] = ["program", "scripted", "openai"];
+/// The values `--llm` takes in this build: `program` (alias `scripted`); `openai` needs the `openai`
+/// feature.
+#[cfg(not(feature = "openai"))]
+pub(crate) const LLM_VALUES: [&str; 2] = ["program", "scripted"];
+
+/// The models `--llm` names: `program` (alias `scripted`: what the program configured) or, with
+/// the `openai` feature, `openai` (from the environment, replacing the program's models and
+/// keeping its tools).
 pub fn with_models(builder: EngineBuilder, llm: &str) -> anyhow::Result<EngineBuilder> {
     match llm {
         "program" | "scripted" => Ok(builder),
+        #[cfg(feature = "openai")]
         "openai" => {
             let model = crate::llm::OpenAiModel::from_env().map_err(anyhow::Error::msg)?;
             Ok(builder.map_effects(|effects| effects.replace_models(model)))
         }
-        other => anyhow::bail!("unknown --llm `{other}`; expected `program` or `openai`"),
+        other => anyhow::bail!(
+            "unknown --llm `{other}`; expected one of {}",
+            LLM_VALUES.join(", ")
+        ),
     }
 }
 
@@ -240,7 +272,8 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     let tokens = tokens(&args.tokens, std::env::var("RADKIT_TOKENS").ok().as_deref());
     let (extended_card, card_signer) = card_settings(&args, !tokens.is_empty())?;
     let (builder, location) = match args.store.as_deref() {
-        Some(url) if super::worker::is_postgres(url) => {
+        #[cfg(feature = "postgres")]
+        Some(url) if super::is_postgres(url) => {
             let store = crate::store::PostgresStore::connect(url).await?;
             (
                 args.cluster.apply(app.builder(std::sync::Arc::new(store))),
@@ -300,7 +333,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     // workers sharing a Postgres store take the tasks over at once.
     tokio::select! {
         served = server::serve(listener, engine.clone(), config) => served?,
-        () = super::worker::shutdown_signal() => {}
+        () = super::shutdown_signal() => {}
     }
     engine.shutdown().await;
     Ok(())

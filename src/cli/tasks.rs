@@ -193,7 +193,8 @@ async fn find(
 /// Run `tasks`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let (store, location): (Arc<dyn Store>, String) = match args.store.as_deref() {
-        Some(url) if crate::cli::worker::is_postgres(url) => (
+        #[cfg(feature = "postgres")]
+        Some(url) if crate::cli::is_postgres(url) => (
             Arc::new(crate::store::PostgresStore::connect(url).await?),
             "the Postgres store".to_owned(),
         ),

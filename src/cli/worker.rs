@@ -1,6 +1,6 @@
 //! `worker`: the engine without the HTTP surface, sharing a Postgres store with other workers
 //! and servers. It claims runnable tasks through leases, renews them while it works and gives them
-//! back when it stops (SIGINT or SIGTERM).
+//! back when it stops (SIGINT or SIGTERM). It exists with the `postgres` cargo feature.
 
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, env = "RADKIT_STORE")]
     pub store: String,
     /// Models: `program` (default) or `openai`, as for `serve`.
-    #[arg(long, default_value = "program", value_parser = ["program", "scripted", "openai"])]
+    #[arg(long, default_value = "program", value_parser = super::serve::LLM_VALUES)]
     pub llm: String,
     /// Also run the `bench` skill (what `bench concurrent --workers N` submits).
     #[arg(long, hide = true)]
@@ -65,15 +65,10 @@ pub struct Args {
     pub cluster: ClusterArgs,
 }
 
-/// True for a Postgres URL.
-pub fn is_postgres(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
 /// Run `worker` until SIGINT or SIGTERM.
 pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     super::init_tracing();
-    if !is_postgres(&args.store) {
+    if !super::is_postgres(&args.store) {
         anyhow::bail!(
             "`{}` is not a shared store: a worker needs `postgres://…` (on SQLite, `radkit serve` runs every task itself)",
             args.store
@@ -103,24 +98,8 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    shutdown_signal().await;
+    super::shutdown_signal().await;
     engine.shutdown().await;
     tracing::info!(worker = %engine.worker_id(), "stopped; leases given back");
     Ok(())
-}
-
-/// SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }

@@ -1,16 +1,20 @@
 //! Model providers. The engine calls a [`Model`] to perform an `llm` command; the model never sees the
-//! journal, and its answer becomes the command's receipt.
+//! journal, and its answer becomes the command's receipt. [`ScriptedModel`] is always here;
+//! `OpenAiModel`, an OpenAI-compatible endpoint, comes with the `openai` cargo feature.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::flow::{EffectError, InvocationId};
 
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 mod openai;
 mod scripted;
 
-pub use openai::ConfigError;
-pub use openai::OpenAiModel;
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub use openai::{ConfigError, OpenAiModel};
 pub use scripted::{ScriptError, ScriptedModel};
 
 /// One model call.

@@ -34,6 +34,7 @@ pub(crate) fn serves_extended_card(config: &ServerConfig) -> bool {
 /// as gRPC clients and the A2A TCK's reference agents write a `GRPC` interface's URL. gRPC has no
 /// path prefix: behind a proxy that serves the agent under a path, the proxy must route
 /// `/lf.a2a.v1.A2AService/*` too. A URL that does not parse is given as it is.
+#[cfg(feature = "grpc")]
 fn grpc_target(url: &str) -> String {
     let Ok(parsed) = reqwest::Url::parse(url) else {
         return url.to_owned();
@@ -70,8 +71,9 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         // One entry per binding and version served, 1.0 first (the version a JSON-RPC request
         // speaks is its `A2A-Version` header; the URL is the same). REST's paths hang off the same
         // base URL. gRPC (HTTP/2) is served on the same port, named as gRPC clients take a target:
-        // `host:port`. HTTP+JSON's URL is the base its paths are appended to, without a trailing
-        // slash (`{url}/message:send`, as the spec's examples write it and clients join it). A 0.3
+        // `host:port`; a build without the `grpc` feature does not serve it, so does not list it.
+        // HTTP+JSON's URL is the base its paths are appended to, without a trailing slash
+        // (`{url}/message:send`, as the spec's examples write it and clients join it). A 0.3
         // client reads the first 0.3 entry as `url` with `preferredTransport`.
         supported_interfaces: [
             ("JSONRPC", "1.0", config.url.clone()),
@@ -80,6 +82,7 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
                 "1.0",
                 config.url.trim_end_matches('/').to_owned(),
             ),
+            #[cfg(feature = "grpc")]
             ("GRPC", "1.0", grpc_target(&config.url)),
             ("JSONRPC", "0.3", config.url.clone()),
         ]
@@ -130,8 +133,25 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
 
 #[cfg(test)]
 mod tests {
-    use super::grpc_target;
+    use super::*;
 
+    #[test]
+    fn the_card_lists_grpc_exactly_when_the_build_serves_it() {
+        let card = card_for(&[], &ServerConfig::new("http://h:1/"));
+        let bindings: Vec<&str> = card
+            .supported_interfaces
+            .iter()
+            .map(|i| i.protocol_binding.as_str())
+            .collect();
+        assert_eq!(
+            bindings.contains(&"GRPC"),
+            cfg!(feature = "grpc"),
+            "{bindings:?}"
+        );
+        assert!(bindings.contains(&"JSONRPC") && bindings.contains(&"HTTP+JSON"));
+    }
+
+    #[cfg(feature = "grpc")]
     #[test]
     fn the_grpc_interface_is_the_servers_host_and_port() {
         for (url, target) in [

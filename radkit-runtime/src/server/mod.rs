@@ -1,14 +1,18 @@
 //! The A2A surface: 0.3 and 1.0 JSON-RPC 2.0 over HTTP POST (SSE for streams), 1.0 HTTP+JSON
-//! (`rest`), 1.0 gRPC over HTTP/2 on the same port (`grpc`), and the agent card. It owns the
-//! protocols' concerns (auth, body limits, error codes) and turns requests into engine calls; it
-//! never touches the store.
+//! (`rest`), 1.0 gRPC over HTTP/2 on the same port (`grpc`, with the `grpc` cargo feature), and the
+//! agent card. It owns the protocols' concerns (auth, body limits, error codes) and turns requests
+//! into engine calls; it never touches the store.
 
 mod auth;
 mod calls;
 pub mod card;
 mod connection;
 mod errors;
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod grpc;
+#[cfg(any(test, not(feature = "grpc")))]
+mod grpc_unavailable;
 mod jsonrpc;
 mod media;
 mod methods;
@@ -46,8 +50,13 @@ pub(crate) struct AppState {
     pub cards: card::Cards,
 }
 
+/// The paths of the gRPC binding's RPCs, `/lf.a2a.v1.A2AService/<Method>`: served by `grpc`, or
+/// answered by `grpc_unavailable` in a build without it.
+const GRPC_PATH: &str = "/lf.a2a.v1.A2AService/{*method}";
+
 /// The axum router: `POST /` (JSON-RPC), the REST paths, gRPC's `/lf.a2a.v1.A2AService/*` and
-/// `GET /.well-known/agent-card.json`.
+/// `GET /.well-known/agent-card.json`. Without the `grpc` feature, gRPC's paths answer every
+/// request `UNIMPLEMENTED`, saying so.
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
@@ -60,16 +69,18 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         streams,
         cards,
     });
-    Router::new()
+    let router = Router::new()
         .route("/", post(rpc))
         .merge(rest::routes())
         .route("/.well-known/agent-card.json", get(card::public_card))
         .route("/.well-known/agent.json", get(card::public_card))
         .route("/.well-known/jwks.json", get(card::jwks))
-        .route("/radkit/calls/{task}/{call}", post(calls::notified))
-        .route_service(grpc::PATH, grpc::service(state.clone()))
-        .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .route("/radkit/calls/{task}/{call}", post(calls::notified));
+    #[cfg(feature = "grpc")]
+    let router = router.route_service(GRPC_PATH, grpc::service(state.clone()));
+    #[cfg(not(feature = "grpc"))]
+    let router = router.route(GRPC_PATH, axum::routing::any(grpc_unavailable::answer));
+    router.layer(DefaultBodyLimit::max(limit)).with_state(state)
 }
 
 /// Serve on `listener` until the future is dropped (which closes every connection): HTTP/1.1 with

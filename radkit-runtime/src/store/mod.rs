@@ -1,7 +1,8 @@
 //! Stores persist task rows and journals. They know nothing of skills, steps or HTTP: an append is a
 //! batch of opaque entries for one task at an expected position, plus the task row's new summary.
 //!
-//! Every store passes the same conformance suite (`store::conformance`).
+//! Every store passes the same conformance suite (`store::conformance`). The memory store is always
+//! compiled; `SqliteStore` comes with the `sqlite` cargo feature, `PostgresStore` with `postgres`.
 
 use std::borrow::Cow;
 use std::error::Error;
@@ -17,17 +18,30 @@ use crate::model::TaskState;
 pub mod conformance;
 mod lease;
 mod memory;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod push;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 pub(crate) mod view;
 
 pub use lease::{Lease, Leases, NewLease, CREATION_TOKEN};
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres::PostgresStore;
 pub use push::{PushAuth, PushClaim, PushConfig, PushFormat, PushStore};
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite::{Durability, SqliteStore};
 pub use view::TaskView;
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use sql::{decode_row, prefix_upper_bound, sql_terminal_states, to_sql_int, Encoded};
+#[cfg(feature = "postgres")]
+pub(crate) use sql::{from_sql_int, sql_state_list};
 
 /// The summary row of one task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,82 +119,6 @@ impl Append {
     }
 }
 
-/// An append encoded on the caller's thread (not the writer's) as the one journal row it is stored
-/// as: one entry is stored as itself, several as a JSON array of the entries `first_seq..=last_seq`
-/// (read back by [`decode_row`]). Seqs are checked to fit the stores' signed 64-bit integers here,
-/// once, so the writers bind them without casts.
-pub(crate) struct Encoded {
-    pub append: Append,
-    /// The row's `body`.
-    pub body: String,
-    /// `append.first_seq`, as stored.
-    pub first_seq: i64,
-    /// The seq of the append's last entry (`first_seq - 1` when it has none).
-    pub last_seq: i64,
-    /// Whether the append holds an [`Entry::Checkpoint`]: the row's `checkpoint` column, which
-    /// [`Store::journal_for_replay`] finds the last checkpoint by.
-    pub checkpoint: bool,
-    /// What the append changes in the task's view, as stored.
-    pub view: view::EncodedView,
-}
-
-impl Encoded {
-    pub fn new(append: Append) -> Result<Self, StoreError> {
-        let body = match &*append.entries {
-            [entry] => serde_json::to_string(entry),
-            entries => serde_json::to_string(entries),
-        }
-        .map_err(|e| StoreError::backend("a journal entry does not serialize", e))?;
-        let first_seq = to_sql_int("seq", append.first_seq)?;
-        let count = i64::try_from(append.entries.len()).map_err(|_| StoreError::OutOfRange {
-            what: "entries in one append",
-            value: append.entries.len() as u64,
-        })?;
-        let last_seq = first_seq
-            .checked_add(count - 1)
-            .ok_or_else(|| StoreError::OutOfRange {
-                what: "last seq of the append",
-                value: append
-                    .first_seq
-                    .saturating_add(append.entries.len() as u64)
-                    .saturating_sub(1),
-            })?;
-        let checkpoint = append
-            .entries
-            .iter()
-            .any(|entry| matches!(entry, Entry::Checkpoint { .. }));
-        let view = view::EncodedView::new(append.first_seq, &append.entries)?;
-        Ok(Encoded {
-            append,
-            body,
-            first_seq,
-            last_seq,
-            checkpoint,
-            view,
-        })
-    }
-
-    /// The row's `last_seq` column: set for a row of several entries (an array), `NULL` for one.
-    pub fn last_seq_column(&self) -> Option<i64> {
-        (self.append.entries.len() != 1).then_some(self.last_seq)
-    }
-}
-
-/// `value` as the stores' signed 64-bit integer (`INTEGER`, `BIGINT`): seqs and fencing tokens are
-/// `u64` in the API, and one past `i64::MAX` is refused rather than stored negative.
-pub(crate) fn to_sql_int(what: &'static str, value: u64) -> Result<i64, StoreError> {
-    i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
-}
-
-/// A stored signed integer as the `u64` the API speaks: a negative one is an unreadable value of
-/// `column`, never wrapped to a huge seq or token.
-pub(crate) fn from_sql_int(column: &'static str, value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|e| StoreError::Column {
-        column: column.into(),
-        source: format!("{value} is negative: {e}").into(),
-    })
-}
-
 /// Write statistics: how many appends were committed in how many transactions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {
@@ -188,51 +126,6 @@ pub struct StoreStats {
     pub batches: u64,
     /// Appends committed.
     pub appends: u64,
-}
-
-/// `states` as an SQL list of string literals, `('completed', 'canceled', …)`: the stores build their
-/// state filters from [`TaskState::TERMINAL`] with it rather than spelling the names again. The wire
-/// names are fixed identifiers without quotes, so they are safe to inline.
-pub(crate) fn sql_state_list(states: &[TaskState]) -> String {
-    let names: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
-    format!("({})", names.join(", "))
-}
-
-/// [`TaskState::TERMINAL`] as SQL, built once.
-pub(crate) fn sql_terminal_states() -> &'static str {
-    static LIST: std::sync::LazyLock<String> =
-        std::sync::LazyLock::new(|| sql_state_list(&TaskState::TERMINAL));
-    &LIST
-}
-
-/// Decode a journal row written from an [`Encoded`] (or an older one-entry row) into `out`,
-/// keeping the entries after `after_seq`.
-pub(crate) fn decode_row(
-    task_id: &str,
-    seq: u64,
-    at_ms: i64,
-    body: &str,
-    after_seq: u64,
-    out: &mut Vec<JournalRecord>,
-) -> Result<(), StoreError> {
-    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
-        task_id: task_id.to_owned(),
-        seq,
-        reason: e.to_string(),
-    };
-    if body.starts_with('[') {
-        let entries: Vec<Entry> = serde_json::from_str(body).map_err(corrupt)?;
-        out.extend(
-            (seq..)
-                .zip(entries)
-                .filter(|(seq, _)| *seq > after_seq)
-                .map(|(seq, entry)| JournalRecord { seq, at_ms, entry }),
-        );
-    } else if seq > after_seq {
-        let entry = serde_json::from_str(body).map_err(corrupt)?;
-        out.push(JournalRecord { seq, at_ms, entry });
-    }
-    Ok(())
 }
 
 /// Which tasks to list.
@@ -295,26 +188,6 @@ pub(crate) fn view_matches(view: &TaskView, query: &ViewQuery) -> bool {
             .is_none_or(|c| &view.record.context_id == c)
         && query.state.is_none_or(|s| view.record.state == s)
         && query.status_since_ms.is_none_or(|t| view.status_at_ms >= t)
-}
-
-/// The least string above every string that starts with `prefix`, in code point order (which is
-/// UTF-8 byte order, SQLite's `BINARY` and Postgres's `"C"` collation): the ids with that prefix are
-/// exactly those in `prefix..upper`. `None` when there is no such string (the empty prefix, or one of
-/// only `char::MAX`): then every id at or above `prefix` has it.
-pub(crate) fn prefix_upper_bound(prefix: &str) -> Option<String> {
-    let mut upper = prefix.to_owned();
-    while let Some(last) = upper.pop() {
-        // The next scalar value: surrogates are not `char`s, so `\u{D7FF}` is followed by `\u{E000}`.
-        let next = match last as u32 + 1 {
-            0xD800 => Some('\u{E000}'),
-            n => char::from_u32(n),
-        };
-        if let Some(next) = next {
-            upper.push(next);
-            return Some(upper);
-        }
-    }
-    None
 }
 
 /// A backend's error, kept whole as the source of a [`StoreError`].
@@ -408,38 +281,30 @@ impl StoreError {
     /// renewal that failed this way did not find them taken over) and costs no step (an append that
     /// failed this way wrote nothing, so the same append may be made again).
     pub fn is_retryable(&self) -> bool {
-        let StoreError::Backend { source, .. } = self else {
-            return false;
-        };
-        let mut next: Option<&(dyn Error + 'static)> = Some(source.as_ref());
-        while let Some(e) = next {
-            if let Some(db) = e.downcast_ref::<tokio_postgres::error::DbError>() {
-                return rolled_back_by_conflict(db.code());
-            }
-            next = e.source();
+        match self {
+            #[cfg(feature = "postgres")]
+            StoreError::Backend { source, .. } => postgres::rolled_back(source.as_ref()),
+            // Only Postgres reports such conflicts.
+            _ => false,
         }
-        false
     }
 }
 
-/// The statement lost a deadlock or a serialization conflict, so it was rolled back whole.
-pub(crate) fn rolled_back_by_conflict(code: &tokio_postgres::error::SqlState) -> bool {
-    use tokio_postgres::error::SqlState;
-    *code == SqlState::T_R_DEADLOCK_DETECTED || *code == SqlState::T_R_SERIALIZATION_FAILURE
-}
-
+#[cfg(feature = "sqlite")]
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         StoreError::backend("sqlite", e)
     }
 }
 
+#[cfg(feature = "postgres")]
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
         StoreError::backend("postgres", e)
     }
 }
 
+#[cfg(feature = "postgres")]
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         StoreError::backend("postgres connection pool", e)
@@ -450,32 +315,13 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 /// message, and its detail, hint and context when it has them (tokio-postgres's own text for it is
 /// just "db error").
 pub(crate) fn describe(error: &(dyn Error + 'static)) -> String {
-    use tokio_postgres::error::DbError;
     let mut parts: Vec<String> = Vec::new();
     let mut next = Some(error);
     while let Some(e) = next {
-        let text = match e.downcast_ref::<DbError>() {
-            Some(db) => {
-                let mut text = format!(
-                    "postgres {} {}: {}",
-                    db.severity(),
-                    db.code().code(),
-                    db.message()
-                );
-                for (label, part) in [
-                    ("detail", db.detail()),
-                    ("hint", db.hint()),
-                    ("where", db.where_()),
-                ] {
-                    if let Some(part) = part.filter(|p| !p.is_empty()) {
-                        text.push_str(&format!(" ({label}: {part})"));
-                    }
-                }
-                text
-            }
-            None if e.source().is_some_and(|s| s.is::<DbError>()) => String::new(),
-            None => e.to_string(),
-        };
+        #[cfg(feature = "postgres")]
+        let text = postgres::error_text(e).unwrap_or_else(|| e.to_string());
+        #[cfg(not(feature = "postgres"))]
+        let text = e.to_string();
         // Wrappers often repeat their cause's text (`Arc`, `rusqlite::Error`).
         if !text.is_empty() && parts.last() != Some(&text) {
             parts.push(text);
@@ -594,45 +440,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sql_terminal_list_is_task_states_definition() {
-        let listed: Vec<TaskState> = sql_terminal_states()
-            .strip_prefix('(')
-            .and_then(|l| l.strip_suffix(')'))
-            .expect("a parenthesized list")
-            .split(", ")
-            .map(|name| {
-                let name = name.strip_prefix('\'').and_then(|n| n.strip_suffix('\''));
-                name.and_then(TaskState::parse)
-                    .expect("a quoted state name")
-            })
-            .collect();
-        let terminal: Vec<TaskState> = TaskState::ALL
-            .into_iter()
-            .filter(|s| s.is_terminal())
-            .collect();
-        assert_eq!(listed, terminal);
-        assert_eq!(listed, TaskState::TERMINAL);
-    }
-
-    #[test]
-    fn a_seq_past_i64_max_is_refused_not_wrapped() {
-        let append = Append::new("t", u64::MAX, vec![Entry::CancelRequested]);
-        assert!(matches!(
-            Encoded::new(append),
-            Err(StoreError::OutOfRange { what: "seq", .. })
-        ));
-        let at_the_edge = Append::new("t", i64::MAX as u64, vec![Entry::CancelRequested; 2]);
-        assert!(matches!(
-            Encoded::new(at_the_edge),
-            Err(StoreError::OutOfRange { .. })
-        ));
-        assert!(matches!(
-            from_sql_int("seq", -1),
-            Err(StoreError::Column { column, .. }) if column == "seq"
-        ));
-    }
-
-    #[test]
     fn a_backend_error_keeps_its_source_and_says_what_failed() {
         let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "no access");
         let e = StoreError::backend("creating directory /x", io);
@@ -642,6 +449,11 @@ mod tests {
         );
         let source = e.source().expect("a source");
         assert!(source.downcast_ref::<std::io::Error>().is_some());
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn a_sqlite_error_is_a_backend_error_with_its_text() {
         let sqlite: StoreError = rusqlite::Connection::open_in_memory()
             .unwrap()
             .execute("SELECT * FROM missing", [])
@@ -652,25 +464,5 @@ mod tests {
             "{sqlite}"
         );
         assert!(sqlite.source().is_some_and(|s| s.is::<rusqlite::Error>()));
-    }
-
-    #[test]
-    fn prefix_upper_bound_is_the_next_string_past_every_extension() {
-        assert_eq!(prefix_upper_bound("ab").as_deref(), Some("ac"));
-        assert_eq!(prefix_upper_bound("a%").as_deref(), Some("a&"));
-        assert_eq!(prefix_upper_bound("é").as_deref(), Some("ê"));
-        assert_eq!(prefix_upper_bound("\u{7F}").as_deref(), Some("\u{80}"));
-        assert_eq!(
-            prefix_upper_bound("x\u{D7FF}").as_deref(),
-            Some("x\u{E000}")
-        );
-        assert_eq!(prefix_upper_bound("a\u{10FFFF}").as_deref(), Some("b"));
-        assert_eq!(prefix_upper_bound("\u{10FFFF}\u{10FFFF}"), None);
-        assert_eq!(prefix_upper_bound(""), None);
-        for id in ["ab", "ab\u{10FFFF}", "abzzz", "ab\u{0}"] {
-            assert!(("ab".."ac").contains(&id), "{id:?}");
-            // Rust compares `str` by bytes, the order the stores' indexes use.
-            assert!(id.as_bytes() < "ac".as_bytes());
-        }
     }
 }

@@ -745,7 +745,54 @@ const ROUND_RETRIES: u32 = 8;
 /// The statement was rolled back whole because it lost a deadlock or a serialization conflict, so
 /// running it again is safe.
 fn rolled_back_by_conflict(e: &tokio_postgres::Error) -> bool {
-    e.code().is_some_and(super::rolled_back_by_conflict)
+    e.code().is_some_and(code_rolled_back)
+}
+
+/// The statement lost a deadlock or a serialization conflict, so it was rolled back whole.
+fn code_rolled_back(code: &tokio_postgres::error::SqlState) -> bool {
+    use tokio_postgres::error::SqlState;
+    *code == SqlState::T_R_DEADLOCK_DETECTED || *code == SqlState::T_R_SERIALIZATION_FAILURE
+}
+
+/// `error` or one of its causes is a Postgres server error saying the statement was rolled back
+/// whole by a conflict ([`StoreError::is_retryable`]).
+pub(crate) fn rolled_back(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(db) = e.downcast_ref::<tokio_postgres::error::DbError>() {
+            return code_rolled_back(db.code());
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// The text [`describe`] gives one error of a chain when it is Postgres's: a server error with its
+/// severity, SQLSTATE, message, detail, hint and context; nothing for the error that wraps one
+/// (tokio-postgres's "db error"); `None` for any other error.
+pub(crate) fn error_text(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use tokio_postgres::error::DbError;
+    if let Some(db) = e.downcast_ref::<DbError>() {
+        let mut text = format!(
+            "postgres {} {}: {}",
+            db.severity(),
+            db.code().code(),
+            db.message()
+        );
+        for (label, part) in [
+            ("detail", db.detail()),
+            ("hint", db.hint()),
+            ("where", db.where_()),
+        ] {
+            if let Some(part) = part.filter(|p| !p.is_empty()) {
+                text.push_str(&format!(" ({label}: {part})"));
+            }
+        }
+        return Some(text);
+    }
+    e.source()
+        .is_some_and(|s| s.is::<DbError>())
+        .then(String::new)
 }
 
 /// A pause before running again a statement that lost a conflict: 2, 4, … 64 ms after the `retries`th

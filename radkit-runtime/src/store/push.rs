@@ -139,12 +139,14 @@ pub trait PushStore: Send + Sync {
 }
 
 /// A config's JSON column.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn config_json(config: &PushConfig) -> Result<String, StoreError> {
     serde_json::to_string(config)
         .map_err(|e| StoreError::backend("a push config does not serialize", e))
 }
 
 /// A config read back from its JSON column.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn config_of(task_id: &str, body: &str) -> Result<PushConfig, StoreError> {
     serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
         task_id: task_id.to_owned(),

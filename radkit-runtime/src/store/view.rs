@@ -19,7 +19,9 @@
 //! the row's state: a task canceled while it waited for input stays `input-required` while its
 //! compensations run, but it is not settled.
 
-use super::{StoreError, TaskRecord};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use super::StoreError;
+use super::TaskRecord;
 use crate::journal::{Entry, JournalRecord};
 use crate::model::{Artifact, Message, TaskState};
 
@@ -401,6 +403,7 @@ impl MemView {
 
 /// An append's delta as the SQL stores bind it (encoded on the caller's thread, with the journal
 /// row's body).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Debug, Default)]
 pub(crate) struct EncodedView {
     /// Whether the status changes (its time is then the append's).
@@ -418,6 +421,7 @@ pub(crate) struct EncodedView {
     pub settled: Option<bool>,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl EncodedView {
     pub fn new(first_seq: u64, entries: &[Entry]) -> Result<Self, StoreError> {
         let delta = ViewDelta::of(first_seq, entries);
@@ -449,13 +453,15 @@ impl EncodedView {
     }
 }
 
-/// `value` as the JSON the view stores (its messages and artifacts, in every store).
+/// `value` as the JSON the view stores (its messages and artifacts, in both SQL stores).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value)
         .map_err(|e| StoreError::backend("a task view value does not serialize", e))
 }
 
 /// Decode a stored JSON value of the view of `task_id`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     task_id: &str,
     what: &str,

@@ -37,9 +37,6 @@ pub mod proto {
     include!("lf.a2a.v1.rs");
 }
 
-/// The path prefix of the service's RPCs.
-pub(crate) const PATH: &str = "/lf.a2a.v1.A2AService/{*method}";
-
 /// The service for the router: requests over `max_body_bytes` are refused by tonic.
 pub(crate) fn service(
     state: Arc<AppState>,
