@@ -65,26 +65,19 @@ impl<T, E: std::fmt::Debug> Outcome for Result<T, E> {
     }
 }
 
-/// `module` below the crate root, joined to `name`: `it::call_order` + `x` = `call_order::x`.
-fn path(module: &str, name: &str) -> String {
-    match module.split_once("::") {
-        Some((_, below)) => format!("{below}::{name}"),
-        None => name.to_owned(),
-    }
-}
-
 /// Every registered test, by name.
 pub fn tests() -> Vec<Test> {
     let mut tests: Vec<Test> = inventory::iter::<Case>
         .into_iter()
         .map(|case| {
-            let name = path(case.module, case.name);
+            let (name, needs) = (case.name, case.needs);
             let test = match case.run {
-                Run::Sync(body) => super::services::sync(name, case.needs, body),
-                Run::CurrentThread(body) => super::services::current_thread(name, case.needs, body),
-                Run::MultiThread(body) => super::services::multi_thread(name, case.needs, body),
+                Run::Sync(body) => super::services::sync(name, needs, body),
+                Run::CurrentThread(body) => super::services::current_thread(name, needs, body),
+                Run::MultiThread(body) => super::services::multi_thread(name, needs, body),
             };
-            test.ignored(case.ignored)
+            // Named by its module path below the crate root: `it::call_order` + `x` = `call_order::x`.
+            test.within(case.module).ignored(case.ignored)
         })
         .collect();
     for suite in inventory::iter::<Suite> {
