@@ -92,7 +92,7 @@ fn answer<S>(ctx: &StepCtx, verdict: &str, reason: String) -> StepResult<S> {
         description: None,
         parts: vec![Part::data(data)],
         metadata: None,
-        extensions: None,
+        extensions: Vec::new(),
     };
     ctx.complete(format!("{verdict}: {reason}"), vec![artifact])
 }

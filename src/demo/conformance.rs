@@ -67,7 +67,7 @@ use serde::{Deserialize, Serialize};
 
 use radkit::flow::{Cmd, CmdKind, Event, FlowSkill, SkillInfo, StepCtx, StepError, StepInfo};
 use radkit::flow::{StepResult, Transition};
-use radkit::model::{Artifact, FileContent, Part};
+use radkit::model::{Artifact, File, Part};
 
 /// How long the text contract's task waits between its two chunks (a durable timer).
 pub const PAUSE: Duration = Duration::from_millis(300);
@@ -175,12 +175,9 @@ impl Scenario {
             )),
             Scenario::ArtifactFile => Transition::done().artifact(artifact(ctx, "file", file())),
             Scenario::ArtifactFileUrl => {
-                let url = FileContent::Uri {
-                    uri: "https://example.com/output.txt".to_owned(),
-                    mime_type: Some("text/plain".to_owned()),
-                    name: Some("output.txt".to_owned()),
-                };
-                Transition::done().artifact(artifact(ctx, "file-url", file_part(url)))
+                let url = File::uri("https://example.com/output.txt", Some("text/plain".into()))
+                    .named("output.txt");
+                Transition::done().artifact(artifact(ctx, "file-url", Part::file(url)))
             }
             Scenario::ArtifactData => {
                 let mut data = serde_json::Map::new();
@@ -233,24 +230,13 @@ fn artifact(ctx: &StepCtx, what: &str, part: Part) -> Artifact {
         description: None,
         parts: vec![part],
         metadata: None,
-        extensions: None,
+        extensions: Vec::new(),
     }
 }
 
 /// The TCK's file part: `output.txt`, `text/plain`, the bytes `tck`.
 fn file() -> Part {
-    file_part(FileContent::Bytes {
-        bytes: "dGNr".to_owned(),
-        mime_type: Some("text/plain".to_owned()),
-        name: Some("output.txt".to_owned()),
-    })
-}
-
-fn file_part(file: FileContent) -> Part {
-    Part::File {
-        file,
-        metadata: None,
-    }
+    Part::file(File::bytes(b"tck".to_vec(), Some("text/plain".into())).named("output.txt"))
 }
 
 /// Twice `TCK_STREAMING_TIMEOUT` (seconds; default 2, as in the TCK).

@@ -155,7 +155,6 @@ fn text_of(parts: &[Part]) -> String {
 fn artifact_texts(task: &Task) -> Vec<String> {
     task.artifacts
         .iter()
-        .flatten()
         .map(|a| text_of(&a.parts))
         .collect()
 }
@@ -253,7 +252,6 @@ async fn a_repeated_message_id_returns_the_same_task() {
         let ids: Vec<&str> = done
             .history
             .iter()
-            .flatten()
             .map(|m| m.message_id.as_str())
             .collect();
         assert!(ids.contains(&id.as_str()), "{pick:?}: {ids:?}");

@@ -257,7 +257,6 @@ fn decision(task: &Task) -> String {
     let artifact = task
         .artifacts
         .iter()
-        .flatten()
         .find(|a| a.name.as_deref() == Some("decision.md"))
         .unwrap_or_else(|| panic!("no decision.md in {task:?}"));
     artifact.parts[0].as_text().unwrap_or_default().to_owned()

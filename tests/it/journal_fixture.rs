@@ -357,6 +357,50 @@ async fn postgres_journal_of_the_previous_version_resumes() {
         .ok();
 }
 
+/// radkit's task model keeps the journal's on-disk shape: every message an earlier version journaled
+/// (received, asked, answered, carried in a step's event) reads as `model::Message` and writes back as
+/// the same JSON, and every state it stored reads as a `TaskState`.
+#[test]
+fn every_message_and_state_an_earlier_version_journaled_reads_and_writes_back_unchanged() {
+    let db = rusqlite::Connection::open_with_flags(
+        fixture("fixture.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open the fixture");
+    let mut bodies = db.prepare("SELECT body FROM journal").unwrap();
+    let bodies: Vec<String> = bodies
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let (mut messages, mut states) = (0, 0);
+    let mut stack: Vec<Value> = bodies
+        .iter()
+        .map(|body| serde_json::from_str(body).expect("a body is JSON"))
+        .collect();
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(object) => {
+                if object.contains_key("messageId") {
+                    let stored = Value::Object(object.clone());
+                    let message: Message = serde_json::from_value(stored.clone())
+                        .unwrap_or_else(|e| panic!("{stored} does not read as a Message: {e}"));
+                    assert_eq!(serde_json::to_value(&message).unwrap(), stored);
+                    messages += 1;
+                }
+                if let Some(Value::String(state)) = object.get("state") {
+                    assert!(TaskState::parse(state).is_some(), "state `{state}`");
+                    states += 1;
+                }
+                stack.extend(object.into_iter().map(|(_, v)| v));
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    assert!(messages >= 20 && states >= 10, "{messages} messages, {states} states");
+}
+
 fn fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")

@@ -99,7 +99,6 @@ async fn run_form(
     );
     let artifacts = task
         .artifacts
-        .unwrap_or_default()
         .iter()
         .map(|a| {
             (

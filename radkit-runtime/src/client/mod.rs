@@ -36,7 +36,7 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use crate::model::{v1, Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+use crate::model::{v1, ArtifactUpdate, Message, StatusUpdate, Task};
 
 pub use card::WELL_KNOWN_CARD_PATH;
 pub use error::{codes, ClientError, BODY_EXCERPT};
@@ -113,9 +113,9 @@ pub enum StreamEvent {
     /// A message from the agent (a stream that is one message: the whole answer).
     Message(Message),
     /// A status change. In a 1.0 stream, `final` is set for terminal and interrupted states.
-    Status(TaskStatusUpdateEvent),
+    Status(StatusUpdate),
     /// An artifact or a chunk of one.
-    Artifact(TaskArtifactUpdateEvent),
+    Artifact(ArtifactUpdate),
 }
 
 /// Settings for [`A2aClient`]s: credentials, a forced version, timeouts, the size limit.

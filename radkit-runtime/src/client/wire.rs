@@ -1,13 +1,13 @@
 //! What each protocol version calls its methods and how it writes their params and results: 0.3's
-//! slash-named methods and `kind`-tagged objects as they are, 1.0's PascalCase methods and ProtoJSON
-//! converted through `model::v1`'s `TryFrom`s. Callers see the 0.3 model whatever the peer speaks.
+//! slash-named methods and `kind`-tagged objects (`model::v0_3`), 1.0's PascalCase methods and
+//! ProtoJSON (`model::v1`). Callers see radkit's model whatever the peer speaks.
 
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::transport::Call;
 use super::{ClientError, ProtocolVersion, Reply, StreamEvent};
-use crate::model::{v1, Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+use crate::model::{v0_3, v1, ArtifactUpdate, Message, StatusUpdate, Task, WireError};
 
 /// The methods the client calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl Dialect {
         let name = method.name(self.version);
         let params = match self.version {
             ProtocolVersion::V0_3 => {
-                let mut params = json!({ "message": json_of(&message)? });
+                let mut params = json!({ "message": json_of(v0_3::Message::from(message))? });
                 if method == Method::Send {
                     params["configuration"] = json!({ "blocking": !return_immediately });
                 }
@@ -85,11 +85,7 @@ impl Dialect {
                 params
             }
             ProtocolVersion::V1_0 => {
-                let message = v1::Message::try_from(message).map_err(|e| {
-                    ClientError::Invalid(format!(
-                        "the message cannot be written in A2A 1.0: {e}; fix the part it names"
-                    ))
-                })?;
+                let message = v1::Message::from(message);
                 let returns = method == Method::Send && return_immediately;
                 let configuration =
                     (returns || push.is_some()).then(|| v1::SendMessageConfiguration {
@@ -130,8 +126,8 @@ impl Dialect {
     pub(crate) fn reply(&self, call: &Call, result: Value) -> Result<Reply, ClientError> {
         match self.version {
             ProtocolVersion::V0_3 => match kind(&result) {
-                Some("task") => Ok(Reply::Task(read(call, result)?)),
-                Some("message") => Ok(Reply::Message(read(call, result)?)),
+                Some("task") => Ok(Reply::Task(read_as::<v0_3::Task, _>(call, result)?)),
+                Some("message") => Ok(Reply::Message(read_as::<v0_3::Message, _>(call, result)?)),
                 other => Err(call.protocol(&format!(
                     "is neither a task nor a message (`kind` is {other:?})"
                 ))),
@@ -148,8 +144,8 @@ impl Dialect {
     /// A `Get` or `Cancel` result: a task.
     pub(crate) fn task(&self, call: &Call, result: Value) -> Result<Task, ClientError> {
         match self.version {
-            ProtocolVersion::V0_3 => read(call, result),
-            ProtocolVersion::V1_0 => convert(call, read::<v1::Task>(call, result)?),
+            ProtocolVersion::V0_3 => read_as::<v0_3::Task, _>(call, result),
+            ProtocolVersion::V1_0 => read_as::<v1::Task, _>(call, result),
         }
     }
 
@@ -157,20 +153,28 @@ impl Dialect {
     pub(crate) fn event(&self, call: &Call, result: Value) -> Result<StreamEvent, ClientError> {
         match self.version {
             ProtocolVersion::V0_3 => match kind(&result) {
-                Some("task") => Ok(StreamEvent::Task(read(call, result)?)),
-                Some("message") => Ok(StreamEvent::Message(read(call, result)?)),
-                Some("status-update") => Ok(StreamEvent::Status(read(call, result)?)),
-                Some("artifact-update") => Ok(StreamEvent::Artifact(read(call, result)?)),
+                Some("task") => Ok(StreamEvent::Task(read_as::<v0_3::Task, _>(call, result)?)),
+                Some("message") => Ok(StreamEvent::Message(read_as::<v0_3::Message, _>(
+                    call, result,
+                )?)),
+                Some("status-update") => Ok(StreamEvent::Status(read_as::<
+                    v0_3::TaskStatusUpdateEvent,
+                    _,
+                >(call, result)?)),
+                Some("artifact-update") => Ok(StreamEvent::Artifact(read_as::<
+                    v0_3::TaskArtifactUpdateEvent,
+                    _,
+                >(call, result)?)),
                 other => Err(call.protocol(&format!("holds an event of unknown `kind` {other:?}"))),
             },
             ProtocolVersion::V1_0 => Ok(match read::<v1::StreamResponse>(call, result)? {
                 v1::StreamResponse::Task(task) => StreamEvent::Task(convert(call, task)?),
                 v1::StreamResponse::Message(m) => StreamEvent::Message(convert(call, m)?),
                 v1::StreamResponse::StatusUpdate(s) => {
-                    StreamEvent::Status(convert::<_, TaskStatusUpdateEvent>(call, s)?)
+                    StreamEvent::Status(convert::<_, StatusUpdate>(call, s)?)
                 }
                 v1::StreamResponse::ArtifactUpdate(a) => {
-                    StreamEvent::Artifact(convert::<_, TaskArtifactUpdateEvent>(call, a)?)
+                    StreamEvent::Artifact(convert::<_, ArtifactUpdate>(call, a)?)
                 }
             }),
         }
@@ -189,12 +193,19 @@ fn read<T: DeserializeOwned>(call: &Call, result: Value) -> Result<T, ClientErro
     })
 }
 
+/// A result read as wire type `W`, then into radkit's model.
+fn read_as<W: DeserializeOwned, T: TryFrom<W, Error = WireError>>(
+    call: &Call,
+    result: Value,
+) -> Result<T, ClientError> {
+    convert(call, read::<W>(call, result)?)
+}
+
 fn convert<F, T>(call: &Call, value: F) -> Result<T, ClientError>
 where
-    T: TryFrom<F, Error = v1::V1Error>,
+    T: TryFrom<F, Error = WireError>,
 {
-    T::try_from(value)
-        .map_err(|e| call.protocol(&format!("holds a value A2A 0.3 cannot express: {e}")))
+    T::try_from(value).map_err(|e| call.protocol(&format!("holds a value radkit cannot hold: {e}")))
 }
 
 #[cfg(test)]
@@ -253,7 +264,7 @@ mod tests {
     }
 
     #[test]
-    fn results_of_1_0_come_back_in_the_0_3_model() {
+    fn results_of_1_0_come_back_in_radkits_model() {
         let d = v1();
         let call = d.about_task(Method::Get, "t");
         let task =

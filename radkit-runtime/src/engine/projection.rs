@@ -1,22 +1,20 @@
-//! Projections of the journal: the A2A `Task` (status, history, artifacts) and the stream of A2A
-//! update events. Pure functions of journal records and of the stores' task views; the server renders
+//! Projections of the journal: the [`Task`] (status, history, artifacts) and the stream of its
+//! updates. Pure functions of journal records and of the stores' task views; the server renders
 //! them.
 //!
 //! [`a2a_task`] renders the view a store keeps current with each append (`store::view`).
 
 use crate::journal::Entry;
-use crate::model::{
-    Message, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
-};
+use crate::model::{ArtifactUpdate, Message, StatusUpdate, Task, TaskState, TaskStatus};
 use crate::store::TaskView;
 
 /// An event for `message/stream` and `tasks/resubscribe`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
     /// A status update; `final` ends the stream.
-    Status(TaskStatusUpdateEvent),
+    Status(StatusUpdate),
     /// An artifact (chunk).
-    Artifact(TaskArtifactUpdateEvent),
+    Artifact(ArtifactUpdate),
 }
 
 impl StreamEvent {
@@ -47,10 +45,9 @@ fn status(
     at_ms: i64,
     is_final: bool,
 ) -> StreamEvent {
-    StreamEvent::Status(TaskStatusUpdateEvent {
+    StreamEvent::Status(StatusUpdate {
         task_id: task_id.to_owned(),
         context_id: context_id.to_owned(),
-        kind: Default::default(),
         status: TaskStatus {
             state,
             message: message.map(|m| scoped(m, task_id, context_id)),
@@ -117,13 +114,12 @@ pub fn stream_event(
             artifact,
             append,
             last_chunk,
-        } => Some(StreamEvent::Artifact(TaskArtifactUpdateEvent {
+        } => Some(StreamEvent::Artifact(ArtifactUpdate {
             task_id: task_id.to_owned(),
             context_id: context_id.to_owned(),
-            kind: Default::default(),
             artifact: artifact.clone(),
-            append: Some(*append),
-            last_chunk: Some(*last_chunk),
+            append: *append,
+            last_chunk: *last_chunk,
             metadata: None,
         })),
         _ => None,
@@ -148,15 +144,12 @@ pub fn a2a_task(view: TaskView) -> Task {
             message: status_message.map(|m| scoped(&m, &task_id, &context_id)),
             timestamp: Some(timestamp(status_at_ms)),
         },
-        history: Some(
-            history
-                .iter()
-                .map(|m| scoped(m, &task_id, &context_id))
-                .collect(),
-        ),
-        artifacts: (!artifacts.is_empty()).then_some(artifacts),
+        history: history
+            .iter()
+            .map(|m| scoped(m, &task_id, &context_id))
+            .collect(),
+        artifacts,
         metadata: None,
-        kind: Default::default(),
         id: task_id,
         context_id,
     }

@@ -38,13 +38,15 @@ impl AgentReply {
             message: task.status.message.or_else(|| {
                 // Some agents leave the answer in the history only.
                 task.history
-                    .as_ref()
-                    .and_then(|h| h.iter().rev().find(|m| m.role == Role::Agent).cloned())
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::Agent)
+                    .cloned()
             }),
             task_id: Some(task.id),
             context_id: Some(task.context_id),
             state: task.status.state,
-            artifacts: task.artifacts.unwrap_or_default(),
+            artifacts: task.artifacts,
         }
     }
 

@@ -522,7 +522,7 @@ impl<'a> ArtifactStream<'a> {
             description: None,
             parts: vec![Part::text(text)],
             metadata: None,
-            extensions: None,
+            extensions: Vec::new(),
         }
     }
 

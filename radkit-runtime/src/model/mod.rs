@@ -1,8 +1,15 @@
-//! A2A 0.3 wire types. This module owns the JSON shape clients see and nothing else: it never touches
-//! the engine, the store or HTTP. Field names follow the A2A 0.3 JSON schema exactly (vendored
-//! in the repository as `docs/a2a/a2a-v0.3.0.schema.json`, with the specification beside it).
-//! [`v1`] holds the A2A 1.0.1 wire types and their conversions to and from these; the agent card
-//! document both versions read, its signatures and the extended card are here too.
+//! radkit's task model, and the two wire versions that render it.
+//!
+//! The root holds radkit's own types: a [`Task`] with its [`TaskStatus`], [`Message`]s made of
+//! [`Part`]s, [`Artifact`]s, and the [`StatusUpdate`]s and [`ArtifactUpdate`]s a stream carries. They
+//! hold what both A2A versions can carry and none of either's framing (no `kind` tags, no
+//! `*_UNSPECIFIED` or `unknown` states); the engine, the journal, `flow` and the stores use nothing
+//! else. Their serde form is the journal's (see [`Message`]).
+//!
+//! [`v0_3`] and [`v1`] are the A2A 0.3 and 1.0.1 wire types, each with its conversions from and to
+//! the model: writing the model never fails, reading a wire value the model has no place for is a
+//! [`WireError`]. Only the servers and the client use them. The agent card document both versions
+//! read, its signatures and the extended card are here too.
 
 mod card;
 mod card_signing;
@@ -11,7 +18,10 @@ mod extended_card;
 mod id;
 mod message;
 mod task;
+mod update;
+pub mod v0_3;
 pub mod v1;
+mod wire_error;
 
 pub use card::{served_json, AgentCapabilities, AgentCard, AgentSkill, SecurityScheme};
 pub use card_signing::{
@@ -21,16 +31,13 @@ pub use card_signing::{
 pub use content::Content;
 pub use extended_card::{ExtendedCard, ExtendedCardError};
 pub use id::TaskId;
-pub use message::{FileContent, Message, Part, Role};
-pub use task::{
-    Artifact, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
-};
+pub use message::{File, FileContent, Message, Part, Role};
+pub use task::{Artifact, Task, TaskState, TaskStatus};
+pub use update::{ArtifactUpdate, StatusUpdate};
+pub use wire_error::WireError;
 
 /// Arbitrary JSON object carried in `metadata` fields.
 pub type Metadata = serde_json::Map<String, serde_json::Value>;
-
-/// The A2A protocol version this crate speaks.
-pub const PROTOCOL_VERSION: &str = "0.3.0";
 
 /// A fresh random identifier (UUID v4) for messages, artifacts and tasks.
 pub fn new_id() -> String {

@@ -1,10 +1,16 @@
-//! `Task`, its status and artifacts, and the two streaming update events.
+//! [`Task`], its [`TaskStatus`] and [`TaskState`], and its [`Artifact`]s, as the engine holds them.
+//! Like [`Message`], their serde form is the journal's and the stores'; the wire versions render
+//! them ([`v0_3`](super::v0_3), [`v1`](super::v1)).
 
 use serde::{Deserialize, Serialize};
 
+use super::message::stored_list;
 use super::{new_id, Message, Metadata, Part};
 
-/// Lifecycle state of a task.
+/// Where a task is in its life.
+///
+/// Stored by its kebab-case name (`input-required`), in the journal and in the stores' state
+/// columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TaskState {
@@ -24,13 +30,11 @@ pub enum TaskState {
     Rejected,
     /// Waiting for authentication.
     AuthRequired,
-    /// Unknown.
-    Unknown,
 }
 
 impl TaskState {
     /// Every state, in declaration order.
-    pub const ALL: [TaskState; 9] = [
+    pub const ALL: [TaskState; 8] = [
         TaskState::Submitted,
         TaskState::Working,
         TaskState::InputRequired,
@@ -39,7 +43,6 @@ impl TaskState {
         TaskState::Failed,
         TaskState::Rejected,
         TaskState::AuthRequired,
-        TaskState::Unknown,
     ];
 
     /// The states a task never leaves: the one definition [`TaskState::is_terminal`] and the stores'
@@ -56,7 +59,13 @@ impl TaskState {
         Self::TERMINAL.contains(&self)
     }
 
-    /// The wire name (`input-required`, ...).
+    /// True for the states in which the task waits on its client (input or authentication): a
+    /// stream of the task closes there, as at a terminal state.
+    pub fn is_interrupted(self) -> bool {
+        matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+
+    /// The stored name (`input-required`, ...), which is also A2A 0.3's.
     pub fn as_str(self) -> &'static str {
         match self {
             TaskState::Submitted => "submitted",
@@ -67,25 +76,24 @@ impl TaskState {
             TaskState::Failed => "failed",
             TaskState::Rejected => "rejected",
             TaskState::AuthRequired => "auth-required",
-            TaskState::Unknown => "unknown",
         }
     }
 
-    /// Parses a wire name.
+    /// Parses a stored name.
     pub fn parse(s: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
+        Self::ALL.into_iter().find(|state| state.as_str() == s)
     }
 }
 
-/// Status of a task at a point in time.
+/// A task's status at a point in time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskStatus {
-    /// State.
+    /// The state.
     pub state: TaskState,
-    /// Human-readable detail.
+    /// What the agent said with it: the answer, the question, or the reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Message>,
-    /// ISO 8601 timestamp.
+    /// When (RFC 3339, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<String>,
 }
@@ -107,9 +115,13 @@ pub struct Artifact {
     /// Metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
-    /// Extension URIs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<Vec<String>>,
+    /// URIs of the extensions this artifact uses.
+    #[serde(
+        default,
+        deserialize_with = "stored_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub extensions: Vec<String>,
 }
 
 impl Artifact {
@@ -121,7 +133,7 @@ impl Artifact {
             description: None,
             parts: vec![Part::text(text)],
             metadata: None,
-            extensions: None,
+            extensions: Vec::new(),
         }
     }
 
@@ -132,97 +144,21 @@ impl Artifact {
     }
 }
 
-/// A task: one run of one skill.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A task: one run of one skill, as its journal projects it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Task {
     /// Task id.
     pub id: String,
-    /// Context id.
+    /// Context (conversation) id.
     pub context_id: String,
     /// Current status.
     pub status: TaskStatus,
-    /// Messages exchanged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub history: Option<Vec<Message>>,
+    /// Messages exchanged, oldest first (the window asked for; empty when none was).
+    pub history: Vec<Message>,
     /// Outputs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifacts: Option<Vec<Artifact>>,
+    pub artifacts: Vec<Artifact>,
     /// Metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
-    /// Always `"task"`.
-    pub kind: TaskKind,
-}
-
-/// The constant `kind` of a task.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TaskKind {
-    /// `"task"`
-    #[default]
-    #[serde(rename = "task")]
-    Task,
-}
-
-/// A status change, streamed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TaskStatusUpdateEvent {
-    /// Task id.
-    pub task_id: String,
-    /// Context id.
-    pub context_id: String,
-    /// Always `"status-update"`.
-    pub kind: StatusUpdateKind,
-    /// New status.
-    pub status: TaskStatus,
-    /// True on the last event of a stream.
-    #[serde(rename = "final")]
-    pub is_final: bool,
-    /// Metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Metadata>,
-}
-
-/// The constant `kind` of a status update.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum StatusUpdateKind {
-    /// `"status-update"`
-    #[default]
-    #[serde(rename = "status-update")]
-    StatusUpdate,
-}
-
-/// An artifact (or a chunk of one), streamed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TaskArtifactUpdateEvent {
-    /// Task id.
-    pub task_id: String,
-    /// Context id.
-    pub context_id: String,
-    /// Always `"artifact-update"`.
-    pub kind: ArtifactUpdateKind,
-    /// The artifact or chunk.
-    pub artifact: Artifact,
-    /// Append to a previously sent artifact with the same id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub append: Option<bool>,
-    /// This is the final chunk.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_chunk: Option<bool>,
-    /// Metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Metadata>,
-}
-
-/// The constant `kind` of an artifact update.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ArtifactUpdateKind {
-    /// `"artifact-update"`
-    #[default]
-    #[serde(rename = "artifact-update")]
-    ArtifactUpdate,
 }
 
 #[cfg(test)]
@@ -233,11 +169,14 @@ mod tests {
     fn all_lists_each_state_once_and_terminal_is_a_subset() {
         for (i, state) in TaskState::ALL.into_iter().enumerate() {
             assert_eq!(TaskState::parse(state.as_str()), Some(state));
+            let stored = serde_json::to_value(state).unwrap();
+            assert_eq!(stored, serde_json::json!(state.as_str()));
             assert!(!TaskState::ALL[..i].contains(&state), "{state:?} twice");
         }
         for state in TaskState::TERMINAL {
             assert!(TaskState::ALL.contains(&state) && state.is_terminal());
         }
         assert!(!TaskState::Working.is_terminal() && !TaskState::InputRequired.is_terminal());
+        assert_eq!(TaskState::parse("unknown"), None);
     }
 }

@@ -15,7 +15,7 @@ use super::wire::Wire;
 use super::{stream, AppState};
 use crate::engine::{Caller, EngineError, Request};
 use crate::flow::PermissionMode;
-use crate::model::{FileContent, Message, Part, Task, TaskId};
+use crate::model::{v0_3, Message, Task, TaskId};
 
 /// How long a blocking `message/send` waits before returning the task as it is.
 const BLOCKING_WAIT: Duration = Duration::from_secs(60);
@@ -35,7 +35,7 @@ struct SendConfiguration {
 
 #[derive(Deserialize)]
 struct SendParams {
-    message: Message,
+    message: v0_3::Message,
     #[serde(default)]
     configuration: Option<SendConfiguration>,
     #[serde(default)]
@@ -71,19 +71,6 @@ fn history(len: Option<i64>) -> Result<Option<usize>, RpcError> {
     }
 }
 
-fn mime_of(part: &Part) -> &str {
-    match part {
-        Part::Text { .. } => "text/plain",
-        Part::Data { .. } => "application/json",
-        Part::File { file, .. } => match file {
-            crate::model::FileContent::Bytes { mime_type, .. }
-            | crate::model::FileContent::Uri { mime_type, .. } => {
-                mime_type.as_deref().unwrap_or("application/octet-stream")
-            }
-        },
-    }
-}
-
 /// Keep only artifact parts of a mode the client accepts.
 fn accept_modes(mut task: Task, accepted: &Option<Vec<String>>) -> Task {
     let Some(accepted) = accepted
@@ -92,15 +79,12 @@ fn accept_modes(mut task: Task, accepted: &Option<Vec<String>>) -> Task {
     else {
         return task;
     };
-    if let Some(mut artifacts) = task.artifacts.take() {
-        for artifact in artifacts.iter_mut() {
-            artifact
-                .parts
-                .retain(|p| accepted.iter().any(|m| m == mime_of(p)));
-        }
-        artifacts.retain(|a| !a.parts.is_empty());
-        task.artifacts = Some(artifacts).filter(|a| !a.is_empty());
+    for artifact in task.artifacts.iter_mut() {
+        artifact
+            .parts
+            .retain(|p| accepted.iter().any(|m| m == p.media_type()));
     }
+    task.artifacts.retain(|a| !a.parts.is_empty());
     task
 }
 
@@ -136,13 +120,13 @@ pub(crate) async fn dispatch(
     let result = match request.method.as_str() {
         "message/send" => send(&state, caller, request.params)
             .await
-            .map(|task| jsonrpc::ok(&id, task)),
+            .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
         "tasks/get" => get(&state, caller, request.params)
             .await
-            .map(|task| jsonrpc::ok(&id, task)),
+            .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
         "tasks/cancel" => cancel(&state, caller, request.params)
             .await
-            .map(|task| jsonrpc::ok(&id, task)),
+            .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
         m if m.starts_with("tasks/pushNotificationConfig/") => {
             let verb = &m["tasks/pushNotificationConfig/".len()..];
             super::push::dispatch_v03(&state, &caller, verb, request.params)
@@ -190,6 +174,9 @@ impl Send {
             configuration,
             metadata,
         } = decode_params(params)?;
+        check_file_bytes(&message.parts)?;
+        let message = Message::try_from(message)
+            .map_err(|e| RpcError::new(codes::INVALID_PARAMS, format!("invalid params: {e}")))?;
         let configuration = configuration.unwrap_or(SendConfiguration {
             blocking: None,
             history_length: None,
@@ -224,7 +211,6 @@ pub(crate) async fn start(
             "`message.parts` must not be empty",
         ));
     }
-    check_file_bytes(&send.message.parts)?;
     check_context(state, caller, &send.message).await?;
     let request = engine_request(caller.clone(), send.message.clone(), send.metadata.as_ref())?;
     let existing = send.message.task_id.clone().map(TaskId::from);
@@ -244,9 +230,9 @@ pub(crate) async fn start(
     sent
 }
 
-/// Inline file content must be base64 (the standard alphabet; padding optional), as the A2A schema
-/// says: a client that sends anything else learns it now, not when a skill decodes it.
-fn check_file_bytes(parts: &[Part]) -> Result<(), RpcError> {
+/// Inline 0.3 file content must be base64 (the standard alphabet; padding optional), as the A2A
+/// schema says: a client that sends anything else learns which part, here.
+fn check_file_bytes(parts: &[v0_3::Part]) -> Result<(), RpcError> {
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     use base64::Engine as _;
     const BASE64: GeneralPurpose = GeneralPurpose::new(
@@ -254,8 +240,8 @@ fn check_file_bytes(parts: &[Part]) -> Result<(), RpcError> {
         GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
     );
     for (i, part) in parts.iter().enumerate() {
-        if let Part::File {
-            file: FileContent::Bytes { bytes, .. },
+        if let v0_3::Part::File {
+            file: v0_3::FileContent::Bytes { bytes, .. },
             ..
         } = part
         {

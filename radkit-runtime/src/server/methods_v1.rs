@@ -301,9 +301,9 @@ pub(crate) async fn list_tasks_page(
     for view in page.views {
         let mut task = crate::engine::a2a_task(view);
         if !include_artifacts {
-            task.artifacts = None;
+            task.artifacts.clear();
         }
-        tasks.push(super::wire::v1_task(task)?);
+        tasks.push(v1::Task::from(task));
     }
     Ok(v1::ListTasksResponse {
         tasks,

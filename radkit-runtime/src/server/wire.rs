@@ -1,12 +1,11 @@
-//! How the engine's objects (0.3-shaped `model` types) are written for a protocol version: as they
-//! are for 0.3, converted to the ProtoJSON types of `model::v1` for 1.0. A value that has no 1.0 form
-//! (a task state 1.0 dropped) is an internal error, never a silently different value.
+//! How radkit's model is written for a protocol version: as the types of `model::v0_3` for 0.3, as
+//! the ProtoJSON types of `model::v1` for 1.0. Both renderings are total.
 
 use serde_json::Value;
 
 use super::jsonrpc::{codes, RpcError};
 use crate::engine::StreamEvent;
-use crate::model::{v1, Task};
+use crate::model::{v0_3, v1, Task};
 
 /// The wire format of one answer or stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,32 +16,16 @@ pub(crate) enum Wire {
     V1_0,
 }
 
-fn unwritable(e: impl std::fmt::Display) -> RpcError {
-    RpcError::new(
-        codes::INTERNAL_ERROR,
-        format!("the answer cannot be written in A2A 1.0: {e}"),
-    )
-}
-
 fn json(value: impl serde::Serialize) -> Result<Value, RpcError> {
     serde_json::to_value(value).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
 }
 
-/// The task in its 1.0 form, or the internal error of a task that has none.
-pub(crate) fn v1_task(task: Task) -> Result<v1::Task, RpcError> {
-    v1::Task::try_from(task).map_err(unwritable)
-}
-
 /// An update event in its 1.0 form: a `StreamResponse` holding it.
-pub(crate) fn v1_event(event: StreamEvent) -> Result<v1::StreamResponse, RpcError> {
-    Ok(match event {
-        StreamEvent::Status(status) => v1::StreamResponse::StatusUpdate(
-            v1::TaskStatusUpdateEvent::try_from(status).map_err(unwritable)?,
-        ),
-        StreamEvent::Artifact(artifact) => v1::StreamResponse::ArtifactUpdate(
-            v1::TaskArtifactUpdateEvent::try_from(artifact).map_err(unwritable)?,
-        ),
-    })
+pub(crate) fn v1_event(event: StreamEvent) -> v1::StreamResponse {
+    match event {
+        StreamEvent::Status(status) => v1::StreamResponse::StatusUpdate(status.into()),
+        StreamEvent::Artifact(artifact) => v1::StreamResponse::ArtifactUpdate(artifact.into()),
+    }
 }
 
 impl Wire {
@@ -58,33 +41,37 @@ impl Wire {
     /// The task as this version writes it (1.0: a `Task`).
     pub(crate) fn task(self, task: Task) -> Result<Value, RpcError> {
         match self {
-            Wire::V0_3 => json(task),
-            Wire::V1_0 => json(v1_task(task)?),
+            Wire::V0_3 => json(v0_3::Task::from(task)),
+            Wire::V1_0 => json(v1::Task::from(task)),
         }
     }
 
     /// The answer to a send (1.0: a `SendMessageResponse` holding the task).
     pub(crate) fn send_response(self, task: Task) -> Result<Value, RpcError> {
         match self {
-            Wire::V0_3 => json(task),
-            Wire::V1_0 => json(v1::SendMessageResponse::Task(v1_task(task)?)),
+            Wire::V0_3 => json(v0_3::Task::from(task)),
+            Wire::V1_0 => json(v1::SendMessageResponse::Task(task.into())),
         }
     }
 
     /// A stream's opening task (1.0: a `StreamResponse` holding it).
     pub(crate) fn task_item(self, task: Task) -> Result<Value, RpcError> {
         match self {
-            Wire::V0_3 => json(task),
-            Wire::V1_0 => json(v1::StreamResponse::Task(v1_task(task)?)),
+            Wire::V0_3 => json(v0_3::Task::from(task)),
+            Wire::V1_0 => json(v1::StreamResponse::Task(task.into())),
         }
     }
 
     /// A stream's update event (1.0: a `StreamResponse` holding it).
     pub(crate) fn event_item(self, event: StreamEvent) -> Result<Value, RpcError> {
         match (self, event) {
-            (Wire::V0_3, StreamEvent::Status(status)) => json(status),
-            (Wire::V0_3, StreamEvent::Artifact(artifact)) => json(artifact),
-            (Wire::V1_0, event) => json(v1_event(event)?),
+            (Wire::V0_3, StreamEvent::Status(status)) => {
+                json(v0_3::TaskStatusUpdateEvent::from(status))
+            }
+            (Wire::V0_3, StreamEvent::Artifact(artifact)) => {
+                json(v0_3::TaskArtifactUpdateEvent::from(artifact))
+            }
+            (Wire::V1_0, event) => json(v1_event(event)),
         }
     }
 }

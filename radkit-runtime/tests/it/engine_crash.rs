@@ -501,7 +501,6 @@ async fn crash_during_resume_replays_the_reply() {
     );
     let history: Vec<String> = task
         .history
-        .unwrap()
         .iter()
         .map(|m| m.joined_texts())
         .collect();

@@ -633,7 +633,6 @@ async fn a_reducer_hears_cancel_and_its_goodbye_is_kept() {
     assert_eq!(task.status.state, TaskState::Canceled);
     let history: Vec<String> = task
         .history
-        .unwrap()
         .iter()
         .map(|m| m.joined_texts())
         .collect();

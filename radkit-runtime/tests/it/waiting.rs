@@ -211,7 +211,7 @@ async fn the_deepest_accepted_message_round_trips_and_a_deeper_one_leaves_no_tas
         .unwrap();
     let waiting = settled(&engine, &id).await;
     assert_eq!(waiting.status.state, TaskState::InputRequired);
-    let first = &waiting.history.as_ref().unwrap()[0];
+    let first = &waiting.history[0];
     assert_eq!(first.metadata, deepest.metadata, "read back as sent");
     engine.shutdown().await;
     drop(engine);
@@ -225,7 +225,7 @@ async fn the_deepest_accepted_message_round_trips_and_a_deeper_one_leaves_no_tas
         .unwrap();
     let done = settled(&engine, &id).await;
     assert_eq!(done.status.state, TaskState::Completed);
-    let history = done.history.unwrap();
+    let history = done.history;
     assert_eq!(history[0].metadata, deepest.metadata);
     assert!(history.iter().any(|m| m.metadata == answer.metadata));
 }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use futures::stream::{self, StreamExt};
-use radkit::model::{self, v1, TaskState, TaskStatus, TaskStatusUpdateEvent};
+use radkit::model::{self, v0_3, v1, StatusUpdate, TaskState, TaskStatus};
 use serde_json::{json, Value};
 
 /// The size limit the tests give their clients; `huge` answers are larger.
@@ -87,24 +87,21 @@ fn task_item(v1_0: bool, state: TaskState) -> Value {
             message: None,
             timestamp: None,
         },
-        history: None,
-        artifacts: None,
+        history: Vec::new(),
+        artifacts: Vec::new(),
         metadata: None,
-        kind: Default::default(),
     };
     if v1_0 {
-        let task = v1::Task::try_from(task).unwrap();
-        serde_json::to_value(v1::StreamResponse::Task(task)).unwrap()
+        serde_json::to_value(v1::StreamResponse::Task(task.into())).unwrap()
     } else {
-        serde_json::to_value(task).unwrap()
+        serde_json::to_value(v0_3::Task::from(task)).unwrap()
     }
 }
 
 fn status_item(v1_0: bool, state: TaskState) -> Value {
-    let event = TaskStatusUpdateEvent {
+    let event = StatusUpdate {
         task_id: "t".into(),
         context_id: "c".into(),
-        kind: Default::default(),
         status: TaskStatus {
             state,
             message: None,
@@ -114,28 +111,25 @@ fn status_item(v1_0: bool, state: TaskState) -> Value {
         metadata: None,
     };
     if v1_0 {
-        let event = v1::TaskStatusUpdateEvent::try_from(event).unwrap();
-        serde_json::to_value(v1::StreamResponse::StatusUpdate(event)).unwrap()
+        serde_json::to_value(v1::StreamResponse::StatusUpdate(event.into())).unwrap()
     } else {
-        serde_json::to_value(event).unwrap()
+        serde_json::to_value(v0_3::TaskStatusUpdateEvent::from(event)).unwrap()
     }
 }
 
 fn artifact_item(v1_0: bool) -> Value {
-    let event = model::TaskArtifactUpdateEvent {
+    let event = model::ArtifactUpdate {
         task_id: "t".into(),
         context_id: "c".into(),
-        kind: Default::default(),
         artifact: model::Artifact::from_text("a.txt", "split"),
-        append: None,
-        last_chunk: Some(true),
+        append: false,
+        last_chunk: true,
         metadata: None,
     };
     if v1_0 {
-        let event = v1::TaskArtifactUpdateEvent::try_from(event).unwrap();
-        serde_json::to_value(v1::StreamResponse::ArtifactUpdate(event)).unwrap()
+        serde_json::to_value(v1::StreamResponse::ArtifactUpdate(event.into())).unwrap()
     } else {
-        serde_json::to_value(event).unwrap()
+        serde_json::to_value(v0_3::TaskArtifactUpdateEvent::from(event)).unwrap()
     }
 }
 

@@ -70,7 +70,6 @@ impl ChildPeer {
                 let delivered = task
                     .history
                     .iter()
-                    .flatten()
                     .any(|m| m.message_id == message_id);
                 if !delivered {
                     return Err(effect_error(e));

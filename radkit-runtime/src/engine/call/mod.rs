@@ -757,10 +757,9 @@ mod tests {
                 message,
                 timestamp: None,
             },
-            history: None,
-            artifacts: None,
+            history: Vec::new(),
+            artifacts: Vec::new(),
             metadata: None,
-            kind: Default::default(),
         };
         let stale = callee(TaskState::InputRequired, Some(question.clone()));
         assert!(still_asks_what_it_answers(&st, &reply, &stale));

@@ -189,7 +189,6 @@ impl RemotePeer {
                 let delivered = task
                     .history
                     .iter()
-                    .flatten()
                     .any(|m| m.message_id == message_id);
                 if delivered {
                     Ok((Started::Task(task), false))

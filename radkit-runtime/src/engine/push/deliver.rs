@@ -19,7 +19,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use super::super::{projection, Inner, StreamEvent, Update};
 use super::{target, PushSettings};
 use crate::journal::{now_ms, Entry};
-use crate::model::v1;
+use crate::model::{v0_3, v1};
 use crate::store::{PushClaim, PushFormat, PushStore};
 
 /// Configs claimed per round.
@@ -321,20 +321,16 @@ async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Resul
     Ok(if ended { Done::Ended } else { Done::Caught })
 }
 
-/// A stream event as 1.0 ProtoJSON, or `None` (logged) when it has no 1.0 form.
+/// A stream event as 1.0 ProtoJSON, or `None` (logged) when it cannot be written.
 fn stream_response(task_id: &str, seq: u64, event: StreamEvent) -> Option<Vec<u8>> {
     let response = match event {
-        StreamEvent::Status(status) => v1::TaskStatusUpdateEvent::try_from(status)
-            .map(v1::StreamResponse::StatusUpdate)
-            .map_err(|e| e.to_string()),
-        StreamEvent::Artifact(artifact) => v1::TaskArtifactUpdateEvent::try_from(artifact)
-            .map(v1::StreamResponse::ArtifactUpdate)
-            .map_err(|e| e.to_string()),
+        StreamEvent::Status(status) => v1::StreamResponse::StatusUpdate(status.into()),
+        StreamEvent::Artifact(artifact) => v1::StreamResponse::ArtifactUpdate(artifact.into()),
     };
-    match response.and_then(|r| serde_json::to_vec(&r).map_err(|e| e.to_string())) {
+    match serde_json::to_vec(&response) {
         Ok(body) => Some(body),
         Err(e) => {
-            tracing::warn!(task = %task_id, seq, error = %e, "an update with no A2A 1.0 form is not pushed");
+            tracing::warn!(task = %task_id, seq, error = %e, "an update that cannot be written as JSON is not pushed");
             None
         }
     }
@@ -354,7 +350,7 @@ async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> R
     };
     let seq = view.record.last_seq;
     let ended = view.record.state.is_terminal();
-    let body = serde_json::to_vec(&projection::a2a_task(view)).map_err(|e| Stop::Failed {
+    let body = serde_json::to_vec(&v0_3::Task::from(projection::a2a_task(view))).map_err(|e| Stop::Failed {
         why: format!("the task does not serialize: {e}"),
         progressed: false,
     })?;

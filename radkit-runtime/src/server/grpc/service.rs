@@ -24,7 +24,7 @@ use crate::server::jsonrpc::{codes, RpcError};
 use crate::server::methods::{self, Opened};
 use crate::server::stream::{self, Item};
 use crate::server::version::Version;
-use crate::server::wire::{v1_event, v1_task};
+use crate::server::wire::v1_event;
 use crate::server::{card, methods_v1, push, AppState};
 
 /// A server stream of `StreamResponse`s.
@@ -77,8 +77,8 @@ fn failed(error: RpcError) -> Status {
 fn updates(opened: Opened) -> Updates {
     let items = stream::items(opened).map(|item| {
         let response = match item {
-            Item::Task(task, _) => v1_task(task).map(v1::StreamResponse::Task),
-            Item::Event(event, _) => v1_event(event),
+            Item::Task(task, _) => Ok(v1::StreamResponse::Task(task.into())),
+            Item::Event(event, _) => Ok(v1_event(event)),
             Item::Error(error) => Err(error),
         };
         response.map(proto::StreamResponse::from).map_err(failed)
@@ -97,7 +97,7 @@ impl A2aService for Service {
         let send = methods_v1::send_of_request(request).map_err(failed)?;
         let task = methods::send_task(&self.state, &caller, send)
             .await
-            .and_then(v1_task)
+            .map(v1::Task::from)
             .map_err(failed)?;
         Ok(Response::new(v1::SendMessageResponse::Task(task).into()))
     }
@@ -126,7 +126,7 @@ impl A2aService for Service {
         let history = request.history_length.map(i64::from);
         let task = methods::get_task(&self.state, &caller, &TaskId::from(request.id), history)
             .await
-            .and_then(v1_task)
+            .map(v1::Task::from)
             .map_err(failed)?;
         Ok(Response::new(task.into()))
     }
@@ -151,7 +151,7 @@ impl A2aService for Service {
         let id = TaskId::from(request.into_inner().id);
         let task = methods::cancel_task(&self.state, &caller, &id)
             .await
-            .and_then(v1_task)
+            .map(v1::Task::from)
             .map_err(failed)?;
         Ok(Response::new(task.into()))
     }
