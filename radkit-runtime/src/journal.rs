@@ -1,5 +1,5 @@
 //! The journal: the append-only log of one task, the single source of truth. Task status, history and
-//! artifacts are projections of it (the engine's `a2a_task` and `stream_event`). This module owns the entry shapes only.
+//! artifacts are projections of it (the engine's `project_task` and `stream_event`). This module owns the entry shapes only.
 
 use serde::{Deserialize, Serialize};
 

@@ -408,7 +408,7 @@ impl Engine {
         task_id: &TaskId,
         history_length: Option<usize>,
     ) -> Result<Task, EngineError> {
-        Ok(super::projection::a2a_task(
+        Ok(super::projection::project_task(
             self.visible_view(caller, task_id, history_length).await?,
         ))
     }
@@ -438,7 +438,7 @@ impl Engine {
         Ok(Snapshot {
             last_seq: view.record.last_seq,
             is_final: view.settled,
-            task: super::projection::a2a_task(view),
+            task: super::projection::project_task(view),
         })
     }
 
@@ -462,7 +462,7 @@ impl Engine {
         Ok(Snapshot {
             last_seq: view.record.last_seq,
             is_final: view.settled,
-            task: super::projection::a2a_task(view),
+            task: super::projection::project_task(view),
         })
     }
 

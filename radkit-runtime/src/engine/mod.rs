@@ -37,7 +37,7 @@ pub use error::EngineError;
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
 pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision};
-pub use projection::{a2a_task, stream_event, StreamEvent};
+pub use projection::{project_task, stream_event, StreamEvent};
 pub use push::{PushSettings, TargetError, MAX_CONFIGS_PER_TASK};
 pub use request::{Caller, Request};
 pub use subscription::{Snapshot, Subscription, Update};

@@ -2,7 +2,7 @@
 //! updates. Pure functions of journal records and of the stores' task views; the server renders
 //! them.
 //!
-//! [`a2a_task`] renders the view a store keeps current with each append (`store::view`).
+//! [`project_task`] renders the view a store keeps current with each append (`store::view`).
 
 use crate::journal::Entry;
 use crate::model::{ArtifactUpdate, Message, StatusUpdate, Task, TaskState, TaskStatus};
@@ -126,9 +126,9 @@ pub fn stream_event(
     }
 }
 
-/// The task as A2A shows it, from its stored view (its history is the view's: ask the store for the
+/// The task, from its stored view (its history is the view's: ask the store for the
 /// window wanted).
-pub fn a2a_task(view: TaskView) -> Task {
+pub fn project_task(view: TaskView) -> Task {
     let TaskView {
         record,
         status_message,

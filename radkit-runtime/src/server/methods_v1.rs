@@ -299,7 +299,7 @@ pub(crate) async fn list_tasks_page(
     let include_artifacts = request.include_artifacts.unwrap_or(false);
     let mut tasks = Vec::with_capacity(page.views.len());
     for view in page.views {
-        let mut task = crate::engine::a2a_task(view);
+        let mut task = crate::engine::project_task(view);
         if !include_artifacts {
             task.artifacts.clear();
         }

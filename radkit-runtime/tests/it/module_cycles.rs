@@ -75,6 +75,44 @@ fn the_client_depends_on_the_model_only() {
     );
 }
 
+/// The engine, `flow`, the journal and the stores hold radkit's own task model; the A2A wire versions
+/// (`model::v0_3`, `model::v1`) are the servers' and the client's. One engine file renders: push
+/// delivery, which writes the bodies it posts to webhooks.
+#[test]
+fn only_the_bindings_name_the_wire_versions() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&src, &mut files);
+    let posts_wire_bodies = ["engine/push/deliver.rs"];
+    let mut offenders = Vec::new();
+    let mut scanned = 0;
+    for file in &files {
+        let shown = file.strip_prefix(&src).unwrap_or(file).display().to_string();
+        let layer = module_path(&src, file).first().cloned().unwrap_or_default();
+        if !["engine", "flow", "journal", "store"].contains(&layer.as_str())
+            || posts_wire_bodies.contains(&shown.as_str())
+        {
+            continue;
+        }
+        scanned += 1;
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        if let Some(name) = tokens(&text).iter().find(|t| *t == "v0_3" || *t == "v1") {
+            offenders.push(format!("{shown} names `{name}`"));
+        }
+    }
+    assert!(scanned > 40, "only {scanned} files of the engine's layers scanned");
+    assert!(
+        offenders.is_empty(),
+        "the engine's layers must use radkit's model, not a wire version:\n  {}",
+        offenders.join("\n  ")
+    );
+    let deliver = std::fs::read_to_string(src.join(posts_wire_bodies[0])).expect("push delivery");
+    assert!(
+        tokens(&deliver).iter().any(|t| t == "v1"),
+        "the scanner does not see push delivery's own use of `v1`"
+    );
+}
+
 #[test]
 fn the_scanner_reads_groups_super_and_skips_comments() {
     let tops: BTreeSet<String> = ["a", "b", "c", "d", "e", "f"]

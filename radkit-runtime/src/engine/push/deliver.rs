@@ -350,7 +350,7 @@ async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> R
     };
     let seq = view.record.last_seq;
     let ended = view.record.state.is_terminal();
-    let body = serde_json::to_vec(&v0_3::Task::from(projection::a2a_task(view))).map_err(|e| Stop::Failed {
+    let body = serde_json::to_vec(&v0_3::Task::from(projection::project_task(view))).map_err(|e| Stop::Failed {
         why: format!("the task does not serialize: {e}"),
         progressed: false,
     })?;
