@@ -153,10 +153,7 @@ fn text_of(parts: &[Part]) -> String {
 
 /// The texts of a task's artifacts.
 fn artifact_texts(task: &Task) -> Vec<String> {
-    task.artifacts
-        .iter()
-        .map(|a| text_of(&a.parts))
-        .collect()
+    task.artifacts.iter().map(|a| text_of(&a.parts)).collect()
 }
 
 /// Every item of `stream`, within [`PATIENCE`].
@@ -249,11 +246,7 @@ async fn a_repeated_message_id_returns_the_same_task() {
         assert_eq!(again.id, task.id, "{pick:?}");
         // The client sent the messageId it was given: the peer's history holds it.
         let done = until(&client, &task.id, TaskState::Completed).await;
-        let ids: Vec<&str> = done
-            .history
-            .iter()
-            .map(|m| m.message_id.as_str())
-            .collect();
+        let ids: Vec<&str> = done.history.iter().map(|m| m.message_id.as_str()).collect();
         assert!(ids.contains(&id.as_str()), "{pick:?}: {ids:?}");
     }
 }

@@ -398,7 +398,10 @@ fn every_message_and_state_an_earlier_version_journaled_reads_and_writes_back_un
             _ => {}
         }
     }
-    assert!(messages >= 20 && states >= 10, "{messages} messages, {states} states");
+    assert!(
+        messages >= 20 && states >= 10,
+        "{messages} messages, {states} states"
+    );
 }
 
 fn fixture(name: &str) -> std::path::PathBuf {

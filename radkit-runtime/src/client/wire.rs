@@ -161,10 +161,12 @@ impl Dialect {
                     v0_3::TaskStatusUpdateEvent,
                     _,
                 >(call, result)?)),
-                Some("artifact-update") => Ok(StreamEvent::Artifact(read_as::<
-                    v0_3::TaskArtifactUpdateEvent,
-                    _,
-                >(call, result)?)),
+                Some("artifact-update") => {
+                    Ok(StreamEvent::Artifact(read_as::<
+                        v0_3::TaskArtifactUpdateEvent,
+                        _,
+                    >(call, result)?))
+                }
                 other => Err(call.protocol(&format!("holds an event of unknown `kind` {other:?}"))),
             },
             ProtocolVersion::V1_0 => Ok(match read::<v1::StreamResponse>(call, result)? {

@@ -134,7 +134,10 @@ fn v0_3_members(card: &v1::AgentCard) -> Value {
         .filter(|i| i.protocol_version.starts_with("0."))
         .collect();
     let primary = old.first().copied().or(card.supported_interfaces.first());
-    out.insert("protocolVersion".into(), super::v0_3::PROTOCOL_VERSION.into());
+    out.insert(
+        "protocolVersion".into(),
+        super::v0_3::PROTOCOL_VERSION.into(),
+    );
     if let Some(primary) = primary {
         out.insert("url".into(), primary.url.clone().into());
         out.insert(

@@ -315,7 +315,9 @@ mod stored_file {
         .serialize(serializer)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<File, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<File, D::Error> {
         let stored = Stored::deserialize(deserializer)?;
         let content = match (stored.bytes, stored.uri) {
             (Some(bytes), None) => FileContent::Bytes(
@@ -372,10 +374,18 @@ mod tests {
 
     #[test]
     fn a_stored_file_with_both_or_neither_content_is_refused() {
-        for file in [json!({ "bytes": "aGk=", "uri": "u" }), json!({ "name": "a" })] {
+        for file in [
+            json!({ "bytes": "aGk=", "uri": "u" }),
+            json!({ "name": "a" }),
+        ] {
             let part = json!({ "kind": "file", "file": file });
-            let error = serde_json::from_value::<Part>(part).unwrap_err().to_string();
-            assert!(error.contains("exactly one of `bytes` and `uri`"), "{error}");
+            let error = serde_json::from_value::<Part>(part)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("exactly one of `bytes` and `uri`"),
+                "{error}"
+            );
         }
     }
 }

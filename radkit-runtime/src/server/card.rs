@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
 
-use super::jsonrpc::{codes, RpcError};
+use super::errors::{Kind, OpError};
 use super::version::Version;
 use super::AppState;
 use crate::config::ServerConfig;
@@ -222,11 +222,11 @@ pub(crate) async fn jwks(State(state): State<Arc<AppState>>) -> Response {
 pub(crate) fn extended_card_v1(
     state: &AppState,
     caller: &Caller,
-) -> Result<v1::AgentCard, RpcError> {
+) -> Result<v1::AgentCard, OpError> {
     match (&state.cards.extended, caller) {
         (Some((card, _)), Caller::Principal(_)) => Ok(card.clone()),
-        _ => Err(RpcError::new(
-            codes::UNSUPPORTED_OPERATION,
+        _ => Err(OpError::new(
+            Kind::Unsupported,
             "this agent declares no extended agent card (capabilities.extendedAgentCard is false)",
         )),
     }
@@ -234,21 +234,21 @@ pub(crate) fn extended_card_v1(
 
 /// A 0.3 `agent/getAuthenticatedExtendedCard` for `caller`: the extended card document, or
 /// `AuthenticatedExtendedCardNotConfiguredError` (-32007).
-pub(crate) fn extended_card_v0_3(state: &AppState, caller: &Caller) -> Result<Value, RpcError> {
+pub(crate) fn extended_card_v0_3(state: &AppState, caller: &Caller) -> Result<Value, OpError> {
     match (&state.cards.extended, caller) {
         (Some((_, doc)), Caller::Principal(_)) => Ok(doc.clone()),
-        _ => Err(RpcError::new(
-            codes::EXTENDED_CARD_NOT_CONFIGURED,
+        _ => Err(OpError::new(
+            Kind::NoExtendedCard,
             "this agent has no authenticated extended card",
         )),
     }
 }
 
 /// A 1.0 card as a JSON-RPC result or REST body.
-pub(crate) fn to_json(card: v1::AgentCard) -> Result<Value, RpcError> {
+pub(crate) fn to_json(card: v1::AgentCard) -> Result<Value, OpError> {
     serde_json::to_value(card).map_err(|e| {
-        RpcError::new(
-            codes::INTERNAL_ERROR,
+        OpError::new(
+            Kind::Internal,
             format!("the agent card does not serialize: {e}"),
         )
     })

@@ -1,63 +1,165 @@
-//! What a client is told when the engine refuses or fails a request: the A2A error for each engine
-//! error. Internals (a store's message, a panic) are logged, never sent.
+//! What went wrong with an operation ([`OpError`]: a [`Kind`] and a message), and the one table of
+//! how each binding spells it ([`Kind::spelling`]: the JSON-RPC code, the HTTP status, the
+//! `google.rpc.Code` and the `google.rpc.ErrorInfo` of spec §5.4). Engine errors become operation
+//! errors here too; internals (a store's message, a panic) are logged, never sent.
 
 use super::jsonrpc::{codes, RpcError};
 use crate::engine::EngineError;
 use crate::store::StoreError;
 
-/// Map an engine error to the A2A error a client should see; internals are logged, not sent.
-pub(crate) fn engine_error(error: EngineError, cancel: bool) -> RpcError {
+/// What went wrong, whichever binding carried the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The request is not JSON.
+    Unparsable,
+    /// The request is not a request of its binding (a JSON-RPC envelope, a REST route's shape).
+    BadRequest,
+    /// No such method (JSON-RPC) or route.
+    NoSuchMethod,
+    /// The request's parameters are wrong: the message says which and how.
+    InvalidInput,
+    /// The server failed; the log has the details.
+    Internal,
+    /// No task of that id that the caller may see.
+    TaskNotFound,
+    /// The task has ended and cannot be canceled.
+    TaskNotCancelable,
+    /// Push notifications are not available (the store keeps no configs).
+    PushNotSupported,
+    /// The operation is not supported on this task or in this version.
+    Unsupported,
+    /// The request's or the answer's media type is not one this agent takes or gives.
+    ContentTypeNotSupported,
+    /// An agent answered with something that is not a valid answer.
+    #[allow(
+        dead_code,
+        reason = "spec §5.4 names it and the table spells it; no operation of this server raises it"
+    )]
+    InvalidAgentResponse,
+    /// There is no extended agent card for this caller.
+    NoExtendedCard,
+    /// The request must declare an extension it did not (1.0).
+    #[allow(
+        dead_code,
+        reason = "spec §5.4 names it and the table spells it; this server requires no extension"
+    )]
+    ExtensionRequired,
+    /// The request's `A2A-Version` is not one this agent speaks (1.0).
+    VersionNotSupported,
+    /// The store does not accept writes or cannot be reached right now; retry later.
+    StorageUnavailable,
+    /// The server serves as many connections as it may.
+    TooManyConnections,
+    /// The caller has as many streams open as it may.
+    TooManyStreams,
+}
+
+/// An operation's error: what went wrong and a message for the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OpError {
+    /// What went wrong.
+    pub kind: Kind,
+    /// What to tell the client.
+    pub message: String,
+}
+
+impl OpError {
+    /// An error of `kind` saying `message`.
+    pub(crate) fn new(kind: Kind, message: impl Into<String>) -> Self {
+        OpError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The caller has as many streams open as the server allows one caller.
+    pub(crate) fn too_many_streams(limit: usize) -> Self {
+        OpError::new(
+            Kind::TooManyStreams,
+            format!(
+                "too many streams: at most {limit} `message/stream` or `tasks/resubscribe` streams may be open at once per caller; close one or poll with `tasks/get`"
+            ),
+        )
+    }
+}
+
+/// The JSON-RPC error object of an operation error (1.0's `data` is added by its binding).
+impl From<OpError> for RpcError {
+    fn from(error: OpError) -> Self {
+        RpcError::new(error.kind.spelling().jsonrpc, error.message)
+    }
+}
+
+/// Map an engine error to the operation error a client should see; internals are logged, not sent.
+pub(crate) fn engine_error(error: EngineError, cancel: bool) -> OpError {
     match error {
         EngineError::TaskNotFound(id) => {
-            RpcError::new(codes::TASK_NOT_FOUND, format!("task {id} not found"))
+            OpError::new(Kind::TaskNotFound, format!("task {id} not found"))
         }
         e @ EngineError::TaskFinished { .. } if cancel => {
-            RpcError::new(codes::TASK_NOT_CANCELABLE, e.to_string())
+            OpError::new(Kind::TaskNotCancelable, e.to_string())
         }
         e @ (EngineError::TaskFinished { .. }
         | EngineError::NotAwaitingInput { .. }
         | EngineError::UnknownSkill(_)
         | EngineError::SkillNotServed { .. }
-        | EngineError::InvalidInput(_)) => RpcError::new(codes::INVALID_PARAMS, e.to_string()),
-        e @ EngineError::NoSkillChosen { .. } => RpcError::new(
-            codes::INVALID_PARAMS,
+        | EngineError::InvalidInput(_)) => OpError::new(Kind::InvalidInput, e.to_string()),
+        e @ EngineError::NoSkillChosen { .. } => OpError::new(
+            Kind::InvalidInput,
             format!("{e} (in message metadata `skillId`)"),
         ),
-        EngineError::PushNotSupported => RpcError::new(
-            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
+        EngineError::PushNotSupported => OpError::new(
+            Kind::PushNotSupported,
             "push notifications are not supported by this agent's store; use streaming",
         ),
         e @ EngineError::PushConfigNotFound { .. } => {
-            RpcError::new(codes::TASK_NOT_FOUND, e.to_string())
+            OpError::new(Kind::TaskNotFound, e.to_string())
         }
-        e @ EngineError::PushTarget(_) => RpcError::new(codes::INVALID_PARAMS, e.to_string()),
-        e @ EngineError::VersionMismatch { .. } => {
-            RpcError::new(codes::UNSUPPORTED_OPERATION, e.to_string())
-        }
+        e @ EngineError::PushTarget(_) => OpError::new(Kind::InvalidInput, e.to_string()),
+        e @ EngineError::VersionMismatch { .. } => OpError::new(Kind::Unsupported, e.to_string()),
         e @ (EngineError::StorageUnavailable { .. }
         | EngineError::Store(StoreError::Backend { .. })) => {
             tracing::error!(error = %e, "storage unavailable");
-            RpcError::new(
-                codes::STORAGE_UNAVAILABLE,
+            OpError::new(
+                Kind::StorageUnavailable,
                 "storage unavailable; retry later (the server log has the details)",
             )
         }
         other => {
             tracing::error!(error = %other, "request failed");
-            RpcError::new(
-                codes::INTERNAL_ERROR,
+            OpError::new(
+                Kind::Internal,
                 "internal error; the server log has the details",
             )
         }
     }
 }
 
-/// How an error code is reported by the bindings that name errors by status (spec §5.4): the HTTP
-/// status (HTTP+JSON), the `google.rpc.Code` name (HTTP+JSON's `status`, gRPC), and the
+/// The HTTP status and `google.rpc.Status` body of an error (spec §5.4, §11.6): the status of its
+/// [`Spelling`], and A2A's own errors carry a `google.rpc.ErrorInfo` naming them.
+pub(crate) fn http_body(error: &OpError) -> (axum::http::StatusCode, serde_json::Value) {
+    let spelling = error.kind.spelling();
+    let status = axum::http::StatusCode::from_u16(spelling.http)
+        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    let mut body = serde_json::json!({
+        "code": spelling.http,
+        "status": spelling.status,
+        "message": error.message,
+    });
+    if let Some(info) = error.kind.error_info() {
+        body["details"] = serde_json::json!([info]);
+    }
+    (status, serde_json::json!({ "error": body }))
+}
+
+/// How each binding spells one [`Kind`] (spec §5.4): the JSON-RPC code, the HTTP status
+/// (HTTP+JSON), the `google.rpc.Code` name (HTTP+JSON's `status`, gRPC), and the
 /// `google.rpc.ErrorInfo` reason and domain of an A2A error (radkit's own name themselves in the
 /// `radkit` domain; JSON-RPC's standard errors have none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Mapping {
+pub(crate) struct Spelling {
+    /// The JSON-RPC error code.
+    pub jsonrpc: i64,
     /// The HTTP status.
     pub http: u16,
     /// The `google.rpc.Code` name.
@@ -67,77 +169,147 @@ pub(crate) struct Mapping {
 }
 
 const A2A: &str = "a2a-protocol.org";
+const RADKIT: &str = "radkit";
 
-/// The table of spec §5.4 (and radkit's own codes), one source for every binding.
-pub(crate) fn mapping(code: i64) -> Mapping {
-    let (http, status, reason) = match code {
-        codes::TASK_NOT_FOUND => (404, "NOT_FOUND", Some(("TASK_NOT_FOUND", A2A))),
-        codes::TASK_NOT_CANCELABLE => (
-            400,
-            "FAILED_PRECONDITION",
-            Some(("TASK_NOT_CANCELABLE", A2A)),
-        ),
-        codes::PUSH_NOTIFICATION_NOT_SUPPORTED => (
-            400,
-            "FAILED_PRECONDITION",
-            Some(("PUSH_NOTIFICATION_NOT_SUPPORTED", A2A)),
-        ),
-        codes::UNSUPPORTED_OPERATION => (
-            400,
-            "FAILED_PRECONDITION",
-            Some(("UNSUPPORTED_OPERATION", A2A)),
-        ),
-        codes::CONTENT_TYPE_NOT_SUPPORTED => (
-            400,
-            "INVALID_ARGUMENT",
-            Some(("CONTENT_TYPE_NOT_SUPPORTED", A2A)),
-        ),
-        codes::INVALID_AGENT_RESPONSE => (500, "INTERNAL", Some(("INVALID_AGENT_RESPONSE", A2A))),
-        codes::EXTENDED_CARD_NOT_CONFIGURED => (
-            400,
-            "FAILED_PRECONDITION",
-            Some(("EXTENDED_AGENT_CARD_NOT_CONFIGURED", A2A)),
-        ),
-        codes::EXTENSION_SUPPORT_REQUIRED => (
-            400,
-            "FAILED_PRECONDITION",
-            Some(("EXTENSION_SUPPORT_REQUIRED", A2A)),
-        ),
-        codes::VERSION_NOT_SUPPORTED => (
-            400,
-            "FAILED_PRECONDITION",
-            Some(("VERSION_NOT_SUPPORTED", A2A)),
-        ),
-        codes::PARSE_ERROR | codes::INVALID_REQUEST | codes::INVALID_PARAMS => {
-            (400, "INVALID_ARGUMENT", None)
+impl Kind {
+    /// Every kind.
+    #[cfg(test)]
+    pub(crate) const ALL: [Kind; 17] = [
+        Kind::Unparsable,
+        Kind::BadRequest,
+        Kind::NoSuchMethod,
+        Kind::InvalidInput,
+        Kind::Internal,
+        Kind::TaskNotFound,
+        Kind::TaskNotCancelable,
+        Kind::PushNotSupported,
+        Kind::Unsupported,
+        Kind::ContentTypeNotSupported,
+        Kind::InvalidAgentResponse,
+        Kind::NoExtendedCard,
+        Kind::ExtensionRequired,
+        Kind::VersionNotSupported,
+        Kind::StorageUnavailable,
+        Kind::TooManyConnections,
+        Kind::TooManyStreams,
+    ];
+
+    /// The one table: how every binding spells this kind.
+    pub(crate) fn spelling(self) -> Spelling {
+        let (jsonrpc, http, status, reason) = match self {
+            Kind::Unparsable => (codes::PARSE_ERROR, 400, "INVALID_ARGUMENT", None),
+            Kind::BadRequest => (codes::INVALID_REQUEST, 400, "INVALID_ARGUMENT", None),
+            Kind::NoSuchMethod => (codes::METHOD_NOT_FOUND, 404, "NOT_FOUND", None),
+            Kind::InvalidInput => (codes::INVALID_PARAMS, 400, "INVALID_ARGUMENT", None),
+            Kind::Internal => (codes::INTERNAL_ERROR, 500, "INTERNAL", None),
+            Kind::TaskNotFound => (
+                codes::TASK_NOT_FOUND,
+                404,
+                "NOT_FOUND",
+                Some(("TASK_NOT_FOUND", A2A)),
+            ),
+            Kind::TaskNotCancelable => (
+                codes::TASK_NOT_CANCELABLE,
+                400,
+                "FAILED_PRECONDITION",
+                Some(("TASK_NOT_CANCELABLE", A2A)),
+            ),
+            Kind::PushNotSupported => (
+                codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
+                400,
+                "FAILED_PRECONDITION",
+                Some(("PUSH_NOTIFICATION_NOT_SUPPORTED", A2A)),
+            ),
+            Kind::Unsupported => (
+                codes::UNSUPPORTED_OPERATION,
+                400,
+                "FAILED_PRECONDITION",
+                Some(("UNSUPPORTED_OPERATION", A2A)),
+            ),
+            Kind::ContentTypeNotSupported => (
+                codes::CONTENT_TYPE_NOT_SUPPORTED,
+                400,
+                "INVALID_ARGUMENT",
+                Some(("CONTENT_TYPE_NOT_SUPPORTED", A2A)),
+            ),
+            Kind::InvalidAgentResponse => (
+                codes::INVALID_AGENT_RESPONSE,
+                500,
+                "INTERNAL",
+                Some(("INVALID_AGENT_RESPONSE", A2A)),
+            ),
+            Kind::NoExtendedCard => (
+                codes::EXTENDED_CARD_NOT_CONFIGURED,
+                400,
+                "FAILED_PRECONDITION",
+                Some(("EXTENDED_AGENT_CARD_NOT_CONFIGURED", A2A)),
+            ),
+            Kind::ExtensionRequired => (
+                codes::EXTENSION_SUPPORT_REQUIRED,
+                400,
+                "FAILED_PRECONDITION",
+                Some(("EXTENSION_SUPPORT_REQUIRED", A2A)),
+            ),
+            Kind::VersionNotSupported => (
+                codes::VERSION_NOT_SUPPORTED,
+                400,
+                "FAILED_PRECONDITION",
+                Some(("VERSION_NOT_SUPPORTED", A2A)),
+            ),
+            Kind::StorageUnavailable => (
+                codes::STORAGE_UNAVAILABLE,
+                503,
+                "UNAVAILABLE",
+                Some(("STORAGE_UNAVAILABLE", RADKIT)),
+            ),
+            Kind::TooManyConnections => (
+                codes::TOO_MANY_CONNECTIONS,
+                503,
+                "UNAVAILABLE",
+                Some(("TOO_MANY_CONNECTIONS", RADKIT)),
+            ),
+            Kind::TooManyStreams => (
+                codes::TOO_MANY_STREAMS,
+                429,
+                "RESOURCE_EXHAUSTED",
+                Some(("TOO_MANY_STREAMS", RADKIT)),
+            ),
+        };
+        Spelling {
+            jsonrpc,
+            http,
+            status,
+            reason,
         }
-        codes::METHOD_NOT_FOUND => (404, "NOT_FOUND", None),
-        codes::STORAGE_UNAVAILABLE => (503, "UNAVAILABLE", Some(("STORAGE_UNAVAILABLE", "radkit"))),
-        codes::TOO_MANY_CONNECTIONS => {
-            (503, "UNAVAILABLE", Some(("TOO_MANY_CONNECTIONS", "radkit")))
-        }
-        codes::TOO_MANY_STREAMS => (
-            429,
-            "RESOURCE_EXHAUSTED",
-            Some(("TOO_MANY_STREAMS", "radkit")),
-        ),
-        _ => (500, "INTERNAL", None),
-    };
-    Mapping {
-        http,
-        status,
-        reason,
+    }
+
+    /// The `google.rpc.ErrorInfo` detail of this kind (ProtoJSON `Any` form), if it has one: 1.0
+    /// JSON-RPC errors carry it in `data` (spec §9.5), HTTP+JSON errors in `details` (§11.6).
+    pub(crate) fn error_info(self) -> Option<serde_json::Value> {
+        self.spelling().reason.map(|(reason, domain)| {
+            serde_json::json!({
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": reason,
+                "domain": domain,
+            })
+        })
     }
 }
 
-/// The `google.rpc.ErrorInfo` detail of an error code (ProtoJSON `Any` form), if it has one: 1.0
-/// JSON-RPC errors carry it in `data` (spec §9.5), HTTP+JSON errors in `details` (§11.6).
-pub(crate) fn error_info(code: i64) -> Option<serde_json::Value> {
-    mapping(code).reason.map(|(reason, domain)| {
-        serde_json::json!({
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": reason,
-            "domain": domain,
-        })
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_json_rpc_code() {
+        for (i, kind) in Kind::ALL.into_iter().enumerate() {
+            let code = kind.spelling().jsonrpc;
+            assert!(
+                Kind::ALL[..i].iter().all(|k| k.spelling().jsonrpc != code),
+                "{kind:?} shares {code}"
+            );
+            let rpc = RpcError::from(OpError::new(kind, "why"));
+            assert_eq!((rpc.code, rpc.message.as_str()), (code, "why"));
+        }
+    }
 }

@@ -3,6 +3,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::errors::{Kind, OpError};
+
 /// The error codes A2A names (0.3 and 1.0 share them), and radkit's own.
 pub mod codes {
     /// Invalid JSON.
@@ -78,30 +80,33 @@ pub(crate) struct Request {
     pub params: Value,
 }
 
+/// A method's params as `T`, or the invalid-params error saying why not.
+pub(crate) fn decode_params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, OpError> {
+    serde_json::from_value(value)
+        .map_err(|e| OpError::new(Kind::InvalidInput, format!("invalid params: {e}")))
+}
+
 /// A response envelope.
 pub(crate) fn ok(id: &Value, result: impl Serialize) -> Value {
     match serde_json::to_value(result) {
         Ok(result) => serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         Err(e) => error(
             id,
-            RpcError::new(
-                codes::INTERNAL_ERROR,
-                format!("result does not serialize: {e}"),
-            ),
+            OpError::new(Kind::Internal, format!("result does not serialize: {e}")),
         ),
     }
 }
 
 /// An error envelope.
-pub(crate) fn error(id: &Value, error: RpcError) -> Value {
-    serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error })
+pub(crate) fn error(id: &Value, error: impl Into<RpcError>) -> Value {
+    serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error.into() })
 }
 
 pub(crate) fn unauthorized() -> Value {
     error(
         &Value::Null,
-        RpcError::new(
-            codes::INVALID_REQUEST,
+        OpError::new(
+            Kind::BadRequest,
             "missing or invalid bearer token; send `Authorization: Bearer <token>`",
         ),
     )
@@ -111,8 +116,8 @@ pub(crate) fn unauthorized() -> Value {
 pub(crate) fn too_large(limit: usize) -> Value {
     error(
         &Value::Null,
-        RpcError::new(
-            codes::INVALID_REQUEST,
+        OpError::new(
+            Kind::BadRequest,
             format!("the request body is larger than the limit of {limit} bytes"),
         ),
     )
@@ -122,19 +127,9 @@ pub(crate) fn too_large(limit: usize) -> Value {
 pub(crate) fn too_many_connections(limit: usize) -> Value {
     error(
         &Value::Null,
-        RpcError::new(
-            codes::TOO_MANY_CONNECTIONS,
+        OpError::new(
+            Kind::TooManyConnections,
             format!("too many connections: the server serves at most {limit} at once; retry later"),
-        ),
-    )
-}
-
-/// The error for a stream over the caller's limit.
-pub(crate) fn too_many_streams(limit: usize) -> RpcError {
-    RpcError::new(
-        codes::TOO_MANY_STREAMS,
-        format!(
-            "too many streams: at most {limit} `message/stream` or `tasks/resubscribe` streams may be open at once per caller; close one or poll with `tasks/get`"
         ),
     )
 }
@@ -148,23 +143,23 @@ pub(crate) fn parse(body: &[u8]) -> Result<Request, Value> {
         if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
             error(
                 &Value::Null,
-                RpcError::new(
-                    codes::INVALID_REQUEST,
+                OpError::new(
+                    Kind::BadRequest,
                     format!("invalid request: the JSON holds a value out of range ({e})"),
                 ),
             )
         } else {
             error(
                 &Value::Null,
-                RpcError::new(codes::PARSE_ERROR, format!("parse error: {e}")),
+                OpError::new(Kind::Unparsable, format!("parse error: {e}")),
             )
         }
     })?;
     let Value::Object(mut object) = value else {
         return Err(error(
             &Value::Null,
-            RpcError::new(
-                codes::INVALID_REQUEST,
+            OpError::new(
+                Kind::BadRequest,
                 "the request must be a JSON object (batches are not supported)",
             ),
         ));
@@ -173,16 +168,13 @@ pub(crate) fn parse(body: &[u8]) -> Result<Request, Value> {
     if !matches!(id, Value::String(_) | Value::Number(_) | Value::Null) {
         return Err(error(
             &Value::Null,
-            RpcError::new(
-                codes::INVALID_REQUEST,
-                "`id` must be a string, a number or null",
-            ),
+            OpError::new(Kind::BadRequest, "`id` must be a string, a number or null"),
         ));
     }
     if object.get("jsonrpc") != Some(&Value::String("2.0".to_owned())) {
         return Err(error(
             &id,
-            RpcError::new(codes::INVALID_REQUEST, "`jsonrpc` must be \"2.0\""),
+            OpError::new(Kind::BadRequest, "`jsonrpc` must be \"2.0\""),
         ));
     }
     let method = match object.remove("method") {
@@ -190,7 +182,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<Request, Value> {
         _ => {
             return Err(error(
                 &id,
-                RpcError::new(codes::INVALID_REQUEST, "`method` must be a string"),
+                OpError::new(Kind::BadRequest, "`method` must be a string"),
             ))
         }
     };
@@ -198,7 +190,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<Request, Value> {
     if !matches!(params, Value::Object(_) | Value::Null) {
         return Err(error(
             &id,
-            RpcError::new(codes::INVALID_PARAMS, "`params` must be an object"),
+            OpError::new(Kind::InvalidInput, "`params` must be an object"),
         ));
     }
     Ok(Request { id, method, params })

@@ -5,11 +5,11 @@
 
 use axum::http::HeaderMap;
 
-use super::jsonrpc::{codes, RpcError};
+use super::errors::{Kind, OpError};
 
 /// Whether the request's `Content-Type` is one of A2A's JSON types (`application/json`,
 /// `application/a2a+json`, or another `application/*+json`), or absent.
-pub(crate) fn check_json(headers: &HeaderMap) -> Result<(), RpcError> {
+pub(crate) fn check_json(headers: &HeaderMap) -> Result<(), OpError> {
     let Some(value) = headers.get(axum::http::header::CONTENT_TYPE) else {
         return Ok(());
     };
@@ -21,8 +21,8 @@ pub(crate) fn check_json(headers: &HeaderMap) -> Result<(), RpcError> {
     match essence.as_deref() {
         Some("application/json") => Ok(()),
         Some(t) if t.starts_with("application/") && t.ends_with("+json") => Ok(()),
-        _ => Err(RpcError::new(
-            codes::CONTENT_TYPE_NOT_SUPPORTED,
+        _ => Err(OpError::new(
+            Kind::ContentTypeNotSupported,
             format!(
                 "content type `{}` is not supported; send `application/json` (JSON-RPC) or `application/a2a+json` (HTTP+JSON)",
                 String::from_utf8_lossy(value.as_bytes()).chars().take(64).collect::<String>()
@@ -58,7 +58,7 @@ mod tests {
             "application/xml",
         ] {
             let error = check_json(&with(bad)).unwrap_err();
-            assert_eq!(error.code, codes::CONTENT_TYPE_NOT_SUPPORTED, "{bad}");
+            assert_eq!(error.kind, Kind::ContentTypeNotSupported, "{bad}");
         }
     }
 }

@@ -14,13 +14,16 @@ pub mod grpc;
 #[cfg(any(test, not(feature = "grpc")))]
 mod grpc_unavailable;
 mod jsonrpc;
+mod jsonrpc_v0_3;
+mod jsonrpc_v1;
 mod media;
-mod methods;
-mod methods_v1;
+mod open;
+mod ops;
 mod page_token;
 mod push;
 mod rest;
 mod stream;
+mod v1_requests;
 mod version;
 mod wire;
 
@@ -45,7 +48,7 @@ pub(crate) struct AppState {
     /// `config.tokens` as digests: what a presented token is compared with.
     pub tokens: auth::Tokens,
     /// The streams open for each caller, within `config.max_streams_per_principal`.
-    pub streams: Arc<stream::Slots>,
+    pub streams: Arc<open::Slots>,
     /// The public and extended agent cards, built and signed once.
     pub cards: card::Cards,
 }
@@ -60,7 +63,7 @@ const GRPC_PATH: &str = "/lf.a2a.v1.A2AService/{*method}";
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
-    let streams = Arc::new(stream::Slots::new(config.max_streams_per_principal));
+    let streams = Arc::new(open::Slots::new(config.max_streams_per_principal));
     let cards = card::Cards::new(&engine.skills(), &config, engine.supports_push());
     let state = Arc::new(AppState {
         engine,
@@ -136,7 +139,7 @@ async fn rpc(
     // `application/x-www-form-urlencoded`) and keep being read as JSON.
     if let Ok(version::Version::V1_0) = version {
         if let Err(error) = media::check_json(&headers) {
-            return Json(wire::Wire::V1_0.rpc_error(&serde_json::Value::Null, error))
+            return Json(version::Version::V1_0.rpc_error(&serde_json::Value::Null, error))
                 .into_response();
         }
     }
@@ -145,9 +148,11 @@ async fn rpc(
         Err(error) => return Json(error).into_response(),
     };
     match version {
-        Ok(version::Version::V0_3) => methods::dispatch(state, caller, request, &headers).await,
-        Ok(version::Version::V1_0) => methods_v1::dispatch(state, caller, request, &headers).await,
+        Ok(version::Version::V0_3) => {
+            jsonrpc_v0_3::dispatch(state, caller, request, &headers).await
+        }
+        Ok(version::Version::V1_0) => jsonrpc_v1::dispatch(state, caller, request, &headers).await,
         // A version this agent does not speak is a 1.0-era error: its ErrorInfo is in `data`.
-        Err(error) => Json(wire::Wire::V1_0.rpc_error(&request.id, error)).into_response(),
+        Err(error) => Json(version::Version::V1_0.rpc_error(&request.id, error)).into_response(),
     }
 }

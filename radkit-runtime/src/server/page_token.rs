@@ -4,7 +4,7 @@
 
 use base64::Engine as _;
 
-use super::jsonrpc::{codes, RpcError};
+use super::errors::{Kind, OpError};
 
 /// The token of `position`.
 pub(crate) fn encode(position: &str) -> String {
@@ -12,7 +12,7 @@ pub(crate) fn encode(position: &str) -> String {
 }
 
 /// The position a token holds, or `-32602` naming the token when this agent did not write it.
-pub(crate) fn decode(token: &str) -> Result<String, RpcError> {
+pub(crate) fn decode(token: &str) -> Result<String, OpError> {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
         .ok()
@@ -21,9 +21,9 @@ pub(crate) fn decode(token: &str) -> Result<String, RpcError> {
 }
 
 /// The error of a token this agent did not write.
-pub(crate) fn not_ours(token: &str) -> RpcError {
-    RpcError::new(
-        codes::INVALID_PARAMS,
+pub(crate) fn not_ours(token: &str) -> OpError {
+    OpError::new(
+        Kind::InvalidInput,
         format!("`pageToken` `{token}` is not a token this agent gave"),
     )
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::errors::engine_error;
-use super::jsonrpc::{codes, RpcError};
+use super::errors::{Kind, OpError};
 use super::AppState;
 use crate::engine::push::MAX_CONFIGS_PER_TASK;
 use crate::engine::Caller;
@@ -18,8 +18,8 @@ use crate::store::{PushAuth, PushConfig, PushFormat};
 /// the most a page holds.
 const MAX_PAGE_SIZE: i32 = 100;
 
-fn invalid(message: impl Into<String>) -> RpcError {
-    RpcError::new(codes::INVALID_PARAMS, message)
+fn invalid(message: impl Into<String>) -> OpError {
+    OpError::new(Kind::InvalidInput, message)
 }
 
 fn non_empty(s: String) -> Option<String> {
@@ -60,7 +60,7 @@ pub(crate) async fn create(
     state: &AppState,
     caller: &Caller,
     config: v1::TaskPushNotificationConfig,
-) -> Result<v1::TaskPushNotificationConfig, RpcError> {
+) -> Result<v1::TaskPushNotificationConfig, OpError> {
     if config.task_id.is_empty() {
         return Err(invalid("`taskId` is required"));
     }
@@ -81,7 +81,7 @@ pub(crate) async fn get(
     state: &AppState,
     caller: &Caller,
     request: v1::GetTaskPushNotificationConfigRequest,
-) -> Result<v1::TaskPushNotificationConfig, RpcError> {
+) -> Result<v1::TaskPushNotificationConfig, OpError> {
     let task_id = TaskId::from(request.task_id);
     let config = state
         .engine
@@ -97,7 +97,7 @@ pub(crate) async fn list(
     state: &AppState,
     caller: &Caller,
     request: v1::ListTaskPushNotificationConfigsRequest,
-) -> Result<v1::ListTaskPushNotificationConfigsResponse, RpcError> {
+) -> Result<v1::ListTaskPushNotificationConfigsResponse, OpError> {
     let size = match request.page_size {
         0 => MAX_CONFIGS_PER_TASK,
         n if (1..=MAX_PAGE_SIZE).contains(&n) => usize::try_from(n).unwrap_or(1),
@@ -134,7 +134,7 @@ pub(crate) async fn delete(
     state: &AppState,
     caller: &Caller,
     request: v1::DeleteTaskPushNotificationConfigRequest,
-) -> Result<(), RpcError> {
+) -> Result<(), OpError> {
     state
         .engine
         .delete_push_config(caller, &TaskId::from(request.task_id), &request.id)
@@ -171,7 +171,7 @@ pub(crate) async fn before_send(
     caller: &Caller,
     config: Option<&PushConfig>,
     existing: Option<&TaskId>,
-) -> Result<SendWebhook, RpcError> {
+) -> Result<SendWebhook, OpError> {
     let Some(config) = config else {
         return Ok(SendWebhook::None);
     };
@@ -208,7 +208,7 @@ pub(crate) async fn after_send(
     caller: &Caller,
     webhook: SendWebhook,
     sent: Option<&TaskId>,
-) -> Result<(), RpcError> {
+) -> Result<(), OpError> {
     match (webhook, sent) {
         (SendWebhook::New(mut config), Some(task_id)) => {
             if config.id.is_empty() {
@@ -285,7 +285,7 @@ impl ConfigV03 {
     /// The config in the engine's terms; without an id it takes `default_id`, the task's (as the
     /// 0.3 SDK does, so setting it again replaces it and `get` without an id finds it; empty in a
     /// send, whose task id is known once it is created).
-    pub(crate) fn into_config(self, default_id: &str) -> Result<PushConfig, RpcError> {
+    pub(crate) fn into_config(self, default_id: &str) -> Result<PushConfig, OpError> {
         if self.url.is_empty() {
             return Err(invalid("`pushNotificationConfig.url` is required"));
         }
@@ -305,7 +305,7 @@ impl ConfigV03 {
     }
 
     /// A `configuration.pushNotificationConfig` of a 0.3 send.
-    pub(crate) fn decode(value: Value) -> Result<ConfigV03, RpcError> {
+    pub(crate) fn decode(value: Value) -> Result<ConfigV03, OpError> {
         serde_json::from_value(value)
             .map_err(|e| invalid(format!("invalid `pushNotificationConfig`: {e}")))
     }
@@ -326,8 +326,8 @@ fn v03_of(task_id: &TaskId, config: PushConfig) -> TaskConfigV03 {
     }
 }
 
-fn json(value: impl Serialize) -> Result<Value, RpcError> {
-    serde_json::to_value(value).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
+fn json(value: impl Serialize) -> Result<Value, OpError> {
+    serde_json::to_value(value).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
 }
 
 /// Answer a 0.3 `tasks/pushNotificationConfig/{set,get,list,delete}` request (`verb`).
@@ -336,12 +336,12 @@ pub(crate) async fn dispatch_v03(
     caller: &Caller,
     verb: &str,
     params: Value,
-) -> Result<Value, RpcError> {
+) -> Result<Value, OpError> {
     let engine = &state.engine;
     let failed = |e| engine_error(e, false);
     match verb {
         "set" => {
-            let request: TaskConfigV03 = super::methods::decode_params(params)?;
+            let request: TaskConfigV03 = super::jsonrpc::decode_params(params)?;
             let task_id = TaskId::from(request.task_id);
             let config = request
                 .push_notification_config
@@ -353,7 +353,7 @@ pub(crate) async fn dispatch_v03(
             json(v03_of(&task_id, stored))
         }
         "get" => {
-            let request: ConfigIdParams = super::methods::decode_params(params)?;
+            let request: ConfigIdParams = super::jsonrpc::decode_params(params)?;
             let task_id = TaskId::from(request.id);
             let config = match request.push_notification_config_id {
                 Some(id) => engine.push_config(caller, &task_id, &id).await,
@@ -377,7 +377,7 @@ pub(crate) async fn dispatch_v03(
             json(v03_of(&task_id, config))
         }
         "list" => {
-            let request: ConfigIdParams = super::methods::decode_params(params)?;
+            let request: ConfigIdParams = super::jsonrpc::decode_params(params)?;
             let task_id = TaskId::from(request.id);
             let configs = engine
                 .push_configs(caller, &task_id, None, MAX_CONFIGS_PER_TASK)
@@ -391,7 +391,7 @@ pub(crate) async fn dispatch_v03(
             )
         }
         "delete" => {
-            let request: ConfigIdParams = super::methods::decode_params(params)?;
+            let request: ConfigIdParams = super::jsonrpc::decode_params(params)?;
             let id = request
                 .push_notification_config_id
                 .ok_or_else(|| invalid("`pushNotificationConfigId` is required"))?;
@@ -401,8 +401,8 @@ pub(crate) async fn dispatch_v03(
                 .map_err(failed)?;
             Ok(Value::Null)
         }
-        other => Err(RpcError::new(
-            codes::METHOD_NOT_FOUND,
+        other => Err(OpError::new(
+            Kind::NoSuchMethod,
             format!("method `tasks/pushNotificationConfig/{other}` not found"),
         )),
     }

@@ -19,13 +19,13 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 
-use super::jsonrpc::{codes, RpcError};
-use super::methods::{self, decode_params};
-use super::methods_v1::send_of;
+use super::errors::{Kind, OpError};
+use super::jsonrpc::decode_params;
+use super::open::{self, Target};
 use super::stream::{self, Envelope};
+use super::v1_requests::send_of;
 use super::version::Version;
-use super::wire::Wire;
-use super::{errors, AppState};
+use super::{ops, AppState};
 use crate::engine::Caller;
 use crate::model::{v1, TaskId};
 
@@ -45,28 +45,14 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/extendedAgentCard", get(extended_card))
 }
 
-/// The HTTP status and `google.rpc.Status` body of an error (spec §5.4, §11.6): the status of
-/// [`errors::mapping`], and A2A's own errors carry a `google.rpc.ErrorInfo` naming them.
-pub(crate) fn status_body(error: &RpcError) -> (StatusCode, Value) {
-    let mapping = errors::mapping(error.code);
-    let status_code =
-        StatusCode::from_u16(mapping.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut body =
-        json!({ "code": mapping.http, "status": mapping.status, "message": error.message });
-    if let Some(info) = errors::error_info(error.code) {
-        body["details"] = json!([info]);
-    }
-    (status_code, json!({ "error": body }))
-}
-
 /// An error as a REST response.
-pub(crate) fn error_response(error: RpcError) -> Response {
-    let (status, body) = status_body(&error);
+pub(crate) fn error_response(error: OpError) -> Response {
+    let (status, body) = super::errors::http_body(&error);
     a2a_json(status, body)
 }
 
 /// An operation's answer: its body with 200, or its error.
-fn reply(answer: Result<Value, RpcError>) -> Response {
+fn reply(answer: Result<Value, OpError>) -> Response {
     match answer {
         Ok(body) => a2a_json(StatusCode::OK, body),
         Err(e) => error_response(e),
@@ -84,7 +70,7 @@ fn a2a_json(status: StatusCode, body: Value) -> Response {
 /// Why a REST request was turned away before its operation ran.
 enum Refused {
     /// A version this binding does not speak, or bad input.
-    Error(RpcError),
+    Error(OpError),
     /// No valid bearer token.
     Unauthorized,
     /// A body over the server's limit (bytes).
@@ -117,8 +103,8 @@ impl IntoResponse for Refused {
                     "message": format!("the request body is larger than the limit of {limit} bytes"),
                 } }),
             ),
-            Refused::Unreadable(why) => error_response(RpcError::new(
-                codes::INVALID_REQUEST,
+            Refused::Unreadable(why) => error_response(OpError::new(
+                Kind::BadRequest,
                 format!("the request body could not be read: {why}"),
             )),
         }
@@ -163,8 +149,8 @@ fn admit(
     match version.map_err(Refused::Error)? {
         Version::V1_0 => {}
         Version::V0_3 => {
-            return Err(Refused::Error(RpcError::new(
-                codes::VERSION_NOT_SUPPORTED,
+            return Err(Refused::Error(OpError::new(
+                Kind::VersionNotSupported,
                 "the HTTP+JSON binding speaks A2A 1.0; A2A 0.3 is served over JSON-RPC at POST /",
             )))
         }
@@ -176,12 +162,12 @@ fn admit(
 }
 
 /// A request body as JSON (an empty body is `{}`).
-fn body_json(body: &[u8]) -> Result<Value, RpcError> {
+fn body_json(body: &[u8]) -> Result<Value, OpError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
     serde_json::from_slice(body)
-        .map_err(|e| RpcError::new(codes::PARSE_ERROR, format!("the body is not JSON: {e}")))
+        .map_err(|e| OpError::new(Kind::Unparsable, format!("the body is not JSON: {e}")))
 }
 
 async fn message_send(
@@ -199,9 +185,9 @@ async fn message_send(
         Err(refused) => return refused.into_response(),
     };
     let answer = match body_json(&body).and_then(send_of) {
-        Ok(send) => methods::send_task(&state, &caller, send)
+        Ok(send) => ops::send_task(&state, &caller, send)
             .await
-            .and_then(|task| Wire::V1_0.send_response(task)),
+            .and_then(|task| Version::V1_0.send_response(task)),
         Err(e) => Err(e),
     };
     reply(answer)
@@ -225,10 +211,11 @@ async fn message_stream(
         Ok(resume) => resume,
         Err(e) => return error_response(e),
     };
-    let send = body_json(&body).and_then(send_of);
-    methods::stream_send(state, caller, Envelope::Bare, send, resume, Wire::V1_0)
-        .await
-        .unwrap_or_else(error_response)
+    let target = body_json(&body).and_then(send_of).map(Target::Send);
+    match open::open(&state, &caller, target, resume).await {
+        Ok(opened) => stream::sse(opened, Envelope::Bare, Version::V1_0).into_response(),
+        Err(e) => error_response(e),
+    }
 }
 
 /// `/tasks/{rest}`: the task id, and what follows it (`:cancel`, `:subscribe`, or
@@ -240,13 +227,13 @@ fn split_task_path(rest: &str) -> (&str, &str) {
     }
 }
 
-fn history_length(query: &HashMap<String, String>) -> Result<Option<i64>, RpcError> {
+fn history_length(query: &HashMap<String, String>) -> Result<Option<i64>, OpError> {
     query
         .get("historyLength")
         .map(|v| {
             v.parse::<i64>().map_err(|_| {
-                RpcError::new(
-                    codes::INVALID_PARAMS,
+                OpError::new(
+                    Kind::InvalidInput,
                     format!("`historyLength` must be an integer, got `{v}`"),
                 )
             })
@@ -266,8 +253,8 @@ fn push_path(tail: &str) -> Option<Option<&str>> {
     }
 }
 
-fn json_of(value: impl serde::Serialize) -> Result<Value, RpcError> {
-    serde_json::to_value(value).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
+fn json_of(value: impl serde::Serialize) -> Result<Value, OpError> {
+    serde_json::to_value(value).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
 }
 
 /// `GET /tasks/{id}/pushNotificationConfigs`: `ListTaskPushNotificationConfigs`, its fields as
@@ -282,8 +269,8 @@ async fn list_push_configs(
         None => 0,
         Some(Ok(n)) => n,
         Some(Err(_)) => {
-            return error_response(RpcError::new(
-                codes::INVALID_PARAMS,
+            return error_response(OpError::new(
+                Kind::InvalidInput,
                 "`pageSize` must be an integer",
             ))
         }
@@ -302,8 +289,8 @@ async fn list_push_configs(
 }
 
 fn no_such_path(path: &str) -> Response {
-    error_response(RpcError::new(
-        codes::METHOD_NOT_FOUND,
+    error_response(OpError::new(
+        Kind::NoSuchMethod,
         format!("no A2A operation at `/tasks/{path}`"),
     ))
 }
@@ -318,18 +305,14 @@ async fn subscribe(
         Ok(resume) => resume,
         Err(e) => return error_response(e),
     };
-    let task_id = Ok(TaskId::from(id.to_owned()));
-    methods::subscribe(
-        state,
-        caller,
-        Envelope::Bare,
-        task_id,
-        resume,
-        Wire::V1_0,
-        true,
-    )
-    .await
-    .unwrap_or_else(error_response)
+    let target = Target::Task {
+        id: TaskId::from(id.to_owned()),
+        until_end: true,
+    };
+    match open::open(&state, &caller, Ok(target), resume).await {
+        Ok(opened) => stream::sse(opened, Envelope::Bare, Version::V1_0).into_response(),
+        Err(e) => error_response(e),
+    }
 }
 
 async fn tasks_get(
@@ -346,9 +329,9 @@ async fn tasks_get(
         (id, "") => {
             let answer = match history_length(&query) {
                 Ok(history) => {
-                    methods::get_task(&state, &caller, &TaskId::from(id.to_owned()), history)
+                    ops::get_task(&state, &caller, &TaskId::from(id.to_owned()), history)
                         .await
-                        .and_then(|task| Wire::V1_0.task(task))
+                        .and_then(|task| Version::V1_0.task(task))
                 }
                 Err(e) => Err(e),
             };
@@ -403,9 +386,9 @@ async fn tasks_post(
                 return error_response(e);
             }
             reply(
-                methods::cancel_task(&state, &caller, &TaskId::from(id.to_owned()))
+                ops::cancel_task(&state, &caller, &TaskId::from(id.to_owned()))
                     .await
-                    .and_then(|task| Wire::V1_0.task(task)),
+                    .and_then(|task| Version::V1_0.task(task)),
             )
         }
         (id, ":subscribe") => subscribe(state, caller, &headers, id).await,
@@ -474,8 +457,8 @@ async fn list_tasks(
             "pageSize" | "historyLength" => match value.parse::<i64>() {
                 Ok(n) => json!(n),
                 Err(_) => {
-                    return error_response(RpcError::new(
-                        codes::INVALID_PARAMS,
+                    return error_response(OpError::new(
+                        Kind::InvalidInput,
                         format!("`{key}` must be an integer, got `{value}`"),
                     ))
                 }
@@ -484,8 +467,8 @@ async fn list_tasks(
                 "true" => json!(true),
                 "false" => json!(false),
                 _ => {
-                    return error_response(RpcError::new(
-                        codes::INVALID_PARAMS,
+                    return error_response(OpError::new(
+                        Kind::InvalidInput,
                         format!("`includeArtifacts` must be `true` or `false`, got `{value}`"),
                     ))
                 }
@@ -499,7 +482,7 @@ async fn list_tasks(
         fields.insert(key.clone(), value);
     }
     let answer = match decode_params::<v1::ListTasksRequest>(Value::Object(fields)) {
-        Ok(request) => super::methods_v1::list_tasks(&state, &caller, request).await,
+        Ok(request) => super::v1_requests::list_tasks(&state, &caller, request).await,
         Err(e) => Err(e),
     };
     reply(answer)

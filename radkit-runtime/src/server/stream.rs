@@ -9,20 +9,16 @@
 //! A stream that cannot start answers with one SSE `error` event holding the JSON-RPC error, so a
 //! streaming client reads the error as it reads any event.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::stream::{self, Stream, StreamExt};
 use serde_json::Value;
 
-use super::errors::engine_error;
+use super::errors::{Kind, OpError};
 use super::jsonrpc;
-use super::methods::Opened;
-use super::wire::Wire;
-use crate::engine::{stream_event, Caller, Subscription};
-use crate::model::Task;
+use super::open::{items, Item, Opened};
+use super::version::Version;
 
 /// How a binding frames each event's data.
 #[derive(Debug, Clone)]
@@ -34,12 +30,12 @@ pub(crate) enum Envelope {
 }
 
 impl Envelope {
-    fn frame(&self, wire: Wire, item: Result<Value, jsonrpc::RpcError>) -> Value {
+    fn frame(&self, wire: Version, item: Result<Value, OpError>) -> Value {
         match (self, item) {
             (Envelope::JsonRpc(id), Ok(item)) => jsonrpc::ok(id, item),
             (Envelope::JsonRpc(id), Err(error)) => wire.rpc_error(id, error),
             (Envelope::Bare, Ok(item)) => item,
-            (Envelope::Bare, Err(error)) => super::rest::status_body(&error).1,
+            (Envelope::Bare, Err(error)) => super::errors::http_body(&error).1,
         }
     }
 }
@@ -49,9 +45,9 @@ impl Envelope {
 /// clients that ignore event names read the same data).
 fn sse_event(
     envelope: &Envelope,
-    wire: Wire,
+    wire: Version,
     seq: Option<u64>,
-    item: Result<Value, jsonrpc::RpcError>,
+    item: Result<Value, OpError>,
 ) -> Result<Event, Infallible> {
     let failed = item.is_err();
     let mut event = Event::default().data(envelope.frame(wire, item).to_string());
@@ -66,16 +62,14 @@ fn sse_event(
 
 /// The answer to a streaming JSON-RPC request that cannot start: an SSE stream of one `error`
 /// event, the JSON-RPC error for request `id` in `wire`'s form.
-pub(crate) fn error(id: &Value, wire: Wire, error: jsonrpc::RpcError) -> axum::response::Response {
+pub(crate) fn error(id: &Value, wire: Version, error: OpError) -> axum::response::Response {
     use axum::response::IntoResponse;
     let event = sse_event(&Envelope::JsonRpc(id.clone()), wire, None, Err(error));
     Sse::new(stream::iter([event])).into_response()
 }
 
 /// The journal seq a reconnecting client saw last (its `Last-Event-ID` header), if it sent one.
-pub(crate) fn last_event_id(
-    headers: &axum::http::HeaderMap,
-) -> Result<Option<u64>, jsonrpc::RpcError> {
+pub(crate) fn last_event_id(headers: &axum::http::HeaderMap) -> Result<Option<u64>, OpError> {
     let Some(value) = headers.get("last-event-id") else {
         return Ok(None);
     };
@@ -85,135 +79,11 @@ pub(crate) fn last_event_id(
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Some)
         .ok_or_else(|| {
-            jsonrpc::RpcError::new(
-                jsonrpc::codes::INVALID_PARAMS,
+            OpError::new(
+                Kind::InvalidInput,
                 "`Last-Event-ID` must be the id of an event of this stream (a journal seq)",
             )
         })
-}
-
-/// The streams open for each caller (the operator is one caller), each at most `limit`.
-pub(crate) struct Slots {
-    limit: usize,
-    open: Mutex<HashMap<Caller, usize>>,
-}
-
-impl Slots {
-    pub(crate) fn new(limit: usize) -> Self {
-        Slots {
-            limit,
-            open: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The most streams one caller may have open.
-    pub(crate) fn limit(&self) -> usize {
-        self.limit
-    }
-
-    /// A slot for one more of `caller`'s streams, or `None` when it has `limit` open.
-    pub(crate) fn take(self: &Arc<Self>, caller: &Caller) -> Option<Slot> {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(caller.clone()).or_insert(0);
-        if *count >= self.limit {
-            if *count == 0 {
-                open.remove(caller);
-            }
-            return None;
-        }
-        *count += 1;
-        Some(Slot {
-            slots: self.clone(),
-            caller: caller.clone(),
-        })
-    }
-}
-
-/// One open stream of a caller; given back when the stream is dropped (ended, or its client gone).
-pub(crate) struct Slot {
-    slots: Arc<Slots>,
-    caller: Caller,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut open = self
-            .slots
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.caller) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.caller);
-            }
-        }
-    }
-}
-
-/// One item of an opened stream, before a binding frames it: the opening task, an update event, or
-/// the error that ended the stream (the store could not be read). Tasks and events carry the
-/// journal seq they reflect (SSE's event id).
-pub(crate) enum Item {
-    /// The task as it is now, at journal seq `.1`.
-    Task(Task, u64),
-    /// An update, journal seq `.1`.
-    Event(crate::engine::StreamEvent, u64),
-    /// The stream ends with this error.
-    Error(jsonrpc::RpcError),
-}
-
-struct Follow {
-    sub: Subscription,
-    done: bool,
-    until_end: bool,
-    /// Held for as long as the stream lives.
-    _slot: Slot,
-}
-
-/// The items of an opened stream: its first task (if any), then every journal record after the
-/// subscription's start as an event, until the update the subscription marks final, or with
-/// `until_end` the task's `terminal` record (`done` ends it right after the first task: the task
-/// was already settled). A subscription that fails ends the stream with an [`Item::Error`], never
-/// silently. The caller's slot is given back when the stream is dropped.
-pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
-    let Opened {
-        sub,
-        first,
-        done,
-        until_end,
-        slot,
-    } = opened;
-    let head = stream::iter(first.map(|(task, seq)| Item::Task(task, seq)));
-    let follow = Follow {
-        sub,
-        done,
-        until_end,
-        _slot: slot,
-    };
-    let tail = stream::unfold(follow, |mut f| async move {
-        loop {
-            if f.done {
-                return None;
-            }
-            let update = match f.sub.next().await? {
-                Ok(update) => update,
-                Err(error) => {
-                    f.done = true;
-                    return Some((Item::Error(engine_error(error, false)), f));
-                }
-            };
-            f.done = match f.until_end {
-                true => matches!(update.record.entry, crate::journal::Entry::Terminal { .. }),
-                false => update.is_final,
-            };
-            let Some(event) = stream_event(&f.sub.task_id, &f.sub.context_id, &update) else {
-                continue;
-            };
-            return Some((Item::Event(event, update.seq()), f));
-        }
-    });
-    head.chain(tail)
 }
 
 /// An opened stream as SSE: each item written for `wire`, framed by `envelope`, with its journal
@@ -221,7 +91,7 @@ pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
 pub(crate) fn sse(
     opened: Opened,
     envelope: Envelope,
-    wire: Wire,
+    wire: Version,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let events = items(opened).map(move |item| match item {
         Item::Task(task, seq) => sse_event(&envelope, wire, Some(seq), wire.task_item(task)),

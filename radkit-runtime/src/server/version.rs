@@ -5,7 +5,7 @@
 
 use axum::http::HeaderMap;
 
-use super::jsonrpc::{codes, RpcError};
+use super::errors::{Kind, OpError};
 
 /// A protocol version this server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,7 +18,7 @@ pub(crate) enum Version {
 
 impl Version {
     /// The version a header or query value names (`Major.Minor`, a patch level ignored), if served.
-    pub(crate) fn parse(value: &str) -> Result<Version, RpcError> {
+    pub(crate) fn parse(value: &str) -> Result<Version, OpError> {
         let value = value.trim();
         let mut numbers = value.split('.');
         let major_minor = (numbers.next(), numbers.next());
@@ -26,8 +26,8 @@ impl Version {
         match major_minor {
             (Some("0"), Some("3")) if patch_ok => Ok(Version::V0_3),
             (Some("1"), Some("0")) if patch_ok => Ok(Version::V1_0),
-            _ => Err(RpcError::new(
-                codes::VERSION_NOT_SUPPORTED,
+            _ => Err(OpError::new(
+                Kind::VersionNotSupported,
                 format!(
                     "A2A version `{}` is not supported; this agent speaks 0.3 and 1.0",
                     value.chars().take(32).collect::<String>()
@@ -38,13 +38,10 @@ impl Version {
 
     /// The version of a request: its `A2A-Version` header, else its `A2A-Version` query parameter,
     /// else 0.3.
-    pub(crate) fn of_request(
-        headers: &HeaderMap,
-        query: Option<&str>,
-    ) -> Result<Version, RpcError> {
+    pub(crate) fn of_request(headers: &HeaderMap, query: Option<&str>) -> Result<Version, OpError> {
         if let Some(header) = headers.get("a2a-version") {
             let value = header.to_str().map_err(|_| {
-                RpcError::new(codes::VERSION_NOT_SUPPORTED, "`A2A-Version` is not text")
+                OpError::new(Kind::VersionNotSupported, "`A2A-Version` is not text")
             })?;
             return Version::parse(value);
         }
@@ -60,6 +57,49 @@ impl Version {
             None => Ok(Version::V0_3),
         }
     }
+}
+
+/// 0.3 method names and their 1.0 counterparts, for the error a 0.3 call with `A2A-Version: 1.0`
+/// gets.
+pub(crate) const RENAMED: [(&str, &str); 10] = [
+    ("message/send", "SendMessage"),
+    ("message/stream", "SendStreamingMessage"),
+    ("tasks/get", "GetTask"),
+    ("tasks/cancel", "CancelTask"),
+    ("tasks/resubscribe", "SubscribeToTask"),
+    ("agent/getAuthenticatedExtendedCard", "GetExtendedAgentCard"),
+    (
+        "tasks/pushNotificationConfig/set",
+        "CreateTaskPushNotificationConfig",
+    ),
+    (
+        "tasks/pushNotificationConfig/get",
+        "GetTaskPushNotificationConfig",
+    ),
+    (
+        "tasks/pushNotificationConfig/list",
+        "ListTaskPushNotificationConfigs",
+    ),
+    (
+        "tasks/pushNotificationConfig/delete",
+        "DeleteTaskPushNotificationConfig",
+    ),
+];
+
+/// The error a 0.3 request gets for a 1.0 method name (it sent no `A2A-Version: 1.0`).
+pub(crate) fn needs_version(method: &str) -> Option<OpError> {
+    RENAMED
+        .iter()
+        .chain(&[("", "ListTasks")])
+        .any(|(_, new)| *new == method)
+        .then(|| {
+            OpError::new(
+                Kind::NoSuchMethod,
+                format!(
+                    "method `{method}` is A2A 1.0: send the header `A2A-Version: 1.0` (a request without it speaks 0.3)"
+                ),
+            )
+        })
 }
 
 #[cfg(test)]
@@ -90,7 +130,7 @@ mod tests {
     fn other_versions_are_version_not_supported() {
         for value in ["0.2", "1.1", "2.0", "1", "", "1.0.x", "latest"] {
             let e = Version::parse(value).unwrap_err();
-            assert_eq!(e.code, codes::VERSION_NOT_SUPPORTED, "{value}");
+            assert_eq!(e.kind, Kind::VersionNotSupported, "{value}");
             assert!(e.message.contains("0.3 and 1.0"), "{}", e.message);
         }
     }

@@ -499,11 +499,7 @@ async fn crash_during_resume_replays_the_reply() {
         status_text(&task).contains("see you"),
         "the journaled reply is used"
     );
-    let history: Vec<String> = task
-        .history
-        .iter()
-        .map(|m| m.joined_texts())
-        .collect();
+    let history: Vec<String> = task.history.iter().map(|m| m.joined_texts()).collect();
     assert_eq!(
         history.iter().filter(|t| t.as_str() == "see you").count(),
         1,

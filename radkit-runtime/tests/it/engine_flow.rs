@@ -631,10 +631,6 @@ async fn a_reducer_hears_cancel_and_its_goodbye_is_kept() {
     .await
     .unwrap();
     assert_eq!(task.status.state, TaskState::Canceled);
-    let history: Vec<String> = task
-        .history
-        .iter()
-        .map(|m| m.joined_texts())
-        .collect();
+    let history: Vec<String> = task.history.iter().map(|m| m.joined_texts()).collect();
     assert!(history.contains(&"Bye.".to_owned()), "{history:?}");
 }

@@ -67,10 +67,7 @@ impl ChildPeer {
             // history holds the message.
             Err(e) if reply_to.is_some() => {
                 let task = self.get(reply_to.as_deref().unwrap_or_default()).await?;
-                let delivered = task
-                    .history
-                    .iter()
-                    .any(|m| m.message_id == message_id);
+                let delivered = task.history.iter().any(|m| m.message_id == message_id);
                 if !delivered {
                     return Err(effect_error(e));
                 }

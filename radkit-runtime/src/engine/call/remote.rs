@@ -186,10 +186,7 @@ impl RemotePeer {
             // its history holds the message.
             Err(e) if reply_to.is_some() && !e.is_transient() => {
                 let task = self.get(reply_to.as_deref().unwrap_or_default()).await?;
-                let delivered = task
-                    .history
-                    .iter()
-                    .any(|m| m.message_id == message_id);
+                let delivered = task.history.iter().any(|m| m.message_id == message_id);
                 if delivered {
                     Ok((Started::Task(task), false))
                 } else {

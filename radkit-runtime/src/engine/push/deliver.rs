@@ -350,10 +350,13 @@ async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> R
     };
     let seq = view.record.last_seq;
     let ended = view.record.state.is_terminal();
-    let body = serde_json::to_vec(&v0_3::Task::from(projection::project_task(view))).map_err(|e| Stop::Failed {
-        why: format!("the task does not serialize: {e}"),
-        progressed: false,
-    })?;
+    let body =
+        serde_json::to_vec(&v0_3::Task::from(projection::project_task(view))).map_err(|e| {
+            Stop::Failed {
+                why: format!("the task does not serialize: {e}"),
+                progressed: false,
+            }
+        })?;
     post(inner, claim, body, "application/json", seq).await?;
     acknowledge(inner, push, claim, seq, ended).await?;
     Ok(if ended { Done::Ended } else { Done::Caught })

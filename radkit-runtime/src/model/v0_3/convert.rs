@@ -352,13 +352,23 @@ mod tests {
     #[test]
     fn values_the_model_has_no_place_for_are_typed_errors_naming_the_field() {
         let state = own::TaskState::try_from(TaskState::Unknown).unwrap_err();
-        assert!(matches!(state, WireError::UnknownState { field: "status.state" }));
-        let part: Part = serde_json::from_value(
-            json!({ "kind": "file", "file": { "bytes": "not base64!" } }),
-        )
-        .unwrap();
+        assert!(matches!(
+            state,
+            WireError::UnknownState {
+                field: "status.state"
+            }
+        ));
+        let part: Part =
+            serde_json::from_value(json!({ "kind": "file", "file": { "bytes": "not base64!" } }))
+                .unwrap();
         let error = own::Part::try_from(part).unwrap_err();
-        assert!(matches!(error, WireError::InvalidBase64 { field: "file.bytes", .. }));
+        assert!(matches!(
+            error,
+            WireError::InvalidBase64 {
+                field: "file.bytes",
+                ..
+            }
+        ));
         assert_eq!(error.to_string(), "`file.bytes` is not valid base64");
     }
 

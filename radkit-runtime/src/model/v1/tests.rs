@@ -149,8 +149,7 @@ fn a_part_is_discriminated_by_its_content_member() {
         Some(PartContent::Url("https://example.com/doc.pdf".into()))
     );
 
-    let data =
-        golden::<Part>(json!({"data": {"key": "value"}, "mediaType": "application/json"}));
+    let data = golden::<Part>(json!({"data": {"key": "value"}, "mediaType": "application/json"}));
     assert_eq!(
         data.content,
         Some(PartContent::Data(json!({"key": "value"})))
@@ -557,9 +556,7 @@ fn push_notification_config_types_golden() {
     }));
     assert_eq!(config.task_id, "task-uuid");
     golden::<AuthenticationInfo>(json!({"scheme": "Bearer", "credentials": "t"}));
-    golden::<GetTaskPushNotificationConfigRequest>(
-        json!({"taskId": "task-uuid", "id": "cfg-1"}),
-    );
+    golden::<GetTaskPushNotificationConfigRequest>(json!({"taskId": "task-uuid", "id": "cfg-1"}));
     golden::<DeleteTaskPushNotificationConfigRequest>(
         json!({"tenant": "acme", "taskId": "task-uuid", "id": "cfg-1"}),
     );
@@ -755,8 +752,7 @@ fn a_security_scheme_with_0_3_members_beside_its_oneof_reads_as_the_oneof() {
     // A 0.3 scheme alone has no 1.0 member: refused, naming the members.
     let e = read::<SecurityScheme>(json!({"type": "http", "scheme": "bearer"})).unwrap_err();
     assert!(e.contains("httpAuthSecurityScheme"), "{e}");
-    let e =
-        read::<SecurityScheme>(json!({"mtlsSecurityScheme": {"description": 5}})).unwrap_err();
+    let e = read::<SecurityScheme>(json!({"mtlsSecurityScheme": {"description": 5}})).unwrap_err();
     assert!(e.contains("`mtlsSecurityScheme`"), "{e}");
 }
 
@@ -936,8 +932,8 @@ fn values_without_a_counterpart_are_typed_errors_naming_the_field() {
             field: "Part.content"
         })
     );
-    let task = read::<Task>(json!({"id": "t", "status": {"state": "TASK_STATE_UNSPECIFIED"}}))
-        .unwrap();
+    let task =
+        read::<Task>(json!({"id": "t", "status": {"state": "TASK_STATE_UNSPECIFIED"}})).unwrap();
     assert_eq!(
         own::Task::try_from(task),
         Err(WireError::Unspecified {

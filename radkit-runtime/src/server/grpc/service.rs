@@ -20,12 +20,11 @@ use super::proto::a2a_service_server::A2aService;
 use super::status::{status, unauthenticated};
 use crate::engine::Caller;
 use crate::model::{v1, TaskId};
-use crate::server::jsonrpc::{codes, RpcError};
-use crate::server::methods::{self, Opened};
-use crate::server::stream::{self, Item};
+use crate::server::errors::{Kind, OpError};
+use crate::server::open::{self, Item, Opened, Target};
 use crate::server::version::Version;
 use crate::server::wire::v1_event;
-use crate::server::{card, methods_v1, push, AppState};
+use crate::server::{card, ops, push, v1_requests, AppState};
 
 /// A server stream of `StreamResponse`s.
 pub(crate) type Updates = Pin<Box<dyn Stream<Item = Result<proto::StreamResponse, Status>> + Send>>;
@@ -52,8 +51,8 @@ impl Service {
         match version.map_err(|e| status(&e))? {
             Version::V1_0 => {}
             Version::V0_3 => {
-                return Err(status(&RpcError::new(
-                    codes::VERSION_NOT_SUPPORTED,
+                return Err(status(&OpError::new(
+                    Kind::VersionNotSupported,
                     "the gRPC binding speaks A2A 1.0 (lf.a2a.v1.A2AService); A2A 0.3 is served over JSON-RPC",
                 )))
             }
@@ -66,16 +65,16 @@ impl Service {
 }
 
 fn invalid(bad: FieldError) -> Status {
-    status(&RpcError::new(codes::INVALID_PARAMS, bad.to_string()))
+    status(&OpError::new(Kind::InvalidInput, bad.to_string()))
 }
 
-fn failed(error: RpcError) -> Status {
+fn failed(error: OpError) -> Status {
     status(&error)
 }
 
 /// An opened stream as gRPC `StreamResponse`s; an error ends the stream with its status.
 fn updates(opened: Opened) -> Updates {
-    let items = stream::items(opened).map(|item| {
+    let items = open::items(opened).map(|item| {
         let response = match item {
             Item::Task(task, _) => Ok(v1::StreamResponse::Task(task.into())),
             Item::Event(event, _) => Ok(v1_event(event)),
@@ -94,8 +93,8 @@ impl A2aService for Service {
     ) -> Result<Response<proto::SendMessageResponse>, Status> {
         let caller = self.admit(&request)?;
         let request = v1::SendMessageRequest::try_from(request.into_inner()).map_err(invalid)?;
-        let send = methods_v1::send_of_request(request).map_err(failed)?;
-        let task = methods::send_task(&self.state, &caller, send)
+        let send = v1_requests::send_of_request(request).map_err(failed)?;
+        let task = ops::send_task(&self.state, &caller, send)
             .await
             .map(v1::Task::from)
             .map_err(failed)?;
@@ -110,8 +109,8 @@ impl A2aService for Service {
     ) -> Result<Response<Updates>, Status> {
         let caller = self.admit(&request)?;
         let request = v1::SendMessageRequest::try_from(request.into_inner()).map_err(invalid)?;
-        let send = methods_v1::send_of_request(request);
-        let opened = methods::open_send(&self.state, &caller, send, None)
+        let send = v1_requests::send_of_request(request);
+        let opened = open::open(&self.state, &caller, send.map(Target::Send), None)
             .await
             .map_err(failed)?;
         Ok(Response::new(updates(opened)))
@@ -124,7 +123,7 @@ impl A2aService for Service {
         let caller = self.admit(&request)?;
         let request = request.into_inner();
         let history = request.history_length.map(i64::from);
-        let task = methods::get_task(&self.state, &caller, &TaskId::from(request.id), history)
+        let task = ops::get_task(&self.state, &caller, &TaskId::from(request.id), history)
             .await
             .map(v1::Task::from)
             .map_err(failed)?;
@@ -137,7 +136,7 @@ impl A2aService for Service {
     ) -> Result<Response<proto::ListTasksResponse>, Status> {
         let caller = self.admit(&request)?;
         let request = v1::ListTasksRequest::try_from(request.into_inner()).map_err(invalid)?;
-        let page = methods_v1::list_tasks_page(&self.state, &caller, request)
+        let page = v1_requests::list_tasks_page(&self.state, &caller, request)
             .await
             .map_err(failed)?;
         Ok(Response::new(page.into()))
@@ -149,7 +148,7 @@ impl A2aService for Service {
     ) -> Result<Response<proto::Task>, Status> {
         let caller = self.admit(&request)?;
         let id = TaskId::from(request.into_inner().id);
-        let task = methods::cancel_task(&self.state, &caller, &id)
+        let task = ops::cancel_task(&self.state, &caller, &id)
             .await
             .map(v1::Task::from)
             .map_err(failed)?;
@@ -163,8 +162,11 @@ impl A2aService for Service {
         request: Request<proto::SubscribeToTaskRequest>,
     ) -> Result<Response<Updates>, Status> {
         let caller = self.admit(&request)?;
-        let id = Ok(TaskId::from(request.into_inner().id));
-        let opened = methods::open_subscribe(&self.state, &caller, id, None, true)
+        let target = Target::Task {
+            id: TaskId::from(request.into_inner().id),
+            until_end: true,
+        };
+        let opened = open::open(&self.state, &caller, Ok(target), None)
             .await
             .map_err(failed)?;
         Ok(Response::new(updates(opened)))

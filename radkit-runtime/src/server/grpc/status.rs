@@ -8,8 +8,7 @@ use std::collections::HashMap;
 use prost::Message as _;
 use tonic::{Code, Status};
 
-use crate::server::errors::{mapping, Mapping};
-use crate::server::jsonrpc::RpcError;
+use crate::server::errors::{OpError, Spelling};
 
 /// `google.rpc.Status`, as the details of a gRPC status carry it.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -51,8 +50,8 @@ fn code_of(name: &str) -> Code {
 }
 
 /// An A2A error as a gRPC status.
-pub(crate) fn status(error: &RpcError) -> Status {
-    let Mapping { status, reason, .. } = mapping(error.code);
+pub(crate) fn status(error: &OpError) -> Status {
+    let Spelling { status, reason, .. } = error.kind.spelling();
     let code = code_of(status);
     let details = reason
         .map(|(reason, domain)| prost_types::Any {
@@ -82,7 +81,7 @@ pub(crate) fn unauthenticated() -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::jsonrpc::codes;
+    use crate::server::errors::Kind;
 
     fn error_info(status: &Status) -> Option<ErrorInfo> {
         let body = RpcStatus::decode(status.details()).unwrap();
@@ -95,50 +94,50 @@ mod tests {
 
     #[test]
     fn a2a_errors_get_the_spec_code_and_an_error_info_naming_them() {
-        for (code, grpc, reason) in [
-            (codes::TASK_NOT_FOUND, Code::NotFound, "TASK_NOT_FOUND"),
+        for (kind, grpc, reason) in [
+            (Kind::TaskNotFound, Code::NotFound, "TASK_NOT_FOUND"),
             (
-                codes::TASK_NOT_CANCELABLE,
+                Kind::TaskNotCancelable,
                 Code::FailedPrecondition,
                 "TASK_NOT_CANCELABLE",
             ),
             (
-                codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
+                Kind::PushNotSupported,
                 Code::FailedPrecondition,
                 "PUSH_NOTIFICATION_NOT_SUPPORTED",
             ),
             (
-                codes::UNSUPPORTED_OPERATION,
+                Kind::Unsupported,
                 Code::FailedPrecondition,
                 "UNSUPPORTED_OPERATION",
             ),
             (
-                codes::CONTENT_TYPE_NOT_SUPPORTED,
+                Kind::ContentTypeNotSupported,
                 Code::InvalidArgument,
                 "CONTENT_TYPE_NOT_SUPPORTED",
             ),
             (
-                codes::INVALID_AGENT_RESPONSE,
+                Kind::InvalidAgentResponse,
                 Code::Internal,
                 "INVALID_AGENT_RESPONSE",
             ),
             (
-                codes::EXTENDED_CARD_NOT_CONFIGURED,
+                Kind::NoExtendedCard,
                 Code::FailedPrecondition,
                 "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             ),
             (
-                codes::EXTENSION_SUPPORT_REQUIRED,
+                Kind::ExtensionRequired,
                 Code::FailedPrecondition,
                 "EXTENSION_SUPPORT_REQUIRED",
             ),
             (
-                codes::VERSION_NOT_SUPPORTED,
+                Kind::VersionNotSupported,
                 Code::FailedPrecondition,
                 "VERSION_NOT_SUPPORTED",
             ),
         ] {
-            let s = status(&RpcError::new(code, "why"));
+            let s = status(&OpError::new(kind, "why"));
             assert_eq!(s.code(), grpc, "{reason}");
             assert_eq!(s.message(), "why");
             let info = error_info(&s).expect(reason);
@@ -151,17 +150,17 @@ mod tests {
 
     #[test]
     fn bad_input_is_invalid_argument_and_radkit_limits_name_themselves() {
-        let s = status(&RpcError::new(codes::INVALID_PARAMS, "no parts"));
+        let s = status(&OpError::new(Kind::InvalidInput, "no parts"));
         assert_eq!(s.code(), Code::InvalidArgument);
         assert!(error_info(&s).is_none());
-        let s = status(&RpcError::new(codes::TOO_MANY_STREAMS, "limit"));
+        let s = status(&OpError::new(Kind::TooManyStreams, "limit"));
         assert_eq!(s.code(), Code::ResourceExhausted);
         let info = error_info(&s).unwrap();
         assert_eq!(
             (info.reason.as_str(), info.domain.as_str()),
             ("TOO_MANY_STREAMS", "radkit")
         );
-        let s = status(&RpcError::new(codes::INTERNAL_ERROR, "oops"));
+        let s = status(&OpError::new(Kind::Internal, "oops"));
         assert_eq!(s.code(), Code::Internal);
     }
 }

@@ -1,0 +1,182 @@
+//! The A2A 0.3 JSON-RPC binding: slash-named methods whose params are decoded from 0.3 JSON
+//! (`model::v0_3`) into the operations' inputs (`ops`, `open`), and whose results and errors are
+//! written back in 0.3 form (`wire`).
+
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::errors::{Kind, OpError};
+use super::jsonrpc::{self, decode_params};
+use super::ops::{self, Send};
+use super::stream::Envelope;
+use super::version::Version;
+use super::{open, stream, AppState};
+use crate::engine::Caller;
+use crate::model::{v0_3, Message, Task, TaskId};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SendConfiguration {
+    #[serde(default)]
+    blocking: Option<bool>,
+    #[serde(default)]
+    history_length: Option<i64>,
+    #[serde(default)]
+    accepted_output_modes: Option<Vec<String>>,
+    #[serde(default)]
+    push_notification_config: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct SendParams {
+    message: v0_3::Message,
+    #[serde(default)]
+    configuration: Option<SendConfiguration>,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueryParams {
+    id: TaskId,
+    #[serde(default)]
+    history_length: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct IdParams {
+    id: TaskId,
+}
+
+/// Answer a 0.3 JSON-RPC request.
+pub(crate) async fn dispatch(
+    state: Arc<AppState>,
+    caller: Caller,
+    request: jsonrpc::Request,
+    headers: &axum::http::HeaderMap,
+) -> Response {
+    let id = request.id.clone();
+    if matches!(
+        request.method.as_str(),
+        "message/stream" | "tasks/resubscribe"
+    ) {
+        let resume = match stream::last_event_id(headers) {
+            Ok(resume) => resume,
+            Err(e) => return stream::error(&id, Version::V0_3, e),
+        };
+        let envelope = Envelope::JsonRpc(id.clone());
+        let answer = match request.method.as_str() {
+            "message/stream" => send_of(request.params).map(open::Target::Send),
+            _ => decode_params(request.params).map(|p: IdParams| open::Target::Task {
+                id: p.id,
+                until_end: false,
+            }),
+        };
+        let answer = open::open(&state, &caller, answer, resume)
+            .await
+            .map(|opened| stream::sse(opened, envelope, Version::V0_3).into_response());
+        return answer.unwrap_or_else(|e| stream::error(&id, Version::V0_3, e));
+    }
+    let result = match request.method.as_str() {
+        "message/send" => send(&state, caller, request.params)
+            .await
+            .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
+        "tasks/get" => get(&state, caller, request.params)
+            .await
+            .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
+        "tasks/cancel" => cancel(&state, caller, request.params)
+            .await
+            .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
+        m if m.starts_with("tasks/pushNotificationConfig/") => {
+            let verb = &m["tasks/pushNotificationConfig/".len()..];
+            super::push::dispatch_v03(&state, &caller, verb, request.params)
+                .await
+                .map(|result| jsonrpc::ok(&id, result))
+        }
+        "agent/getAuthenticatedExtendedCard" => {
+            super::card::extended_card_v0_3(&state, &caller).map(|card| jsonrpc::ok(&id, card))
+        }
+        other => Err(super::version::needs_version(other).unwrap_or_else(|| {
+            OpError::new(Kind::NoSuchMethod, format!("method `{other}` not found"))
+        })),
+    };
+    match result {
+        Ok(body) => Json(body).into_response(),
+        Err(error) => Json(jsonrpc::error(&id, error)).into_response(),
+    }
+}
+
+/// A 0.3 `message/send` / `message/stream`'s params as the operations' [`Send`].
+fn send_of(params: Value) -> Result<Send, OpError> {
+    let SendParams {
+        message,
+        configuration,
+        metadata,
+    } = decode_params(params)?;
+    check_file_bytes(&message.parts)?;
+    let message = Message::try_from(message)
+        .map_err(|e| OpError::new(Kind::InvalidInput, format!("invalid params: {e}")))?;
+    let configuration = configuration.unwrap_or(SendConfiguration {
+        blocking: None,
+        history_length: None,
+        accepted_output_modes: None,
+        push_notification_config: None,
+    });
+    Ok(Send {
+        message,
+        metadata,
+        blocking: configuration.blocking.unwrap_or(false),
+        history_length: configuration.history_length,
+        accepted_output_modes: configuration.accepted_output_modes,
+        push: configuration
+            .push_notification_config
+            .map(|c| super::push::ConfigV03::decode(c)?.into_config(""))
+            .transpose()?,
+        version: Version::V0_3,
+    })
+}
+
+/// Inline 0.3 file content must be base64 (the standard alphabet; padding optional), as the A2A
+/// schema says: a client that sends anything else learns which part, here.
+fn check_file_bytes(parts: &[v0_3::Part]) -> Result<(), OpError> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine as _;
+    const BASE64: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    for (i, part) in parts.iter().enumerate() {
+        if let v0_3::Part::File {
+            file: v0_3::FileContent::Bytes { bytes, .. },
+            ..
+        } = part
+        {
+            BASE64.decode(bytes).map_err(|e| {
+                OpError::new(
+                    Kind::InvalidInput,
+                    format!("`message.parts[{i}].file.bytes` is not valid base64: {e}"),
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+async fn send(state: &AppState, caller: Caller, params: Value) -> Result<Task, OpError> {
+    ops::send_task(state, &caller, send_of(params)?).await
+}
+
+async fn get(state: &AppState, caller: Caller, params: Value) -> Result<Task, OpError> {
+    let QueryParams { id, history_length } = decode_params(params)?;
+    ops::get_task(state, &caller, &id, history_length).await
+}
+
+async fn cancel(state: &AppState, caller: Caller, params: Value) -> Result<Task, OpError> {
+    let IdParams { id } = decode_params(params)?;
+    ops::cancel_task(state, &caller, &id).await
+}

@@ -1,0 +1,224 @@
+//! The operations every binding calls: send (start or continue a task, and wait if asked), get and
+//! cancel a task, on radkit's model, answering with radkit's `Task` or an [`OpError`]. Bindings
+//! decode their request into these inputs and render what comes back; nothing here knows a wire
+//! format.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::errors::{engine_error, Kind, OpError};
+use super::version::Version;
+use super::AppState;
+use crate::engine::{Caller, EngineError, Request};
+use crate::flow::PermissionMode;
+use crate::model::{Message, Task, TaskId};
+
+/// How long a blocking `message/send` waits before returning the task as it is.
+pub(crate) const BLOCKING_WAIT: Duration = Duration::from_secs(60);
+
+/// A history length asked for: not negative; `None` when none was.
+pub(crate) fn history(len: Option<i64>) -> Result<Option<usize>, OpError> {
+    match len {
+        Some(n) if n < 0 => Err(OpError::new(
+            Kind::InvalidInput,
+            "`historyLength` must not be negative",
+        )),
+        Some(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        None => Ok(None),
+    }
+}
+
+/// Keep only artifact parts of a mode the client accepts.
+fn accept_modes(mut task: Task, accepted: &Option<Vec<String>>) -> Task {
+    let Some(accepted) = accepted
+        .as_ref()
+        .filter(|a| !a.is_empty() && !a.iter().any(|m| m == "*/*"))
+    else {
+        return task;
+    };
+    for artifact in task.artifacts.iter_mut() {
+        artifact
+            .parts
+            .retain(|p| accepted.iter().any(|m| m == p.media_type()));
+    }
+    task.artifacts.retain(|a| !a.parts.is_empty());
+    task
+}
+
+/// A send, whichever version and binding it came in: the message in the engine's model and how to
+/// answer.
+pub(crate) struct Send {
+    pub message: Message,
+    pub metadata: Option<serde_json::Map<String, Value>>,
+    /// Wait until the task settles (0.3 `blocking`; 1.0 unless `returnImmediately`).
+    pub blocking: bool,
+    pub history_length: Option<i64>,
+    pub accepted_output_modes: Option<Vec<String>>,
+    /// A webhook for the task's updates (1.0 `taskPushNotificationConfig`, 0.3
+    /// `pushNotificationConfig`); an empty id becomes the task's.
+    pub push: Option<crate::store::PushConfig>,
+    /// The version it came in: 1.0 answers a message to a finished task with
+    /// `UnsupportedOperationError`, 0.3 with invalid params.
+    pub version: Version,
+}
+
+/// Validate and start (or continue) a task; returns the task id.
+pub(crate) async fn start(
+    state: &AppState,
+    caller: &Caller,
+    send: &Send,
+) -> Result<TaskId, OpError> {
+    history(send.history_length)?;
+    if send.message.parts.is_empty() {
+        return Err(OpError::new(
+            Kind::InvalidInput,
+            "`message.parts` must not be empty",
+        ));
+    }
+    check_context(state, caller, &send.message).await?;
+    let request = engine_request(caller.clone(), send.message.clone(), send.metadata.as_ref())?;
+    let existing = send.message.task_id.clone().map(TaskId::from);
+    let webhook =
+        super::push::before_send(state, caller, send.push.as_ref(), existing.as_ref()).await?;
+    let sent = state
+        .engine
+        .send(request)
+        .await
+        .map_err(|e| match (e, send.version) {
+            (e @ EngineError::TaskFinished { .. }, Version::V1_0) => {
+                OpError::new(Kind::Unsupported, e.to_string())
+            }
+            (e, _) => engine_error(e, false),
+        });
+    super::push::after_send(state, caller, webhook, sent.as_ref().ok()).await?;
+    sent
+}
+
+/// A message to an existing task that names a context must name that task's context: the engine
+/// keeps the task's own, so a different one would be dropped without a word. A task the caller
+/// cannot see is left to the engine, which answers -32001.
+async fn check_context(
+    state: &AppState,
+    caller: &Caller,
+    message: &Message,
+) -> Result<(), OpError> {
+    let (Some(task_id), Some(context_id)) = (&message.task_id, &message.context_id) else {
+        return Ok(());
+    };
+    let task = match state
+        .engine
+        .task(caller, &TaskId::from(task_id), Some(0))
+        .await
+    {
+        Ok(task) => task,
+        Err(EngineError::TaskNotFound(_)) => return Ok(()),
+        Err(e) => return Err(engine_error(e, false)),
+    };
+    if task.context_id == *context_id {
+        return Ok(());
+    }
+    Err(OpError::new(
+        Kind::InvalidInput,
+        format!(
+            "`message.contextId` `{context_id}` is not the context of task `{task_id}`, which is `{}`; send that `contextId` or none",
+            task.context_id
+        ),
+    ))
+}
+
+/// The engine request for a message: the A2A metadata keys are read here, once. `skillId` (or
+/// `skill_id`) names the skill of a new task and `permissionMode` its permission mode, in the request's
+/// `metadata` or the message's (the request's wins).
+fn engine_request(
+    caller: Caller,
+    message: Message,
+    params_metadata: Option<&serde_json::Map<String, Value>>,
+) -> Result<Request, OpError> {
+    let lookup = |keys: &[&str]| {
+        [params_metadata, message.metadata.as_ref()]
+            .into_iter()
+            .flatten()
+            .find_map(|m| keys.iter().find_map(|k| m.get(*k)))
+            .cloned()
+    };
+    let skill = match lookup(&["skillId", "skill_id"]) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id),
+        Some(other) => {
+            return Err(OpError::new(
+                Kind::InvalidInput,
+                format!("metadata `skillId` must be a string, got {other}"),
+            ))
+        }
+    };
+    let mode = match lookup(&["permissionMode"]) {
+        None => None,
+        Some(value) => Some(value.as_str().and_then(PermissionMode::parse).ok_or_else(|| {
+            OpError::new(
+                Kind::InvalidInput,
+                format!("unknown permissionMode {value}; expected \"plan\", \"default\", \"acceptEdits\" or \"bypass\""),
+            )
+        })?),
+    };
+    let mut request = Request::new(caller, message);
+    request.skill = skill;
+    request.mode = mode;
+    Ok(request)
+}
+
+/// Start (or continue) a task and answer with it: at once, or when it settles for a blocking send
+/// (within [`BLOCKING_WAIT`]; the task as it is then).
+pub(crate) async fn send_task(
+    state: &AppState,
+    caller: &Caller,
+    send: Send,
+) -> Result<Task, OpError> {
+    let task_id = start(state, caller, &send).await?;
+    let history_length = history(send.history_length)?.or(Some(state.config.max_history));
+    let task = if send.blocking {
+        // The task keeps running if we stop waiting: the engine owns it, not this request.
+        match tokio::time::timeout(
+            BLOCKING_WAIT,
+            state
+                .engine
+                .wait_settled_with(caller, &task_id, history_length),
+        )
+        .await
+        {
+            Ok(settled) => settled.map_err(|e| engine_error(e, false))?,
+            Err(_) => get_task(state, caller, &task_id, send.history_length).await?,
+        }
+    } else {
+        get_task(state, caller, &task_id, send.history_length).await?
+    };
+    Ok(accept_modes(task, &send.accepted_output_modes))
+}
+
+/// The task, with at most `history_length` history messages (the server's maximum when `None`).
+pub(crate) async fn get_task(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &TaskId,
+    history_length: Option<i64>,
+) -> Result<Task, OpError> {
+    let history_length = history(history_length)?.or(Some(state.config.max_history));
+    state
+        .engine
+        .task(caller, task_id, history_length)
+        .await
+        .map_err(|e| engine_error(e, false))
+}
+
+/// Cancel the task and answer with it.
+pub(crate) async fn cancel_task(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &TaskId,
+) -> Result<Task, OpError> {
+    state
+        .engine
+        .cancel(caller, task_id)
+        .await
+        .map_err(|e| engine_error(e, true))
+}
