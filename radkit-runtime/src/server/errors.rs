@@ -3,9 +3,53 @@
 //! `google.rpc.Code` and the `google.rpc.ErrorInfo` of spec §5.4). Engine errors become operation
 //! errors here too; internals (a store's message, a panic) are logged, never sent.
 
-use super::jsonrpc::{codes, RpcError};
 use crate::engine::EngineError;
 use crate::store::StoreError;
+
+/// The error codes A2A names (0.3 and 1.0 share them), and radkit's own.
+pub mod codes {
+    /// Invalid JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// Not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Unknown method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// No such task.
+    pub const TASK_NOT_FOUND: i64 = -32001;
+    /// The task cannot be canceled.
+    pub const TASK_NOT_CANCELABLE: i64 = -32002;
+    /// Push notifications are not supported.
+    pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
+    /// The operation is not supported.
+    pub const UNSUPPORTED_OPERATION: i64 = -32004;
+    /// Incompatible content types.
+    pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+    /// The agent produced a response of the wrong type.
+    pub const INVALID_AGENT_RESPONSE: i64 = -32006;
+    /// The agent has no (authenticated) extended agent card.
+    pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
+    /// The client must use an extension the request did not declare (1.0).
+    pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
+    /// The request's `A2A-Version` is not one this agent speaks (1.0).
+    pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+    /// radkit's own (in JSON-RPC's range for server errors): the store does not accept writes or
+    /// cannot be reached right now (a full disk, a database that is down). Nothing of the request
+    /// was acknowledged unless it says so; a task whose write failed resumes by itself once the store
+    /// accepts writes again. Retry later.
+    pub const STORAGE_UNAVAILABLE: i64 = -32050;
+    /// radkit's own: the server already serves as many connections as it is configured to
+    /// (`ServerConfig::max_connections`); sent with HTTP 503 on a connection that is then closed.
+    /// Retry later, or reuse a connection.
+    pub const TOO_MANY_CONNECTIONS: i64 = -32051;
+    /// radkit's own: the caller already has as many `message/stream` and `tasks/resubscribe`
+    /// streams open as the server allows one principal (`ServerConfig::max_streams_per_principal`).
+    /// Close one, or poll with `tasks/get`. A refused `message/stream` started no task.
+    pub const TOO_MANY_STREAMS: i64 = -32052;
+}
 
 /// What went wrong, whichever binding carried the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,13 +124,6 @@ impl OpError {
                 "too many streams: at most {limit} `message/stream` or `tasks/resubscribe` streams may be open at once per caller; close one or poll with `tasks/get`"
             ),
         )
-    }
-}
-
-/// The JSON-RPC error object of an operation error (1.0's `data` is added by its binding).
-impl From<OpError> for RpcError {
-    fn from(error: OpError) -> Self {
-        RpcError::new(error.kind.spelling().jsonrpc, error.message)
     }
 }
 
@@ -308,8 +345,6 @@ mod tests {
                 Kind::ALL[..i].iter().all(|k| k.spelling().jsonrpc != code),
                 "{kind:?} shares {code}"
             );
-            let rpc = RpcError::from(OpError::new(kind, "why"));
-            assert_eq!((rpc.code, rpc.message.as_str()), (code, "why"));
         }
     }
 }

@@ -40,7 +40,8 @@ use crate::engine::Engine;
 
 pub use crate::config::ServerConfig;
 pub use auth::token_principal;
-pub use jsonrpc::{codes, RpcError};
+pub use errors::codes;
+pub use jsonrpc::RpcError;
 
 pub(crate) struct AppState {
     pub engine: Engine,
