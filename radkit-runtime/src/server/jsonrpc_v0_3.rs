@@ -1,12 +1,12 @@
 //! The A2A 0.3 JSON-RPC binding: slash-named methods whose params are decoded from 0.3 JSON
-//! (`model::v0_3`) into the operations' inputs (`ops`, `open`), and whose results and errors are
-//! written back in 0.3 form (`wire`).
+//! (`model::v0_3`) into the operations' inputs (`ops`, `open`, `push`), and whose results and
+//! errors are written back in 0.3 form (`wire`, and 0.3's push-notification config shapes here).
 
 use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::errors::{Kind, OpError};
@@ -14,9 +14,11 @@ use super::jsonrpc::{self, decode_params};
 use super::ops::{self, Send};
 use super::stream::Envelope;
 use super::version::Version;
-use super::{open, stream, AppState};
+use super::{open, push, stream, AppState};
+use crate::engine::push::MAX_CONFIGS_PER_TASK;
 use crate::engine::Caller;
 use crate::model::{v0_3, Message, Task, TaskId};
+use crate::store::{PushAuth, PushConfig, PushFormat};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,7 +96,7 @@ pub(crate) async fn dispatch(
             .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
         m if m.starts_with("tasks/pushNotificationConfig/") => {
             let verb = &m["tasks/pushNotificationConfig/".len()..];
-            super::push::dispatch_v03(&state, &caller, verb, request.params)
+            push_config(&state, &caller, verb, request.params)
                 .await
                 .map(|result| jsonrpc::ok(&id, result))
         }
@@ -135,7 +137,7 @@ fn send_of(params: Value) -> Result<Send, OpError> {
         accepted_output_modes: configuration.accepted_output_modes,
         push: configuration
             .push_notification_config
-            .map(|c| super::push::ConfigV03::decode(c)?.into_config(""))
+            .map(|c| ConfigV03::decode(c)?.into_config(""))
             .transpose()?,
         version: Version::V0_3,
     })
@@ -179,4 +181,151 @@ async fn get(state: &AppState, caller: Caller, params: Value) -> Result<Task, Op
 async fn cancel(state: &AppState, caller: Caller, params: Value) -> Result<Task, OpError> {
     let IdParams { id } = decode_params(params)?;
     ops::cancel_task(state, &caller, &id).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Push-notification configs (`tasks/pushNotificationConfig/*`, a send's `pushNotificationConfig`)
+// ---------------------------------------------------------------------------------------------
+
+/// 0.3 `PushNotificationAuthenticationInfo`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct AuthV03 {
+    schemes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    credentials: Option<String>,
+}
+
+/// 0.3 `PushNotificationConfig`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ConfigV03 {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    authentication: Option<AuthV03>,
+}
+
+/// 0.3 `TaskPushNotificationConfig`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskConfigV03 {
+    task_id: String,
+    push_notification_config: ConfigV03,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigIdParams {
+    id: String,
+    #[serde(default)]
+    push_notification_config_id: Option<String>,
+}
+
+impl ConfigV03 {
+    /// The config in the engine's terms; without an id it takes `default_id`, the task's (as the
+    /// 0.3 SDK does, so setting it again replaces it and `get` without an id finds it; empty in a
+    /// send, whose task id is known once it is created).
+    fn into_config(self, default_id: &str) -> Result<PushConfig, OpError> {
+        if self.url.is_empty() {
+            return Err(OpError::new(
+                Kind::InvalidInput,
+                "`pushNotificationConfig.url` is required",
+            ));
+        }
+        Ok(PushConfig {
+            id: self
+                .id
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| default_id.to_owned()),
+            url: self.url,
+            token: self.token.filter(|t| !t.is_empty()),
+            authentication: self.authentication.map(|a| PushAuth {
+                schemes: a.schemes,
+                credentials: a.credentials,
+            }),
+            format: PushFormat::V0_3,
+        })
+    }
+
+    /// A `configuration.pushNotificationConfig` of a 0.3 send.
+    fn decode(value: Value) -> Result<ConfigV03, OpError> {
+        serde_json::from_value(value).map_err(|e| {
+            OpError::new(
+                Kind::InvalidInput,
+                format!("invalid `pushNotificationConfig`: {e}"),
+            )
+        })
+    }
+}
+
+fn v03_of(task_id: &TaskId, config: PushConfig) -> TaskConfigV03 {
+    TaskConfigV03 {
+        task_id: task_id.to_string(),
+        push_notification_config: ConfigV03 {
+            id: Some(config.id),
+            url: config.url,
+            token: config.token,
+            authentication: config.authentication.map(|a| AuthV03 {
+                schemes: a.schemes,
+                credentials: a.credentials,
+            }),
+        },
+    }
+}
+
+fn json(value: impl Serialize) -> Result<Value, OpError> {
+    serde_json::to_value(value).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
+}
+
+/// Answer a 0.3 `tasks/pushNotificationConfig/{set,get,list,delete}` request (`verb`).
+async fn push_config(
+    state: &AppState,
+    caller: &Caller,
+    verb: &str,
+    params: Value,
+) -> Result<Value, OpError> {
+    match verb {
+        "set" => {
+            let request: TaskConfigV03 = decode_params(params)?;
+            let task_id = TaskId::from(request.task_id);
+            let config = request
+                .push_notification_config
+                .into_config(task_id.as_ref())?;
+            let stored = push::set(state, caller, &task_id, config).await?;
+            json(v03_of(&task_id, stored))
+        }
+        "get" => {
+            let request: ConfigIdParams = decode_params(params)?;
+            let task_id = TaskId::from(request.id);
+            let id = request.push_notification_config_id.as_deref();
+            let config = push::get(state, caller, &task_id, id).await?;
+            json(v03_of(&task_id, config))
+        }
+        "list" => {
+            let request: ConfigIdParams = decode_params(params)?;
+            let task_id = TaskId::from(request.id);
+            let (configs, _) =
+                push::list(state, caller, &task_id, None, MAX_CONFIGS_PER_TASK).await?;
+            json(
+                configs
+                    .into_iter()
+                    .map(|c| v03_of(&task_id, c))
+                    .collect::<Vec<_>>(),
+            )
+        }
+        "delete" => {
+            let request: ConfigIdParams = decode_params(params)?;
+            let id = request.push_notification_config_id.ok_or_else(|| {
+                OpError::new(Kind::InvalidInput, "`pushNotificationConfigId` is required")
+            })?;
+            push::delete(state, caller, &TaskId::from(request.id), &id).await?;
+            Ok(Value::Null)
+        }
+        other => Err(OpError::new(
+            Kind::NoSuchMethod,
+            format!("method `tasks/pushNotificationConfig/{other}` not found"),
+        )),
+    }
 }

@@ -80,25 +80,25 @@ pub(crate) async fn dispatch(
         },
         "CreateTaskPushNotificationConfig" => {
             match decode_params::<v1::TaskPushNotificationConfig>(params) {
-                Ok(r) => super::push::create(&state, &caller, r).await.and_then(json),
+                Ok(r) => super::v1_requests::create_push(&state, &caller, r).await.and_then(json),
                 Err(e) => Err(e),
             }
         }
         "GetTaskPushNotificationConfig" => {
             match decode_params::<v1::GetTaskPushNotificationConfigRequest>(params) {
-                Ok(r) => super::push::get(&state, &caller, r).await.and_then(json),
+                Ok(r) => super::v1_requests::get_push(&state, &caller, r).await.and_then(json),
                 Err(e) => Err(e),
             }
         }
         "ListTaskPushNotificationConfigs" => {
             match decode_params::<v1::ListTaskPushNotificationConfigsRequest>(params) {
-                Ok(r) => super::push::list(&state, &caller, r).await.and_then(json),
+                Ok(r) => super::v1_requests::list_push(&state, &caller, r).await.and_then(json),
                 Err(e) => Err(e),
             }
         }
         "DeleteTaskPushNotificationConfig" => {
             match decode_params::<v1::DeleteTaskPushNotificationConfigRequest>(params) {
-                Ok(r) => super::push::delete(&state, &caller, r)
+                Ok(r) => super::v1_requests::delete_push(&state, &caller, r)
                     .await
                     .map(|()| serde_json::json!({})),
                 Err(e) => Err(e),

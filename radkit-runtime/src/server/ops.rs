@@ -1,5 +1,5 @@
-//! The operations every binding calls: send (start or continue a task, and wait if asked), get and
-//! cancel a task, on radkit's model, answering with radkit's `Task` or an [`OpError`]. Bindings
+//! The operations every binding calls: send (start or continue a task, and wait if asked), get,
+//! cancel and list tasks, on radkit's model, answering with radkit's `Task` or an [`OpError`]. Bindings
 //! decode their request into these inputs and render what comes back; nothing here knows a wire
 //! format.
 
@@ -12,7 +12,7 @@ use super::version::Version;
 use super::AppState;
 use crate::engine::{Caller, EngineError, Request};
 use crate::flow::PermissionMode;
-use crate::model::{Message, Task, TaskId};
+use crate::model::{Message, Task, TaskId, TaskState};
 
 /// How long a blocking `message/send` waits before returning the task as it is.
 pub(crate) const BLOCKING_WAIT: Duration = Duration::from_secs(60);
@@ -221,4 +221,93 @@ pub(crate) async fn cancel_task(
         .cancel(caller, task_id)
         .await
         .map_err(|e| engine_error(e, true))
+}
+
+/// Which of the caller's tasks a list asks for, and how much of each.
+pub(crate) struct TaskList {
+    /// Only this context's.
+    pub context_id: Option<String>,
+    /// Only tasks in this state.
+    pub state: Option<TaskState>,
+    /// Only tasks whose status changed at or after this time (ms since the epoch).
+    pub status_since_ms: Option<i64>,
+    /// Where the page before ended (a [`TaskPage::next_page_token`]).
+    pub page_token: Option<String>,
+    /// At most this many tasks.
+    pub page_size: usize,
+    /// History messages per task (the server's maximum when `None`, and at most it).
+    pub history: Option<usize>,
+    /// Whether tasks carry their artifacts.
+    pub include_artifacts: bool,
+}
+
+/// A page of tasks, newest status first.
+pub(crate) struct TaskPage {
+    /// The tasks.
+    pub tasks: Vec<Task>,
+    /// Where the next page starts (opaque to clients); `None` on the last page.
+    pub next_page_token: Option<String>,
+    /// How many tasks match, on every page.
+    pub total: u64,
+}
+
+/// The caller's tasks that `list` asks for, a page at a time.
+pub(crate) async fn list_tasks(
+    state: &AppState,
+    caller: &Caller,
+    list: TaskList,
+) -> Result<TaskPage, OpError> {
+    let history = list
+        .history
+        .unwrap_or(state.config.max_history)
+        .min(state.config.max_history);
+    let after = list.page_token.as_deref().map(page_position).transpose()?;
+    let query = crate::store::ViewQuery {
+        principal: None,
+        context_id: list.context_id,
+        state: list.state,
+        status_since_ms: list.status_since_ms,
+        after,
+        limit: list.page_size + 1,
+        history: Some(history),
+    };
+    let mut page = state
+        .engine
+        .list_views(caller, query)
+        .await
+        .map_err(|e| engine_error(e, false))?;
+    let more = page.views.len() > list.page_size;
+    page.views.truncate(list.page_size);
+    let next_page_token = match (more, page.views.last()) {
+        (true, Some(last)) => Some(page_token(last.status_at_ms, &last.record.id)),
+        _ => None,
+    };
+    let tasks = page
+        .views
+        .into_iter()
+        .map(|view| {
+            let mut task = crate::engine::project_task(view);
+            if !list.include_artifacts {
+                task.artifacts.clear();
+            }
+            task
+        })
+        .collect();
+    Ok(TaskPage {
+        tasks,
+        next_page_token,
+        total: page.total,
+    })
+}
+
+/// A page token: the position after the page's last task, `(status time, id)`, opaque to clients.
+fn page_token(at_ms: i64, id: &str) -> String {
+    super::page_token::encode(&format!("{at_ms}:{id}"))
+}
+
+fn page_position(token: &str) -> Result<(i64, String), OpError> {
+    let text = super::page_token::decode(token)?;
+    let bad = || super::page_token::not_ours(token);
+    let (at, id) = text.split_once(':').ok_or_else(bad)?;
+    Ok((at.parse().map_err(|_| bad())?, id.to_owned()))
 }

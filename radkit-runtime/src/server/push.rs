@@ -1,143 +1,94 @@
-//! Push-notification config operations for every binding: the version-neutral ones take and
-//! return the 1.0 types (`model::v1`, what JSON-RPC 1.0, REST and gRPC carry), the 0.3 ones take
-//! and return 0.3's shapes (`tasks/pushNotificationConfig/*`); both call the engine's
-//! caller-scoped API, so another principal's task is `TaskNotFoundError` on every binding.
-
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+//! Push-notification config operations for every binding, on the store's `PushConfig`: set, get,
+//! list and delete a task's configs, and the webhook a send carries (checked whole and stored
+//! around the send). They call the engine's caller-scoped API, so another principal's task is
+//! `TaskNotFoundError` on every binding. The bindings read and write configs in their version's
+//! shape (`v1_requests` for 1.0, `jsonrpc_v0_3` for 0.3).
 
 use super::errors::engine_error;
-use super::errors::{Kind, OpError};
+use super::errors::OpError;
 use super::AppState;
-use crate::engine::push::MAX_CONFIGS_PER_TASK;
-use crate::engine::Caller;
-use crate::model::{v1, TaskId};
-use crate::store::{PushAuth, PushConfig, PushFormat};
+use crate::engine::{Caller, EngineError};
+use crate::model::TaskId;
+use crate::store::PushConfig;
 
-/// Configs per `ListTaskPushNotificationConfigs` page when the request names no `pageSize`, and
-/// the most a page holds.
-const MAX_PAGE_SIZE: i32 = 100;
-
-fn invalid(message: impl Into<String>) -> OpError {
-    OpError::new(Kind::InvalidInput, message)
-}
-
-fn non_empty(s: String) -> Option<String> {
-    Some(s).filter(|s| !s.is_empty())
-}
-
-/// A 1.0 config in the engine's terms (its task id aside).
-pub(crate) fn config_of_v1(config: v1::TaskPushNotificationConfig) -> PushConfig {
-    PushConfig {
-        id: config.id,
-        url: config.url,
-        token: non_empty(config.token),
-        authentication: config.authentication.map(|a| PushAuth {
-            schemes: vec![a.scheme],
-            credentials: non_empty(a.credentials),
-        }),
-        format: PushFormat::V1_0,
-    }
-}
-
-/// A config in its 1.0 form.
-pub(crate) fn v1_of(task_id: &TaskId, config: PushConfig) -> v1::TaskPushNotificationConfig {
-    v1::TaskPushNotificationConfig {
-        tenant: String::new(),
-        id: config.id,
-        task_id: task_id.to_string(),
-        url: config.url,
-        token: config.token.unwrap_or_default(),
-        authentication: config.authentication.map(|a| v1::AuthenticationInfo {
-            scheme: a.schemes.into_iter().next().unwrap_or_default(),
-            credentials: a.credentials.unwrap_or_default(),
-        }),
-    }
-}
-
-/// `CreateTaskPushNotificationConfig`: the config, its id assigned when the request has none.
-pub(crate) async fn create(
+/// Store `config` on the task (replacing one with its id); the stored config, id assigned.
+pub(crate) async fn set(
     state: &AppState,
     caller: &Caller,
-    config: v1::TaskPushNotificationConfig,
-) -> Result<v1::TaskPushNotificationConfig, OpError> {
-    if config.task_id.is_empty() {
-        return Err(invalid("`taskId` is required"));
-    }
-    if config.url.is_empty() {
-        return Err(invalid("`url` is required"));
-    }
-    let task_id = TaskId::from(config.task_id.clone());
-    let stored = state
+    task_id: &TaskId,
+    config: PushConfig,
+) -> Result<PushConfig, OpError> {
+    state
         .engine
-        .set_push_config(caller, &task_id, config_of_v1(config), None)
+        .set_push_config(caller, task_id, config, None)
         .await
-        .map_err(|e| engine_error(e, false))?;
-    Ok(v1_of(&task_id, stored))
+        .map_err(|e| engine_error(e, false))
 }
 
-/// `GetTaskPushNotificationConfig`.
+/// The task's config `id`; without one, its default config (the one whose id is the task's, as
+/// the 0.3 SDK names it), else its first.
 pub(crate) async fn get(
     state: &AppState,
     caller: &Caller,
-    request: v1::GetTaskPushNotificationConfigRequest,
-) -> Result<v1::TaskPushNotificationConfig, OpError> {
-    let task_id = TaskId::from(request.task_id);
-    let config = state
-        .engine
-        .push_config(caller, &task_id, &request.id)
-        .await
-        .map_err(|e| engine_error(e, false))?;
-    Ok(v1_of(&task_id, config))
+    task_id: &TaskId,
+    id: Option<&str>,
+) -> Result<PushConfig, OpError> {
+    let engine = &state.engine;
+    match id {
+        Some(id) => engine.push_config(caller, task_id, id).await,
+        None => match engine.push_config(caller, task_id, task_id.as_ref()).await {
+            Err(EngineError::PushConfigNotFound { .. }) => engine
+                .push_configs(caller, task_id, None, 1)
+                .await
+                .and_then(|configs| {
+                    configs
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| EngineError::PushConfigNotFound {
+                            task_id: task_id.to_string(),
+                            config_id: task_id.to_string(),
+                        })
+                }),
+            other => other,
+        },
+    }
+    .map_err(|e| engine_error(e, false))
 }
 
-/// `ListTaskPushNotificationConfigs`: the task's configs in id order, a page at a time
-/// (`pageSize` 1–100, all of a task's when unset; `nextPageToken` empty on the last page).
+/// A page of the task's configs in id order: at most `size` after the page token `after`, and the
+/// token of the next page (`None` on the last).
 pub(crate) async fn list(
     state: &AppState,
     caller: &Caller,
-    request: v1::ListTaskPushNotificationConfigsRequest,
-) -> Result<v1::ListTaskPushNotificationConfigsResponse, OpError> {
-    let size = match request.page_size {
-        0 => MAX_CONFIGS_PER_TASK,
-        n if (1..=MAX_PAGE_SIZE).contains(&n) => usize::try_from(n).unwrap_or(1),
-        n => {
-            return Err(invalid(format!(
-                "`pageSize` must be between 1 and {MAX_PAGE_SIZE}, got {n}"
-            )))
-        }
-    };
-    let after = match request.page_token.as_str() {
-        "" => None,
-        token => Some(super::page_token::decode(token)?),
-    };
-    let task_id = TaskId::from(request.task_id);
+    task_id: &TaskId,
+    after: Option<&str>,
+    size: usize,
+) -> Result<(Vec<PushConfig>, Option<String>), OpError> {
+    let after = after.map(super::page_token::decode).transpose()?;
     let mut configs = state
         .engine
-        .push_configs(caller, &task_id, after.as_deref(), size + 1)
+        .push_configs(caller, task_id, after.as_deref(), size + 1)
         .await
         .map_err(|e| engine_error(e, false))?;
     let more = configs.len() > size;
     configs.truncate(size);
-    let next_page_token = match (more, configs.last()) {
-        (true, Some(last)) => super::page_token::encode(&last.id),
-        _ => String::new(),
+    let next = match (more, configs.last()) {
+        (true, Some(last)) => Some(super::page_token::encode(&last.id)),
+        _ => None,
     };
-    Ok(v1::ListTaskPushNotificationConfigsResponse {
-        configs: configs.into_iter().map(|c| v1_of(&task_id, c)).collect(),
-        next_page_token,
-    })
+    Ok((configs, next))
 }
 
-/// `DeleteTaskPushNotificationConfig` (idempotent: a config already gone is deleted).
+/// Delete the task's config `id` (idempotent: a config already gone is deleted).
 pub(crate) async fn delete(
     state: &AppState,
     caller: &Caller,
-    request: v1::DeleteTaskPushNotificationConfigRequest,
+    task_id: &TaskId,
+    id: &str,
 ) -> Result<(), OpError> {
     state
         .engine
-        .delete_push_config(caller, &TaskId::from(request.task_id), &request.id)
+        .delete_push_config(caller, task_id, id)
         .await
         .map_err(|e| engine_error(e, false))
 }
@@ -239,171 +190,4 @@ pub(crate) async fn after_send(
         _ => {}
     }
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// A2A 0.3
-// ---------------------------------------------------------------------------------------------
-
-/// 0.3 `PushNotificationAuthenticationInfo`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct AuthV03 {
-    schemes: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    credentials: Option<String>,
-}
-
-/// 0.3 `PushNotificationConfig`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ConfigV03 {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    token: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    authentication: Option<AuthV03>,
-}
-
-/// 0.3 `TaskPushNotificationConfig`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TaskConfigV03 {
-    task_id: String,
-    push_notification_config: ConfigV03,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ConfigIdParams {
-    id: String,
-    #[serde(default)]
-    push_notification_config_id: Option<String>,
-}
-
-impl ConfigV03 {
-    /// The config in the engine's terms; without an id it takes `default_id`, the task's (as the
-    /// 0.3 SDK does, so setting it again replaces it and `get` without an id finds it; empty in a
-    /// send, whose task id is known once it is created).
-    pub(crate) fn into_config(self, default_id: &str) -> Result<PushConfig, OpError> {
-        if self.url.is_empty() {
-            return Err(invalid("`pushNotificationConfig.url` is required"));
-        }
-        Ok(PushConfig {
-            id: self
-                .id
-                .filter(|id| !id.is_empty())
-                .unwrap_or_else(|| default_id.to_owned()),
-            url: self.url,
-            token: self.token.filter(|t| !t.is_empty()),
-            authentication: self.authentication.map(|a| PushAuth {
-                schemes: a.schemes,
-                credentials: a.credentials,
-            }),
-            format: PushFormat::V0_3,
-        })
-    }
-
-    /// A `configuration.pushNotificationConfig` of a 0.3 send.
-    pub(crate) fn decode(value: Value) -> Result<ConfigV03, OpError> {
-        serde_json::from_value(value)
-            .map_err(|e| invalid(format!("invalid `pushNotificationConfig`: {e}")))
-    }
-}
-
-fn v03_of(task_id: &TaskId, config: PushConfig) -> TaskConfigV03 {
-    TaskConfigV03 {
-        task_id: task_id.to_string(),
-        push_notification_config: ConfigV03 {
-            id: Some(config.id),
-            url: config.url,
-            token: config.token,
-            authentication: config.authentication.map(|a| AuthV03 {
-                schemes: a.schemes,
-                credentials: a.credentials,
-            }),
-        },
-    }
-}
-
-fn json(value: impl Serialize) -> Result<Value, OpError> {
-    serde_json::to_value(value).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
-}
-
-/// Answer a 0.3 `tasks/pushNotificationConfig/{set,get,list,delete}` request (`verb`).
-pub(crate) async fn dispatch_v03(
-    state: &AppState,
-    caller: &Caller,
-    verb: &str,
-    params: Value,
-) -> Result<Value, OpError> {
-    let engine = &state.engine;
-    let failed = |e| engine_error(e, false);
-    match verb {
-        "set" => {
-            let request: TaskConfigV03 = super::jsonrpc::decode_params(params)?;
-            let task_id = TaskId::from(request.task_id);
-            let config = request
-                .push_notification_config
-                .into_config(task_id.as_ref())?;
-            let stored = engine
-                .set_push_config(caller, &task_id, config, None)
-                .await
-                .map_err(failed)?;
-            json(v03_of(&task_id, stored))
-        }
-        "get" => {
-            let request: ConfigIdParams = super::jsonrpc::decode_params(params)?;
-            let task_id = TaskId::from(request.id);
-            let config = match request.push_notification_config_id {
-                Some(id) => engine.push_config(caller, &task_id, &id).await,
-                // No id: the task's default config (id = task id), else its first.
-                None => match engine.push_config(caller, &task_id, task_id.as_ref()).await {
-                    Err(crate::engine::EngineError::PushConfigNotFound { .. }) => engine
-                        .push_configs(caller, &task_id, None, 1)
-                        .await
-                        .and_then(|configs| {
-                            configs.into_iter().next().ok_or_else(|| {
-                                crate::engine::EngineError::PushConfigNotFound {
-                                    task_id: task_id.to_string(),
-                                    config_id: task_id.to_string(),
-                                }
-                            })
-                        }),
-                    other => other,
-                },
-            }
-            .map_err(failed)?;
-            json(v03_of(&task_id, config))
-        }
-        "list" => {
-            let request: ConfigIdParams = super::jsonrpc::decode_params(params)?;
-            let task_id = TaskId::from(request.id);
-            let configs = engine
-                .push_configs(caller, &task_id, None, MAX_CONFIGS_PER_TASK)
-                .await
-                .map_err(failed)?;
-            json(
-                configs
-                    .into_iter()
-                    .map(|c| v03_of(&task_id, c))
-                    .collect::<Vec<_>>(),
-            )
-        }
-        "delete" => {
-            let request: ConfigIdParams = super::jsonrpc::decode_params(params)?;
-            let id = request
-                .push_notification_config_id
-                .ok_or_else(|| invalid("`pushNotificationConfigId` is required"))?;
-            engine
-                .delete_push_config(caller, &TaskId::from(request.id), &id)
-                .await
-                .map_err(failed)?;
-            Ok(Value::Null)
-        }
-        other => Err(OpError::new(
-            Kind::NoSuchMethod,
-            format!("method `tasks/pushNotificationConfig/{other}` not found"),
-        )),
-    }
 }

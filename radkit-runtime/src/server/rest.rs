@@ -282,7 +282,7 @@ async fn list_push_configs(
         page_token: query.get("pageToken").cloned().unwrap_or_default(),
     };
     reply(
-        super::push::list(state, caller, request)
+        super::v1_requests::list_push(state, caller, request)
             .await
             .and_then(json_of),
     )
@@ -347,7 +347,7 @@ async fn tasks_get(
                     id: config_id.to_owned(),
                 };
                 reply(
-                    super::push::get(&state, &caller, request)
+                    super::v1_requests::get_push(&state, &caller, request)
                         .await
                         .and_then(json_of),
                 )
@@ -401,7 +401,7 @@ async fn tasks_post(
                 decode_params::<v1::TaskPushNotificationConfig>(v)
             });
             let answer = match config {
-                Ok(config) => super::push::create(&state, &caller, config)
+                Ok(config) => super::v1_requests::create_push(&state, &caller, config)
                     .await
                     .and_then(json_of),
                 Err(e) => Err(e),
@@ -431,7 +431,7 @@ async fn tasks_delete(
                 id: config_id.to_owned(),
             };
             reply(
-                super::push::delete(&state, &caller, request)
+                super::v1_requests::delete_push(&state, &caller, request)
                     .await
                     .map(|()| json!({})),
             )

@@ -1,16 +1,18 @@
 //! A2A 1.0 requests as the operations' inputs, shared by the three 1.0 bindings (JSON-RPC,
-//! HTTP+JSON, gRPC): a `SendMessageRequest` as a [`Send`], and `ListTasks` (its filters, paging and
-//! page of tasks).
+//! HTTP+JSON, gRPC): a `SendMessageRequest` as a [`Send`], `ListTasks` (its filters and paging in,
+//! its page out), and the push-notification config methods (1.0 configs in and out).
 
 use serde_json::Value;
 
 use super::errors::{Kind, OpError};
 use super::jsonrpc::decode_params;
-use super::ops::Send;
+use super::ops::{self, Send};
 use super::version::Version;
-use super::AppState;
+use super::{push, AppState};
+use crate::engine::push::MAX_CONFIGS_PER_TASK;
 use crate::engine::Caller;
-use crate::model::{v1, Message};
+use crate::model::{v1, Message, TaskId};
+use crate::store::{PushAuth, PushConfig, PushFormat};
 
 /// A 1.0 `SendMessageRequest` as the operations take it: `returnImmediately` unset waits for the
 /// task to settle (1.0 has no `blocking`).
@@ -29,9 +31,7 @@ pub(crate) fn send_of_request(request: v1::SendMessageRequest) -> Result<Send, O
         blocking: !config.return_immediately,
         history_length: config.history_length.map(i64::from),
         accepted_output_modes: Some(config.accepted_output_modes).filter(|m| !m.is_empty()),
-        push: config
-            .task_push_notification_config
-            .map(super::push::config_of_v1),
+        push: config.task_push_notification_config.map(config_of_v1),
         version: Version::V1_0,
     })
 }
@@ -44,21 +44,7 @@ fn invalid(message: String) -> OpError {
     OpError::new(Kind::InvalidInput, message)
 }
 
-/// A page token: the position after the page's last task, `(status time, id)`, opaque to clients.
-fn page_token(at_ms: i64, id: &str) -> String {
-    super::page_token::encode(&format!("{at_ms}:{id}"))
-}
-
-fn page_position(token: &str) -> Result<(i64, String), OpError> {
-    let text = super::page_token::decode(token)?;
-    let bad = || super::page_token::not_ours(token);
-    let (at, id) = text.split_once(':').ok_or_else(bad)?;
-    Ok((at.parse().map_err(|_| bad())?, id.to_owned()))
-}
-
-/// `ListTasks` (JSON-RPC and REST): the caller's tasks matching the request's filters, newest status
-/// first, a page at a time (spec 3.1.4: artifacts only with `includeArtifacts`, `nextPageToken`
-/// always present and empty on the last page).
+/// `ListTasks` (JSON-RPC and REST): [`list_tasks_page`] as JSON.
 pub(crate) async fn list_tasks(
     state: &AppState,
     caller: &Caller,
@@ -68,7 +54,9 @@ pub(crate) async fn list_tasks(
     serde_json::to_value(response).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
 }
 
-/// [`list_tasks`]' page, before a binding writes it.
+/// `ListTasks`: the request's filters as an [`ops::TaskList`] (`pageSize` 1–100, 50 when unset;
+/// spec 3.1.4: artifacts only with `includeArtifacts`, `nextPageToken` always present and empty on
+/// the last page), the page written as a `ListTasksResponse`.
 pub(crate) async fn list_tasks_page(
     state: &AppState,
     caller: &Caller,
@@ -89,10 +77,8 @@ pub(crate) async fn list_tasks_page(
                 "`historyLength` must not be negative, got {n}"
             )))
         }
-        Some(n) => usize::try_from(n)
-            .unwrap_or(0)
-            .min(state.config.max_history),
-        None => state.config.max_history,
+        Some(n) => Some(usize::try_from(n).unwrap_or(0)),
+        None => None,
     };
     let state_filter = match request.status {
         v1::TaskState::Unspecified => None,
@@ -114,44 +100,122 @@ pub(crate) async fn list_tasks_page(
                 })
         })
         .transpose()?;
-    let after = match request.page_token.as_str() {
-        "" => None,
-        token => Some(page_position(token)?),
-    };
-    let limit = usize::try_from(page_size).unwrap_or(1);
-    let query = crate::store::ViewQuery {
-        principal: None,
+    let list = ops::TaskList {
         context_id: Some(request.context_id).filter(|c| !c.is_empty()),
         state: state_filter,
         status_since_ms,
-        after,
-        limit: limit + 1,
-        history: Some(history),
+        page_token: Some(request.page_token).filter(|t| !t.is_empty()),
+        page_size: usize::try_from(page_size).unwrap_or(1),
+        history,
+        include_artifacts: request.include_artifacts.unwrap_or(false),
     };
-    let mut page = state
-        .engine
-        .list_views(caller, query)
-        .await
-        .map_err(|e| super::errors::engine_error(e, false))?;
-    let more = page.views.len() > limit;
-    page.views.truncate(limit);
-    let next_page_token = match (more, page.views.last()) {
-        (true, Some(last)) => page_token(last.status_at_ms, &last.record.id),
-        _ => String::new(),
-    };
-    let include_artifacts = request.include_artifacts.unwrap_or(false);
-    let mut tasks = Vec::with_capacity(page.views.len());
-    for view in page.views {
-        let mut task = crate::engine::project_task(view);
-        if !include_artifacts {
-            task.artifacts.clear();
-        }
-        tasks.push(v1::Task::from(task));
-    }
+    let page = ops::list_tasks(state, caller, list).await?;
     Ok(v1::ListTasksResponse {
-        tasks,
-        next_page_token,
+        tasks: page.tasks.into_iter().map(v1::Task::from).collect(),
+        next_page_token: page.next_page_token.unwrap_or_default(),
         page_size,
         total_size: i32::try_from(page.total).unwrap_or(i32::MAX),
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Push-notification configs
+// ---------------------------------------------------------------------------------------------
+
+/// Configs per `ListTaskPushNotificationConfigs` page: the most a request may name.
+const MAX_PUSH_PAGE_SIZE: i32 = 100;
+
+fn non_empty(s: String) -> Option<String> {
+    Some(s).filter(|s| !s.is_empty())
+}
+
+/// A 1.0 config in the engine's terms (its task id aside).
+pub(crate) fn config_of_v1(config: v1::TaskPushNotificationConfig) -> PushConfig {
+    PushConfig {
+        id: config.id,
+        url: config.url,
+        token: non_empty(config.token),
+        authentication: config.authentication.map(|a| PushAuth {
+            schemes: vec![a.scheme],
+            credentials: non_empty(a.credentials),
+        }),
+        format: PushFormat::V1_0,
+    }
+}
+
+/// A config in its 1.0 form.
+pub(crate) fn v1_of(task_id: &TaskId, config: PushConfig) -> v1::TaskPushNotificationConfig {
+    v1::TaskPushNotificationConfig {
+        tenant: String::new(),
+        id: config.id,
+        task_id: task_id.to_string(),
+        url: config.url,
+        token: config.token.unwrap_or_default(),
+        authentication: config.authentication.map(|a| v1::AuthenticationInfo {
+            scheme: a.schemes.into_iter().next().unwrap_or_default(),
+            credentials: a.credentials.unwrap_or_default(),
+        }),
+    }
+}
+
+/// `CreateTaskPushNotificationConfig`: the config, its id assigned when the request has none.
+pub(crate) async fn create_push(
+    state: &AppState,
+    caller: &Caller,
+    config: v1::TaskPushNotificationConfig,
+) -> Result<v1::TaskPushNotificationConfig, OpError> {
+    if config.task_id.is_empty() {
+        return Err(invalid("`taskId` is required".into()));
+    }
+    if config.url.is_empty() {
+        return Err(invalid("`url` is required".into()));
+    }
+    let task_id = TaskId::from(config.task_id.clone());
+    let stored = push::set(state, caller, &task_id, config_of_v1(config)).await?;
+    Ok(v1_of(&task_id, stored))
+}
+
+/// `GetTaskPushNotificationConfig`.
+pub(crate) async fn get_push(
+    state: &AppState,
+    caller: &Caller,
+    request: v1::GetTaskPushNotificationConfigRequest,
+) -> Result<v1::TaskPushNotificationConfig, OpError> {
+    let task_id = TaskId::from(request.task_id);
+    let config = push::get(state, caller, &task_id, Some(&request.id)).await?;
+    Ok(v1_of(&task_id, config))
+}
+
+/// `ListTaskPushNotificationConfigs`: the task's configs in id order, a page at a time
+/// (`pageSize` 1–100, all of a task's when unset; `nextPageToken` empty on the last page).
+pub(crate) async fn list_push(
+    state: &AppState,
+    caller: &Caller,
+    request: v1::ListTaskPushNotificationConfigsRequest,
+) -> Result<v1::ListTaskPushNotificationConfigsResponse, OpError> {
+    let size = match request.page_size {
+        0 => MAX_CONFIGS_PER_TASK,
+        n if (1..=MAX_PUSH_PAGE_SIZE).contains(&n) => usize::try_from(n).unwrap_or(1),
+        n => {
+            return Err(invalid(format!(
+                "`pageSize` must be between 1 and {MAX_PUSH_PAGE_SIZE}, got {n}"
+            )))
+        }
+    };
+    let task_id = TaskId::from(request.task_id);
+    let after = Some(request.page_token.as_str()).filter(|t| !t.is_empty());
+    let (configs, next) = push::list(state, caller, &task_id, after, size).await?;
+    Ok(v1::ListTaskPushNotificationConfigsResponse {
+        configs: configs.into_iter().map(|c| v1_of(&task_id, c)).collect(),
+        next_page_token: next.unwrap_or_default(),
+    })
+}
+
+/// `DeleteTaskPushNotificationConfig`.
+pub(crate) async fn delete_push(
+    state: &AppState,
+    caller: &Caller,
+    request: v1::DeleteTaskPushNotificationConfigRequest,
+) -> Result<(), OpError> {
+    push::delete(state, caller, &TaskId::from(request.task_id), &request.id).await
 }

@@ -24,7 +24,7 @@ use crate::server::errors::{Kind, OpError};
 use crate::server::open::{self, Item, Opened, Target};
 use crate::server::version::Version;
 use crate::server::wire::v1_event;
-use crate::server::{card, ops, push, v1_requests, AppState};
+use crate::server::{card, ops, v1_requests, AppState};
 
 /// A server stream of `StreamResponse`s.
 pub(crate) type Updates = Pin<Box<dyn Stream<Item = Result<proto::StreamResponse, Status>> + Send>>;
@@ -178,7 +178,7 @@ impl A2aService for Service {
     ) -> Result<Response<proto::TaskPushNotificationConfig>, Status> {
         let caller = self.admit(&request)?;
         let config = v1::TaskPushNotificationConfig::from(request.into_inner());
-        let made = push::create(&self.state, &caller, config)
+        let made = v1_requests::create_push(&self.state, &caller, config)
             .await
             .map_err(failed)?;
         Ok(Response::new(made.into()))
@@ -190,7 +190,7 @@ impl A2aService for Service {
     ) -> Result<Response<proto::TaskPushNotificationConfig>, Status> {
         let caller = self.admit(&request)?;
         let request = v1::GetTaskPushNotificationConfigRequest::from(request.into_inner());
-        let config = push::get(&self.state, &caller, request)
+        let config = v1_requests::get_push(&self.state, &caller, request)
             .await
             .map_err(failed)?;
         Ok(Response::new(config.into()))
@@ -202,7 +202,7 @@ impl A2aService for Service {
     ) -> Result<Response<proto::ListTaskPushNotificationConfigsResponse>, Status> {
         let caller = self.admit(&request)?;
         let request = v1::ListTaskPushNotificationConfigsRequest::from(request.into_inner());
-        let page = push::list(&self.state, &caller, request)
+        let page = v1_requests::list_push(&self.state, &caller, request)
             .await
             .map_err(failed)?;
         Ok(Response::new(page.into()))
@@ -223,7 +223,7 @@ impl A2aService for Service {
     ) -> Result<Response<()>, Status> {
         let caller = self.admit(&request)?;
         let request = v1::DeleteTaskPushNotificationConfigRequest::from(request.into_inner());
-        push::delete(&self.state, &caller, request)
+        v1_requests::delete_push(&self.state, &caller, request)
             .await
             .map_err(failed)?;
         Ok(Response::new(()))
