@@ -1,7 +1,9 @@
 //! The A2A surface: 0.3 and 1.0 JSON-RPC 2.0 over HTTP POST (SSE for streams), 1.0 HTTP+JSON
 //! (`rest`), 1.0 gRPC over HTTP/2 on the same port (`grpc`, with the `grpc` cargo feature), and the
 //! agent card. It owns the protocols' concerns (auth, body limits, error codes) and turns requests
-//! into engine calls; it never touches the store.
+//! into engine calls; it never touches the store. One operation layer (`ops`, `open`, `push`, with
+//! the typed `errors::OpError`) serves four thin bindings (`jsonrpc_v0_3`, `jsonrpc_v1`, `rest`,
+//! `grpc`) that decode, call and render.
 
 mod auth;
 mod calls;

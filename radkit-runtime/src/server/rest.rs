@@ -1,7 +1,7 @@
 //! The A2A 1.0 HTTP+JSON (REST) binding: the paths of `a2a.proto`'s HTTP annotations
 //! (`POST /message:send`, `POST /message:stream`, `GET /tasks/{id}`, `POST /tasks/{id}:cancel`,
 //! `GET` or `POST /tasks/{id}:subscribe`, `GET /tasks`, the push-config paths,
-//! `GET /extendedAgentCard`) over the same operations as JSON-RPC (`methods`), with ProtoJSON bodies
+//! `GET /extendedAgentCard`) over the same operations as JSON-RPC (`ops`, `open`), with ProtoJSON bodies
 //! (`application/a2a+json`), SSE streams of bare `StreamResponse`s, and errors as
 //! `google.rpc.Status` with the HTTP status and the `google.rpc.ErrorInfo` reason of spec §5.4 and
 //! §11.6.

@@ -1,6 +1,6 @@
 //! `lf.a2a.v1.A2AService`: each RPC admits its caller (the `a2a-version` and `authorization`
 //! metadata, as the HTTP bindings read their headers), converts its protobuf request to the `v1`
-//! types, runs the same operation as JSON-RPC and REST (`methods`, `methods_v1`) and converts the
+//! types, runs the same operation as JSON-RPC and REST (`ops`, `open`, `v1_requests`) and converts the
 //! answer back. Errors are gRPC statuses with an `ErrorInfo` (`status`).
 //!
 //! Streams are `StreamResponse`s: the task as it is now, then its updates until the one that settles
