@@ -68,6 +68,9 @@ pub(crate) enum Kind {
     TaskNotFound,
     /// The task has ended and cannot be canceled.
     TaskNotCancelable,
+    /// A message to a task that has ended: 1.0 calls it `UnsupportedOperationError`; 0.3 names no
+    /// error for it, and radkit's 0.3 binding has always answered invalid params.
+    TaskEnded,
     /// Push notifications are not available (the store keeps no configs).
     PushNotSupported,
     /// The operation is not supported on this task or in this version.
@@ -136,8 +139,8 @@ pub(crate) fn engine_error(error: EngineError, cancel: bool) -> OpError {
         e @ EngineError::TaskFinished { .. } if cancel => {
             OpError::new(Kind::TaskNotCancelable, e.to_string())
         }
-        e @ (EngineError::TaskFinished { .. }
-        | EngineError::NotAwaitingInput { .. }
+        e @ EngineError::TaskFinished { .. } => OpError::new(Kind::TaskEnded, e.to_string()),
+        e @ (EngineError::NotAwaitingInput { .. }
         | EngineError::UnknownSkill(_)
         | EngineError::SkillNotServed { .. }
         | EngineError::InvalidInput(_)) => OpError::new(Kind::InvalidInput, e.to_string()),
@@ -195,8 +198,10 @@ pub(crate) fn http_body(error: &OpError) -> (axum::http::StatusCode, serde_json:
 /// `radkit` domain; JSON-RPC's standard errors have none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Spelling {
-    /// The JSON-RPC error code.
+    /// The JSON-RPC error code (A2A 1.0).
     pub jsonrpc: i64,
+    /// The JSON-RPC error code in A2A 0.3: the same, but for [`Kind::TaskEnded`].
+    pub jsonrpc_0_3: i64,
     /// The HTTP status.
     pub http: u16,
     /// The `google.rpc.Code` name.
@@ -211,7 +216,7 @@ const RADKIT: &str = "radkit";
 impl Kind {
     /// Every kind.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 17] = [
+    pub(crate) const ALL: [Kind; 18] = [
         Kind::Unparsable,
         Kind::BadRequest,
         Kind::NoSuchMethod,
@@ -219,6 +224,7 @@ impl Kind {
         Kind::Internal,
         Kind::TaskNotFound,
         Kind::TaskNotCancelable,
+        Kind::TaskEnded,
         Kind::PushNotSupported,
         Kind::Unsupported,
         Kind::ContentTypeNotSupported,
@@ -250,6 +256,12 @@ impl Kind {
                 400,
                 "FAILED_PRECONDITION",
                 Some(("TASK_NOT_CANCELABLE", A2A)),
+            ),
+            Kind::TaskEnded => (
+                codes::UNSUPPORTED_OPERATION,
+                400,
+                "FAILED_PRECONDITION",
+                Some(("UNSUPPORTED_OPERATION", A2A)),
             ),
             Kind::PushNotSupported => (
                 codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
@@ -312,8 +324,13 @@ impl Kind {
                 Some(("TOO_MANY_STREAMS", RADKIT)),
             ),
         };
+        let jsonrpc_0_3 = match self {
+            Kind::TaskEnded => codes::INVALID_PARAMS,
+            _ => jsonrpc,
+        };
         Spelling {
             jsonrpc,
+            jsonrpc_0_3,
             http,
             status,
             reason,
@@ -338,13 +355,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_kind_has_its_own_json_rpc_code() {
-        for (i, kind) in Kind::ALL.into_iter().enumerate() {
+    fn every_kind_but_a_message_to_an_ended_task_has_its_own_json_rpc_code() {
+        for kind in Kind::ALL {
             let code = kind.spelling().jsonrpc;
-            assert!(
-                Kind::ALL[..i].iter().all(|k| k.spelling().jsonrpc != code),
-                "{kind:?} shares {code}"
-            );
+            let shared: Vec<Kind> = Kind::ALL
+                .into_iter()
+                .filter(|k| *k != kind && k.spelling().jsonrpc == code)
+                .collect();
+            match kind {
+                Kind::TaskEnded => assert_eq!(shared, [Kind::Unsupported]),
+                Kind::Unsupported => assert_eq!(shared, [Kind::TaskEnded]),
+                _ => assert!(shared.is_empty(), "{kind:?} shares {code} with {shared:?}"),
+            }
+            let in_0_3 = kind.spelling().jsonrpc_0_3;
+            match kind {
+                Kind::TaskEnded => assert_eq!(in_0_3, codes::INVALID_PARAMS),
+                _ => assert_eq!(in_0_3, code, "{kind:?}"),
+            }
         }
     }
 }

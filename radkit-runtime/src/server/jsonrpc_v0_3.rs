@@ -109,7 +109,7 @@ pub(crate) async fn dispatch(
     };
     match result {
         Ok(body) => Json(body).into_response(),
-        Err(error) => Json(jsonrpc::error(&id, error)).into_response(),
+        Err(error) => Json(Version::V0_3.rpc_error(&id, error)).into_response(),
     }
 }
 
@@ -139,7 +139,6 @@ fn send_of(params: Value) -> Result<Send, OpError> {
             .push_notification_config
             .map(|c| ConfigV03::decode(c)?.into_config(""))
             .transpose()?,
-        version: Version::V0_3,
     })
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::errors::{engine_error, Kind, OpError};
-use super::version::Version;
 use super::AppState;
 use crate::engine::{Caller, EngineError, Request};
 use crate::flow::PermissionMode;
@@ -58,9 +57,6 @@ pub(crate) struct Send {
     /// A webhook for the task's updates (1.0 `taskPushNotificationConfig`, 0.3
     /// `pushNotificationConfig`); an empty id becomes the task's.
     pub push: Option<crate::store::PushConfig>,
-    /// The version it came in: 1.0 answers a message to a finished task with
-    /// `UnsupportedOperationError`, 0.3 with invalid params.
-    pub version: Version,
 }
 
 /// Validate and start (or continue) a task; returns the task id.
@@ -85,12 +81,7 @@ pub(crate) async fn start(
         .engine
         .send(request)
         .await
-        .map_err(|e| match (e, send.version) {
-            (e @ EngineError::TaskFinished { .. }, Version::V1_0) => {
-                OpError::new(Kind::Unsupported, e.to_string())
-            }
-            (e, _) => engine_error(e, false),
-        });
+        .map_err(|e| engine_error(e, false));
     super::push::after_send(state, caller, webhook, sent.as_ref().ok()).await?;
     sent
 }

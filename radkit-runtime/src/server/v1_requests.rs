@@ -7,7 +7,6 @@ use serde_json::Value;
 use super::errors::{Kind, OpError};
 use super::jsonrpc::decode_params;
 use super::ops::{self, Send};
-use super::version::Version;
 use super::{push, AppState};
 use crate::engine::push::MAX_CONFIGS_PER_TASK;
 use crate::engine::Caller;
@@ -32,7 +31,6 @@ pub(crate) fn send_of_request(request: v1::SendMessageRequest) -> Result<Send, O
         history_length: config.history_length.map(i64::from),
         accepted_output_modes: Some(config.accepted_output_modes).filter(|m| !m.is_empty()),
         push: config.task_push_notification_config.map(config_of_v1),
-        version: Version::V1_0,
     })
 }
 

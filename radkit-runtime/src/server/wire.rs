@@ -22,14 +22,18 @@ pub(crate) fn v1_event(event: StreamEvent) -> v1::StreamResponse {
 
 impl Version {
     /// The JSON-RPC error envelope of request `id` in this version: a 1.0 error carries its
-    /// `google.rpc.ErrorInfo` as the one object of `data` (spec §9.5); a 0.3 error is as it is.
+    /// `google.rpc.ErrorInfo` as the one object of `data` (spec §9.5); a 0.3 error has its 0.3
+    /// code and no `data`.
     pub(crate) fn rpc_error(self, id: &Value, error: OpError) -> Value {
-        let info = error.kind.error_info();
-        let mut error = super::jsonrpc::RpcError::from(error);
-        if self == Version::V1_0 {
-            error.data = info.map(|info| Value::Array(vec![info]));
+        let spelling = error.kind.spelling();
+        let mut rpc = super::jsonrpc::RpcError::from(error.clone());
+        match self {
+            Version::V0_3 => rpc.code = spelling.jsonrpc_0_3,
+            Version::V1_0 => {
+                rpc.data = error.kind.error_info().map(|info| Value::Array(vec![info]));
+            }
         }
-        super::jsonrpc::error(id, error)
+        super::jsonrpc::error(id, rpc)
     }
 
     /// The task as this version writes it (1.0: a `Task`).
