@@ -82,7 +82,7 @@ fn submodule_edges(src: &Path, parent: &str) -> Edges {
         };
         let text = std::fs::read_to_string(file).expect("read a source file");
         let shown = file.strip_prefix(src).unwrap_or(file).display().to_string();
-        for to in sub_edges(&path, &text, parent, &subs) {
+        for to in scoped_edges(&path, &text, &[parent.to_owned()], &subs) {
             if &to != from {
                 edges
                     .entry((from.clone(), to))
@@ -92,73 +92,6 @@ fn submodule_edges(src: &Path, parent: &str) -> Edges {
         }
     }
     edges
-}
-
-/// The submodules of `parent` (of `subs`) that a file at module path `path` names.
-fn sub_edges(
-    path: &[String],
-    text: &str,
-    parent: &str,
-    subs: &BTreeSet<String>,
-) -> BTreeSet<String> {
-    let tokens = tokens(text);
-    let mut found = BTreeSet::new();
-    let mut inline: Vec<(String, usize)> = Vec::new();
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < tokens.len() {
-        let t = tokens[i].as_str();
-        match t {
-            "{" => depth += 1,
-            "}" => {
-                if inline.last().is_some_and(|(_, d)| *d == depth) {
-                    inline.pop();
-                }
-                depth = depth.saturating_sub(1);
-            }
-            "mod" if tokens.get(i + 2).is_some_and(|t| t == "{") => {
-                inline.push((tokens[i + 1].clone(), depth + 1));
-            }
-            "crate" | "radkit_runtime"
-                if (i == 0 || tokens[i - 1] != "$" && tokens[i - 1] != "::")
-                    && tokens.get(i + 1).is_some_and(|t| t == "::")
-                    && tokens.get(i + 2).is_some_and(|t| t == parent)
-                    && tokens.get(i + 3).is_some_and(|t| t == "::") =>
-            {
-                heads(&tokens, i + 4, &mut |name| {
-                    if subs.contains(name) {
-                        found.insert(name.to_owned());
-                    }
-                });
-            }
-            "super" if i == 0 || tokens[i - 1] != "::" => {
-                let mut here: Vec<String> = path
-                    .iter()
-                    .cloned()
-                    .chain(inline.iter().map(|(name, _)| name.clone()))
-                    .collect();
-                let mut j = i;
-                while tokens.get(j).is_some_and(|t| t == "super")
-                    && tokens.get(j + 1).is_some_and(|t| t == "::")
-                {
-                    here.pop();
-                    j += 2;
-                }
-                if here.len() == 1 && here[0] == parent {
-                    heads(&tokens, j, &mut |name| {
-                        if subs.contains(name) {
-                            found.insert(name.to_owned());
-                        }
-                    });
-                }
-                i = j.max(i + 1);
-                continue;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    found
 }
 
 /// The scanner must see the edges everyone knows of, or a silent parser bug would pass the test above.
@@ -271,6 +204,18 @@ fn the_scanner_reads_groups_super_and_skips_comments() {
         &tops,
     );
     assert_eq!(found, BTreeSet::from(["e".to_owned()]));
+    // Inside a scope: `crate::server::x` and `super::x` name submodules, other paths do not.
+    let subs: BTreeSet<String> = ["ops", "open", "rest"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let found = scoped_edges(
+        &["server".to_owned(), "rest".to_owned()],
+        "use crate::server::ops; use super::{open, errors}; use crate::engine::rest;",
+        &["server".to_owned()],
+        &subs,
+    );
+    assert_eq!(found, BTreeSet::from(["ops".to_owned(), "open".to_owned()]));
 }
 
 /// Every dependency of one top-level module on another.
@@ -334,6 +279,18 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
 
 /// The top-level modules (of `tops`) that a file at module path `path` names.
 fn file_edges(path: &[String], text: &str, tops: &BTreeSet<String>) -> BTreeSet<String> {
+    scoped_edges(path, text, &[], tops)
+}
+
+/// The modules directly inside module `scope` (of `names`; the crate's top level when `scope` is
+/// empty) that a file at module path `path` names: `crate::<scope>::x` paths (or
+/// `radkit_runtime::..`), and `super::` paths that climb to `scope`.
+fn scoped_edges(
+    path: &[String],
+    text: &str,
+    scope: &[String],
+    names: &BTreeSet<String>,
+) -> BTreeSet<String> {
     let tokens = tokens(text);
     let mut found = BTreeSet::new();
     // Inline `mod x { .. }` blocks: (name, brace depth inside the block).
@@ -357,11 +314,21 @@ fn file_edges(path: &[String], text: &str, tops: &BTreeSet<String>) -> BTreeSet<
                 if (i == 0 || tokens[i - 1] != "$" && tokens[i - 1] != "::")
                     && tokens.get(i + 1).is_some_and(|t| t == "::") =>
             {
-                heads(&tokens, i + 2, &mut |name| {
-                    if tops.contains(name) {
-                        found.insert(name.to_owned());
-                    }
+                // `crate::` then the scope's segments, each followed by `::`.
+                let mut at = i + 2;
+                let in_scope = scope.iter().all(|segment| {
+                    let here = tokens.get(at) == Some(segment)
+                        && tokens.get(at + 1).is_some_and(|t| t == "::");
+                    at += 2;
+                    here
                 });
+                if in_scope {
+                    heads(&tokens, at, &mut |name| {
+                        if names.contains(name) {
+                            found.insert(name.to_owned());
+                        }
+                    });
+                }
             }
             "super" if i == 0 || tokens[i - 1] != "::" => {
                 let mut here: Vec<String> = path
@@ -376,9 +343,9 @@ fn file_edges(path: &[String], text: &str, tops: &BTreeSet<String>) -> BTreeSet<
                     here.pop();
                     j += 2;
                 }
-                if here.is_empty() {
+                if here == scope {
                     heads(&tokens, j, &mut |name| {
-                        if tops.contains(name) {
+                        if names.contains(name) {
                             found.insert(name.to_owned());
                         }
                     });

@@ -350,6 +350,15 @@ mod tests {
     }
 
     #[test]
+    fn every_state_is_written_in_0_3_by_its_stored_name_and_read_back() {
+        for state in own::TaskState::ALL {
+            let wire = TaskState::from(state);
+            assert_eq!(serde_json::to_value(wire).unwrap(), json!(state.as_str()));
+            assert_eq!(own::TaskState::try_from(wire), Ok(state));
+        }
+    }
+
+    #[test]
     fn values_the_model_has_no_place_for_are_typed_errors_naming_the_field() {
         let state = own::TaskState::try_from(TaskState::Unknown).unwrap_err();
         assert!(matches!(

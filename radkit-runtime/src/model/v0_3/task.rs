@@ -29,55 +29,6 @@ pub enum TaskState {
     Unknown,
 }
 
-impl TaskState {
-    /// Every state, in declaration order.
-    pub const ALL: [TaskState; 9] = [
-        TaskState::Submitted,
-        TaskState::Working,
-        TaskState::InputRequired,
-        TaskState::Completed,
-        TaskState::Canceled,
-        TaskState::Failed,
-        TaskState::Rejected,
-        TaskState::AuthRequired,
-        TaskState::Unknown,
-    ];
-
-    /// The states a task never leaves: the one definition [`TaskState::is_terminal`] and the stores'
-    /// SQL filters are built from.
-    pub const TERMINAL: [TaskState; 4] = [
-        TaskState::Completed,
-        TaskState::Canceled,
-        TaskState::Failed,
-        TaskState::Rejected,
-    ];
-
-    /// True for states a task never leaves ([`TaskState::TERMINAL`]).
-    pub fn is_terminal(self) -> bool {
-        Self::TERMINAL.contains(&self)
-    }
-
-    /// The wire name (`input-required`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Submitted => "submitted",
-            TaskState::Working => "working",
-            TaskState::InputRequired => "input-required",
-            TaskState::Completed => "completed",
-            TaskState::Canceled => "canceled",
-            TaskState::Failed => "failed",
-            TaskState::Rejected => "rejected",
-            TaskState::AuthRequired => "auth-required",
-            TaskState::Unknown => "unknown",
-        }
-    }
-
-    /// Parses a wire name.
-    pub fn parse(s: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(s.to_owned())).ok()
-    }
-}
-
 /// Status of a task at a point in time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskStatus {
@@ -204,21 +155,4 @@ pub enum ArtifactUpdateKind {
     #[default]
     #[serde(rename = "artifact-update")]
     ArtifactUpdate,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TaskState;
-
-    #[test]
-    fn all_lists_each_state_once_and_terminal_is_a_subset() {
-        for (i, state) in TaskState::ALL.into_iter().enumerate() {
-            assert_eq!(TaskState::parse(state.as_str()), Some(state));
-            assert!(!TaskState::ALL[..i].contains(&state), "{state:?} twice");
-        }
-        for state in TaskState::TERMINAL {
-            assert!(TaskState::ALL.contains(&state) && state.is_terminal());
-        }
-        assert!(!TaskState::Working.is_terminal() && !TaskState::InputRequired.is_terminal());
-    }
 }
