@@ -73,7 +73,7 @@ pub(crate) async fn dispatch(
         };
         let envelope = Envelope::JsonRpc(id.clone());
         let answer = match request.method.as_str() {
-            "message/stream" => send_of(request.params).map(open::Target::Send),
+            "message/stream" => send_of(request.params).map(open::Target::send),
             _ => decode_params(request.params).map(|p: IdParams| open::Target::Task {
                 id: p.id,
                 until_end: false,

@@ -35,7 +35,7 @@ pub(crate) async fn dispatch(
             };
             let envelope = Envelope::JsonRpc(id.clone());
             let target = match request.method.as_str() {
-                "SendStreamingMessage" => send_of(params).map(open::Target::Send),
+                "SendStreamingMessage" => send_of(params).map(open::Target::send),
                 _ => {
                     decode_params(params).map(|r: v1::SubscribeToTaskRequest| open::Target::Task {
                         id: TaskId::from(r.id),

@@ -21,7 +21,7 @@ pub(crate) enum Target {
     /// A streamed send (0.3 `message/stream`, 1.0 `SendStreamingMessage`, REST
     /// `POST /message:stream`): the task as it is now, then every journal record after it. With a
     /// resume (a retried send with the same `messageId` names the same task) nothing is sent again.
-    Send(ops::Send),
+    Send(Box<ops::Send>),
     /// A subscription (0.3 `tasks/resubscribe`, 1.0 `SubscribeToTask`, REST
     /// `GET /tasks/{id}:subscribe`). With `until_end` (1.0) it follows the task through
     /// `input-required` to its end (spec §3.1.6), opens with the task as it is now, and a task that
@@ -34,6 +34,13 @@ pub(crate) enum Target {
         /// Follow the task to its end (1.0).
         until_end: bool,
     },
+}
+
+impl Target {
+    /// A streamed send.
+    pub(crate) fn send(send: ops::Send) -> Self {
+        Target::Send(Box::new(send))
+    }
 }
 
 /// A stream opened for a client, whatever binding frames it: the subscription, the task to send
@@ -68,6 +75,7 @@ pub(crate) async fn open(
     let max_history = Some(state.config.max_history);
     let (task_id, first, after, done, until_end) = match target? {
         Target::Send(send) => {
+            let send = *send;
             // A resumed stream sends nothing again (a reply would answer the task twice): it
             // follows the task the first send named.
             let task_id = match resume {

@@ -211,7 +211,7 @@ async fn message_stream(
         Ok(resume) => resume,
         Err(e) => return error_response(e),
     };
-    let target = body_json(&body).and_then(send_of).map(Target::Send);
+    let target = body_json(&body).and_then(send_of).map(Target::send);
     match open::open(&state, &caller, target, resume).await {
         Ok(opened) => stream::sse(opened, Envelope::Bare, Version::V1_0).into_response(),
         Err(e) => error_response(e),

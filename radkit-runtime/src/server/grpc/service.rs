@@ -110,7 +110,7 @@ impl A2aService for Service {
         let caller = self.admit(&request)?;
         let request = v1::SendMessageRequest::try_from(request.into_inner()).map_err(invalid)?;
         let send = v1_requests::send_of_request(request);
-        let opened = open::open(&self.state, &caller, send.map(Target::Send), None)
+        let opened = open::open(&self.state, &caller, send.map(Target::send), None)
             .await
             .map_err(failed)?;
         Ok(Response::new(updates(opened)))
