@@ -275,15 +275,19 @@ impl Engine {
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
         let drive_here = !self.inner.shared() || self.inner.has_room();
-        if self.inner.shared() && drive_here {
+        let leased = self.inner.shared() && drive_here;
+        if leased {
             run.fence = Some(CREATION_TOKEN);
             run.new_lease = Mutex::new(Some(NewLease {
                 owner: self.inner.config.worker_id.clone(),
                 ttl_ms: i64::try_from(self.inner.config.lease_ttl.as_millis()).unwrap_or(i64::MAX),
             }));
-            self.inner
-                .hold(&task_id, CREATION_TOKEN, std::time::Instant::now());
         }
+        // The lease is counted from before the append that creates it (this engine's clock is then
+        // on the safe side of the store's), and held only once that append committed: a renewal
+        // round that ran in between would find no row, take the lease for lost and strand the new
+        // task until it expired.
+        let lease_sent = std::time::Instant::now();
         let run = Arc::new(run);
         let guard = gate.lock_owned().await;
         if let Err(e) = run.flush().await {
@@ -296,6 +300,9 @@ impl Engine {
                 return Ok(task_id);
             }
             return Err(e.into());
+        }
+        if leased {
+            self.inner.hold(&task_id, CREATION_TOKEN, lease_sent);
         }
         if drive_here {
             self.inner.spawn_drive(run, guard);
