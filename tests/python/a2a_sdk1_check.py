@@ -2,7 +2,8 @@
 server over JSON-RPC, HTTP+JSON and gRPC: the card, a streamed send, the "ask" round trip with get
 (historyLength), subscribe, blocking and returnImmediately sends, list with pagination, cancel,
 push-notification config CRUD (paged list) with the task's updates delivered to a local webhook (the
-server runs with --push-allow-private), and an error. Prints ALL PASSED when every check held.
+server runs with --push-allow-private), and errors as the SDK's typed errors (TaskNotFoundError,
+InvalidParamsError). Prints ALL PASSED when every check held.
 
 Usage: python a2a_sdk1_check.py <base url>
 """
@@ -16,6 +17,7 @@ import grpc
 
 import a2a.types as T
 from a2a.client import ClientConfig, create_client
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf import json_format
 
 from webhook import Webhook
@@ -120,11 +122,22 @@ async def drive(binding):
     canceled = await client.cancel_task(T.CancelTaskRequest(id=waiting[0].task.id))
     check(f"{tag}: cancel", canceled.status.state == T.TaskState.TASK_STATE_CANCELED, canceled.status)
     await push(client, tag)
+    # Errors come back as the SDK's typed errors on every binding: each carries its ErrorInfo reason.
     try:
         await client.get_task(T.GetTaskRequest(id="no-such-task"))
-        check(f"{tag}: an unknown task is an error", False)
-    except Exception as e:  # the SDK's TaskNotFound error (names differ across its versions)
-        check(f"{tag}: an unknown task is an error", "not found" in str(e).lower() or "NotFound" in type(e).__name__, repr(e))
+        check(f"{tag}: an unknown task is TaskNotFoundError", False)
+    except TaskNotFoundError:
+        check(f"{tag}: an unknown task is TaskNotFoundError", True)
+    except Exception as e:
+        check(f"{tag}: an unknown task is TaskNotFoundError", False, repr(e))
+    empty = T.Message(message_id=f"sdk1-{tag}-empty", role=T.Role.ROLE_USER)
+    try:
+        [e async for e in client.send_message(T.SendMessageRequest(message=empty))]
+        check(f"{tag}: a message without parts is InvalidParamsError", False)
+    except InvalidParamsError:
+        check(f"{tag}: a message without parts is InvalidParamsError", True)
+    except Exception as e:
+        check(f"{tag}: a message without parts is InvalidParamsError", False, repr(e))
     await client.close()
 
 

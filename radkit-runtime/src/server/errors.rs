@@ -186,16 +186,17 @@ pub(crate) fn http_body(error: &OpError) -> (axum::http::StatusCode, serde_json:
         "status": spelling.status,
         "message": error.message,
     });
-    if let Some(info) = error.kind.error_info() {
-        body["details"] = serde_json::json!([info]);
-    }
+    body["details"] = serde_json::json!([error.kind.error_info()]);
     (status, serde_json::json!({ "error": body }))
 }
 
 /// How each binding spells one [`Kind`] (spec §5.4): the JSON-RPC code, the HTTP status
 /// (HTTP+JSON), the `google.rpc.Code` name (HTTP+JSON's `status`, gRPC), and the
-/// `google.rpc.ErrorInfo` reason and domain of an A2A error (radkit's own name themselves in the
-/// `radkit` domain; JSON-RPC's standard errors have none).
+/// `google.rpc.ErrorInfo` reason and domain every error carries. A2A's errors and JSON-RPC's
+/// standard ones are named in the `a2a-protocol.org` domain as the official SDKs name them (the
+/// error type in UPPER_SNAKE_CASE without `Error`: `INVALID_PARAMS`, `METHOD_NOT_FOUND`, ...), so a
+/// client maps each back to its typed error on every binding; radkit's own name themselves in the
+/// `radkit` domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Spelling {
     /// The JSON-RPC error code (A2A 1.0).
@@ -206,8 +207,8 @@ pub(crate) struct Spelling {
     pub http: u16,
     /// The `google.rpc.Code` name.
     pub status: &'static str,
-    /// The `ErrorInfo` reason and domain, for errors that have one.
-    pub reason: Option<(&'static str, &'static str)>,
+    /// The `ErrorInfo` reason and domain.
+    pub reason: (&'static str, &'static str),
 }
 
 const A2A: &str = "a2a-protocol.org";
@@ -240,88 +241,113 @@ impl Kind {
     /// The one table: how every binding spells this kind.
     pub(crate) fn spelling(self) -> Spelling {
         let (jsonrpc, http, status, reason) = match self {
-            Kind::Unparsable => (codes::PARSE_ERROR, 400, "INVALID_ARGUMENT", None),
-            Kind::BadRequest => (codes::INVALID_REQUEST, 400, "INVALID_ARGUMENT", None),
-            Kind::NoSuchMethod => (codes::METHOD_NOT_FOUND, 404, "NOT_FOUND", None),
-            Kind::InvalidInput => (codes::INVALID_PARAMS, 400, "INVALID_ARGUMENT", None),
-            Kind::Internal => (codes::INTERNAL_ERROR, 500, "INTERNAL", None),
+            Kind::Unparsable => (
+                codes::PARSE_ERROR,
+                400,
+                "INVALID_ARGUMENT",
+                ("PARSE_ERROR", A2A),
+            ),
+            Kind::BadRequest => (
+                codes::INVALID_REQUEST,
+                400,
+                "INVALID_ARGUMENT",
+                ("INVALID_REQUEST", A2A),
+            ),
+            Kind::NoSuchMethod => (
+                codes::METHOD_NOT_FOUND,
+                404,
+                "NOT_FOUND",
+                ("METHOD_NOT_FOUND", A2A),
+            ),
+            Kind::InvalidInput => (
+                codes::INVALID_PARAMS,
+                400,
+                "INVALID_ARGUMENT",
+                ("INVALID_PARAMS", A2A),
+            ),
+            Kind::Internal => (
+                codes::INTERNAL_ERROR,
+                500,
+                "INTERNAL",
+                ("INTERNAL_ERROR", A2A),
+            ),
             Kind::TaskNotFound => (
                 codes::TASK_NOT_FOUND,
                 404,
                 "NOT_FOUND",
-                Some(("TASK_NOT_FOUND", A2A)),
+                ("TASK_NOT_FOUND", A2A),
             ),
             Kind::TaskNotCancelable => (
                 codes::TASK_NOT_CANCELABLE,
                 400,
                 "FAILED_PRECONDITION",
-                Some(("TASK_NOT_CANCELABLE", A2A)),
+                ("TASK_NOT_CANCELABLE", A2A),
             ),
             Kind::TaskEnded => (
                 codes::UNSUPPORTED_OPERATION,
                 400,
                 "FAILED_PRECONDITION",
-                Some(("UNSUPPORTED_OPERATION", A2A)),
+                ("UNSUPPORTED_OPERATION", A2A),
             ),
             Kind::PushNotSupported => (
                 codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
                 400,
                 "FAILED_PRECONDITION",
-                Some(("PUSH_NOTIFICATION_NOT_SUPPORTED", A2A)),
+                ("PUSH_NOTIFICATION_NOT_SUPPORTED", A2A),
             ),
             Kind::Unsupported => (
                 codes::UNSUPPORTED_OPERATION,
                 400,
                 "FAILED_PRECONDITION",
-                Some(("UNSUPPORTED_OPERATION", A2A)),
+                ("UNSUPPORTED_OPERATION", A2A),
             ),
             Kind::ContentTypeNotSupported => (
                 codes::CONTENT_TYPE_NOT_SUPPORTED,
                 400,
                 "INVALID_ARGUMENT",
-                Some(("CONTENT_TYPE_NOT_SUPPORTED", A2A)),
+                ("CONTENT_TYPE_NOT_SUPPORTED", A2A),
             ),
             Kind::InvalidAgentResponse => (
                 codes::INVALID_AGENT_RESPONSE,
                 500,
                 "INTERNAL",
-                Some(("INVALID_AGENT_RESPONSE", A2A)),
+                ("INVALID_AGENT_RESPONSE", A2A),
             ),
             Kind::NoExtendedCard => (
                 codes::EXTENDED_CARD_NOT_CONFIGURED,
                 400,
                 "FAILED_PRECONDITION",
-                Some(("EXTENDED_AGENT_CARD_NOT_CONFIGURED", A2A)),
+                ("EXTENDED_AGENT_CARD_NOT_CONFIGURED", A2A),
             ),
             Kind::ExtensionRequired => (
                 codes::EXTENSION_SUPPORT_REQUIRED,
                 400,
                 "FAILED_PRECONDITION",
-                Some(("EXTENSION_SUPPORT_REQUIRED", A2A)),
+                ("EXTENSION_SUPPORT_REQUIRED", A2A),
             ),
             Kind::VersionNotSupported => (
                 codes::VERSION_NOT_SUPPORTED,
                 400,
                 "FAILED_PRECONDITION",
-                Some(("VERSION_NOT_SUPPORTED", A2A)),
+                ("VERSION_NOT_SUPPORTED", A2A),
             ),
             Kind::StorageUnavailable => (
                 codes::STORAGE_UNAVAILABLE,
                 503,
                 "UNAVAILABLE",
-                Some(("STORAGE_UNAVAILABLE", RADKIT)),
+                ("STORAGE_UNAVAILABLE", RADKIT),
             ),
             Kind::TooManyConnections => (
                 codes::TOO_MANY_CONNECTIONS,
                 503,
                 "UNAVAILABLE",
-                Some(("TOO_MANY_CONNECTIONS", RADKIT)),
+                ("TOO_MANY_CONNECTIONS", RADKIT),
             ),
             Kind::TooManyStreams => (
                 codes::TOO_MANY_STREAMS,
                 429,
                 "RESOURCE_EXHAUSTED",
-                Some(("TOO_MANY_STREAMS", RADKIT)),
+                ("TOO_MANY_STREAMS", RADKIT),
             ),
         };
         let jsonrpc_0_3 = match self {
@@ -337,15 +363,14 @@ impl Kind {
         }
     }
 
-    /// The `google.rpc.ErrorInfo` detail of this kind (ProtoJSON `Any` form), if it has one: 1.0
-    /// JSON-RPC errors carry it in `data` (spec §9.5), HTTP+JSON errors in `details` (§11.6).
-    pub(crate) fn error_info(self) -> Option<serde_json::Value> {
-        self.spelling().reason.map(|(reason, domain)| {
-            serde_json::json!({
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": reason,
-                "domain": domain,
-            })
+    /// The `google.rpc.ErrorInfo` detail of this kind (ProtoJSON `Any` form): 1.0 JSON-RPC errors
+    /// carry it in `data` (spec §9.5), HTTP+JSON errors in `details` (§11.6).
+    pub(crate) fn error_info(self) -> serde_json::Value {
+        let (reason, domain) = self.spelling().reason;
+        serde_json::json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": domain,
         })
     }
 }
@@ -353,6 +378,31 @@ impl Kind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_carries_an_error_info_reason_of_its_own() {
+        for kind in Kind::ALL {
+            let (reason, domain) = kind.spelling().reason;
+            assert!(domain == A2A || domain == RADKIT, "{kind:?}: {domain}");
+            let shared: Vec<Kind> = Kind::ALL
+                .into_iter()
+                .filter(|k| *k != kind && k.spelling().reason.0 == reason)
+                .collect();
+            match kind {
+                Kind::TaskEnded => assert_eq!(shared, [Kind::Unsupported]),
+                Kind::Unsupported => assert_eq!(shared, [Kind::TaskEnded]),
+                _ => assert!(
+                    shared.is_empty(),
+                    "{kind:?} shares {reason} with {shared:?}"
+                ),
+            }
+        }
+        assert_eq!(
+            Kind::InvalidInput.spelling().reason,
+            ("INVALID_PARAMS", A2A),
+            "the official SDKs raise InvalidParamsError for this reason"
+        );
+    }
 
     #[test]
     fn every_kind_but_a_message_to_an_ended_task_has_its_own_json_rpc_code() {

@@ -30,7 +30,7 @@ impl Version {
         match self {
             Version::V0_3 => rpc.code = spelling.jsonrpc_0_3,
             Version::V1_0 => {
-                rpc.data = error.kind.error_info().map(|info| Value::Array(vec![info]));
+                rpc.data = Some(Value::Array(vec![error.kind.error_info()]));
             }
         }
         super::jsonrpc::error(id, rpc)

@@ -1,5 +1,5 @@
 //! A2A errors as gRPC statuses (spec §10.6, §5.4): the status code of the same table REST writes
-//! (`errors::mapping`), the message, and in `grpc-status-details-bin` a `google.rpc.Status` whose
+//! (`errors::Kind::spelling`), the message, and in `grpc-status-details-bin` a `google.rpc.Status` whose
 //! details hold a `google.rpc.ErrorInfo` naming the error (`TASK_NOT_FOUND`, domain
 //! `a2a-protocol.org`; radkit's own errors in the `radkit` domain).
 
@@ -51,20 +51,21 @@ fn code_of(name: &str) -> Code {
 
 /// An A2A error as a gRPC status.
 pub(crate) fn status(error: &OpError) -> Status {
-    let Spelling { status, reason, .. } = error.kind.spelling();
+    let Spelling {
+        status,
+        reason: (reason, domain),
+        ..
+    } = error.kind.spelling();
     let code = code_of(status);
-    let details = reason
-        .map(|(reason, domain)| prost_types::Any {
-            type_url: ERROR_INFO_TYPE.to_owned(),
-            value: ErrorInfo {
-                reason: reason.to_owned(),
-                domain: domain.to_owned(),
-                metadata: HashMap::new(),
-            }
-            .encode_to_vec(),
-        })
-        .into_iter()
-        .collect();
+    let details = vec![prost_types::Any {
+        type_url: ERROR_INFO_TYPE.to_owned(),
+        value: ErrorInfo {
+            reason: reason.to_owned(),
+            domain: domain.to_owned(),
+            metadata: HashMap::new(),
+        }
+        .encode_to_vec(),
+    }];
     let body = RpcStatus {
         code: code as i32,
         message: error.message.clone(),
@@ -152,7 +153,11 @@ mod tests {
     fn bad_input_is_invalid_argument_and_radkit_limits_name_themselves() {
         let s = status(&OpError::new(Kind::InvalidInput, "no parts"));
         assert_eq!(s.code(), Code::InvalidArgument);
-        assert!(error_info(&s).is_none());
+        let info = error_info(&s).expect("bad input names itself");
+        assert_eq!(
+            (info.reason.as_str(), info.domain.as_str()),
+            ("INVALID_PARAMS", "a2a-protocol.org")
+        );
         let s = status(&OpError::new(Kind::TooManyStreams, "limit"));
         assert_eq!(s.code(), Code::ResourceExhausted);
         let info = error_info(&s).unwrap();
