@@ -4,6 +4,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+#[cfg(test)]
+use super::errors::codes;
 use super::errors::{Kind, OpError};
 
 /// A JSON-RPC error object.
@@ -99,6 +101,17 @@ pub(crate) fn too_many_connections(limit: usize) -> Value {
 
 /// Parse a request body: -32700 for bad JSON, -32600 for a bad envelope.
 pub(crate) fn parse(body: &[u8]) -> Result<Request, Value> {
+    // JSON text is UTF-8 (RFC 8259 §8.1): other bytes are not JSON, whatever `IgnoredAny` (which
+    // skips strings unread) would say below.
+    if let Err(e) = std::str::from_utf8(body) {
+        return Err(error(
+            &Value::Null,
+            OpError::new(
+                Kind::Unparsable,
+                format!("parse error: the body is not UTF-8 ({e})"),
+            ),
+        ));
+    }
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         // Valid JSON that `Value` cannot hold (a number beyond f64, e.g. a 5,000-digit `id`) is an
         // invalid request, not a parse error: JSON-RPC keeps -32700 for text that is not JSON.
@@ -157,4 +170,29 @@ pub(crate) fn parse(body: &[u8]) -> Result<Request, Value> {
         ));
     }
     Ok(Request { id, method, params })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(body: &[u8]) -> Value {
+        match parse(body) {
+            Ok(_) => panic!("{body:?} parsed"),
+            Err(envelope) => envelope["error"]["code"].clone(),
+        }
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_a_parse_error_and_out_of_range_json_an_invalid_request() {
+        let invalid_utf8 =
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/get\",\"params\":{\"id\":\"\xff\"}}";
+        assert_eq!(code(invalid_utf8), codes::PARSE_ERROR);
+        assert_eq!(code(b"{not json"), codes::PARSE_ERROR);
+        let huge = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1{},\"method\":\"x\"}}",
+            "0".repeat(400)
+        );
+        assert_eq!(code(huge.as_bytes()), codes::INVALID_REQUEST);
+    }
 }
