@@ -405,6 +405,24 @@ async fn grpc_errors_are_statuses_with_the_spec_codes_and_error_info() {
         error_info(&missing),
         Some(("TASK_NOT_FOUND".into(), "a2a-protocol.org".into()))
     );
+    // An error echoes a bounded part of what the client sent: a 100 KB id is NOT_FOUND, not a
+    // status whose trailers the client refuses as too large.
+    let huge = client
+        .get_task(req(
+            proto::GetTaskRequest {
+                id: "x".repeat(100_000),
+                ..Default::default()
+            },
+            None,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(huge.code(), Code::NotFound, "{:?}", huge.code());
+    assert!(
+        huge.message().len() < 2048,
+        "{} bytes",
+        huge.message().len()
+    );
     let stream = client
         .subscribe_to_task(req(
             proto::SubscribeToTaskRequest {

@@ -101,6 +101,9 @@ pub(crate) enum Kind {
     TooManyStreams,
 }
 
+/// The longest error message sent, in bytes (before the note saying how much was cut).
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
+
 /// An operation's error: what went wrong and a message for the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OpError {
@@ -112,11 +115,23 @@ pub(crate) struct OpError {
 
 impl OpError {
     /// An error of `kind` saying `message`.
+    ///
+    /// A message longer than [`MAX_MESSAGE_BYTES`] is cut there (at a character boundary) and says
+    /// how much was left out: an error may echo what the client sent (a task id, a method name), and
+    /// what it echoes stays small on every binding (a gRPC status travels in trailers, which clients
+    /// cap at 8–64 KiB).
     pub(crate) fn new(kind: Kind, message: impl Into<String>) -> Self {
-        OpError {
-            kind,
-            message: message.into(),
+        let mut message = message.into();
+        if message.len() > MAX_MESSAGE_BYTES {
+            let mut cut = MAX_MESSAGE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let left_out = message.len() - cut;
+            message.truncate(cut);
+            message.push_str(&format!("… ({left_out} more bytes left out)"));
         }
+        OpError { kind, message }
     }
 
     /// The caller has as many streams open as the server allows one caller.
@@ -378,6 +393,25 @@ impl Kind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_boundary_saying_how_much_was_left_out() {
+        let id = "é".repeat(50_000);
+        let error = OpError::new(Kind::TaskNotFound, format!("task {id} not found"));
+        assert!(
+            error.message.len() < MAX_MESSAGE_BYTES + 64,
+            "{}",
+            error.message.len()
+        );
+        assert!(error.message.starts_with("task éé"));
+        assert!(
+            error.message.ends_with("more bytes left out)"),
+            "{}",
+            error.message
+        );
+        let short = OpError::new(Kind::TaskNotFound, "task t not found");
+        assert_eq!(short.message, "task t not found");
+    }
 
     #[test]
     fn every_kind_carries_an_error_info_reason_of_its_own() {
