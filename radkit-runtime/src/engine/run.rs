@@ -479,7 +479,8 @@ impl TaskRun {
             watch.committed(&self.task_id, &entries);
         }
         if self.tx.receiver_count() > 0 {
-            let at_ms = now_ms();
+            // The time the store wrote: a live event says what a replay or a read will.
+            let at_ms = append.at_ms;
             for (seq, entry) in (first_seq..).zip(entries.iter()) {
                 let _ = self.tx.send(Arc::new(Published::Record(JournalRecord {
                     seq,

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use super::push::{PushClaim, PushConfig, PushStore};
 use super::view::{MemView, TaskView, ViewDelta};
 use super::{Append, Store, StoreError, TaskQuery, TaskRecord};
-use crate::journal::{now_ms, JournalRecord};
+use crate::journal::JournalRecord;
 
 /// One task: its row, its journal and its view.
 struct Stored {
@@ -128,7 +128,10 @@ fn matches(row: &TaskRecord, query: &TaskQuery) -> bool {
 #[async_trait]
 impl Store for MemoryStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
-        apply(&mut self.lock(), append, now_ms())
+        {
+            let at_ms = append.at_ms;
+            apply(&mut self.lock(), append, at_ms)
+        }
     }
 
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {

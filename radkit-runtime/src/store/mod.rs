@@ -96,6 +96,10 @@ pub struct Append {
     /// With `create`: take the new task's lease for this owner (token [`CREATION_TOKEN`]). Stores
     /// without leases ignore it.
     pub lease: Option<NewLease>,
+    /// When the entries happened (ms since the epoch): their journal time, and the task's status
+    /// time when they change it. Chosen once by the writer, so that what it publishes live and what
+    /// the store reads back later say the same time.
+    pub at_ms: i64,
 }
 
 impl Append {
@@ -115,6 +119,7 @@ impl Append {
             waits_on_call: None,
             fence: None,
             lease: None,
+            at_ms: crate::journal::now_ms(),
         }
     }
 }

@@ -252,6 +252,66 @@ static CHATTY: &[Step<Chatty>] = &[Step::new("chat", chat)
     .takes_user_message()
     .goes_to(&["chat"])];
 
+/// A memory store whose appends answer a few milliseconds after they were written (a slow network,
+/// a busy database): the time the store wrote and the time the writer got its answer differ.
+#[derive(Clone, Default)]
+struct SlowToAnswer {
+    inner: MemoryStore,
+}
+
+#[async_trait]
+impl Store for SlowToAnswer {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.inner.append(append).await?;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        Ok(())
+    }
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal(task_id, after).await
+    }
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal_for_replay(task_id).await
+    }
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+}
+
+/// A record a subscriber gets live carries the time the journal keeps for it, so an event and its
+/// replay (a reconnect, `GetTask`'s status time) say the same time: the writer chooses it once.
+#[test(multi_thread)]
+async fn a_live_record_carries_the_time_the_journal_keeps_for_it() {
+    let store = SlowToAnswer::default();
+    let engine = lapper(store.clone()).await;
+    let task = engine.send(Request::operator(user("start"))).await.unwrap();
+    settled(&engine, &task).await;
+    let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    engine
+        .send(Request::operator(reply(&task, "go")))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while let Some(update) = within(PATIENCE, "the next update", sub.next()).await {
+        let update = update.expect("the store can be read");
+        seen.push((update.seq(), update.record.at_ms));
+    }
+    let kept: Vec<(u64, i64)> = store
+        .journal(&task, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.seq, r.at_ms))
+        .collect();
+    assert!(seen.len() > LAPS as usize, "{} records seen", seen.len());
+    assert_eq!(
+        seen, kept,
+        "(seq, at_ms) live and as the journal keeps them"
+    );
+}
+
 /// A memory store that records how much each journal read returned.
 #[derive(Clone, Default)]
 struct CountingReads {

@@ -258,14 +258,15 @@ WITH locked AS MATERIALIZED (
                             WHEN v.unless_state_was IS NOT NULL AND t.state <> v.unless_state_was
                               THEN NULL
                             WHEN v.set_message THEN v.message ELSE t.status_message END,
-      status_at_ms = CASE WHEN v.touched THEN $1 ELSE t.status_at_ms END,
+      status_at_ms = CASE WHEN v.touched THEN v.at ELSE t.status_at_ms END,
       settled = COALESCE(v.settled, t.settled),
       waits_on_call = COALESCE(v.waits_on_call, t.waits_on_call)
   FROM locked,
        UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[],
-              $26::bool[], $27::text[], $28::bool[], $29::text[], $40::bool[], $42::bool[])
+              $26::bool[], $27::text[], $28::bool[], $29::text[], $40::bool[], $42::bool[],
+              $44::bigint[])
        AS v(id, first_seq, last_seq, fence, state, set_wake, wake, touched, unless_state_was,
-            set_message, message, settled, waits_on_call)
+            set_message, message, settled, waits_on_call, at)
   WHERE t.tid = locked.tid AND t.id = v.id AND t.last_seq = v.first_seq - 1
     AND (v.fence IS NULL OR t.fence = v.fence)
   RETURNING t.tid, t.id
@@ -275,21 +276,21 @@ WITH locked AS MATERIALIZED (
                             status_message, status_at_ms, settled, waits_on_call)
   SELECT c.id, c.context_id, c.skill_id, c.skill_version, c.principal, c.state, c.created_at_ms, $1,
          c.wake, c.last_seq, c.owner, c.expires, c.fence, c.message,
-         CASE WHEN c.touched THEN $1 END, COALESCE(c.settled, FALSE), c.waits_on_call
+         CASE WHEN c.touched THEN c.at END, COALESCE(c.settled, FALSE), c.waits_on_call
   FROM UNNEST($9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
               $15::bigint[], $16::bigint[], $17::bigint[], $18::text[], $19::bigint[], $20::bigint[],
-              $30::text[], $31::bool[], $41::bool[], $43::bool[])
+              $30::text[], $31::bool[], $41::bool[], $43::bool[], $45::bigint[])
        AS c(id, context_id, skill_id, skill_version, principal, state, created_at_ms, wake, last_seq,
-            owner, expires, fence, message, touched, settled, waits_on_call)
+            owner, expires, fence, message, touched, settled, waits_on_call, at)
   ON CONFLICT (id) DO NOTHING
   RETURNING tid, id
 ), done AS (
   SELECT tid, id FROM upd UNION ALL SELECT tid, id FROM ins
 ), journal AS (
   INSERT INTO radkit_journal (tid, seq, last_seq, at_ms, checkpoint, body)
-  SELECT done.tid, j.seq, j.last_seq, $1, j.checkpoint, j.body
-  FROM UNNEST($21::text[], $22::bigint[], $25::bigint[], $23::bool[], $24::text[])
-       AS j(id, seq, last_seq, checkpoint, body)
+  SELECT done.tid, j.seq, j.last_seq, j.at, j.checkpoint, j.body
+  FROM UNNEST($21::text[], $22::bigint[], $25::bigint[], $23::bool[], $24::text[], $46::bigint[])
+       AS j(id, seq, last_seq, checkpoint, body, at)
   JOIN done ON done.id = j.id
 ), history AS (
   INSERT INTO radkit_history (tid, seq, body)
@@ -340,6 +341,10 @@ pub(super) async fn commit_round(
     let mut c_expires: Vec<Option<i64>> = Vec::new();
     let mut c_fence = Vec::new();
     let mut c_waits: Vec<bool> = Vec::new();
+    // Each append's own time (the writer's): journal rows and status times.
+    let mut u_at: Vec<i64> = Vec::new();
+    let mut c_at: Vec<i64> = Vec::new();
+    let mut j_at: Vec<i64> = Vec::new();
     // Journal rows: one per append.
     let mut j_id = Vec::new();
     let mut j_seq = Vec::new();
@@ -403,6 +408,7 @@ pub(super) async fn commit_round(
                 c_touched.push(encoded.view.touched);
                 c_settled.push(encoded.view.settled);
                 c_waits.push(append.waits_on_call.unwrap_or(record.waits_on_call));
+                c_at.push(append.at_ms);
             }
             Some(_) => {
                 refused.push(Some(StoreError::Conflict {
@@ -426,6 +432,7 @@ pub(super) async fn commit_round(
                 u_set.push(encoded.view.set);
                 u_message.push(encoded.view.message.as_deref());
                 u_settled.push(encoded.view.settled);
+                u_at.push(append.at_ms);
             }
         }
         for (seq, body) in &encoded.view.history {
@@ -446,8 +453,9 @@ pub(super) async fn commit_round(
         j_last.push(encoded.last_seq_column());
         j_checkpoint.push(encoded.checkpoint);
         j_body.push(encoded.body.as_str());
+        j_at.push(append.at_ms);
     }
-    let params: [&(dyn ToSql + Sync); 43] = [
+    let params: [&(dyn ToSql + Sync); 46] = [
         &now,
         &u_id,
         &u_first,
@@ -491,6 +499,9 @@ pub(super) async fn commit_round(
         &c_settled,
         &u_waits,
         &c_waits,
+        &u_at,
+        &c_at,
+        &j_at,
     ];
     let committed = client.query(statement, &params).await?;
     // The statement has committed: an unreadable answer fails the round's appends, whose runs then

@@ -19,7 +19,7 @@ use super::view::{self, EncodedView, MemView, TaskView};
 use super::{
     sql_terminal_states, Append, Encoded, Store, StoreError, StoreStats, TaskQuery, TaskRecord,
 };
-use crate::journal::{now_ms, JournalRecord};
+use crate::journal::JournalRecord;
 use crate::model::TaskState;
 
 /// How hard a commit waits for the disk.

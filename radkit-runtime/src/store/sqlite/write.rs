@@ -53,9 +53,8 @@ pub(super) fn commit_batch(
         // transaction that read before one of them committed would fail with SQLITE_BUSY_SNAPSHOT
         // instead of waiting.
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let now = now_ms();
         for (encoded, _) in batch.iter() {
-            results.push(apply_one(&tx, encoded, now, last_seqs)?);
+            results.push(apply_one(&tx, encoded, last_seqs)?);
         }
         tx.commit()
     })();
@@ -86,10 +85,11 @@ pub(super) fn commit_batch(
 pub(super) fn apply_one(
     tx: &rusqlite::Transaction<'_>,
     encoded: &Encoded,
-    now: i64,
     last_seqs: &mut HashMap<String, (i64, u64)>,
 ) -> Result<Result<(), StoreError>, rusqlite::Error> {
     let append = &encoded.append;
+    // The writer's time for these entries: the journal's, the row's and the status's.
+    let now = append.at_ms;
     let conflict = |expected| StoreError::Conflict {
         task_id: append.task_id.clone(),
         expected,
