@@ -166,6 +166,7 @@ impl Engine {
                 // A retried message (the client lost the answer) finds the task it created.
                 let task_id = task_id_for(&caller, &message.message_id);
                 if self.created(&caller, &task_id).await? {
+                    self.same_as_first(&task_id, &message).await?;
                     return Ok(task_id);
                 }
                 let skill = self.choose_skill(skill.as_deref())?;
@@ -323,6 +324,40 @@ impl Engine {
         }
     }
 
+    /// A message that names an existing task by its `messageId` must be the message that created
+    /// it: an identical retry (the client lost the answer) gets the task, another message under a
+    /// used id is refused, never silently answered with a task that ignores it.
+    async fn same_as_first(&self, task_id: &TaskId, message: &Message) -> Result<(), EngineError> {
+        // The first append holds `task_created` and the `message_received` that made the task.
+        let first = self.inner.store.journal_page(task_id, 0, 2).await?;
+        let received = first.iter().find_map(|r| match &r.entry {
+            Entry::MessageReceived { message } => Some(message),
+            _ => None,
+        });
+        match received {
+            Some(first) if !same_message(first, message) => Err(reused_id(&message.message_id)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the task already received a message with this `messageId` (its history says): the
+    /// same message again is a retry, answered with the task as it is now and not taken twice;
+    /// another message under that id is refused.
+    async fn received_before(&self, task_id: &str, message: &Message) -> Result<bool, EngineError> {
+        let Some(view) = self.inner.store.task_view(task_id, None).await? else {
+            return Ok(false);
+        };
+        match view
+            .history
+            .iter()
+            .find(|m| m.role == Role::User && m.message_id == message.message_id)
+        {
+            Some(before) if same_message(before, message) => Ok(true),
+            Some(_) => Err(reused_id(&message.message_id)),
+            None => Ok(false),
+        }
+    }
+
     async fn answer(
         &self,
         caller: &Caller,
@@ -330,6 +365,9 @@ impl Engine {
         mut message: Message,
     ) -> Result<(), EngineError> {
         let record = self.visible(caller, task_id).await?;
+        if self.received_before(task_id, &message).await? {
+            return Ok(());
+        }
         if record.state.is_terminal() {
             return Err(EngineError::TaskFinished {
                 task_id: task_id.to_string(),
@@ -460,7 +498,8 @@ impl Engine {
         history_length: Option<usize>,
     ) -> Result<Snapshot, EngineError> {
         let mut record = self.visible(caller, task_id).await?;
-        let first = self.inner.store.journal_page(task_id, 0, 1).await?;
+        // The first append holds `task_created` and the `message_received` that made the task.
+        let first = self.inner.store.journal_page(task_id, 0, 2).await?;
         let view = crate::store::view::MemView::fold(&first);
         record.last_seq = first.last().map_or(0, |r| r.seq);
         record.state = view.state;
@@ -818,4 +857,20 @@ fn take_reply_live(run: &TaskRun, message: &Message) -> bool {
     message.context_id = Some(run.context_id.to_string());
     command::receive_reply(&mut st, message, Some(ask), open_visit);
     true
+}
+
+/// Two messages say the same thing: the same parts, metadata, extensions and referenced tasks (the
+/// ids a server fills in, `taskId` and `contextId`, aside).
+fn same_message(a: &Message, b: &Message) -> bool {
+    a.role == b.role
+        && a.parts == b.parts
+        && a.metadata == b.metadata
+        && a.extensions == b.extensions
+        && a.reference_task_ids == b.reference_task_ids
+}
+
+fn reused_id(message_id: &str) -> EngineError {
+    EngineError::InvalidInput(format!(
+        "messageId `{message_id}` was already used for a different message; send each new message with a new messageId"
+    ))
 }

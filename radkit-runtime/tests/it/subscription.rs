@@ -176,12 +176,13 @@ async fn a_store_that_cannot_be_read_while_following_a_task_is_an_error_not_a_si
     settled(&engine, &task).await;
     let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
     // The subscriber reads nothing while the task writes more records than a live subscriber
-    // buffers: it lags, and must read the rest from the store, which now fails.
-    store.broken.store(true, Ordering::SeqCst);
+    // buffers: it lags, and must read the rest from the store, which fails from the moment the reply
+    // was taken (taking it reads the task's history).
     engine
         .send(Request::operator(reply(&task, "go")))
         .await
         .unwrap();
+    store.broken.store(true, Ordering::SeqCst);
     ended(&store.inner, &task).await;
     let mut error = None;
     while let Some(update) = within(PATIENCE, "the next update", sub.next()).await {

@@ -280,6 +280,69 @@ async fn a_retried_message_finds_its_task_instead_of_starting_another() {
     );
 }
 
+/// A `messageId` names one message: another message under a used id is a client bug and gets a clear
+/// error (a new task's, and a reply's), never a task that ignores what was sent; the same reply sent
+/// again (its answer was lost) gets the task as it is, and is not taken a second time.
+#[test(multi_thread)]
+async fn a_message_id_names_one_message_and_a_reply_sent_again_is_not_taken_twice() {
+    let store = MemoryStore::new();
+    let engine = errand(store.clone(), Arc::new(tokio::sync::Notify::new()))
+        .start()
+        .await
+        .unwrap();
+    let message = user("note");
+    let task = engine
+        .send(Request::operator(message.clone()))
+        .await
+        .unwrap();
+    let mut other = user("something else");
+    other.message_id = message.message_id.clone();
+    let refused = engine.send(Request::operator(other)).await.unwrap_err();
+    assert!(
+        matches!(&refused, EngineError::InvalidInput(why) if why.contains("already used for a different message")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        settled(&engine, &task).await.status.state,
+        TaskState::InputRequired
+    );
+
+    let answer = reply(&task, "hi");
+    engine
+        .send(Request::operator(answer.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        settled(&engine, &task).await.status.state,
+        TaskState::Completed
+    );
+    // The same reply again: the task as it is (completed), not "the task has finished".
+    assert_eq!(
+        engine
+            .send(Request::operator(answer.clone()))
+            .await
+            .unwrap(),
+        task
+    );
+    let mut changed = answer.clone();
+    changed.parts = vec![radkit_runtime::model::Part::text("bye")];
+    let refused = engine.send(Request::operator(changed)).await.unwrap_err();
+    assert!(
+        matches!(&refused, EngineError::InvalidInput(why) if why.contains("already used for a different message")),
+        "{refused:?}"
+    );
+    let received = store
+        .journal(&task, 0)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            matches!(&r.entry, radkit_runtime::journal::Entry::MessageReceived { message } if message.message_id == answer.message_id)
+        })
+        .count();
+    assert_eq!(received, 1, "the reply was taken once");
+}
+
 /// The task a message starts is named by its sender as well as its `messageId`: two principals whose
 /// clients happen to pick the same `messageId` (names of the same length, so nothing but the name
 /// tells them apart) each get a task of their own, which the other cannot see; neither send finds,
