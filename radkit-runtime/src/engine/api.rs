@@ -498,8 +498,7 @@ impl Engine {
         history_length: Option<usize>,
     ) -> Result<Snapshot, EngineError> {
         let mut record = self.visible(caller, task_id).await?;
-        // The first append holds `task_created` and the `message_received` that made the task.
-        let first = self.inner.store.journal_page(task_id, 0, 2).await?;
+        let first = self.inner.store.journal_page(task_id, 0, 1).await?;
         let view = crate::store::view::MemView::fold(&first);
         record.last_seq = first.last().map_or(0, |r| r.seq);
         record.state = view.state;
