@@ -1076,95 +1076,6 @@ async fn a_stale_worker_appending_at_exactly_the_next_seq_is_refused_by_fencing(
     drop(a);
 }
 
-/// The Postgres store of an engine whose append creating a task waits, before it is written, for
-/// a lease renewal round that starts after it: the window between the engine taking the new task's
-/// lease and its row existing, stretched over a renewal.
-struct RenewDuringCreation {
-    inner: PostgresStore,
-    renewals: std::sync::atomic::AtomicUsize,
-    renewed: Notify,
-}
-
-#[async_trait::async_trait]
-impl Store for RenewDuringCreation {
-    async fn append(&self, append: Append) -> Result<(), StoreError> {
-        if append.create.is_some() {
-            let before = self.renewals.load(Ordering::SeqCst);
-            within(PATIENCE, "a renewal round during the creation", async {
-                loop {
-                    let renewed = self.renewed.notified();
-                    if self.renewals.load(Ordering::SeqCst) > before + 1 {
-                        return;
-                    }
-                    renewed.await;
-                }
-            })
-            .await;
-        }
-        self.inner.append(append).await
-    }
-    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.inner.task(task_id).await
-    }
-    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
-        self.inner.journal(task_id, after).await
-    }
-    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
-        self.inner.list(query).await
-    }
-    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
-        self.inner.journal_for_replay(task_id).await
-    }
-    fn leases(&self) -> Option<&dyn Leases> {
-        Some(self)
-    }
-}
-
-#[async_trait::async_trait]
-impl Leases for RenewDuringCreation {
-    async fn claim(
-        &self,
-        owner: &str,
-        skills: &[(String, String)],
-        held: &[String],
-        ttl_ms: i64,
-        limit: usize,
-    ) -> Result<Vec<radkit::store::Lease>, StoreError> {
-        self.inner.claim(owner, skills, held, ttl_ms, limit).await
-    }
-    async fn acquire(
-        &self,
-        owner: &str,
-        task_id: &str,
-        ttl_ms: i64,
-    ) -> Result<Option<radkit::store::Lease>, StoreError> {
-        self.inner.acquire(owner, task_id, ttl_ms).await
-    }
-    async fn renew(
-        &self,
-        owner: &str,
-        held: &[(String, u64)],
-        ttl_ms: i64,
-    ) -> Result<Vec<String>, StoreError> {
-        let renewed = self.inner.renew(owner, held, ttl_ms).await;
-        self.renewals.fetch_add(1, Ordering::SeqCst);
-        self.renewed.notify_waiters();
-        renewed
-    }
-    async fn holds(&self, owner: &str, task_id: &str, token: u64) -> Result<bool, StoreError> {
-        self.inner.holds(owner, task_id, token).await
-    }
-    async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
-        self.inner.release(owner, task_id, token).await
-    }
-    async fn request_cancel(&self, task_id: &str) -> Result<(), StoreError> {
-        self.inner.request_cancel(task_id).await
-    }
-    async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError> {
-        self.inner.cancel_requests(owner).await
-    }
-}
-
 /// A lease renewal round that runs while a send is creating its task (the round starts before the
 /// task's row exists) must not count the new task's lease as lost: the engine that created the task
 /// runs it under the lease it created it with, and no worker has to wait the lease out and claim it
@@ -1174,10 +1085,9 @@ impl Leases for RenewDuringCreation {
 async fn a_renewal_during_a_tasks_creation_does_not_strand_the_new_task_until_its_lease_expires() {
     let url = fresh_schema().await;
     let client = sql(&url).await;
-    let store = RenewDuringCreation {
-        inner: PostgresStore::connect(&url).await.unwrap(),
-        renewals: std::sync::atomic::AtomicUsize::new(0),
-        renewed: Notify::new(),
+    let store = Gated {
+        creation_waits_for_renewal: true,
+        ..Gated::new(PostgresStore::connect(&url).await.unwrap())
     };
     // Renewal rounds every second; a stranded lease would be claimed again after three.
     let a = demo::engine(Engine::builder(store))
@@ -1198,21 +1108,58 @@ async fn a_renewal_during_a_tasks_creation_does_not_strand_the_new_task_until_it
     );
 }
 
-/// The Postgres store of an engine whose journal write of its `at`th command is held, once committed,
-/// until the test lets it return (the window between journaling a command and starting its effect,
-/// stretched), and which announces every lease check the engine makes to the waiters of `checked`.
-struct HoldAfterCommand {
+/// The Postgres store of an engine, with windows the tests stretch:
+/// - the journal write of its `at`th command is held, once committed, until the test lets it return
+///   (the window between journaling a command and starting its effect), and every lease check the
+///   engine makes is announced to the waiters of `checked`;
+/// - with `creation_waits_for_renewal`, an append creating a task waits, before it is written, for a
+///   lease renewal round that starts after it (the window between the engine taking the new task's
+///   lease and its row existing, stretched over a renewal).
+struct Gated {
     inner: PostgresStore,
     at: usize,
     commands: Mutex<usize>,
     held: Notify,
     go: Notify,
     checked: Notify,
+    creation_waits_for_renewal: bool,
+    renewals: std::sync::atomic::AtomicUsize,
+    renewed: Notify,
+}
+
+impl Gated {
+    /// A store with no window stretched.
+    fn new(inner: PostgresStore) -> Self {
+        Gated {
+            inner,
+            at: usize::MAX,
+            commands: Mutex::new(0),
+            held: Notify::new(),
+            go: Notify::new(),
+            checked: Notify::new(),
+            creation_waits_for_renewal: false,
+            renewals: std::sync::atomic::AtomicUsize::new(0),
+            renewed: Notify::new(),
+        }
+    }
 }
 
 #[async_trait::async_trait]
-impl Store for HoldAfterCommand {
+impl Store for Gated {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
+        if self.creation_waits_for_renewal && append.create.is_some() {
+            let before = self.renewals.load(Ordering::SeqCst);
+            within(PATIENCE, "a renewal round during the creation", async {
+                loop {
+                    let renewed = self.renewed.notified();
+                    if self.renewals.load(Ordering::SeqCst) > before + 1 {
+                        return;
+                    }
+                    renewed.await;
+                }
+            })
+            .await;
+        }
         let issued = append
             .entries
             .iter()
@@ -1249,7 +1196,7 @@ impl Store for HoldAfterCommand {
 }
 
 #[async_trait::async_trait]
-impl Leases for HoldAfterCommand {
+impl Leases for Gated {
     async fn claim(
         &self,
         owner: &str,
@@ -1274,7 +1221,10 @@ impl Leases for HoldAfterCommand {
         held: &[(String, u64)],
         ttl_ms: i64,
     ) -> Result<Vec<String>, StoreError> {
-        self.inner.renew(owner, held, ttl_ms).await
+        let renewed = self.inner.renew(owner, held, ttl_ms).await;
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        self.renewed.notify_waiters();
+        renewed
     }
     async fn holds(&self, owner: &str, task_id: &str, token: u64) -> Result<bool, StoreError> {
         let held = self.inner.holds(owner, task_id, token).await;
@@ -1312,13 +1262,9 @@ fn at_most_once_tick(calls: Arc<Mutex<Vec<String>>>, called: Arc<Notify>) -> rad
 async fn an_at_most_once_effect_never_starts_after_the_lease_was_taken() {
     let url = fresh_schema().await;
     let client = sql(&url).await;
-    let store = Arc::new(HoldAfterCommand {
-        inner: PostgresStore::connect(&url).await.unwrap(),
+    let store = Arc::new(Gated {
         at: 3,
-        commands: Mutex::new(0),
-        held: Notify::new(),
-        go: Notify::new(),
-        checked: Notify::new(),
+        ..Gated::new(PostgresStore::connect(&url).await.unwrap())
     });
     let (calls_a, called_a) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Notify::new()));
     let tick = at_most_once_tick(calls_a.clone(), called_a.clone());
