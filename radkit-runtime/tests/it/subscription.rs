@@ -253,6 +253,33 @@ static CHATTY: &[Step<Chatty>] = &[Step::new("chat", chat)
     .takes_user_message()
     .goes_to(&["chat"])];
 
+/// The stream of the send that created a task starts from the task as its creating append left it
+/// (submitted, its first message in its history), however far the task has run since: the snapshot
+/// reads that one append, not the ones after it.
+#[test(multi_thread)]
+async fn the_snapshot_at_a_tasks_start_is_its_creating_append_however_far_it_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = radkit_runtime::store::SqliteStore::open(
+        dir.path().join("start.sqlite"),
+        radkit_runtime::store::Durability::Full,
+    )
+    .unwrap();
+    let engine = lapper(store).await;
+    let task = engine.send(Request::operator(user("start"))).await.unwrap();
+    assert_eq!(
+        settled(&engine, &task).await.status.state,
+        TaskState::InputRequired
+    );
+    let start = engine
+        .snapshot_at_start(&Caller::Operator, &task, None)
+        .await
+        .unwrap();
+    assert_eq!(start.task.status.state, TaskState::Submitted);
+    assert_eq!(start.task.history.len(), 1, "{:?}", start.task.history);
+    assert_eq!(start.last_seq, 2, "task_created and message_received");
+    assert!(!start.is_final);
+}
+
 /// A memory store whose appends answer a few milliseconds after they were written (a slow network,
 /// a busy database): the time the store wrote and the time the writer got its answer differ.
 #[derive(Clone, Default)]
