@@ -128,10 +128,8 @@ fn matches(row: &TaskRecord, query: &TaskQuery) -> bool {
 #[async_trait]
 impl Store for MemoryStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
-        {
-            let at_ms = append.at_ms;
-            apply(&mut self.lock(), append, at_ms)
-        }
+        let at_ms = append.at_ms;
+        apply(&mut self.lock(), append, at_ms)
     }
 
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
