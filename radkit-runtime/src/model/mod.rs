@@ -31,6 +31,7 @@ pub use card_signing::{
 pub use content::Content;
 pub use extended_card::{ExtendedCard, ExtendedCardError};
 pub use id::TaskId;
+pub(crate) use message::base64_text;
 pub use message::{File, FileContent, Message, Part, Role};
 pub use task::{Artifact, Task, TaskState, TaskStatus};
 pub use update::{ArtifactUpdate, StatusUpdate};

@@ -14,9 +14,11 @@ use super::jsonrpc::{self, decode_params};
 use super::ops::{self, Send};
 use super::stream::Envelope;
 use super::version::Version;
+use super::wire::json;
 use super::{open, push, stream, AppState};
 use crate::engine::push::MAX_CONFIGS_PER_TASK;
 use crate::engine::Caller;
+use crate::model::base64_text;
 use crate::model::{v0_3, Message, Task, TaskId};
 use crate::store::{PushAuth, PushConfig, PushFormat};
 
@@ -145,19 +147,14 @@ fn send_of(params: Value) -> Result<Send, OpError> {
 /// Inline 0.3 file content must be base64 (the standard alphabet; padding optional), as the A2A
 /// schema says: a client that sends anything else learns which part, here.
 fn check_file_bytes(parts: &[v0_3::Part]) -> Result<(), OpError> {
-    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     use base64::Engine as _;
-    const BASE64: GeneralPurpose = GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-    );
     for (i, part) in parts.iter().enumerate() {
         if let v0_3::Part::File {
             file: v0_3::FileContent::Bytes { bytes, .. },
             ..
         } = part
         {
-            BASE64.decode(bytes).map_err(|e| {
+            base64_text::STANDARD.decode(bytes).map_err(|e| {
                 OpError::new(
                     Kind::InvalidInput,
                     format!("`message.parts[{i}].file.bytes` is not valid base64: {e}"),
@@ -272,10 +269,6 @@ fn v03_of(task_id: &TaskId, config: PushConfig) -> TaskConfigV03 {
             }),
         },
     }
-}
-
-fn json(value: impl Serialize) -> Result<Value, OpError> {
-    serde_json::to_value(value).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
 }
 
 /// Answer a 0.3 `tasks/pushNotificationConfig/{set,get,list,delete}` request (`verb`).

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::Value;
 
 use super::errors::{Kind, OpError};
 use super::jsonrpc::{self, decode_params};
 use super::stream::Envelope;
 use super::v1_requests::{list_tasks, send_of};
 use super::version::{Version, RENAMED};
+use super::wire::json;
 use super::{open, ops, stream, AppState};
 use crate::engine::Caller;
 use crate::model::{v1, TaskId};
@@ -122,8 +122,4 @@ pub(crate) async fn dispatch(
         Ok(body) => Json(jsonrpc::ok(&id, body)).into_response(),
         Err(error) => Json(Version::V1_0.rpc_error(&id, error)).into_response(),
     }
-}
-
-fn json(value: impl serde::Serialize) -> Result<Value, OpError> {
-    serde_json::to_value(value).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
 }

@@ -253,10 +253,6 @@ fn push_path(tail: &str) -> Option<Option<&str>> {
     }
 }
 
-fn json_of(value: impl serde::Serialize) -> Result<Value, OpError> {
-    serde_json::to_value(value).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
-}
-
 /// `GET /tasks/{id}/pushNotificationConfigs`: `ListTaskPushNotificationConfigs`, its fields as
 /// query parameters.
 async fn list_push_configs(
@@ -284,7 +280,7 @@ async fn list_push_configs(
     reply(
         super::v1_requests::list_push(state, caller, request)
             .await
-            .and_then(json_of),
+            .and_then(super::wire::json),
     )
 }
 
@@ -349,7 +345,7 @@ async fn tasks_get(
                 reply(
                     super::v1_requests::get_push(&state, &caller, request)
                         .await
-                        .and_then(json_of),
+                        .and_then(super::wire::json),
                 )
             }
             None => no_such_path(&rest),
@@ -403,7 +399,7 @@ async fn tasks_post(
             let answer = match config {
                 Ok(config) => super::v1_requests::create_push(&state, &caller, config)
                     .await
-                    .and_then(json_of),
+                    .and_then(super::wire::json),
                 Err(e) => Err(e),
             };
             reply(answer)

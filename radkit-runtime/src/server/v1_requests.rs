@@ -48,8 +48,7 @@ pub(crate) async fn list_tasks(
     caller: &Caller,
     request: v1::ListTasksRequest,
 ) -> Result<Value, OpError> {
-    let response = list_tasks_page(state, caller, request).await?;
-    serde_json::to_value(response).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
+    super::wire::json(list_tasks_page(state, caller, request).await?)
 }
 
 /// `ListTasks`: the request's filters as an [`ops::TaskList`] (`pageSize` 1–100, 50 when unset;

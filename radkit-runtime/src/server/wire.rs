@@ -8,7 +8,8 @@ use super::version::Version;
 use crate::engine::StreamEvent;
 use crate::model::{v0_3, v1, Task};
 
-fn json(value: impl serde::Serialize) -> Result<Value, OpError> {
+/// An answer as JSON; a value that does not serialize is an internal error.
+pub(crate) fn json(value: impl serde::Serialize) -> Result<Value, OpError> {
     serde_json::to_value(value).map_err(|e| OpError::new(Kind::Internal, e.to_string()))
 }
 

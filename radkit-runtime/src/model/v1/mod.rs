@@ -270,7 +270,8 @@ impl TryFrom<PartFields> for Part {
     fn try_from(fields: PartFields) -> Result<Self, String> {
         let raw = match fields.raw {
             Some(text) => Some(PartContent::Raw(
-                decode_base64(&text).map_err(|e| format!("`raw` is not valid base64: {e}"))?,
+                base64_text::decode(&text)
+                    .map_err(|e| format!("`raw` is not valid base64: {e}"))?,
             )),
             None => None,
         };
@@ -1142,11 +1143,6 @@ fn is_zero(value: &i32) -> bool {
 /// A field that is present reads as `Some`, even when it is `null` (a `google.protobuf.Value`).
 fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(deserializer).map(Some)
-}
-
-/// Reads `bytes` as ProtoJSON parsers do: the standard or the URL-safe alphabet, padded or not.
-fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    base64_text::decode(text)
 }
 
 /// Standard base64 with padding.
