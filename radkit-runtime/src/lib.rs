@@ -48,6 +48,9 @@ pub mod server;
 pub mod store;
 pub mod tools;
 
+/// The task machine without I/O ([`engine::machine`]), at the crate's root.
+pub use engine::machine;
+
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use super::cluster::Ownership;
 use super::replay::Wait;
-use super::run::{self, RunState, TaskRun, Work};
+use super::run::{self, RunState, TaskRun};
 use super::{
     command, Boundary, Caller, Engine, EngineBuilder, EngineError, Request, Snapshot, Subscription,
 };
-use crate::flow::{ErasedSkill, Event, PermissionMode, SkillInfo};
+use crate::flow::{ErasedSkill, PermissionMode, SkillInfo};
 use crate::journal::{json_depth, now_ms, Entry, JournalRecord, MAX_MESSAGE_DEPTH};
 use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
 use crate::store::{NewLease, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN};
@@ -244,20 +244,14 @@ impl Engine {
         };
         let mut state = RunState::new(initial);
         state.call_timeout = self.inner.config.call_timeout;
-        state.push(Entry::TaskCreated {
-            skill_id: info.id.clone(),
-            skill_version: info.version.clone(),
-            context_id: context_id.clone(),
-            principal: record.principal.clone(),
-            permission_mode: mode,
-        });
-        state.push(Entry::MessageReceived {
-            message: message.clone(),
-        });
-        state.queue.push_back(Work::Activate {
-            event: Event::UserMessage { message },
-            rerun: None,
-        });
+        super::machine::rules::create(
+            &mut state,
+            info,
+            &context_id,
+            record.principal.clone(),
+            mode,
+            message,
+        );
         let (tx, gate) = self.inner.live.handles(&task_id);
         let mut run = TaskRun::new(
             task_id.clone().into(),

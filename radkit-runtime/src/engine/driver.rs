@@ -6,15 +6,14 @@ use std::sync::Arc;
 use futures::FutureExt;
 
 use super::call::CallStep;
-use super::command::{self, Issued, Outstanding};
-use super::invoke::{StepInvoker, VisitStop, VISIT};
-use super::run::{RunState, TaskRun, Work};
+use super::invoke::{StepInvoker, VISIT};
+use super::machine::rules::{self, After, AfterVisit, Execute, VisitResult};
+use super::machine::visit::VisitStop;
+use super::run::{TaskRun, Work};
 use super::Inner;
-use crate::flow::{
-    Cmd, ErasedSkill, Event, InvocationId, Next, Receipt, StepCtx, StepError, Transition,
-};
-use crate::journal::{now_ms, Compensable, Entry, TransitionKind};
-use crate::model::{Message, Part, TaskState};
+use crate::flow::{ErasedSkill, Event, InvocationId, StepCtx, StepError, Transition};
+use crate::journal::{Entry, TransitionKind};
+use crate::model::{Message, TaskState};
 
 /// How a drive ended.
 pub(crate) enum Stop {
@@ -33,10 +32,6 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("a panic without a message")
 }
 
-fn status_message(text: &str) -> Message {
-    Message::agent_text(text)
-}
-
 impl Inner {
     /// Run the task's queue to exhaustion, in a `task` span (the parent of its step and command spans).
     pub(crate) async fn drive(self: &Arc<Self>, run: Arc<TaskRun>) -> Stop {
@@ -51,22 +46,13 @@ impl Inner {
             }
             let (work, cancel) = {
                 let mut st = run.lock();
-                if st.status().is_terminal() {
-                    (None, false)
+                let cancel = !st.status().is_terminal() && st.cancel_requested();
+                let work = if cancel {
+                    None
                 } else {
-                    let cancel = st.cancel_requested();
-                    let mut work = st.queue.pop_front();
-                    while let Some(Work::Activate {
-                        rerun: Some(visit), ..
-                    }) = &work
-                    {
-                        if !st.rerun_is_stale(*visit) {
-                            break;
-                        }
-                        work = st.queue.pop_front();
-                    }
-                    (work, cancel)
-                }
+                    rules::next_work(&mut st)
+                };
+                (work, cancel)
             };
             if cancel {
                 return self.finish_canceled(&run).await;
@@ -100,16 +86,9 @@ impl Inner {
 
     /// The queue is empty: flush, and fail the task if nothing can ever wake it.
     async fn settle(self: &Arc<Self>, run: &Arc<TaskRun>) -> Stop {
-        let stuck = {
-            let st = run.lock();
-            let waiting = st.status().is_terminal()
-                || st.status() == TaskState::InputRequired
-                || st.has_outstanding_wake();
-            !waiting
-        };
+        let stuck = rules::stuck(&run.lock());
         if stuck {
-            let reason = "the skill moved to a state that waits for an event, but no command, timer or input is outstanding";
-            return self.finish_failed(run, reason.to_owned()).await;
+            return self.finish_failed(run, rules::STUCK.to_owned()).await;
         }
         match run.flush().await {
             Ok(()) => Stop::Idle,
@@ -119,71 +98,34 @@ impl Inner {
 
     /// Perform (or deliver) a command a transition issued.
     async fn execute(self: &Arc<Self>, run: &Arc<TaskRun>, id: InvocationId) -> Result<(), Stop> {
-        let (rec, recovered) = {
-            let st = run.lock();
-            let Some(rec) = st.command(&id).cloned() else {
-                return Ok(());
-            };
-            let recovered = st.recovered(&rec);
-            (rec, recovered)
-        };
-        let deliver = |receipt: &Receipt| Work::Activate {
-            event: command::result_event(id.clone(), &rec.cmd, receipt),
-            rerun: None,
-        };
-        if let Some(receipt) = &rec.receipt {
-            run.lock().queue.push_front(deliver(receipt));
-            return Ok(());
-        }
-        match command::outstanding(&rec, recovered, now_ms()) {
-            // A timer that fired, or a question answered by nobody by its deadline (answered ones
-            // get their receipt through `Engine::send`): it takes its default, as in a step.
-            Outstanding::Due => {
-                let mut st = run.lock();
-                command::settle_due(&mut st, &id, &rec.cmd);
-                let receipt = st.command(&id).and_then(|r| r.receipt.clone());
-                if let Some(receipt) = receipt {
-                    st.queue.push_front(deliver(&receipt));
-                }
-                Ok(())
-            }
-            Outstanding::Timer(at) | Outstanding::Question(Some(at)) => {
+        let executed = rules::execute(&mut run.lock(), &id);
+        let rec = match executed {
+            Execute::Done | Execute::Wait => return Ok(()),
+            Execute::Timer(at) => {
                 self.schedule_timer(run.task_id.to_string(), at);
-                Ok(())
+                return Ok(());
             }
-            Outstanding::Question(None) => Ok(()),
-            Outstanding::Unknown => {
-                let err = StepError::OutcomeUnknown {
-                    what: rec.cmd.kind.fingerprint(),
-                    id,
-                };
-                Err(self.finish_failed(run, err.to_string()).await)
-            }
-            Outstanding::Perform if rec.cmd.kind.is_call() => {
-                if run.flush().await.is_err() {
-                    return Err(Stop::Halted);
-                }
-                match self.call(run, &id, &rec.cmd, Some(&rec)).await {
-                    CallStep::Settled(receipt) => {
-                        run.lock().queue.push_front(deliver(&receipt));
-                        Ok(())
-                    }
-                    // A cancel is carried out by the driver's loop, which sees it next.
-                    CallStep::Waiting | CallStep::Canceled => Ok(()),
-                    CallStep::Halted => Err(Stop::Halted),
-                }
-            }
-            Outstanding::Perform => {
-                if run.flush().await.is_err() {
-                    return Err(Stop::Halted);
-                }
-                let Some(receipt) = self.perform(run, &id, &rec.cmd, rec.attempts).await else {
-                    return Err(Stop::Halted);
-                };
-                run.lock().queue.push_front(deliver(&receipt));
-                Ok(())
-            }
+            Execute::Unknown(err) => return Err(self.finish_failed(run, err.to_string()).await),
+            Execute::Perform(rec) => rec,
+        };
+        if run.flush().await.is_err() {
+            return Err(Stop::Halted);
         }
+        let receipt = if rec.cmd.kind.is_call() {
+            match self.call(run, &id, &rec.cmd, Some(&rec)).await {
+                CallStep::Settled(receipt) => receipt,
+                // A cancel is carried out by the driver's loop, which sees it next.
+                CallStep::Waiting | CallStep::Canceled => return Ok(()),
+                CallStep::Halted => return Err(Stop::Halted),
+            }
+        } else {
+            let Some(receipt) = self.perform(run, &id, &rec.cmd, rec.attempts).await else {
+                return Err(Stop::Halted);
+            };
+            receipt
+        };
+        rules::deliver(&mut run.lock(), &id, &rec.cmd, &receipt);
+        Ok(())
     }
 
     /// One step visit: deliver `event` to the current state and apply the transition.
@@ -233,9 +175,7 @@ impl Inner {
         if alive > 0 && !matches!(result, Err(StepError::Halted)) {
             // The step's locals are gone: a call still alive was moved out of the step (a spawned
             // task): its effect would run, or its outcome arrive, with no step to journal it for.
-            stop.fail(format!(
-                "step `{step}` returned while {alive} ctx call(s) it made were still pending outside it (in a spawned task, or stored away): await every ctx call inside the step before it returns; run calls together with `ctx.all` or `ctx.race`"
-            ));
+            stop.fail(rules::outlived(&step, alive));
         }
         if let Some(stop) = stop.error() {
             // A call of this visit suspended it (or the engine halted, or the task is canceling):
@@ -255,24 +195,38 @@ impl Inner {
                 hook.after_step(&hook_ctx, &outcome).await;
             }
         }
-        match result {
-            Err(StepError::Rejected(reason)) => Err(self
-                .finish(run, TaskState::Rejected, Some(status_message(&reason)))
-                .await),
-            Ok(transition) => {
-                let taken = ctx.positions_taken();
-                self.apply(run, visit, &step, transition, taken).await
+        let after = {
+            let mut st = run.lock();
+            let visit_result = VisitResult {
+                task_id: &run.task_id,
+                skill_id: &run.skill_id,
+                visit,
+                step: &step,
+                ordinal: ctx.positions_taken(),
+                effects: &self.effects,
+                checkpoint_every: self.config.checkpoint_every,
+            };
+            if let Err(other) = &result {
+                if !matches!(
+                    other,
+                    StepError::Suspended
+                        | StepError::Halted
+                        | StepError::Canceled
+                        | StepError::Rejected(_)
+                ) {
+                    tracing::warn!(task = %run.task_id, step = %step, error = %other, "step failed");
+                }
             }
-            Err(StepError::Suspended) => match run.flush().await {
+            rules::after_visit(&mut st, visit_result, result)
+        };
+        match after {
+            AfterVisit::Then(after) => self.follow(run, after).await,
+            AfterVisit::Suspended => match run.flush().await {
                 Ok(()) => Ok(()),
                 Err(_) => Err(Stop::Halted),
             },
-            Err(StepError::Halted) => Err(Stop::Halted),
-            Err(StepError::Canceled) => Err(self.finish_canceled(run).await),
-            Err(other) => {
-                tracing::warn!(task = %run.task_id, step = %step, error = %other, "step failed");
-                Err(self.finish_failed(run, other.to_string()).await)
-            }
+            AfterVisit::Halted => Err(Stop::Halted),
+            AfterVisit::Canceled => Err(self.finish_canceled(run).await),
         }
     }
 
@@ -284,33 +238,21 @@ impl Inner {
         event: &Event,
         rerun: Option<u64>,
     ) -> Result<(u64, serde_json::Value, Arc<dyn ErasedSkill>, String), Stop> {
-        let (visit, state) = {
-            let st = run.lock();
-            (rerun.unwrap_or(st.visit() + 1), st.state().clone())
-        };
-        if visit > self.config.max_steps {
-            let reason = format!("max_steps exceeded: the task ran {} step visits (limit {}); a loop that never ends?", visit - 1, self.config.max_steps);
-            return Err(self.finish_failed(run, reason).await);
-        }
         let Some(skill) = self.skills.get(&run.skill_id).cloned() else {
             let reason = format!("skill `{}` is not registered", run.skill_id);
             return Err(self.finish_failed(run, reason).await);
         };
-        let step = skill.step_name(&state);
-        run.lock().visit_event = Some((visit, event.clone()));
-        if rerun.is_none() {
-            let mut st = run.lock();
-            if matches!(event, Event::UserMessage { .. }) {
-                st.set_status(TaskState::Working);
-            }
-            st.push(Entry::Activated {
-                visit,
-                step: step.clone(),
-                state: state.clone(),
-                event: event.clone(),
-            });
+        let begun = rules::begin_visit(
+            &mut run.lock(),
+            &*skill,
+            event,
+            rerun,
+            self.config.max_steps,
+        );
+        match begun {
+            Ok(v) => Ok((v.visit, v.state, skill, v.step)),
+            Err(reason) => Err(self.finish_failed(run, reason).await),
         }
-        Ok((visit, state, skill, step))
     }
 
     /// Run the skill's step in a `step` span; a panic becomes a failure whose message names only the
@@ -340,156 +282,10 @@ impl Inner {
         })
     }
 
-    /// Every `checkpoint_every` visits, after a `goto` that leaves nothing outstanding, journal a
-    /// checkpoint (replay restarts from it) and forget the commands only replay needed.
-    fn checkpoint(&self, st: &mut RunState, visit: u64) {
-        let every = self.config.checkpoint_every;
-        if every == 0 || !visit.is_multiple_of(every) || st.cancel_requested() {
-            return;
-        }
-        let quiet = st.queue.len() == 1 && st.commands().values().all(|c| c.receipt.is_some());
-        if !quiet {
-            return;
-        }
-        let compensable: Vec<Compensable> = st
-            .compensable()
-            .iter()
-            .filter_map(|id| {
-                let rec = st.command(id)?;
-                Some(Compensable {
-                    id: id.clone(),
-                    cmd: rec.cmd.clone(),
-                    receipt: rec.receipt.clone()?,
-                })
-            })
-            .collect();
-        let entry = Entry::Checkpoint {
-            visit,
-            state: st.state().clone(),
-            status: st.status(),
-            compensable,
-        };
-        // The fold forgets what only replay needed (closed visits' commands).
-        st.push(entry);
-    }
-
-    /// Journal a transition and queue what follows it.
-    async fn apply(
-        self: &Arc<Self>,
-        run: &Arc<TaskRun>,
-        visit: u64,
-        step: &str,
-        t: Transition<serde_json::Value>,
-        ordinal: u32,
-    ) -> Result<(), Stop> {
-        let Transition {
-            next,
-            cmds,
-            messages,
-            artifacts,
-        } = t;
-        let effects_only = cmds.iter().all(|c| c.kind.is_journal_effect());
-        if !effects_only && !matches!(next, Next::To(_) | Next::Goto(_)) {
-            let reason = format!("step `{step}` returned a final or waiting transition with commands; only `to` and `goto` transitions may carry commands (messages and artifacts are fine)");
-            return Err(self.finish_failed(run, reason).await);
-        }
-        let kind = TransitionKind::from(&next);
-        // A re-run of a visit whose final transition was journaled before a crash (see replay): the
-        // transition, its messages and artifacts are durable already; only the ending is left to do.
-        let recorded = {
-            let mut st = run.lock();
-            st.journaled_end
-                .take_if(|(v, _)| *v == visit)
-                .map(|(_, recorded)| recorded)
-        };
-        match recorded {
-            Some(recorded) if recorded != kind => {
-                let reason = format!("step `{step}` of skill `{}` ended the task with `{recorded}` before a restart and returned `{kind}` when re-run; a step must return the same transition given the same receipts", run.skill_id);
-                return Err(self.finish_failed(run, reason).await);
-            }
-            Some(_) => {}
-            None => {
-                let mut st = run.lock();
-                for message in messages {
-                    st.push(Entry::MessageEmitted { message });
-                }
-                for artifact in artifacts {
-                    st.push(Entry::ArtifactEmitted {
-                        artifact,
-                        append: false,
-                        last_chunk: true,
-                    });
-                }
-                self.journal_transition(&mut st, &run.task_id, visit, &next, cmds, ordinal);
-            }
-        }
-        self.follow(run, next).await
-    }
-
-    /// Journal the transition `next` of `visit` and its commands, and queue what follows: the next
-    /// visit after a `goto`, each command to perform or wait for.
-    fn journal_transition(
-        &self,
-        st: &mut RunState,
-        task_id: &str,
-        visit: u64,
-        next: &Next<serde_json::Value>,
-        cmds: Vec<Cmd>,
-        mut ordinal: u32,
-    ) {
-        let plain_goto = matches!(next, Next::Goto(_)) && cmds.is_empty();
-        // The state moves into the journal entry (the fold reads it from there).
-        let state = match next {
-            Next::To(s) | Next::Goto(s) | Next::AwaitInput { state: s, .. } => Some(s.clone()),
-            _ => None,
-        };
-        st.push(Entry::Transitioned {
-            visit,
-            next: TransitionKind::from(next),
-            state,
-        });
-        if let Next::Goto(_) = next {
-            st.queue.push_back(Work::Activate {
-                event: Event::Enter,
-                rerun: None,
-            });
-        }
-        let now = now_ms();
-        for mut cmd in cmds {
-            let id = InvocationId::derive(task_id, visit, ordinal);
-            ordinal += 1;
-            cmd.policy = self.effects.policy_for(&cmd.kind, cmd.policy);
-            if command::issue(st, &id, cmd, true, now) != Issued::Journaled {
-                st.queue.push_back(Work::Execute(id));
-            }
-        }
-        if plain_goto {
-            self.checkpoint(st, visit);
-        }
-    }
-
     /// What follows a journaled transition: wait for input, end the task, or go on.
-    async fn follow(
-        self: &Arc<Self>,
-        run: &Arc<TaskRun>,
-        next: Next<serde_json::Value>,
-    ) -> Result<(), Stop> {
-        match next {
-            Next::AwaitInput {
-                slot,
-                message,
-                state,
-            } => {
-                {
-                    let mut st = run.lock();
-                    st.push(Entry::AwaitingInput {
-                        slot,
-                        message,
-                        resume: Some(state),
-                        ask: None,
-                    });
-                    st.set_status(TaskState::InputRequired);
-                }
+    async fn follow(self: &Arc<Self>, run: &Arc<TaskRun>, after: After) -> Result<(), Stop> {
+        match after {
+            After::AwaitInput => {
                 if run.flush().await.is_err() {
                     return Err(Stop::Halted);
                 }
@@ -498,14 +294,9 @@ impl Inner {
                 }
                 Ok(())
             }
-            Next::Complete { message } => {
-                Err(self.finish(run, TaskState::Completed, message).await)
-            }
-            Next::Fail { reason } => Err(self.finish_failed(run, reason).await),
-            Next::Reject { reason } => Err(self
-                .finish(run, TaskState::Rejected, Some(status_message(&reason)))
-                .await),
-            Next::To(_) | Next::Goto(_) | Next::Ignore => Ok(()),
+            After::End(state, message) => Err(self.finish(run, state, message).await),
+            After::Fail(reason) => Err(self.finish_failed(run, reason).await),
+            After::Continue => Ok(()),
         }
     }
 
@@ -516,12 +307,7 @@ impl Inner {
         state: TaskState,
         message: Option<Message>,
     ) -> Stop {
-        {
-            let mut st = run.lock();
-            st.set_wake(None);
-            st.queue.clear();
-            st.push(Entry::Terminal { state, message });
-        }
+        rules::end(&mut run.lock(), state, message);
         tracing::info!(task = %run.task_id, state = state.as_str(), "task finished");
         match run.flush().await {
             Ok(()) => Stop::Idle,
@@ -539,15 +325,8 @@ impl Inner {
             return Stop::Halted;
         }
         self.cancel_calls(run).await;
-        self.finish(
-            run,
-            TaskState::Failed,
-            Some(Message::new(
-                crate::model::Role::Agent,
-                vec![Part::text(reason)],
-            )),
-        )
-        .await
+        self.finish(run, TaskState::Failed, Some(rules::failure_message(reason)))
+            .await
     }
 
     /// Compensate, then end the task as canceled.
@@ -564,7 +343,7 @@ impl Inner {
         self.finish(
             run,
             TaskState::Canceled,
-            Some(status_message("Task canceled.")),
+            Some(rules::status_message("Task canceled.")),
         )
         .await
     }
@@ -575,17 +354,8 @@ impl Inner {
         let Some(skill) = self.skills.get(&run.skill_id).cloned() else {
             return;
         };
-        let (visit, state) = {
-            let st = run.lock();
-            (st.visit() + 1, st.state().clone())
-        };
-        let step = skill.step_name(&state);
-        run.lock().push(Entry::Activated {
-            visit,
-            step: step.clone(),
-            state: state.clone(),
-            event: Event::Cancel,
-        });
+        let rules::Visit { visit, state, step } =
+            rules::begin_cancel_visit(&mut run.lock(), &*skill);
         let stop = Arc::new(VisitStop::default());
         let invoker = StepInvoker {
             engine: self.clone(),
@@ -611,24 +381,7 @@ impl Inner {
         if let Err(panic) = &result {
             tracing::error!(task = %run.task_id, skill = %run.skill_id, visit, panic = %panic_text(&**panic), "step panicked on cancel");
         }
-        let mut st = run.lock();
-        if let Ok(Ok(t)) = result {
-            for message in t.messages {
-                st.push(Entry::MessageEmitted { message });
-            }
-            for artifact in t.artifacts {
-                st.push(Entry::ArtifactEmitted {
-                    artifact,
-                    append: false,
-                    last_chunk: true,
-                });
-            }
-        }
-        st.push(Entry::Transitioned {
-            visit,
-            next: TransitionKind::Cancel,
-            state: None,
-        });
+        rules::end_cancel_visit(&mut run.lock(), visit, result.ok().and_then(Result::ok));
     }
 
     /// Run the compensations of successful `Compensate` commands, newest first, each journaled.
@@ -636,18 +389,7 @@ impl Inner {
         self: &Arc<Self>,
         run: &Arc<TaskRun>,
     ) -> Result<(), super::run::FlushError> {
-        let todo: Vec<(InvocationId, Cmd, serde_json::Value)> = {
-            let st = run.lock();
-            st.compensable()
-                .iter()
-                .rev()
-                .filter_map(|id| {
-                    let rec = st.command(id)?;
-                    let value = rec.receipt.as_ref()?.outcome.clone().ok()?;
-                    Some((id.clone(), rec.cmd.clone(), value))
-                })
-                .collect()
-        };
+        let todo = rules::compensations_owed(&run.lock());
         for (id, cmd, value) in todo {
             run.flush().await?;
             let outcome = self.effects.compensate(&id, &cmd.kind, value).await;

@@ -1,20 +1,20 @@
 //! `StepInvoker`: performs the `ctx` calls of one step visit. A call with a receipt returns the
 //! recorded outcome; a call without one is journaled, flushed, performed (with retries) and receipted.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::call::CallStep;
-use super::command::{self, Issued, Outstanding};
+use super::command::{self, Issued};
 use super::fault::Boundary;
 use super::fold::CmdRec;
 use super::hooks::{HookContext, HookDecision};
+use super::machine::rules::{self, Found, Gate, Resume};
+use super::machine::visit::{Batch, InFlight, VisitStop};
 use super::run::TaskRun;
 use super::Inner;
-use crate::flow::PermissionMode;
-use crate::flow::{Cmd, CmdKind, EffectError, InvocationId, Invoker, Receipt, StepError};
+use crate::flow::{Cmd, CmdKind, InvocationId, Invoker, StepError};
 use crate::journal::now_ms;
 
 /// The invoker of one visit.
@@ -30,123 +30,10 @@ pub(crate) struct StepInvoker {
     pub batch: Batch,
 }
 
-/// The calls of a visit in flight at once, to refuse a call whose position would depend on timing.
-///
-/// A batch (`ctx.all`, `join!`) takes its ids in one poll of the step: every call starts before
-/// any finishes. A call that starts while others are in flight, after one of them finished, was
-/// chained behind a sibling inside one element: when it starts, and so its InvocationId, depends on
-/// which effect returned first, and a replay could hand it another call's receipt. Such a call
-/// fails the step with a message that says so. Receipts returned on replay do not count as
-/// finishing (they return at once), so a replay of a correct batch is never refused.
-#[derive(Default)]
-pub(crate) struct Batch(std::sync::Mutex<BatchState>);
-
-/// One call in flight in its visit's [`Batch`]; ends it when dropped.
-struct InFlight<'a> {
-    batch: &'a Batch,
-    replayed: bool,
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.batch.end(self.replayed);
-    }
-}
-
-#[derive(Default)]
-struct BatchState {
-    in_flight: u32,
-    finished_live: u32,
-}
-
-impl Batch {
-    fn start(&self, step: &str, cmd: &Cmd) -> Result<(), StepError> {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if st.in_flight > 0 && st.finished_live > 0 {
-            return Err(StepError::Failed(format!(
-                "step `{step}` started {} while other calls of its batch were running and one had finished: its position, and so its InvocationId, would depend on which effect returned first; make each element of `ctx.all`/`join!` one ctx call and make further calls after the batch",
-                cmd.kind.fingerprint()
-            )));
-        }
-        st.in_flight += 1;
-        Ok(())
-    }
-
-    fn end(&self, replayed: bool) {
-        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        st.in_flight = st.in_flight.saturating_sub(1);
-        if !replayed {
-            st.finished_live += 1;
-        }
-        if st.in_flight == 0 {
-            st.finished_live = 0;
-        }
-    }
-}
-
 tokio::task_local! {
     /// The visit whose step future the current task polls (its [`VisitStop`]'s address): a ctx
     /// call polled anywhere else (a spawned task) was taken out of its step.
     pub(crate) static VISIT: usize;
-}
-
-/// The strongest control error a visit's calls returned (see [`StepInvoker::stop`]), or the
-/// misuse that fails the visit.
-#[derive(Default)]
-pub(crate) struct VisitStop {
-    level: std::sync::atomic::AtomicU8,
-    misuse: std::sync::Mutex<Option<String>>,
-}
-
-impl VisitStop {
-    fn note(&self, e: &StepError) {
-        let level = match e {
-            StepError::Suspended => 1,
-            StepError::Canceled => 2,
-            StepError::Halted => 3,
-            _ => return,
-        };
-        self.level.fetch_max(level, Ordering::SeqCst);
-    }
-
-    /// Fail the visit with `reason` whatever the step does next (a ctx call used where its id or
-    /// its outcome could not be journaled faithfully). The first reason is kept.
-    pub fn fail(&self, reason: String) -> StepError {
-        let mut misuse = self.misuse.lock().unwrap_or_else(|p| p.into_inner());
-        StepError::Failed(misuse.get_or_insert(reason).clone())
-    }
-
-    /// The address that names this visit in [`VISIT`].
-    pub fn token(self: &Arc<Self>) -> usize {
-        Arc::as_ptr(self) as usize
-    }
-
-    /// The error the visit stops with, whatever the step returned: a halt or a cancel first,
-    /// then a misuse, then a suspension.
-    pub fn error(&self) -> Option<StepError> {
-        match self.level.load(Ordering::SeqCst) {
-            3 => return Some(StepError::Halted),
-            2 => return Some(StepError::Canceled),
-            _ => {}
-        }
-        if let Some(reason) = self
-            .misuse
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
-            return Some(StepError::Failed(reason));
-        }
-        (self.level.load(Ordering::SeqCst) == 1).then_some(StepError::Suspended)
-    }
-}
-
-/// What the table says about a command at a position.
-enum Found {
-    Receipt(Receipt),
-    /// Journaled without a receipt; true when an earlier run journaled it.
-    NoReceipt(Box<CmdRec>, bool),
-    New,
 }
 
 #[async_trait]
@@ -202,22 +89,7 @@ impl Invoker for StepInvoker {
     fn recorded(&self, position: u32, cmd: &Cmd) -> Result<Option<serde_json::Value>, StepError> {
         let id = InvocationId::derive(&self.run.task_id, self.visit, position);
         let st = self.run.lock();
-        let Some(rec) = st.command(&id) else {
-            return Ok(None);
-        };
-        if rec.cmd.kind.fingerprint() != cmd.kind.fingerprint() {
-            return Err(StepError::NonDeterminism {
-                skill: self.run.skill_id.clone(),
-                step: self.step.clone(),
-                position,
-                recorded: rec.cmd.kind.fingerprint(),
-                issued: cmd.kind.fingerprint(),
-            });
-        }
-        match &rec.receipt {
-            Some(Receipt { outcome: Ok(v), .. }) => Ok(Some(v.clone())),
-            _ => Ok(None),
-        }
+        rules::recorded(&st, &self.run.skill_id, &self.step, position, &id, cmd)
     }
 
     async fn record(
@@ -233,44 +105,17 @@ impl Invoker for StepInvoker {
             return Err(stop);
         }
         let id = InvocationId::derive(&self.run.task_id, self.visit, position);
-        let mut abandoned_calls = Vec::new();
-        {
-            let mut st = self.run.lock();
-            st.issue(&id, cmd, false);
-            st.record_receipt(Receipt {
-                id: id.clone(),
-                attempt: 1,
-                outcome: Ok(value),
-                usage: None,
-            });
-            for &lost in abandoned {
-                let lost_id = InvocationId::derive(&self.run.task_id, self.visit, lost);
-                let Some(rec) = st.command(&lost_id).filter(|r| r.receipt.is_none()) else {
-                    continue;
-                };
-                let error = EffectError::permanent(format!(
-                    "abandoned: {} lost the race at position {position} of step `{}`",
-                    rec.cmd.kind.fingerprint(),
-                    self.step
-                ));
-                let attempt = rec.attempts.max(1);
-                if rec.cmd.kind.is_call() {
-                    let callee = rec.callee.as_ref().map(|c| c.task_id.clone());
-                    abandoned_calls.push((lost_id.clone(), rec.cmd.clone(), callee));
-                }
-                st.record_receipt(Receipt {
-                    id: lost_id,
-                    attempt,
-                    outcome: Err(error),
-                    usage: None,
-                });
-            }
-            // A question that lost the race is no longer asked.
-            if st.status() == crate::model::TaskState::InputRequired && st.open_question().is_none()
-            {
-                st.set_status(crate::model::TaskState::Working);
-            }
-        }
+        let abandoned_calls = rules::record_race(
+            &mut self.run.lock(),
+            &self.run.task_id,
+            self.visit,
+            &self.step,
+            position,
+            &id,
+            cmd,
+            value,
+            abandoned,
+        );
         self.flush().await?;
         // A callee working for a call that lost the race works for nobody now.
         self.engine.cancel_abandoned(&self.run, abandoned_calls);
@@ -295,30 +140,16 @@ impl StepInvoker {
     ) -> futures::future::BoxFuture<'_, Result<serde_json::Value, StepError>> {
         Box::pin(async move {
             cmd.policy = self.engine.effects.policy_for(&cmd.kind, cmd.policy);
-            let found = {
-                let st = self.run.lock();
-                if st.cancel_requested() {
-                    return Err(StepError::Canceled);
-                }
-                match st.command(&id) {
-                    Some(rec) if rec.cmd.kind.fingerprint() != cmd.kind.fingerprint() => {
-                        return Err(StepError::NonDeterminism {
-                            skill: self.run.skill_id.clone(),
-                            step: self.step.clone(),
-                            position: ordinal,
-                            recorded: rec.cmd.kind.fingerprint(),
-                            issued: cmd.kind.fingerprint(),
-                        });
-                    }
-                    Some(rec) => match &rec.receipt {
-                        Some(receipt) => Found::Receipt(receipt.clone()),
-                        None => Found::NoReceipt(Box::new(rec.clone()), st.recovered(rec)),
-                    },
-                    None => Found::New,
-                }
-            };
+            let found = rules::find(
+                &self.run.lock(),
+                &self.run.skill_id,
+                &self.step,
+                ordinal,
+                &id,
+                &cmd,
+            )?;
             match found {
-                Found::Receipt(receipt) => outcome(&cmd, receipt),
+                Found::Receipt(receipt) => rules::outcome(&cmd, receipt),
                 Found::NoReceipt(rec, recovered) => self.resume_issued(id, *rec, recovered).await,
                 Found::New => {
                     let cmd = self.admit(ordinal, &id, cmd).await?;
@@ -361,105 +192,31 @@ impl StepInvoker {
             return Err(self.refuse(id, original, reason).await);
         }
         if let CmdKind::Tool { tool, args } = &cmd.kind {
-            let (slot, request) = match self.gate(tool, args) {
-                None => return Ok(cmd),
-                Some(Err(reason)) => return Err(self.refuse(id, cmd, reason).await),
-                Some(Ok(ask)) => ask,
+            let (slot, request) = match rules::gate(&self.engine.effects, self.run.mode, tool, args)
+            {
+                Gate::Pass => return Ok(cmd),
+                Gate::Refuse(reason) => return Err(self.refuse(id, cmd, reason).await),
+                Gate::Ask(slot, request) => (slot, request),
             };
-            // The questions have ids derived from the tool call's, so the ordinals of the
-            // step's later commands do not depend on whether (or how often) it was asked.
             let approval = crate::flow::approval::decide(slot, &request, |round, ask| {
-                let ask_id = match round {
-                    0 => format!("{id}/{slot}"),
-                    n => format!("{id}/{slot}/{}", n + 1),
-                };
-                self.invoke_at(ordinal, InvocationId::from_string(ask_id), ask)
+                self.invoke_at(ordinal, rules::gate_question_id(id, slot, round), ask)
             })
             .await?;
             if !approval.approved() {
-                let why = if approval.expired {
-                    "the approval expired"
-                } else {
-                    "it was rejected"
-                };
-                return Err(StepError::Rejected(format!(
-                    "tool `{tool}` was not approved: {why}"
-                )));
+                return Err(rules::not_approved(tool, approval.expired));
             }
         }
         Ok(cmd)
     }
 
-    /// The built-in gate for a tool call: `None` to run it, `Some(Err(reason))` to refuse it (plan
-    /// mode below the tool's minimum), `Some(Ok((slot, request)))` to ask a human first (below the
-    /// minimum in other modes, or when the tool demands approval for these arguments).
-    #[allow(clippy::type_complexity)]
-    fn gate(
-        &self,
-        tool: &str,
-        args: &serde_json::Value,
-    ) -> Option<Result<(&'static str, crate::flow::ApprovalRequest), String>> {
-        let found = self.engine.effects.find_tool(tool);
-        let need = found.map(|t| t.min_mode()).unwrap_or_default();
-        let mode = self.run.mode;
-        if mode < need && mode == PermissionMode::Plan {
-            return Some(Err(format!("tool `{tool}` needs permission mode {need:?}; this task runs in plan mode (read-only)")));
-        }
-        let mut reasons = Vec::new();
-        if mode < need {
-            reasons.push(format!(
-                "tool `{tool}` needs permission mode {need:?} and this task runs in {mode:?}"
-            ));
-        }
-        let demanded = found.and_then(|t| t.needs_approval(args));
-        if let Some(d) = &demanded {
-            reasons.push(d.reason.clone());
-        }
-        if reasons.is_empty() {
-            return None;
-        }
-        let mut request =
-            crate::flow::ApprovalRequest::new(tool.to_owned(), args.clone(), reasons.join("; "));
-        let slot = match demanded {
-            Some(d) => {
-                if let Some(after) = d.expires_in {
-                    request = request.expires(after, d.default);
-                }
-                "approval"
-            }
-            None => "permission",
-        };
-        Some(Ok((slot, request)))
-    }
-
     /// Journal `cmd` with a permanent error as its receipt and return that error.
     async fn refuse(&self, id: &InvocationId, cmd: Cmd, reason: String) -> StepError {
-        let error = EffectError::permanent(reason);
-        {
-            let mut st = self.run.lock();
-            st.issue(id, cmd.clone(), false);
-            st.record_receipt(Receipt {
-                id: id.clone(),
-                attempt: 1,
-                outcome: Err(error.clone()),
-                usage: None,
-            });
-        }
+        let error = rules::refuse(&mut self.run.lock(), id, cmd, reason);
         if let Err(e) = self.flush().await {
             return e;
         }
-        StepError::Effect {
-            what: cmd.kind.fingerprint(),
-            error,
-        }
+        error
     }
-}
-
-fn outcome(cmd: &Cmd, receipt: Receipt) -> Result<serde_json::Value, StepError> {
-    receipt.outcome.map_err(|error| StepError::Effect {
-        what: cmd.kind.fingerprint(),
-        error,
-    })
 }
 
 impl StepInvoker {
@@ -523,7 +280,7 @@ impl StepInvoker {
                         hook.after_command(&ctx, &cmd, &receipt).await;
                     }
                 }
-                outcome(&cmd, receipt)
+                rules::outcome(&cmd, receipt)
             }
         }
     }
@@ -537,7 +294,7 @@ impl StepInvoker {
         rec: Option<&CmdRec>,
     ) -> Result<serde_json::Value, StepError> {
         match self.engine.call(&self.run, &id, cmd, rec).await {
-            CallStep::Settled(receipt) => outcome(cmd, receipt),
+            CallStep::Settled(receipt) => rules::outcome(cmd, receipt),
             CallStep::Waiting => Err(StepError::Suspended),
             CallStep::Halted => self.halted(),
             CallStep::Canceled => Err(StepError::Canceled),
@@ -552,27 +309,24 @@ impl StepInvoker {
         rec: CmdRec,
         recovered: bool,
     ) -> Result<serde_json::Value, StepError> {
-        match command::outstanding(&rec, recovered, now_ms()) {
-            Outstanding::Due => Ok(command::settle_due(&mut self.run.lock(), &id, &rec.cmd)),
-            Outstanding::Timer(at) | Outstanding::Question(Some(at)) => {
-                self.engine.schedule_timer(self.run.task_id.to_string(), at);
+        let resumed = rules::resume(&mut self.run.lock(), &id, &rec, recovered);
+        match resumed {
+            Resume::Settled(value) => Ok(value),
+            Resume::Wait(at) => {
+                if let Some(at) = at {
+                    self.engine.schedule_timer(self.run.task_id.to_string(), at);
+                }
                 Err(StepError::Suspended)
             }
-            Outstanding::Question(None) => Err(StepError::Suspended),
-            Outstanding::Unknown => Err(StepError::OutcomeUnknown {
-                what: rec.cmd.kind.fingerprint(),
-                id,
-            }),
-            Outstanding::Perform if rec.cmd.kind.is_call() => {
-                self.call(id, &rec.cmd, Some(&rec)).await
-            }
-            Outstanding::Perform => {
+            Resume::Unknown(e) => Err(e),
+            Resume::Perform if rec.cmd.kind.is_call() => self.call(id, &rec.cmd, Some(&rec)).await,
+            Resume::Perform => {
                 let receipt = self
                     .engine
                     .perform(&self.run, &id, &rec.cmd, rec.attempts)
                     .await
                     .ok_or(StepError::Halted)?;
-                outcome(&rec.cmd, receipt)
+                rules::outcome(&rec.cmd, receipt)
             }
         }
     }

@@ -15,6 +15,7 @@ mod fold;
 mod hooks;
 mod invoke;
 mod live;
+pub mod machine;
 mod perform;
 mod projection;
 pub(crate) mod push;

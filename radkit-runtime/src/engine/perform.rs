@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use super::fault::Boundary;
+use super::machine::rules::{self, Attempted};
 use super::run::TaskRun;
 use super::Inner;
-use crate::flow::{Cmd, EffectError, InvocationId, Receipt};
-use crate::journal::Entry;
+use crate::flow::{Cmd, InvocationId, Receipt};
 
 impl Inner {
     /// Perform `cmd` until it succeeds, fails permanently or runs out of attempts, and record its
@@ -39,7 +39,6 @@ impl Inner {
         if self.crash_at(Boundary::CommandJournaled, run, Some(id), Some(&what)) {
             return None;
         }
-        let max = cmd.retry.max_attempts.max(1);
         let mut attempt = prior_attempts;
         loop {
             attempt += 1;
@@ -71,33 +70,14 @@ impl Inner {
             if self.crash_at(Boundary::EffectReturned, run, Some(id), Some(&what)) {
                 return None;
             }
-            match result {
-                Err(error)
-                    if error.is_transient() && attempt < max && attempt - prior_attempts < max =>
-                {
-                    // Honour the service's `Retry-After` when it asks for longer than our backoff.
-                    let hint = std::time::Duration::from_millis(error.retry_after_ms.unwrap_or(0));
-                    let delay = cmd.retry.backoff(attempt + 1).max(hint);
-                    run.lock().push(Entry::AttemptFailed {
-                        id: id.clone(),
-                        attempt,
-                        error,
-                    });
+            let attempted =
+                rules::attempted(&mut run.lock(), id, cmd, attempt, prior_attempts, result);
+            match attempted {
+                Attempted::Retry(delay) => {
                     drop(slot);
                     tokio::time::sleep(delay).await;
                 }
-                result => {
-                    let (outcome, usage) = match result {
-                        Ok(performed) => (Ok(performed.value), performed.usage),
-                        Err(e) => (Err::<serde_json::Value, EffectError>(e), None),
-                    };
-                    let receipt = Receipt {
-                        id: id.clone(),
-                        attempt,
-                        outcome,
-                        usage,
-                    };
-                    run.lock().record_receipt(receipt.clone());
+                Attempted::Receipt(receipt) => {
                     let crash =
                         self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
                     if crash || !cmd.policy.reissue_allowed() {

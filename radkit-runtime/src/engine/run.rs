@@ -60,6 +60,20 @@ pub(crate) struct RunState {
     /// without one of its own gets when it is journaled (`Duration::MAX`, as a run starts: no
     /// deadline).
     pub call_timeout: std::time::Duration,
+    /// The time a host passed in (the sans-IO `TaskMachine` sets it for each pass); `None` reads
+    /// the wall clock (the long-running engine).
+    pub clock_ms: Option<i64>,
+}
+
+/// What a run has buffered and not committed: the entries (from `first_seq`), the row's new state and
+/// wake time, and whether it then waits on a bound call (written with the wake time).
+#[derive(Debug)]
+pub(crate) struct Buffered {
+    pub first_seq: u64,
+    pub entries: Vec<Entry>,
+    pub state: Option<TaskState>,
+    pub wake_at_ms: Option<Option<i64>>,
+    pub waits_on_call: Option<bool>,
 }
 
 impl std::ops::Deref for RunState {
@@ -95,9 +109,35 @@ impl RunState {
             journaled_end,
             visit_event: None,
             call_timeout: std::time::Duration::MAX,
+            clock_ms: None,
         };
         st.row_wakes = st.cancel_requested() || st.waits_by_row();
         st
+    }
+
+    /// The time now: the one a host passed in ([`RunState::clock_ms`]), else the wall clock.
+    pub fn now(&self) -> i64 {
+        self.clock_ms.unwrap_or_else(now_ms)
+    }
+
+    /// Take what is buffered, to be committed as one append (`None` when nothing is).
+    pub fn take_batch(&mut self) -> Option<Buffered> {
+        if !self.has_pending() {
+            return None;
+        }
+        let entries = std::mem::take(&mut self.pending);
+        let first_seq = self.next_seq - u64::try_from(entries.len()).unwrap_or(u64::MAX);
+        let wake_at_ms = self.pending_wake.take();
+        // Written with the wake time, which every change to a call's wait writes (its recheck
+        // set, its receipt while the row wakes, a cancel): read from the fold as committed.
+        let waits_on_call = wake_at_ms.map(|at| at.is_some() && self.fold.waits_on_call());
+        Some(Buffered {
+            first_seq,
+            entries,
+            state: self.pending_state.take(),
+            wake_at_ms,
+            waits_on_call,
+        })
     }
 
     /// The fold of everything journaled or buffered so far.
@@ -121,7 +161,8 @@ impl RunState {
             self.push(Entry::CancelRequested);
             // The task has work now, whatever its status says: a due wake time is what recovery and
             // a shared store's claims look for in the row, so a cancel cut off by a crash is finished.
-            self.set_wake(Some(now_ms()));
+            let now = self.now();
+            self.set_wake(Some(now));
         }
         true
     }
@@ -175,7 +216,7 @@ impl RunState {
     /// never hides an earlier one of the same task.
     pub fn rewake(&mut self) {
         let at = if self.cancel_requested() || self.hides_work() {
-            Some(now_ms())
+            Some(self.now())
         } else {
             self.earliest_timer()
         };
@@ -401,30 +442,24 @@ impl TaskRun {
 
     /// The body of a flush; the caller holds `flush_lock`.
     async fn commit(&self) -> Result<(), FlushError> {
-        let (first_seq, entries, state, wake, waits_on_call, live) = {
+        let (batch, live) = {
             let mut st = self.lock();
-            if !st.has_pending() {
+            let Some(batch) = st.take_batch() else {
                 return if self.is_halted() {
                     Err(FlushError::Halted)
                 } else {
                     Ok(())
                 };
-            }
-            let entries = std::mem::take(&mut st.pending);
-            let first_seq = st.next_seq - u64::try_from(entries.len()).unwrap_or(u64::MAX);
-            let wake = st.pending_wake.take();
-            // Written with the wake time, which every change to a call's wait writes (its recheck
-            // set, its receipt while the row wakes, a cancel): read from the fold as committed.
-            let waits_on_call = wake.map(|at| at.is_some() && st.fold().waits_on_call());
-            (
-                first_seq,
-                entries,
-                st.pending_state.take(),
-                wake,
-                waits_on_call,
-                self.fold_check.as_ref().map(|_| st.fold().clone()),
-            )
+            };
+            (batch, self.fold_check.as_ref().map(|_| st.fold().clone()))
         };
+        let Buffered {
+            first_seq,
+            entries,
+            state,
+            wake_at_ms: wake,
+            waits_on_call,
+        } = batch;
         if self.is_halted() {
             return Err(FlushError::Halted);
         }

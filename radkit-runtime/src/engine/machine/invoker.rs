@@ -1,0 +1,250 @@
+//! `MachineInvoker`: the `ctx` calls of a step visit the [`TaskMachine`](super::TaskMachine)
+//! polls. A call with a receipt returns it; a call without one is journaled and asked of the host
+//! (through the [`Desk`]), and stays pending until the host completes it. The lookup, the gate, the
+//! issue and the resume are the engine's rules ([`rules`](super::rules), `command`); what differs
+//! from the engine's invoker is only that nothing is performed here.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use async_trait::async_trait;
+
+use super::rules::{self, Found, Gate, Resume};
+use super::visit::{Batch, InFlight, VisitStop};
+use crate::effects::Effects;
+use crate::engine::command::{self, Issued};
+use crate::engine::run::RunState;
+use crate::flow::{Cmd, CmdKind, InvocationId, Invoker, PermissionMode, StepError};
+
+/// The invoker of one visit run by the machine.
+pub(crate) struct MachineInvoker {
+    pub st: Arc<Mutex<RunState>>,
+    pub effects: Arc<Effects>,
+    pub task_id: Arc<str>,
+    pub skill_id: String,
+    pub mode: PermissionMode,
+    pub visit: u64,
+    pub step: String,
+    pub stop: VisitStop,
+    pub batch: Batch,
+    pub desk: Desk,
+}
+
+/// What the visit's calls ask of the host, and what the host answered.
+#[derive(Default)]
+pub(crate) struct Desk {
+    /// Effects to perform: id, command, attempts earlier runs journaled.
+    requests: Mutex<Vec<(InvocationId, Cmd, u32)>>,
+    /// Outcomes of completed effects, taken by the calls waiting for them.
+    outcomes: Mutex<HashMap<InvocationId, Result<serde_json::Value, StepError>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Desk {
+    fn request(&self, id: InvocationId, cmd: Cmd, prior_attempts: u32) {
+        lock(&self.requests).push((id, cmd, prior_attempts));
+    }
+
+    /// The effects asked for since the last call.
+    pub fn take_requests(&self) -> Vec<(InvocationId, Cmd, u32)> {
+        std::mem::take(&mut *lock(&self.requests))
+    }
+
+    /// Hand the outcome of `id` to the call waiting for it.
+    pub fn settle(&self, id: InvocationId, outcome: Result<serde_json::Value, StepError>) {
+        lock(&self.outcomes).insert(id, outcome);
+    }
+
+    /// The outcome of `id`, once the host completed it.
+    fn outcome(&self, id: InvocationId) -> Outcome<'_> {
+        Outcome { desk: self, id }
+    }
+}
+
+/// A call waiting for its effect's outcome: ready once the host completed it (the machine polls
+/// the step again after every completion, so it needs no waker).
+struct Outcome<'a> {
+    desk: &'a Desk,
+    id: InvocationId,
+}
+
+impl Future for Outcome<'_> {
+    type Output = Result<serde_json::Value, StepError>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        match lock(&self.desk.outcomes).remove(&self.id) {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
+        }
+    }
+}
+
+#[async_trait]
+impl Invoker for MachineInvoker {
+    async fn invoke(&self, position: u32, cmd: Cmd) -> Result<serde_json::Value, StepError> {
+        let id = InvocationId::derive(&self.task_id, self.visit, position);
+        // A call of this visit stopped it: whatever the step does next is not journaled.
+        if let Some(stop) = self.stop.error() {
+            if stop == StepError::Suspended {
+                // Inside a race this call waits with the rest of the visit: it must not win.
+                crate::flow::race::defer_suspension();
+            }
+            return Err(stop);
+        }
+        if matches!(cmd.kind, CmdKind::Race { .. }) {
+            return Err(StepError::Failed(
+                "a race is journaled by `ctx.race` with its winner; it cannot be run as a command"
+                    .into(),
+            ));
+        }
+        if let Err(e) = self.batch.start(&self.step, &cmd) {
+            self.stop.note(&e);
+            return Err(e);
+        }
+        let replayed = lock(&self.st)
+            .command(&id)
+            .is_some_and(|r| r.receipt.is_some());
+        let _in_flight = InFlight {
+            batch: &self.batch,
+            replayed,
+        };
+        let result = self.invoke_at(position, id, cmd).await;
+        match &result {
+            // Inside `ctx.race` a call that waits does not suspend the step: the race decides.
+            Err(StepError::Suspended) if crate::flow::race::defer_suspension() => {}
+            Err(e) => self.stop.note(e),
+            Ok(_) => {}
+        }
+        result
+    }
+
+    fn recorded(&self, position: u32, cmd: &Cmd) -> Result<Option<serde_json::Value>, StepError> {
+        let id = InvocationId::derive(&self.task_id, self.visit, position);
+        rules::recorded(
+            &lock(&self.st),
+            &self.skill_id,
+            &self.step,
+            position,
+            &id,
+            cmd,
+        )
+    }
+
+    async fn record(
+        &self,
+        position: u32,
+        cmd: Cmd,
+        value: serde_json::Value,
+        abandoned: &[u32],
+    ) -> Result<(), StepError> {
+        if let Some(stop @ (StepError::Halted | StepError::Canceled | StepError::Failed(_))) =
+            self.stop.error()
+        {
+            return Err(stop);
+        }
+        let id = InvocationId::derive(&self.task_id, self.visit, position);
+        // The losers' effects still in the host's hands complete into receipts already written
+        // (`TaskMachine::complete` ignores them).
+        rules::record_race(
+            &mut lock(&self.st),
+            &self.task_id,
+            self.visit,
+            &self.step,
+            position,
+            &id,
+            cmd,
+            value,
+            abandoned,
+        );
+        Ok(())
+    }
+
+    fn stop(&self, error: &StepError) {
+        match error {
+            StepError::Failed(reason) => drop(self.stop.fail(reason.clone())),
+            other => self.stop.note(other),
+        }
+    }
+}
+
+impl MachineInvoker {
+    /// Replay `cmd` as command `id` (made at `position`), or journal it and ask the host for it.
+    fn invoke_at(
+        &self,
+        position: u32,
+        id: InvocationId,
+        cmd: Cmd,
+    ) -> futures::future::BoxFuture<'_, Result<serde_json::Value, StepError>> {
+        Box::pin(async move {
+            let cmd = rules::with_policy(&self.effects, cmd);
+            let found = rules::find(
+                &lock(&self.st),
+                &self.skill_id,
+                &self.step,
+                position,
+                &id,
+                &cmd,
+            )?;
+            match found {
+                Found::Receipt(receipt) => rules::outcome(&cmd, receipt),
+                Found::NoReceipt(rec, recovered) => {
+                    let resumed = rules::resume(&mut lock(&self.st), &id, &rec, recovered);
+                    match resumed {
+                        Resume::Settled(value) => Ok(value),
+                        Resume::Wait(_) => Err(StepError::Suspended),
+                        Resume::Unknown(e) => Err(e),
+                        Resume::Perform => {
+                            self.desk.request(id.clone(), rec.cmd, rec.attempts);
+                            self.desk.outcome(id).await
+                        }
+                    }
+                }
+                Found::New => {
+                    let cmd = self.admit(position, &id, cmd).await?;
+                    let issued = {
+                        let mut st = lock(&self.st);
+                        let now = st.now();
+                        command::issue(&mut st, &id, cmd.clone(), false, now)
+                    };
+                    match issued {
+                        Issued::Journaled => Ok(serde_json::Value::Null),
+                        Issued::Waits(_) => Err(StepError::Suspended),
+                        Issued::Perform => {
+                            self.desk.request(id.clone(), cmd, 0);
+                            self.desk.outcome(id).await
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// The permission gate before a tool call is journaled for the first time (hooks are the
+    /// long-running engine's). A refusal is journaled as the command's receipt.
+    async fn admit(&self, position: u32, id: &InvocationId, cmd: Cmd) -> Result<Cmd, StepError> {
+        let CmdKind::Tool { tool, args } = &cmd.kind else {
+            return Ok(cmd);
+        };
+        let (slot, request) = match rules::gate(&self.effects, self.mode, tool, args) {
+            Gate::Pass => return Ok(cmd),
+            Gate::Refuse(reason) => {
+                return Err(rules::refuse(&mut lock(&self.st), id, cmd, reason))
+            }
+            Gate::Ask(slot, request) => (slot, request),
+        };
+        let approval = crate::flow::approval::decide(slot, &request, |round, ask| {
+            self.invoke_at(position, rules::gate_question_id(id, slot, round), ask)
+        })
+        .await?;
+        if !approval.approved() {
+            return Err(rules::not_approved(tool, approval.expired));
+        }
+        Ok(cmd)
+    }
+}

@@ -1,0 +1,903 @@
+//! The task machine without I/O: one task's run as a value that is fed events and yields what to
+//! do. No clock (time is passed in), no I/O, no runtime and no threads inside: a host (the
+//! serverless pass, a distributed engine, a test) persists what it yields, performs the effects it
+//! asks for and hands their outcomes back.
+//!
+//! ```text
+//!            start / resume(journal, now) / reply / cancel(now)
+//!                              │
+//!   ┌──────────────────────────▼─────────────────────────────┐
+//!   │ TaskMachine::poll(now) ── step visits (async fn steps   │
+//!   │   polled here: a ctx call without a receipt becomes an  │
+//!   │   Effect), transitions, compensations, the end          │
+//!   └───┬──────────────┬──────────────┬───────────────┬───────┘
+//!   Persist(Append)  Perform(effects)  Awaiting      Waiting / Ended
+//!   host appends     host runs each,   host completes  host stops; the journal
+//!   it, polls again  `complete(id,..)` an effect       holds the rest (timers,
+//!                                                      input, claimable work)
+//! ```
+//!
+//! It applies the engine's one fold (`engine/fold.rs`) and command rules (`engine/command.rs`)
+//! through [`rules`], the same functions the long-running engine's driver applies: a visit, a
+//! transition, an ending, a cancel, a retry decide the same entries whoever hosts the task. Output
+//! commit holds as in the engine: the machine yields `Persist` before any effect that depends on
+//! what it buffered, and before it rests or ends.
+
+pub(crate) mod rules;
+pub(crate) mod visit;
+
+mod invoker;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use self::invoker::MachineInvoker;
+use self::rules::{After, AfterVisit, Execute, VisitResult};
+use super::command;
+use super::replay::replay;
+use super::run::{RunState, Work};
+use crate::effects::{Effects, Performed};
+use crate::flow::{
+    Cmd, EffectError, ErasedSkill, Event, InvocationId, PermissionMode, StepCtx, StepError,
+    Transition,
+};
+use crate::journal::{Entry, JournalRecord};
+use crate::model::{Message, TaskState};
+use crate::store::{Append, TaskRecord};
+
+/// The limits a machine runs a task under (the engine's `EngineBuilder` settings of the same names).
+#[derive(Debug, Clone)]
+pub struct MachineConfig {
+    /// Step visits a task may run before it fails (a loop that never ends).
+    pub max_steps: u64,
+    /// Journal a checkpoint every this many visits (0: never).
+    pub checkpoint_every: u64,
+    /// The timeout of a call to an agent or a skill that sets none.
+    pub call_timeout: Duration,
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        let engine = super::EngineConfig::default();
+        MachineConfig {
+            max_steps: engine.max_steps,
+            checkpoint_every: engine.checkpoint_every,
+            call_timeout: engine.call_timeout,
+        }
+    }
+}
+
+/// A skill ready to be run by [`TaskMachine`]s: the skill, the registered models and tools (their
+/// declared policies and approval rules; the machine never calls them) and the limits. Cheap to
+/// clone; one per skill per host.
+#[derive(Clone)]
+pub struct MachineSkill {
+    parts: Arc<Parts>,
+}
+
+struct Parts {
+    skill: Arc<dyn ErasedSkill>,
+    effects: Effects,
+    config: MachineConfig,
+}
+
+impl MachineSkill {
+    /// `skill` with no registered tools and the default limits.
+    pub fn new(skill: Arc<dyn ErasedSkill>) -> Self {
+        Self::with(skill, Effects::default(), MachineConfig::default())
+    }
+
+    /// `skill` with the registered `effects` (whose tools' policies and approval rules apply) and
+    /// `config`.
+    pub fn with(skill: Arc<dyn ErasedSkill>, effects: Effects, config: MachineConfig) -> Self {
+        MachineSkill {
+            parts: Arc::new(Parts {
+                skill,
+                effects,
+                config,
+            }),
+        }
+    }
+
+    /// The skill.
+    pub fn skill(&self) -> &Arc<dyn ErasedSkill> {
+        &self.parts.skill
+    }
+
+    /// A new task created by `task.message` at `now_ms`. Its first [`Output::Persist`] creates
+    /// the task's row ([`Append::create`]).
+    pub fn start(&self, task: NewTask, now_ms: i64) -> Result<TaskMachine, MachineError> {
+        let skill = &self.parts.skill;
+        let info = skill.info();
+        let initial = skill
+            .initial_state()
+            .map_err(|e| MachineError::Skill(e.to_string()))?;
+        let NewTask {
+            task_id,
+            context_id,
+            principal,
+            mode,
+            mut message,
+        } = task;
+        let context_id = context_id
+            .or_else(|| message.context_id.clone())
+            .unwrap_or_else(|| task_id.clone());
+        message.task_id = Some(task_id.clone());
+        message.context_id = Some(context_id.clone());
+        let mut st = RunState::new(initial);
+        st.clock_ms = Some(now_ms);
+        st.call_timeout = self.parts.config.call_timeout;
+        rules::create(&mut st, info, &context_id, principal.clone(), mode, message);
+        let create = TaskRecord {
+            id: task_id.clone(),
+            context_id: context_id.clone(),
+            skill_id: info.id.clone(),
+            skill_version: info.version.clone(),
+            principal,
+            state: TaskState::Submitted,
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            wake_at_ms: None,
+            waits_on_call: false,
+            last_seq: 0,
+        };
+        Ok(self.machine(task_id, context_id, mode, st, Some(create)))
+    }
+
+    /// Task `task_id` whose journal is `records` (its first entry and everything from its last
+    /// checkpoint on, in `seq` order, as `Store::journal_for_replay` returns them), replayed at
+    /// `now_ms`: the open visit is re-run (its commands with receipts return them), a command
+    /// without a receipt is reissued with the same id (or, when its policy forbids that, the task
+    /// fails with its outcome unknown), due timers fire and waits are recognised.
+    pub fn resume(
+        &self,
+        task_id: &str,
+        records: &[JournalRecord],
+        now_ms: i64,
+    ) -> Result<TaskMachine, MachineError> {
+        let skill = &self.parts.skill;
+        let info = skill.info();
+        let initial = skill
+            .initial_state()
+            .map_err(|e| MachineError::Skill(e.to_string()))?;
+        let replayed = replay(records, initial, now_ms).map_err(MachineError::Journal)?;
+        let header = replayed.header;
+        if header.skill_id != info.id || header.skill_version != info.version {
+            return Err(MachineError::VersionMismatch {
+                skill_id: header.skill_id,
+                recorded: header.skill_version,
+                running: format!("{} {}", info.id, info.version),
+            });
+        }
+        let mut st = replayed.run;
+        st.clock_ms = Some(now_ms);
+        st.call_timeout = self.parts.config.call_timeout;
+        st.visit_event = replayed.open_visit;
+        Ok(self.machine(
+            task_id.to_owned(),
+            header.context_id,
+            header.permission_mode,
+            st,
+            None,
+        ))
+    }
+
+    fn machine(
+        &self,
+        task_id: String,
+        context_id: String,
+        mode: PermissionMode,
+        st: RunState,
+        create: Option<TaskRecord>,
+    ) -> TaskMachine {
+        TaskMachine {
+            parts: self.parts.clone(),
+            task_id: task_id.into(),
+            context_id: context_id.into(),
+            mode,
+            st: Arc::new(Mutex::new(st)),
+            create,
+            phase: Phase::Queue,
+            outbox: Vec::new(),
+            outstanding: HashMap::new(),
+            persist_now: false,
+        }
+    }
+}
+
+/// A task to start.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// Its id (a host derives it, e.g. from the creating message's id, so a retried invocation
+    /// finds the task it created).
+    pub task_id: String,
+    /// Its context: this, else the message's, else the task id.
+    pub context_id: Option<String>,
+    /// Who created it.
+    pub principal: Option<String>,
+    /// Its permission mode.
+    pub mode: PermissionMode,
+    /// The message that creates it.
+    pub message: Message,
+}
+
+impl NewTask {
+    /// Task `task_id` created by `message`, in no context of its own, by nobody in particular, in
+    /// the default permission mode.
+    pub fn new(task_id: impl Into<String>, message: Message) -> Self {
+        NewTask {
+            task_id: task_id.into(),
+            context_id: None,
+            principal: None,
+            mode: PermissionMode::default(),
+            message,
+        }
+    }
+}
+
+/// What the machine asks of its host next ([`TaskMachine::poll`]).
+#[derive(Debug)]
+pub enum Output {
+    /// Append this to the task's journal (it is ready for `Store::append`; a host with leases sets
+    /// its `fence`), then poll again. A failed append leaves the machine unusable: resume the task
+    /// from the store, as after a crash.
+    Persist(Append),
+    /// Perform these effects (at once or concurrently, each not before its `not_before_ms`) and
+    /// hand each outcome to [`TaskMachine::complete`]. Their commands are durable (a `Persist`
+    /// came first).
+    Perform(Vec<Effect>),
+    /// Nothing to do until an effect yielded earlier is completed.
+    Awaiting,
+    /// The task rests and everything is persisted: it waits for a reply (`input`) and/or until
+    /// `wake_at_ms` (resume it then), or for a call's callee. The machine may be dropped.
+    Waiting {
+        /// A reply is awaited ([`TaskMachine::reply`]).
+        input: bool,
+        /// Its earliest timer (a sleep, a question's deadline, a call's recheck).
+        wake_at_ms: Option<i64>,
+    },
+    /// The task ended in this state; everything is persisted.
+    Ended(TaskState),
+}
+
+/// An effect to perform: a model or tool call (or a call to an agent or a skill) under its
+/// InvocationId, or the compensation of an earlier tool call.
+#[derive(Debug, Clone)]
+pub struct Effect {
+    /// The command's id: the idempotency key of the effect (the same on every reissue).
+    pub id: InvocationId,
+    /// The command, with the policy it runs under.
+    pub cmd: Cmd,
+    /// What to do with it.
+    pub action: Action,
+    /// The attempt this is (from 1; counting attempts earlier runs journaled).
+    pub attempt: u32,
+    /// Not before this time (a retry's backoff, or the service's `Retry-After`).
+    pub not_before_ms: Option<i64>,
+}
+
+/// What an [`Effect`] asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Perform the command (`Effects::perform`).
+    Perform,
+    /// Undo it: its receipt's value is `output` (`Effects::compensate`).
+    Compensate {
+        /// The value the command returned.
+        output: serde_json::Value,
+    },
+}
+
+impl Effect {
+    /// Carry out the effect with `effects` (the registered models and tools): a convenience for
+    /// hosts that perform effects in process.
+    pub async fn run(&self, effects: &Effects) -> Result<Performed, EffectError> {
+        match &self.action {
+            Action::Perform => effects.perform(&self.id, &self.cmd.kind).await,
+            Action::Compensate { output } => effects
+                .compensate(&self.id, &self.cmd.kind, output.clone())
+                .await
+                .map(|value| Performed { value, usage: None }),
+        }
+    }
+}
+
+/// What a machine refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MachineError {
+    /// The task ended.
+    #[error("the task ended ({})", .0.as_str())]
+    Finished(TaskState),
+    /// A reply to a task that does not wait for one.
+    #[error("the task is not waiting for input (it is {})", .0.as_str())]
+    NotAwaitingInput(TaskState),
+    /// An outcome for an effect the machine did not ask for (or was answered already).
+    #[error("no effect with id `{0}` is outstanding")]
+    UnknownEffect(InvocationId),
+    /// The journal cannot be replayed.
+    #[error("the journal cannot be replayed: {0}")]
+    Journal(String),
+    /// The journal was written by another skill or another version of it.
+    #[error("the task was created by skill `{skill_id}` version `{recorded}`; this machine runs {running}")]
+    VersionMismatch {
+        /// The skill the journal names.
+        skill_id: String,
+        /// The version it names.
+        recorded: String,
+        /// The skill and version of this machine.
+        running: String,
+    },
+    /// The skill has no initial state.
+    #[error("the skill cannot start: {0}")]
+    Skill(String),
+}
+
+/// One task's run without I/O. See the [module docs](self).
+pub struct TaskMachine {
+    parts: Arc<Parts>,
+    task_id: Arc<str>,
+    context_id: Arc<str>,
+    mode: PermissionMode,
+    /// The fold, buffer and queue (shared with the open visit's invoker).
+    st: Arc<Mutex<RunState>>,
+    /// The row the first append creates (a new task).
+    create: Option<TaskRecord>,
+    phase: Phase,
+    /// Effects to yield with the next `Perform`.
+    outbox: Vec<Effect>,
+    /// Effects asked for and not completed (in the outbox or yielded), by id.
+    outstanding: HashMap<InvocationId, Asked>,
+    /// An `AtMostOnce` receipt was recorded: persist before anything else.
+    persist_now: bool,
+}
+
+/// An effect asked for, and whose outcome it is.
+struct Asked {
+    effect: Effect,
+    /// Attempts earlier runs journaled (the retry budget counts from there).
+    prior_attempts: u32,
+    purpose: Purpose,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Purpose {
+    /// A call of the open visit's step.
+    Step,
+    /// A transition command (its result is delivered as an event).
+    Transition,
+    /// A compensation while the task ends.
+    Compensation,
+}
+
+enum Phase {
+    /// Between visits: take the queue's next work.
+    Queue,
+    /// A step visit in progress.
+    Visit(Box<OpenVisit>),
+    /// A transition command being performed.
+    Execute(InvocationId),
+    /// The visit that tells the skill of a cancel, then the cancel's ending.
+    CancelVisit(Box<OpenVisit>),
+    /// Compensating, then ending the task.
+    Finishing(Box<Finishing>),
+    /// The task ended.
+    Ended(TaskState),
+}
+
+struct OpenVisit {
+    future: Pin<Box<dyn Future<Output = Result<Transition<serde_json::Value>, StepError>> + Send>>,
+    ctx: StepCtx,
+    invoker: Arc<MachineInvoker>,
+    visit: u64,
+    step: String,
+}
+
+struct Finishing {
+    state: TaskState,
+    message: Option<Message>,
+    owed: Vec<(InvocationId, Cmd, serde_json::Value)>,
+    current: Option<InvocationId>,
+}
+
+impl TaskMachine {
+    /// The task's id.
+    pub fn task_id(&self) -> &str {
+        &self.task_id
+    }
+
+    /// The task's context.
+    pub fn context_id(&self) -> &str {
+        &self.context_id
+    }
+
+    /// The task's status as journaled and buffered so far.
+    pub fn status(&self) -> TaskState {
+        self.lock().status()
+    }
+
+    /// The seq the next journal entry takes.
+    pub fn next_seq(&self) -> u64 {
+        self.lock().next_seq
+    }
+
+    fn lock(&self) -> MutexGuard<'_, RunState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Take the user's `message` as the reply the task waits for: the question it asked gets it as
+    /// its receipt (the step that asked re-runs, or the transition's command delivers it), or the
+    /// state that awaits input gets it as an event.
+    pub fn reply(&mut self, mut message: Message) -> Result<(), MachineError> {
+        let mut st = self.lock();
+        let status = st.status();
+        if status.is_terminal() {
+            return Err(MachineError::Finished(status));
+        }
+        if status != TaskState::InputRequired || st.cancel_requested() {
+            return Err(MachineError::NotAwaitingInput(status));
+        }
+        let ask = st.open_question().cloned();
+        let open_visit = st
+            .open()
+            .and_then(|open| st.visit_event.clone().filter(|(v, _)| *v == open.visit));
+        message.task_id = Some(self.task_id.to_string());
+        message.context_id = Some(self.context_id.to_string());
+        command::receive_reply(&mut st, message, ask, open_visit);
+        Ok(())
+    }
+
+    /// Ask the task to cancel at `now_ms`: the step is told (`Event::Cancel`), compensations run,
+    /// the task ends `canceled`. False when the task ended, or ended its last visit with a final
+    /// transition (it ends as decided).
+    pub fn cancel(&mut self, now_ms: i64) -> bool {
+        let mut st = self.lock();
+        st.clock_ms = Some(now_ms);
+        st.request_cancel()
+    }
+
+    /// Hand back the outcome of effect `id` (an [`Effect`] this machine yielded) at `now_ms`. A
+    /// transient failure with attempts left is journaled and the effect asked for again (after its
+    /// backoff); anything else is its receipt.
+    pub fn complete(
+        &mut self,
+        id: &InvocationId,
+        result: Result<Performed, EffectError>,
+        now_ms: i64,
+    ) -> Result<(), MachineError> {
+        let Some(asked) = self.outstanding.remove(id) else {
+            return Err(MachineError::UnknownEffect(id.clone()));
+        };
+        self.outbox.retain(|e| &e.id != id);
+        let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+        st.clock_ms = Some(now_ms);
+        let Asked {
+            effect,
+            prior_attempts,
+            purpose,
+        } = asked;
+        if purpose == Purpose::Compensation {
+            st.push(Entry::Compensated {
+                id: id.clone(),
+                outcome: result.map(|p| p.value),
+            });
+            return Ok(());
+        }
+        if st.command(id).is_some_and(|r| r.receipt.is_some()) {
+            // It lost a race, which journaled its outcome (`abandoned`) already.
+            return Ok(());
+        }
+        let attempted = rules::attempted(
+            &mut st,
+            id,
+            &effect.cmd,
+            effect.attempt,
+            prior_attempts,
+            result,
+        );
+        match attempted {
+            rules::Attempted::Retry(delay) => {
+                let again = Effect {
+                    attempt: effect.attempt + 1,
+                    not_before_ms: Some(super::run::after_ms(
+                        now_ms,
+                        u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    )),
+                    ..effect
+                };
+                drop(st);
+                self.ask(again, prior_attempts, purpose);
+            }
+            rules::Attempted::Receipt(receipt) => {
+                // Narrow the window in which an at-most-once outcome could be lost.
+                self.persist_now |= !effect.cmd.policy.reissue_allowed();
+                match purpose {
+                    Purpose::Step => {
+                        if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
+                            v.invoker
+                                .desk
+                                .settle(id.clone(), rules::outcome(&effect.cmd, receipt));
+                        }
+                    }
+                    Purpose::Transition => rules::deliver(&mut st, id, &effect.cmd, &receipt),
+                    Purpose::Compensation => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn ask(&mut self, effect: Effect, prior_attempts: u32, purpose: Purpose) {
+        self.outbox.push(effect.clone());
+        self.outstanding.insert(
+            effect.id.clone(),
+            Asked {
+                effect,
+                prior_attempts,
+                purpose,
+            },
+        );
+    }
+
+    /// Everything buffered so far, as the append that makes it durable (`None` when nothing is).
+    /// A host may persist at any time: the serverless pass does when its invocation's time runs
+    /// out, so the receipts of the effects that returned are kept while others are still out.
+    pub fn persist(&mut self, now_ms: i64) -> Option<Append> {
+        self.take_append(now_ms)
+    }
+
+    /// What the buffer holds, as the append that makes it durable.
+    fn take_append(&mut self, now_ms: i64) -> Option<Append> {
+        let batch = self.lock().take_batch()?;
+        Some(Append {
+            task_id: self.task_id.to_string(),
+            first_seq: batch.first_seq,
+            entries: batch.entries.into(),
+            create: self.create.take(),
+            state: batch.state,
+            wake_at_ms: batch.wake_at_ms,
+            waits_on_call: batch.waits_on_call,
+            fence: None,
+            lease: None,
+            at_ms: now_ms,
+        })
+    }
+
+    /// Run the task at `now_ms` as far as it goes without its host: until the host must persist,
+    /// perform, complete an effect, or the task rests or ends.
+    pub fn poll(&mut self, now_ms: i64) -> Output {
+        self.lock().clock_ms = Some(now_ms);
+        loop {
+            if std::mem::take(&mut self.persist_now) {
+                if let Some(append) = self.take_append(now_ms) {
+                    return Output::Persist(append);
+                }
+            }
+            if !self.outbox.is_empty() {
+                // Output commit: the commands (and everything before them) are durable first.
+                if let Some(append) = self.take_append(now_ms) {
+                    return Output::Persist(append);
+                }
+                return Output::Perform(std::mem::take(&mut self.outbox));
+            }
+            match std::mem::replace(&mut self.phase, Phase::Queue) {
+                Phase::Ended(state) => {
+                    self.phase = Phase::Ended(state);
+                    return match self.take_append(now_ms) {
+                        Some(append) => Output::Persist(append),
+                        None => Output::Ended(state),
+                    };
+                }
+                Phase::Queue => {
+                    if let Some(out) = self.next_work(now_ms) {
+                        return out;
+                    }
+                }
+                Phase::Execute(id) => {
+                    if self.outstanding.contains_key(&id) {
+                        self.phase = Phase::Execute(id);
+                        return Output::Awaiting;
+                    }
+                }
+                Phase::Visit(mut visit) => match self.poll_visit(&mut visit) {
+                    Some(result) => self.after_visit(&visit, result),
+                    None if !self.outbox.is_empty() => self.phase = Phase::Visit(visit),
+                    None if self
+                        .outstanding
+                        .values()
+                        .any(|a| a.purpose == Purpose::Step) =>
+                    {
+                        self.phase = Phase::Visit(visit);
+                        return Output::Awaiting;
+                    }
+                    None => {
+                        let reason = format!("step `{}` of skill `{}` awaited something that is not a ctx call (a timer, a channel, a spawned task?); a step run by the task machine may await only its ctx calls", visit.step, self.parts.skill.info().id);
+                        drop(visit);
+                        self.fail(reason);
+                    }
+                },
+                Phase::CancelVisit(mut visit) => match self.poll_visit(&mut visit) {
+                    Some(result) => {
+                        rules::end_cancel_visit(&mut self.lock(), visit.visit, result.ok());
+                        self.finishing(TaskState::Canceled, Some(cancel_message()));
+                    }
+                    None if !self.outbox.is_empty() => self.phase = Phase::CancelVisit(visit),
+                    None if self
+                        .outstanding
+                        .values()
+                        .any(|a| a.purpose == Purpose::Step) =>
+                    {
+                        self.phase = Phase::CancelVisit(visit);
+                        return Output::Awaiting;
+                    }
+                    None => {
+                        rules::end_cancel_visit(&mut self.lock(), visit.visit, None);
+                        self.finishing(TaskState::Canceled, Some(cancel_message()));
+                    }
+                },
+                Phase::Finishing(mut f) => {
+                    if let Some(id) = &f.current {
+                        if self.outstanding.contains_key(id) {
+                            self.phase = Phase::Finishing(f);
+                            return Output::Awaiting;
+                        }
+                    }
+                    match f.owed.pop() {
+                        Some((id, cmd, output)) => {
+                            f.current = Some(id.clone());
+                            let effect = Effect {
+                                id,
+                                cmd,
+                                action: Action::Compensate { output },
+                                attempt: 1,
+                                not_before_ms: None,
+                            };
+                            self.ask(effect, 0, Purpose::Compensation);
+                            self.phase = Phase::Finishing(f);
+                        }
+                        None => {
+                            let state = f.state;
+                            rules::end(&mut self.lock(), state, f.message);
+                            self.phase = Phase::Ended(state);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Take the queue's next work (the phase is `Queue`); `Some` when the host must act first.
+    fn next_work(&mut self, now_ms: i64) -> Option<Output> {
+        let mut st = self.lock();
+        let status = st.status();
+        if status.is_terminal() {
+            drop(st);
+            self.phase = Phase::Ended(status);
+            return None;
+        }
+        if st.cancel_requested() {
+            drop(st);
+            self.finish_canceled();
+            return None;
+        }
+        let Some(work) = rules::next_work(&mut st) else {
+            if rules::stuck(&st) {
+                drop(st);
+                self.fail(rules::STUCK.to_owned());
+                return None;
+            }
+            let input = st.status() == TaskState::InputRequired;
+            let wake_at_ms = st.earliest_timer();
+            drop(st);
+            return Some(match self.take_append(now_ms) {
+                Some(append) => Output::Persist(append),
+                None => Output::Waiting { input, wake_at_ms },
+            });
+        };
+        match work {
+            Work::Execute(id) => match rules::execute(&mut st, &id) {
+                Execute::Done | Execute::Wait | Execute::Timer(_) => {}
+                Execute::Unknown(error) => {
+                    drop(st);
+                    self.fail(error.to_string());
+                }
+                Execute::Perform(rec) => {
+                    drop(st);
+                    let effect = Effect {
+                        id: id.clone(),
+                        cmd: rec.cmd,
+                        action: Action::Perform,
+                        attempt: rec.attempts + 1,
+                        not_before_ms: None,
+                    };
+                    self.ask(effect, rec.attempts, Purpose::Transition);
+                    self.phase = Phase::Execute(id);
+                }
+            },
+            Work::Activate { event, rerun } => {
+                let skill = self.parts.skill.clone();
+                match rules::begin_visit(
+                    &mut st,
+                    &*skill,
+                    &event,
+                    rerun,
+                    self.parts.config.max_steps,
+                ) {
+                    Ok(visit) => {
+                        drop(st);
+                        self.phase = Phase::Visit(Box::new(self.open_visit(visit, event)));
+                    }
+                    Err(reason) => {
+                        drop(st);
+                        self.fail(reason);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// A visit's future: the skill's step polled by this machine, its calls through a
+    /// [`MachineInvoker`].
+    fn open_visit(&self, visit: rules::Visit, event: Event) -> OpenVisit {
+        let rules::Visit { visit, state, step } = visit;
+        let invoker = Arc::new(MachineInvoker {
+            st: self.st.clone(),
+            effects: self.parts_effects(),
+            task_id: self.task_id.clone(),
+            skill_id: self.parts.skill.info().id.clone(),
+            mode: self.mode,
+            visit,
+            step: step.clone(),
+            stop: Default::default(),
+            batch: Default::default(),
+            desk: Default::default(),
+        });
+        let ctx = StepCtx::new(
+            self.task_id.clone(),
+            self.context_id.clone(),
+            step.clone(),
+            invoker.clone(),
+        );
+        let skill = self.parts.skill.clone();
+        let step_ctx = ctx.clone();
+        let future = Box::pin(async move { skill.activate(state, event, &step_ctx).await });
+        OpenVisit {
+            future,
+            ctx,
+            invoker,
+            visit,
+            step,
+        }
+    }
+
+    fn parts_effects(&self) -> Arc<Effects> {
+        Arc::new(self.parts.effects.clone())
+    }
+
+    /// Poll the visit's step once: its result, or `None` while it waits (the effects its calls
+    /// asked for are in the outbox).
+    fn poll_visit(
+        &mut self,
+        visit: &mut OpenVisit,
+    ) -> Option<Result<Transition<serde_json::Value>, StepError>> {
+        let mut cx = Context::from_waker(Waker::noop());
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            visit.future.as_mut().poll(&mut cx)
+        }));
+        for (id, cmd, prior_attempts) in visit.invoker.desk.take_requests() {
+            let effect = Effect {
+                id,
+                cmd,
+                action: Action::Perform,
+                attempt: prior_attempts + 1,
+                not_before_ms: None,
+            };
+            self.ask(effect, prior_attempts, Purpose::Step);
+        }
+        match polled {
+            Ok(Poll::Pending) => None,
+            Ok(Poll::Ready(result)) => Some(result),
+            Err(_) => Some(Err(StepError::Failed(format!(
+                "step `{}` of skill `{}` panicked",
+                visit.step,
+                self.parts.skill.info().id
+            )))),
+        }
+    }
+
+    /// Apply a visit's result, as the engine's driver does.
+    fn after_visit(
+        &mut self,
+        visit: &OpenVisit,
+        mut result: Result<Transition<serde_json::Value>, StepError>,
+    ) {
+        // Effects of the visit still asked for have nobody to receive them.
+        self.outstanding.retain(|_, a| a.purpose != Purpose::Step);
+        self.outbox.retain(|e| self.outstanding.contains_key(&e.id));
+        let alive = visit.ctx.calls_alive();
+        if alive > 0 && !matches!(result, Err(StepError::Halted)) {
+            visit.invoker.stop.fail(rules::outlived(&visit.step, alive));
+        }
+        if let Some(stop) = visit.invoker.stop.error() {
+            result = Err(stop);
+        }
+        let after = {
+            let mut st = self.lock();
+            let effects = &self.parts.effects;
+            rules::after_visit(
+                &mut st,
+                VisitResult {
+                    task_id: &self.task_id,
+                    skill_id: &self.parts.skill.info().id,
+                    visit: visit.visit,
+                    step: &visit.step,
+                    ordinal: visit.ctx.positions_taken(),
+                    effects,
+                    checkpoint_every: self.parts.config.checkpoint_every,
+                },
+                result,
+            )
+        };
+        match after {
+            AfterVisit::Then(After::Continue | After::AwaitInput) | AfterVisit::Suspended => {}
+            AfterVisit::Then(After::End(state, message)) => {
+                rules::end(&mut self.lock(), state, message);
+                self.phase = Phase::Ended(state);
+            }
+            AfterVisit::Then(After::Fail(reason)) => self.fail(reason),
+            // Nothing halts a machine but its host, which then drops it: a step that returns
+            // `Halted` itself fails its task.
+            AfterVisit::Halted => self.fail(StepError::Halted.to_string()),
+            AfterVisit::Canceled => self.finish_canceled(),
+        }
+    }
+
+    /// Compensate, then end the task as failed with `reason`.
+    fn fail(&mut self, reason: String) {
+        self.finishing(TaskState::Failed, Some(rules::failure_message(reason)));
+    }
+
+    /// Tell the skill (unless a run before a crash did), compensate, end the task as canceled.
+    fn finish_canceled(&mut self) {
+        let delivered = self.lock().cancel_delivered();
+        if delivered {
+            self.finishing(TaskState::Canceled, Some(cancel_message()));
+            return;
+        }
+        let skill = self.parts.skill.clone();
+        let visit = rules::begin_cancel_visit(&mut self.lock(), &*skill);
+        self.phase = Phase::CancelVisit(Box::new(self.open_visit(visit, Event::Cancel)));
+    }
+
+    fn finishing(&mut self, state: TaskState, message: Option<Message>) {
+        let mut owed = rules::compensations_owed(&self.lock());
+        // Popped from the back: newest first.
+        owed.reverse();
+        self.phase = Phase::Finishing(Box::new(Finishing {
+            state,
+            message,
+            owed,
+            current: None,
+        }));
+    }
+}
+
+fn cancel_message() -> Message {
+    rules::status_message("Task canceled.")
+}
+
+impl std::fmt::Debug for TaskMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskMachine")
+            .field("task_id", &self.task_id)
+            .field("status", &self.status())
+            .field("outstanding", &self.outstanding.len())
+            .finish_non_exhaustive()
+    }
+}

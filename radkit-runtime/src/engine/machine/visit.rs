@@ -1,0 +1,114 @@
+//! What a step visit keeps about its calls, whoever polls it (the engine's driver or the
+//! [`TaskMachine`](super::TaskMachine)): the strongest control error a call returned, a misuse
+//! that fails the visit, and the batch of calls in flight.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::flow::{Cmd, StepError};
+
+/// The calls of a visit in flight at once, to refuse a call whose position would depend on timing.
+///
+/// A batch (`ctx.all`, `join!`) takes its ids in one poll of the step: every call starts before
+/// any finishes. A call that starts while others are in flight, after one of them finished, was
+/// chained behind a sibling inside one element: when it starts, and so its InvocationId, depends on
+/// which effect returned first, and a replay could hand it another call's receipt. Such a call
+/// fails the step with a message that says so. Receipts returned on replay do not count as
+/// finishing (they return at once), so a replay of a correct batch is never refused.
+#[derive(Default)]
+pub(crate) struct Batch(std::sync::Mutex<BatchState>);
+
+/// One call in flight in its visit's [`Batch`]; ends it when dropped.
+pub(crate) struct InFlight<'a> {
+    pub batch: &'a Batch,
+    pub replayed: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.batch.end(self.replayed);
+    }
+}
+
+#[derive(Default)]
+struct BatchState {
+    in_flight: u32,
+    finished_live: u32,
+}
+
+impl Batch {
+    pub fn start(&self, step: &str, cmd: &Cmd) -> Result<(), StepError> {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if st.in_flight > 0 && st.finished_live > 0 {
+            return Err(StepError::Failed(format!(
+                "step `{step}` started {} while other calls of its batch were running and one had finished: its position, and so its InvocationId, would depend on which effect returned first; make each element of `ctx.all`/`join!` one ctx call and make further calls after the batch",
+                cmd.kind.fingerprint()
+            )));
+        }
+        st.in_flight += 1;
+        Ok(())
+    }
+
+    fn end(&self, replayed: bool) {
+        let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        st.in_flight = st.in_flight.saturating_sub(1);
+        if !replayed {
+            st.finished_live += 1;
+        }
+        if st.in_flight == 0 {
+            st.finished_live = 0;
+        }
+    }
+}
+
+/// The strongest control error a visit's calls returned (see `Invoker::stop`), or the
+/// misuse that fails the visit.
+#[derive(Default)]
+pub(crate) struct VisitStop {
+    level: std::sync::atomic::AtomicU8,
+    misuse: std::sync::Mutex<Option<String>>,
+}
+
+impl VisitStop {
+    pub fn note(&self, e: &StepError) {
+        let level = match e {
+            StepError::Suspended => 1,
+            StepError::Canceled => 2,
+            StepError::Halted => 3,
+            _ => return,
+        };
+        self.level.fetch_max(level, Ordering::SeqCst);
+    }
+
+    /// Fail the visit with `reason` whatever the step does next (a ctx call used where its id or
+    /// its outcome could not be journaled faithfully). The first reason is kept.
+    pub fn fail(&self, reason: String) -> StepError {
+        let mut misuse = self.misuse.lock().unwrap_or_else(|p| p.into_inner());
+        StepError::Failed(misuse.get_or_insert(reason).clone())
+    }
+
+    /// The address that names this visit (the engine's driver polls a step inside a task-local
+    /// scope holding it).
+    pub fn token(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as usize
+    }
+
+    /// The error the visit stops with, whatever the step returned: a halt or a cancel first,
+    /// then a misuse, then a suspension.
+    pub fn error(&self) -> Option<StepError> {
+        match self.level.load(Ordering::SeqCst) {
+            3 => return Some(StepError::Halted),
+            2 => return Some(StepError::Canceled),
+            _ => {}
+        }
+        if let Some(reason) = self
+            .misuse
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Some(StepError::Failed(reason));
+        }
+        (self.level.load(Ordering::SeqCst) == 1).then_some(StepError::Suspended)
+    }
+}
