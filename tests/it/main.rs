@@ -40,6 +40,7 @@ mod fold_prop;
 mod fuzz_http;
 mod grpc_connections;
 mod journal_fixture;
+mod machine;
 mod parallel_macro;
 mod payments;
 mod push_cluster;

@@ -135,6 +135,41 @@ fn the_client_depends_on_the_model_only() {
     );
 }
 
+/// The task machine is sans-IO: the machine, the rules it applies and what they stand on (the fold,
+/// the command rules, replay) name no runtime and no clock, so a host without tokio (a serverless
+/// function's own loop, a Restate handler) runs it and its tests need none. The run state's buffer
+/// lives beside the engine's `TaskRun` in `run.rs`, which is the engine's: it is not scanned, and
+/// the state reads a clock only where no host passed time in (`RunState::now`).
+#[test]
+fn the_machine_and_the_rules_it_applies_name_no_runtime() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine");
+    let mut files = Vec::new();
+    collect(&src.join("machine"), &mut files);
+    for name in ["fold.rs", "command.rs", "replay.rs"] {
+        files.push(src.join(name));
+    }
+    assert!(files.len() >= 7, "{files:?}");
+    let mut offenders = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let tokens = tokens(&text);
+        for banned in ["tokio", "Instant", "SystemTime", "thread"] {
+            if tokens.iter().any(|t| t == banned) {
+                offenders.push(format!("{} names `{banned}`", file.display()));
+            }
+        }
+        // `now_ms` is the name every rule gives the time passed in; called, it is the clock.
+        if tokens.windows(2).any(|w| w[0] == "now_ms" && w[1] == "(") {
+            offenders.push(format!("{} reads the clock (`now_ms()`)", file.display()));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "the machine must stay without I/O, runtime or clock:\n  {}",
+        offenders.join("\n  ")
+    );
+}
+
 /// The engine, `flow`, the journal and the stores hold radkit's own task model; the A2A wire versions
 /// (`model::v0_3`, `model::v1`) are the servers' and the client's. One engine file renders: push
 /// delivery, which writes the bodies it posts to webhooks.
