@@ -2,6 +2,10 @@
 
 mod demo;
 
+/// Counts each thread's allocations for `radkit bench machine` (one thread-local increment each).
+#[global_allocator]
+static ALLOCATOR: radkit::cli::CountingAllocator = radkit::cli::CountingAllocator;
+
 fn main() -> std::process::ExitCode {
     radkit::cli::App::new()
         .name("radkit research agent")

@@ -128,6 +128,17 @@ enum Workload {
         #[arg(long, default_value_t = 2)]
         rounds: u64,
     },
+    /// The task machine without I/O: one task of N steps, its appends dropped and its effects
+    /// answered in memory (steps per second, allocations per step), beside the same task's durable
+    /// figure on SQLite in the same run.
+    Machine {
+        /// Steps.
+        #[arg(long, default_value_t = 10_000)]
+        steps: u64,
+        /// Machine runs (the fastest counts).
+        #[arg(long, default_value_t = 3)]
+        rounds: u64,
+    },
     /// Reopen a task with N receipts in a fresh engine; time until its next command.
     Resume {
         /// Receipts before the reopen.
@@ -431,6 +442,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             super::bench_streams::resubscribe(entries, clients, Duration::from_secs(seconds))
                 .await?
         }
+        Workload::Machine { steps, rounds } => super::bench_machine::machine(steps, rounds).await?,
         Workload::Read { entries, reads } => super::bench_reads::read(entries, reads).await?,
         Workload::Fanout {
             width,

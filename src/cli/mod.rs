@@ -15,6 +15,7 @@
 //! `bench a2a --binding grpc` with `grpc`, `--llm openai` with `openai`.
 
 mod agents;
+mod alloc_count;
 mod bench;
 mod bench_a2a;
 #[cfg(feature = "postgres")]
@@ -22,6 +23,7 @@ mod bench_cluster;
 mod bench_fanout;
 #[cfg(feature = "grpc")]
 mod bench_grpc;
+mod bench_machine;
 mod bench_reads;
 mod bench_soak;
 mod bench_streams;
@@ -31,6 +33,8 @@ mod serve;
 mod tasks;
 #[cfg(feature = "postgres")]
 mod worker;
+
+pub use alloc_count::{thread_allocations, CountingAllocator};
 
 use std::ffi::OsString;
 use std::process::ExitCode;

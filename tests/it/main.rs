@@ -25,6 +25,7 @@ mod a2a_v1_http;
 mod agent_card;
 mod bench_a2a;
 mod bench_fanout;
+mod bench_machine;
 mod calls_cluster;
 mod calls_remote;
 mod cli_agents;
