@@ -45,6 +45,7 @@ pub mod llm;
 pub mod model;
 pub mod registry;
 pub mod server;
+pub mod serverless;
 pub mod store;
 pub mod tools;
 

@@ -29,6 +29,7 @@ mod bench_soak;
 mod bench_streams;
 mod graph;
 mod memory;
+mod pass;
 mod serve;
 mod tasks;
 #[cfg(feature = "postgres")]
@@ -173,6 +174,7 @@ impl App {
                 Command::Bench(args) => bench::run(args).await,
                 Command::Graph(args) => graph::run(&self, args).await,
                 Command::Tasks(args) => tasks::run(args).await,
+                Command::Pass(args) => pass::run(&self, args).await,
             }
         })
     }
@@ -246,6 +248,9 @@ enum Command {
     Graph(graph::Args),
     /// List tasks or show a task's journal as a timeline.
     Tasks(tasks::Args),
+    /// One serverless invocation: run one event (a message, a wake, a cancel, a sweep) as one pass
+    /// over the store, then exit.
+    Pass(pass::Args),
 }
 
 /// True for a Postgres URL.

@@ -23,7 +23,7 @@ const TASK_ID_NAMESPACE: uuid::Uuid =
 /// `messageId` is unique per message), so the same message sent again — a client retrying after a
 /// lost answer — names the same task instead of starting a second one. A message without an id gets
 /// a fresh one.
-fn task_id_for(caller: &Caller, message_id: &str) -> TaskId {
+pub(crate) fn task_id_for(caller: &Caller, message_id: &str) -> TaskId {
     if message_id.is_empty() {
         return TaskId::new();
     }
@@ -34,6 +34,29 @@ fn task_id_for(caller: &Caller, message_id: &str) -> TaskId {
     let principal = caller.principal_name().unwrap_or_default();
     let name = format!("{sender}{principal}\u{0}{message_id}");
     TaskId::from(uuid::Uuid::new_v5(&TASK_ID_NAMESPACE, name.as_bytes()).to_string())
+}
+
+/// A user's message as the engine takes it, checked before anything is written: it has parts, the
+/// user's role, and no deeper nesting than the journal can read back.
+pub(crate) fn check_message(message: &Message) -> Result<(), EngineError> {
+    if message.parts.is_empty() {
+        return Err(EngineError::InvalidInput("message has no parts".to_owned()));
+    }
+    if message.role != Role::User {
+        return Err(EngineError::InvalidInput(
+            "message role must be `user`".to_owned(),
+        ));
+    }
+    // What the journal could not read back is refused before anything is written.
+    let depth = serde_json::to_value(message)
+        .map(|v| json_depth(&v))
+        .map_err(|e| EngineError::InvalidInput(format!("message does not serialize: {e}")))?;
+    if depth > MAX_MESSAGE_DEPTH {
+        return Err(EngineError::InvalidInput(format!(
+            "message nests {depth} levels deep; the limit is {MAX_MESSAGE_DEPTH}"
+        )));
+    }
+    Ok(())
 }
 
 /// How long a reply to a task whose row says it waits for input waits for a brief holder of the task
@@ -139,23 +162,7 @@ impl Engine {
             mode,
             message,
         } = request;
-        if message.parts.is_empty() {
-            return Err(EngineError::InvalidInput("message has no parts".to_owned()));
-        }
-        if message.role != Role::User {
-            return Err(EngineError::InvalidInput(
-                "message role must be `user`".to_owned(),
-            ));
-        }
-        // What the journal could not read back is refused before anything is written.
-        let depth = serde_json::to_value(&message)
-            .map(|v| json_depth(&v))
-            .map_err(|e| EngineError::InvalidInput(format!("message does not serialize: {e}")))?;
-        if depth > MAX_MESSAGE_DEPTH {
-            return Err(EngineError::InvalidInput(format!(
-                "message nests {depth} levels deep; the limit is {MAX_MESSAGE_DEPTH}"
-            )));
-        }
+        check_message(&message)?;
         match message.task_id.clone() {
             Some(task_id) => {
                 let task_id = TaskId::from(task_id);
@@ -854,7 +861,7 @@ fn take_reply_live(run: &TaskRun, message: &Message) -> bool {
 
 /// Two messages say the same thing: the same parts, metadata, extensions and referenced tasks (the
 /// ids a server fills in, `taskId` and `contextId`, aside).
-fn same_message(a: &Message, b: &Message) -> bool {
+pub(crate) fn same_message(a: &Message, b: &Message) -> bool {
     a.role == b.role
         && a.parts == b.parts
         && a.metadata == b.metadata
@@ -862,7 +869,7 @@ fn same_message(a: &Message, b: &Message) -> bool {
         && a.reference_task_ids == b.reference_task_ids
 }
 
-fn reused_id(message_id: &str) -> EngineError {
+pub(crate) fn reused_id(message_id: &str) -> EngineError {
     EngineError::InvalidInput(format!(
         "messageId `{message_id}` was already used for a different message; send each new message with a new messageId"
     ))

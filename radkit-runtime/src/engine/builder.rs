@@ -104,6 +104,15 @@ impl Default for EngineConfig {
     }
 }
 
+/// What [`EngineBuilder::into_parts`] gives another host.
+pub(crate) struct BuilderParts {
+    pub store: Arc<dyn Store>,
+    pub skills: Vec<Arc<dyn ErasedSkill>>,
+    pub effects: Effects,
+    pub config: EngineConfig,
+    pub default_skill: Option<String>,
+}
+
 /// Builds an [`Engine`].
 pub struct EngineBuilder {
     store: Arc<dyn Store>,
@@ -129,6 +138,19 @@ impl EngineBuilder {
             config: EngineConfig::default(),
             default_skill: None,
         }
+    }
+
+    /// What a host other than the long-running engine needs of this builder: the store, the skills
+    /// (as [`skills`](Self::skills) computes them), the effects, the limits and the default skill.
+    pub(crate) fn into_parts(self) -> Result<BuilderParts, EngineError> {
+        let skills = self.skills()?;
+        Ok(BuilderParts {
+            store: self.store,
+            skills,
+            effects: self.effects,
+            config: self.config,
+            default_skill: self.default_skill,
+        })
     }
 
     /// The skill a new task runs when the message names none and several skills are served.

@@ -110,6 +110,11 @@ impl MachineSkill {
         &self.parts.skill
     }
 
+    /// The registered models and tools.
+    pub fn effects(&self) -> &Effects {
+        &self.parts.effects
+    }
+
     /// A new task created by `task.message` at `now_ms`. Its first [`Output::Persist`] creates
     /// the task's row ([`Append::create`]).
     pub fn start(&self, task: NewTask, now_ms: i64) -> Result<TaskMachine, MachineError> {
