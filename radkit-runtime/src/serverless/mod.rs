@@ -122,11 +122,11 @@ pub struct Passes {
     skills: Arc<HashMap<String, MachineSkill>>,
     default_skill: Option<String>,
     owner: String,
+    lease_margin: Duration,
 }
 
-/// How much longer than its deadline a pass's lease lasts: an invocation killed at its deadline
-/// leaves the task to the next one this long after.
-const LEASE_MARGIN: Duration = Duration::from_secs(30);
+/// How much longer than its deadline a pass's lease lasts by default (see [`Passes::lease_margin`]).
+pub const DEFAULT_LEASE_MARGIN: Duration = Duration::from_secs(30);
 
 impl Passes {
     /// The skills, effects, limits, default skill and store of `builder`, hosted one pass per
@@ -152,7 +152,17 @@ impl Passes {
             skills: Arc::new(skills),
             default_skill: parts.default_skill,
             owner: format!("pass-{}", crate::model::new_id()),
+            lease_margin: DEFAULT_LEASE_MARGIN,
         })
+    }
+
+    /// How much longer than its deadline a pass holds its task's lease on a shared store (default
+    /// [`DEFAULT_LEASE_MARGIN`]): the time an effect started just before the deadline has to
+    /// return. An invocation killed mid-pass leaves its task to the next one this long after its
+    /// deadline.
+    pub fn lease_margin(mut self, margin: Duration) -> Self {
+        self.lease_margin = margin;
+        self
     }
 
     /// The store.
@@ -172,6 +182,11 @@ impl Passes {
                 Some(task_id) => {
                     crate::engine::check_message(&message)?;
                     self.visible(&caller, &task_id).await?;
+                    if self.received_before(&task_id, &message).await? {
+                        // A reply sent again (its invocation was cut off after the reply was
+                        // journaled): go on with the task, never take it twice.
+                        return self.pass(&task_id, deadline, |_| Ok(())).await;
+                    }
                     self.pass(&task_id, deadline, |m| m.reply(message)).await
                 }
                 None => self.start(caller, message, skill, mode, deadline).await,
@@ -213,7 +228,13 @@ impl Passes {
                 })
                 .collect();
             let claimed = leases
-                .claim(&self.owner, &skills, &[], lease_ttl_ms(deadline), limit)
+                .claim(
+                    &self.owner,
+                    &skills,
+                    &[],
+                    self.lease_ttl_ms(deadline),
+                    limit,
+                )
                 .await?;
             for lease in claimed {
                 let held = Held {
@@ -299,7 +320,7 @@ impl Passes {
             fence: shared.then_some(CREATION_TOKEN),
             new_lease: shared.then(|| NewLease {
                 owner: self.owner.clone(),
-                ttl_ms: lease_ttl_ms(deadline),
+                ttl_ms: self.lease_ttl_ms(deadline),
             }),
         };
         let driven = self.drive(&skill, &mut m, held, deadline).await;
@@ -339,6 +360,24 @@ impl Passes {
         self.pass(task_id, deadline, |_| Ok(())).await
     }
 
+    /// True when the task received `message`'s id before: with the same content it is the reply
+    /// sent again; another message under that id is refused.
+    async fn received_before(&self, task_id: &str, message: &Message) -> Result<bool, PassError> {
+        if message.message_id.is_empty() {
+            return Ok(false);
+        }
+        let journal = self.store.journal(task_id, 0).await?;
+        let before = journal.iter().find_map(|r| match &r.entry {
+            Entry::MessageReceived { message: m } if m.message_id == message.message_id => Some(m),
+            _ => None,
+        });
+        match before {
+            Some(before) if crate::engine::same_message(before, message) => Ok(true),
+            Some(_) => Err(crate::engine::reused_id(&message.message_id).into()),
+            None => Ok(false),
+        }
+    }
+
     /// The skill a new task runs: the one named, else the only one, else the default (as the
     /// engine chooses).
     fn choose(&self, skill: Option<&str>) -> Result<MachineSkill, EngineError> {
@@ -369,12 +408,19 @@ impl Passes {
         let fence = match self.store.leases() {
             Some(leases) => {
                 let Some(lease) = leases
-                    .acquire(&self.owner, task_id, lease_ttl_ms(deadline))
+                    .acquire(&self.owner, task_id, self.lease_ttl_ms(deadline))
                     .await?
                 else {
+                    // No lease for an ended task (an earlier invocation finished it, and was cut
+                    // off before it could say so), or another invocation holds it.
+                    let rest = match self.store.task(task_id).await? {
+                        None => return Err(PassError::NotFound(task_id.to_owned())),
+                        Some(record) if record.state.is_terminal() => Rest::Ended(record.state),
+                        Some(_) => Rest::Busy,
+                    };
                     return Ok(Passed {
                         task_id: task_id.to_owned(),
-                        rest: Rest::Busy,
+                        rest,
                         appends: 0,
                         effects: 0,
                     });
@@ -518,6 +564,12 @@ impl Passes {
         }
     }
 
+    /// A pass's lease lasts until its deadline and the margin.
+    fn lease_ttl_ms(&self, deadline: Instant) -> i64 {
+        let left = deadline.saturating_duration_since(Instant::now()) + self.lease_margin;
+        i64::try_from(left.as_millis()).unwrap_or(i64::MAX)
+    }
+
     /// True while this pass still holds the task's lease (asked before an `AtMostOnce` effect
     /// starts; a store without leases is this pass's alone).
     async fn still_holds(&self, held: &Held, task_id: &str) -> Result<bool, StoreError> {
@@ -534,10 +586,4 @@ impl Passes {
 struct Held {
     fence: Option<u64>,
     new_lease: Option<NewLease>,
-}
-
-/// A pass's lease lasts until its deadline and a margin.
-fn lease_ttl_ms(deadline: Instant) -> i64 {
-    let left = deadline.saturating_duration_since(Instant::now()) + LEASE_MARGIN;
-    i64::try_from(left.as_millis()).unwrap_or(i64::MAX)
 }
