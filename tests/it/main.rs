@@ -49,6 +49,7 @@ mod push_delivery;
 mod push_kill9;
 mod readme;
 mod research_forms;
+mod serverless;
 mod serverless_pass;
 mod storage;
 mod suite;

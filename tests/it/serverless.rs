@@ -1,0 +1,353 @@
+//! `radkit::serverless::Passes` in this process, on SQLite: what a pass leaves when its deadline
+//! comes, what a sweep picks up, a timer left in the journal, a message or a reply sent again, a
+//! cancel, and the requests a pass refuses before writing anything.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use radkit::engine::{Caller, Engine, EngineError};
+use radkit::journal::Entry;
+use radkit::machine::MachineError;
+use radkit::model::{Message, TaskState};
+use radkit::prelude::*;
+use radkit::serverless::{Event, PassError, Passed, Passes, Rest};
+use radkit::store::{Durability, SqliteStore, Store};
+
+use crate::support::skills::Ask;
+
+/// Calls `fast` and `slow` together, then completes with both answers.
+#[derive(Default)]
+struct Pair;
+
+#[flow_skill(id = "pair", name = "Pair", register = false)]
+impl Pair {
+    #[step(start)]
+    async fn both(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        let (a, b): (Result<String, StepError>, Result<String, StepError>) = radkit::join!(
+            ctx.tool("fast").call(serde_json::json!("a")),
+            ctx.tool("slow").call(serde_json::json!("b"))
+        );
+        ctx.complete(format!("{}{}", a?, b?), vec![])
+    }
+}
+
+/// Sleeps a second on a durable timer, then completes.
+#[derive(Default)]
+struct Blink;
+
+#[flow_skill(id = "blink", name = "Blink", register = false)]
+impl Blink {
+    #[step(start)]
+    async fn blink(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        ctx.sleep(Duration::from_millis(1_000)).await?;
+        ctx.complete("awake", vec![])
+    }
+}
+
+struct World {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    /// How often `slow` ran; its first run outlasts any pass's deadline.
+    slow_runs: Arc<AtomicU32>,
+    fast_runs: Arc<AtomicU32>,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("pass.sqlite"), Durability::Full).unwrap());
+    World {
+        _dir: dir,
+        store,
+        slow_runs: Arc::default(),
+        fast_runs: Arc::default(),
+    }
+}
+
+impl World {
+    fn passes(&self) -> Passes {
+        let (slow_runs, fast_runs) = (self.slow_runs.clone(), self.fast_runs.clone());
+        let effects = Effects::new()
+            .tool(
+                "fast",
+                FnTool::new(EffectPolicy::Idempotent, move |args, _| {
+                    fast_runs.fetch_add(1, Ordering::SeqCst);
+                    async move { Ok(args) }
+                }),
+            )
+            .tool(
+                "slow",
+                FnTool::new(EffectPolicy::Idempotent, move |args, _| {
+                    let first = slow_runs.fetch_add(1, Ordering::SeqCst) == 0;
+                    async move {
+                        if first {
+                            std::future::pending::<()>().await;
+                        }
+                        Ok(args)
+                    }
+                }),
+            );
+        let builder = Engine::builder_arc(self.store.clone())
+            .without_registered_skills()
+            .skill(Pair)
+            .skill(Blink)
+            .skill(Ask)
+            .default_skill("ask")
+            .effects(effects);
+        Passes::from_builder(builder).unwrap()
+    }
+}
+
+fn soon(ms: u64) -> Instant {
+    Instant::now() + Duration::from_millis(ms)
+}
+
+fn message(text: &str, id: &str, skill: Option<&str>) -> Event {
+    let mut message = Message::user_text(text);
+    message.message_id = id.to_owned();
+    Event::Message {
+        caller: Caller::Operator,
+        message,
+        skill: skill.map(str::to_owned),
+        mode: None,
+    }
+}
+
+fn reply(task: &str, text: &str, id: &str) -> Event {
+    let mut message = Message::user_text(text);
+    message.message_id = id.to_owned();
+    message.task_id = Some(task.to_owned());
+    Event::Message {
+        caller: Caller::Operator,
+        message,
+        skill: None,
+        mode: None,
+    }
+}
+
+async fn receipts(store: &dyn Store, task: &str) -> Vec<String> {
+    store
+        .journal(task, 0)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::ReceiptRecorded { receipt } => Some(receipt.id.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+async fn a_pass_cut_off_by_its_deadline_keeps_the_receipts_that_returned_and_a_sweep_finishes_the_task(
+) {
+    let w = world();
+    let passes = w.passes();
+    let first = passes
+        .run(message("go", "m1", Some("pair")), soon(500))
+        .await
+        .unwrap();
+    assert_eq!(first.rest, Rest::Unfinished, "{first:?}");
+    let kept = receipts(w.store.as_ref(), &first.task_id).await;
+    assert_eq!(
+        kept,
+        vec![format!("{}:1:0", first.task_id)],
+        "the fast call's receipt is kept"
+    );
+    // A scheduled sweep, in another invocation (a fresh host over the same store).
+    let swept = w.passes().sweep(soon(10_000), 16).await.unwrap();
+    let [Passed { rest, .. }] = swept.as_slice() else {
+        panic!("one task to sweep: {swept:?}");
+    };
+    assert_eq!(*rest, Rest::Ended(TaskState::Completed));
+    assert_eq!(
+        w.fast_runs.load(Ordering::SeqCst),
+        1,
+        "a call with a receipt is not run again"
+    );
+    assert_eq!(
+        w.slow_runs.load(Ordering::SeqCst),
+        2,
+        "the cut-off call was asked again"
+    );
+    let again = w.passes().sweep(soon(1_000), 16).await.unwrap();
+    assert!(again.is_empty(), "nothing left to sweep: {again:?}");
+}
+
+#[test]
+async fn a_timer_rests_in_the_journal_until_a_sweep_finds_it_due() {
+    let w = world();
+    let passes = w.passes();
+    let started = radkit::journal::now_ms();
+    let first = passes
+        .run(message("go", "m1", Some("blink")), soon(5_000))
+        .await
+        .unwrap();
+    let Rest::Waiting {
+        input: false,
+        wake_at_ms: Some(at),
+    } = first.rest
+    else {
+        panic!("the timer: {first:?}");
+    };
+    assert!(at >= started + 1_000);
+    let record = w.store.task(&first.task_id).await.unwrap().unwrap();
+    assert_eq!(record.wake_at_ms, Some(at), "the row holds the wake time");
+    // Sweep until it is due (each sweep a new invocation); none runs the task before.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let swept = w.passes().sweep(soon(5_000), 16).await.unwrap();
+        if let [done] = swept.as_slice() {
+            assert!(radkit::journal::now_ms() >= at, "not before it is due");
+            assert_eq!(done.rest, Rest::Ended(TaskState::Completed));
+            break;
+        }
+        assert!(swept.is_empty(), "{swept:?}");
+        assert!(Instant::now() < deadline, "the timer never came due");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+async fn a_message_or_a_reply_sent_again_goes_on_with_its_task_and_is_never_taken_twice() {
+    let w = world();
+    let passes = w.passes();
+    let asked = passes
+        .run(message("hi", "m1", None), soon(5_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        asked.rest,
+        Rest::Waiting {
+            input: true,
+            wake_at_ms: None
+        }
+    );
+    let again = passes
+        .run(message("hi", "m1", None), soon(5_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.task_id, asked.task_id,
+        "the same message names the same task"
+    );
+    assert_eq!(again.appends, 0, "and writes nothing");
+    let other = passes.run(message("bye", "m1", None), soon(5_000)).await;
+    assert!(
+        matches!(other, Err(PassError::Invalid(EngineError::InvalidInput(_)))),
+        "another message under a used id: {other:?}"
+    );
+    let done = passes
+        .run(reply(&asked.task_id, "yes", "r1"), soon(5_000))
+        .await
+        .unwrap();
+    assert_eq!(done.rest, Rest::Ended(TaskState::Completed));
+    let again = passes
+        .run(reply(&asked.task_id, "yes", "r1"), soon(5_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.rest,
+        Rest::Ended(TaskState::Completed),
+        "the reply sent again"
+    );
+    let late = passes
+        .run(reply(&asked.task_id, "no", "r2"), soon(5_000))
+        .await;
+    assert!(
+        matches!(
+            late,
+            Err(PassError::Machine(MachineError::Finished(
+                TaskState::Completed
+            )))
+        ),
+        "{late:?}"
+    );
+    let journal = w.store.journal(&asked.task_id, 0).await.unwrap();
+    let replies = journal
+        .iter()
+        .filter(|r| matches!(&r.entry, Entry::MessageReceived { message } if message.message_id == "r1"))
+        .count();
+    assert_eq!(replies, 1);
+}
+
+#[test]
+async fn a_cancel_pass_ends_a_waiting_task_canceled() {
+    let w = world();
+    let passes = w.passes();
+    let asked = passes
+        .run(message("hi", "m1", None), soon(5_000))
+        .await
+        .unwrap();
+    let event = Event::Cancel {
+        caller: Caller::Operator,
+        task_id: asked.task_id.clone(),
+    };
+    let canceled = passes.run(event.clone(), soon(5_000)).await.unwrap();
+    assert_eq!(canceled.rest, Rest::Ended(TaskState::Canceled));
+    let again = passes.run(event, soon(5_000)).await;
+    assert!(
+        matches!(
+            again,
+            Err(PassError::Machine(MachineError::Finished(
+                TaskState::Canceled
+            )))
+        ),
+        "{again:?}"
+    );
+}
+
+#[test]
+async fn what_a_pass_refuses_it_refuses_before_writing_anything() {
+    let w = world();
+    let passes = w.passes();
+    let mut empty = Message::user_text("x");
+    empty.parts.clear();
+    let no_parts = Event::Message {
+        caller: Caller::Operator,
+        message: empty,
+        skill: None,
+        mode: None,
+    };
+    assert!(matches!(
+        passes.run(no_parts, soon(1_000)).await,
+        Err(PassError::Invalid(EngineError::InvalidInput(_)))
+    ));
+    assert!(matches!(
+        passes
+            .run(message("x", "m1", Some("nope")), soon(1_000))
+            .await,
+        Err(PassError::Invalid(EngineError::UnknownSkill(_)))
+    ));
+    assert!(matches!(
+        passes
+            .run(reply("no-such-task", "x", "r1"), soon(1_000))
+            .await,
+        Err(PassError::NotFound(_))
+    ));
+    let stranger = Event::Cancel {
+        caller: Caller::Principal("mallory".into()),
+        task_id: "no-such-task".into(),
+    };
+    assert!(matches!(
+        passes.run(stranger, soon(1_000)).await,
+        Err(PassError::NotFound(_))
+    ));
+    let tasks = w.store.list(Default::default()).await.unwrap();
+    assert!(tasks.is_empty(), "{tasks:?}");
+    let working = passes
+        .run(message("go", "m2", Some("blink")), soon(5_000))
+        .await
+        .unwrap();
+    let not_waiting = passes
+        .run(reply(&working.task_id, "x", "r1"), soon(1_000))
+        .await;
+    assert!(
+        matches!(
+            not_waiting,
+            Err(PassError::Machine(MachineError::NotAwaitingInput(_)))
+        ),
+        "{not_waiting:?}"
+    );
+}
