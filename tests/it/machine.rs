@@ -34,7 +34,7 @@ fn run(m: &mut TaskMachine, journal: &mut Vec<JournalRecord>, now: i64) -> Outpu
     let effects = demo::shared::scripted_effects();
     loop {
         match m.poll(now) {
-            Output::Persist(append) => keep(journal, append),
+            Output::Persist(append) => keep(journal, *append),
             Output::Perform(asked) => {
                 for effect in asked {
                     let outcome = futures::executor::block_on(effect.run(&effects));
@@ -182,7 +182,7 @@ fn a_macro_step_is_polled_by_the_machine_and_each_ctx_call_becomes_an_effect() {
     let mut journal = Vec::new();
     let asked = loop {
         match m.poll(T0) {
-            Output::Persist(a) => keep(&mut journal, a),
+            Output::Persist(a) => keep(&mut journal, *a),
             Output::Perform(asked) => break asked,
             other => panic!("{other:?}"),
         }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 #[allow(dead_code)]
 #[path = "../../examples/payments/skill.rs"]
-mod skill;
+pub(crate) mod skill;
 
 use radkit::engine::Engine;
 use radkit::model::{Message, Part, Task, TaskState};

@@ -11,10 +11,6 @@
 use crate::support::common::within;
 use crate::support::services;
 
-#[allow(dead_code)]
-#[path = "../../examples/payments/skill.rs"]
-mod skill;
-
 #[allow(dead_code)] // each test uses part of the demo
 use crate::support::demo;
 
@@ -29,7 +25,7 @@ use radkit::model::Message;
 use radkit::serverless::{Event, Passes};
 use radkit::store::{MemoryStore, PostgresStore, Store};
 use serde_json::{json, Value};
-use skill::{read_lines, PaymentWorld, Payments};
+use crate::payments::skill::{read_lines, PaymentWorld, Payments};
 
 /// A pass's budget in the child, and its lease's margin: a killed pass leaves its task to the
 /// next one this long after it started.

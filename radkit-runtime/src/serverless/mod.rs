@@ -506,7 +506,7 @@ impl Passes {
                     if append.create.is_some() {
                         append.lease = held.new_lease.take();
                     }
-                    self.store.append(append).await?;
+                    self.store.append(*append).await?;
                     appends += 1;
                 }
                 Output::Perform(asked) => {

@@ -252,7 +252,7 @@ pub enum Output {
     /// Append this to the task's journal (it is ready for `Store::append`; a host with leases sets
     /// its `fence`), then poll again. A failed append leaves the machine unusable: resume the task
     /// from the store, as after a crash.
-    Persist(Append),
+    Persist(Box<Append>),
     /// Perform these effects (at once or concurrently, each not before its `not_before_ms`) and
     /// hand each outcome to [`TaskMachine::complete`]. Their commands are durable (a `Persist`
     /// came first).
@@ -580,13 +580,13 @@ impl TaskMachine {
         loop {
             if std::mem::take(&mut self.persist_now) {
                 if let Some(append) = self.take_append(now_ms) {
-                    return Output::Persist(append);
+                    return Output::Persist(Box::new(append));
                 }
             }
             if !self.outbox.is_empty() {
                 // Output commit: the commands (and everything before them) are durable first.
                 if let Some(append) = self.take_append(now_ms) {
-                    return Output::Persist(append);
+                    return Output::Persist(Box::new(append));
                 }
                 return Output::Perform(std::mem::take(&mut self.outbox));
             }
@@ -594,7 +594,7 @@ impl TaskMachine {
                 Phase::Ended(state) => {
                     self.phase = Phase::Ended(state);
                     return match self.take_append(now_ms) {
-                        Some(append) => Output::Persist(append),
+                        Some(append) => Output::Persist(Box::new(append)),
                         None => Output::Ended(state),
                     };
                 }
@@ -700,7 +700,7 @@ impl TaskMachine {
             let wake_at_ms = st.earliest_timer();
             drop(st);
             return Some(match self.take_append(now_ms) {
-                Some(append) => Output::Persist(append),
+                Some(append) => Output::Persist(Box::new(append)),
                 None => Output::Waiting { input, wake_at_ms },
             });
         };

@@ -54,7 +54,7 @@ impl Host {
     fn until_effects(&mut self, m: &mut TaskMachine, now: i64) -> Result<Vec<Effect>, Output> {
         loop {
             match m.poll(now) {
-                Output::Persist(a) => self.persist(a),
+                Output::Persist(a) => self.persist(*a),
                 Output::Perform(effects) => return Ok(effects),
                 other => return Err(other),
             }
