@@ -45,6 +45,19 @@ impl Blink {
     }
 }
 
+/// Calls the `ask` skill as a child task.
+#[derive(Default)]
+struct Parent;
+
+#[flow_skill(id = "parent", name = "Parent", register = false)]
+impl Parent {
+    #[step(start)]
+    async fn call(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        let answer = ctx.skill("ask").send(msg.joined_texts()).await?;
+        ctx.complete(format!("parent got: {}", answer.text()), vec![])
+    }
+}
+
 struct World {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
@@ -93,6 +106,7 @@ impl World {
             .skill(Pair)
             .skill(Blink)
             .skill(Ask)
+            .skill(Parent)
             .default_skill("ask")
             .effects(effects);
         Passes::from_builder(builder).unwrap()
@@ -349,5 +363,29 @@ async fn what_a_pass_refuses_it_refuses_before_writing_anything() {
             Err(PassError::Machine(MachineError::NotAwaitingInput(_)))
         ),
         "{not_waiting:?}"
+    );
+}
+
+#[test]
+async fn a_call_to_another_skill_fails_in_a_pass_naming_the_limit() {
+    let w = world();
+    let passed = w
+        .passes()
+        .run(message("hi", "m1", Some("parent")), soon(5_000))
+        .await
+        .unwrap();
+    assert_eq!(passed.rest, Rest::Ended(TaskState::Failed));
+    let journal = w.store.journal(&passed.task_id, 0).await.unwrap();
+    let Some(Entry::Terminal {
+        message: Some(message),
+        ..
+    }) = journal.last().map(|r| &r.entry)
+    else {
+        panic!("a terminal entry");
+    };
+    let text = message.joined_texts();
+    assert!(
+        text.contains("serverless pass") && text.contains("radkit serve"),
+        "{text}"
     );
 }

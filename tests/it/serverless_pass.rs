@@ -19,13 +19,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::payments::skill::{read_lines, PaymentWorld, Payments};
 use radkit::engine::{Caller, Engine, Request};
 use radkit::journal::{Entry, JournalRecord};
 use radkit::model::Message;
 use radkit::serverless::{Event, Passes};
 use radkit::store::{MemoryStore, PostgresStore, Store};
 use serde_json::{json, Value};
-use crate::payments::skill::{read_lines, PaymentWorld, Payments};
 
 /// A pass's budget in the child, and its lease's margin: a killed pass leaves its task to the
 /// next one this long after it started.

@@ -33,7 +33,7 @@ use crate::engine::{Caller, EngineBuilder, EngineError};
 use crate::flow::{EffectError, PermissionMode};
 use crate::journal::{now_ms, Entry};
 use crate::machine::{
-    Effect, MachineConfig, MachineError, MachineSkill, NewTask, Output, TaskMachine,
+    Action, Effect, MachineConfig, MachineError, MachineSkill, NewTask, Output, TaskMachine,
 };
 use crate::model::{Message, TaskState};
 use crate::store::{NewLease, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN};
@@ -511,6 +511,14 @@ impl Passes {
                 }
                 Output::Perform(asked) => {
                     for effect in asked {
+                        if effect.cmd.kind.is_call() && effect.action == Action::Perform {
+                            let refused = EffectError::permanent(format!(
+                                "{} cannot run in a serverless pass: a call waits on its callee, which only the long-running engine does; serve this skill with `radkit serve` or `radkit worker`",
+                                effect.cmd.kind.fingerprint()
+                            ));
+                            m.complete(&effect.id, Err(refused), now)?;
+                            continue;
+                        }
                         let wait = effect
                             .not_before_ms
                             .map(|at| Duration::from_millis(u64::try_from(at - now).unwrap_or(0)))
