@@ -5,6 +5,11 @@
 //! engine (from the last checkpoint), ends in the same state with the same text as a run without a
 //! crash.
 //!
+//! The same skills, run on the task machine without I/O (`radkit::machine`), crashed at any output
+//! it gives its host (the machine dropped, the task resumed from what was persisted), end in the
+//! same state with the same text as on the engine, and without a crash journal exactly what the
+//! engine journals.
+//!
 //! `RADKIT_PROPTEST_CASES` sets the number of cases (default 64 per form).
 
 use radkit::engine::{Caller, Request};
@@ -212,14 +217,19 @@ fn skill(form: Form) -> Arc<dyn ErasedSkill> {
     }
 }
 
-fn builder(store: &MemoryStore, form: Form, every: u64) -> EngineBuilder {
+/// The `double` tool, idempotent.
+fn effects() -> Effects {
     let double = FnTool::new(EffectPolicy::Idempotent, |args, _| async move {
         Ok(serde_json::json!(args.as_i64().unwrap_or(0) * 2))
     });
+    Effects::new().tool("double", double)
+}
+
+fn builder(store: &MemoryStore, form: Form, every: u64) -> EngineBuilder {
     Engine::builder(store.clone())
         .without_registered_skills()
         .erased_skill(skill(form))
-        .effects(Effects::new().tool("double", double))
+        .effects(effects())
         .checkpoint_every(every)
         .check_fold(true)
 }
@@ -233,6 +243,8 @@ struct Outcome {
     boundaries: usize,
     crashed: bool,
     divergences: Vec<String>,
+    /// The journal's entry kinds (with each command's target).
+    shape: Vec<String>,
 }
 
 /// Send every op (answering each question or `await_input!`), then `done` (twice); crash at the `crash`-th
@@ -313,6 +325,13 @@ async fn run(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Ou
         }
     };
     divergences.extend(engine.fold_divergences());
+    let journal = task_id
+        .as_ref()
+        .map(|id| futures::executor::block_on(engine.journal(&Caller::Operator, id)));
+    let shape = match journal {
+        Some(Ok(journal)) => shape(&journal),
+        _ => Vec::new(),
+    };
     engine.shutdown().await;
     let text = task
         .status
@@ -326,6 +345,116 @@ async fn run(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Ou
         boundaries,
         crashed,
         divergences,
+        shape,
+    }
+}
+
+/// Each entry's kind, a command with its target: what a run journaled, without ids or times.
+fn shape(journal: &[radkit::journal::JournalRecord]) -> Vec<String> {
+    journal
+        .iter()
+        .map(|r| match &r.entry {
+            Entry::CommandIssued { cmd, .. } => format!("command {}", cmd.kind.fingerprint()),
+            other => other.kind_name().to_owned(),
+        })
+        .collect()
+}
+
+/// What the `double` tool returns, answered by the machine's host.
+fn double(args: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!(args.as_i64().unwrap_or(0) * 2)
+}
+
+/// [`run`] on the task machine: every output it gives is a point where its host may die; at the
+/// `crash`-th the machine is dropped with what it buffered and the task resumed from the journal.
+fn run_machine(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Outcome {
+    use radkit::machine::{MachineConfig, MachineSkill, NewTask, Output, TaskMachine};
+    let config = MachineConfig {
+        checkpoint_every: every,
+        ..MachineConfig::default()
+    };
+    // The tool's declared policy (idempotent) is the machine's to apply; it never calls the tool.
+    let skill = MachineSkill::with(skill(form), effects(), config);
+    let all: Vec<String> = ops
+        .iter()
+        .cloned()
+        .chain(["done".to_owned(), "done".to_owned()])
+        .collect();
+    let mut journal: Vec<radkit::journal::JournalRecord> = Vec::new();
+    let mut outputs = 0usize;
+    let mut crashed = false;
+    let mut now = 1_000_000;
+    let new = |now| {
+        skill
+            .start(NewTask::new("t", Message::user_text(&all[0])), now)
+            .unwrap()
+    };
+    let mut m: TaskMachine = new(now);
+    loop {
+        now += 1;
+        let out = m.poll(now);
+        outputs += 1;
+        if crash == Some(outputs - 1) {
+            crashed = true;
+            m = if journal.is_empty() {
+                new(now)
+            } else {
+                skill.resume("t", &journal, now).unwrap()
+            };
+            continue;
+        }
+        match out {
+            Output::Persist(append) => {
+                for (seq, entry) in (append.first_seq..).zip(append.entries.iter()) {
+                    journal.push(radkit::journal::JournalRecord {
+                        seq,
+                        at_ms: append.at_ms,
+                        entry: entry.clone(),
+                    });
+                }
+            }
+            Output::Perform(effects) => {
+                for effect in effects {
+                    let value = match &effect.cmd.kind {
+                        radkit::flow::CmdKind::Tool { args, .. } => double(args),
+                        other => panic!("the tally asked for {}", other.fingerprint()),
+                    };
+                    let performed = radkit::effects::Performed { value, usage: None };
+                    m.complete(&effect.id, Ok(performed), now).unwrap();
+                }
+            }
+            Output::Awaiting => panic!("every effect was answered"),
+            Output::Waiting { input: true, .. } => {
+                let delivered = journal
+                    .iter()
+                    .filter(|r| matches!(r.entry, Entry::MessageReceived { .. }))
+                    .count();
+                if delivered >= all.len() {
+                    break;
+                }
+                m.reply(Message::user_text(&all[delivered])).unwrap();
+            }
+            Output::Waiting { .. } => panic!("the tally sets no timer"),
+            Output::Ended(_) => break,
+        }
+    }
+    let (state, text) = match journal.last().map(|r| &r.entry) {
+        Some(Entry::Terminal { state, message }) => (
+            *state,
+            message
+                .clone()
+                .map(|m| Content::from(m).joined_texts())
+                .unwrap_or_default(),
+        ),
+        _ => (TaskState::InputRequired, String::new()),
+    };
+    Outcome {
+        state,
+        text,
+        boundaries: outputs,
+        crashed,
+        divergences: Vec::new(),
+        shape: shape(&journal),
     }
 }
 
@@ -375,6 +504,34 @@ fn property(form: Form, ops: &[String], pick: Index, every: u64) -> Result<(), T
     Ok(())
 }
 
+fn machine_property(
+    form: Form,
+    ops: &[String],
+    pick: Index,
+    every: u64,
+) -> Result<(), TestCaseError> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = rt.block_on(run(form, ops, None, every));
+    let machine = run_machine(form, ops, None, every);
+    prop_assert_eq!(
+        &machine.shape,
+        &engine.shape,
+        "the machine journals what the engine journals"
+    );
+    prop_assert_eq!((machine.state, &machine.text), (engine.state, &engine.text));
+    let at = pick.index(machine.boundaries.max(1));
+    let crashed = run_machine(form, ops, Some(at), every);
+    prop_assert!(crashed.crashed, "no crash at output {at}");
+    prop_assert_eq!(
+        (crashed.state, &crashed.text),
+        (engine.state, &engine.text),
+        "machine crashed at output {} of {}",
+        at,
+        machine.boundaries
+    );
+    Ok(())
+}
+
 fn config() -> ProptestConfig {
     let cases = std::env::var("RADKIT_PROPTEST_CASES")
         .ok()
@@ -397,6 +554,24 @@ proptest! {
         every in 1u64..4,
     ) {
         property(Form::Macro, &ops, pick, every)?;
+    }
+
+    #[test]
+    fn a_macro_skill_on_the_machine_journals_like_the_engine_and_ends_alike_crashed_anywhere(
+        ops in proptest::collection::vec(op(), 0..6),
+        pick in any::<Index>(),
+        every in 1u64..4,
+    ) {
+        machine_property(Form::Macro, &ops, pick, every)?;
+    }
+
+    #[test]
+    fn a_step_table_skill_on_the_machine_journals_like_the_engine_and_ends_alike_crashed_anywhere(
+        ops in proptest::collection::vec(op(), 0..6),
+        pick in any::<Index>(),
+        every in 1u64..4,
+    ) {
+        machine_property(Form::Table, &ops, pick, every)?;
     }
 
     #[test]
