@@ -55,6 +55,9 @@ pub struct ServerConfig {
     /// `A2A-Version: 1.0` always does). Strict 1.0 validators (a JSON schema without additional
     /// properties) accept only the latter.
     pub card_0_3_members: bool,
+    /// List the gRPC interface on the card (the default, when the `grpc` feature serves it). Off
+    /// where clients cannot reach gRPC: a function platform's HTTP front door (`serverless::lambda`).
+    pub grpc: bool,
 }
 
 impl ServerConfig {
@@ -76,6 +79,7 @@ impl ServerConfig {
             card_signer: None,
             card_max_age: Duration::from_secs(300),
             card_0_3_members: true,
+            grpc: true,
         }
     }
 }

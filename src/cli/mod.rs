@@ -28,6 +28,8 @@ mod bench_reads;
 mod bench_soak;
 mod bench_streams;
 mod graph;
+#[cfg(feature = "lambda")]
+mod lambda;
 mod memory;
 mod pass;
 mod serve;
@@ -175,6 +177,8 @@ impl App {
                 Command::Graph(args) => graph::run(&self, args).await,
                 Command::Tasks(args) => tasks::run(args).await,
                 Command::Pass(args) => pass::run(&self, args).await,
+                #[cfg(feature = "lambda")]
+                Command::Lambda(args) => lambda::run(&self, args).await,
             }
         })
     }
@@ -251,6 +255,9 @@ enum Command {
     /// One serverless invocation: run one event (a message, a wake, a cancel, a sweep) as one pass
     /// over the store, then exit.
     Pass(pass::Args),
+    /// Run as an AWS Lambda function: `http` (the A2A surface) or `sweep` (scheduled).
+    #[cfg(feature = "lambda")]
+    Lambda(lambda::Args),
 }
 
 /// True for a Postgres URL.

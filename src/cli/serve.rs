@@ -190,7 +190,7 @@ pub fn with_models(builder: EngineBuilder, llm: &str) -> anyhow::Result<EngineBu
 /// whitespace, which a bearer token cannot contain; never on commas, which it can). A token without
 /// `=principal` is its own principal under a name derived from it ([`server::token_principal`]), so
 /// no two tokens share one and no part of a token is stored.
-fn tokens(args: &[String], env: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn tokens(args: &[String], env: Option<&str>) -> Vec<(String, String)> {
     let values: Vec<&str> = if args.is_empty() {
         env.unwrap_or_default().split_whitespace().collect()
     } else {

@@ -151,8 +151,52 @@ impl Engine {
     /// request's future dropped) after the task's creating append was handed to the store still gets
     /// a task that runs, and a retry with the same `messageId` finds it running.
     pub async fn send(&self, request: Request) -> Result<TaskId, EngineError> {
+        if let Some(passes) = &self.inner.passes {
+            return self.send_pass(passes, request).await;
+        }
         let engine = self.clone();
         detached(async move { engine.send_now(request).await }).await
+    }
+
+    /// Serverless mode: the send is one pass, run to its rest, end or deadline before it returns.
+    async fn send_pass(
+        &self,
+        passes: &super::Passes,
+        request: Request,
+    ) -> Result<TaskId, EngineError> {
+        let Request {
+            caller,
+            skill,
+            mode,
+            message,
+        } = request;
+        let task_id = message.task_id.clone();
+        let event = super::PassEvent::Message {
+            caller,
+            message,
+            skill,
+            mode,
+        };
+        let deadline = super::pass::pass_deadline(self.serverless_budget());
+        let passed = passes
+            .run(event, deadline)
+            .await
+            .map_err(|e| e.into_engine(task_id.as_deref()))?;
+        if passed.rest == super::Rest::Busy {
+            // Another invocation drives the task: this reply was not taken.
+            return Err(EngineError::NotAwaitingInput {
+                task_id: passed.task_id,
+                state: TaskState::Working,
+            });
+        }
+        Ok(TaskId::from(passed.task_id))
+    }
+
+    fn serverless_budget(&self) -> Duration {
+        self.inner
+            .config
+            .serverless
+            .unwrap_or(Duration::from_secs(30))
     }
 
     async fn send_now(&self, request: Request) -> Result<TaskId, EngineError> {
@@ -592,6 +636,20 @@ impl Engine {
         if self.is_halted() {
             return Err(EngineError::Halted);
         }
+        if let Some(passes) = &self.inner.passes {
+            let event = super::PassEvent::Cancel {
+                caller: caller.clone(),
+                task_id: task_id.to_string(),
+            };
+            let deadline = super::pass::pass_deadline(self.serverless_budget());
+            // A task another invocation holds is canceled by whoever takes it next (the row says
+            // so); the answer is the task as it stands.
+            passes
+                .run(event, deadline)
+                .await
+                .map_err(|e| e.into_engine(Some(task_id.as_str())))?;
+            return self.task(caller, task_id, None).await;
+        }
         let engine = self.clone();
         let (who, id) = (caller.clone(), task_id.clone());
         detached(async move { engine.request_cancel(&who, &id).await }).await?;
@@ -721,7 +779,8 @@ impl Engine {
         history_length: Option<usize>,
     ) -> Result<Task, EngineError> {
         let snapshot = self.snapshot(caller, task_id, history_length).await?;
-        if snapshot.is_final {
+        // In serverless mode nothing runs after the request's pass: the task is as it left it.
+        if snapshot.is_final || self.inner.passes.is_some() {
             return Ok(snapshot.task);
         }
         let mut sub = self

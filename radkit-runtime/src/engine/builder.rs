@@ -66,6 +66,9 @@ pub struct EngineConfig {
     /// deadline the step gets an error and the callee's task is canceled. `Duration::MAX`: no
     /// deadline.
     pub call_timeout: Duration,
+    /// Serverless mode ([`EngineBuilder::serverless`]): each send, reply and cancel runs as one
+    /// pass of at most this long, and nothing runs between requests.
+    pub serverless: Option<Duration>,
 }
 
 /// The default of [`EngineConfig::call_timeout`]: a day. Long enough for a callee that asks a
@@ -100,6 +103,7 @@ impl Default for EngineConfig {
             call_webhook_ttl: DEFAULT_CALL_WEBHOOK_TTL,
             call_recheck: Duration::from_secs(5),
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            serverless: None,
         }
     }
 }
@@ -392,6 +396,19 @@ impl EngineBuilder {
         self
     }
 
+    /// Serverless mode, for a process that lives for one request (a function platform's
+    /// invocation): a send, a reply or a cancel runs the task as one pass ([`Passes`](super::Passes))
+    /// of at most `budget` (or until the invocation's deadline, when its host sets one with
+    /// [`with_deadline`](super::with_deadline)) and returns; a blocking send answers with the task as
+    /// the pass left it; a stream ends once it has sent what is in the journal (a client resumes it
+    /// with `Last-Event-ID` in a later invocation); nothing runs between requests: `start` recovers
+    /// nothing, and due timers and unfinished tasks wait for [`Passes::sweep`](super::Passes::sweep).
+    /// Hooks, calls to other agents and push delivery are the long-running engine's.
+    pub fn serverless(mut self, budget: Duration) -> Self {
+        self.config.serverless = Some(budget);
+        self
+    }
+
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         if self.config.lease_ttl < Duration::from_millis(100) {
@@ -437,6 +454,15 @@ impl EngineBuilder {
             None => None,
         };
         let agents = super::call::Agents::new(self.config.agents.clone(), webhook);
+        let passes = self.config.serverless.map(|_| {
+            super::Passes::new(
+                self.store.clone(),
+                order.iter().map(|id| skills[id].clone()).collect(),
+                &self.effects,
+                &self.config,
+                self.default_skill.clone(),
+            )
+        });
         let inner = Inner {
             store: self.store,
             skills,
@@ -454,6 +480,7 @@ impl EngineBuilder {
             watchers: Default::default(),
             posts: Default::default(),
             alarms: Default::default(),
+            passes,
         };
         Ok(Engine {
             inner: Arc::new(inner),
@@ -463,7 +490,10 @@ impl EngineBuilder {
     /// Build the engine and recover every non-terminal task.
     pub async fn start(self) -> Result<Engine, EngineError> {
         let engine = self.build()?;
-        engine.recover().await?;
+        // In serverless mode nothing is recovered: the sweep's pass finds what has work.
+        if engine.inner.passes.is_none() {
+            engine.recover().await?;
+        }
         Ok(engine)
     }
 }

@@ -16,6 +16,7 @@ mod hooks;
 mod invoke;
 mod live;
 pub mod machine;
+mod pass;
 mod perform;
 mod projection;
 pub(crate) mod push;
@@ -39,6 +40,9 @@ pub use error::EngineError;
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
 pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision};
+pub use pass::{
+    with_deadline, Event as PassEvent, PassError, Passed, Passes, Rest, DEFAULT_LEASE_MARGIN,
+};
 pub use projection::{project_task, stream_event, StreamEvent};
 pub use push::{PushSettings, TargetError, MAX_CONFIGS_PER_TASK};
 pub use request::{Caller, Request};
@@ -75,6 +79,8 @@ pub(crate) struct Inner {
     posts: call::Posts,
     /// The timer alarms set in this process.
     alarms: runner::Alarms,
+    /// Serverless mode: the passes that run each request's task (`EngineBuilder::serverless`).
+    passes: Option<Passes>,
 }
 
 /// The durable engine. Cheap to clone.

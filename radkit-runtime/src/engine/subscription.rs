@@ -203,6 +203,11 @@ impl Subscription {
                 }
                 None => {}
             }
+            // Serverless mode: nothing runs between requests, so what the journal holds is all
+            // this invocation can send; a client resumes with `Last-Event-ID` in a later one.
+            if self.engine.inner.passes.is_some() {
+                return Ok(None);
+            }
             let received = if self.engine.inner.shared() {
                 match self.poll_shared().await? {
                     Some(received) => received,

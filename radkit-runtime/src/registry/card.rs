@@ -87,6 +87,7 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
             ("JSONRPC", "0.3", config.url.clone()),
         ]
         .into_iter()
+        .filter(|(binding, _, _)| config.grpc || *binding != "GRPC")
         .map(|(binding, version, url)| AgentInterface {
             url,
             protocol_binding: binding.to_owned(),
