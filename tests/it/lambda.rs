@@ -28,10 +28,13 @@ struct Invocation {
     budget: Duration,
 }
 
+/// Where each invocation's answer goes, by its request id (`Err`: the function reported an error).
+type Answers = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>>;
+
 #[derive(Clone)]
 struct Api {
     next: Arc<Mutex<mpsc::Receiver<Invocation>>>,
-    answers: Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>>,
+    answers: Answers,
 }
 
 async fn next(State(api): State<Api>) -> impl IntoResponse {
@@ -84,7 +87,7 @@ async fn answered(
 /// A local Runtime API and the function process polling it.
 struct Function {
     invocations: mpsc::Sender<Invocation>,
-    answers: Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>>,
+    answers: Answers,
     child: std::process::Child,
     count: u32,
 }
