@@ -18,7 +18,7 @@
 //! ```
 //!
 //! It applies the engine's one fold (`engine/fold.rs`) and command rules (`engine/command.rs`)
-//! through [`rules`], the same functions the long-running engine's driver applies: a visit, a
+//! through `engine/machine/rules.rs`, the same functions the long-running engine's driver applies: a visit, a
 //! transition, an ending, a cancel, a retry decide the same entries whoever hosts the task. Output
 //! commit holds as in the engine: the machine yields `Persist` before any effect that depends on
 //! what it buffered, and before it rests or ends.
