@@ -451,3 +451,106 @@ async fn the_research_loop_one_process_per_event_killed_at_random_moments_journa
         "seed {seed}: no invocation was killed before it finished"
     );
 }
+
+/// Calls `hold`, which returns only when the test lets it, then completes.
+#[derive(Default)]
+struct Held;
+
+#[radkit::flow_skill(id = "held", name = "Held", register = false)]
+impl Held {
+    #[step(start)]
+    async fn hold(
+        &self,
+        ctx: &radkit::flow::StepCtx,
+        _: radkit::model::Content,
+    ) -> radkit::flow::StepResult {
+        let _: Value = ctx.tool("hold").call(json!({})).await?;
+        ctx.complete("released", vec![])
+    }
+}
+
+#[test(multi_thread, needs = Postgres)]
+async fn two_passes_at_once_never_both_drive_a_task_on_postgres() {
+    use radkit::effects::Effects;
+    use radkit::flow::EffectPolicy;
+    use radkit::serverless::Rest;
+    use radkit::tools::FnTool;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let url = fresh_schema().await;
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let runs = Arc::new(AtomicU32::new(0));
+    let tool = {
+        let (release, runs) = (release.clone(), runs.clone());
+        FnTool::new(EffectPolicy::Idempotent, move |args, _| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let release = release.clone();
+            async move {
+                release.notified().await;
+                Ok(args)
+            }
+        })
+    };
+    let passes = Passes::from_builder(
+        Engine::builder_arc(store.clone())
+            .without_registered_skills()
+            .skill(Held)
+            .effects(Effects::new().tool("hold", tool)),
+    )
+    .unwrap();
+    let mut message = Message::user_text("go");
+    message.message_id = "m1".into();
+    let first = {
+        let passes = passes.clone();
+        tokio::spawn(async move {
+            let event = Event::Message {
+                caller: Caller::Operator,
+                message,
+                skill: None,
+                mode: None,
+            };
+            passes
+                .run(event, Instant::now() + Duration::from_secs(30))
+                .await
+        })
+    };
+    // The first pass holds the task's lease while its tool runs.
+    within(Duration::from_secs(30), "the tool to start", async {
+        while runs.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let tasks = store.list(Default::default()).await.unwrap();
+    let task_id = tasks[0].id.clone();
+    // Another invocation for the same task (a sweep's, a wake's) finds it held.
+    let other = Passes::from_builder(
+        Engine::builder_arc(store.clone())
+            .without_registered_skills()
+            .skill(Held),
+    )
+    .unwrap();
+    let busy = other
+        .run(
+            Event::Wake {
+                task_id: task_id.clone(),
+            },
+            Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(busy.rest, Rest::Busy);
+    let swept = other
+        .sweep(Instant::now() + Duration::from_secs(5), 8)
+        .await
+        .unwrap();
+    assert!(swept.is_empty(), "a held task is not claimed: {swept:?}");
+    release.notify_one();
+    let done = within(Duration::from_secs(30), "the first pass", first)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.rest, Rest::Ended(radkit::model::TaskState::Completed));
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the tool ran once");
+}

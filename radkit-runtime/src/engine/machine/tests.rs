@@ -490,3 +490,35 @@ fn a_step_that_panics_fails_its_task_without_quoting_the_panic() {
         "{text}"
     );
 }
+
+#[test]
+fn a_journal_that_cannot_be_replayed_is_refused_with_a_reason() {
+    let skill = flow_skill(Effects::new());
+    assert!(matches!(
+        skill.resume("t1", &[], T0),
+        Err(MachineError::Journal(_))
+    ));
+    let mut host = Host::default();
+    let mut m = start(&skill);
+    host.run(&mut m, T0);
+    // The first entry (`task_created`) lost: nothing says what the task is.
+    let headless: Vec<JournalRecord> = host.journal[1..].to_vec();
+    assert!(matches!(
+        skill.resume("t1", &headless, T0),
+        Err(MachineError::Journal(_))
+    ));
+}
+
+#[test]
+fn an_effect_answered_twice_is_refused_the_second_time() {
+    let skill = flow_skill(Effects::new());
+    let mut host = Host::default();
+    let mut m = start(&skill);
+    let asked = host.until_effects(&mut m, T0).unwrap();
+    let outcome = host.answer(&asked[0]);
+    m.complete(&asked[0].id, outcome.clone(), T0).unwrap();
+    assert_eq!(
+        m.complete(&asked[0].id, outcome, T0),
+        Err(MachineError::UnknownEffect(asked[0].id.clone()))
+    );
+}
