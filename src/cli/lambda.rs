@@ -49,6 +49,12 @@ enum Function {
         #[arg(long, default_value_t = 64)]
         limit: usize,
     },
+    /// An executor: each invocation performs dispatched commands until its deadline.
+    Executor {
+        /// Commands per invocation at most.
+        #[arg(long, default_value_t = 16)]
+        limit: usize,
+    },
 }
 
 /// Lambda's longest invocation: a pass never outlives it (the invocation's own deadline, which
@@ -75,6 +81,12 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
             config.tokens =
                 super::serve::tokens(&tokens, std::env::var("RADKIT_TOKENS").ok().as_deref());
             crate::serverless::lambda::serve_http(config, engine)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+        }
+        Function::Executor { limit } => {
+            let executor = crate::serverless::Executor::from_builder(app.builder(store))?;
+            crate::serverless::lambda::serve_executor(executor, limit)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))
         }

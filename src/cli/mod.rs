@@ -27,6 +27,7 @@ mod bench_machine;
 mod bench_reads;
 mod bench_soak;
 mod bench_streams;
+mod executor;
 mod graph;
 #[cfg(feature = "lambda")]
 mod lambda;
@@ -177,6 +178,7 @@ impl App {
                 Command::Graph(args) => graph::run(&self, args).await,
                 Command::Tasks(args) => tasks::run(args).await,
                 Command::Pass(args) => pass::run(&self, args).await,
+                Command::Executor(args) => executor::run(&self, args).await,
                 #[cfg(feature = "lambda")]
                 Command::Lambda(args) => lambda::run(&self, args).await,
             }
@@ -255,6 +257,9 @@ enum Command {
     /// One serverless invocation: run one event (a message, a wake, a cancel, a sweep) as one pass
     /// over the store, then exit.
     Pass(pass::Args),
+    /// Perform the commands serverless passes hand to executors (`EngineBuilder::dispatch`), from a
+    /// shared Postgres store, until stopped.
+    Executor(executor::Args),
     /// Run as an AWS Lambda function: `http` (the A2A surface) or `sweep` (scheduled).
     #[cfg(feature = "lambda")]
     Lambda(lambda::Args),

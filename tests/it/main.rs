@@ -52,6 +52,7 @@ mod readme;
 mod research_forms;
 mod serverless;
 mod serverless_a2a;
+mod serverless_executor;
 mod serverless_pass;
 mod storage;
 mod suite;

@@ -69,6 +69,9 @@ pub struct EngineConfig {
     /// Serverless mode ([`EngineBuilder::serverless`]): each send, reply and cancel runs as one
     /// pass of at most this long, and nothing runs between requests.
     pub serverless: Option<Duration>,
+    /// Tools whose calls a serverless pass hands to executors instead of performing them
+    /// ([`EngineBuilder::dispatch`]).
+    pub dispatched_tools: std::collections::BTreeSet<String>,
 }
 
 /// The default of [`EngineConfig::call_timeout`]: a day. Long enough for a callee that asks a
@@ -104,6 +107,7 @@ impl Default for EngineConfig {
             call_recheck: Duration::from_secs(5),
             call_timeout: DEFAULT_CALL_TIMEOUT,
             serverless: None,
+            dispatched_tools: Default::default(),
         }
     }
 }
@@ -409,6 +413,24 @@ impl EngineBuilder {
         self
     }
 
+    /// Hand the calls of these tools to executors (`radkit executor`, or a Lambda function running
+    /// [`Executor`](super::Executor)) instead of performing them in a serverless pass: the command
+    /// is journaled and recorded in the store's dispatch list, the task rests, an executor performs
+    /// it under its InvocationId and journals its receipt, and the next pass goes on. For effects
+    /// longer than an invocation, or that need what a function does not have. Needs a store with a
+    /// dispatch list (Postgres, or the memory store in one process); the long-running engine performs
+    /// these tools itself.
+    pub fn dispatch<I, S>(mut self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.config
+            .dispatched_tools
+            .extend(tools.into_iter().map(Into::into));
+        self
+    }
+
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         if self.config.lease_ttl < Duration::from_millis(100) {
@@ -423,6 +445,9 @@ impl EngineBuilder {
             .poll
             .clamp(Duration::from_millis(1), self.config.lease_ttl / 4);
         let skills = self.skills()?;
+        if self.config.serverless.is_some() {
+            check_dispatch(&self.config, self.store.as_ref())?;
+        }
         if skills.is_empty() {
             return Err(EngineError::Config(
                 "no skill to serve: register one with #[flow_skill], or add one with EngineBuilder::skill"
@@ -496,6 +521,18 @@ impl EngineBuilder {
         }
         Ok(engine)
     }
+}
+
+/// Dispatched tools need a store executors can share.
+pub(crate) fn check_dispatch(config: &EngineConfig, store: &dyn Store) -> Result<(), EngineError> {
+    if !config.dispatched_tools.is_empty() && store.dispatch().is_none() {
+        let tools: Vec<&str> = config.dispatched_tools.iter().map(String::as_str).collect();
+        return Err(EngineError::Config(format!(
+            "tools {} are dispatched to executors, but this store keeps no dispatch list; use Postgres",
+            tools.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 fn list_or_none(ids: &[String]) -> String {

@@ -184,6 +184,14 @@ pub(crate) fn outstanding(rec: &CmdRec, recovered: bool, now_ms: i64) -> Outstan
         CmdKind::Agent { .. } | CmdKind::Skill { .. } if rec.callee.is_some() => {
             Outstanding::Perform
         }
+        // Handed to an executor (a model or tool call with a timer: its recheck): it waits for
+        // the executor's receipt until then; past it, it is reissued (dispatched again) or, if its
+        // policy forbids that, its outcome is unknown — as after a crash.
+        CmdKind::Llm { .. } | CmdKind::Tool { .. }
+            if rec.fire_at_ms.is_some_and(|at| at > now_ms) =>
+        {
+            Outstanding::Timer(rec.fire_at_ms.unwrap_or(now_ms))
+        }
         _ if recovered && !rec.cmd.policy.reissue_allowed() => Outstanding::Unknown,
         _ => Outstanding::Perform,
     }

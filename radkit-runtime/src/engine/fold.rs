@@ -397,13 +397,14 @@ impl Folded {
     }
 
     /// An effect is outstanding that the engine performs by itself, without waiting for anything: a
-    /// model or tool call without its receipt, or a call to another agent or skill not yet bound to
-    /// its callee (a bound call waits for its callee, rechecked by its timer).
+    /// model or tool call without its receipt (and not handed to an executor: a dispatched command
+    /// has a recheck timer and waits for the executor's receipt), or a call to another agent or
+    /// skill not yet bound to its callee (a bound call waits for its callee, rechecked by its timer).
     pub fn has_effect_to_perform(&self) -> bool {
         self.commands.values().any(|c| {
             c.receipt.is_none()
                 && match c.cmd.kind {
-                    CmdKind::Llm { .. } | CmdKind::Tool { .. } => true,
+                    CmdKind::Llm { .. } | CmdKind::Tool { .. } => c.fire_at_ms.is_none(),
                     CmdKind::Agent { .. } | CmdKind::Skill { .. } => c.callee.is_none(),
                     _ => false,
                 }

@@ -10,6 +10,7 @@ mod cluster;
 mod command;
 mod driver;
 mod error;
+mod executor;
 mod fault;
 mod fold;
 mod hooks;
@@ -37,11 +38,13 @@ pub use builder::{
 };
 pub use call::AgentSpec;
 pub use error::EngineError;
+pub use executor::{Executed, Executor};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
 pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision};
 pub use pass::{
     with_deadline, Event as PassEvent, PassError, Passed, Passes, Rest, DEFAULT_LEASE_MARGIN,
+    DISPATCH_RECHECK,
 };
 pub use projection::{project_task, stream_event, StreamEvent};
 pub use push::{PushSettings, TargetError, MAX_CONFIGS_PER_TASK};

@@ -123,7 +123,14 @@ pub struct Passes {
     default_skill: Option<String>,
     owner: String,
     lease_margin: Duration,
+    /// Tools whose calls go to executors (`EngineBuilder::dispatch`).
+    dispatched_tools: Arc<std::collections::BTreeSet<String>>,
 }
+
+/// When a task resting on a dispatched command is woken to look again if no executor recorded its
+/// receipt by then (the receipt wakes it at once). A command of policy `AtMostOnce` still without a
+/// receipt then fails its task with its outcome unknown, as after a crash.
+pub const DISPATCH_RECHECK: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How much longer than its deadline a pass's lease lasts by default (see [`Passes::lease_margin`]).
 pub const DEFAULT_LEASE_MARGIN: Duration = Duration::from_secs(30);
@@ -133,6 +140,7 @@ impl Passes {
     /// invocation.
     pub fn from_builder(builder: EngineBuilder) -> Result<Self, EngineError> {
         let parts = builder.into_parts()?;
+        super::builder::check_dispatch(&parts.config, parts.store.as_ref())?;
         Ok(Self::new(
             parts.store,
             parts.skills,
@@ -171,6 +179,7 @@ impl Passes {
             default_skill,
             owner: format!("pass-{}", crate::model::new_id()),
             lease_margin: DEFAULT_LEASE_MARGIN,
+            dispatched_tools: Arc::new(config.dispatched_tools.clone()),
         }
     }
 
@@ -527,6 +536,17 @@ impl Passes {
                 }
                 Output::Perform(asked) => {
                     for effect in asked {
+                        if self.is_dispatched(&effect) {
+                            if let Some(dispatch) = self.store.dispatch() {
+                                dispatch.dispatch(&task_id, &effect.id, &effect.cmd).await?;
+                                let recheck = super::run::after_ms(
+                                    now,
+                                    u64::try_from(DISPATCH_RECHECK.as_millis()).unwrap_or(u64::MAX),
+                                );
+                                m.dispatched(&effect.id, recheck)?;
+                                continue;
+                            }
+                        }
                         if effect.cmd.kind.is_call() && effect.action == Action::Perform {
                             let refused = EffectError::permanent(format!(
                                 "{} cannot run in a serverless pass: a call waits on its callee, which only the long-running engine does; serve this skill with `radkit serve` or `radkit worker`",
@@ -592,6 +612,16 @@ impl Passes {
     fn lease_ttl_ms(&self, deadline: Instant) -> i64 {
         let left = deadline.saturating_duration_since(Instant::now()) + self.lease_margin;
         i64::try_from(left.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// True for a tool call this pass hands to executors.
+    fn is_dispatched(&self, effect: &Effect) -> bool {
+        match (&effect.action, &effect.cmd.kind) {
+            (Action::Perform, crate::flow::CmdKind::Tool { tool, .. }) => {
+                self.dispatched_tools.contains(tool)
+            }
+            _ => false,
+        }
     }
 
     /// True while this pass still holds the task's lease (asked before an `AtMostOnce` effect

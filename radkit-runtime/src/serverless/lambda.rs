@@ -11,6 +11,7 @@
 //! * [`serve_sweeps`]: the function a schedule (EventBridge) triggers: one [`Passes::sweep`] per
 //!   invocation runs the tasks with work now (due timers, work an earlier invocation left, cancels)
 //!   until the invocation's deadline.
+//! * [`serve_executor`]: an executor of dispatched commands, one [`Executor::run`] per invocation.
 //!
 //! gRPC is not served: Lambda's HTTP front doors (Function URLs, API Gateway, ALB) end HTTP/2 at the
 //! edge and hand the function one buffered request and response, which gRPC's streamed HTTP/2
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lambda_http::tower::ServiceExt;
 
-use super::Passes;
+use super::{Executor, Passes};
 use crate::engine::{with_deadline, Engine};
 use crate::server::ServerConfig;
 
@@ -92,5 +93,24 @@ pub async fn serve_sweeps(passes: Passes, limit: usize) -> Result<(), lambda_htt
             }
         },
     );
+    lambda_http::lambda_runtime::run(handler).await
+}
+
+/// Serve an executor: each invocation performs up to `limit` dispatched commands
+/// ([`Executor::run`]) until its deadline less [`DEADLINE_MARGIN`], and answers with what each came
+/// to. Trigger it on a schedule, or from the dispatch list's changes.
+pub async fn serve_executor(executor: Executor, limit: usize) -> Result<(), lambda_http::Error> {
+    let handler =
+        lambda_http::service_fn(move |event: lambda_http::LambdaEvent<serde_json::Value>| {
+            let executor = executor.clone();
+            async move {
+                let deadline = pass_deadline(event.context.deadline(), DEADLINE_MARGIN);
+                let executed = executor.run(deadline, limit).await?;
+                let commands: Vec<String> = executed.iter().map(|e| format!("{e:?}")).collect();
+                Ok::<_, lambda_http::Error>(
+                    serde_json::json!({ "commands": executed.len(), "executed": commands }),
+                )
+            }
+        });
     lambda_http::lambda_runtime::run(handler).await
 }

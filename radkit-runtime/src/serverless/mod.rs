@@ -3,7 +3,8 @@
 //! the event, run what fits before the deadline, persist, return.
 
 pub use crate::engine::{
-    with_deadline, PassError, PassEvent as Event, Passed, Passes, Rest, DEFAULT_LEASE_MARGIN,
+    with_deadline, Executed, Executor, PassError, PassEvent as Event, Passed, Passes, Rest,
+    DEFAULT_LEASE_MARGIN, DISPATCH_RECHECK,
 };
 
 #[cfg(feature = "lambda")]

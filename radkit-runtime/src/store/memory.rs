@@ -39,6 +39,17 @@ type Pushes = BTreeMap<(String, String), MemPush>;
 pub struct MemoryStore {
     tasks: Arc<Mutex<Tasks>>,
     push: Arc<Mutex<Pushes>>,
+    dispatched: Arc<Mutex<Vec<DispatchRow>>>,
+}
+
+/// A dispatched command and its claim.
+#[derive(Clone)]
+struct DispatchRow {
+    task_id: String,
+    id: crate::flow::InvocationId,
+    cmd: crate::flow::Cmd,
+    claimed_until_ms: i64,
+    claims: u32,
 }
 
 impl MemoryStore {
@@ -222,6 +233,65 @@ impl Store for MemoryStore {
 
     fn push(&self) -> Option<&dyn PushStore> {
         Some(self)
+    }
+
+    fn dispatch(&self) -> Option<&dyn super::DispatchStore> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl super::DispatchStore for MemoryStore {
+    async fn dispatch(
+        &self,
+        task_id: &str,
+        id: &crate::flow::InvocationId,
+        cmd: &crate::flow::Cmd,
+    ) -> Result<(), StoreError> {
+        let mut rows = self.dispatched.lock().unwrap_or_else(|p| p.into_inner());
+        if !rows.iter().any(|r| &r.id == id) {
+            rows.push(DispatchRow {
+                task_id: task_id.to_owned(),
+                id: id.clone(),
+                cmd: cmd.clone(),
+                claimed_until_ms: 0,
+                claims: 0,
+            });
+        }
+        Ok(())
+    }
+
+    async fn claim_dispatched(
+        &self,
+        _owner: &str,
+        ttl_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<super::Dispatched>, StoreError> {
+        let now = crate::journal::now_ms();
+        let mut rows = self.dispatched.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(rows
+            .iter_mut()
+            .filter(|r| r.claimed_until_ms <= now)
+            .take(limit)
+            .map(|r| {
+                r.claimed_until_ms = now.saturating_add(ttl_ms);
+                r.claims += 1;
+                super::Dispatched {
+                    task_id: r.task_id.clone(),
+                    id: r.id.clone(),
+                    cmd: r.cmd.clone(),
+                    claims: r.claims,
+                }
+            })
+            .collect())
+    }
+
+    async fn dispatch_done(&self, id: &crate::flow::InvocationId) -> Result<(), StoreError> {
+        self.dispatched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|r| &r.id != id);
+        Ok(())
     }
 }
 

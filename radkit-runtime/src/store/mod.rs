@@ -16,6 +16,7 @@ use crate::model::TaskState;
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+mod dispatch;
 mod lease;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -27,6 +28,7 @@ mod sql;
 mod sqlite;
 pub(crate) mod view;
 
+pub use dispatch::{DispatchStore, Dispatched};
 pub use lease::{Lease, Leases, NewLease, CREATION_TOKEN};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -436,6 +438,12 @@ pub trait Store: Send + Sync + 'static {
     /// Push-notification configs and delivery cursors ([`PushStore`]); `None` (the default) for a
     /// store without them, whose agent answers the push methods with `PushNotificationNotSupported`.
     fn push(&self) -> Option<&dyn PushStore> {
+        None
+    }
+
+    /// The executors' to-do list ([`DispatchStore`]); `None` (the default) for a store executors
+    /// cannot share.
+    fn dispatch(&self) -> Option<&dyn DispatchStore> {
         None
     }
 }

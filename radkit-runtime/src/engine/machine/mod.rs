@@ -537,6 +537,31 @@ impl TaskMachine {
         Ok(())
     }
 
+    /// The host did not perform effect `id` (an [`Effect`] this machine yielded) but handed it to an
+    /// executor, which records its receipt in the journal itself. The command gets a recheck timer
+    /// at `recheck_at_ms` (journaled: the task's row wakes then if no receipt came; the executor's
+    /// receipt makes it due at once), the step (or transition) that asked for it waits, and a later
+    /// pass resumes the task from the journal, where the receipt short-circuits the call.
+    pub fn dispatched(
+        &mut self,
+        id: &InvocationId,
+        recheck_at_ms: i64,
+    ) -> Result<(), MachineError> {
+        let Some(asked) = self.outstanding.remove(id) else {
+            return Err(MachineError::UnknownEffect(id.clone()));
+        };
+        self.outbox.retain(|e| &e.id != id);
+        self.lock().set_timer(id, recheck_at_ms);
+        if asked.purpose == Purpose::Step {
+            if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
+                // The call waits like a question: the visit is suspended and re-run later.
+                v.invoker.stop.note(&StepError::Suspended);
+                v.invoker.desk.settle(id.clone(), Err(StepError::Suspended));
+            }
+        }
+        Ok(())
+    }
+
     fn ask(&mut self, effect: Effect, prior_attempts: u32, purpose: Purpose) {
         self.outbox.push(effect.clone());
         self.outstanding.insert(
@@ -678,7 +703,9 @@ impl TaskMachine {
 
     /// Take the queue's next work (the phase is `Queue`); `Some` when the host must act first.
     fn next_work(&mut self, now_ms: i64) -> Option<Output> {
-        let mut st = self.lock();
+        // The run's state through its own handle: `self` stays free for the phase it sets.
+        let shared = Arc::clone(&self.st);
+        let mut st = shared.lock().unwrap_or_else(|p| p.into_inner());
         let status = st.status();
         if status.is_terminal() {
             drop(st);

@@ -35,6 +35,7 @@ use crate::model::TaskState;
 
 const MAX_BATCH: usize = 512;
 
+mod dispatch;
 mod lease;
 mod push;
 mod schema;
@@ -558,6 +559,10 @@ impl Store for PostgresStore {
     }
 
     fn leases(&self) -> Option<&dyn Leases> {
+        Some(self)
+    }
+
+    fn dispatch(&self) -> Option<&dyn super::DispatchStore> {
         Some(self)
     }
 

@@ -108,6 +108,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // earlier version leave the column as it is.
     "ALTER TABLE radkit_tasks ADD COLUMN waits_on_call BOOLEAN NOT NULL DEFAULT FALSE;
      CREATE INDEX radkit_tasks_waiting_on_calls ON radkit_tasks(tid) WHERE waits_on_call;",
+    // 12: commands handed to executors (`store::DispatchStore`): a to-do list beside the journal,
+    // claimed oldest first; a row goes once its receipt is journaled.
+    "CREATE TABLE radkit_dispatch (
+        id TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        cmd TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        claimed_by TEXT,
+        claimed_until_ms BIGINT NOT NULL DEFAULT 0,
+        claims INTEGER NOT NULL DEFAULT 0
+     );
+     CREATE INDEX radkit_dispatch_claimable ON radkit_dispatch(claimed_until_ms, created_at_ms);",
 ];
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).
