@@ -120,9 +120,11 @@ impl RunState {
         self.clock_ms.unwrap_or_else(now_ms)
     }
 
-    /// Take what is buffered, to be committed as one append (`None` when nothing is).
+    /// Take what is buffered, to be committed as one append (`None` when nothing is). A change of
+    /// the row alone (its state or wake time, without entries) waits for the next entries: an
+    /// append always carries at least one (the SQL stores key a journal row by its first seq).
     pub fn take_batch(&mut self) -> Option<Buffered> {
-        if !self.has_pending() {
+        if self.pending.is_empty() {
             return None;
         }
         let entries = std::mem::take(&mut self.pending);
@@ -271,6 +273,7 @@ impl RunState {
         self.next_seq - u64::try_from(self.pending.len()).unwrap_or(u64::MAX)
     }
 
+    #[cfg(test)]
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty() || self.pending_state.is_some() || self.pending_wake.is_some()
     }
@@ -758,6 +761,21 @@ mod tests {
         let running = run_without_a_row();
         assert_eq!(warnings(|| running.lose_lease()), 1, "fenced off");
         assert_eq!(warnings(|| running.lose_lease()), 0, "reported once");
+    }
+
+    #[test]
+    fn a_row_change_alone_waits_for_the_next_entries() {
+        let mut st = run_in(TaskState::Working);
+        st.set_wake(Some(1_000));
+        assert!(st.take_batch().is_none(), "no append without entries");
+        st.push(Entry::Progress {
+            message: crate::model::Message::agent_text("."),
+        });
+        let batch = st
+            .take_batch()
+            .expect("the entry and the wake time together");
+        assert_eq!(batch.entries.len(), 1);
+        assert_eq!(batch.wake_at_ms, Some(Some(1_000)));
     }
 
     #[test]
