@@ -199,3 +199,40 @@ async fn a_stream_sends_what_its_pass_journaled_and_a_later_resubscribe_continue
     assert_eq!(end.1["result"]["final"], true, "{rest:#?}");
     assert_eq!(end.1["result"]["status"]["state"], "completed", "{rest:#?}");
 }
+
+#[test]
+async fn push_notifications_are_refused_in_serverless_mode_and_the_card_says_so() {
+    let (_dir, store) = sqlite();
+    let client = agent::client();
+    let agent = invocation(&store).await;
+    let card: Value = client
+        .get(format!("{}/.well-known/agent-card.json", agent.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["capabilities"]["pushNotifications"], false, "{card}");
+    let asked = rpc(
+        &client,
+        &agent.url,
+        None,
+        "message/send",
+        json!({"message": user("hi")}),
+    )
+    .await;
+    let task_id = asked["result"]["id"].clone();
+    let set = rpc(
+        &client,
+        &agent.url,
+        None,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": task_id, "pushNotificationConfig": {"url": "https://example.com/hook"}}),
+    )
+    .await;
+    assert_eq!(
+        set["error"]["code"], -32003,
+        "PushNotificationNotSupported: {set}"
+    );
+}

@@ -203,7 +203,12 @@ impl Inner {
 }
 
 impl Inner {
+    /// The store's push configs. None in serverless mode: nothing runs between requests to
+    /// deliver them.
     fn push_store(&self) -> Result<&dyn PushStore, EngineError> {
+        if self.passes.is_some() {
+            return Err(EngineError::PushNotSupported);
+        }
         self.store.push().ok_or(EngineError::PushNotSupported)
     }
 }
@@ -217,9 +222,11 @@ fn header_safe(what: &str, value: &str) -> Result<(), EngineError> {
 }
 
 impl Engine {
-    /// True when this engine's store keeps push configs (every store of the crate does).
+    /// True when this engine delivers push notifications: its store keeps push configs (every
+    /// store of the crate does) and it is not in serverless mode (nothing would deliver them
+    /// between requests).
     pub fn supports_push(&self) -> bool {
-        self.inner.store.push().is_some()
+        self.inner.passes.is_none() && self.inner.store.push().is_some()
     }
 
     /// Check a webhook config as [`Engine::set_push_config`] does — its URL, its token and its
@@ -332,9 +339,7 @@ impl Engine {
     /// Start the push sender, once (recovery and a new config start it): it delivers what is
     /// pending, including deliveries cut off by a crash.
     pub(crate) fn start_push(&self) {
-        if self.inner.store.push().is_none()
-            || self.inner.pusher.started.swap(true, Ordering::SeqCst)
-        {
+        if !self.supports_push() || self.inner.pusher.started.swap(true, Ordering::SeqCst) {
             return;
         }
         deliver::spawn(&self.inner);
