@@ -11,7 +11,7 @@ use super::fault::Boundary;
 use super::fold::CmdRec;
 use super::hooks::{HookContext, HookDecision};
 use super::machine::rules::{self, Found, Gate, Resume};
-use super::machine::visit::{Batch, InFlight, VisitStop};
+use super::machine::visit::{self, Batch, InFlight, VisitStop};
 use super::run::TaskRun;
 use super::Inner;
 use crate::flow::{Cmd, CmdKind, InvocationId, Invoker, StepError};
@@ -42,11 +42,7 @@ impl Invoker for StepInvoker {
         let id = InvocationId::derive(&self.run.task_id, self.visit, position);
         // A call of this visit stopped it (suspended, canceled, halted): whatever the step does
         // next is not journaled — what it does with that error must not become the task's history.
-        if let Some(stop) = self.stop.error() {
-            if stop == StepError::Suspended {
-                // Inside a race this call waits with the rest of the visit: it must not win.
-                crate::flow::race::defer_suspension();
-            }
+        if let Some(stop) = visit::stopped(&self.stop) {
             return Err(stop);
         }
         if VISIT.try_with(|v| *v) != Ok(self.stop.token()) {
@@ -56,16 +52,7 @@ impl Invoker for StepInvoker {
                 cmd.kind.fingerprint()
             )));
         }
-        if matches!(cmd.kind, CmdKind::Race { .. }) {
-            return Err(StepError::Failed(
-                "a race is journaled by `ctx.race` with its winner; it cannot be run as a command"
-                    .into(),
-            ));
-        }
-        if let Err(e) = self.batch.start(&self.step, &cmd) {
-            self.stop.note(&e);
-            return Err(e);
-        }
+        visit::enter(&self.stop, &self.batch, &self.step, &cmd)?;
         let replayed = self
             .run
             .lock()
@@ -77,12 +64,7 @@ impl Invoker for StepInvoker {
             replayed,
         };
         let result = self.invoke_at(position, id, cmd).await;
-        match &result {
-            // Inside `ctx.race` a call that waits does not suspend the step: the race decides.
-            Err(StepError::Suspended) if crate::flow::race::defer_suspension() => {}
-            Err(e) => self.stop.note(e),
-            Ok(_) => {}
-        }
+        visit::settled(&self.stop, &result);
         result
     }
 
@@ -99,9 +81,7 @@ impl Invoker for StepInvoker {
         value: serde_json::Value,
         abandoned: &[u32],
     ) -> Result<(), StepError> {
-        if let Some(stop @ (StepError::Halted | StepError::Canceled | StepError::Failed(_))) =
-            self.stop.error()
-        {
+        if let Some(stop) = self.stop.refuses_record() {
             return Err(stop);
         }
         let id = InvocationId::derive(&self.run.task_id, self.visit, position);
@@ -123,10 +103,7 @@ impl Invoker for StepInvoker {
     }
 
     fn stop(&self, error: &StepError) {
-        match error {
-            StepError::Failed(reason) => drop(self.stop.fail(reason.clone())),
-            other => self.stop.note(other),
-        }
+        self.stop.stop_with(error);
     }
 }
 

@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 
 use super::rules::{self, Found, Gate, Resume};
-use super::visit::{Batch, InFlight, VisitStop};
+use super::visit::{self, Batch, InFlight, VisitStop};
 use crate::effects::Effects;
 use crate::engine::command::{self, Issued};
 use crate::engine::run::RunState;
@@ -90,23 +90,10 @@ impl Invoker for MachineInvoker {
     async fn invoke(&self, position: u32, cmd: Cmd) -> Result<serde_json::Value, StepError> {
         let id = InvocationId::derive(&self.task_id, self.visit, position);
         // A call of this visit stopped it: whatever the step does next is not journaled.
-        if let Some(stop) = self.stop.error() {
-            if stop == StepError::Suspended {
-                // Inside a race this call waits with the rest of the visit: it must not win.
-                crate::flow::race::defer_suspension();
-            }
+        if let Some(stop) = visit::stopped(&self.stop) {
             return Err(stop);
         }
-        if matches!(cmd.kind, CmdKind::Race { .. }) {
-            return Err(StepError::Failed(
-                "a race is journaled by `ctx.race` with its winner; it cannot be run as a command"
-                    .into(),
-            ));
-        }
-        if let Err(e) = self.batch.start(&self.step, &cmd) {
-            self.stop.note(&e);
-            return Err(e);
-        }
+        visit::enter(&self.stop, &self.batch, &self.step, &cmd)?;
         let replayed = lock(&self.st)
             .command(&id)
             .is_some_and(|r| r.receipt.is_some());
@@ -115,12 +102,7 @@ impl Invoker for MachineInvoker {
             replayed,
         };
         let result = self.invoke_at(position, id, cmd).await;
-        match &result {
-            // Inside `ctx.race` a call that waits does not suspend the step: the race decides.
-            Err(StepError::Suspended) if crate::flow::race::defer_suspension() => {}
-            Err(e) => self.stop.note(e),
-            Ok(_) => {}
-        }
+        visit::settled(&self.stop, &result);
         result
     }
 
@@ -143,9 +125,7 @@ impl Invoker for MachineInvoker {
         value: serde_json::Value,
         abandoned: &[u32],
     ) -> Result<(), StepError> {
-        if let Some(stop @ (StepError::Halted | StepError::Canceled | StepError::Failed(_))) =
-            self.stop.error()
-        {
+        if let Some(stop) = self.stop.refuses_record() {
             return Err(stop);
         }
         let id = InvocationId::derive(&self.task_id, self.visit, position);
@@ -166,10 +146,7 @@ impl Invoker for MachineInvoker {
     }
 
     fn stop(&self, error: &StepError) {
-        match error {
-            StepError::Failed(reason) => drop(self.stop.fail(reason.clone())),
-            other => self.stop.note(other),
-        }
+        self.stop.stop_with(error);
     }
 }
 

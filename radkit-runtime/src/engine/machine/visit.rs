@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::flow::{Cmd, StepError};
+use crate::flow::{Cmd, CmdKind, StepError};
 
 /// The calls of a visit in flight at once, to refuse a call whose position would depend on timing.
 ///
@@ -110,5 +110,63 @@ impl VisitStop {
             return Some(StepError::Failed(reason));
         }
         (self.level.load(Ordering::SeqCst) == 1).then_some(StepError::Suspended)
+    }
+}
+
+/// The error a call made after its visit stopped returns at once, if the visit stopped: whatever
+/// the step does next is not journaled (what it does with that error must not become the task's
+/// history). A suspension inside a race makes the call wait with the rest of the visit.
+pub(crate) fn stopped(stop: &VisitStop) -> Option<StepError> {
+    let error = stop.error()?;
+    if error == StepError::Suspended {
+        crate::flow::race::defer_suspension();
+    }
+    Some(error)
+}
+
+/// Let call `cmd` of step `step` into the visit: a race command is refused (only `ctx.race`
+/// journals one), and so is a call that would take its position by timing (see [`Batch`]).
+pub(crate) fn enter(
+    stop: &VisitStop,
+    batch: &Batch,
+    step: &str,
+    cmd: &Cmd,
+) -> Result<(), StepError> {
+    if matches!(cmd.kind, CmdKind::Race { .. }) {
+        return Err(StepError::Failed(
+            "a race is journaled by `ctx.race` with its winner; it cannot be run as a command"
+                .into(),
+        ));
+    }
+    batch.start(step, cmd).inspect_err(|e| stop.note(e))
+}
+
+/// Note what a call's result means for its visit. Inside `ctx.race` a call that waits does not
+/// suspend the step: the race decides.
+pub(crate) fn settled(stop: &VisitStop, result: &Result<serde_json::Value, StepError>) {
+    match result {
+        Err(StepError::Suspended) if crate::flow::race::defer_suspension() => {}
+        Err(e) => stop.note(e),
+        Ok(_) => {}
+    }
+}
+
+impl VisitStop {
+    /// The error that refuses a race's record: the visit halted, was canceled or misused.
+    pub fn refuses_record(&self) -> Option<StepError> {
+        match self.error() {
+            Some(stop @ (StepError::Halted | StepError::Canceled | StepError::Failed(_))) => {
+                Some(stop)
+            }
+            _ => None,
+        }
+    }
+
+    /// Stop the visit with `error` whatever the step does (`Invoker::stop`).
+    pub fn stop_with(&self, error: &StepError) {
+        match error {
+            StepError::Failed(reason) => drop(self.fail(reason.clone())),
+            other => self.note(other),
+        }
     }
 }
