@@ -202,3 +202,151 @@ fn a_macro_step_is_polled_by_the_machine_and_each_ctx_call_becomes_an_effect() {
     );
     assert!(matches!(m.poll(T0), Output::Awaiting));
 }
+
+/// Books a hotel and a flight (each undone by its compensation), then pays: a refused payment
+/// fails the task, and the bookings are undone newest first.
+#[derive(Default)]
+struct Trip;
+
+#[radkit::flow_skill(id = "trip", name = "Trip", register = false)]
+impl Trip {
+    #[radkit::step(start)]
+    async fn book(
+        &self,
+        ctx: &radkit::flow::StepCtx,
+        msg: radkit::model::Content,
+    ) -> radkit::flow::StepResult {
+        let _: serde_json::Value = ctx.tool("book_hotel").call("Lisbon").await?;
+        let _: serde_json::Value = ctx.tool("book_flight").call("LIS").await?;
+        if msg.joined_texts() == "wait" {
+            return radkit::await_input!(slot = "go", message = "Pay now?");
+        }
+        let _: serde_json::Value = ctx.tool("pay").call(420).await?;
+        ctx.complete("booked", vec![])
+    }
+
+    #[radkit::step(resume_from = "book")]
+    async fn paid(
+        &self,
+        ctx: &radkit::flow::StepCtx,
+        _: radkit::model::Content,
+    ) -> radkit::flow::StepResult {
+        ctx.complete("booked", vec![])
+    }
+}
+
+/// The trip's tools; every booking and undo is logged in order.
+fn trip_effects(log: Arc<std::sync::Mutex<Vec<String>>>) -> radkit::effects::Effects {
+    use radkit::flow::{EffectError, EffectPolicy};
+    use radkit::tools::FnTool;
+    let booking = |name: &'static str| {
+        let (did, undid) = (log.clone(), log.clone());
+        FnTool::new(EffectPolicy::Compensate, move |args, _| {
+            did.lock().unwrap().push(format!("{name} {args}"));
+            async move { Ok(args) }
+        })
+        .compensate_with(move |args, _, _| {
+            undid.lock().unwrap().push(format!("undo {name} {args}"));
+            async move { Ok(serde_json::Value::Null) }
+        })
+    };
+    radkit::effects::Effects::new()
+        .tool("book_hotel", booking("hotel"))
+        .tool("book_flight", booking("flight"))
+        .tool(
+            "pay",
+            FnTool::new(EffectPolicy::AtMostOnce, |_, _| async move {
+                Err::<serde_json::Value, _>(EffectError::permanent("card declined"))
+            }),
+        )
+}
+
+/// Run the trip on the machine until it rests or ends (a cancel after `wait`).
+fn trip_on_the_machine(text: &str, cancel: bool) -> (Vec<JournalRecord>, Vec<String>) {
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let effects = trip_effects(log.clone());
+    let skill = MachineSkill::with(
+        radkit::flow::erase(Trip),
+        effects.clone(),
+        MachineConfig::default(),
+    );
+    let mut m = skill
+        .start(NewTask::new("t1", Message::user_text(text)), T0)
+        .unwrap();
+    let mut journal = Vec::new();
+    let mut canceled = false;
+    loop {
+        match m.poll(T0) {
+            Output::Persist(a) => keep(&mut journal, *a),
+            Output::Perform(asked) => {
+                for effect in asked {
+                    let outcome = futures::executor::block_on(effect.run(&effects));
+                    m.complete(&effect.id, outcome, T0).unwrap();
+                }
+            }
+            Output::Waiting { input: true, .. } if cancel && !canceled => {
+                canceled = m.cancel(T0);
+                assert!(canceled);
+            }
+            Output::Ended(_) => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    let log = log.lock().unwrap().clone();
+    (journal, log)
+}
+
+async fn trip_on_the_engine(text: &str, cancel: bool) -> (Vec<JournalRecord>, Vec<String>) {
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let engine = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
+        .skill(Trip)
+        .effects(trip_effects(log.clone()))
+        .start()
+        .await
+        .unwrap();
+    let id = engine
+        .send(Request::operator(Message::user_text(text)))
+        .await
+        .unwrap();
+    engine.wait_settled(&Caller::Operator, &id).await.unwrap();
+    if cancel {
+        engine.cancel(&Caller::Operator, &id).await.unwrap();
+    }
+    let journal = engine.journal(&Caller::Operator, &id).await.unwrap();
+    let log = log.lock().unwrap().clone();
+    (journal, log)
+}
+
+#[test]
+async fn compensations_run_newest_first_on_the_machine_as_on_the_engine_after_a_failure_or_a_cancel(
+) {
+    for (text, cancel, state) in [
+        ("go", false, TaskState::Failed),
+        ("wait", true, TaskState::Canceled),
+    ] {
+        let (machine, machine_log) = trip_on_the_machine(text, cancel);
+        let (engine, engine_log) = trip_on_the_engine(text, cancel).await;
+        let task = engine
+            .iter()
+            .find_map(|r| match &r.entry {
+                Entry::MessageReceived { message } => message.task_id.clone(),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(shape(&machine, "t1"), shape(&engine, &task), "{text}");
+        assert_eq!(machine_log, engine_log, "{text}");
+        assert_eq!(
+            machine_log[2..],
+            [
+                "undo flight \"LIS\"".to_owned(),
+                "undo hotel \"Lisbon\"".to_owned()
+            ],
+            "{text}: newest first"
+        );
+        assert!(
+            matches!(machine.last().map(|r| &r.entry), Some(Entry::Terminal { state: s, .. }) if *s == state),
+            "{text}"
+        );
+    }
+}

@@ -16,9 +16,10 @@
 //! finds it due), an effect cut off by the deadline is a command without a receipt (the next pass
 //! reissues it with the same InvocationId, or fails the task with its outcome unknown if its
 //! policy forbids reissue, exactly as after a crash), and a task left runnable is claimed by the
-//! next sweep. Calls to other agents and child skills (`ctx.agent`, `ctx.skill`) wait on their
-//! callee in the long-running engine; a pass does not perform them (the call fails with a
-//! permanent error naming the limit).
+//! next sweep. Tools declared dispatched (`EngineBuilder::dispatch`) are handed to executors
+//! ([`Executor`](super::Executor)) instead of run here. Calls to other agents and child skills
+//! (`ctx.agent`, `ctx.skill`) wait on their callee in the long-running engine; a pass does not
+//! perform them (the call fails with a permanent error naming the limit).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -240,7 +241,9 @@ impl Passes {
 
     /// Run the tasks that have work now, one pass each, until `limit` passes ran or the deadline
     /// came: on a shared store those it claims (runnable, due, asked to cancel, lease free or
-    /// expired), else the unfinished tasks that are working or whose timer is due.
+    /// expired), else the unfinished tasks that are working or whose timer is due. A task whose
+    /// pass fails is logged and left for a later sweep; `Err` only when the store cannot be asked
+    /// what has work.
     pub async fn sweep(&self, deadline: Instant, limit: usize) -> Result<Vec<Passed>, PassError> {
         let mut passed = Vec::new();
         if let Some(leases) = self.store.leases() {
@@ -278,7 +281,7 @@ impl Passes {
                     })
                     .await;
                 self.release(&lease.task_id, Some(lease.token)).await;
-                passed.push(result?);
+                Self::swept(&mut passed, &lease.task_id, result);
             }
             return Ok(passed);
         }
@@ -298,10 +301,22 @@ impl Passes {
                 && task.wake_at_ms.is_none();
             let due = task.wake_at_ms.is_some_and(|at| at <= now);
             if runnable || due {
-                passed.push(self.pass(&task.id, deadline, |_| Ok(())).await?);
+                let result = self.pass(&task.id, deadline, |_| Ok(())).await;
+                Self::swept(&mut passed, &task.id, result);
             }
         }
         Ok(passed)
+    }
+
+    /// A sweep goes on past a task whose pass failed (a store error mid-pass, a journal that does
+    /// not replay): the others still run, and the failed one is taken up again by a later sweep.
+    fn swept(passed: &mut Vec<Passed>, task_id: &str, result: Result<Passed, PassError>) {
+        match result {
+            Ok(p) => passed.push(p),
+            Err(e) => {
+                tracing::warn!(task = %task_id, error = %e, "a sweep's pass failed; the task is left for a later sweep")
+            }
+        }
     }
 
     /// The task as `caller` may see it.
