@@ -389,3 +389,47 @@ async fn a_call_to_another_skill_fails_in_a_pass_naming_the_limit() {
         "{text}"
     );
 }
+
+/// `radkit pass` and `radkit executor` as processes: one invocation each, one JSON line per pass,
+/// and what they refuse said on stderr with a failing status.
+#[test]
+fn radkit_pass_runs_one_event_per_process_and_says_what_it_refuses() {
+    use crate::support::common::output_within;
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_radkit"));
+        cmd.arg("pass").arg("--data-dir").arg(dir.path()).args(args);
+        output_within(cmd, Duration::from_secs(120), "radkit pass")
+    };
+    let asked = run(&[
+        "message",
+        "--text",
+        "Durable execution",
+        "--message-id",
+        "m1",
+    ]);
+    assert!(
+        asked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    let line: serde_json::Value = serde_json::from_slice(&asked.stdout).unwrap();
+    assert_eq!(line["rest"], "waiting", "{line}");
+    assert_eq!(line["input"], true, "{line}");
+    let task = line["task_id"].as_str().unwrap().to_owned();
+    let done = run(&["message", "--text", "Make it friendlier.", "--task", &task]);
+    let line: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(
+        (line["rest"].as_str(), line["state"].as_str()),
+        (Some("ended"), Some("completed")),
+        "{line}"
+    );
+    let missing = run(&["wake", "--task", "no-such-task"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+    let mut executor = std::process::Command::new(env!("CARGO_BIN_EXE_radkit"));
+    executor.args(["executor", "--once", "--store", "sqlite:///nowhere.sqlite"]);
+    let refused = output_within(executor, Duration::from_secs(60), "radkit executor");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("postgres://"));
+}
