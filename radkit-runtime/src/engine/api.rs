@@ -182,8 +182,9 @@ impl Engine {
             .run(event, deadline)
             .await
             .map_err(|e| e.into_engine(task_id.as_deref()))?;
-        if passed.rest == super::Rest::Busy {
-            // Another invocation drives the task: this reply was not taken.
+        if passed.rest == super::Rest::Busy && task_id.is_some() {
+            // Another invocation drives the task: this reply was not taken. (A message that
+            // started the task, sent again while it runs, names it: its answer is the task.)
             return Err(EngineError::NotAwaitingInput {
                 task_id: passed.task_id,
                 state: TaskState::Working,
