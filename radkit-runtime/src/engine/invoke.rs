@@ -113,10 +113,10 @@ impl StepInvoker {
         &self,
         ordinal: u32,
         id: InvocationId,
-        mut cmd: Cmd,
+        cmd: Cmd,
     ) -> futures::future::BoxFuture<'_, Result<serde_json::Value, StepError>> {
         Box::pin(async move {
-            cmd.policy = self.engine.effects.policy_for(&cmd.kind, cmd.policy);
+            let cmd = rules::with_policy(&self.engine.effects, cmd);
             let found = rules::find(
                 &self.run.lock(),
                 &self.run.skill_id,

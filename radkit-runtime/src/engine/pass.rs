@@ -584,7 +584,7 @@ impl Passes {
                             return Ok(passed(Rest::Busy, appends, effects));
                         }
                         effects += 1;
-                        let effects_of = skill.effects().clone();
+                        let effects_of = skill.shared_effects();
                         running.push(
                             async move {
                                 tokio::time::sleep(wait).await;

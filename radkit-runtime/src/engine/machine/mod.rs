@@ -83,7 +83,8 @@ pub struct MachineSkill {
 
 struct Parts {
     skill: Arc<dyn ErasedSkill>,
-    effects: Effects,
+    /// Shared with every visit's invoker (and a host's effects), never copied per visit.
+    effects: Arc<Effects>,
     config: MachineConfig,
 }
 
@@ -99,7 +100,7 @@ impl MachineSkill {
         MachineSkill {
             parts: Arc::new(Parts {
                 skill,
-                effects,
+                effects: Arc::new(effects),
                 config,
             }),
         }
@@ -113,6 +114,11 @@ impl MachineSkill {
     /// The registered models and tools.
     pub fn effects(&self) -> &Effects {
         &self.parts.effects
+    }
+
+    /// The same, shared (a host performing effects concurrently holds them without copying).
+    pub(crate) fn shared_effects(&self) -> Arc<Effects> {
+        self.parts.effects.clone()
     }
 
     /// A new task created by `task.message` at `now_ms`. Its first [`Output::Persist`] creates
@@ -780,7 +786,7 @@ impl TaskMachine {
         let rules::Visit { visit, state, step } = visit;
         let invoker = Arc::new(MachineInvoker {
             st: self.st.clone(),
-            effects: self.parts_effects(),
+            effects: self.parts.effects.clone(),
             task_id: self.task_id.clone(),
             skill_id: self.parts.skill.info().id.clone(),
             mode: self.mode,
@@ -806,10 +812,6 @@ impl TaskMachine {
             visit,
             step,
         }
-    }
-
-    fn parts_effects(&self) -> Arc<Effects> {
-        Arc::new(self.parts.effects.clone())
     }
 
     /// Poll the visit's step once: its result, or `None` while it waits (the effects its calls
