@@ -35,6 +35,10 @@ pub use radkit_runtime::{
 };
 pub use radkit_runtime::{schemars, serde_json};
 
+#[cfg(feature = "restate")]
+#[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
+pub use radkit_runtime::restate;
+
 #[doc(hidden)]
 pub use radkit_runtime::__private;
 

@@ -44,6 +44,9 @@ pub mod journal;
 pub mod llm;
 pub mod model;
 pub mod registry;
+#[cfg(feature = "restate")]
+#[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
+pub mod restate;
 pub mod server;
 pub mod serverless;
 pub mod store;

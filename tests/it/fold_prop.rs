@@ -492,7 +492,12 @@ fn property(form: Form, ops: &[String], pick: Index, every: u64) -> Result<(), T
     );
     prop_assert!(
         crashed.crashed || reference.boundaries == 0,
-        "no crash at call {at}"
+        "no crash at call {} of {}: the run crossed {} boundaries and ended {:?} ({})",
+        at,
+        reference.boundaries,
+        crashed.boundaries,
+        crashed.state,
+        crashed.text
     );
     prop_assert_eq!(
         (crashed.state, &crashed.text),
@@ -583,3 +588,4 @@ proptest! {
         property(Form::Table, &ops, pick, every)?;
     }
 }
+

@@ -154,6 +154,10 @@ impl Engine {
         if let Some(passes) = &self.inner.passes {
             return self.send_pass(passes, request).await;
         }
+        #[cfg(feature = "restate")]
+        if let Some(ingress) = self.inner.restate() {
+            return self.send_hosted(ingress, request).await;
+        }
         let engine = self.clone();
         detached(async move { engine.send_now(request).await }).await
     }
@@ -230,7 +234,11 @@ impl Engine {
     }
 
     /// True when `task_id` (derived from a caller and a message id) exists and `caller` created it.
-    async fn created(&self, caller: &Caller, task_id: &TaskId) -> Result<bool, EngineError> {
+    pub(super) async fn created(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+    ) -> Result<bool, EngineError> {
         Ok(self
             .inner
             .store
@@ -239,7 +247,10 @@ impl Engine {
             .is_some_and(|row| caller.can_see(row.principal.as_deref())))
     }
 
-    fn choose_skill(&self, skill_id: Option<&str>) -> Result<Arc<dyn ErasedSkill>, EngineError> {
+    pub(super) fn choose_skill(
+        &self,
+        skill_id: Option<&str>,
+    ) -> Result<Arc<dyn ErasedSkill>, EngineError> {
         match skill_id {
             Some(id) => self.inner.skills.get(id).cloned().ok_or_else(|| {
                 EngineError::UnknownSkill(format!(
@@ -373,7 +384,11 @@ impl Engine {
     /// A message that names an existing task by its `messageId` must be the message that created
     /// it: an identical retry (the client lost the answer) gets the task, another message under a
     /// used id is refused, never silently answered with a task that ignores it.
-    async fn same_as_first(&self, task_id: &TaskId, message: &Message) -> Result<(), EngineError> {
+    pub(super) async fn same_as_first(
+        &self,
+        task_id: &TaskId,
+        message: &Message,
+    ) -> Result<(), EngineError> {
         // The first append holds `task_created` and the `message_received` that made the task.
         let first = self.inner.store.journal_page(task_id, 0, 2).await?;
         let received = first.iter().find_map(|r| match &r.entry {
@@ -389,7 +404,11 @@ impl Engine {
     /// Whether the task already received a message with this `messageId` (its history says): the
     /// same message again is a retry, answered with the task as it is now and not taken twice;
     /// another message under that id is refused.
-    async fn received_before(&self, task_id: &str, message: &Message) -> Result<bool, EngineError> {
+    pub(super) async fn received_before(
+        &self,
+        task_id: &str,
+        message: &Message,
+    ) -> Result<bool, EngineError> {
         let Some(view) = self.inner.store.task_view(task_id, None).await? else {
             return Ok(false);
         };
@@ -650,6 +669,10 @@ impl Engine {
                 .await
                 .map_err(|e| e.into_engine(Some(task_id.as_str())))?;
             return self.task(caller, task_id, None).await;
+        }
+        #[cfg(feature = "restate")]
+        if let Some(ingress) = self.inner.restate() {
+            return self.cancel_hosted(ingress, caller, task_id).await;
         }
         let engine = self.clone();
         let (who, id) = (caller.clone(), task_id.clone());

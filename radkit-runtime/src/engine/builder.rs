@@ -72,6 +72,10 @@ pub struct EngineConfig {
     /// Tools whose calls a serverless pass hands to executors instead of performing them
     /// ([`EngineBuilder::dispatch`]).
     pub dispatched_tools: std::collections::BTreeSet<String>,
+    /// Restate mode ([`EngineBuilder::restate`]): the ingress of the Restate server whose
+    /// workflows run this engine's tasks.
+    #[cfg(feature = "restate")]
+    pub restate: Option<crate::restate::Ingress>,
 }
 
 /// The default of [`EngineConfig::call_timeout`]: a day. Long enough for a callee that asks a
@@ -108,6 +112,8 @@ impl Default for EngineConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             serverless: None,
             dispatched_tools: Default::default(),
+            #[cfg(feature = "restate")]
+            restate: None,
         }
     }
 }
@@ -413,6 +419,20 @@ impl EngineBuilder {
         self
     }
 
+    /// Restate mode, for the A2A server in front of skills hosted by Restate
+    /// ([`RestateHost`](crate::restate::RestateHost)) over the same store: a send starts the task's
+    /// workflow through Restate's ingress at `ingress` and answers once the task is in the store,
+    /// a reply and a cancel resolve the workflow's promises, and every read (tasks, history,
+    /// streams, blocking sends) follows the store, which the workflows write. Nothing runs here:
+    /// `start` recovers nothing. Hooks, calls to other agents and push delivery are the
+    /// long-running engine's.
+    #[cfg(feature = "restate")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
+    pub fn restate(mut self, ingress: impl Into<String>) -> Self {
+        self.config.restate = Some(crate::restate::Ingress::new(ingress));
+        self
+    }
+
     /// Hand the calls of these tools to executors (`radkit executor`, or a Lambda function running
     /// [`Executor`](super::Executor)) instead of performing them in a serverless pass: the command
     /// is journaled and recorded in the store's dispatch list, the task rests, an executor performs
@@ -515,8 +535,9 @@ impl EngineBuilder {
     /// Build the engine and recover every non-terminal task.
     pub async fn start(self) -> Result<Engine, EngineError> {
         let engine = self.build()?;
-        // In serverless mode nothing is recovered: the sweep's pass finds what has work.
-        if engine.inner.passes.is_none() {
+        // In serverless mode nothing is recovered: the sweep's pass finds what has work. In
+        // Restate mode Restate drives every task.
+        if !engine.inner.hosted_elsewhere() {
             engine.recover().await?;
         }
         Ok(engine)

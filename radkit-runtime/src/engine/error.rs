@@ -97,6 +97,10 @@ pub enum EngineError {
     /// The engine is halted.
     #[error("engine halted")]
     Halted,
+    /// The host that runs this engine's tasks elsewhere (Restate) cannot be reached or refused the
+    /// request; nothing was changed by it, and the request can be sent again.
+    #[error("task host unavailable: {0}")]
+    HostUnavailable(String),
     /// A bug in radkit or in a skill's code panicked where no task could take the failure (the
     /// request's own work); the message is the panic's. Nothing the request acknowledged is lost.
     #[error("internal error: {0}")]

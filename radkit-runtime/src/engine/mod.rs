@@ -14,6 +14,8 @@ mod executor;
 mod fault;
 mod fold;
 mod hooks;
+#[cfg(feature = "restate")]
+mod hosted;
 mod invoke;
 mod live;
 pub mod machine;
@@ -93,6 +95,23 @@ pub struct Engine {
 }
 
 impl Inner {
+    /// True when no task runs in this engine: each request is a serverless pass, or Restate's
+    /// workflows drive the tasks (the engine reads the store they write).
+    pub(crate) fn hosted_elsewhere(&self) -> bool {
+        self.passes.is_some() || self.restate().is_some()
+    }
+
+    /// Restate mode's ingress.
+    #[cfg(feature = "restate")]
+    pub(crate) fn restate(&self) -> Option<&crate::restate::Ingress> {
+        self.config.restate.as_ref()
+    }
+
+    #[cfg(not(feature = "restate"))]
+    pub(crate) fn restate(&self) -> Option<&std::convert::Infallible> {
+        None
+    }
+
     /// The fold check of a run of `skill`, when the engine checks folds.
     fn fold_check(&self, skill: &dyn ErasedSkill) -> Option<fold::FoldCheck> {
         self.config.check_fold.then(|| fold::FoldCheck {

@@ -208,7 +208,9 @@ impl Subscription {
             if self.engine.inner.passes.is_some() {
                 return Ok(None);
             }
-            let received = if self.engine.inner.shared() {
+            // Restate mode: the workflows append in other processes (or beside the engine, not
+            // through it): the store is followed as on a shared store.
+            let received = if self.engine.inner.shared() || self.engine.inner.restate().is_some() {
                 match self.poll_shared().await? {
                     Some(received) => received,
                     None => continue,

@@ -173,6 +173,7 @@ pub(crate) fn engine_error(error: EngineError, cancel: bool) -> OpError {
         e @ EngineError::PushTarget(_) => OpError::new(Kind::InvalidInput, e.to_string()),
         e @ EngineError::VersionMismatch { .. } => OpError::new(Kind::Unsupported, e.to_string()),
         e @ (EngineError::StorageUnavailable { .. }
+        | EngineError::HostUnavailable(_)
         | EngineError::Store(StoreError::Backend { .. })) => {
             tracing::error!(error = %e, "storage unavailable");
             OpError::new(

@@ -226,7 +226,7 @@ impl Engine {
     /// store of the crate does) and it is not in serverless mode (nothing would deliver them
     /// between requests).
     pub fn supports_push(&self) -> bool {
-        self.inner.passes.is_none() && self.inner.store.push().is_some()
+        !self.inner.hosted_elsewhere() && self.inner.store.push().is_some()
     }
 
     /// Check a webhook config as [`Engine::set_push_config`] does — its URL, its token and its

@@ -1,0 +1,375 @@
+//! The workflow `RadkitTask`: one instance per task, its `run` handler driving the task machine on
+//! Restate's journal.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::effects::{Effects, Performed};
+use crate::engine::machine::{Action, Effect, MachineConfig, MachineSkill, NewTask, Output};
+use crate::engine::{EngineBuilder, EngineError};
+use crate::flow::{EffectError, PermissionMode};
+use crate::journal::now_ms;
+use crate::model::{Message, TaskState};
+use crate::store::{Append, Store, StoreError};
+
+/// What starts a task's workflow: the front's send, forwarded to Restate's ingress.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Start {
+    /// The skill the task runs.
+    pub skill: String,
+    /// Its context, if the message names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    /// Who created it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// Its permission mode.
+    #[serde(default)]
+    pub mode: PermissionMode,
+    /// The message that creates it.
+    pub message: Message,
+}
+
+/// A reply to the question a task asked when its journal ended at `seq`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskReply {
+    /// The seq of the task's last record when it settled waiting for input.
+    pub seq: u64,
+    /// The reply.
+    pub message: Message,
+}
+
+/// An effect's outcome as Restate journals it.
+#[derive(Serialize, Deserialize)]
+struct Done {
+    value: serde_json::Value,
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<EffectError>,
+    at_ms: i64,
+}
+
+/// The skills of a builder, hosted as the Restate workflow `RadkitTask` (key: the task id): serve
+/// [`RestateHost::endpoint`] as a Restate deployment (or [`RestateHost::listen`] on a socket) and
+/// register it with the Restate server. Its handlers:
+///
+/// * `run` drives the task from its creating message ([`Start`]) to its end and returns its final
+///   state;
+/// * `reply` (shared) resolves the task's wait for input ([`TaskReply`]);
+/// * `cancel` (shared) asks the task to cancel.
+#[derive(Clone)]
+pub struct RestateHost {
+    store: Arc<dyn Store>,
+    skills: Arc<HashMap<String, MachineSkill>>,
+}
+
+impl RestateHost {
+    /// The skills, effects, limits and store of `builder`, hosted by Restate.
+    pub fn from_builder(builder: EngineBuilder) -> Result<Self, EngineError> {
+        let parts = builder.into_parts()?;
+        let limits = MachineConfig {
+            max_steps: parts.config.max_steps,
+            checkpoint_every: parts.config.checkpoint_every,
+            call_timeout: parts.config.call_timeout,
+        };
+        let skills = parts
+            .skills
+            .into_iter()
+            .map(|skill| {
+                let id = skill.info().id.clone();
+                let hosted = MachineSkill::with(skill, parts.effects.clone(), limits.clone());
+                (id, hosted)
+            })
+            .collect();
+        Ok(RestateHost {
+            store: parts.store,
+            skills: Arc::new(skills),
+        })
+    }
+
+    /// The Restate endpoint serving the workflow.
+    pub fn endpoint(self) -> restate_sdk::endpoint::Endpoint {
+        restate_sdk::endpoint::Endpoint::builder()
+            .bind(self)
+            .build()
+    }
+
+    /// Serve the workflow to Restate on `listener` (HTTP/2, as Restate's deployments speak) until
+    /// the process ends.
+    pub async fn listen(self, listener: tokio::net::TcpListener) {
+        restate_sdk::http_server::HttpServer::new(self.endpoint())
+            .serve(listener)
+            .await;
+    }
+
+    /// Append what the machine journaled to the store, once: an earlier attempt of the same
+    /// `ctx.run` that appended it before Restate recorded its end is recognised by the row's seq.
+    /// Returns the time after it.
+    async fn persist(store: Arc<dyn Store>, append: Append) -> Result<i64, HandlerError> {
+        let (task_id, last) = (
+            append.task_id.clone(),
+            append.first_seq + append.entries.len() as u64 - 1,
+        );
+        match store.append(append).await {
+            Ok(()) => {}
+            Err(StoreError::Conflict { .. })
+                if store
+                    .task(&task_id)
+                    .await?
+                    .is_some_and(|row| row.last_seq >= last) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(now_ms())
+    }
+}
+
+#[restate_sdk::workflow(name = "RadkitTask")]
+impl RestateHost {
+    /// Drive the task from its creating message to its end.
+    #[handler]
+    async fn run(
+        &self,
+        ctx: WorkflowContext<'_>,
+        Json(start): Json<Start>,
+    ) -> Result<Json<TaskState>, HandlerError> {
+        let skill = self.skills.get(&start.skill).cloned().ok_or_else(|| {
+            TerminalError::new(format!("no skill `{}` is hosted here", start.skill))
+        })?;
+        let effects = skill.shared_effects();
+        let mut now = clock(&ctx).await?;
+        let task = NewTask {
+            task_id: ctx.key().to_owned(),
+            context_id: start.context_id,
+            principal: start.principal,
+            mode: start.mode,
+            message: start.message,
+        };
+        let mut m = skill.start(task, now).map_err(terminal)?;
+        let mut canceled = false;
+        loop {
+            match m.poll(now) {
+                Output::Persist(append) => {
+                    let store = self.store.clone();
+                    let name = format!("append {}", append.first_seq);
+                    now = ctx
+                        .run(move || async move { Self::persist(store, *append).await.map(Json) })
+                        .name(name)
+                        .await?
+                        .0;
+                }
+                Output::Perform(asked) => {
+                    if !canceled && cancel_requested(&ctx).await? {
+                        canceled = true;
+                        m.cancel(now);
+                    }
+                    for effect in asked {
+                        if let Some(at) = effect.not_before_ms.filter(|at| *at > now) {
+                            ctx.sleep(millis(at - now)).await?;
+                        }
+                        let id = effect.id.clone();
+                        let (result, at) = perform(&ctx, effects.clone(), effect).await?;
+                        now = at;
+                        m.complete(&id, result, now).map_err(terminal)?;
+                    }
+                }
+                Output::Awaiting => {
+                    return Err(TerminalError::new(
+                        "the task machine awaits an effect its Restate host did not run",
+                    )
+                    .into())
+                }
+                Output::Waiting { input, wake_at_ms } => {
+                    let seq = m.next_seq() - 1;
+                    let sleep = wake_at_ms.map(|at| millis(at - now));
+                    let woke = wait(&ctx, seq, input, sleep, canceled).await?;
+                    now = clock(&ctx).await?;
+                    match woke {
+                        Woke::Reply(message) => {
+                            if let Err(e) = m.reply(message) {
+                                tracing::warn!(task = %ctx.key(), error = %e, "a reply reached a task that no longer waits for it");
+                            }
+                        }
+                        Woke::Timer => {}
+                        Woke::Cancel => {
+                            canceled = true;
+                            m.cancel(now);
+                        }
+                    }
+                }
+                Output::Ended(state) => return Ok(Json(state)),
+            }
+        }
+    }
+
+    /// Resolve the task's wait for input (the front checked that it waits).
+    #[handler]
+    async fn reply(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+        Json(reply): Json<TaskReply>,
+    ) -> Result<(), HandlerError> {
+        ctx.resolve_promise::<Json<Message>>(&input_promise(reply.seq), Json(reply.message));
+        Ok(())
+    }
+
+    /// Ask the task to cancel.
+    #[handler]
+    async fn cancel(&self, ctx: SharedWorkflowContext<'_>) -> Result<(), HandlerError> {
+        if ctx.peek_promise::<bool>(CANCEL).await?.is_none() {
+            ctx.resolve_promise::<bool>(CANCEL, true);
+        }
+        Ok(())
+    }
+}
+
+/// The promise a cancel resolves.
+const CANCEL: &str = "cancel";
+
+/// The promise a reply to the wait that began at `seq` resolves.
+fn input_promise(seq: u64) -> String {
+    format!("input-{seq}")
+}
+
+/// The time, journaled: a replay sees the same.
+async fn clock(ctx: &WorkflowContext<'_>) -> Result<i64, HandlerError> {
+    Ok(ctx
+        .run(|| async { Ok(Json(now_ms())) })
+        .name("clock")
+        .await?
+        .0)
+}
+
+async fn cancel_requested(ctx: &WorkflowContext<'_>) -> Result<bool, HandlerError> {
+    Ok(ctx.peek_promise::<bool>(CANCEL).await?.is_some())
+}
+
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+fn terminal(e: impl std::fmt::Display) -> HandlerError {
+    TerminalError::new(e.to_string()).into()
+}
+
+/// Perform `effect` as one `ctx.run` named by its InvocationId; returns its outcome and the time
+/// after it.
+async fn perform(
+    ctx: &WorkflowContext<'_>,
+    effects: Arc<Effects>,
+    effect: Effect,
+) -> Result<(Result<Performed, EffectError>, i64), HandlerError> {
+    let name = effect.id.to_string();
+    let once = !effect.cmd.policy.reissue_allowed();
+    // Whether this attempt of the handler journaled the start marker itself (else Restate replayed
+    // it: an earlier attempt got that far and may have started the effect).
+    let fresh = Arc::new(AtomicBool::new(!once));
+    if once {
+        let marked = fresh.clone();
+        ctx.run(move || async move {
+            marked.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .name(format!("begin {name}"))
+        .await?;
+    }
+    let Json(done) = ctx
+        .run(move || async move {
+            let result = if effect.cmd.kind.is_call() && effect.action == Action::Perform {
+                Err(EffectError::permanent(format!(
+                    "{} cannot run on Restate: a call waits on its callee, which only the long-running engine does; serve this skill with `radkit serve` or `radkit worker`",
+                    effect.cmd.kind.fingerprint()
+                )))
+            } else if fresh.load(Ordering::SeqCst) {
+                effect.run(&effects).await
+            } else {
+                Err(EffectError::permanent(format!(
+                    "outcome unknown: {} (invocation {}) was started before Restate restarted its workflow and has no recorded outcome; its policy is at-most-once, so it is not run again",
+                    effect.cmd.kind.fingerprint(),
+                    effect.id
+                )))
+            };
+            let done = match result {
+                Ok(performed) => Done {
+                    value: performed.value,
+                    usage: performed.usage,
+                    error: None,
+                    at_ms: now_ms(),
+                },
+                Err(error) => Done {
+                    value: serde_json::Value::Null,
+                    usage: None,
+                    error: Some(error),
+                    at_ms: now_ms(),
+                },
+            };
+            Ok(Json(done))
+        })
+        .name(name)
+        .await?;
+    let result = match done.error {
+        Some(error) => Err(error),
+        None => Ok(Performed {
+            value: done.value,
+            usage: done.usage,
+        }),
+    };
+    Ok((result, done.at_ms))
+}
+
+/// What ended a wait.
+enum Woke {
+    Reply(Message),
+    Timer,
+    Cancel,
+}
+
+/// Wait for a reply (`input`), a timer (`sleep`) and, unless the task is canceled already, a
+/// cancel: whichever comes first.
+async fn wait(
+    ctx: &WorkflowContext<'_>,
+    seq: u64,
+    input: bool,
+    sleep: Option<Duration>,
+    canceled: bool,
+) -> Result<Woke, HandlerError> {
+    let name = input_promise(seq);
+    let woke = match (input, sleep, canceled) {
+        (false, None, _) => {
+            return Err(TerminalError::new(
+                "the task waits on nothing its Restate host can wake (a call to another agent)",
+            )
+            .into())
+        }
+        (true, Some(sleep), false) => restate_sdk::select! {
+            reply = ctx.promise::<Json<Message>>(&name) => Woke::Reply(reply?.0),
+            slept = ctx.sleep(sleep) => { slept?; Woke::Timer },
+            cancel = ctx.promise::<bool>(CANCEL) => { cancel?; Woke::Cancel },
+        },
+        (true, None, false) => restate_sdk::select! {
+            reply = ctx.promise::<Json<Message>>(&name) => Woke::Reply(reply?.0),
+            cancel = ctx.promise::<bool>(CANCEL) => { cancel?; Woke::Cancel },
+        },
+        (false, Some(sleep), false) => restate_sdk::select! {
+            slept = ctx.sleep(sleep) => { slept?; Woke::Timer },
+            cancel = ctx.promise::<bool>(CANCEL) => { cancel?; Woke::Cancel },
+        },
+        (true, Some(sleep), true) => restate_sdk::select! {
+            reply = ctx.promise::<Json<Message>>(&name) => Woke::Reply(reply?.0),
+            slept = ctx.sleep(sleep) => { slept?; Woke::Timer },
+        },
+        (true, None, true) => Woke::Reply(ctx.promise::<Json<Message>>(&name).await?.0),
+        (false, Some(sleep), true) => {
+            ctx.sleep(sleep).await?;
+            Woke::Timer
+        }
+    };
+    Ok(woke)
+}
