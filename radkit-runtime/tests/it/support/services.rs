@@ -35,6 +35,8 @@ pub enum Needs {
     PythonServer,
     /// [`Needs::Python1`] that can also serve an agent (`a2a-sdk[http-server]` and uvicorn).
     Python1Server,
+    /// A `restate-server` binary: [`restate_server`].
+    Restate,
 }
 
 /// One test before the harness decides how to run it.
@@ -136,6 +138,7 @@ pub fn run(mut tests: Vec<Test>) -> ExitCode {
         Needs::Python1,
         Needs::PythonServer,
         Needs::Python1Server,
+        Needs::Restate,
     ] {
         let selected = tests.iter().any(|test| {
             // Flagged ignored so that `--ignored` keeps it: only the name decides here.
@@ -190,6 +193,41 @@ pub fn python1() -> String {
     explicit("RADKIT_PYTHON1").unwrap_or_else(|| venv_python(".venv1").display().to_string())
 }
 
+/// The Restate server binary: `RADKIT_RESTATE_SERVER`, else the one `.ci/run` installs from the npm
+/// registry under the workspace's `.ci/restate`. Tests declared [`Needs::Restate`] run only after
+/// it printed its version.
+pub fn restate_server() -> String {
+    explicit("RADKIT_RESTATE_SERVER").unwrap_or_else(|| {
+        workspace_root()
+            .join(".ci/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server")
+            .display()
+            .to_string()
+    })
+}
+
+fn probe_restate() -> Availability {
+    let server = restate_server();
+    let asked = explicit("RADKIT_RESTATE_SERVER").is_some();
+    if !asked && !Path::new(&server).exists() {
+        return Availability::Missing(format!(
+            "restate-server is not installed: RADKIT_RESTATE_SERVER is not set and {server} does \
+             not exist (`bash .ci/run` installs it there)"
+        ));
+    }
+    let error = match Command::new(&server).arg("--version").stdin(Stdio::null()).output() {
+        Ok(out) if out.status.success() => return Availability::Ready,
+        Ok(out) => format!("it exited with {}", out.status),
+        Err(e) => format!("it cannot be started: {e}"),
+    };
+    if asked {
+        Availability::Broken(format!(
+            "RADKIT_RESTATE_SERVER is set to {server}, but {error}"
+        ))
+    } else {
+        Availability::Missing(format!("{server} does not run ({error})"))
+    }
+}
+
 /// Whether a service can be used, found once per test binary.
 enum Availability {
     /// It answered.
@@ -205,6 +243,7 @@ static PYTHON: OnceLock<Availability> = OnceLock::new();
 static PYTHON1: OnceLock<Availability> = OnceLock::new();
 static PYTHON_SERVER: OnceLock<Availability> = OnceLock::new();
 static PYTHON1_SERVER: OnceLock<Availability> = OnceLock::new();
+static RESTATE: OnceLock<Availability> = OnceLock::new();
 
 fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
     match needs {
@@ -214,6 +253,7 @@ fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
         Needs::Python1 => Some(&PYTHON1),
         Needs::PythonServer => Some(&PYTHON_SERVER),
         Needs::Python1Server => Some(&PYTHON1_SERVER),
+        Needs::Restate => Some(&RESTATE),
     }
 }
 
@@ -233,6 +273,7 @@ fn availability(needs: Needs) -> Option<&'static Availability> {
             Needs::Python1 => probe_python(Sdk::V1),
             Needs::PythonServer => probe_python(Sdk::V0_3Server),
             Needs::Python1Server => probe_python(Sdk::V1Server),
+            Needs::Restate => probe_restate(),
         };
         match &found {
             Availability::Ready => {}
@@ -387,12 +428,17 @@ fn probe_python(sdk: Sdk) -> Availability {
     }
 }
 
-/// `<venv>/bin/python` in the workspace root (the directory holding `Cargo.lock`).
+/// `<venv>/bin/python` in the workspace root.
 fn venv_python(venv: &str) -> PathBuf {
+    workspace_root().join(venv).join("bin").join("python")
+}
+
+/// The workspace root (the directory holding `Cargo.lock`).
+fn workspace_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest
+    manifest
         .ancestors()
         .find(|dir| dir.join("Cargo.lock").exists())
-        .unwrap_or(manifest);
-    root.join(venv).join("bin").join("python")
+        .unwrap_or(manifest)
+        .to_path_buf()
 }
