@@ -77,7 +77,12 @@ async fn main() -> anyhow::Result<()> {
             approve.task_id = Some(id.to_string());
             engine.send(Request::operator(approve)).await?;
             task = engine.wait_settled(&Caller::Operator, &id).await?;
-            println!("{:>18} -> {:?}: {}", "approve", task.status.state, said(&task));
+            println!(
+                "{:>18} -> {:?}: {}",
+                "approve",
+                task.status.state,
+                said(&task)
+            );
         }
     }
     let charges = read_lines(&world.file("ledger.jsonl")).len();

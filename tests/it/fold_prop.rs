@@ -588,4 +588,3 @@ proptest! {
         property(Form::Table, &ops, pick, every)?;
     }
 }
-

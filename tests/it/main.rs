@@ -50,6 +50,7 @@ mod push_delivery;
 mod push_kill9;
 mod readme;
 mod research_forms;
+mod restate;
 mod serverless;
 mod serverless_a2a;
 mod serverless_executor;

@@ -199,7 +199,9 @@ pub fn python1() -> String {
 pub fn restate_server() -> String {
     explicit("RADKIT_RESTATE_SERVER").unwrap_or_else(|| {
         workspace_root()
-            .join(".ci/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server")
+            .join(
+                ".ci/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
+            )
             .display()
             .to_string()
     })
@@ -214,7 +216,11 @@ fn probe_restate() -> Availability {
              not exist (`bash .ci/run` installs it there)"
         ));
     }
-    let error = match Command::new(&server).arg("--version").stdin(Stdio::null()).output() {
+    let error = match Command::new(&server)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+    {
         Ok(out) if out.status.success() => return Availability::Ready,
         Ok(out) => format!("it exited with {}", out.status),
         Err(e) => format!("it cannot be started: {e}"),

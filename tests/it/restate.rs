@@ -1,0 +1,542 @@
+//! The Restate host on a real `restate-server` (the npm registry's binary, installed by `.ci/run`):
+//! the payment flow with its approval gate and the research loop, each task a Restate workflow run
+//! by a service process (this test binary run again through the ignored entry point
+//! `child_process_serves_the_workflows`), radkit's engine in front in Restate mode over the same
+//! SQLite file. `restate-server` is SIGKILLed and restarted while a task waits for input and while
+//! an effect runs, and the service process is SIGKILLed right after a payment tool applied its
+//! effect (before Restate journaled its outcome). Every task completes; each InvocationId has one
+//! effect (the provider's ledger holds one charge, the outbox one email) and one receipt; the
+//! research loop's journal is the long-lived engine's on the same inputs.
+#![cfg(unix)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use radkit::effects::Effects;
+use radkit::engine::{Caller, Engine, EngineBuilder, EngineError, Request};
+use radkit::flow::{CmdKind, EffectError};
+use radkit::journal::{Entry, JournalRecord};
+use radkit::llm::{LlmRequest, LlmResponse, Model};
+use radkit::model::{Message, TaskId, TaskState};
+use radkit::restate::{register_deployment, RestateHost};
+use radkit::store::{Durability, MemoryStore, SqliteStore, Store};
+use serde_json::json;
+
+use crate::payments::skill::{read_lines, PaymentWorld, Payments};
+use crate::support::demo;
+use crate::support::services;
+
+/// How long anything here may take on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(180);
+
+/// A child process, killed with SIGKILL when dropped: a failing test leaves no process behind.
+struct Child(std::process::Child);
+
+impl Child {
+    fn kill(mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A local Restate server keeping its state in `dir` (so a restart finds its journal).
+struct Restate {
+    dir: PathBuf,
+    ingress: u16,
+    admin: u16,
+    node: u16,
+    process: Option<Child>,
+}
+
+impl Restate {
+    async fn start(dir: &Path) -> Restate {
+        let mut restate = Restate {
+            dir: dir.join("restate"),
+            ingress: free_port(),
+            admin: free_port(),
+            node: free_port(),
+            process: None,
+        };
+        restate.restart().await;
+        restate
+    }
+
+    fn ingress_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ingress)
+    }
+
+    fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin)
+    }
+
+    /// SIGKILL, as a crash.
+    fn kill(&mut self) {
+        if let Some(process) = self.process.take() {
+            process.kill();
+        }
+    }
+
+    /// Start it (again) and wait until its admin API and ingress answer.
+    async fn restart(&mut self) {
+        self.kill();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.with_extension("log"))
+            .unwrap();
+        let process = Command::new(services::restate_server())
+            .args(["--no-logo", "--listen-mode", "tcp", "--node-name", "radkit"])
+            .arg("--base-dir")
+            .arg(&self.dir)
+            .args(["--bind-port", &self.node.to_string()])
+            .env(
+                "RESTATE_INGRESS__BIND_ADDRESS",
+                format!("127.0.0.1:{}", self.ingress),
+            )
+            .env(
+                "RESTATE_ADMIN__BIND_ADDRESS",
+                format!("127.0.0.1:{}", self.admin),
+            )
+            // A service that died is tried again soon (the default waits up to a minute).
+            .env("RESTATE_DEFAULT_RETRY_POLICY__INITIAL_INTERVAL", "100ms")
+            .env("RESTATE_DEFAULT_RETRY_POLICY__MAX_INTERVAL", "1s")
+            .env("RESTATE_DEFAULT_RETRY_POLICY__MAX_ATTEMPTS", "1000")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start restate-server");
+        self.process = Some(Child(process));
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        loop {
+            let admin = http
+                .get(format!("{}/health", self.admin_url()))
+                .send()
+                .await;
+            let ingress = http
+                .get(format!("{}/restate/health", self.ingress_url()))
+                .send()
+                .await;
+            if admin.is_ok_and(|r| r.status().is_success())
+                && ingress.is_ok_and(|r| r.status().is_success())
+            {
+                return;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "restate-server did not answer; its log is {}",
+                self.dir.with_extension("log").display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The skills and effects both sides build: the payment flow over `world`, the research loop with
+/// its scripted models, each model call written to `models.jsonl` in `world` with its InvocationId.
+fn builder(store: Arc<dyn Store>, world: &Path, pause: Option<&str>) -> EngineBuilder {
+    let mut payments = PaymentWorld::new(world);
+    if let Some(tool) = pause {
+        payments = payments.pause_after(tool);
+    }
+    let models = Logged {
+        inner: demo::shared::scripted_effects(),
+        log: world.join("models.jsonl"),
+    };
+    Engine::builder_arc(store)
+        .without_registered_skills()
+        .skill(Payments::default())
+        .skill(demo::macro_form::ResearchLoop)
+        .effects(payments.effects().replace_models(models))
+}
+
+/// The research loop's scripted models, each call logged with its InvocationId.
+struct Logged {
+    inner: Effects,
+    log: PathBuf,
+}
+
+#[async_trait]
+impl Model for Logged {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        use std::io::Write;
+        let line = json!({ "model": request.model, "id": request.invocation_id.to_string() });
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| EffectError::transient(e.to_string()))?;
+        writeln!(file, "{line}").map_err(|e| EffectError::transient(e.to_string()))?;
+        let kind = CmdKind::Llm {
+            model: request.model.clone(),
+            input: request.input.clone(),
+            schema: request.schema.clone(),
+        };
+        let performed = self.inner.perform(&request.invocation_id, &kind).await?;
+        Ok(LlmResponse {
+            output: performed.value,
+            usage: performed.usage,
+        })
+    }
+}
+
+#[test(multi_thread)]
+#[ignore = "entry point of the child processes of the tests below"]
+async fn child_process_serves_the_workflows() {
+    let env = |name: &str| std::env::var(name).expect("run by a parent test");
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(env("RADKIT_RESTATE_DB"), Durability::Full).unwrap());
+    let pause = std::env::var("RADKIT_RESTATE_PAUSE").ok();
+    let world = env("RADKIT_RESTATE_WORLD");
+    let host =
+        RestateHost::from_builder(builder(store, Path::new(&world), pause.as_deref())).unwrap();
+    let listener =
+        tokio::net::TcpListener::bind(("127.0.0.1", env("RADKIT_RESTATE_PORT").parse().unwrap()))
+            .await
+            .unwrap();
+    host.listen(listener).await;
+}
+
+/// The service process on `port` (the same port each time: Restate knows the deployment by it).
+fn service(dir: &Path, port: u16, pause: Option<&str>) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "restate::child_process_serves_the_workflows",
+        "--ignored",
+        "--nocapture",
+    ])
+    .env("RADKIT_RESTATE_DB", dir.join("tasks.sqlite"))
+    .env("RADKIT_RESTATE_WORLD", dir)
+    .env("RADKIT_RESTATE_PORT", port.to_string())
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    if let Some(tool) = pause {
+        cmd.env("RADKIT_RESTATE_PAUSE", tool);
+    }
+    Child(cmd.spawn().unwrap())
+}
+
+/// Everything one test runs: the server, the service, and the engine in front.
+struct Setup {
+    dir: tempfile::TempDir,
+    restate: Restate,
+    port: u16,
+    service: Option<Child>,
+    front: Engine,
+}
+
+impl Setup {
+    async fn start(pause: Option<&str>) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let restate = Restate::start(dir.path()).await;
+        let port = free_port();
+        let service = service(dir.path(), port, pause);
+        let started = Instant::now();
+        // The deployment answers discovery once the service listens.
+        while let Err(e) =
+            register_deployment(&restate.admin_url(), &format!("http://127.0.0.1:{port}")).await
+        {
+            assert!(started.elapsed() < PATIENCE, "registration failed: {e}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path().join("tasks.sqlite"), Durability::Full).unwrap());
+        let front = builder(store, dir.path(), None)
+            .restate(restate.ingress_url())
+            .start()
+            .await
+            .unwrap();
+        Setup {
+            dir,
+            restate,
+            port,
+            service: Some(service),
+            front,
+        }
+    }
+
+    fn world(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// SIGKILL the service and start it again (without a pause).
+    fn restart_service(&mut self) {
+        if let Some(service) = self.service.take() {
+            service.kill();
+        }
+        self.service = Some(service(self.dir.path(), self.port, None));
+    }
+
+    /// Send `text` (as a reply to `task` if given) as a client would: sent again while Restate
+    /// cannot be reached (it may be restarting), with the same `messageId`.
+    async fn send(&self, text: &str, skill: &str, task: Option<&TaskId>) -> TaskId {
+        let mut message = Message::user_text(text);
+        message.task_id = task.map(|t| t.to_string());
+        let started = Instant::now();
+        loop {
+            let mut request = Request::operator(message.clone());
+            request.skill = Some(skill.to_owned());
+            match self.front.send(request).await {
+                Ok(id) => return id,
+                Err(EngineError::HostUnavailable(why)) => {
+                    assert!(started.elapsed() < PATIENCE, "never taken: {why}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("send `{text}` failed: {e}"),
+            }
+        }
+    }
+
+    /// The task once it waits for input or ended.
+    async fn settled(&self, task: &TaskId) -> radkit::model::Task {
+        crate::support::common::within(
+            PATIENCE,
+            "the task to settle",
+            self.front.wait_settled(&Caller::Operator, task),
+        )
+        .await
+        .unwrap()
+    }
+
+    async fn journal(&self, task: &TaskId) -> Vec<JournalRecord> {
+        self.front.journal(&Caller::Operator, task).await.unwrap()
+    }
+}
+
+/// Each command of the journal has exactly one receipt, and no receipt is for a command the
+/// journal does not hold.
+fn one_receipt_per_command(journal: &[JournalRecord]) {
+    let issued: Vec<String> = journal
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::CommandIssued { id, .. } => Some(id.to_string()),
+            _ => None,
+        })
+        .collect();
+    let receipts: Vec<String> = journal
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::ReceiptRecorded { receipt } => Some(receipt.id.to_string()),
+            _ => None,
+        })
+        .collect();
+    for id in &issued {
+        assert_eq!(
+            receipts.iter().filter(|r| *r == id).count(),
+            1,
+            "command {id}: one receipt"
+        );
+    }
+    assert_eq!(
+        issued.len(),
+        receipts.len(),
+        "a receipt without its command"
+    );
+    let seqs: Vec<u64> = journal.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=journal.len() as u64).collect::<Vec<_>>());
+}
+
+#[test(multi_thread, needs = Restate)]
+async fn a_refund_through_restate_charges_once_and_emails_once_with_restate_and_the_service_killed_mid_task(
+) {
+    let mut s = Setup::start(Some("charge_card")).await;
+    let task = s.send("refund 9900 bob", "payments", None).await;
+    let asked = s.settled(&task).await;
+    assert_eq!(
+        asked.status.state,
+        TaskState::InputRequired,
+        "the approval gate"
+    );
+
+    // Restate dies while the task waits for its approver; the wait survives it.
+    s.restate.kill();
+    s.restate.restart().await;
+    s.send("approve", "payments", Some(&task)).await;
+
+    // The charge is applied, and both Restate and the service die before its outcome is journaled.
+    let paused = s.world().join("paused-charge_card");
+    let started = Instant::now();
+    while !paused.exists() {
+        assert!(started.elapsed() < PATIENCE, "the charge never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.restate.kill();
+    s.restart_service();
+    s.restate.restart().await;
+
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Completed, "{:?}", done.status);
+    let journal = s.journal(&task).await;
+    one_receipt_per_command(&journal);
+
+    // The charge ran twice under one InvocationId, and the provider kept one.
+    let calls = read_lines(&s.world().join("calls.jsonl"));
+    let ledger = read_lines(&s.world().join("ledger.jsonl"));
+    assert_eq!(ledger.len(), 1, "one charge: {ledger:?}");
+    assert!(calls.len() >= 2, "the charge was reissued: {calls:?}");
+    assert!(
+        calls.iter().all(|c| c["key"] == ledger[0]["key"]),
+        "every attempt used the charge's InvocationId: {calls:?}"
+    );
+    let receipts = read_lines(&s.world().join("receipts.jsonl"));
+    assert!(receipts.iter().all(|r| r["key"] == receipts[0]["key"]));
+    assert_eq!(
+        read_lines(&s.world().join("outbox.jsonl")).len(),
+        1,
+        "one email"
+    );
+}
+
+#[test(multi_thread, needs = Restate)]
+async fn the_research_loop_through_restate_calls_each_model_once_per_invocation_id_with_restate_killed_mid_task(
+) {
+    let mut s = Setup::start(None).await;
+    let seed = std::env::var("RADKIT_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let task = s
+        .send(
+            "Write a note on durable execution",
+            "research_loop_v2",
+            None,
+        )
+        .await;
+    // Restate dies somewhere in the first cycles (drafts and critiques), then again while the task
+    // waits for the human.
+    tokio::time::sleep(Duration::from_millis(rng.u64(0..300))).await;
+    s.restate.kill();
+    s.restate.restart().await;
+    let asked = s.settled(&task).await;
+    assert_eq!(asked.status.state, TaskState::InputRequired, "seed {seed}");
+    s.restate.kill();
+    s.restate.restart().await;
+    s.send("Add a conclusion.", "research_loop_v2", Some(&task))
+        .await;
+    let done = s.settled(&task).await;
+    assert_eq!(
+        done.status.state,
+        TaskState::Completed,
+        "seed {seed}: {:?}",
+        done.status
+    );
+
+    let journal = s.journal(&task).await;
+    one_receipt_per_command(&journal);
+    let commands: Vec<String> = journal
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::CommandIssued { id, .. } => Some(id.to_string()),
+            _ => None,
+        })
+        .collect();
+    // Every model call was made under an InvocationId of the journal; one cut off by the kill was
+    // made again under the same id, never under a new one.
+    let calls = read_lines(&s.world().join("models.jsonl"));
+    let mut ids: Vec<String> = calls
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let mut expected = commands.clone();
+    expected.sort();
+    assert_eq!(
+        ids, expected,
+        "seed {seed}: the model calls' ids are the journal's commands"
+    );
+
+    // The long-lived engine journals the same on the same inputs.
+    let reference = reference_research_journal().await;
+    assert_eq!(shape(&journal), shape(&reference), "seed {seed}");
+}
+
+/// The research loop on the long-lived engine, in memory: the same message and reply.
+async fn reference_research_journal() -> Vec<JournalRecord> {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = builder(Arc::new(MemoryStore::new()), dir.path(), None)
+        .start()
+        .await
+        .unwrap();
+    let mut request = Request::operator(Message::user_text("Write a note on durable execution"));
+    request.skill = Some("research_loop_v2".to_owned());
+    let task = engine.send(request).await.unwrap();
+    engine.wait_settled(&Caller::Operator, &task).await.unwrap();
+    let mut reply = Message::user_text("Add a conclusion.");
+    reply.task_id = Some(task.to_string());
+    engine.send(Request::operator(reply)).await.unwrap();
+    engine.wait_settled(&Caller::Operator, &task).await.unwrap();
+    let journal = engine.journal(&Caller::Operator, &task).await.unwrap();
+    engine.shutdown().await;
+    journal
+}
+
+/// Each entry's kind, a command with its target: what a run journaled, without ids or times.
+fn shape(journal: &[JournalRecord]) -> Vec<String> {
+    journal
+        .iter()
+        .map(|r| match &r.entry {
+            Entry::CommandIssued { cmd, .. } => format!("command {}", cmd.kind.fingerprint()),
+            other => other.kind_name().to_owned(),
+        })
+        .collect()
+}
+
+#[test(multi_thread, needs = Restate)]
+async fn an_email_cut_off_by_a_kill_on_restate_is_not_sent_again_and_its_outcome_is_unknown() {
+    let mut s = Setup::start(Some("send_email")).await;
+    let task = s.send("charge 4200 alice", "payments", None).await;
+    // The email (at most once) is sent, and the service and Restate die before its outcome is
+    // journaled: Restate holds the marker that it began, so it is not sent again.
+    let paused = s.world().join("paused-send_email");
+    let started = Instant::now();
+    while !paused.exists() {
+        assert!(started.elapsed() < PATIENCE, "the email never went");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.restate.kill();
+    s.restart_service();
+    s.restate.restart().await;
+
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Failed, "{:?}", done.status);
+    let said = done
+        .status
+        .message
+        .map(|m| m.joined_texts())
+        .unwrap_or_default();
+    assert!(said.contains("outcome unknown"), "{said}");
+    one_receipt_per_command(&s.journal(&task).await);
+    assert_eq!(
+        read_lines(&s.world().join("outbox.jsonl")).len(),
+        1,
+        "one email"
+    );
+    assert_eq!(
+        read_lines(&s.world().join("ledger.jsonl")).len(),
+        1,
+        "one charge"
+    );
+}
