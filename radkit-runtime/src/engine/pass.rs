@@ -126,6 +126,18 @@ pub struct Passes {
     lease_margin: Duration,
     /// Tools whose calls go to executors (`EngineBuilder::dispatch`).
     dispatched_tools: Arc<std::collections::BTreeSet<String>>,
+    /// The agents steps may call (`ctx.agent`), each connected on first use.
+    agents: Arc<super::call::Agents>,
+    /// A call's first recheck (`EngineBuilder::call_recheck`).
+    call_recheck: Duration,
+}
+
+/// What an effect a pass ran came back with.
+enum Done {
+    /// A model, tool or compensation, performed.
+    Performed(Effect, Result<Performed, EffectError>),
+    /// One step of a call to an agent.
+    Call(Effect, super::call::pass::PassCall),
 }
 
 /// When a task resting on a dispatched command is woken to look again if no executor recorded its
@@ -181,6 +193,8 @@ impl Passes {
             owner: format!("pass-{}", crate::model::new_id()),
             lease_margin: DEFAULT_LEASE_MARGIN,
             dispatched_tools: Arc::new(config.dispatched_tools.clone()),
+            agents: Arc::new(super::call::Agents::new(config.agents.clone(), None)),
+            call_recheck: config.call_recheck,
         }
     }
 
@@ -527,9 +541,7 @@ impl Passes {
         mut held: Held,
         deadline: Instant,
     ) -> Result<Passed, PassError> {
-        let mut running: FuturesUnordered<
-            BoxFuture<'static, (Effect, Result<Performed, EffectError>)>,
-        > = FuturesUnordered::new();
+        let mut running: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
         let (mut appends, mut effects) = (0, 0);
         let task_id = m.task_id().to_owned();
         let passed = |rest, appends, effects| Passed {
@@ -562,14 +574,6 @@ impl Passes {
                                 continue;
                             }
                         }
-                        if effect.cmd.kind.is_call() && effect.action == Action::Perform {
-                            let refused = EffectError::permanent(format!(
-                                "{} cannot run in a serverless pass: a call waits on its callee, which only the long-running engine does; serve this skill with `radkit serve` or `radkit worker`",
-                                effect.cmd.kind.fingerprint()
-                            ));
-                            m.complete(&effect.id, Err(refused), now)?;
-                            continue;
-                        }
                         let wait = effect
                             .not_before_ms
                             .map(|at| Duration::from_millis(u64::try_from(at - now).unwrap_or(0)))
@@ -584,12 +588,25 @@ impl Passes {
                             return Ok(passed(Rest::Busy, appends, effects));
                         }
                         effects += 1;
+                        if effect.cmd.kind.is_call() && effect.action == Action::Perform {
+                            let (agents, first) = (self.agents.clone(), self.call_recheck);
+                            running.push(
+                                async move {
+                                    tokio::time::sleep(wait).await;
+                                    let step =
+                                        super::call::pass::step(&agents, &effect, first).await;
+                                    Done::Call(effect, step)
+                                }
+                                .boxed(),
+                            );
+                            continue;
+                        }
                         let effects_of = skill.shared_effects();
                         running.push(
                             async move {
                                 tokio::time::sleep(wait).await;
                                 let outcome = effect.run(&effects_of).await;
-                                (effect, outcome)
+                                Done::Performed(effect, outcome)
                             }
                             .boxed(),
                         );
@@ -598,7 +615,10 @@ impl Passes {
                 Output::Awaiting => {
                     let next = tokio::time::timeout_at(deadline.into(), running.next()).await;
                     match next {
-                        Ok(Some((effect, outcome))) => m.complete(&effect.id, outcome, now_ms())?,
+                        Ok(Some(Done::Performed(effect, outcome))) => {
+                            m.complete(&effect.id, outcome, now_ms())?
+                        }
+                        Ok(Some(Done::Call(effect, call))) => Self::called(m, &effect, call)?,
                         // Nothing in flight (what is left could not start before the deadline), or
                         // the deadline came: keep every receipt that returned, leave the rest.
                         Ok(None) | Err(_) => {
@@ -620,6 +640,26 @@ impl Passes {
                 }
                 Output::Ended(state) => return Ok(passed(Rest::Ended(state), appends, effects)),
             }
+        }
+    }
+
+    /// Hand a call's step to the machine: the callee it started (journaled first), then the
+    /// call's receipt or its recheck.
+    fn called(
+        m: &mut TaskMachine,
+        effect: &Effect,
+        call: super::call::pass::PassCall,
+    ) -> Result<(), MachineError> {
+        use super::call::pass::PassCallStep;
+        if let Some((task, context)) = call.started {
+            m.call_started(&effect.id, task, context)?;
+        }
+        match call.then {
+            PassCallStep::Settled(outcome) => {
+                let outcome = outcome.map(|value| Performed { value, usage: None });
+                m.complete(&effect.id, outcome, now_ms())
+            }
+            PassCallStep::Recheck(at) => m.call_waiting(&effect.id, at),
         }
     }
 

@@ -26,19 +26,23 @@ impl Limit {
     /// The limit of call `id` as its journal record says.
     pub(super) fn of(run: &TaskRun, id: &InvocationId) -> Self {
         let st = run.lock();
-        match st.command(id).map(|c| &c.cmd.kind) {
-            Some(
-                CmdKind::Agent {
-                    timeout_ms,
-                    deadline_ms,
-                    ..
-                }
-                | CmdKind::Skill {
-                    timeout_ms,
-                    deadline_ms,
-                    ..
-                },
-            ) => Limit {
+        st.command(id)
+            .map_or_else(Limit::default, |c| Limit::of_kind(&c.cmd.kind))
+    }
+
+    /// The limit a journaled call command carries.
+    pub(super) fn of_kind(kind: &CmdKind) -> Self {
+        match kind {
+            CmdKind::Agent {
+                timeout_ms,
+                deadline_ms,
+                ..
+            }
+            | CmdKind::Skill {
+                timeout_ms,
+                deadline_ms,
+                ..
+            } => Limit {
                 timeout_ms: *timeout_ms,
                 deadline_ms: *deadline_ms,
             },
@@ -65,7 +69,7 @@ impl Limit {
     }
 
     /// The error a call that timed out records: the callee named, the timeout, its task.
-    fn timed_out(&self, what: &str, task: Option<&str>) -> String {
+    pub(super) fn timed_out(&self, what: &str, task: Option<&str>) -> String {
         let within = match self.timeout_ms {
             Some(ms) => format!("the call's timeout of {:?}", Duration::from_millis(ms)),
             None => "the call's deadline".to_owned(),

@@ -22,6 +22,7 @@
 mod cancel;
 mod child;
 mod deadline;
+pub(crate) mod pass;
 mod posts;
 mod remote;
 pub(crate) mod webhook;

@@ -31,6 +31,8 @@ pub(crate) struct MachineInvoker {
     pub stop: VisitStop,
     pub batch: Batch,
     pub desk: Desk,
+    /// Calls the host found still working in this machine's life: they wait for their recheck.
+    pub parked: super::Parked,
 }
 
 /// What the visit's calls ask of the host, and what the host answered.
@@ -170,6 +172,9 @@ impl MachineInvoker {
             )?;
             match found {
                 Found::Receipt(receipt) => rules::outcome(&cmd, receipt),
+                Found::NoReceipt(_, _) if lock(&self.parked).contains(&id) => {
+                    Err(StepError::Suspended)
+                }
                 Found::NoReceipt(rec, recovered) => {
                     let resumed = rules::resume(&mut lock(&self.st), &id, &rec, recovered);
                     match resumed {

@@ -218,8 +218,22 @@ impl MachineSkill {
             outbox: Vec::new(),
             outstanding: HashMap::new(),
             persist_now: false,
+            parked: Parked::default(),
         }
     }
+}
+
+/// What an effect for command `rec` says of its call, if it is one already started.
+fn call_progress(rec: &super::fold::CmdRec) -> Option<CallProgress> {
+    let callee = rec.callee.as_ref().filter(|_| rec.cmd.kind.is_call())?;
+    Some(CallProgress {
+        callee_task: callee.task_id.clone(),
+        rechecks: rec.rechecks,
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A task to start.
@@ -291,6 +305,19 @@ pub struct Effect {
     pub attempt: u32,
     /// Not before this time (a retry's backoff, or the service's `Retry-After`).
     pub not_before_ms: Option<i64>,
+    /// For a call to an agent already started (`call_started` journaled): its callee's task and
+    /// how often the host asked it already. The host asks the callee where it stands; it never
+    /// starts the call again.
+    pub call: Option<CallProgress>,
+}
+
+/// A started call, as an [`Effect`] carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallProgress {
+    /// The callee's task id.
+    pub callee_task: String,
+    /// The rechecks journaled so far (each waits twice as long as the one before).
+    pub rechecks: u32,
 }
 
 /// What an [`Effect`] asks.
@@ -366,7 +393,13 @@ pub struct TaskMachine {
     outstanding: HashMap<InvocationId, Asked>,
     /// An `AtMostOnce` receipt was recorded: persist before anything else.
     persist_now: bool,
+    /// Calls whose callee the host found working in this machine's life (`call_waiting`): they
+    /// wait for their recheck, and are asked again by the next machine resumed from the journal.
+    parked: Parked,
 }
+
+/// The calls a machine's host found still working.
+pub(crate) type Parked = Arc<Mutex<std::collections::HashSet<InvocationId>>>;
 
 /// An effect asked for, and whose outcome it is.
 struct Asked {
@@ -568,6 +601,46 @@ impl TaskMachine {
         Ok(())
     }
 
+    /// The host started call `id` (an [`Effect`] for `ctx.agent` this machine yielded) and its
+    /// callee answered with task `callee_task`: journaled (`call_started`) before anything else
+    /// the host says of the call, so the call is never started again — every later effect for it
+    /// carries [`Effect::call`]. Then [`complete`](Self::complete) the call with the callee's
+    /// reply, or [`call_waiting`](Self::call_waiting).
+    pub fn call_started(
+        &mut self,
+        id: &InvocationId,
+        callee_task: impl Into<String>,
+        callee_context: Option<String>,
+    ) -> Result<(), MachineError> {
+        if !self.outstanding.contains_key(id) {
+            return Err(MachineError::UnknownEffect(id.clone()));
+        }
+        self.lock().push(Entry::CallStarted {
+            id: id.clone(),
+            task_id: callee_task.into(),
+            context_id: callee_context,
+            webhook: false,
+        });
+        Ok(())
+    }
+
+    /// The callee of call `id` (started: [`call_started`](Self::call_started) or
+    /// [`Effect::call`]) still works: the call waits until `recheck_at_ms` (journaled as its
+    /// timer: the task's row wakes then), the step that made it waits as on a question, and the
+    /// call is asked for again by a machine resumed from the journal (the next pass), never by
+    /// this one.
+    pub fn call_waiting(
+        &mut self,
+        id: &InvocationId,
+        recheck_at_ms: i64,
+    ) -> Result<(), MachineError> {
+        if !self.lock().command(id).is_some_and(|c| c.callee.is_some()) {
+            return Err(MachineError::UnknownEffect(id.clone()));
+        }
+        lock(&self.parked).insert(id.clone());
+        self.dispatched(id, recheck_at_ms)
+    }
+
     fn ask(&mut self, effect: Effect, prior_attempts: u32, purpose: Purpose) {
         self.outbox.push(effect.clone());
         self.outstanding.insert(
@@ -692,6 +765,7 @@ impl TaskMachine {
                                 action: Action::Compensate { output },
                                 attempt: 1,
                                 not_before_ms: None,
+                                call: None,
                             };
                             self.ask(effect, 0, Purpose::Compensation);
                             self.phase = Phase::Finishing(f);
@@ -744,14 +818,17 @@ impl TaskMachine {
                     drop(st);
                     self.fail(error.to_string());
                 }
+                Execute::Perform(_) if lock(&self.parked).contains(&id) => {}
                 Execute::Perform(rec) => {
                     drop(st);
+                    let call = call_progress(&rec);
                     let effect = Effect {
                         id: id.clone(),
                         cmd: rec.cmd,
                         action: Action::Perform,
                         attempt: rec.attempts + 1,
                         not_before_ms: None,
+                        call,
                     };
                     self.ask(effect, rec.attempts, Purpose::Transition);
                     self.phase = Phase::Execute(id);
@@ -795,6 +872,7 @@ impl TaskMachine {
             stop: Default::default(),
             batch: Default::default(),
             desk: Default::default(),
+            parked: self.parked.clone(),
         });
         let ctx = StepCtx::new(
             self.task_id.clone(),
@@ -825,12 +903,14 @@ impl TaskMachine {
             visit.future.as_mut().poll(&mut cx)
         }));
         for (id, cmd, prior_attempts) in visit.invoker.desk.take_requests() {
+            let call = self.lock().command(&id).and_then(call_progress);
             let effect = Effect {
                 id,
                 cmd,
                 action: Action::Perform,
                 attempt: prior_attempts + 1,
                 not_before_ms: None,
+                call,
             };
             self.ask(effect, prior_attempts, Purpose::Step);
         }

@@ -522,3 +522,93 @@ fn an_effect_answered_twice_is_refused_the_second_time() {
         Err(MachineError::UnknownEffect(asked[0].id.clone()))
     );
 }
+
+/// Asks the agent `peer` and completes with its answer.
+struct Asks;
+
+fn asks<'a>(_: &'a Asks, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let reply = ctx
+            .agent("peer")
+            .send(input.message().joined_texts())
+            .await?;
+        ctx.complete(format!("peer said {}", reply.text()), vec![])
+    })
+}
+
+static ASKS: &[Step<Asks>] = &[Step::new("asks", asks).start().takes_user_message()];
+
+#[test]
+fn a_call_whose_callee_works_waits_for_its_recheck_and_is_asked_again_by_id_after_a_resume() {
+    let table = StepTable::new(SkillInfo::new("asks", "Asks"), Asks, ASKS).unwrap();
+    let skill = MachineSkill::with(
+        crate::flow::erase(table),
+        Effects::new(),
+        MachineConfig::default(),
+    );
+    let mut host = Host::default();
+    let mut m = start(&skill);
+    let asked = host.until_effects(&mut m, T0).unwrap();
+    assert_eq!(asked.len(), 1);
+    let call = &asked[0];
+    assert!(
+        call.cmd.kind.is_call() && call.call.is_none(),
+        "a call not started yet"
+    );
+    // The host started it; the callee works.
+    m.call_started(&call.id, "callee-1", Some("ctx-1".into()))
+        .unwrap();
+    m.call_waiting(&call.id, T0 + 5_000).unwrap();
+    let out = host.run(&mut m, T0);
+    assert!(
+        matches!(out, Output::Waiting { input: false, wake_at_ms: Some(at) } if at == T0 + 5_000),
+        "{out:?}"
+    );
+    assert!(
+        host.kinds().ends_with(&["call_started", "timer_set"]),
+        "{:?}",
+        host.kinds()
+    );
+    // The same machine never asks again: the next pass does, by the journaled callee.
+    assert!(matches!(m.poll(T0 + 1), Output::Waiting { .. }));
+    let mut m = host.resume(&skill, T0 + 5_000);
+    let again = host.until_effects(&mut m, T0 + 5_000).unwrap();
+    assert_eq!(again[0].id, call.id, "the same call");
+    assert_eq!(
+        again[0].call,
+        Some(CallProgress {
+            callee_task: "callee-1".into(),
+            rechecks: 1
+        })
+    );
+    let reply = serde_json::to_value(crate::flow::AgentReply::from_message(Message::agent_text(
+        "hi",
+    )))
+    .unwrap();
+    m.complete(
+        &call.id,
+        Ok(Performed {
+            value: reply,
+            usage: None,
+        }),
+        T0 + 5_000,
+    )
+    .unwrap();
+    assert!(matches!(
+        host.run(&mut m, T0 + 5_000),
+        Output::Ended(TaskState::Completed)
+    ));
+    assert_eq!(
+        host.journal
+            .iter()
+            .filter(|r| matches!(r.entry, Entry::CallStarted { .. }))
+            .count(),
+        1,
+        "started once"
+    );
+    assert_eq!(
+        m.call_waiting(&call.id, T0),
+        Err(MachineError::UnknownEffect(call.id.clone())),
+        "a settled call does not wait"
+    );
+}
