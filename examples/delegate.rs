@@ -22,9 +22,9 @@
 //! "The delegate example", walks through it.
 
 #[path = "delegate/coordinator.rs"]
-mod coordinator;
+pub(crate) mod coordinator;
 #[path = "delegate/specialists.rs"]
-mod specialists;
+pub(crate) mod specialists;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -3,8 +3,8 @@
 //!
 //! ```sh
 //! # a Restate server (the npm registry's binary package; `restate-server` from any install works)
-//! npm install --prefix /tmp/restate --ignore-scripts @restatedev/restate-server
-//! /tmp/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server &
+//! npm install --prefix restate --ignore-scripts @restatedev/restate-server
+//! restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server &
 //! cargo run --example restate --features restate        # the demo, then exit
 //! cargo run --example restate --features restate -- --serve   # and keep serving A2A on :8000
 //! ```

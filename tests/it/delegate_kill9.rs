@@ -15,7 +15,7 @@ use crate::support::hold_proxy;
 
 #[allow(dead_code)]
 #[path = "../../examples/delegate.rs"]
-mod delegate;
+pub(crate) mod delegate;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

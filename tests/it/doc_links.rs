@@ -85,7 +85,8 @@ impl Repo {
         for line in gitignore.lines() {
             let line = line.trim().trim_end_matches('/');
             if let Some(name) = line.strip_prefix('/') {
-                if !name.is_empty() && !name.contains(['*', '/', '?', '[']) {
+                // A nested path (`/.ci/restate`) is skipped where it is, like a top-level name.
+                if !name.is_empty() && !name.contains(['*', '?', '[']) {
                     ignored.insert(name.to_string());
                 }
             }
@@ -150,7 +151,7 @@ impl Repo {
                 let rel = dir.join(&name);
                 let file_type = entry.file_type().expect("file type");
                 if file_type.is_dir() {
-                    if dir.as_os_str().is_empty() && self.ignored.contains(&name) {
+                    if self.ignored.contains(&*rel.to_string_lossy()) {
                         continue;
                     }
                     if name == "target" || name == ".git" {

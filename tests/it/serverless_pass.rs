@@ -1,6 +1,7 @@
 //! One pass per invocation, every invocation a fresh process (this test binary run again through
 //! the ignored entry point `child_process_runs_one_pass`), on Postgres: the payment flow (with its
-//! compensation-free charge, receipt and email, and an approval) and the research loop, each event
+//! compensation-free charge, receipt and email, and an approval), the research loop and the delegate
+//! example's coordinator (two calls to remote agents at once, rechecked across passes), each event
 //! delivered to a new process, some processes SIGKILLed — right after a payment tool applied its
 //! effect (before its receipt), or at a random moment. The parent delivers each event until a pass
 //! takes it (a message sent again with its `messageId` finds its task; a killed pass's lease runs
@@ -19,7 +20,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::delegate_kill9::delegate::coordinator::{Coordinator, SPECIALISTS};
+use crate::delegate_kill9::delegate::specialists::{Optimist, Pessimist};
 use crate::payments::skill::{read_lines, PaymentWorld, Payments};
+use radkit::engine::AgentSpec;
 use radkit::engine::{Caller, Engine, Request};
 use radkit::journal::{Entry, JournalRecord};
 use radkit::model::Message;
@@ -47,6 +51,14 @@ fn builder(
     pause: Option<&str>,
 ) -> radkit::engine::EngineBuilder {
     let builder = Engine::builder_arc(store).without_registered_skills();
+    if let Some(specialists) = skill_name.strip_prefix("delegate ") {
+        // The coordinator, its specialists served at the URL after the name.
+        return builder
+            .skill(Coordinator)
+            .agent(SPECIALISTS[0], AgentSpec::new(specialists))
+            .agent(SPECIALISTS[1], AgentSpec::new(specialists))
+            .call_recheck(Duration::from_millis(200));
+    }
     match skill_name {
         "payments" => {
             let mut world = PaymentWorld::new(world);
@@ -553,4 +565,149 @@ async fn two_passes_at_once_never_both_drive_a_task_on_postgres() {
         .unwrap();
     assert_eq!(done.rest, Rest::Ended(radkit::model::TaskState::Completed));
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the tool ran once");
+}
+
+/// The specialists of the delegate example served on loopback by a long-lived engine of their own:
+/// its URL, and the engine (to count the tasks it holds).
+async fn specialists() -> (String, Engine) {
+    let engine = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
+        .skill(Optimist)
+        .skill(Pessimist {
+            think: Duration::from_secs(2),
+        })
+        .start()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let config = radkit::server::ServerConfig::new(url.clone());
+    tokio::spawn(radkit::server::serve(listener, engine.clone(), config));
+    (url, engine)
+}
+
+/// How many tasks the specialists hold.
+async fn held(specialists: &Engine) -> usize {
+    specialists
+        .store()
+        .list(Default::default())
+        .await
+        .unwrap()
+        .len()
+}
+
+/// A journal's shape without the call rechecks (their number follows how long the pessimist took
+/// against each host's clock), as a sorted list: the two calls of one batch settle in either order.
+fn call_shape(journal: &[JournalRecord], task_id: &str) -> Vec<String> {
+    let mut shape: Vec<String> = shape(journal, task_id)
+        .into_iter()
+        .filter(|kind| kind != "timer_set")
+        .collect();
+    shape.sort();
+    shape
+}
+
+#[test(multi_thread, needs = Postgres)]
+async fn the_delegate_coordinator_one_process_per_event_calls_each_specialist_once_and_journals_what_the_engine_does(
+) {
+    const QUESTION: &str = "Should we ship the tested release?";
+    // The long-lived engine, with specialists of its own.
+    let (url, reference_specialists) = specialists().await;
+    let engine = builder(
+        &format!("delegate {url}"),
+        Arc::new(MemoryStore::new()),
+        Path::new("."),
+        None,
+    )
+    .start()
+    .await
+    .unwrap();
+    let id = engine
+        .send(Request::operator(Message::user_text(QUESTION)))
+        .await
+        .unwrap();
+    let expected_task = within(
+        Duration::from_secs(120),
+        "the engine's coordinator",
+        engine.wait_settled(&Caller::Operator, &id),
+    )
+    .await
+    .unwrap();
+    let expected = engine.journal(&Caller::Operator, &id).await.unwrap();
+    engine.shutdown().await;
+    assert_eq!(held(&reference_specialists).await, 2);
+
+    // One process per event, on Postgres, some killed at random moments.
+    let (url, pass_specialists) = specialists().await;
+    let schema = fresh_schema().await;
+    let store = PostgresStore::connect(&schema).await.unwrap();
+    let world = tempfile::tempdir().unwrap();
+    let seed = std::env::var("RADKIT_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("serverless_pass: RADKIT_TEST_SEED={seed}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let skill = format!("delegate {url}");
+    let run = Run {
+        url: &schema,
+        skill: &skill,
+        world: world.path(),
+        killed: Default::default(),
+        last: std::cell::Cell::new(Duration::from_millis(30)),
+    };
+    let event = json!({"kind": "message", "text": QUESTION, "message_id": "m-delegate"});
+    let mut fate = || match rng.u8(0..3) {
+        0 => Fate::KilledAt(0.05 + rng.f64() * 0.9),
+        _ => Fate::Lives,
+    };
+    let mut line = run.deliver(&event, fate());
+    let task = line["task"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    // The task rests on the pessimist (its recheck in the row); each wake is one more process.
+    while line["rest"].get("ended").is_none() {
+        assert_eq!(
+            line["rest"],
+            json!({"waiting": false}),
+            "seed {seed}: {line}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "seed {seed}: the coordinator never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        line = run.deliver(&json!({"kind": "wake", "task": task}), fate());
+    }
+    assert_eq!(line["rest"], json!({"ended": "completed"}), "seed {seed}");
+    let journal = store.journal(&task, 0).await.unwrap();
+    assert!(
+        journal
+            .iter()
+            .any(|r| matches!(r.entry, Entry::TimerSet { .. })),
+        "seed {seed}: the pessimist's call waited across passes"
+    );
+    assert_eq!(
+        call_shape(&journal, &task),
+        call_shape(&expected, id.as_str()),
+        "seed {seed}: the passes journal what the engine journals"
+    );
+    let text = |entry: Option<&Entry>| match entry {
+        Some(Entry::Terminal { message, .. }) => message.as_ref().map(Message::joined_texts),
+        _ => None,
+    };
+    assert_eq!(
+        text(journal.last().map(|r| &r.entry)),
+        expected_task
+            .status
+            .message
+            .as_ref()
+            .map(Message::joined_texts),
+        "seed {seed}"
+    );
+    assert_eq!(
+        held(&pass_specialists).await,
+        2,
+        "seed {seed}: one task per specialist, whatever was killed ({} killed)",
+        run.killed.get()
+    );
 }
