@@ -25,9 +25,12 @@ use radkit::restate::{register_deployment, RestateHost};
 use radkit::store::{Durability, MemoryStore, SqliteStore, Store};
 use serde_json::json;
 
+use crate::delegate_kill9::delegate::coordinator::{Coordinator, SPECIALISTS};
+use crate::delegate_kill9::delegate::specialists::{Optimist, Pessimist};
 use crate::payments::skill::{read_lines, PaymentWorld, Payments};
 use crate::support::demo;
 use crate::support::services;
+use radkit::engine::AgentSpec;
 
 /// How long anything here may take on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(180);
@@ -153,7 +156,12 @@ impl Restate {
 
 /// The skills and effects both sides build: the payment flow over `world`, the research loop with
 /// its scripted models, each model call written to `models.jsonl` in `world` with its InvocationId.
-fn builder(store: Arc<dyn Store>, world: &Path, pause: Option<&str>) -> EngineBuilder {
+fn builder(
+    store: Arc<dyn Store>,
+    world: &Path,
+    pause: Option<&str>,
+    specialists: Option<&str>,
+) -> EngineBuilder {
     let mut payments = PaymentWorld::new(world);
     if let Some(tool) = pause {
         payments = payments.pause_after(tool);
@@ -162,11 +170,19 @@ fn builder(store: Arc<dyn Store>, world: &Path, pause: Option<&str>) -> EngineBu
         inner: demo::shared::scripted_effects(),
         log: world.join("models.jsonl"),
     };
-    Engine::builder_arc(store)
+    let builder = Engine::builder_arc(store)
         .without_registered_skills()
         .skill(Payments::default())
         .skill(demo::macro_form::ResearchLoop)
+        .skill(Coordinator)
         .effects(payments.effects().replace_models(models))
+        .call_recheck(Duration::from_millis(200));
+    match specialists {
+        Some(url) => builder
+            .agent(SPECIALISTS[0], AgentSpec::new(url))
+            .agent(SPECIALISTS[1], AgentSpec::new(url)),
+        None => builder,
+    }
 }
 
 /// The research loop's scripted models, each call logged with its InvocationId.
@@ -207,8 +223,14 @@ async fn child_process_serves_the_workflows() {
         Arc::new(SqliteStore::open(env("RADKIT_RESTATE_DB"), Durability::Full).unwrap());
     let pause = std::env::var("RADKIT_RESTATE_PAUSE").ok();
     let world = env("RADKIT_RESTATE_WORLD");
-    let host =
-        RestateHost::from_builder(builder(store, Path::new(&world), pause.as_deref())).unwrap();
+    let specialists = std::env::var("RADKIT_RESTATE_SPECIALISTS").ok();
+    let host = RestateHost::from_builder(builder(
+        store,
+        Path::new(&world),
+        pause.as_deref(),
+        specialists.as_deref(),
+    ))
+    .unwrap();
     let listener =
         tokio::net::TcpListener::bind(("127.0.0.1", env("RADKIT_RESTATE_PORT").parse().unwrap()))
             .await
@@ -217,7 +239,7 @@ async fn child_process_serves_the_workflows() {
 }
 
 /// The service process on `port` (the same port each time: Restate knows the deployment by it).
-fn service(dir: &Path, port: u16, pause: Option<&str>) -> Child {
+fn service(dir: &Path, port: u16, pause: Option<&str>, specialists: Option<&str>) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
@@ -234,6 +256,9 @@ fn service(dir: &Path, port: u16, pause: Option<&str>) -> Child {
     if let Some(tool) = pause {
         cmd.env("RADKIT_RESTATE_PAUSE", tool);
     }
+    if let Some(url) = specialists {
+        cmd.env("RADKIT_RESTATE_SPECIALISTS", url);
+    }
     Child(cmd.spawn().unwrap())
 }
 
@@ -242,16 +267,21 @@ struct Setup {
     dir: tempfile::TempDir,
     restate: Restate,
     port: u16,
+    specialists: Option<String>,
     service: Option<Child>,
     front: Engine,
 }
 
 impl Setup {
     async fn start(pause: Option<&str>) -> Setup {
+        Setup::start_with(pause, None).await
+    }
+
+    async fn start_with(pause: Option<&str>, specialists: Option<String>) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let restate = Restate::start(dir.path()).await;
         let port = free_port();
-        let service = service(dir.path(), port, pause);
+        let service = service(dir.path(), port, pause, specialists.as_deref());
         let started = Instant::now();
         // The deployment answers discovery once the service listens.
         while let Err(e) =
@@ -262,7 +292,7 @@ impl Setup {
         }
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(dir.path().join("tasks.sqlite"), Durability::Full).unwrap());
-        let front = builder(store, dir.path(), None)
+        let front = builder(store, dir.path(), None, None)
             .restate(restate.ingress_url())
             .start()
             .await
@@ -271,6 +301,7 @@ impl Setup {
             dir,
             restate,
             port,
+            specialists,
             service: Some(service),
             front,
         }
@@ -285,7 +316,12 @@ impl Setup {
         if let Some(service) = self.service.take() {
             service.kill();
         }
-        self.service = Some(service(self.dir.path(), self.port, None));
+        self.service = Some(service(
+            self.dir.path(),
+            self.port,
+            None,
+            self.specialists.as_deref(),
+        ));
     }
 
     /// Send `text` (as a reply to `task` if given) as a client would: sent again while Restate
@@ -476,7 +512,7 @@ async fn the_research_loop_through_restate_calls_each_model_once_per_invocation_
 /// The research loop on the long-lived engine, in memory: the same message and reply.
 async fn reference_research_journal() -> Vec<JournalRecord> {
     let dir = tempfile::tempdir().unwrap();
-    let engine = builder(Arc::new(MemoryStore::new()), dir.path(), None)
+    let engine = builder(Arc::new(MemoryStore::new()), dir.path(), None, None)
         .start()
         .await
         .unwrap();
@@ -538,5 +574,103 @@ async fn an_email_cut_off_by_a_kill_on_restate_is_not_sent_again_and_its_outcome
         read_lines(&s.world().join("ledger.jsonl")).len(),
         1,
         "one charge"
+    );
+}
+
+/// The delegate example's specialists served on loopback by a long-lived engine: its URL, and the
+/// engine (to count the tasks it holds).
+async fn specialists() -> (String, Engine) {
+    let engine = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
+        .skill(Optimist)
+        .skill(Pessimist {
+            think: Duration::from_secs(2),
+        })
+        .start()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let config = radkit::server::ServerConfig::new(url.clone());
+    tokio::spawn(radkit::server::serve(listener, engine.clone(), config));
+    (url, engine)
+}
+
+#[test(multi_thread, needs = Restate)]
+async fn the_delegate_coordinator_on_restate_calls_each_specialist_once_with_restate_killed_while_it_waits(
+) {
+    const QUESTION: &str = "Should we ship the tested release?";
+    let (url, reference_specialists) = specialists().await;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = builder(Arc::new(MemoryStore::new()), dir.path(), None, Some(&url))
+        .start()
+        .await
+        .unwrap();
+    let mut request = Request::operator(Message::user_text(QUESTION));
+    request.skill = Some("coordinator".to_owned());
+    let id = engine.send(request).await.unwrap();
+    let expected_task = engine.wait_settled(&Caller::Operator, &id).await.unwrap();
+    let expected = engine.journal(&Caller::Operator, &id).await.unwrap();
+    engine.shutdown().await;
+    assert_eq!(
+        reference_specialists
+            .store()
+            .list(Default::default())
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let (url, specialists) = specialists().await;
+    let mut s = Setup::start_with(None, Some(url)).await;
+    let task = s.send(QUESTION, "coordinator", None).await;
+    // The optimist answered at once; the pessimist thinks: the workflow sleeps until its recheck.
+    let started = Instant::now();
+    while !s
+        .journal(&task)
+        .await
+        .iter()
+        .any(|r| matches!(r.entry, Entry::TimerSet { .. }))
+    {
+        assert!(started.elapsed() < PATIENCE, "the call never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.restate.kill();
+    s.restate.restart().await;
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Completed, "{:?}", done.status);
+    assert_eq!(
+        done.status.message.as_ref().map(Message::joined_texts),
+        expected_task
+            .status
+            .message
+            .as_ref()
+            .map(Message::joined_texts)
+    );
+    let journal = s.journal(&task).await;
+    one_receipt_per_command(&journal);
+    let calls = |journal: &[JournalRecord]| {
+        let mut shape: Vec<String> = shape(journal)
+            .into_iter()
+            .filter(|kind| kind != "timer_set")
+            .collect();
+        shape.sort();
+        shape
+    };
+    assert_eq!(
+        calls(&journal),
+        calls(&expected),
+        "the engine's journal, rechecks aside"
+    );
+    assert_eq!(
+        specialists
+            .store()
+            .list(Default::default())
+            .await
+            .unwrap()
+            .len(),
+        2,
+        "one task per specialist"
     );
 }

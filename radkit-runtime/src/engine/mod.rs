@@ -39,6 +39,8 @@ pub use builder::{
     DEFAULT_MAX_PARALLEL_EFFECTS,
 };
 pub use call::AgentSpec;
+#[cfg(feature = "restate")]
+pub(crate) use call::{pass as call_pass, Agents};
 pub use error::EngineError;
 pub use executor::{Executed, Executor};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only

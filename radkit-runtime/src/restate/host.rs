@@ -10,10 +10,11 @@ use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::effects::{Effects, Performed};
+use crate::engine::call_pass::{self, PassCallStep};
 use crate::engine::machine::{Action, Effect, MachineConfig, MachineSkill, NewTask, Output};
-use crate::engine::{EngineBuilder, EngineError};
+use crate::engine::{Agents, EngineBuilder, EngineError};
 use crate::flow::{EffectError, PermissionMode};
-use crate::journal::now_ms;
+use crate::journal::{now_ms, JournalRecord};
 use crate::model::{Message, TaskState};
 use crate::store::{Append, Store, StoreError};
 
@@ -57,6 +58,51 @@ struct Done {
     at_ms: i64,
 }
 
+impl Done {
+    fn of(
+        outcome: Result<serde_json::Value, EffectError>,
+        usage: Option<serde_json::Value>,
+    ) -> Self {
+        match outcome {
+            Ok(value) => Done {
+                value,
+                usage,
+                error: None,
+                at_ms: now_ms(),
+            },
+            Err(error) => Done {
+                value: serde_json::Value::Null,
+                usage: None,
+                error: Some(error),
+                at_ms: now_ms(),
+            },
+        }
+    }
+
+    fn into_result(self) -> Result<Performed, EffectError> {
+        match self.error {
+            Some(error) => Err(error),
+            None => Ok(Performed {
+                value: self.value,
+                usage: self.usage,
+            }),
+        }
+    }
+}
+
+/// One step of a call as Restate journals it: the callee it started, then its receipt or when to
+/// ask again.
+#[derive(Serialize, Deserialize)]
+struct CallDone {
+    #[serde(default)]
+    started: Option<(String, Option<String>)>,
+    #[serde(default)]
+    settled: Option<Done>,
+    #[serde(default)]
+    recheck_at_ms: Option<i64>,
+    at_ms: i64,
+}
+
 /// The skills of a builder, hosted as the Restate workflow `RadkitTask` (key: the task id): serve
 /// [`RestateHost::endpoint`] as a Restate deployment (or [`RestateHost::listen`] on a socket) and
 /// register it with the Restate server. Its handlers:
@@ -69,6 +115,10 @@ struct Done {
 pub struct RestateHost {
     store: Arc<dyn Store>,
     skills: Arc<HashMap<String, MachineSkill>>,
+    /// The agents steps may call (`ctx.agent`), each connected on first use.
+    agents: Arc<Agents>,
+    /// A call's first recheck (`EngineBuilder::call_recheck`).
+    call_recheck: Duration,
 }
 
 impl RestateHost {
@@ -92,6 +142,8 @@ impl RestateHost {
         Ok(RestateHost {
             store: parts.store,
             skills: Arc::new(skills),
+            agents: Arc::new(Agents::new(parts.config.agents.clone(), None)),
+            call_recheck: parts.config.call_recheck,
         })
     }
 
@@ -108,6 +160,34 @@ impl RestateHost {
         restate_sdk::http_server::HttpServer::new(self.endpoint())
             .serve(listener)
             .await;
+    }
+
+    /// One step of call `effect` (`ctx.agent`) as one `ctx.run`: start it or ask its callee, as a
+    /// serverless pass does.
+    async fn call(
+        &self,
+        ctx: &WorkflowContext<'_>,
+        effect: Effect,
+    ) -> Result<CallDone, HandlerError> {
+        let (agents, first) = (self.agents.clone(), self.call_recheck);
+        let name = format!("call {}", effect.id);
+        let Json(done) = ctx
+            .run(move || async move {
+                let step = call_pass::step(&agents, &effect, first).await;
+                let (settled, recheck_at_ms) = match step.then {
+                    PassCallStep::Settled(outcome) => (Some(Done::of(outcome, None)), None),
+                    PassCallStep::Recheck(at) => (None, Some(at)),
+                };
+                Ok(Json(CallDone {
+                    started: step.started,
+                    settled,
+                    recheck_at_ms,
+                    at_ms: now_ms(),
+                }))
+            })
+            .name(name)
+            .await?;
+        Ok(done)
     }
 
     /// Append what the machine journaled to the store, once: an earlier attempt of the same
@@ -152,11 +232,21 @@ impl RestateHost {
             mode: start.mode,
             message: start.message,
         };
+        let task_id = task.task_id.clone();
         let mut m = skill.start(task, now).map_err(terminal)?;
+        // The journal as persisted, to resume the machine from when a call's recheck comes.
+        let mut journal: Vec<JournalRecord> = Vec::new();
         let mut canceled = false;
         loop {
             match m.poll(now) {
                 Output::Persist(append) => {
+                    journal.extend((append.first_seq..).zip(append.entries.iter()).map(
+                        |(seq, entry)| JournalRecord {
+                            seq,
+                            at_ms: append.at_ms,
+                            entry: entry.clone(),
+                        },
+                    ));
                     let store = self.store.clone();
                     let name = format!("append {}", append.first_seq);
                     now = ctx
@@ -175,6 +265,23 @@ impl RestateHost {
                             ctx.sleep(millis(at - now)).await?;
                         }
                         let id = effect.id.clone();
+                        if effect.cmd.kind.is_call() && effect.action == Action::Perform {
+                            let call = self.call(&ctx, effect).await?;
+                            now = call.at_ms;
+                            if let Some((callee, context)) = call.started {
+                                m.call_started(&id, callee, context).map_err(terminal)?;
+                            }
+                            match (call.recheck_at_ms, call.settled) {
+                                (Some(at), _) => m.call_waiting(&id, at).map_err(terminal)?,
+                                (None, Some(done)) => {
+                                    m.complete(&id, done.into_result(), now).map_err(terminal)?
+                                }
+                                (None, None) => {
+                                    return Err(terminal("a call's step said nothing"));
+                                }
+                            }
+                            continue;
+                        }
                         let (result, at) = perform(&ctx, effects.clone(), effect).await?;
                         now = at;
                         m.complete(&id, result, now).map_err(terminal)?;
@@ -196,6 +303,11 @@ impl RestateHost {
                             if let Err(e) = m.reply(message) {
                                 tracing::warn!(task = %ctx.key(), error = %e, "a reply reached a task that no longer waits for it");
                             }
+                        }
+                        // A call's recheck: only a machine resumed from the journal asks its
+                        // callee again (as the next pass would).
+                        Woke::Timer if m.has_waiting_calls() => {
+                            m = skill.resume(&task_id, &journal, now).map_err(terminal)?;
                         }
                         Woke::Timer => {}
                         Woke::Cancel => {
@@ -282,12 +394,7 @@ async fn perform(
     }
     let Json(done) = ctx
         .run(move || async move {
-            let result = if effect.cmd.kind.is_call() && effect.action == Action::Perform {
-                Err(EffectError::permanent(format!(
-                    "{} cannot run on Restate: a call waits on its callee, which only the long-running engine does; serve this skill with `radkit serve` or `radkit worker`",
-                    effect.cmd.kind.fingerprint()
-                )))
-            } else if fresh.load(Ordering::SeqCst) {
+            let result = if fresh.load(Ordering::SeqCst) {
                 effect.run(&effects).await
             } else {
                 Err(EffectError::permanent(format!(
@@ -297,31 +404,15 @@ async fn perform(
                 )))
             };
             let done = match result {
-                Ok(performed) => Done {
-                    value: performed.value,
-                    usage: performed.usage,
-                    error: None,
-                    at_ms: now_ms(),
-                },
-                Err(error) => Done {
-                    value: serde_json::Value::Null,
-                    usage: None,
-                    error: Some(error),
-                    at_ms: now_ms(),
-                },
+                Ok(performed) => Done::of(Ok(performed.value), performed.usage),
+                Err(error) => Done::of(Err(error), None),
             };
             Ok(Json(done))
         })
         .name(name)
         .await?;
-    let result = match done.error {
-        Some(error) => Err(error),
-        None => Ok(Performed {
-            value: done.value,
-            usage: done.usage,
-        }),
-    };
-    Ok((result, done.at_ms))
+    let at = done.at_ms;
+    Ok((done.into_result(), at))
 }
 
 /// What ended a wait.

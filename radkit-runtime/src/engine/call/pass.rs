@@ -1,4 +1,5 @@
-//! A call to another agent (`ctx.agent`) made in a serverless pass: one step of it per pass. The
+//! A call to another agent (`ctx.agent`) made in a serverless pass (or a Restate workflow, which
+//! steps its calls the same way): one step of it per pass. The
 //! first pass starts it (its message under the `messageId` derived from its InvocationId, as the
 //! engine sends it) and journals the callee's task (`call_started`); a pass that finds the callee
 //! still working journals a recheck and the task rests until then; the pass at the recheck asks
@@ -45,7 +46,7 @@ pub(crate) async fn step(agents: &Agents, effect: &Effect, first_recheck: Durati
         CmdKind::Agent { agent, message, .. } => (agent, message),
         _ => {
             return settled_with(Err(EffectError::permanent(format!(
-                "{what} cannot run in a serverless pass: a child skill runs in the long-running engine; serve this skill with `radkit serve` or `radkit worker`"
+                "{what} cannot run here: a child skill (`ctx.skill`) runs only in the long-running engine, not in a serverless pass or a Restate workflow; serve this skill with `radkit serve` or `radkit worker`"
             ))))
         }
     };
