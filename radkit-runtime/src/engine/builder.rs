@@ -413,7 +413,7 @@ impl EngineBuilder {
     /// the pass left it; a stream ends once it has sent what is in the journal (a client resumes it
     /// with `Last-Event-ID` in a later invocation); nothing runs between requests: `start` recovers
     /// nothing, and due timers and unfinished tasks wait for [`Passes::sweep`](super::Passes::sweep).
-    /// Hooks, calls to other agents and push delivery are the long-running engine's.
+    /// Hooks, child skills (`ctx.skill`) and push delivery are the long-running engine's.
     pub fn serverless(mut self, budget: Duration) -> Self {
         self.config.serverless = Some(budget);
         self
@@ -424,7 +424,7 @@ impl EngineBuilder {
     /// workflow through Restate's ingress at `ingress` and answers once the task is in the store,
     /// a reply and a cancel resolve the workflow's promises, and every read (tasks, history,
     /// streams, blocking sends) follows the store, which the workflows write. Nothing runs here:
-    /// `start` recovers nothing. Hooks, calls to other agents and push delivery are the
+    /// `start` recovers nothing. Hooks, child skills (`ctx.skill`) and push delivery are the
     /// long-running engine's.
     #[cfg(feature = "restate")]
     #[cfg_attr(docsrs, doc(cfg(feature = "restate")))]

@@ -21,9 +21,10 @@
 //! The A2A server in front is an engine built with
 //! [`EngineBuilder::restate`](crate::engine::EngineBuilder::restate) over the same store: a send
 //! starts the workflow through Restate's ingress, a reply and a cancel resolve its promises, and
-//! every read comes from the store. Calls to other agents and child skills (`ctx.agent`,
-//! `ctx.skill`) wait on their callee in the long-running engine; here they fail with a permanent
-//! error naming the limit, as in a serverless pass.
+//! every read comes from the store. A call to another agent (`ctx.agent`) is stepped as in a
+//! serverless pass: each start or ask of the callee one `ctx.run`, each recheck a durable sleep
+//! after which the workflow resumes the machine from the journal it persisted. A child skill
+//! (`ctx.skill`) fails with a permanent error naming the limit.
 
 mod host;
 mod ingress;
