@@ -634,7 +634,7 @@ impl TaskMachine {
         id: &InvocationId,
         recheck_at_ms: i64,
     ) -> Result<(), MachineError> {
-        if !self.lock().command(id).is_some_and(|c| c.callee.is_some()) {
+        if self.lock().command(id).is_none_or(|c| c.callee.is_none()) {
             return Err(MachineError::UnknownEffect(id.clone()));
         }
         lock(&self.parked).insert(id.clone());
