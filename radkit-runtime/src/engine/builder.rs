@@ -75,7 +75,7 @@ pub struct EngineConfig {
     /// Restate mode ([`EngineBuilder::restate`]): the ingress of the Restate server whose
     /// workflows run this engine's tasks.
     #[cfg(feature = "restate")]
-    pub restate: Option<crate::restate::Ingress>,
+    pub restate: Option<super::hosted::Ingress>,
 }
 
 /// The default of [`EngineConfig::call_timeout`]: a day. Long enough for a callee that asks a
@@ -429,7 +429,7 @@ impl EngineBuilder {
     #[cfg(feature = "restate")]
     #[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
     pub fn restate(mut self, ingress: impl Into<String>) -> Self {
-        self.config.restate = Some(crate::restate::Ingress::new(ingress));
+        self.config.restate = Some(super::hosted::Ingress::new(ingress));
         self
     }
 

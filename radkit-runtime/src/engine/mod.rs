@@ -15,7 +15,7 @@ mod fault;
 mod fold;
 mod hooks;
 #[cfg(feature = "restate")]
-mod hosted;
+pub(crate) mod hosted;
 mod invoke;
 mod live;
 pub mod machine;
@@ -105,7 +105,7 @@ impl Inner {
 
     /// Restate mode's ingress.
     #[cfg(feature = "restate")]
-    pub(crate) fn restate(&self) -> Option<&crate::restate::Ingress> {
+    pub(crate) fn restate(&self) -> Option<&hosted::Ingress> {
         self.config.restate.as_ref()
     }
 

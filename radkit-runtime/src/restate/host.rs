@@ -11,41 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::effects::{Effects, Performed};
 use crate::engine::call_pass::{self, PassCallStep};
+use crate::engine::hosted::{Start, TaskReply};
 use crate::engine::machine::{Action, Effect, MachineConfig, MachineSkill, NewTask, Output};
 use crate::engine::{Agents, EngineBuilder, EngineError};
-use crate::flow::{EffectError, PermissionMode};
+use crate::flow::EffectError;
 use crate::journal::{now_ms, JournalRecord};
 use crate::model::{Message, TaskState};
 use crate::store::{Append, Store, StoreError};
-
-/// What starts a task's workflow: the front's send, forwarded to Restate's ingress.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Start {
-    /// The skill the task runs.
-    pub skill: String,
-    /// Its context, if the message names none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_id: Option<String>,
-    /// Who created it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub principal: Option<String>,
-    /// Its permission mode.
-    #[serde(default)]
-    pub mode: PermissionMode,
-    /// The message that creates it.
-    pub message: Message,
-}
-
-/// A reply to the question a task asked when its journal ended at `seq`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TaskReply {
-    /// The seq of the task's last record when it settled waiting for input.
-    pub seq: u64,
-    /// The reply.
-    pub message: Message,
-}
 
 /// An effect's outcome as Restate journals it.
 #[derive(Serialize, Deserialize)]

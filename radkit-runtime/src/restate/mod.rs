@@ -27,10 +27,6 @@
 //! (`ctx.skill`) fails with a permanent error naming the limit.
 
 mod host;
-mod ingress;
 
-pub use host::{RestateHost, Start, TaskReply};
-pub use ingress::{register_deployment, Ingress};
-
-/// The name Restate knows the workflow by (its ingress path is `/RadkitTask/<task id>/<handler>`).
-pub const WORKFLOW: &str = "RadkitTask";
+pub use crate::engine::hosted::{register_deployment, Ingress, Start, TaskReply, WORKFLOW};
+pub use host::RestateHost;

@@ -3,8 +3,43 @@
 
 use std::time::Duration;
 
-use super::{Start, TaskReply, WORKFLOW};
+use serde::{Deserialize, Serialize};
+
 use crate::engine::EngineError;
+use crate::flow::PermissionMode;
+use crate::model::Message;
+
+/// The name Restate knows the workflow by (its ingress path is `/RadkitTask/<task id>/<handler>`).
+pub const WORKFLOW: &str = "RadkitTask";
+
+/// What starts a task's workflow: the front's send, forwarded to Restate's ingress.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Start {
+    /// The skill the task runs.
+    pub skill: String,
+    /// Its context, if the message names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    /// Who created it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// Its permission mode.
+    #[serde(default)]
+    pub mode: PermissionMode,
+    /// The message that creates it.
+    pub message: Message,
+}
+
+/// A reply to the question a task asked when its journal ended at `seq`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskReply {
+    /// The seq of the task's last record when it settled waiting for input.
+    pub seq: u64,
+    /// The reply.
+    pub message: Message,
+}
 
 /// How long one request to Restate may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -101,7 +136,8 @@ async fn refused(url: &str, response: reqwest::Response) -> EngineError {
     EngineError::HostUnavailable(format!("Restate's ingress refused {url}: {status} {body}"))
 }
 
-/// Register the deployment at `endpoint_url` (a process serving [`RestateHost`](super::RestateHost))
+/// Register the deployment at `endpoint_url` (a process serving
+/// [`RestateHost`](crate::restate::RestateHost))
 /// with the Restate server whose admin API is at `admin_url` (e.g. `http://127.0.0.1:9070`). A
 /// deployment registered before at that URL is registered again (`force`), so a redeploy with
 /// changed handlers takes effect.

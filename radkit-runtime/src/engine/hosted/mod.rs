@@ -3,13 +3,15 @@
 //! each request as the long-running engine does, forwards what changes a task to Restate's
 //! ingress, and answers from the store the workflows write.
 
+mod ingress;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+pub use self::ingress::{register_deployment, Ingress, Start, TaskReply, WORKFLOW};
 use super::api::{check_message, task_id_for};
 use super::{Caller, Engine, EngineError, Request};
 use crate::model::{Message, Task, TaskId, TaskState};
-use crate::restate::{Ingress, Start, TaskReply};
 
 /// How long a send, a reply or a cancel waits for the workflow to journal what it forwarded.
 const PATIENCE: Duration = Duration::from_secs(30);
