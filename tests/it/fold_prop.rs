@@ -492,19 +492,21 @@ fn property(form: Form, ops: &[String], pick: Index, every: u64) -> Result<(), T
     );
     prop_assert!(
         crashed.crashed || reference.boundaries == 0,
-        "no crash at call {} of {}: the run crossed {} boundaries and ended {:?} ({})",
+        "no crash at call {} of {}: the run crossed {} boundaries and ended {:?} ({}); journal {:?}",
         at,
         reference.boundaries,
         crashed.boundaries,
         crashed.state,
-        crashed.text
+        crashed.text,
+        crashed.shape
     );
     prop_assert_eq!(
         (crashed.state, &crashed.text),
         (reference.state, &reference.text),
-        "crash at call {} of {}",
+        "crash at call {} of {}; journal {:?}",
         at,
-        reference.boundaries
+        reference.boundaries,
+        crashed.shape
     );
     Ok(())
 }

@@ -766,8 +766,7 @@ impl Engine {
         after_seq: u64,
     ) -> Result<Subscription, EngineError> {
         let record = self.visible(caller, task_id).await?;
-        let (tx, _) = self.inner.live.handles(task_id);
-        let rx = tx.subscribe();
+        let rx = self.inner.live.subscribe(task_id);
         let backlog = self
             .inner
             .store

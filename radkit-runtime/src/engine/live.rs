@@ -42,6 +42,15 @@ pub(crate) struct LiveTasks {
     map: Mutex<HashMap<String, Live>>,
 }
 
+/// The task's entry, made on first use.
+fn entry<'a>(live: &'a mut HashMap<String, Live>, task_id: &str) -> &'a mut Live {
+    live.entry(task_id.to_owned()).or_insert_with(|| Live {
+        tx: broadcast::channel(LIVE_CAPACITY).0,
+        gate: Arc::new(tokio::sync::Mutex::new(())),
+        run: None,
+    })
+}
+
 impl LiveTasks {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Live>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
@@ -50,12 +59,16 @@ impl LiveTasks {
     /// The task's broadcast and gate (its entry is made on first use).
     pub fn handles(&self, task_id: &str) -> (Records, Gate) {
         let mut live = self.lock();
-        let entry = live.entry(task_id.to_owned()).or_insert_with(|| Live {
-            tx: broadcast::channel(LIVE_CAPACITY).0,
-            gate: Arc::new(tokio::sync::Mutex::new(())),
-            run: None,
-        });
+        let entry = entry(&mut live, task_id);
         (entry.tx.clone(), entry.gate.clone())
+    }
+
+    /// A new subscriber of the task's broadcast. Taken under the map's lock, so that the entry
+    /// cannot be forgotten between finding it and subscribing (`release` counts receivers under
+    /// the same lock): a receiver of a forgotten entry's channel would be closed at once, and its
+    /// subscription would end before the task settled.
+    pub fn subscribe(&self, task_id: &str) -> broadcast::Receiver<Arc<Published>> {
+        entry(&mut self.lock(), task_id).tx.subscribe()
     }
 
     /// How many tasks have an entry.

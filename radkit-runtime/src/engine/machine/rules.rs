@@ -109,11 +109,14 @@ pub(crate) fn next_work(st: &mut RunState) -> Option<Work> {
 }
 
 /// True when the queue is empty and nothing can ever wake the task: no input asked, no command,
-/// timer or call outstanding. The task then fails with [`STUCK`].
+/// timer or call outstanding. The task then fails with [`STUCK`]. Work queued since the host found
+/// the queue empty (a reply the engine took into the live run while its driver settled: the
+/// question's receipt, and the re-run of its visit) is not stuck: the host goes on with it.
 pub(crate) fn stuck(st: &RunState) -> bool {
     let waiting = st.status().is_terminal()
         || st.status() == TaskState::InputRequired
-        || st.has_outstanding_wake();
+        || st.has_outstanding_wake()
+        || !st.queue.is_empty();
     !waiting
 }
 

@@ -612,3 +612,20 @@ fn a_call_whose_callee_works_waits_for_its_recheck_and_is_asked_again_by_id_afte
         "a settled call does not wait"
     );
 }
+
+/// A reply the engine takes into a live run while its driver settles queues the re-run of the
+/// visit that asked, and makes the task `working` with nothing outstanding: the host must go on
+/// with that queue, not find the task stuck (a race the fold proptest hit under load).
+#[test]
+fn a_task_with_work_queued_is_not_stuck() {
+    let mut st = RunState::new(serde_json::Value::Null);
+    st.set_status(TaskState::Working);
+    assert!(rules::stuck(&st), "nothing outstanding, nothing queued");
+    st.queue.push_back(Work::Activate {
+        event: crate::flow::Event::UserMessage {
+            message: Message::user_text("the reply"),
+        },
+        rerun: Some(2),
+    });
+    assert!(!rules::stuck(&st), "the queued re-run goes on");
+}
