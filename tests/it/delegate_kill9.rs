@@ -40,6 +40,26 @@ const DISPUTED: &str = "Should we ship on Friday?";
 
 const ARGS_VAR: &str = "RADKIT_DELEGATE_ARGS";
 
+/// The example's specialists (the pessimist thinking 2 s) served on loopback by a long-lived
+/// engine of their own, for the tests that run the coordinator on another host (a serverless pass,
+/// Restate): their URL, and the engine (to count the tasks it holds).
+pub(crate) async fn serve_specialists() -> (String, radkit::engine::Engine) {
+    let engine = radkit::engine::Engine::builder(radkit::store::MemoryStore::new())
+        .without_registered_skills()
+        .skill(delegate::specialists::Optimist)
+        .skill(delegate::specialists::Pessimist {
+            think: Duration::from_secs(2),
+        })
+        .start()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let config = radkit::server::ServerConfig::new(url.clone());
+    tokio::spawn(radkit::server::serve(listener, engine.clone(), config));
+    (url, engine)
+}
+
 #[test]
 #[ignore = "entry point of the processes the tests below start and kill"]
 fn child_process_serves_a_delegate_role() {

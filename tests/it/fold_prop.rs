@@ -350,7 +350,7 @@ async fn run(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> Ou
 }
 
 /// Each entry's kind, a command with its target: what a run journaled, without ids or times.
-fn shape(journal: &[radkit::journal::JournalRecord]) -> Vec<String> {
+pub(crate) fn shape(journal: &[radkit::journal::JournalRecord]) -> Vec<String> {
     journal
         .iter()
         .map(|r| match &r.entry {

@@ -26,7 +26,8 @@ use radkit::store::{Durability, MemoryStore, SqliteStore, Store};
 use serde_json::json;
 
 use crate::delegate_kill9::delegate::coordinator::{Coordinator, SPECIALISTS};
-use crate::delegate_kill9::delegate::specialists::{Optimist, Pessimist};
+use crate::delegate_kill9::serve_specialists as specialists;
+use crate::fold_prop::shape;
 use crate::payments::skill::{read_lines, PaymentWorld, Payments};
 use crate::support::demo;
 use crate::support::services;
@@ -529,17 +530,6 @@ async fn reference_research_journal() -> Vec<JournalRecord> {
     journal
 }
 
-/// Each entry's kind, a command with its target: what a run journaled, without ids or times.
-fn shape(journal: &[JournalRecord]) -> Vec<String> {
-    journal
-        .iter()
-        .map(|r| match &r.entry {
-            Entry::CommandIssued { cmd, .. } => format!("command {}", cmd.kind.fingerprint()),
-            other => other.kind_name().to_owned(),
-        })
-        .collect()
-}
-
 #[test(multi_thread, needs = Restate)]
 async fn an_email_cut_off_by_a_kill_on_restate_is_not_sent_again_and_its_outcome_is_unknown() {
     let mut s = Setup::start(Some("send_email")).await;
@@ -575,25 +565,6 @@ async fn an_email_cut_off_by_a_kill_on_restate_is_not_sent_again_and_its_outcome
         1,
         "one charge"
     );
-}
-
-/// The delegate example's specialists served on loopback by a long-lived engine: its URL, and the
-/// engine (to count the tasks it holds).
-async fn specialists() -> (String, Engine) {
-    let engine = Engine::builder(MemoryStore::new())
-        .without_registered_skills()
-        .skill(Optimist)
-        .skill(Pessimist {
-            think: Duration::from_secs(2),
-        })
-        .start()
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let config = radkit::server::ServerConfig::new(url.clone());
-    tokio::spawn(radkit::server::serve(listener, engine.clone(), config));
-    (url, engine)
 }
 
 #[test(multi_thread, needs = Restate)]

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::delegate_kill9::delegate::coordinator::{Coordinator, SPECIALISTS};
-use crate::delegate_kill9::delegate::specialists::{Optimist, Pessimist};
+use crate::delegate_kill9::serve_specialists as specialists;
 use crate::payments::skill::{read_lines, PaymentWorld, Payments};
 use radkit::engine::AgentSpec;
 use radkit::engine::{Caller, Engine, Request};
@@ -565,25 +565,6 @@ async fn two_passes_at_once_never_both_drive_a_task_on_postgres() {
         .unwrap();
     assert_eq!(done.rest, Rest::Ended(radkit::model::TaskState::Completed));
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the tool ran once");
-}
-
-/// The specialists of the delegate example served on loopback by a long-lived engine of their own:
-/// its URL, and the engine (to count the tasks it holds).
-async fn specialists() -> (String, Engine) {
-    let engine = Engine::builder(MemoryStore::new())
-        .without_registered_skills()
-        .skill(Optimist)
-        .skill(Pessimist {
-            think: Duration::from_secs(2),
-        })
-        .start()
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let config = radkit::server::ServerConfig::new(url.clone());
-    tokio::spawn(radkit::server::serve(listener, engine.clone(), config));
-    (url, engine)
 }
 
 /// How many tasks the specialists hold.

@@ -423,15 +423,18 @@ impl Engine {
         }
     }
 
-    async fn answer(
+    /// The row of the task `message` answers, if it takes a reply now; `None` when it received
+    /// this very message before (a retry: nothing to do). A task that ended, or that is not
+    /// waiting for input, refuses it.
+    pub(super) async fn awaiting_reply(
         &self,
         caller: &Caller,
         task_id: &str,
-        mut message: Message,
-    ) -> Result<(), EngineError> {
+        message: &Message,
+    ) -> Result<Option<TaskRecord>, EngineError> {
         let record = self.visible(caller, task_id).await?;
-        if self.received_before(task_id, &message).await? {
-            return Ok(());
+        if self.received_before(task_id, message).await? {
+            return Ok(None);
         }
         if record.state.is_terminal() {
             return Err(EngineError::TaskFinished {
@@ -447,6 +450,18 @@ impl Engine {
                 state: record.state,
             });
         }
+        Ok(Some(record))
+    }
+
+    async fn answer(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        mut message: Message,
+    ) -> Result<(), EngineError> {
+        let Some(record) = self.awaiting_reply(caller, task_id, &message).await? else {
+            return Ok(());
+        };
         if let Some(run) = self.inner.live.running(task_id) {
             // A run is live (a slow call of the visit that asked, an effect beside a question):
             // it takes the reply into its journal itself, and re-runs the visit once it is over.

@@ -46,6 +46,8 @@ pub use executor::{Executed, Executor};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
 pub use fault::*;
 pub use hooks::{Hook, HookContext, HookDecision};
+#[cfg(feature = "restate")]
+pub(crate) use pass::machine_skills;
 pub use pass::{
     with_deadline, Event as PassEvent, PassError, Passed, Passes, Rest, DEFAULT_LEASE_MARGIN,
     DISPATCH_RECHECK,

@@ -142,6 +142,27 @@ enum Done {
     Call(Effect, super::call::pass::PassCall),
 }
 
+/// `skills` as the task machine runs them, by id, with `effects` and the limits of `config`.
+pub(crate) fn machine_skills(
+    skills: Vec<Arc<dyn crate::flow::ErasedSkill>>,
+    effects: &crate::effects::Effects,
+    config: &super::EngineConfig,
+) -> HashMap<String, MachineSkill> {
+    let limits = MachineConfig {
+        max_steps: config.max_steps,
+        checkpoint_every: config.checkpoint_every,
+        call_timeout: config.call_timeout,
+    };
+    skills
+        .into_iter()
+        .map(|skill| {
+            let id = skill.info().id.clone();
+            let hosted = MachineSkill::with(skill, effects.clone(), limits.clone());
+            (id, hosted)
+        })
+        .collect()
+}
+
 /// When a task resting on a dispatched command is woken to look again if no executor recorded its
 /// receipt by then (the receipt wakes it at once). A command of policy `AtMostOnce` still without a
 /// receipt then fails its task with its outcome unknown, as after a crash.
@@ -173,21 +194,7 @@ impl Passes {
         config: &super::EngineConfig,
         default_skill: Option<String>,
     ) -> Self {
-        let limits = MachineConfig {
-            max_steps: config.max_steps,
-            checkpoint_every: config.checkpoint_every,
-            call_timeout: config.call_timeout,
-        };
-        let skills = skills
-            .into_iter()
-            .map(|skill| {
-                let id = skill.info().id.clone();
-                (
-                    id,
-                    MachineSkill::with(skill, effects.clone(), limits.clone()),
-                )
-            })
-            .collect();
+        let skills = machine_skills(skills, effects, config);
         Passes {
             store,
             skills: Arc::new(skills),

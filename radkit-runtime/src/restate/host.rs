@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::effects::{Effects, Performed};
 use crate::engine::call_pass::{self, PassCallStep};
 use crate::engine::hosted::{Start, TaskReply};
-use crate::engine::machine::{Action, Effect, MachineConfig, MachineSkill, NewTask, Output};
-use crate::engine::{Agents, EngineBuilder, EngineError};
+use crate::engine::machine::{Action, Effect, MachineSkill, NewTask, Output};
+use crate::engine::{machine_skills, Agents, EngineBuilder, EngineError};
 use crate::flow::EffectError;
 use crate::journal::{now_ms, JournalRecord};
 use crate::model::{Message, TaskState};
@@ -97,20 +97,7 @@ impl RestateHost {
     /// The skills, effects, limits and store of `builder`, hosted by Restate.
     pub fn from_builder(builder: EngineBuilder) -> Result<Self, EngineError> {
         let parts = builder.into_parts()?;
-        let limits = MachineConfig {
-            max_steps: parts.config.max_steps,
-            checkpoint_every: parts.config.checkpoint_every,
-            call_timeout: parts.config.call_timeout,
-        };
-        let skills = parts
-            .skills
-            .into_iter()
-            .map(|skill| {
-                let id = skill.info().id.clone();
-                let hosted = MachineSkill::with(skill, parts.effects.clone(), limits.clone());
-                (id, hosted)
-            })
-            .collect();
+        let skills = machine_skills(parts.skills, &parts.effects, &parts.config);
         Ok(RestateHost {
             store: parts.store,
             skills: Arc::new(skills),

@@ -74,22 +74,9 @@ impl Engine {
         task_id: &TaskId,
         mut message: Message,
     ) -> Result<(), EngineError> {
-        let record = self.visible(caller, task_id).await?;
-        if self.received_before(task_id, &message).await? {
+        let Some(record) = self.awaiting_reply(caller, task_id, &message).await? else {
             return Ok(());
-        }
-        if record.state.is_terminal() {
-            return Err(EngineError::TaskFinished {
-                task_id: task_id.to_string(),
-                state: record.state,
-            });
-        }
-        if record.state != TaskState::InputRequired {
-            return Err(EngineError::NotAwaitingInput {
-                task_id: task_id.to_string(),
-                state: record.state,
-            });
-        }
+        };
         message.context_id = Some(record.context_id.to_string());
         let reply = TaskReply {
             seq: record.last_seq,

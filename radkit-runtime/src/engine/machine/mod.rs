@@ -643,6 +643,7 @@ impl TaskMachine {
 
     /// True when a call waits for its recheck in this machine ([`call_waiting`](Self::call_waiting)):
     /// only a machine resumed from the journal asks its callee again.
+    #[cfg(feature = "restate")]
     pub(crate) fn has_waiting_calls(&self) -> bool {
         !lock(&self.parked).is_empty()
     }
