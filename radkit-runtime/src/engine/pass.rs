@@ -221,6 +221,37 @@ impl Passes {
         &self.store
     }
 
+    /// [`Passes::run`], boxed: a child skill's call runs its child's first pass from inside its
+    /// parent's, and a future cannot contain itself.
+    pub(crate) fn run_boxed(
+        &self,
+        event: Event,
+        deadline: Instant,
+    ) -> BoxFuture<'static, Result<Passed, PassError>> {
+        let passes = self.clone();
+        Box::pin(async move { passes.run(event, deadline).await })
+    }
+
+    /// True when these passes run skill `id`.
+    pub(crate) fn serves(&self, id: &str) -> bool {
+        self.skills.contains_key(id)
+    }
+
+    /// Task `task_id` as `caller` may see it, as A2A shows it.
+    pub(crate) async fn task_for(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+    ) -> Result<crate::model::Task, PassError> {
+        self.visible(caller, task_id).await?;
+        let view = self
+            .store
+            .task_view(task_id, None)
+            .await?
+            .ok_or_else(|| PassError::NotFound(task_id.to_owned()))?;
+        Ok(super::projection::project_task(view))
+    }
+
     /// Run one pass for `event`, starting no effect after `deadline`.
     pub async fn run(&self, event: Event, deadline: Instant) -> Result<Passed, PassError> {
         match event {
@@ -598,12 +629,22 @@ impl Passes {
                         }
                         effects += 1;
                         if effect.cmd.kind.is_call() && effect.action == Action::Perform {
-                            let (agents, first) = (self.agents.clone(), self.call_recheck);
+                            let passes = self.clone();
+                            let parent = super::call::pass::Parent {
+                                principal: m.principal(),
+                                context_id: m.context_id().to_owned(),
+                                mode: m.mode(),
+                            };
                             running.push(
                                 async move {
                                     tokio::time::sleep(wait).await;
-                                    let step =
-                                        super::call::pass::step(&agents, &effect, first).await;
+                                    let step = super::call::pass::step(
+                                        &passes.agents,
+                                        Some((&passes, parent, deadline)),
+                                        &effect,
+                                        passes.call_recheck,
+                                    )
+                                    .await;
                                     Done::Call(effect, step)
                                 }
                                 .boxed(),

@@ -132,7 +132,7 @@ impl RestateHost {
         let name = format!("call {}", effect.id);
         let Json(done) = ctx
             .run(move || async move {
-                let step = call_pass::step(&agents, &effect, first).await;
+                let step = call_pass::step(&agents, None, &effect, first).await;
                 let (settled, recheck_at_ms) = match step.then {
                     PassCallStep::Settled(outcome) => (Some(Done::of(outcome, None)), None),
                     PassCallStep::Recheck(at) => (None, Some(at)),

@@ -1,5 +1,7 @@
-//! A call to another agent (`ctx.agent`) made in a serverless pass (or a Restate workflow, which
-//! steps its calls the same way): one step of it per pass. The
+//! A call to another agent (`ctx.agent`) or to a child skill (`ctx.skill`) made in a serverless
+//! pass (or, to an agent, in a Restate workflow, which steps its calls the same way): one step of it
+//! per pass. A child skill's task is created in the same store by a pass of its own, run from
+//! inside its parent's; later passes (a sweep's) run it on, and the parent asks the store. The
 //! first pass starts it (its message under the `messageId` derived from its InvocationId, as the
 //! engine sends it) and journals the callee's task (`call_started`); a pass that finds the callee
 //! still working journals a recheck and the task rests until then; the pass at the recheck asks
@@ -7,14 +9,16 @@
 //! call its receipt; the call's deadline cancels the callee and fails the call, as in the engine.
 //! Nothing follows a callee between passes (no watcher, no webhook): the recheck wakes the task.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::deadline::Limit;
 use super::remote::Agents;
 use super::{message_id, recheck_after, reply_value, settled, Started};
-use crate::engine::machine::Effect;
-use crate::flow::{AgentReply, CmdKind, EffectError};
+use crate::engine::machine::{Effect, MachineError};
+use crate::engine::{Caller, PassError, PassEvent as Event, Passes, Rest};
+use crate::flow::{AgentReply, CmdKind, EffectError, PermissionMode};
 use crate::journal::now_ms;
+use crate::model::{Message, Task};
 
 /// What one pass found of a call.
 pub(crate) struct PassCall {
@@ -38,25 +42,149 @@ fn settled_with(outcome: Result<serde_json::Value, EffectError>) -> PassCall {
     }
 }
 
-/// One pass's step of call `effect` (a `ctx.agent` call to perform), its first recheck after
-/// `first_recheck` (doubling, as the engine's).
-pub(crate) async fn step(agents: &Agents, effect: &Effect, first_recheck: Duration) -> PassCall {
+/// Who a call in a pass calls: a remote agent, or a skill of this store run by passes too.
+enum Callee<'a> {
+    Remote(super::remote::RemotePeer),
+    Child {
+        passes: &'a Passes,
+        caller: Caller,
+        context_id: String,
+        skill: String,
+        mode: PermissionMode,
+        deadline: Instant,
+    },
+}
+
+impl Callee<'_> {
+    /// Send `message`: the callee's task (a child's first pass runs inside this one), or its
+    /// direct answer.
+    async fn start(&self, mut message: Message) -> Result<Started, EffectError> {
+        match self {
+            Callee::Remote(peer) => peer.start(message, None).await.map(|(started, _)| started),
+            Callee::Child {
+                passes,
+                caller,
+                context_id,
+                skill,
+                mode,
+                deadline,
+            } => {
+                if message.context_id.is_none() {
+                    message.context_id = Some(context_id.clone());
+                }
+                let event = Event::Message {
+                    caller: caller.clone(),
+                    message,
+                    skill: Some(skill.clone()),
+                    mode: Some(*mode),
+                };
+                let passed = passes
+                    .run_boxed(event, *deadline)
+                    .await
+                    .map_err(pass_error)?;
+                if passed.rest == Rest::Busy {
+                    // A reply the child's other pass did not take: sent again after the backoff.
+                    return Err(EffectError::transient(format!(
+                        "the child task {} is being run by another invocation",
+                        passed.task_id
+                    )));
+                }
+                self.get(&passed.task_id).await.map(Started::Task)
+            }
+        }
+    }
+
+    async fn get(&self, task_id: &str) -> Result<Task, EffectError> {
+        match self {
+            Callee::Remote(peer) => peer.get(task_id).await,
+            Callee::Child { passes, caller, .. } => {
+                passes.task_for(caller, task_id).await.map_err(pass_error)
+            }
+        }
+    }
+
+    async fn cancel(&self, task_id: &str) -> Result<(), EffectError> {
+        match self {
+            Callee::Remote(peer) => peer.cancel(task_id).await,
+            Callee::Child {
+                passes,
+                caller,
+                deadline,
+                ..
+            } => {
+                let event = Event::Cancel {
+                    caller: caller.clone(),
+                    task_id: task_id.to_owned(),
+                };
+                match passes.run_boxed(event, *deadline).await {
+                    Ok(_) | Err(PassError::Machine(MachineError::Finished(_))) => Ok(()),
+                    Err(e) => Err(pass_error(e)),
+                }
+            }
+        }
+    }
+}
+
+/// A pass's error as a call's: a store that fails may come back, anything else will not.
+fn pass_error(e: PassError) -> EffectError {
+    match e {
+        PassError::Store(e) => EffectError::transient(e.to_string()),
+        other => EffectError::permanent(other.to_string()),
+    }
+}
+
+/// The task whose pass makes a call: who it runs for, its context and mode (a child skill runs
+/// as its parent's principal, in its context and mode).
+pub(crate) struct Parent {
+    pub principal: Option<String>,
+    pub context_id: String,
+    pub mode: PermissionMode,
+}
+
+/// One pass's step of call `effect` (a `ctx.agent` or `ctx.skill` call to perform) made by
+/// `parent`, its first recheck after `first_recheck` (doubling, as the engine's). A child skill
+/// needs `passes` (the host runs the child's passes too); without them (a Restate workflow) its
+/// call fails, naming the limit.
+pub(crate) async fn step(
+    agents: &Agents,
+    passes: Option<(&Passes, Parent, Instant)>,
+    effect: &Effect,
+    first_recheck: Duration,
+) -> PassCall {
     let what = effect.cmd.kind.fingerprint();
-    let (agent, message) = match &effect.cmd.kind {
-        CmdKind::Agent { agent, message, .. } => (agent, message),
+    let (callee, message) = match (&effect.cmd.kind, passes) {
+        (CmdKind::Agent { agent, message, .. }, _) => {
+            // The remote peer itself, not `Peer`: a child skill's peer would drive the engine,
+            // whose serverless mode runs passes, and a pass's future would contain itself.
+            let Some(peer) = agents.peer(agent) else {
+                return settled_with(Err(EffectError::permanent(format!(
+                    "no agent named `{agent}` is declared; declare it with EngineBuilder::agent or `--agent {agent}=URL`{}",
+                    agents.known()
+                ))));
+            };
+            (Callee::Remote(peer), message)
+        }
+        (CmdKind::Skill { skill, message, .. }, Some((passes, parent, deadline))) => {
+            if !passes.serves(skill) {
+                return settled_with(Err(EffectError::permanent(format!(
+                    "no skill `{skill}` is served here"
+                ))));
+            }
+            let callee = Callee::Child {
+                passes,
+                caller: parent.principal.map_or(Caller::Operator, Caller::Principal),
+                context_id: parent.context_id,
+                skill: skill.clone(),
+                mode: parent.mode,
+                deadline,
+            };
+            (callee, message)
+        }
         _ => {
             return settled_with(Err(EffectError::permanent(format!(
-                "{what} cannot run here: a child skill (`ctx.skill`) runs only in the long-running engine, not in a serverless pass or a Restate workflow; serve this skill with `radkit serve` or `radkit worker`"
+                "{what} cannot run here: a child skill (`ctx.skill`) runs in the long-running engine or a serverless pass, not in a Restate workflow; serve this skill with `radkit serve` or `radkit worker`"
             ))))
         }
-    };
-    // The remote peer itself, not `Peer`: a child skill's peer would drive the engine, whose
-    // serverless mode runs passes, and a pass's future would contain itself.
-    let Some(peer) = agents.peer(agent) else {
-        return settled_with(Err(EffectError::permanent(format!(
-            "no agent named `{agent}` is declared; declare it with EngineBuilder::agent or `--agent {agent}=URL`{}",
-            agents.known()
-        ))));
     };
     let limit = Limit::of_kind(&effect.cmd.kind);
     let rechecks = effect.call.as_ref().map_or(0, |c| c.rechecks);
@@ -65,7 +193,7 @@ pub(crate) async fn step(agents: &Agents, effect: &Effect, first_recheck: Durati
         limit.cap(now_ms().saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX)))
     };
     let (started, task) = match &effect.call {
-        Some(progress) => match peer.get(&progress.callee_task).await {
+        Some(progress) => match callee.get(&progress.callee_task).await {
             Ok(task) => (None, Some(task)),
             // Unreachable for now: asked again at the recheck (or timed out at the deadline).
             Err(e) if e.is_transient() => {
@@ -85,12 +213,12 @@ pub(crate) async fn step(agents: &Agents, effect: &Effect, first_recheck: Durati
         None => {
             let mut message = message.clone();
             message.message_id = message_id(&effect.id);
-            match peer.start(message, None).await {
-                Ok((Started::Task(task), _)) => {
+            match callee.start(message).await {
+                Ok(Started::Task(task)) => {
                     let started = Some((task.id.clone(), Some(task.context_id.clone())));
                     (started, Some(task))
                 }
-                Ok((Started::Message(message), _)) => {
+                Ok(Started::Message(message)) => {
                     return settled_with(reply_value(AgentReply::from_message(message)))
                 }
                 // A transient refusal is retried by the command's policy (the machine journals
@@ -114,7 +242,7 @@ pub(crate) async fn step(agents: &Agents, effect: &Effect, first_recheck: Durati
         }
         _ if limit.passed() => {
             if let (Some(task), false) = (&callee_task, timed_out) {
-                if let Err(e) = peer.cancel(task).await {
+                if let Err(e) = callee.cancel(task).await {
                     tracing::info!(callee_task = %task, error = %e, "the timed-out call's callee could not be canceled");
                 }
             }

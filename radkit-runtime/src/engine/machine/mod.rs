@@ -460,6 +460,16 @@ impl TaskMachine {
         &self.context_id
     }
 
+    /// Who created the task (a child skill it calls runs as them).
+    pub(crate) fn principal(&self) -> Option<String> {
+        self.lock().header().and_then(|h| h.principal.clone())
+    }
+
+    /// The task's permission mode.
+    pub(crate) fn mode(&self) -> PermissionMode {
+        self.mode
+    }
+
     /// The task's status as journaled and buffered so far.
     pub fn status(&self) -> TaskState {
         self.lock().status()
