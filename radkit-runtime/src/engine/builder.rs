@@ -413,7 +413,7 @@ impl EngineBuilder {
     /// the pass left it; a stream ends once it has sent what is in the journal (a client resumes it
     /// with `Last-Event-ID` in a later invocation); nothing runs between requests: `start` recovers
     /// nothing, and due timers and unfinished tasks wait for [`Passes::sweep`](super::Passes::sweep).
-    /// Hooks, child skills (`ctx.skill`) and push delivery are the long-running engine's.
+    /// Hooks and push delivery are the long-running engine's.
     pub fn serverless(mut self, budget: Duration) -> Self {
         self.config.serverless = Some(budget);
         self

@@ -17,11 +17,11 @@
 //! reissues it with the same InvocationId, or fails the task with its outcome unknown if its
 //! policy forbids reissue, exactly as after a crash), and a task left runnable is claimed by the
 //! next sweep. Tools declared dispatched (`EngineBuilder::dispatch`) are handed to executors
-//! ([`Executor`](super::Executor)) instead of run here. A call to another agent (`ctx.agent`) is
-//! stepped once per pass (`engine/call/pass.rs`): started and journaled with its callee's task,
-//! then asked again by that id at each recheck until its callee settles or its deadline passes. A
-//! child skill (`ctx.skill`) runs only in the long-running engine; in a pass its call fails with a
-//! permanent error naming the limit.
+//! ([`Executor`](super::Executor)) instead of run here. A call to another agent (`ctx.agent`) or
+//! to a child skill (`ctx.skill`) is stepped once per pass (`engine/call/pass.rs`): started and
+//! journaled with its callee's task, then asked again by that id at each recheck until its callee
+//! settles or its deadline passes. A child's task is created by a pass of its own, run from inside
+//! its parent's, and run on by sweeps like any task.
 
 use std::collections::HashMap;
 use std::sync::Arc;
