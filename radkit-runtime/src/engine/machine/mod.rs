@@ -305,9 +305,9 @@ pub struct Effect {
     pub attempt: u32,
     /// Not before this time (a retry's backoff, or the service's `Retry-After`).
     pub not_before_ms: Option<i64>,
-    /// For a call to an agent already started (`call_started` journaled): its callee's task and
-    /// how often the host asked it already. The host asks the callee where it stands; it never
-    /// starts the call again.
+    /// For a call (to an agent or a child skill) already started (`call_started` journaled): its
+    /// callee's task and how often the host asked it already. The host asks the callee where it
+    /// stands; it never starts the call again.
     pub call: Option<CallProgress>,
 }
 
@@ -611,11 +611,11 @@ impl TaskMachine {
         Ok(())
     }
 
-    /// The host started call `id` (an [`Effect`] for `ctx.agent` this machine yielded) and its
-    /// callee answered with task `callee_task`: journaled (`call_started`) before anything else
-    /// the host says of the call, so the call is never started again — every later effect for it
-    /// carries [`Effect::call`]. Then [`complete`](Self::complete) the call with the callee's
-    /// reply, or [`call_waiting`](Self::call_waiting).
+    /// The host started call `id` (an [`Effect`] for `ctx.agent` or `ctx.skill` this machine
+    /// yielded) and its callee answered with task `callee_task`: journaled (`call_started`) before
+    /// anything else the host says of the call, so the call is never started again — every later
+    /// effect for it carries [`Effect::call`]. Then [`complete`](Self::complete) the call with the
+    /// callee's reply, or [`call_waiting`](Self::call_waiting).
     pub fn call_started(
         &mut self,
         id: &InvocationId,
