@@ -138,7 +138,7 @@ pub struct Passes {
 enum Done {
     /// A model, tool or compensation, performed.
     Performed(Effect, Result<Performed, EffectError>),
-    /// One step of a call to an agent.
+    /// One step of a call (to an agent or a child skill).
     Call(Effect, super::call::pass::PassCall),
 }
 
