@@ -496,3 +496,33 @@ fn radkit_pass_runs_one_event_per_process_and_says_what_it_refuses() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("postgres://"));
 }
+
+/// A hook that allows everything.
+struct Allow;
+
+#[async_trait::async_trait]
+impl radkit::engine::Hook for Allow {}
+
+#[test]
+fn hooks_are_refused_where_they_would_not_run() {
+    let w = world();
+    let builder = || {
+        Engine::builder_arc(w.store.clone())
+            .without_registered_skills()
+            .skill(Ask)
+            .hook(Allow)
+    };
+    let refused = |result: Result<(), radkit::engine::EngineError>| {
+        let error = result.expect_err("refused").to_string();
+        assert!(
+            error.contains("hooks do not run") && error.contains("radkit serve"),
+            "{error}"
+        );
+    };
+    refused(Passes::from_builder(builder()).map(drop));
+    refused(builder().serverless(Duration::from_secs(5)).build().map(drop));
+    refused(radkit::restate::RestateHost::from_builder(builder()).map(drop));
+    refused(builder().restate("http://127.0.0.1:1").build().map(drop));
+    // The long-running engine runs them.
+    assert!(builder().build().is_ok());
+}

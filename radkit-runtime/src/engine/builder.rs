@@ -467,6 +467,11 @@ impl EngineBuilder {
         let skills = self.skills()?;
         if self.config.serverless.is_some() {
             check_dispatch(&self.config, self.store.as_ref())?;
+            check_no_hooks(&self.config, "in a serverless pass")?;
+        }
+        #[cfg(feature = "restate")]
+        if self.config.restate.is_some() {
+            check_no_hooks(&self.config, "in a Restate workflow")?;
         }
         if skills.is_empty() {
             return Err(EngineError::Config(
@@ -554,6 +559,18 @@ pub(crate) fn check_dispatch(config: &EngineConfig, store: &dyn Store) -> Result
         )));
     }
     Ok(())
+}
+
+/// Hooks run only in the long-running engine: a host that would not run them refuses a builder
+/// that has some, rather than leave them out silently.
+pub(crate) fn check_no_hooks(config: &EngineConfig, host: &str) -> Result<(), EngineError> {
+    if config.hooks.is_empty() {
+        return Ok(());
+    }
+    Err(EngineError::Config(format!(
+        "{} hook(s) are configured, but hooks do not run {host}; serve these skills with `radkit serve` or `radkit worker`, or build without hooks",
+        config.hooks.len()
+    )))
 }
 
 fn list_or_none(ids: &[String]) -> String {

@@ -34,6 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use api::{check_message, reused_id, same_message, task_id_for};
+#[cfg(feature = "restate")]
+pub(crate) use builder::check_no_hooks;
 pub use builder::{
     EngineBuilder, EngineConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CALL_WEBHOOK_TTL,
     DEFAULT_MAX_PARALLEL_EFFECTS,

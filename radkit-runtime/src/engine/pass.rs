@@ -177,6 +177,7 @@ impl Passes {
     pub fn from_builder(builder: EngineBuilder) -> Result<Self, EngineError> {
         let parts = builder.into_parts()?;
         super::builder::check_dispatch(&parts.config, parts.store.as_ref())?;
+        super::builder::check_no_hooks(&parts.config, "in a serverless pass")?;
         Ok(Self::new(
             parts.store,
             parts.skills,

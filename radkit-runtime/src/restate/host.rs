@@ -13,7 +13,7 @@ use crate::effects::{Effects, Performed};
 use crate::engine::call_pass::{self, PassCallStep};
 use crate::engine::hosted::{Start, TaskReply};
 use crate::engine::machine::{Action, Effect, MachineSkill, NewTask, Output};
-use crate::engine::{machine_skills, Agents, EngineBuilder, EngineError};
+use crate::engine::{check_no_hooks, machine_skills, Agents, EngineBuilder, EngineError};
 use crate::flow::EffectError;
 use crate::journal::{now_ms, JournalRecord};
 use crate::model::{Message, TaskState};
@@ -97,6 +97,7 @@ impl RestateHost {
     /// The skills, effects, limits and store of `builder`, hosted by Restate.
     pub fn from_builder(builder: EngineBuilder) -> Result<Self, EngineError> {
         let parts = builder.into_parts()?;
+        check_no_hooks(&parts.config, "in a Restate workflow")?;
         let skills = machine_skills(parts.skills, &parts.effects, &parts.config);
         Ok(RestateHost {
             store: parts.store,
