@@ -520,7 +520,12 @@ fn hooks_are_refused_where_they_would_not_run() {
         );
     };
     refused(Passes::from_builder(builder()).map(drop));
-    refused(builder().serverless(Duration::from_secs(5)).build().map(drop));
+    refused(
+        builder()
+            .serverless(Duration::from_secs(5))
+            .build()
+            .map(drop),
+    );
     refused(radkit::restate::RestateHost::from_builder(builder()).map(drop));
     refused(builder().restate("http://127.0.0.1:1").build().map(drop));
     // The long-running engine runs them.
