@@ -244,11 +244,12 @@ impl Passes {
         caller: &Caller,
         task_id: &str,
     ) -> Result<crate::model::Task, PassError> {
-        self.visible(caller, task_id).await?;
+        // One read: the view carries the row whose principal says who may see it.
         let view = self
             .store
             .task_view(task_id, None)
             .await?
+            .filter(|view| caller.can_see(view.record.principal.as_deref()))
             .ok_or_else(|| PassError::NotFound(task_id.to_owned()))?;
         Ok(super::projection::project_task(view))
     }
@@ -380,10 +381,7 @@ impl Passes {
             .store
             .task(task_id)
             .await?
-            .filter(|r| match caller {
-                Caller::Operator => true,
-                Caller::Principal(name) => r.principal.as_deref() == Some(name.as_str()),
-            })
+            .filter(|r| caller.can_see(r.principal.as_deref()))
             .ok_or_else(|| PassError::NotFound(task_id.to_owned()))?;
         Ok(record)
     }

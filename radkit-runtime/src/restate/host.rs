@@ -15,7 +15,7 @@ use crate::engine::hosted::{Start, TaskReply};
 use crate::engine::machine::{Action, Effect, MachineSkill, NewTask, Output};
 use crate::engine::{check_no_hooks, machine_skills, Agents, EngineBuilder, EngineError};
 use crate::flow::EffectError;
-use crate::journal::{now_ms, JournalRecord};
+use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::{Message, TaskState};
 use crate::store::{Append, Store, StoreError};
 
@@ -194,19 +194,14 @@ impl RestateHost {
         };
         let task_id = task.task_id.clone();
         let mut m = skill.start(task, now).map_err(terminal)?;
-        // The journal as persisted, to resume the machine from when a call's recheck comes.
-        let mut journal: Vec<JournalRecord> = Vec::new();
+        // The appends as persisted (their entries shared, not copied), to resume the machine from
+        // when a call's recheck comes.
+        let mut persisted: Vec<(u64, i64, Arc<[Entry]>)> = Vec::new();
         let mut canceled = false;
         loop {
             match m.poll(now) {
                 Output::Persist(append) => {
-                    journal.extend((append.first_seq..).zip(append.entries.iter()).map(
-                        |(seq, entry)| JournalRecord {
-                            seq,
-                            at_ms: append.at_ms,
-                            entry: entry.clone(),
-                        },
-                    ));
+                    persisted.push((append.first_seq, append.at_ms, append.entries.clone()));
                     let store = self.store.clone();
                     let name = format!("append {}", append.first_seq);
                     now = ctx
@@ -267,6 +262,7 @@ impl RestateHost {
                         // A call's recheck: only a machine resumed from the journal asks its
                         // callee again (as the next pass would).
                         Woke::Timer if m.has_waiting_calls() => {
+                            let journal = records(&persisted);
                             m = skill.resume(&task_id, &journal, now).map_err(terminal)?;
                         }
                         Woke::Timer => {}
@@ -308,6 +304,22 @@ const CANCEL: &str = "cancel";
 /// The promise a reply to the wait that began at `seq` resolves.
 fn input_promise(seq: u64) -> String {
     format!("input-{seq}")
+}
+
+/// The journal records of `persisted` appends (first seq, time, entries).
+fn records(persisted: &[(u64, i64, Arc<[Entry]>)]) -> Vec<JournalRecord> {
+    persisted
+        .iter()
+        .flat_map(|(first_seq, at_ms, entries)| {
+            (*first_seq..)
+                .zip(entries.iter())
+                .map(|(seq, entry)| JournalRecord {
+                    seq,
+                    at_ms: *at_ms,
+                    entry: entry.clone(),
+                })
+        })
+        .collect()
 }
 
 /// The time, journaled: a replay sees the same.
