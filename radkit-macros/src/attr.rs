@@ -19,13 +19,16 @@ pub struct SkillAttrs {
     pub krate: Option<Path>,
     /// `register = false`: no inventory registration (the skill is served explicitly).
     pub register: Option<syn::LitBool>,
+    /// `while_working = "refuse" | "queue"`: what a message sent while a task works does (an
+    /// interrupting skill marks its `#[step(interrupt)]` instead).
+    pub while_working: Option<LitStr>,
     /// True when any argument was given (a bare `#[flow_skill]` takes the struct's metadata).
     pub any: bool,
     /// The first argument's key, for errors about the arguments as a whole.
     pub first_span: Option<Span>,
 }
 
-const SKILL_KEYS: &str = "`id`, `name`, `description`, `version`, `tags`, `examples`, `input_modes`, `output_modes`, `register` or `crate`";
+const SKILL_KEYS: &str = "`id`, `name`, `description`, `version`, `tags`, `examples`, `input_modes`, `output_modes`, `while_working`, `register` or `crate`";
 
 fn string(expr: &Expr) -> syn::Result<LitStr> {
     match expr {
@@ -129,6 +132,20 @@ impl SkillAttrs {
                         let lit = string(&nv.value)?;
                         attrs.krate = Some(lit.parse()?);
                     }
+                    "while_working" => {
+                        let lit = string(&nv.value)?;
+                        match lit.value().as_str() {
+                            "refuse" | "queue" => attrs.while_working = Some(lit),
+                            "interrupt" => return Err(syn::Error::new_spanned(
+                                &lit,
+                                "a skill is interrupted by messages sent while a task works when one of its steps is marked #[step(interrupt)]; mark that step instead",
+                            )),
+                            _ => return Err(syn::Error::new_spanned(
+                                &lit,
+                                "unknown `while_working` choice; expected `\"refuse\"` or `\"queue\"` (or mark a step #[step(interrupt)])",
+                            )),
+                        }
+                    }
                     _ => {
                         return Err(syn::Error::new_spanned(
                             &nv.path,
@@ -158,6 +175,8 @@ impl SkillAttrs {
 #[derive(Default)]
 pub struct StepAttrs {
     pub start: Option<Span>,
+    /// `interrupt`: the step a message sent while the task works runs.
+    pub interrupt: Option<Span>,
     pub resume_from: Option<LitStr>,
     /// Errors in the arguments; the valid ones above are still recorded so that one bad key does not
     /// also report "no start step".
@@ -172,6 +191,10 @@ impl Parse for StepAttrs {
             let error = match &meta {
                 Meta::Path(p) if p.is_ident("start") => {
                     attrs.start = Some(syn::spanned::Spanned::span(p));
+                    None
+                }
+                Meta::Path(p) if p.is_ident("interrupt") => {
+                    attrs.interrupt = Some(syn::spanned::Spanned::span(p));
                     None
                 }
                 Meta::NameValue(nv) if nv.path.is_ident("resume_from") => match string(&nv.value) {
@@ -191,7 +214,7 @@ impl Parse for StepAttrs {
                         .get_ident()
                         .map(ToString::to_string)
                         .unwrap_or_else(|| "..".to_owned());
-                    Some(syn::Error::new_spanned(key, format!("unknown argument `{name}` in #[step(..)]; expected `start` or `resume_from = \"..\"`")))
+                    Some(syn::Error::new_spanned(key, format!("unknown argument `{name}` in #[step(..)]; expected `start`, `interrupt` or `resume_from = \"..\"`")))
                 }
             };
             if let Some(e) = error {

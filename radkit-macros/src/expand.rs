@@ -318,6 +318,13 @@ fn generate(
                 (#state::__Start, #krate::__private::Event::UserMessage { message: #bind_message }) => { #seeded }
             });
         }
+        if step.attrs.interrupt.is_some() && step.attrs.resume_from.is_none() {
+            // A message sent while the task works, whatever state it was in: seeded like a start.
+            let seeded = call(krate, step, true, &l);
+            arms.push(quote! {
+                (_, #krate::__private::Event::Interrupted { message: #bind_message }) => { #seeded }
+            });
+        }
         let run = call(krate, step, false, &l);
         if step.attrs.resume_from.is_some() {
             arms.push(quote! {
@@ -330,6 +337,12 @@ fn generate(
         }
     }
 
+    // A skill with an interrupt step is interrupted by messages sent while a task works.
+    let interrupts = if skill.steps.iter().any(|s| s.attrs.interrupt.is_some()) {
+        quote!(.while_working(#krate::flow::WhileWorking::Interrupt))
+    } else {
+        TokenStream::new()
+    };
     let step_infos = skill.steps.iter().zip(gotos.iter()).map(|(s, g)| {
         let name = &s.name;
         let start = s.is_start();
@@ -453,7 +466,7 @@ fn generate(
                 type State = #state;
 
                 fn info(&self) -> #krate::__private::SkillInfo {
-                    #krate::__private::skill_info(&__RADKIT_META, ::std::vec![#(#step_infos),*])
+                    #krate::__private::skill_info(&__RADKIT_META, ::std::vec![#(#step_infos),*])#interrupts
                 }
 
                 fn initial_state(&self) -> #state {

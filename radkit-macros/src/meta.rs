@@ -62,6 +62,10 @@ pub fn meta_value(attrs: &SkillAttrs, docs: &str, krate: &TokenStream) -> syn::R
         lits(&attrs.input_modes),
         lits(&attrs.output_modes),
     );
+    let while_working = match attrs.while_working.as_ref().map(syn::LitStr::value).as_deref() {
+        Some("queue") => quote!(#krate::flow::WhileWorking::Queue),
+        _ => quote!(#krate::flow::WhileWorking::Refuse),
+    };
     Ok(quote! {
         #krate::flow::rules::Meta {
             id: #id,
@@ -72,6 +76,7 @@ pub fn meta_value(attrs: &SkillAttrs, docs: &str, krate: &TokenStream) -> syn::R
             examples: #examples,
             input_modes: #input_modes,
             output_modes: #output_modes,
+            while_working: #while_working,
         }
     })
 }

@@ -88,6 +88,27 @@ pub fn validate(skill: &Skill, call_site: proc_macro2::Span) -> (Option<syn::Err
             }
         }
     }
+    // The interrupt step receives a message sent while the task works: one destination, which must
+    // take the message (as a start step does) and is entered from any state, never as a reply.
+    let interrupts: Vec<_> = skill
+        .steps
+        .iter()
+        .filter(|s| s.attrs.interrupt.is_some())
+        .collect();
+    if let [first, rest @ ..] = interrupts.as_slice() {
+        for extra in rest {
+            let span = extra.attrs.interrupt.unwrap_or(extra.span);
+            push(&mut errors, syn::Error::new(span, format!("multiple #[step(interrupt)] methods; `{}` already receives the messages that interrupt a task", first.name)));
+        }
+        for step in &interrupts {
+            let span = step.attrs.interrupt.unwrap_or(step.span);
+            if step.attrs.resume_from.is_some() {
+                push(&mut errors, syn::Error::new(span, format!("`{}` cannot be both the interrupt step and a resume step; remove `interrupt` or `resume_from`", step.name)));
+            } else if step.sig_ok && !step.params.iter().any(|p| is_content(&p.ty)) {
+                push(&mut errors, syn::Error::new(step.ident.span(), format!("interrupt step `{}` has no `Content` parameter, so the message that interrupts the task would be dropped; add `msg: Content`, or `_: Content` to ignore it", step.name)));
+            }
+        }
+    }
     for (i, step) in skill.steps.iter().enumerate() {
         let Some(target) = &step.attrs.resume_from else {
             continue;

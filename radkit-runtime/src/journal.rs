@@ -130,6 +130,21 @@ pub enum Entry {
     },
     /// A cancel was requested.
     CancelRequested,
+    /// A user message arrived while the task worked and was kept (the skill queues such messages or
+    /// is interrupted by them; part of the history).
+    MessageQueued {
+        /// The message.
+        message: Message,
+        /// It interrupts the task (else it waits for the task's next question).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupt: bool,
+    },
+    /// A queued message was handed to the skill: as the answer to the question just asked, or (an
+    /// interrupting one) to the skill's interrupt step, whose visit follows.
+    QueuedDelivered {
+        /// The queued message's id.
+        message_id: String,
+    },
     /// A compensation ran for a `Compensate` command.
     Compensated {
         /// The compensated command.
@@ -192,6 +207,8 @@ impl Entry {
             Entry::ArtifactEmitted { .. } => "artifact_emitted",
             Entry::StatusChanged { .. } => "status_changed",
             Entry::CancelRequested => "cancel_requested",
+            Entry::MessageQueued { .. } => "message_queued",
+            Entry::QueuedDelivered { .. } => "queued_delivered",
             Entry::Compensated { .. } => "compensated",
             Entry::Checkpoint { .. } => "checkpoint",
             Entry::CallStarted { .. } => "call_started",
@@ -220,6 +237,8 @@ pub enum TransitionKind {
     Ignore,
     /// The skill was told of a cancel.
     Cancel,
+    /// The visit was interrupted by a message sent while it ran; it made no transition.
+    Interrupt,
 }
 
 impl TransitionKind {
@@ -242,6 +261,7 @@ impl TransitionKind {
             TransitionKind::Reject => "reject",
             TransitionKind::Ignore => "ignore",
             TransitionKind::Cancel => "cancel",
+            TransitionKind::Interrupt => "interrupt",
         }
     }
 }

@@ -137,6 +137,7 @@ pub fn skill_info(meta: &Meta, steps: Vec<StepInfo>) -> SkillInfo {
         None => SkillInfo::graph_version(&steps),
     };
     info.steps = steps;
+    info.while_working = meta.while_working;
     info
 }
 

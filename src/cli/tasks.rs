@@ -72,6 +72,12 @@ pub fn describe(record: &JournalRecord) -> String {
             )
         }
         Entry::MessageReceived { message } => format!("user: {}", short(&message.joined_texts())),
+        Entry::MessageQueued { message, interrupt } => format!(
+            "user, while working ({}): {}",
+            if *interrupt { "interrupts" } else { "queued" },
+            short(&message.joined_texts())
+        ),
+        Entry::QueuedDelivered { message_id } => format!("delivered queued message {message_id}"),
         Entry::Activated {
             visit, step, event, ..
         } => format!("step `{step}` (visit {visit}) on {}", event.kind_name()),

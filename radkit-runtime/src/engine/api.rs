@@ -10,7 +10,7 @@ use super::run::{self, RunState, TaskRun};
 use super::{
     command, Boundary, Caller, Engine, EngineBuilder, EngineError, Request, Snapshot, Subscription,
 };
-use crate::flow::{ErasedSkill, PermissionMode, SkillInfo};
+use crate::flow::{ErasedSkill, PermissionMode, SkillInfo, WhileWorking};
 use crate::journal::{json_depth, now_ms, Entry, JournalRecord, MAX_MESSAGE_DEPTH};
 use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
 use crate::store::{NewLease, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN};
@@ -432,7 +432,20 @@ impl Engine {
         task_id: &str,
         message: &Message,
     ) -> Result<Option<TaskRecord>, EngineError> {
+        self.takes_message(caller, task_id, message, false).await
+    }
+
+    /// [`Engine::awaiting_reply`], also taking a message for a task that works when
+    /// `keeps_while_working` (its skill keeps such messages).
+    async fn takes_message(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        message: &Message,
+        keeps: bool,
+    ) -> Result<Option<TaskRecord>, EngineError> {
         let record = self.visible(caller, task_id).await?;
+        let keeps_while_working = keeps && self.while_working(&record).is_some();
         if self.received_before(task_id, message).await? {
             return Ok(None);
         }
@@ -442,7 +455,7 @@ impl Engine {
                 state: record.state,
             });
         }
-        if record.state != TaskState::InputRequired {
+        if record.state != TaskState::InputRequired && !keeps_while_working {
             // The row changes in the same statement as the journal: the task is not waiting (it is
             // working, or sleeping on a timer). Said at once, not after the run ends.
             return Err(EngineError::NotAwaitingInput {
@@ -453,19 +466,35 @@ impl Engine {
         Ok(Some(record))
     }
 
+    /// What the skill of task `record` does with a message sent while the task works: `None` to
+    /// refuse it, else keep it (`Some(true)`: it interrupts the task). A skill not registered here
+    /// refuses.
+    fn while_working(&self, record: &TaskRecord) -> Option<bool> {
+        let skill = self.inner.skills.get(&record.skill_id)?;
+        match skill.info().while_working {
+            WhileWorking::Queue => Some(false),
+            WhileWorking::Interrupt => Some(true),
+            _ => None,
+        }
+    }
+
     async fn answer(
         &self,
         caller: &Caller,
         task_id: &str,
         mut message: Message,
     ) -> Result<(), EngineError> {
-        let Some(record) = self.awaiting_reply(caller, task_id, &message).await? else {
+        let Some(record) = self.takes_message(caller, task_id, &message, true).await? else {
             return Ok(());
         };
+        let keeps = self.while_working(&record);
         if let Some(run) = self.inner.live.running(task_id) {
             // A run is live (a slow call of the visit that asked, an effect beside a question):
             // it takes the reply into its journal itself, and re-runs the visit once it is over.
-            if take_reply_live(&run, &message) {
+            // A message while it works is kept in its journal the same way, for the skill.
+            let taken = take_reply_live(&run, &message)
+                || keeps.is_some_and(|interrupt| keep_live(&run, &message, interrupt));
+            if taken {
                 run.flush().await?;
                 self.inner.crash_at(Boundary::Resuming, &run, None, None);
                 return Ok(());
@@ -503,6 +532,26 @@ impl Engine {
                     task_id: task_id.to_string(),
                     state,
                 });
+            }
+            // The task works (a timer, a callee, another worker's wake): its skill keeps the
+            // message. An interrupting one is delivered now; a queued one waits for a question.
+            _ if keeps.is_some() && !run.lock().cancel_requested() => {
+                let interrupt = keeps == Some(true);
+                message.context_id = Some(run.context_id.to_string());
+                run.lock().queue_message(message, interrupt);
+                if let Err(e) = run.flush().await {
+                    self.inner.disown(&run).await;
+                    return Err(e.into());
+                }
+                if self.inner.crash_at(Boundary::Resuming, &run, None, None) {
+                    return Ok(());
+                }
+                if interrupt {
+                    self.inner.spawn_drive(run, guard);
+                } else {
+                    self.inner.disown(&run).await;
+                }
+                return Ok(());
             }
             _ => {
                 self.inner.disown(&run).await;
@@ -953,6 +1002,24 @@ fn take_reply_live(run: &TaskRun, message: &Message) -> bool {
     let mut message = message.clone();
     message.context_id = Some(run.context_id.to_string());
     command::receive_reply(&mut st, message, Some(ask), open_visit);
+    true
+}
+
+/// Keep `message`, sent while the task works, in the live run's journal (see
+/// [`WhileWorking`]); false when the run cannot take it (its driver stopped, the task ended or is
+/// canceling, or it waits for input: then the message is a reply).
+fn keep_live(run: &TaskRun, message: &Message, interrupt: bool) -> bool {
+    let mut st = run.lock();
+    if st.closed
+        || st.status().is_terminal()
+        || st.cancel_requested()
+        || st.status() == TaskState::InputRequired
+    {
+        return false;
+    }
+    let mut message = message.clone();
+    message.context_id = Some(run.context_id.to_string());
+    st.queue_message(message, interrupt);
     true
 }
 

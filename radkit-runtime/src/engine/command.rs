@@ -9,7 +9,7 @@ use crate::journal::Entry;
 use crate::model::{Message, TaskState};
 
 /// What issuing a command journaled, and what it needs next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Issued {
     /// Carried out by journaling it (an emitted message, progress, an artifact): its receipt is
     /// written too.
@@ -19,6 +19,9 @@ pub(crate) enum Issued {
     Waits(Option<i64>),
     /// An effect (model or tool call) to perform, or a call to start or to resume.
     Perform,
+    /// A question answered at once by a message kept while the task worked: its receipt (this
+    /// value) is journaled.
+    Answered(serde_json::Value),
 }
 
 /// Journal `cmd` as command `id`, issued at `now_ms` by a transition or (`transition` false) inside a
@@ -59,6 +62,13 @@ pub(crate) fn issue(
                 ask: Some(id.clone()),
             };
             st.issue(id, cmd, transition);
+            if let Some(message) = take_queued(st) {
+                // A message kept while the task worked answers the question at once.
+                st.push(asked);
+                let value = reply_value(&message);
+                st.record_receipt(ok(id, value.clone()));
+                return Issued::Answered(value);
+            }
             if let Some(at) = deadline {
                 st.set_timer(id, at);
             }
@@ -245,6 +255,16 @@ pub(crate) fn receive_reply(
             rerun: Some(visit),
         });
     }
+}
+
+/// Take the oldest message kept for the task's next question (`WhileWorking::Queue`), journaling
+/// its delivery: the question just journaled gets it as its answer.
+pub(crate) fn take_queued(st: &mut RunState) -> Option<Message> {
+    let queued = st.inbox().iter().find(|q| !q.interrupt)?.message.clone();
+    st.push(Entry::QueuedDelivered {
+        message_id: queued.message_id.clone(),
+    });
+    Some(queued)
 }
 
 /// The reply to a question as its receipt's value.

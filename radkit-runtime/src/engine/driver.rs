@@ -44,7 +44,7 @@ impl Inner {
             if run.is_halted() {
                 return Stop::Halted;
             }
-            let (work, cancel) = {
+            let (work, cancel, abandoned) = {
                 let mut st = run.lock();
                 let cancel = !st.status().is_terminal() && st.cancel_requested();
                 let work = if cancel {
@@ -52,8 +52,12 @@ impl Inner {
                 } else {
                     rules::next_work(&mut st)
                 };
-                (work, cancel)
+                (work, cancel, std::mem::take(&mut st.abandoned))
             };
+            if !abandoned.is_empty() {
+                // A callee working for a call an interrupt cut off works for nobody now.
+                self.cancel_abandoned(&run, abandoned);
+            }
             if cancel {
                 return self.finish_canceled(&run).await;
             }
@@ -66,7 +70,10 @@ impl Inner {
                     // A cancel, or a reply taken while the task settled (during its last flush),
                     // is carried out now; from the close on, neither reaches this run (see
                     // `closed`).
-                    if !st.status().is_terminal() && (st.cancel_requested() || !st.queue.is_empty())
+                    if !st.status().is_terminal()
+                        && (st.cancel_requested()
+                            || !st.queue.is_empty()
+                            || st.interrupt_pending())
                     {
                         continue;
                     }

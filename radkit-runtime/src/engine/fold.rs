@@ -97,6 +97,20 @@ pub(crate) struct Folded {
     activated: bool,
     cancel_requested: bool,
     cancel_delivered: bool,
+    /// Messages that arrived while the task worked and are not delivered yet, oldest first.
+    inbox: Vec<Queued>,
+    /// The `seq` of the queued message delivered to the interrupt step, until its visit begins.
+    interrupt: Option<u64>,
+}
+
+/// A message kept for later ([`Entry::MessageQueued`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Queued {
+    /// The `seq` of its `message_queued` entry.
+    pub seq: u64,
+    pub message: crate::model::Message,
+    /// It interrupts the task (else it answers the next question).
+    pub interrupt: bool,
 }
 
 impl Folded {
@@ -120,6 +134,8 @@ impl Folded {
             activated: false,
             cancel_requested: false,
             cancel_delivered: false,
+            inbox: Vec::new(),
+            interrupt: None,
         }
     }
 
@@ -203,6 +219,27 @@ impl Folded {
             // A cancel journaled after the task decided its end is ignored: the task finishes as
             // decided.
             Entry::CancelRequested => self.cancel_requested |= self.ended.is_none(),
+            Entry::MessageQueued { message, interrupt } => self.inbox.push(Queued {
+                seq,
+                message: message.clone(),
+                interrupt: *interrupt,
+            }),
+            Entry::QueuedDelivered { message_id } => {
+                if let Some(i) = self
+                    .inbox
+                    .iter()
+                    .position(|q| q.message.message_id == *message_id)
+                {
+                    let queued = self.inbox.remove(i);
+                    if queued.interrupt {
+                        self.interrupt = Some(queued.seq);
+                    } else {
+                        // The answer to the question just asked: consumed by the visit it starts
+                        // (an `await_input`) or by the question's receipt (a `ctx.ask`).
+                        self.unconsumed = Some(queued.seq);
+                    }
+                }
+            }
             Entry::Compensated { id, .. } => self.compensable.retain(|c| c != id),
             Entry::Checkpoint {
                 visit,
@@ -276,7 +313,11 @@ impl Folded {
                 self.delivered.insert(id.clone());
             }
             Event::Cancel => self.cancel_delivered = true,
-            _ => {}
+            Event::Interrupted { .. } => {
+                self.interrupt = None;
+                self.awaiting = None;
+            }
+            Event::Enter => {}
         }
     }
 
@@ -377,6 +418,19 @@ impl Folded {
     /// A visit happened (or a checkpoint stands for some).
     pub fn has_activated(&self) -> bool {
         self.activated
+    }
+    /// Messages that arrived while the task worked, not delivered yet (oldest first).
+    pub fn inbox(&self) -> &[Queued] {
+        &self.inbox
+    }
+    /// An interrupting message waits to be delivered: the running visit stops at its next call.
+    pub fn interrupt_pending(&self) -> bool {
+        self.inbox.iter().any(|q| q.interrupt)
+    }
+    /// The `seq` of the `message_queued` entry whose message the interrupt step is to receive
+    /// (delivered, its visit not begun yet).
+    pub fn interrupt_delivered(&self) -> Option<u64> {
+        self.interrupt
     }
     /// A cancel was requested (and the task had not decided its end).
     pub fn cancel_requested(&self) -> bool {

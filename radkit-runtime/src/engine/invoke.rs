@@ -231,6 +231,7 @@ impl StepInvoker {
         self.flush_batch().await?;
         match issued {
             Issued::Journaled => Ok(serde_json::Value::Null),
+            Issued::Answered(value) => Ok(value),
             Issued::Waits(wake) => {
                 if let Some(at) = wake {
                     self.engine.schedule_timer(run.task_id.to_string(), at);

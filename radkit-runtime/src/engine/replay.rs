@@ -130,6 +130,9 @@ impl Plan {
         } else {
             plan.between_visits(fold, &entry_at, now_ms)?;
         }
+        if !fold.status().is_terminal() && fold.ended().is_none() && !fold.cancel_requested() {
+            plan.interrupt(fold, &entry_at)?;
+        }
         Ok(plan)
     }
 
@@ -233,9 +236,34 @@ impl Plan {
         Ok(())
     }
 
-    /// Deliver the user message `entry` (a `message_received` entry) to the current state.
+    /// A message that interrupts the task: delivered (its step's visit not begun), it is queued
+    /// first; kept, the driver's first look at its queue delivers it (`rules::next_work`). Either
+    /// way the task is runnable, whatever it waited for.
+    fn interrupt<'r>(
+        &mut self,
+        fold: &Folded,
+        entry_at: &impl Fn(u64) -> Result<&'r Entry, String>,
+    ) -> Result<(), String> {
+        if let Some(seq) = fold.interrupt_delivered() {
+            if let Entry::MessageQueued { message, .. } = entry_at(seq)? {
+                self.queue.push_front(Work::Activate {
+                    event: Event::Interrupted {
+                        message: message.clone(),
+                    },
+                    rerun: None,
+                });
+            }
+        }
+        if fold.interrupt_delivered().is_some() || fold.interrupt_pending() {
+            self.wait = Wait::Runnable;
+        }
+        Ok(())
+    }
+
+    /// Deliver the user message `entry` (a `message_received` entry, or a `message_queued` one
+    /// delivered to a question) to the current state.
     fn deliver(&mut self, entry: &Entry) {
-        if let Entry::MessageReceived { message } = entry {
+        if let Entry::MessageReceived { message } | Entry::MessageQueued { message, .. } = entry {
             self.queue.push_back(Work::Activate {
                 event: Event::UserMessage {
                     message: message.clone(),

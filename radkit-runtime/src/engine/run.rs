@@ -63,6 +63,8 @@ pub(crate) struct RunState {
     /// The time a host passed in (the sans-IO `TaskMachine` sets it for each pass); `None` reads
     /// the wall clock (the long-running engine).
     pub clock_ms: Option<i64>,
+    /// Calls an interrupt abandoned whose callee's task the host cancels (`rules::interrupt`).
+    pub abandoned: Vec<crate::engine::machine::rules::Abandoned>,
 }
 
 /// What a run has buffered and not committed: the entries (from `first_seq`), the row's new state and
@@ -110,6 +112,7 @@ impl RunState {
             visit_event: None,
             call_timeout: std::time::Duration::MAX,
             clock_ms: None,
+            abandoned: Vec::new(),
         };
         st.row_wakes = st.cancel_requested() || st.waits_by_row();
         st
@@ -169,6 +172,17 @@ impl RunState {
         true
     }
 
+    /// Keep `message`, sent while the task works, for the skill (see
+    /// [`crate::flow::WhileWorking`]): journaled with the next flush. An interrupting message makes
+    /// the task's row due now, so that one cut off by a crash before its delivery is found.
+    pub fn queue_message(&mut self, message: crate::model::Message, interrupt: bool) {
+        self.push(Entry::MessageQueued { message, interrupt });
+        if interrupt {
+            let now = self.now();
+            self.set_wake(Some(now));
+        }
+    }
+
     /// The driver stops. Returns true when a cancel was asked of this run that it did not carry out
     /// (it stopped on a halt, a lost lease or a failed append).
     pub fn close(&mut self) -> bool {
@@ -217,7 +231,7 @@ impl RunState {
     /// outstanding timer (a sleep, a question's deadline, a call's recheck), else none. One timer
     /// never hides an earlier one of the same task.
     pub fn rewake(&mut self) {
-        let at = if self.cancel_requested() || self.hides_work() {
+        let at = if self.cancel_requested() || self.interrupt_pending() || self.hides_work() {
             Some(self.now())
         } else {
             self.earliest_timer()

@@ -104,6 +104,11 @@ pub enum StepError {
     /// The task was canceled while the step ran.
     #[error("task canceled")]
     Canceled,
+    /// A message sent while the step ran interrupts the task (the skill declared
+    /// `WhileWorking::Interrupt`): the visit stops, and the skill's interrupt step gets the message.
+    #[doc(hidden)]
+    #[error("interrupted by a new message")]
+    Interrupted,
     /// The step must wait (a timer or a question) and will be re-run from its top when woken.
     #[doc(hidden)]
     #[error("step suspended")]

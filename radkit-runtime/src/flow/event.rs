@@ -33,6 +33,12 @@ pub enum Event {
     Cancel,
     /// The state was entered by `goto` and runs now.
     Enter,
+    /// A message sent while the task worked, to a skill that is interrupted by such messages
+    /// ([`WhileWorking::Interrupt`](super::WhileWorking)): delivered to the state the task was in.
+    Interrupted {
+        /// The message.
+        message: Message,
+    },
 }
 
 impl Event {
@@ -44,6 +50,7 @@ impl Event {
             Event::TimerFired { .. } => "timer_fired",
             Event::Cancel => "cancel",
             Event::Enter => "enter",
+            Event::Interrupted { .. } => "interrupted",
         }
     }
 }

@@ -21,5 +21,5 @@ pub use ctx::{ArtifactStream, CallFuture, Invoker, LlmCall, RaceFuture, Raced, S
 pub use error::{EffectError, ErrorKind, StepError};
 pub use event::{Event, Outcome, Receipt};
 pub use permission::PermissionMode;
-pub use skill::{erase, ErasedSkill, FlowSkill, SkillInfo, StepInfo};
+pub use skill::{erase, ErasedSkill, FlowSkill, SkillInfo, StepInfo, WhileWorking};
 pub use transition::{Next, StepResult, StepState, Transition};

@@ -39,6 +39,9 @@ pub struct Meta {
     pub input_modes: &'static [&'static str],
     /// Output modes.
     pub output_modes: &'static [&'static str],
+    /// What a message sent while a task works does (`while_working = ".."`; a skill with a
+    /// `#[step(interrupt)]` is interrupted whatever this says).
+    pub while_working: super::WhileWorking,
 }
 
 impl Meta {
@@ -52,6 +55,7 @@ impl Meta {
         examples: &[],
         input_modes: &[],
         output_modes: &[],
+        while_working: super::WhileWorking::Refuse,
     };
 }
 

@@ -50,6 +50,48 @@ pub struct SkillInfo {
     /// checks that `on_event` follows it. False for the macros and step tables, whose edges are checked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub steps_declared: bool,
+    /// What a message sent to one of its tasks while the task works does (not an answer to a
+    /// question: the task is not waiting for input). [`WhileWorking::Refuse`] unless the skill says.
+    #[serde(default, skip_serializing_if = "WhileWorking::is_refuse")]
+    pub while_working: WhileWorking,
+}
+
+/// What a skill does with a message sent to one of its tasks while the task works (A2A lets a
+/// client send more messages to a task that is not waiting for input; agent frameworks call this
+/// "double texting"). Whatever is chosen, a message a task accepted is journaled at once and is
+/// part of its history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum WhileWorking {
+    /// The message is refused (JSON-RPC -32602 / `FAILED_PRECONDITION`): the client sends it again
+    /// once the task asks for input. The default.
+    #[default]
+    Refuse,
+    /// The message is journaled and kept: the task's next question (`await_input`, `ctx.ask`)
+    /// takes it as its answer at once instead of waiting, oldest first.
+    Queue,
+    /// The message is journaled and interrupts the task: the running visit stops at its next ctx
+    /// call (its calls without a receipt are abandoned) or, if it returns first, after its
+    /// transition, and the skill's interrupt step (`#[step(interrupt)]`, a step table's
+    /// `Step::interrupt`, a reducer's `Event::Interrupted`) receives the message.
+    Interrupt,
+}
+
+impl WhileWorking {
+    /// True for [`WhileWorking::Refuse`].
+    pub fn is_refuse(&self) -> bool {
+        *self == WhileWorking::Refuse
+    }
+
+    /// The name a skill declares it by (`refuse`, `queue`, `interrupt`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WhileWorking::Refuse => "refuse",
+            WhileWorking::Queue => "queue",
+            WhileWorking::Interrupt => "interrupt",
+        }
+    }
 }
 
 impl SkillInfo {
@@ -66,7 +108,14 @@ impl SkillInfo {
             version: "1".to_owned(),
             steps: Vec::new(),
             steps_declared: false,
+            while_working: WhileWorking::Refuse,
         }
+    }
+
+    /// With what a message sent while a task works does (see [`WhileWorking`]).
+    pub fn while_working(mut self, choice: WhileWorking) -> Self {
+        self.while_working = choice;
+        self
     }
 
     /// With a description.

@@ -70,6 +70,7 @@ pub struct Step<S: 'static> {
     start: bool,
     takes_user_message: bool,
     resume_from: Option<&'static str>,
+    interrupt: bool,
     goes_to: &'static [&'static str],
 }
 
@@ -82,6 +83,7 @@ impl<S: 'static> Step<S> {
             start: false,
             takes_user_message: false,
             resume_from: None,
+            interrupt: false,
             goes_to: &[],
         }
     }
@@ -101,6 +103,16 @@ impl<S: 'static> Step<S> {
     /// The step answers `await_input` issued in step `step` (and receives the user's reply).
     pub const fn resume_from(mut self, step: &'static str) -> Self {
         self.resume_from = Some(step);
+        self.takes_user_message = true;
+        self
+    }
+
+    /// The step a message sent while the task works runs: the skill is interrupted by such
+    /// messages ([`WhileWorking::Interrupt`](crate::flow::WhileWorking), set by [`StepTable::new`]).
+    /// The step receives the message in [`StepInput::message`] and a null payload (as the start step
+    /// does), whatever state the task was in.
+    pub const fn interrupt(mut self) -> Self {
+        self.interrupt = true;
         self.takes_user_message = true;
         self
     }
@@ -246,6 +258,9 @@ impl<S: Send + Sync + 'static> StepTable<S> {
             })
             .collect();
         info.steps_declared = false;
+        if steps.iter().any(|s| s.interrupt) {
+            info.while_working = crate::flow::WhileWorking::Interrupt;
+        }
         if info.version == "1" {
             info.version = SkillInfo::graph_version(&info.steps);
         }
@@ -282,6 +297,19 @@ impl<S: Send + Sync + 'static> FlowSkill for StepTable<S> {
     }
 
     async fn on_event(&self, state: StepState, event: Event, ctx: &StepCtx) -> StepResult {
+        if let Event::Interrupted { message } = event {
+            // The interrupt step runs whatever the task was doing, with a null payload.
+            let Some(step) = self.steps.iter().find(|s| s.interrupt) else {
+                return Ok(Transition::ignore());
+            };
+            let state = StepState {
+                step: step.name.to_owned(),
+                payload: serde_json::Value::Null,
+            };
+            return self
+                .on_event(state, Event::UserMessage { message }, ctx)
+                .await;
+        }
         let step = self.find(&state.step).ok_or_else(|| {
             StepError::msg(format!(
                 "skill `{}` has no step `{}`",

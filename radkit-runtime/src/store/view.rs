@@ -49,6 +49,7 @@ pub(crate) fn answers(entry: &Entry) -> bool {
     matches!(
         entry,
         Entry::MessageReceived { .. }
+            | Entry::QueuedDelivered { .. }
             | Entry::Activated { .. }
             | Entry::StatusChanged {
                 state: TaskState::Working
@@ -103,9 +104,9 @@ pub(crate) fn fold_journal(
     for r in journal {
         match &r.entry {
             Entry::TaskCreated { .. } => status_at_ms = r.at_ms,
-            Entry::MessageReceived { message } | Entry::MessageEmitted { message } => {
-                messages.push(message)
-            }
+            Entry::MessageReceived { message }
+            | Entry::MessageQueued { message, .. }
+            | Entry::MessageEmitted { message } => messages.push(message),
             Entry::Progress { message } => {
                 status_message = Some(message);
                 status_at_ms = r.at_ms;
@@ -227,7 +228,9 @@ impl<'a> ViewDelta<'a> {
                 self.status.get_or_insert_default();
                 self.state = Some(TaskState::Submitted);
             }
-            Entry::MessageReceived { message } | Entry::MessageEmitted { message } => {
+            Entry::MessageReceived { message }
+            | Entry::MessageQueued { message, .. }
+            | Entry::MessageEmitted { message } => {
                 self.history.push((seq, message));
             }
             Entry::Progress { message } => self.set_message(Some(message)),

@@ -32,6 +32,7 @@ mod subscription;
 mod suite;
 mod tools_registry;
 mod waiting;
+mod while_working;
 
 fn main() -> std::process::ExitCode {
     support::harness::main()

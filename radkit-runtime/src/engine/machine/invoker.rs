@@ -196,6 +196,7 @@ impl MachineInvoker {
                     };
                     match issued {
                         Issued::Journaled => Ok(serde_json::Value::Null),
+                        Issued::Answered(value) => Ok(value),
                         Issued::Waits(_) => Err(StepError::Suspended),
                         Issued::Perform => {
                             self.desk.request(id.clone(), cmd, 0);

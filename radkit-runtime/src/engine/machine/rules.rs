@@ -76,7 +76,10 @@ pub(crate) fn begin_visit(
     let step = skill.step_name(&state);
     st.visit_event = Some((visit, event.clone()));
     if rerun.is_none() {
-        if matches!(event, Event::UserMessage { .. }) {
+        if matches!(
+            event,
+            Event::UserMessage { .. } | Event::Interrupted { .. }
+        ) {
             st.set_status(TaskState::Working);
         }
         st.push(Entry::Activated {
@@ -95,6 +98,9 @@ pub(crate) fn next_work(st: &mut RunState) -> Option<Work> {
     if st.status().is_terminal() {
         return None;
     }
+    if st.interrupt_pending() && !st.cancel_requested() && st.ended().is_none() {
+        interrupt(st);
+    }
     let mut work = st.queue.pop_front();
     while let Some(Work::Activate {
         rerun: Some(visit), ..
@@ -108,6 +114,73 @@ pub(crate) fn next_work(st: &mut RunState) -> Option<Work> {
     work
 }
 
+/// Deliver the oldest interrupting message ([`crate::flow::WhileWorking::Interrupt`]): the open
+/// visit (stopped at a call, or suspended in one) is closed as interrupted and its calls without a
+/// receipt are abandoned (an error receipt each; a callee's task is the host's to cancel, see
+/// [`RunState::abandoned`]); a `goto`'s entry and re-runs of the closed visit no longer apply; the
+/// interrupt step's visit is queued first. Transition commands still deliver their results.
+pub(crate) fn interrupt(st: &mut RunState) {
+    let Some(queued) = st.inbox().iter().find(|q| q.interrupt).cloned() else {
+        return;
+    };
+    if let Some(open) = st.open() {
+        let mut unanswered: Vec<(InvocationId, u64)> = st
+            .commands()
+            .iter()
+            .filter(|(_, c)| !c.transition && c.receipt.is_none())
+            .map(|(id, c)| (id.clone(), c.issued_seq))
+            .collect();
+        unanswered.sort_by_key(|(_, seq)| *seq);
+        for (id, _) in unanswered {
+            let Some(rec) = st.command(&id).cloned() else {
+                continue;
+            };
+            let error = EffectError::permanent(format!(
+                "abandoned: {} was cut off when a new message interrupted visit {}",
+                rec.cmd.kind.fingerprint(),
+                open.visit
+            ));
+            if rec.cmd.kind.is_call() {
+                let callee = rec.callee.as_ref().map(|c| c.task_id.clone());
+                st.abandoned.push((id.clone(), rec.cmd.clone(), callee));
+            }
+            st.record_receipt(Receipt {
+                id,
+                attempt: rec.attempts.max(1),
+                outcome: Err(error),
+                usage: None,
+            });
+        }
+        st.push(Entry::Transitioned {
+            visit: open.visit,
+            next: TransitionKind::Interrupt,
+            state: None,
+        });
+    }
+    st.push(Entry::QueuedDelivered {
+        message_id: queued.message.message_id.clone(),
+    });
+    st.rewake();
+    st.queue.retain(|w| {
+        matches!(
+            w,
+            Work::Execute(_)
+                | Work::Activate {
+                    event: Event::UserMessage { .. }
+                        | Event::CommandResult { .. }
+                        | Event::TimerFired { .. },
+                    rerun: None,
+                }
+        )
+    });
+    st.queue.push_front(Work::Activate {
+        event: Event::Interrupted {
+            message: queued.message,
+        },
+        rerun: None,
+    });
+}
+
 /// True when the queue is empty and nothing can ever wake the task: no input asked, no command,
 /// timer or call outstanding. The task then fails with [`STUCK`]. Work queued since the host found
 /// the queue empty (a reply the engine took into the live run while its driver settled: the
@@ -116,6 +189,7 @@ pub(crate) fn stuck(st: &RunState) -> bool {
     let waiting = st.status().is_terminal()
         || st.status() == TaskState::InputRequired
         || st.has_outstanding_wake()
+        || st.interrupt_pending()
         || !st.queue.is_empty();
     !waiting
 }
@@ -253,7 +327,13 @@ fn journal_transition(
 /// Every `every` visits, after a `goto` that leaves nothing outstanding, journal a checkpoint
 /// (replay restarts from it); the fold then forgets the commands only replay needed.
 fn checkpoint(st: &mut RunState, visit: u64, every: u64) {
-    if every == 0 || !visit.is_multiple_of(every) || st.cancel_requested() {
+    // A checkpoint forgets the entries before it: none while a queued message waits.
+    if every == 0
+        || !visit.is_multiple_of(every)
+        || st.cancel_requested()
+        || !st.inbox().is_empty()
+        || st.interrupt_delivered().is_some()
+    {
         return;
     }
     let quiet = st.queue.len() == 1 && st.commands().values().all(|c| c.receipt.is_some());
@@ -295,6 +375,14 @@ fn follow(st: &mut RunState, next: Next<serde_json::Value>) -> After {
                 resume: Some(state),
                 ask: None,
             });
+            if let Some(message) = command::take_queued(st) {
+                // A message kept while the task worked answers at once.
+                st.queue.push_back(Work::Activate {
+                    event: Event::UserMessage { message },
+                    rerun: None,
+                });
+                return After::Continue;
+            }
             st.set_status(TaskState::InputRequired);
             After::AwaitInput
         }
@@ -328,6 +416,8 @@ pub(crate) fn after_visit(
             ctx.checkpoint_every,
         )),
         Err(StepError::Suspended) => AfterVisit::Suspended,
+        // The visit stopped at a call: `next_work` closes it and delivers the message.
+        Err(StepError::Interrupted) => AfterVisit::Then(After::Continue),
         Err(StepError::Halted) => AfterVisit::Halted,
         Err(StepError::Canceled) => AfterVisit::Canceled,
         Err(other) => AfterVisit::Then(After::Fail(other.to_string())),
@@ -501,6 +591,9 @@ pub(crate) fn find(
 ) -> Result<Found, StepError> {
     if st.cancel_requested() {
         return Err(StepError::Canceled);
+    }
+    if st.interrupt_pending() {
+        return Err(StepError::Interrupted);
     }
     Ok(match st.command(id) {
         Some(rec) if rec.cmd.kind.fingerprint() != cmd.kind.fingerprint() => {

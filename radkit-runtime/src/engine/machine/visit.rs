@@ -73,8 +73,9 @@ impl VisitStop {
     pub fn note(&self, e: &StepError) {
         let level = match e {
             StepError::Suspended => 1,
-            StepError::Canceled => 2,
-            StepError::Halted => 3,
+            StepError::Interrupted => 2,
+            StepError::Canceled => 3,
+            StepError::Halted => 4,
             _ => return,
         };
         self.level.fetch_max(level, Ordering::SeqCst);
@@ -94,11 +95,11 @@ impl VisitStop {
     }
 
     /// The error the visit stops with, whatever the step returned: a halt or a cancel first,
-    /// then a misuse, then a suspension.
+    /// then a misuse, then an interrupt, then a suspension.
     pub fn error(&self) -> Option<StepError> {
         match self.level.load(Ordering::SeqCst) {
-            3 => return Some(StepError::Halted),
-            2 => return Some(StepError::Canceled),
+            4 => return Some(StepError::Halted),
+            3 => return Some(StepError::Canceled),
             _ => {}
         }
         if let Some(reason) = self
@@ -109,7 +110,11 @@ impl VisitStop {
         {
             return Some(StepError::Failed(reason));
         }
-        (self.level.load(Ordering::SeqCst) == 1).then_some(StepError::Suspended)
+        match self.level.load(Ordering::SeqCst) {
+            2 => Some(StepError::Interrupted),
+            1 => Some(StepError::Suspended),
+            _ => None,
+        }
     }
 }
 
@@ -155,7 +160,12 @@ impl VisitStop {
     /// The error that refuses a race's record: the visit halted, was canceled or misused.
     pub fn refuses_record(&self) -> Option<StepError> {
         match self.error() {
-            Some(stop @ (StepError::Halted | StepError::Canceled | StepError::Failed(_))) => {
+            Some(
+                stop @ (StepError::Halted
+                | StepError::Canceled
+                | StepError::Interrupted
+                | StepError::Failed(_)),
+            ) => {
                 Some(stop)
             }
             _ => None,

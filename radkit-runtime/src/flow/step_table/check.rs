@@ -67,6 +67,14 @@ pub enum TableProblem {
         /// Every step, in table order.
         steps: Vec<String>,
     },
+    /// A second row is marked `.interrupt()`: a message that interrupts the task must have exactly
+    /// one destination.
+    MultipleInterruptSteps {
+        /// The first interrupt step.
+        first: String,
+        /// The extra one.
+        step: String,
+    },
     /// A `.goes_to(..)` names a resume step, which only the user's reply can enter.
     GotoResumeStep {
         /// The row.
@@ -99,6 +107,10 @@ impl std::fmt::Display for TableProblem {
             TableProblem::MultipleStartSteps { first, step } => write!(
                 f,
                 "multiple start steps; `{first}` is already the start step, so remove `.start()` from `{step}`"
+            ),
+            TableProblem::MultipleInterruptSteps { first, step } => write!(
+                f,
+                "multiple interrupt steps; `{first}` already receives the messages that interrupt a task, so remove `.interrupt()` from `{step}`"
             ),
             TableProblem::StartAndResume { step } => write!(
                 f,
@@ -271,6 +283,16 @@ pub(super) fn problems<S: 'static>(steps: &[Step<S>]) -> Vec<TableProblem> {
         problems.push(TableProblem::NoStartStep {
             steps: names.clone(),
         });
+    }
+    // At most one interrupt step: a message that interrupts the task has one destination.
+    let mut interrupts = steps.iter().filter(|s| s.interrupt);
+    if let Some(first) = interrupts.next() {
+        for step in interrupts {
+            problems.push(TableProblem::MultipleInterruptSteps {
+                first: first.name.to_owned(),
+                step: step.name.to_owned(),
+            });
+        }
     }
     for (i, step) in steps.iter().enumerate() {
         let Some(target) = step.resume_from else {
