@@ -62,7 +62,12 @@ pub fn meta_value(attrs: &SkillAttrs, docs: &str, krate: &TokenStream) -> syn::R
         lits(&attrs.input_modes),
         lits(&attrs.output_modes),
     );
-    let while_working = match attrs.while_working.as_ref().map(syn::LitStr::value).as_deref() {
+    let while_working = match attrs
+        .while_working
+        .as_ref()
+        .map(syn::LitStr::value)
+        .as_deref()
+    {
         Some("queue") => quote!(#krate::flow::WhileWorking::Queue),
         _ => quote!(#krate::flow::WhileWorking::Refuse),
     };

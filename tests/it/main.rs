@@ -59,6 +59,7 @@ mod storage;
 mod suite;
 mod test_hygiene;
 mod test_macro_flow;
+mod while_working_macros;
 
 fn main() -> std::process::ExitCode {
     support::harness::main()

@@ -71,9 +71,7 @@ impl Inner {
                     // is carried out now; from the close on, neither reaches this run (see
                     // `closed`).
                     if !st.status().is_terminal()
-                        && (st.cancel_requested()
-                            || !st.queue.is_empty()
-                            || st.interrupt_pending())
+                        && (st.cancel_requested() || !st.queue.is_empty() || st.interrupt_pending())
                     {
                         continue;
                     }

@@ -273,10 +273,7 @@ async fn an_interrupting_message_reaches_a_task_sleeping_inside_a_step_at_once()
     within(PATIENCE, "the task to sleep", async {
         loop {
             let journal = entries(&store, &task).await;
-            if journal
-                .iter()
-                .any(|e| matches!(e, Entry::TimerSet { .. }))
-            {
+            if journal.iter().any(|e| matches!(e, Entry::TimerSet { .. })) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

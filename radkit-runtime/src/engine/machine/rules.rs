@@ -76,10 +76,7 @@ pub(crate) fn begin_visit(
     let step = skill.step_name(&state);
     st.visit_event = Some((visit, event.clone()));
     if rerun.is_none() {
-        if matches!(
-            event,
-            Event::UserMessage { .. } | Event::Interrupted { .. }
-        ) {
+        if matches!(event, Event::UserMessage { .. } | Event::Interrupted { .. }) {
             st.set_status(TaskState::Working);
         }
         st.push(Entry::Activated {

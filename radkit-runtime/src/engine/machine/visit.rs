@@ -165,9 +165,7 @@ impl VisitStop {
                 | StepError::Canceled
                 | StepError::Interrupted
                 | StepError::Failed(_)),
-            ) => {
-                Some(stop)
-            }
+            ) => Some(stop),
             _ => None,
         }
     }

@@ -1,0 +1,17 @@
+// Rule: `while_working` is `"refuse"` or `"queue"`; an interrupting skill marks its interrupt step.
+use radkit::flow::{StepCtx, StepResult};
+use radkit::flow_skill;
+use radkit::model::Content;
+
+#[derive(Default)]
+struct S;
+
+#[flow_skill(id = "s", name = "S", while_working = "interrupt")]
+impl S {
+    #[step(start)]
+    async fn a(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        ctx.complete("a", vec![])
+    }
+}
+
+fn main() {}
