@@ -589,7 +589,8 @@ pub(crate) fn find(
     if st.cancel_requested() {
         return Err(StepError::Canceled);
     }
-    if st.interrupt_pending() {
+    // A visit whose end is journaled (re-run after a crash to finish the task) ends as decided.
+    if st.interrupt_pending() && st.ended().is_none() {
         return Err(StepError::Interrupted);
     }
     Ok(match st.command(id) {

@@ -629,3 +629,114 @@ fn a_task_with_work_queued_is_not_stuck() {
     });
     assert!(!rules::stuck(&st), "the queued re-run goes on");
 }
+
+/// Calls tool `a`, then completes; its interrupt step completes with the message it got.
+struct Interruptible;
+
+fn work<'a>(_: &'a Interruptible, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let _: serde_json::Value = ctx.tool("a").call(serde_json::json!("a")).await?;
+        ctx.complete("worked", vec![])
+    })
+}
+
+fn redirect<'a>(
+    _: &'a Interruptible,
+    ctx: &'a StepCtx,
+    input: StepInput,
+) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        ctx.complete(
+            format!("redirected: {}", input.message().joined_texts()),
+            vec![],
+        )
+    })
+}
+
+static INTERRUPTIBLE: &[Step<Interruptible>] = &[
+    Step::new("work", work).start().takes_user_message(),
+    Step::new("redirect", redirect).interrupt(),
+];
+
+fn interruptible() -> MachineSkill {
+    let table =
+        StepTable::new(SkillInfo::new("flow", "Flow"), Interruptible, INTERRUPTIBLE).unwrap();
+    MachineSkill::with(
+        crate::flow::erase(table),
+        idempotent_tools(),
+        MachineConfig::default(),
+    )
+}
+
+impl Host {
+    /// Journal a message that arrived while the task worked, as a host that accepted it would.
+    fn keep(&mut self, text: &str) {
+        let seq = self.journal.last().map_or(0, |r| r.seq) + 1;
+        self.journal.push(JournalRecord {
+            seq,
+            at_ms: T0,
+            entry: Entry::MessageQueued {
+                message: Message::user_text(text),
+                interrupt: true,
+            },
+        });
+    }
+
+    fn status_text(&self) -> String {
+        self.journal
+            .iter()
+            .rev()
+            .find_map(|r| match &r.entry {
+                Entry::Terminal { message, .. } => message.as_ref().map(Message::joined_texts),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+}
+
+#[test]
+fn an_interrupting_message_journaled_while_an_effect_was_out_runs_the_interrupt_step_on_resume() {
+    let skill = interruptible();
+    let mut host = Host::default();
+    let mut m = start(&skill);
+    let asked = host.until_effects(&mut m, T0).unwrap();
+    assert_eq!(asked.len(), 1);
+    drop(m); // the process dies with tool `a` out; a message that interrupts is journaled
+    host.keep("stop");
+    let mut m = host.resume(&skill, T0 + 5);
+    assert!(matches!(
+        host.run(&mut m, T0 + 5),
+        Output::Ended(TaskState::Completed)
+    ));
+    assert_eq!(host.status_text(), "redirected: stop");
+    assert!(host.journal.iter().any(|r| matches!(
+        &r.entry,
+        Entry::ReceiptRecorded { receipt } if receipt.id == asked[0].id && receipt.outcome.is_err()
+    )), "the cut-off call is abandoned");
+    assert!(host.kinds().contains(&"queued_delivered"));
+}
+
+#[test]
+fn a_step_that_decided_its_end_before_an_interrupting_message_ends_as_decided() {
+    let skill = interruptible();
+    let mut host = Host::default();
+    let mut m = start(&skill);
+    assert!(matches!(
+        host.run(&mut m, T0),
+        Output::Ended(TaskState::Completed)
+    ));
+    // A crash after the final transition, before the terminal entry; then a message arrives.
+    let terminal = host
+        .journal
+        .iter()
+        .position(|r| matches!(r.entry, Entry::Terminal { .. }))
+        .unwrap();
+    host.journal.truncate(terminal);
+    host.keep("too late");
+    let mut m = host.resume(&skill, T0 + 5);
+    assert!(matches!(
+        host.run(&mut m, T0 + 5),
+        Output::Ended(TaskState::Completed)
+    ));
+    assert_eq!(host.status_text(), "worked");
+}
