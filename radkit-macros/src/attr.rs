@@ -22,13 +22,16 @@ pub struct SkillAttrs {
     /// `while_working = "refuse" | "queue"`: what a message sent while a task works does (an
     /// interrupting skill marks its `#[step(interrupt)]` instead).
     pub while_working: Option<LitStr>,
+    /// `answer = "message" | "task"`: a task this skill runs answers its client with its completion
+    /// message (A2A's direct message answer) or, the default, with the task.
+    pub answer: Option<LitStr>,
     /// True when any argument was given (a bare `#[flow_skill]` takes the struct's metadata).
     pub any: bool,
     /// The first argument's key, for errors about the arguments as a whole.
     pub first_span: Option<Span>,
 }
 
-const SKILL_KEYS: &str = "`id`, `name`, `description`, `version`, `tags`, `examples`, `input_modes`, `output_modes`, `while_working`, `register` or `crate`";
+const SKILL_KEYS: &str = "`id`, `name`, `description`, `version`, `tags`, `examples`, `input_modes`, `output_modes`, `while_working`, `answer`, `register` or `crate`";
 
 fn string(expr: &Expr) -> syn::Result<LitStr> {
     match expr {
@@ -131,6 +134,16 @@ impl SkillAttrs {
                     "crate" => {
                         let lit = string(&nv.value)?;
                         attrs.krate = Some(lit.parse()?);
+                    }
+                    "answer" => {
+                        let lit = string(&nv.value)?;
+                        match lit.value().as_str() {
+                            "message" | "task" => attrs.answer = Some(lit),
+                            _ => return Err(syn::Error::new_spanned(
+                                &lit,
+                                "unknown `answer`; expected `\"message\"` (a task answers its client with its completion message) or `\"task\"` (the default)",
+                            )),
+                        }
                     }
                     "while_working" => {
                         let lit = string(&nv.value)?;

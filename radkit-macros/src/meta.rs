@@ -71,6 +71,8 @@ pub fn meta_value(attrs: &SkillAttrs, docs: &str, krate: &TokenStream) -> syn::R
         Some("queue") => quote!(#krate::flow::WhileWorking::Queue),
         _ => quote!(#krate::flow::WhileWorking::Refuse),
     };
+    let answers_with_message =
+        attrs.answer.as_ref().map(syn::LitStr::value).as_deref() == Some("message");
     Ok(quote! {
         #krate::flow::rules::Meta {
             id: #id,
@@ -82,6 +84,7 @@ pub fn meta_value(attrs: &SkillAttrs, docs: &str, krate: &TokenStream) -> syn::R
             input_modes: #input_modes,
             output_modes: #output_modes,
             while_working: #while_working,
+            answers_with_message: #answers_with_message,
         }
     })
 }

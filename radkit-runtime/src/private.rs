@@ -138,6 +138,7 @@ pub fn skill_info(meta: &Meta, steps: Vec<StepInfo>) -> SkillInfo {
     };
     info.steps = steps;
     info.while_working = meta.while_working;
+    info.answers_with_message = meta.answers_with_message;
     info
 }
 

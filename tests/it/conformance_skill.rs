@@ -271,11 +271,15 @@ async fn tck_unary_prefixes_complete_with_their_message_or_artifact() {
         json!({ "kind": "data", "data": { "key": "value", "count": 42 } })
     );
 
-    // The engine answers every message with a Task: the nearest it can do to a Message response.
+    // A direct message answer: the completion message, naming no task.
     let said = send(&server, message(&tck_id("tck-message-response"), "x")).await;
-    assert_eq!(said["kind"], "task");
-    assert_eq!(said["status"]["state"], "completed", "{said}");
-    assert_eq!(status_text(&said), "Direct message response");
+    assert_eq!(said["kind"], "message", "{said}");
+    assert_eq!(said["role"], "agent");
+    assert_eq!(
+        said["parts"],
+        json!([{ "kind": "text", "text": "Direct message response" }])
+    );
+    assert!(said.get("taskId").is_none(), "{said}");
 }
 
 #[test(multi_thread)]

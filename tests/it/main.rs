@@ -36,6 +36,7 @@ mod compiletest;
 mod conformance_skill;
 mod connections;
 mod delegate_kill9;
+mod direct_answer;
 mod doc_links;
 mod fold_prop;
 mod fuzz_http;

@@ -113,6 +113,24 @@ async def drive(binding):
             check(f"{tag}: a blocking send answers the completed task", state == T.TaskState.TASK_STATE_COMPLETED, sent)
         await plain.close()
 
+    # A direct message answer (the conformance skill's tck-message-response): one Message, no task,
+    # with and without streaming.
+    for streaming in [False, True]:
+        direct = await create_client(
+            BASE,
+            client_config=ClientConfig(
+                supported_protocol_bindings=[binding], streaming=streaming, grpc_channel_factory=grpc_channel
+            ),
+        )
+        got = [e async for e in direct.send_message(T.SendMessageRequest(message=user(f"tck-message-response-sdk1-{tag}-{streaming}", "x")))]
+        answer = got[0].message if len(got) == 1 and got[0].HasField("message") else None
+        check(
+            f"{tag}: a direct answer is one Message (streaming={streaming})",
+            answer is not None and answer.parts[0].text == "Direct message response" and not answer.task_id,
+            got,
+        )
+        await direct.close()
+
     # List with pagination, then cancel a waiting task, then an error.
     page = await client.list_tasks(T.ListTasksRequest(page_size=1))
     check(f"{tag}: list pages", len(page.tasks) == 1 and page.next_page_token != "" and page.total_size >= 2, page)

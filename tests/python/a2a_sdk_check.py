@@ -106,6 +106,23 @@ async def main():
         states = [u.status.state for (_, u) in replay if u is not None and hasattr(u, "status")]
         check("resubscribe replays the story", TaskState.working in states and states[-1] == TaskState.input_required, states)
 
+        # A direct message answer (the conformance skill's tck-message-response): a Message and no
+        # task, from a blocking send and as the one event of a stream.
+        for name, client in [("send", blocking), ("stream", streaming)]:
+            direct = Message(
+                role=Role.user,
+                parts=[Part(root=TextPart(text="x"))],
+                message_id=f"tck-message-response-{uuid.uuid4()}",
+                metadata={"skillId": "conformance"},
+            )
+            got = [e async for e in client.send_message(direct)]
+            answer = got[0] if len(got) == 1 and isinstance(got[0], Message) else None
+            check(
+                f"{name}: a direct answer is one Message",
+                answer is not None and answer.parts[0].root.text == "Direct message response" and answer.task_id is None,
+                got,
+            )
+
         # tasks/cancel of the waiting task, then again: -32002.
         canceled = await blocking.cancel_task(TaskIdParams(id=fresh_task.id))
         check("cancel -> canceled", canceled.status.state == TaskState.canceled, canceled.status.state)

@@ -466,6 +466,26 @@ impl Engine {
         Ok(Some(record))
     }
 
+    /// Whether new task `task_id`, started by `first`, answers its client with a message rather
+    /// than the task (its skill says: [`crate::flow::FlowSkill::answers_with_message`]). A reply
+    /// (a message naming its task) never does.
+    pub async fn answers_with_message(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        first: &Message,
+    ) -> Result<bool, EngineError> {
+        if first.task_id.is_some() {
+            return Ok(false);
+        }
+        let record = self.visible(caller, task_id).await?;
+        Ok(self
+            .inner
+            .skills
+            .get(&record.skill_id)
+            .is_some_and(|skill| skill.answers_with_message(first)))
+    }
+
     /// What the skill of task `record` does with a message sent while the task works: `None` to
     /// refuse it, else keep it (`Some(true)`: it interrupts the task). A skill not registered here
     /// refuses.
@@ -865,10 +885,24 @@ impl Engine {
         task_id: &TaskId,
         history_length: Option<usize>,
     ) -> Result<Task, EngineError> {
+        Ok(self
+            .snapshot_settled(caller, task_id, history_length)
+            .await?
+            .task)
+    }
+
+    /// [`Engine::wait_settled_with`] as a [`Snapshot`]: the settled task with the journal seq it
+    /// reflects.
+    pub async fn snapshot_settled(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        history_length: Option<usize>,
+    ) -> Result<Snapshot, EngineError> {
         let snapshot = self.snapshot(caller, task_id, history_length).await?;
         // In serverless mode nothing runs after the request's pass: the task is as it left it.
         if snapshot.is_final || self.inner.passes.is_some() {
-            return Ok(snapshot.task);
+            return Ok(snapshot);
         }
         let mut sub = self
             .subscribe_from(caller, task_id, snapshot.last_seq)
@@ -878,7 +912,7 @@ impl Engine {
                 break;
             }
         }
-        self.task(caller, task_id, history_length).await
+        self.snapshot(caller, task_id, history_length).await
     }
 
     /// A remote agent this engine called posted an update of its task to the call webhook

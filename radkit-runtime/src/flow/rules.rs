@@ -42,6 +42,8 @@ pub struct Meta {
     /// What a message sent while a task works does (`while_working = ".."`; a skill with a
     /// `#[step(interrupt)]` is interrupted whatever this says).
     pub while_working: super::WhileWorking,
+    /// A task answers its client with its completion message (`answer = "message"`).
+    pub answers_with_message: bool,
 }
 
 impl Meta {
@@ -56,6 +58,7 @@ impl Meta {
         input_modes: &[],
         output_modes: &[],
         while_working: super::WhileWorking::Refuse,
+        answers_with_message: false,
     };
 }
 

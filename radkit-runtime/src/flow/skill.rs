@@ -54,6 +54,12 @@ pub struct SkillInfo {
     /// question: the task is not waiting for input). [`WhileWorking::Refuse`] unless the skill says.
     #[serde(default, skip_serializing_if = "WhileWorking::is_refuse")]
     pub while_working: WhileWorking,
+    /// The skill answers a message that starts a task with a message, not the task (A2A's direct
+    /// message answer, for quick stateless answers): the task still runs and is journaled, and a
+    /// client whose send it completed gets its completion message. See
+    /// [`FlowSkill::answers_with_message`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answers_with_message: bool,
 }
 
 /// What a skill does with a message sent to one of its tasks while the task works (A2A lets a
@@ -109,7 +115,15 @@ impl SkillInfo {
             steps: Vec::new(),
             steps_declared: false,
             while_working: WhileWorking::Refuse,
+            answers_with_message: false,
         }
+    }
+
+    /// Answer the message that starts a task with a message, not the task (see
+    /// [`SkillInfo::answers_with_message`]).
+    pub fn answers_with_message(mut self) -> Self {
+        self.answers_with_message = true;
+        self
     }
 
     /// With what a message sent while a task works does (see [`WhileWorking`]).
@@ -204,6 +218,17 @@ pub trait FlowSkill: Send + Sync + 'static {
         event: Event,
         ctx: &StepCtx,
     ) -> Result<Transition<Self::State>, StepError>;
+
+    /// Whether the task that `first` starts answers its client with a message rather than the task
+    /// (A2A's direct message answer): the send waits for the task, and when it completes the client
+    /// gets its completion message (with the artifacts' parts) and no task id. Decided from the
+    /// message alone, so a retried send decides the same. A task that does not complete (it asks for
+    /// input, fails, or outlasts the send's wait) is answered with the task, as A2A allows. The
+    /// default is [`SkillInfo::answers_with_message`] for every task.
+    fn answers_with_message(&self, first: &crate::model::Message) -> bool {
+        let _ = first;
+        false
+    }
 }
 
 /// The name of an externally tagged serde enum value (`"Draft"`, `{"Critique": ..}`), or `"state"`.
@@ -237,6 +262,12 @@ pub trait ErasedSkill: Send + Sync + 'static {
         event: Event,
         ctx: &StepCtx,
     ) -> Result<Transition<serde_json::Value>, StepError>;
+    /// Whether the task `first` starts answers with a message ([`FlowSkill::answers_with_message`],
+    /// or the skill's [`SkillInfo::answers_with_message`]).
+    fn answers_with_message(&self, first: &crate::model::Message) -> bool {
+        let _ = first;
+        self.info().answers_with_message
+    }
 }
 
 struct Erased<F> {
@@ -265,6 +296,10 @@ impl<F: FlowSkill> ErasedSkill for Erased<F> {
             Ok(s) => self.skill.step_name(&s),
             Err(_) => state_name(state),
         }
+    }
+
+    fn answers_with_message(&self, first: &crate::model::Message) -> bool {
+        self.info.answers_with_message || self.skill.answers_with_message(first)
     }
 
     async fn activate(

@@ -89,7 +89,8 @@ pub(crate) async fn dispatch(
     let result = match request.method.as_str() {
         "message/send" => send(&state, caller, request.params)
             .await
-            .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
+            .and_then(|answer| Version::V0_3.send_response(answer))
+            .map(|result| jsonrpc::ok(&id, result)),
         "tasks/get" => get(&state, caller, request.params)
             .await
             .map(|task| jsonrpc::ok(&id, v0_3::Task::from(task))),
@@ -165,7 +166,7 @@ fn check_file_bytes(parts: &[v0_3::Part]) -> Result<(), OpError> {
     Ok(())
 }
 
-async fn send(state: &AppState, caller: Caller, params: Value) -> Result<Task, OpError> {
+async fn send(state: &AppState, caller: Caller, params: Value) -> Result<ops::Answer, OpError> {
     ops::send_task(state, &caller, send_of(params)?).await
 }
 

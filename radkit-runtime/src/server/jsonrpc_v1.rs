@@ -54,7 +54,7 @@ pub(crate) async fn dispatch(
         "SendMessage" => match send_of(params) {
             Ok(send) => ops::send_task(&state, &caller, send)
                 .await
-                .and_then(|task| Version::V1_0.send_response(task)),
+                .and_then(|answer| Version::V1_0.send_response(answer)),
             Err(e) => Err(e),
         },
         "GetTask" => match decode_params::<v1::GetTaskRequest>(params) {

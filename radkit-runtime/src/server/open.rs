@@ -50,6 +50,8 @@ impl Target {
 pub(crate) struct Opened {
     pub sub: crate::engine::Subscription,
     pub first: Option<(Task, u64)>,
+    /// The stream is this one message, which answers the send directly (`first` is `None`).
+    pub answer: Option<(crate::model::Message, u64)>,
     pub done: bool,
     /// Follow the task through `input-required` until it ends (1.0 `SubscribeToTask`, spec
     /// §3.1.6: "the stream MUST terminate when the task reaches a terminal state"); otherwise the
@@ -73,6 +75,7 @@ pub(crate) async fn open(
         .take(caller)
         .ok_or_else(|| OpError::too_many_streams(state.streams.limit()))?;
     let max_history = Some(state.config.max_history);
+    let mut answer = None;
     let (task_id, first, after, done, until_end) = match target? {
         Target::Send(send) => {
             let send = *send;
@@ -103,7 +106,28 @@ pub(crate) async fn open(
                 _ => state.engine.snapshot(caller, &task_id, max_history).await,
             }
             .map_err(|e| engine_error(e, false))?;
+            let direct = resume.is_none()
+                && ops::answers_with_message(state, caller, &task_id, &send.message).await?;
+            if direct {
+                // The stream is one message: the task is waited for (as a blocking send waits),
+                // and a task that did not complete streams as any other.
+                let settled = tokio::time::timeout(
+                    ops::BLOCKING_WAIT,
+                    state.engine.snapshot_settled(caller, &task_id, max_history),
+                )
+                .await;
+                if let Ok(settled) = settled {
+                    let settled = settled.map_err(|e| engine_error(e, false))?;
+                    if let Some(message) = ops::direct_answer(&settled.task) {
+                        answer = Some((message, settled.last_seq));
+                    }
+                }
+            }
             match resume {
+                _ if answer.is_some() => {
+                    let seq = answer.as_ref().map_or(0, |(_, seq)| *seq);
+                    (task_id, None, seq, true, false)
+                }
                 Some(seq) => {
                     let done = resumed(state, caller, &task_id, snapshot.last_seq, seq).await?;
                     (task_id, None, seq, done, false)
@@ -166,6 +190,7 @@ pub(crate) async fn open(
     Ok(Opened {
         sub,
         first,
+        answer,
         done,
         until_end,
         slot,
@@ -266,6 +291,8 @@ impl Drop for Slot {
 pub(crate) enum Item {
     /// The task as it is now, at journal seq `.1`.
     Task(Task, u64),
+    /// The message that answers a streamed send directly (the whole stream), at journal seq `.1`.
+    Message(crate::model::Message, u64),
     /// An update, journal seq `.1`.
     Event(crate::engine::StreamEvent, u64),
     /// The stream ends with this error.
@@ -289,11 +316,17 @@ pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
     let Opened {
         sub,
         first,
+        answer,
         done,
         until_end,
         slot,
     } = opened;
-    let head = stream::iter(first.map(|(task, seq)| Item::Task(task, seq)));
+    let head = stream::iter(
+        first
+            .map(|(task, seq)| Item::Task(task, seq))
+            .into_iter()
+            .chain(answer.map(|(message, seq)| Item::Message(message, seq))),
+    );
     let follow = Follow {
         sub,
         done,

@@ -158,16 +158,66 @@ fn engine_request(
     Ok(request)
 }
 
+/// What a send answers: the task, or the message that answers it directly (a task whose skill
+/// answers with a message, once it completed).
+pub(crate) enum Answer {
+    Task(Task),
+    Message(Message),
+}
+
+/// Whether the new task `task_id`, started by `first`, answers with a message (its skill says).
+pub(crate) async fn answers_with_message(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &TaskId,
+    first: &Message,
+) -> Result<bool, OpError> {
+    state
+        .engine
+        .answers_with_message(caller, task_id, first)
+        .await
+        .map_err(|e| engine_error(e, false))
+}
+
+/// The message that answers `task` directly: its completion message, with its artifacts' parts
+/// after the message's own, in the task's context and naming no task (the client has none to get
+/// or follow). `None` when the task did not complete, or completed saying nothing.
+pub(crate) fn direct_answer(task: &Task) -> Option<Message> {
+    if task.status.state != TaskState::Completed {
+        return None;
+    }
+    let said = task.status.message.as_ref();
+    let parts: Vec<_> = said
+        .map(|m| m.parts.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(task.artifacts.iter().flat_map(|a| a.parts.iter().cloned()))
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    let mut answer = Message::new(crate::model::Role::Agent, parts);
+    // The journaled completion message's id: the same answer to a retried send.
+    answer.message_id = said
+        .map(|m| m.message_id.clone())
+        .unwrap_or_else(|| format!("{}-answer", task.id));
+    answer.context_id = Some(task.context_id.clone());
+    answer.metadata = said.and_then(|m| m.metadata.clone());
+    Some(answer)
+}
+
 /// Start (or continue) a task and answer with it: at once, or when it settles for a blocking send
-/// (within [`BLOCKING_WAIT`]; the task as it is then).
+/// (within [`BLOCKING_WAIT`]; the task as it is then). A task whose skill answers with a message is
+/// waited for whatever the send asked, and answered with [`direct_answer`] when it completed.
 pub(crate) async fn send_task(
     state: &AppState,
     caller: &Caller,
     send: Send,
-) -> Result<Task, OpError> {
+) -> Result<Answer, OpError> {
     let task_id = start(state, caller, &send).await?;
     let history_length = history(send.history_length)?.or(Some(state.config.max_history));
-    let task = if send.blocking {
+    let direct = answers_with_message(state, caller, &task_id, &send.message).await?;
+    let task = if send.blocking || direct {
         // The task keeps running if we stop waiting: the engine owns it, not this request.
         match tokio::time::timeout(
             BLOCKING_WAIT,
@@ -183,7 +233,11 @@ pub(crate) async fn send_task(
     } else {
         get_task(state, caller, &task_id, send.history_length).await?
     };
-    Ok(accept_modes(task, &send.accepted_output_modes))
+    let task = accept_modes(task, &send.accepted_output_modes);
+    Ok(match direct.then(|| direct_answer(&task)).flatten() {
+        Some(message) => Answer::Message(message),
+        None => Answer::Task(task),
+    })
 }
 
 /// The task, with at most `history_length` history messages (the server's maximum when `None`).

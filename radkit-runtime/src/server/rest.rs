@@ -187,7 +187,7 @@ async fn message_send(
     let answer = match body_json(&body).and_then(send_of) {
         Ok(send) => ops::send_task(&state, &caller, send)
             .await
-            .and_then(|task| Version::V1_0.send_response(task)),
+            .and_then(|answer| Version::V1_0.send_response(answer)),
         Err(e) => Err(e),
     };
     reply(answer)

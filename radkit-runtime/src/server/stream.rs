@@ -95,6 +95,9 @@ pub(crate) fn sse(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let events = items(opened).map(move |item| match item {
         Item::Task(task, seq) => sse_event(&envelope, wire, Some(seq), wire.task_item(task)),
+        Item::Message(message, seq) => {
+            sse_event(&envelope, wire, Some(seq), wire.message_item(message))
+        }
         Item::Event(event, seq) => sse_event(&envelope, wire, Some(seq), wire.event_item(event)),
         Item::Error(error) => sse_event(&envelope, wire, None, Err(error)),
     });

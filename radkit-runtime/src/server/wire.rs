@@ -4,9 +4,10 @@
 use serde_json::Value;
 
 use super::errors::{Kind, OpError};
+use super::ops::Answer;
 use super::version::Version;
 use crate::engine::StreamEvent;
-use crate::model::{v0_3, v1, Task};
+use crate::model::{v0_3, v1, Message, Task};
 
 /// An answer as JSON; a value that does not serialize is an internal error.
 pub(crate) fn json(value: impl serde::Serialize) -> Result<Value, OpError> {
@@ -45,11 +46,25 @@ impl Version {
         }
     }
 
-    /// The answer to a send (1.0: a `SendMessageResponse` holding the task).
-    pub(crate) fn send_response(self, task: Task) -> Result<Value, OpError> {
+    /// The answer to a send: the task, or the message that answers it directly (1.0: a
+    /// `SendMessageResponse` holding either).
+    pub(crate) fn send_response(self, answer: Answer) -> Result<Value, OpError> {
+        match (self, answer) {
+            (Version::V0_3, Answer::Task(task)) => json(v0_3::Task::from(task)),
+            (Version::V0_3, Answer::Message(message)) => json(v0_3::Message::from(message)),
+            (Version::V1_0, Answer::Task(task)) => json(v1::SendMessageResponse::Task(task.into())),
+            (Version::V1_0, Answer::Message(message)) => {
+                json(v1::SendMessageResponse::Message(message.into()))
+            }
+        }
+    }
+
+    /// A stream that is one message: the message that answers the send directly (1.0: a
+    /// `StreamResponse` holding it).
+    pub(crate) fn message_item(self, message: Message) -> Result<Value, OpError> {
         match self {
-            Version::V0_3 => json(v0_3::Task::from(task)),
-            Version::V1_0 => json(v1::SendMessageResponse::Task(task.into())),
+            Version::V0_3 => json(v0_3::Message::from(message)),
+            Version::V1_0 => json(v1::StreamResponse::Message(message.into())),
         }
     }
 

@@ -77,6 +77,7 @@ fn updates(opened: Opened) -> Updates {
     let items = open::items(opened).map(|item| {
         let response = match item {
             Item::Task(task, _) => Ok(v1::StreamResponse::Task(task.into())),
+            Item::Message(message, _) => Ok(v1::StreamResponse::Message(message.into())),
             Item::Event(event, _) => Ok(v1_event(event)),
             Item::Error(error) => Err(error),
         };
@@ -94,11 +95,12 @@ impl A2aService for Service {
         let caller = self.admit(&request)?;
         let request = v1::SendMessageRequest::try_from(request.into_inner()).map_err(invalid)?;
         let send = v1_requests::send_of_request(request).map_err(failed)?;
-        let task = ops::send_task(&self.state, &caller, send)
-            .await
-            .map(v1::Task::from)
-            .map_err(failed)?;
-        Ok(Response::new(v1::SendMessageResponse::Task(task).into()))
+        let answer = match ops::send_task(&self.state, &caller, send).await {
+            Ok(ops::Answer::Task(task)) => v1::SendMessageResponse::Task(task.into()),
+            Ok(ops::Answer::Message(message)) => v1::SendMessageResponse::Message(message.into()),
+            Err(error) => return Err(failed(error)),
+        };
+        Ok(Response::new(answer.into()))
     }
 
     type SendStreamingMessageStream = Updates;
