@@ -45,6 +45,47 @@ impl Blink {
     }
 }
 
+/// Naps an hour on a durable timer; a message sent meanwhile interrupts it.
+#[derive(Default)]
+struct Nap;
+
+#[flow_skill(id = "nap", name = "Nap", register = false)]
+impl Nap {
+    #[step(start)]
+    async fn nap(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        ctx.sleep(Duration::from_secs(3600)).await?;
+        ctx.complete("slept", vec![])
+    }
+
+    #[step(interrupt)]
+    async fn woken(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        ctx.complete(format!("woken by {}", msg.joined_texts()), vec![])
+    }
+}
+
+/// Blinks, then asks; a message sent while it blinked is the answer.
+#[derive(Default)]
+struct Patient;
+
+#[flow_skill(
+    id = "patient",
+    name = "Patient",
+    while_working = "queue",
+    register = false
+)]
+impl Patient {
+    #[step(start)]
+    async fn blink(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        ctx.sleep(Duration::from_millis(1_000)).await?;
+        await_input!(slot = "more", message = "More?")
+    }
+
+    #[step(resume_from = "blink")]
+    async fn more(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        ctx.complete(format!("also {}", msg.joined_texts()), vec![])
+    }
+}
+
 /// Calls the skill its message names as a child task.
 #[derive(Default)]
 struct Parent;
@@ -107,6 +148,8 @@ impl World {
             .skill(Blink)
             .skill(Ask)
             .skill(Parent)
+            .skill(Nap)
+            .skill(Patient)
             .default_skill("ask")
             .effects(effects);
         Passes::from_builder(builder).unwrap()
@@ -530,4 +573,72 @@ fn hooks_are_refused_where_they_would_not_run() {
     refused(builder().restate("http://127.0.0.1:1").build().map(drop));
     // The long-running engine runs them.
     assert!(builder().build().is_ok());
+}
+
+/// A message sent while a task rests on a timer, in its own pass: an interrupting skill runs its
+/// interrupt step in that pass; a queueing one keeps it, and the question the task asks after its
+/// timer (a sweep's pass) takes it at once.
+#[test]
+async fn a_pass_takes_a_message_while_the_task_works_as_its_skill_declares() {
+    let w = world();
+    let napping = w
+        .passes()
+        .run(message("go", "n1", Some("nap")), soon(5_000))
+        .await
+        .unwrap();
+    assert!(
+        matches!(napping.rest, Rest::Waiting { input: false, .. }),
+        "{napping:?}"
+    );
+    let woken = w
+        .passes()
+        .run(reply(&napping.task_id, "the bell", "n2"), soon(5_000))
+        .await
+        .unwrap();
+    assert_eq!(woken.rest, Rest::Ended(TaskState::Completed));
+    let task = w
+        .store
+        .task_view(&napping.task_id, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        task.status_message.map(|m| m.joined_texts()).as_deref(),
+        Some("woken by the bell")
+    );
+
+    let blinking = w
+        .passes()
+        .run(message("go", "p1", Some("patient")), soon(5_000))
+        .await
+        .unwrap();
+    let kept = w
+        .passes()
+        .run(reply(&blinking.task_id, "a footnote", "p2"), soon(5_000))
+        .await
+        .unwrap();
+    assert!(
+        matches!(kept.rest, Rest::Waiting { input: false, .. }),
+        "still blinking: {kept:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let swept = w.passes().sweep(soon(5_000), 16).await.unwrap();
+        if let Some(done) = swept.iter().find(|p| p.task_id == blinking.task_id) {
+            assert_eq!(done.rest, Rest::Ended(TaskState::Completed), "{done:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the timer never came due");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let journal = w.store.journal(&blinking.task_id, 0).await.unwrap();
+    assert!(journal
+        .iter()
+        .any(|r| matches!(&r.entry, Entry::QueuedDelivered { .. })));
+    assert!(!journal.iter().any(|r| matches!(
+        &r.entry,
+        Entry::StatusChanged {
+            state: TaskState::InputRequired
+        }
+    )));
 }

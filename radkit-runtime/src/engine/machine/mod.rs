@@ -486,15 +486,28 @@ impl TaskMachine {
 
     /// Take the user's `message` as the reply the task waits for: the question it asked gets it as
     /// its receipt (the step that asked re-runs, or the transition's command delivers it), or the
-    /// state that awaits input gets it as an event.
+    /// state that awaits input gets it as an event. A task that works takes it only when its skill
+    /// keeps such messages ([`crate::flow::WhileWorking`]): journaled, for its next question or
+    /// as an interrupt.
     pub fn reply(&mut self, mut message: Message) -> Result<(), MachineError> {
         let mut st = self.lock();
         let status = st.status();
         if status.is_terminal() {
             return Err(MachineError::Finished(status));
         }
-        if status != TaskState::InputRequired || st.cancel_requested() {
+        if st.cancel_requested() {
             return Err(MachineError::NotAwaitingInput(status));
+        }
+        if status != TaskState::InputRequired {
+            let interrupt = match self.parts.skill.info().while_working {
+                crate::flow::WhileWorking::Queue => false,
+                crate::flow::WhileWorking::Interrupt => true,
+                _ => return Err(MachineError::NotAwaitingInput(status)),
+            };
+            message.task_id = Some(self.task_id.to_string());
+            message.context_id = Some(self.context_id.to_string());
+            st.queue_message(message, interrupt);
+            return Ok(());
         }
         let ask = st.open_question().cloned();
         let open_visit = st
