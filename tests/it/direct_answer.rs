@@ -201,3 +201,52 @@ async fn a_task_that_asks_back_is_answered_with_the_task() {
     assert_eq!(done["result"]["kind"], "task", "{done}");
     assert_eq!(done["result"]["status"]["state"], "completed");
 }
+
+#[derive(Default)]
+struct Asker;
+
+/// Asks the oracle over A2A (1.0 and 0.3) and completes with both answers.
+#[flow_skill(id = "asker", name = "Asker", register = false)]
+impl Asker {
+    #[step(start)]
+    async fn ask(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        let question = msg.joined_texts();
+        let one = ctx.agent("oracle").send(question.clone()).await?;
+        let other = ctx.agent("oracle03").send(question).await?;
+        ctx.complete(format!("{} / {}", one.text(), other.text()), vec![])
+    }
+}
+
+/// radkit's own client takes a direct answer as the call's reply, in both versions.
+#[test(multi_thread)]
+async fn a_call_to_an_agent_that_answers_with_a_message_gets_that_message() {
+    let (served, thoughts) = oracle().await;
+    let engine = agent::only(MemoryStore::new(), Asker)
+        .agent("oracle", radkit::engine::AgentSpec::new(&served.url))
+        .agent(
+            "oracle03",
+            radkit::engine::AgentSpec::new(&served.url)
+                .version(radkit::client::ProtocolVersion::V0_3),
+        )
+        .start()
+        .await
+        .unwrap();
+    let task = engine
+        .send(radkit::engine::Request::operator(Message::user_text("tea")))
+        .await
+        .unwrap();
+    let done = crate::support::common::within(
+        crate::support::common::PATIENCE,
+        "the asker to finish",
+        engine.wait_settled(&radkit::engine::Caller::Operator, &task),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        done.status.message.map(|m| m.joined_texts()).as_deref(),
+        Some("the answer to tea is 42\ncomputed once / the answer to tea is 42\ncomputed once"),
+        "{:?}",
+        done.status.state
+    );
+    assert_eq!(thoughts.load(Ordering::SeqCst), 2);
+}
