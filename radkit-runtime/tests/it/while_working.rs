@@ -291,13 +291,12 @@ async fn an_interrupting_message_reaches_a_task_sleeping_inside_a_step_at_once()
     assert_eq!(row.wake_at_ms, None);
 }
 
-/// The message is journaled, then the engine crashes before the task's question takes it: a new
-/// engine on the same journal delivers it, once.
-#[test(multi_thread)]
-async fn crash_after_a_queued_message_is_journaled_delivers_it_after_restart() {
+/// A task of `choice` running its slow call gets `text` while it works, and the engine crashes right
+/// after the message is journaled (before anything delivers it). The store, the task, the tools.
+async fn crashed_after_keeping(choice: WhileWorking, text: &str) -> (MemoryStore, String, Tools) {
     let store = MemoryStore::new();
     let tools = Tools::new();
-    let engine = chat(&store, &tools, WhileWorking::Queue)
+    let engine = chat(&store, &tools, choice)
         .fault_hook(crash_after_keeping())
         .start()
         .await
@@ -305,7 +304,7 @@ async fn crash_after_a_queued_message_is_journaled_delivers_it_after_restart() {
     let task = engine.send(Request::operator(user("work"))).await.unwrap();
     tools.running().await;
     engine
-        .send(Request::operator(reply(&task, "later")))
+        .send(Request::operator(reply(&task, text)))
         .await
         .unwrap();
     wait_halted(&engine).await;
@@ -323,13 +322,20 @@ async fn crash_after_a_queued_message_is_journaled_delivers_it_after_restart() {
             .any(|e| matches!(e, Entry::QueuedDelivered { .. })),
         "{at_crash:?}"
     );
+    (store, task.to_string(), tools)
+}
 
+/// The message is journaled, then the engine crashes before the task's question takes it: a new
+/// engine on the same journal delivers it, once.
+#[test(multi_thread)]
+async fn crash_after_a_queued_message_is_journaled_delivers_it_after_restart() {
+    let (store, task, _) = crashed_after_keeping(WhileWorking::Queue, "later").await;
     let fresh = Tools::free();
     let engine = chat(&store, &fresh, WhileWorking::Queue)
         .start()
         .await
         .unwrap();
-    let done = settled(&engine, &task).await;
+    let done = settled(&engine, &task.clone().into()).await;
     assert_eq!(done.status.state, TaskState::Completed, "{done:?}");
     assert_eq!(status_text(&done), "got later");
     assert_eq!(texts(&done.history, "later"), 1);
@@ -337,28 +343,14 @@ async fn crash_after_a_queued_message_is_journaled_delivers_it_after_restart() {
 
 #[test(multi_thread)]
 async fn crash_after_an_interrupting_message_is_journaled_delivers_it_after_restart() {
-    let store = MemoryStore::new();
-    let tools = Tools::new();
-    let engine = chat(&store, &tools, WhileWorking::Interrupt)
-        .fault_hook(crash_after_keeping())
-        .start()
-        .await
-        .unwrap();
-    let task = engine.send(Request::operator(user("work"))).await.unwrap();
-    tools.running().await;
-    engine
-        .send(Request::operator(reply(&task, "change of plan")))
-        .await
-        .unwrap();
-    wait_halted(&engine).await;
-    drop(engine);
-
+    let (store, task, tools) =
+        crashed_after_keeping(WhileWorking::Interrupt, "change of plan").await;
     let fresh = Tools::free();
     let engine = chat(&store, &fresh, WhileWorking::Interrupt)
         .start()
         .await
         .unwrap();
-    let done = settled(&engine, &task).await;
+    let done = settled(&engine, &task.clone().into()).await;
     assert_eq!(status_text(&done), "redirected by change of plan");
     assert_eq!(
         fresh.after_calls.load(Ordering::SeqCst) + tools.after_calls.load(Ordering::SeqCst),
