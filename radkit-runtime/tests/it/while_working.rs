@@ -4,7 +4,7 @@
 //! Each is journaled when it is accepted, so a crash between its journal entry and its delivery
 //! loses nothing.
 
-use crate::support::common;
+use crate::support::{common, services};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use radkit_runtime::flow::step_table::{await_input, Step, StepInput, StepTable};
 use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult, WhileWorking};
 use radkit_runtime::journal::{Entry, TransitionKind};
 use radkit_runtime::model::{Message, TaskState};
-use radkit_runtime::store::{MemoryStore, Store};
+use radkit_runtime::store::{MemoryStore, PostgresStore, Store};
 use radkit_runtime::tools::FnTool;
 use tokio::sync::Semaphore;
 
@@ -122,13 +122,13 @@ impl Tools {
     }
 }
 
-fn chat(store: &MemoryStore, tools: &Tools, choice: WhileWorking) -> EngineBuilder {
+fn chat(store: impl Store, tools: &Tools, choice: WhileWorking) -> EngineBuilder {
     let info = SkillInfo::new("chat", "Chat").while_working(choice);
     let steps = match choice {
         WhileWorking::Interrupt => INTERRUPTING,
         _ => QUEUEING,
     };
-    Engine::builder(store.clone())
+    Engine::builder(store)
         .without_registered_skills()
         .skill(StepTable::new(info, Chat, steps).unwrap())
         .effects(tools.effects())
@@ -159,7 +159,7 @@ fn texts(history: &[Message], text: &str) -> usize {
 async fn a_message_while_a_task_works_is_refused_by_default() {
     let store = MemoryStore::new();
     let tools = Tools::new();
-    let engine = chat(&store, &tools, WhileWorking::Refuse)
+    let engine = chat(store.clone(), &tools, WhileWorking::Refuse)
         .start()
         .await
         .unwrap();
@@ -189,7 +189,7 @@ async fn a_message_while_a_task_works_is_refused_by_default() {
 async fn a_queued_message_answers_the_next_question_at_once() {
     let store = MemoryStore::new();
     let tools = Tools::new();
-    let engine = chat(&store, &tools, WhileWorking::Queue)
+    let engine = chat(store.clone(), &tools, WhileWorking::Queue)
         .start()
         .await
         .unwrap();
@@ -228,7 +228,7 @@ async fn a_queued_message_answers_the_next_question_at_once() {
 async fn an_interrupting_message_stops_the_visit_at_its_next_call_and_runs_the_interrupt_step() {
     let store = MemoryStore::new();
     let tools = Tools::new();
-    let engine = chat(&store, &tools, WhileWorking::Interrupt)
+    let engine = chat(store.clone(), &tools, WhileWorking::Interrupt)
         .start()
         .await
         .unwrap();
@@ -265,7 +265,7 @@ async fn an_interrupting_message_stops_the_visit_at_its_next_call_and_runs_the_i
 async fn an_interrupting_message_reaches_a_task_sleeping_inside_a_step_at_once() {
     let store = MemoryStore::new();
     let tools = Tools::new();
-    let engine = chat(&store, &tools, WhileWorking::Interrupt)
+    let engine = chat(store.clone(), &tools, WhileWorking::Interrupt)
         .start()
         .await
         .unwrap();
@@ -296,7 +296,7 @@ async fn an_interrupting_message_reaches_a_task_sleeping_inside_a_step_at_once()
 async fn crashed_after_keeping(choice: WhileWorking, text: &str) -> (MemoryStore, String, Tools) {
     let store = MemoryStore::new();
     let tools = Tools::new();
-    let engine = chat(&store, &tools, choice)
+    let engine = chat(store.clone(), &tools, choice)
         .fault_hook(crash_after_keeping())
         .start()
         .await
@@ -331,7 +331,7 @@ async fn crashed_after_keeping(choice: WhileWorking, text: &str) -> (MemoryStore
 async fn crash_after_a_queued_message_is_journaled_delivers_it_after_restart() {
     let (store, task, _) = crashed_after_keeping(WhileWorking::Queue, "later").await;
     let fresh = Tools::free();
-    let engine = chat(&store, &fresh, WhileWorking::Queue)
+    let engine = chat(store.clone(), &fresh, WhileWorking::Queue)
         .start()
         .await
         .unwrap();
@@ -346,7 +346,7 @@ async fn crash_after_an_interrupting_message_is_journaled_delivers_it_after_rest
     let (store, task, tools) =
         crashed_after_keeping(WhileWorking::Interrupt, "change of plan").await;
     let fresh = Tools::free();
-    let engine = chat(&store, &fresh, WhileWorking::Interrupt)
+    let engine = chat(store.clone(), &fresh, WhileWorking::Interrupt)
         .start()
         .await
         .unwrap();
@@ -363,4 +363,62 @@ async fn crash_after_an_interrupting_message_is_journaled_delivers_it_after_rest
         .filter(|e| matches!(e, Entry::QueuedDelivered { .. }))
         .count();
     assert_eq!(delivered, 1);
+}
+
+/// On Postgres (leases, fencing): a message interrupts a task resting on a timer at once, and a
+/// queued message sent while a task works answers its question.
+#[test(multi_thread, needs = Postgres)]
+async fn on_postgres_messages_while_working_are_kept_under_the_tasks_lease() {
+    let (_, url) = PostgresStore::create_schema(&services::postgres_url(), "radkit_while_working")
+        .await
+        .expect("create a test schema");
+    let store = PostgresStore::connect(&url).await.expect("connect");
+    let tools = Tools::new();
+    let interrupting = chat(store.clone(), &tools, WhileWorking::Interrupt)
+        .worker_id("w1")
+        .start()
+        .await
+        .unwrap();
+    let napping = interrupting
+        .send(Request::operator(user("nap")))
+        .await
+        .unwrap();
+    within(PATIENCE, "the task to rest on its timer", async {
+        while store
+            .task(&napping)
+            .await
+            .unwrap()
+            .unwrap()
+            .wake_at_ms
+            .is_none()
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    interrupting
+        .send(Request::operator(reply(&napping, "wake up")))
+        .await
+        .unwrap();
+    let done = settled(&interrupting, &napping).await;
+    assert_eq!(status_text(&done), "redirected by wake up");
+    interrupting.shutdown().await;
+
+    let queueing = chat(store.clone(), &tools, WhileWorking::Queue)
+        .worker_id("w2")
+        .start()
+        .await
+        .unwrap();
+    let task = queueing
+        .send(Request::operator(user("work")))
+        .await
+        .unwrap();
+    tools.running().await;
+    queueing
+        .send(Request::operator(reply(&task, "and more")))
+        .await
+        .unwrap();
+    tools.release.add_permits(1);
+    let done = settled(&queueing, &task).await;
+    assert_eq!(status_text(&done), "got and more");
 }
