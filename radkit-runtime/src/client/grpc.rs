@@ -169,7 +169,7 @@ impl Grpc {
             let call = async {
                 match opening {
                     Opening::Send(request) => {
-                        let request = grpc.request(proto::SendMessageRequest::from(request));
+                        let request = grpc.request(proto::SendMessageRequest::from(*request));
                         client.send_streaming_message(request).await
                     }
                     Opening::Subscribe(task_id) => {
@@ -249,7 +249,7 @@ impl Grpc {
 /// What a stream opens with.
 pub(crate) enum Opening {
     /// `SendStreamingMessage`.
-    Send(v1::SendMessageRequest),
+    Send(Box<v1::SendMessageRequest>),
     /// `SubscribeToTask` of this task.
     Subscribe(String),
 }

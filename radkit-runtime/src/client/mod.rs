@@ -231,13 +231,13 @@ impl ClientBuilder {
                 tenant: endpoint.tenant.clone(),
             }),
             #[cfg(feature = "grpc")]
-            Binding::Grpc => Backend::Grpc(grpc::Grpc::new(
+            Binding::Grpc => Backend::Grpc(Box::new(grpc::Grpc::new(
                 &endpoint.url,
                 endpoint.tenant.clone(),
                 transport.auth(),
                 self.timeouts,
                 self.max_body,
-            )?),
+            )?)),
             _ => Backend::JsonRpc,
         };
         Ok(A2aClient {
@@ -274,7 +274,7 @@ enum Backend {
     Rest(rest::Rest),
     /// gRPC at the endpoint's target, over its own HTTP/2 connection.
     #[cfg(feature = "grpc")]
-    Grpc(grpc::Grpc),
+    Grpc(Box<grpc::Grpc>),
 }
 
 impl std::fmt::Debug for A2aClient {
@@ -491,7 +491,7 @@ impl A2aClient {
             #[cfg(feature = "grpc")]
             Backend::Grpc(grpc) => {
                 let request = dialect.v1_send(Method::Stream, message, false, None);
-                return grpc.follow(grpc::Opening::Send(request), Follows::Send);
+                return grpc.follow(grpc::Opening::Send(Box::new(request)), Follows::Send);
             }
         };
         self.follow(framing, Follows::Send)

@@ -6,8 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -45,14 +44,19 @@ pub(super) async fn rest(State(state): State<Arc<AppState>>) -> Response {
 }
 
 /// A gRPC path when gRPC is not offered: gRPC's own `UNIMPLEMENTED` (12) as a Trailers-Only
-/// response, which every gRPC client reads and shows (as for an unknown service).
+/// response, which every gRPC client reads and shows (as for an unknown service). A build without
+/// the `grpc` feature answers these paths with `grpc_unavailable` instead.
+#[cfg(feature = "grpc")]
 pub(super) async fn grpc(State(state): State<Arc<AppState>>) -> Response {
     // `grpc-message` is percent-encoded on the wire; the message is printable ASCII without `%`.
     let message = message(&state, Binding::Grpc);
     let mut response = StatusCode::OK.into_response();
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert("grpc-status", HeaderValue::from_static("12"));
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", axum::http::HeaderValue::from_static("12"));
     if let Ok(value) = message.parse() {
         headers.insert("grpc-message", value);
     }
