@@ -168,13 +168,14 @@ async fn callee_only(store: impl Store, binding: Binding) -> Agent {
 }
 
 /// The caller's engine (not served: the test talks to it directly), with `peer` (the card's
-/// choice) and `peer03` (0.3 forced) declared at `url`.
+/// choice), `peer03` (0.3 forced) and `peer_rpc` (JSON-RPC forced) declared at `url`.
 fn caller(store: impl Store, url: &str) -> EngineBuilder {
     Engine::builder(store)
         .without_registered_skills()
         .skill(Delegator)
         .agent("peer", AgentSpec::new(url))
         .agent("peer03", AgentSpec::new(url).version(ProtocolVersion::V0_3))
+        .agent("peer_rpc", AgentSpec::new(url).binding(Binding::JsonRpc))
         .check_fold(true)
 }
 
@@ -343,15 +344,18 @@ async fn a_callee_offering_one_binding_is_called_over_it_from_its_card() {
             "remote failed: the peer cannot do that",
             "{binding}: {done:?}"
         );
-        // 0.3 has neither binding: a peer that offers neither is a clear error, not a hang.
-        let id = ask(&engine, "peer03: hello").await;
-        let done = ended(&engine, &id).await;
-        assert_eq!(done.status.state, TaskState::Failed, "{binding}: {done:?}");
-        assert!(
-            text_of(&done).contains(&format!("{} 1.0", binding.name())),
-            "{binding}: the error names what the card offers: {}",
-            text_of(&done)
-        );
+        // 0.3 has neither binding, and JSON-RPC forced is not offered: a clear error naming what
+        // the card offers, not a hang.
+        for agent in ["peer03", "peer_rpc"] {
+            let id = ask(&engine, &format!("{agent}: hello")).await;
+            let done = ended(&engine, &id).await;
+            assert_eq!(done.status.state, TaskState::Failed, "{binding}: {done:?}");
+            assert!(
+                text_of(&done).contains(&format!("{} 1.0", binding.name())),
+                "{binding}, {agent}: the error names what the card offers: {}",
+                text_of(&done)
+            );
+        }
         // Cancel cascades over the binding too.
         let id = ask(&engine, "peer: wait for an hour").await;
         let remote_id = bound_callee(&store, &id).await;
