@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{CardSigner, ExtendedCard};
+use crate::model::{Binding, CardSigner, ExtendedCard};
 
 /// How the server presents itself and what it accepts.
 #[derive(Debug, Clone)]
@@ -55,12 +55,23 @@ pub struct ServerConfig {
     /// `A2A-Version: 1.0` always does). Strict 1.0 validators (a JSON schema without additional
     /// properties) accept only the latter.
     pub card_0_3_members: bool,
-    /// List the gRPC interface on the card (the default, when the `grpc` feature serves it). Off
-    /// where clients cannot reach gRPC: a function platform's HTTP front door (`serverless::lambda`).
-    pub grpc: bool,
+    /// The A2A bindings the agent offers: listed on its card and served (default: JSON-RPC,
+    /// HTTP+JSON and gRPC — gRPC only in a build with the `grpc` feature). A binding left out is
+    /// neither listed nor served: its requests are refused with an answer naming the bindings
+    /// offered (JSON-RPC: HTTP 404 with the error -32601; HTTP+JSON: 404 with a
+    /// `google.rpc.Status` whose `ErrorInfo` says `METHOD_NOT_FOUND`; gRPC: `UNIMPLEMENTED`). The
+    /// card, the JWKS and the call webhook are served whatever the list. `serverless::lambda`
+    /// leaves gRPC out: a function platform's HTTP front door cannot carry it.
+    pub bindings: Vec<Binding>,
 }
 
 impl ServerConfig {
+    /// True when the agent offers `binding` (see [`ServerConfig::bindings`]); gRPC only in a build
+    /// that serves it.
+    pub fn offers(&self, binding: Binding) -> bool {
+        self.bindings.contains(&binding) && (binding != Binding::Grpc || cfg!(feature = "grpc"))
+    }
+
     /// Defaults for an agent reachable at `url`.
     pub fn new(url: impl Into<String>) -> Self {
         ServerConfig {
@@ -79,7 +90,7 @@ impl ServerConfig {
             card_signer: None,
             card_max_age: Duration::from_secs(300),
             card_0_3_members: true,
-            grpc: true,
+            bindings: Binding::ALL.to_vec(),
         }
     }
 }

@@ -9,7 +9,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures::StreamExt;
-use radkit::client::{A2aClient, ClientAuth, ClientError, ProtocolVersion, Reply, StreamEvent};
+use radkit::client::{
+    A2aClient, Binding, ClientAuth, ClientError, ProtocolVersion, Reply, StreamEvent,
+};
 use radkit::model::{Part, Task, TaskState};
 use radkit::prelude::*;
 use radkit::store::MemoryStore;
@@ -84,31 +86,38 @@ async fn agent() -> Agent {
     agent_with(Vec::new()).await
 }
 
-/// How a test's client chose its version.
+/// How a test's client chose its version and binding.
 #[derive(Debug, Clone, Copy)]
 enum Pick {
     /// From the card.
     Card,
-    /// Forced.
+    /// The version forced.
     Forced(ProtocolVersion),
+    /// The binding forced (`ClientBuilder::bindings` with one).
+    Binding(Binding),
 }
 
-/// Every way a client of a radkit agent is made: from the card (which offers 1.0), and forced to
-/// each version.
-const PICKS: [Pick; 3] = [
+/// Every way a client of a radkit agent is made: from the card (which offers 1.0 JSON-RPC first),
+/// forced to each version, and forced to HTTP+JSON and to gRPC (which radkit offers as well).
+const PICKS: [Pick; 5] = [
     Pick::Card,
     Pick::Forced(ProtocolVersion::V0_3),
     Pick::Forced(ProtocolVersion::V1_0),
+    Pick::Binding(Binding::HttpJson),
+    Pick::Binding(Binding::Grpc),
 ];
 
 async fn client(url: &str, pick: Pick) -> A2aClient {
     let connected = match pick {
         Pick::Card => A2aClient::connect(url, ClientAuth::None).await,
         Pick::Forced(version) => A2aClient::connect_version(url, ClientAuth::None, version).await,
+        Pick::Binding(binding) => A2aClient::builder().bindings([binding]).connect(url).await,
     };
     let client = connected.unwrap_or_else(|e| panic!("connect to {url} ({pick:?}): {e}"));
-    if let Pick::Forced(version) = pick {
-        assert_eq!(client.version(), version);
+    match pick {
+        Pick::Forced(version) => assert_eq!(client.version(), version),
+        Pick::Binding(binding) => assert_eq!(client.binding(), binding),
+        Pick::Card => {}
     }
     client
 }
@@ -447,12 +456,20 @@ async fn a_peer_answering_garbage_gives_protocol_errors() {
             "{e}"
         );
     }
-    // A document that is not a card, and a card with no JSON-RPC interface.
-    for mode in ["not-a-card", "grpc-only"] {
+    // A document that is not a card, and a card with no interface the client speaks (gRPC over
+    // TLS, an unknown binding): the error names what it offers.
+    for mode in ["not-a-card", "nothing-spoken"] {
         let e = A2aClient::connect(&peer.url(mode), ClientAuth::None)
             .await
             .unwrap_err();
         assert!(matches!(e, ClientError::Card(_)), "{mode}: {e}");
+        if mode == "nothing-spoken" {
+            let said = e.to_string();
+            assert!(
+                said.contains("GRPC 1.0 at https://h:443") && said.contains("CARRIER-PIGEON"),
+                "{said}"
+            );
+        }
     }
 }
 
@@ -543,6 +560,112 @@ async fn the_official_python_sdk_1_x_server_is_driven_over_1_0_and_0_3() {
     sdk_peer::drive(&picked, Pick::Card).await;
     let forced = Pick::Forced(ProtocolVersion::V0_3);
     sdk_peer::drive(&client(&server.url, forced).await, forced).await;
+}
+
+/// The SDK's server offering HTTP+JSON alone, then gRPC alone: the client picks it from the card
+/// and does everything it does over JSON-RPC, the SDK's typed errors (not cancelable, not found)
+/// read as the same `ClientError`s.
+#[test(multi_thread, needs = Python1Server)]
+async fn the_official_python_sdk_1_x_server_is_driven_over_http_json_and_grpc() {
+    let grpc_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    for (args, binding) in [
+        (vec!["--rest"], Binding::HttpJson),
+        (vec!["--grpc", grpc_port.as_str()], Binding::Grpc),
+    ] {
+        let server = sdk_peer::start_with(services::python1(), "sdk_server.py", &args).await;
+        let picked = client(&server.url, Pick::Card).await;
+        assert_eq!(picked.binding(), binding);
+        sdk_peer::drive(&picked, Pick::Binding(binding)).await;
+    }
+}
+
+/// An agent configured to offer one binding lists it alone, a client picks it from the card, and
+/// the others are refused in their own shapes, naming what is offered.
+#[test(multi_thread)]
+async fn an_agent_offering_one_binding_lists_it_alone_and_refuses_the_others() {
+    let agent = start(only(MemoryStore::new(), Peer), |mut config| {
+        config.bindings = vec![Binding::HttpJson];
+        config
+    })
+    .await;
+    let picked = client(&agent.url, Pick::Card).await;
+    assert_eq!(picked.binding(), Binding::HttpJson);
+    let listed: Vec<&str> = picked
+        .card()
+        .supported_interfaces
+        .iter()
+        .map(|i| i.protocol_binding.as_str())
+        .collect();
+    assert_eq!(listed, ["HTTP+JSON"]);
+    let done = task_of(picked.send(message("hello", None), false).await.unwrap());
+    assert_eq!(done.status.state, TaskState::Completed);
+    // A client that speaks only what the card lacks gets a card error naming what it offers.
+    let e = A2aClient::builder()
+        .bindings([Binding::JsonRpc, Binding::Grpc])
+        .connect(&agent.url)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ClientError::Card(ref m) if m.contains("HTTP+JSON 1.0")),
+        "{e}"
+    );
+    // JSON-RPC sent anyway: 404 with a JSON-RPC error saying what is offered.
+    let http = reqwest::Client::new();
+    let response = http
+        .post(format!("{}/", agent.url))
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    let said = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("does not offer JSONRPC") && said.contains("HTTP+JSON"),
+        "{said}"
+    );
+    // gRPC sent anyway: UNIMPLEMENTED with the same message.
+    let channel = tonic::transport::Endpoint::from_shared(agent.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = radkit::server::grpc::proto::a2a_service_client::A2aServiceClient::new(channel);
+    let status = grpc
+        .get_task(radkit::server::grpc::proto::GetTaskRequest {
+            id: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    assert!(
+        status.message().contains("does not offer GRPC"),
+        "{status:?}"
+    );
+    // And an agent offering JSON-RPC alone refuses HTTP+JSON with a `google.rpc.Status`.
+    let rpc_only = start(only(MemoryStore::new(), Peer), |mut config| {
+        config.bindings = vec![Binding::JsonRpc];
+        config
+    })
+    .await;
+    let response = http
+        .get(format!("{}/tasks/x", rpc_only.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(
+        body["error"]["details"][0]["reason"], "METHOD_NOT_FOUND",
+        "{body}"
+    );
 }
 
 #[test(multi_thread, needs = PythonServer)]

@@ -4,19 +4,21 @@
 //! error, cancel cascading to the remote task, the caller crashed at every boundary of a call
 //! (exactly one remote task, the caller completes), the callee stopped and restarted mid-call, and
 //! the official Python SDK's server as the remote peer (`tests/python/sdk_server.py`; ignored
-//! without `RADKIT_PYTHON1` or the workspace's `.venv1`).
+//! without `RADKIT_PYTHON1` or the workspace's `.venv1`). Callees that offer one binding only
+//! (`ServerConfig::bindings`: JSON-RPC, HTTP+JSON, gRPC) are called over it, picked from their card,
+//! with the same crash guarantees on each.
 
 use std::future::Future;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use radkit::client::ProtocolVersion;
+use radkit::client::{Binding, ProtocolVersion};
 use radkit::engine::EngineBuilder;
 use radkit::engine::{AgentSpec, Boundary, Caller, Fault, PushSettings, Request};
 use radkit::flow::AgentError;
 use radkit::journal::Entry;
-use radkit::model::{TaskId, TaskState};
+use radkit::model::{Artifact, TaskId, TaskState};
 use radkit::prelude::*;
 use radkit::store::{MemoryStore, SqliteStore, Store, TaskQuery};
 
@@ -44,6 +46,16 @@ impl Peer {
         }
         if text.starts_with("fail") {
             return ctx.fail("the peer cannot do that");
+        }
+        if text.starts_with("artifacts") {
+            for n in 1..=2 {
+                ctx.emit_artifact(Artifact::from_text(
+                    format!("part-{n}.txt"),
+                    format!("part {n}"),
+                ))
+                .await?;
+                ctx.sleep(Duration::from_millis(500)).await?;
+            }
         }
         if text.starts_with("progress") {
             for n in 1..=3 {
@@ -126,20 +138,44 @@ async fn callee(store: impl Store) -> Agent {
 }
 
 async fn callee_on(store: impl Store, listener: tokio::net::TcpListener) -> Agent {
+    callee_offering(store, listener, &Binding::ALL).await
+}
+
+/// A callee that offers (lists on its card, and serves) `bindings` only.
+async fn callee_offering(
+    store: impl Store,
+    listener: tokio::net::TcpListener,
+    bindings: &[Binding],
+) -> Agent {
     let builder = Engine::builder(store)
         .without_registered_skills()
         .skill(Peer);
-    serve(builder, listener).await
+    let engine = builder.start().await.expect("start the engine");
+    let bindings = bindings.to_vec();
+    serve_on(listener, engine, move |mut config| {
+        config.bindings = bindings;
+        config
+    })
+}
+
+/// Each binding a callee may offer alone.
+const ONLY: [Binding; 3] = [Binding::JsonRpc, Binding::HttpJson, Binding::Grpc];
+
+/// A callee on a fresh port that offers `binding` only.
+async fn callee_only(store: impl Store, binding: Binding) -> Agent {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    callee_offering(store, listener, &[binding]).await
 }
 
 /// The caller's engine (not served: the test talks to it directly), with `peer` (the card's
-/// choice) and `peer03` (0.3 forced) declared at `url`.
+/// choice), `peer03` (0.3 forced) and `peer_rpc` (JSON-RPC forced) declared at `url`.
 fn caller(store: impl Store, url: &str) -> EngineBuilder {
     Engine::builder(store)
         .without_registered_skills()
         .skill(Delegator)
         .agent("peer", AgentSpec::new(url))
         .agent("peer03", AgentSpec::new(url).version(ProtocolVersion::V0_3))
+        .agent("peer_rpc", AgentSpec::new(url).binding(Binding::JsonRpc))
         .check_fold(true)
 }
 
@@ -277,6 +313,99 @@ async fn a_streamed_call_relays_the_remote_progress_as_the_callers_own() {
             !relayed.iter().any(|r| r.starts_with("Echo")),
             "{agent}: the answer is the reply, not progress: {relayed:?}"
         );
+    }
+}
+
+/// A callee that offers only HTTP+JSON, or only gRPC, is called over it (the caller's spec names
+/// no binding: the card's is picked): the answer, the question round trip (a reply to the same
+/// remote task), a remote failure as a typed error, and cancel cascading to the remote task.
+#[test(multi_thread)]
+async fn a_callee_offering_one_binding_is_called_over_it_from_its_card() {
+    for binding in [Binding::HttpJson, Binding::Grpc] {
+        let remote_store = MemoryStore::new();
+        let remote = callee_only(remote_store.clone(), binding).await;
+        let store = MemoryStore::new();
+        let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+        let id = ask(&engine, "peer: hello").await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(text_of(&done), "Echo: hello", "{binding}: {done:?}");
+        let id = ask(&engine, "peer: ask me").await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(text_of(&done), "Got 42", "{binding}: {done:?}");
+        let bound = bound(&store, &id).await;
+        assert!(
+            bound.len() == 2 && bound[0] == bound[1],
+            "{binding}: the reply went to the same remote task: {bound:?}"
+        );
+        let id = ask(&engine, "peer: fail now").await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(
+            text_of(&done),
+            "remote failed: the peer cannot do that",
+            "{binding}: {done:?}"
+        );
+        // 0.3 has neither binding, and JSON-RPC forced is not offered: a clear error naming what
+        // the card offers, not a hang.
+        for agent in ["peer03", "peer_rpc"] {
+            let id = ask(&engine, &format!("{agent}: hello")).await;
+            let done = ended(&engine, &id).await;
+            assert_eq!(done.status.state, TaskState::Failed, "{binding}: {done:?}");
+            assert!(
+                text_of(&done).contains(&format!("{} 1.0", binding.name())),
+                "{binding}, {agent}: the error names what the card offers: {}",
+                text_of(&done)
+            );
+        }
+        // Cancel cascades over the binding too.
+        let id = ask(&engine, "peer: wait for an hour").await;
+        let remote_id = bound_callee(&store, &id).await;
+        engine.cancel(&Caller::Operator, &id).await.unwrap();
+        let remote_task = ended(&remote.engine, &remote_id).await;
+        assert_eq!(remote_task.status.state, TaskState::Canceled, "{binding}");
+        assert!(engine.fold_divergences().is_empty());
+    }
+}
+
+/// A streamed call relays the callee's artifacts as they come, journaled as the caller's own
+/// (`artifact_emitted`), over every binding.
+#[test(multi_thread)]
+async fn a_streamed_call_relays_the_remote_artifacts_as_the_callers_own() {
+    for binding in ONLY {
+        let remote = callee_only(MemoryStore::new(), binding).await;
+        let store = MemoryStore::new();
+        let engine = caller(store.clone(), &remote.url).start().await.unwrap();
+        let id = ask(&engine, "stream peer: artifacts please").await;
+        let done = ended(&engine, &id).await;
+        assert!(
+            text_of(&done).starts_with("Echo: artifacts please"),
+            "{binding}: {done:?}"
+        );
+        let relayed: Vec<String> = store
+            .journal(&id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| match r.entry {
+                Entry::ArtifactEmitted { artifact, .. } => Some(artifact.name.unwrap_or_default()),
+                _ => None,
+            })
+            .collect();
+        // The first may be sent before the caller subscribes (the task it opens with holds it);
+        // the second comes live.
+        assert!(
+            relayed.contains(&"part-2.txt".to_owned()),
+            "{binding}: the caller's artifacts {relayed:?}"
+        );
+        let names: Vec<String> = done
+            .artifacts
+            .iter()
+            .filter_map(|a| a.name.clone())
+            .collect();
+        assert!(
+            names.contains(&"part-2.txt".to_owned()),
+            "{binding}: the caller's task holds the relayed artifact: {names:?}"
+        );
+        assert!(engine.fold_divergences().is_empty());
     }
 }
 
@@ -485,10 +614,17 @@ async fn canceling_a_caller_cut_off_after_the_remote_made_its_task_cancels_it() 
 }
 
 /// Crash the caller at `boundary` of its call to `peer`, restart it on the same store, and check
-/// that exactly one remote task exists and the caller completes with its answer.
+/// that exactly one remote task exists and the caller completes with its answer: over each binding,
+/// with a callee that offers that binding alone.
 async fn crash_the_caller_at(boundary: Boundary) {
+    for binding in ONLY {
+        crash_the_caller_over(boundary, binding).await;
+    }
+}
+
+async fn crash_the_caller_over(boundary: Boundary, binding: Binding) {
     let remote_store = MemoryStore::new();
-    let remote = callee(remote_store.clone()).await;
+    let remote = callee_only(remote_store.clone(), binding).await;
     let store = MemoryStore::new();
     let crashed = caller(store.clone(), &remote.url)
         .fault_hook(move |f: &Fault| {
@@ -509,12 +645,16 @@ async fn crash_the_caller_at(boundary: Boundary) {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let engine = caller(store.clone(), &remote.url).start().await.unwrap();
     let done = ended(&engine, &id).await;
-    assert_eq!(text_of(&done), "Echo: slow hello", "{boundary:?}: {done:?}");
+    assert_eq!(
+        text_of(&done),
+        "Echo: slow hello",
+        "{boundary:?} over {binding}: {done:?}"
+    );
     let tasks = remote_tasks(&remote_store).await;
     assert_eq!(
         tasks.len(),
         1,
-        "{boundary:?}: exactly one remote task: {tasks:?}"
+        "{boundary:?} over {binding}: exactly one remote task: {tasks:?}"
     );
     assert_eq!(bound(&store, &id).await, vec![tasks[0].id.clone()]);
     assert!(engine.fold_divergences().is_empty());
@@ -960,6 +1100,58 @@ async fn the_official_python_sdk_server_is_a_remote_peer() {
         assert!(text_of(&done).contains("42"), "{agent}: {done:?}");
     }
     let _ = Arc::new(());
+}
+
+/// The official SDK's server offering HTTP+JSON only, then gRPC only (its card lists that one
+/// binding): the caller picks it from the card, gets the answer of a call and of the question
+/// round trip, and follows a streamed call.
+#[test(multi_thread, needs = Python1Server)]
+async fn the_official_python_sdk_server_is_a_remote_peer_over_rest_and_grpc() {
+    let grpc_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    for args in [vec!["--rest"], vec!["--grpc", grpc_port.as_str()]] {
+        let server = sdk_server_with(&args).await;
+        let store = MemoryStore::new();
+        let engine = caller(store.clone(), &server.url).start().await.unwrap();
+        let id = ask(&engine, "peer: slow work").await;
+        let done = ended(&engine, &id).await;
+        assert_eq!(
+            done.status.state,
+            TaskState::Completed,
+            "{args:?}: {done:?}"
+        );
+        assert!(
+            text_of(&done).contains("Echo: slow work"),
+            "{args:?}: {}",
+            text_of(&done)
+        );
+        let id = ask(&engine, "peer: ask me").await;
+        let done = ended(&engine, &id).await;
+        assert!(text_of(&done).contains("42"), "{args:?}: {done:?}");
+        let bound = bound(&store, &id).await;
+        assert!(
+            bound.len() == 2 && bound[0] == bound[1],
+            "{args:?}: the reply went to the same remote task: {bound:?}"
+        );
+        let id = ask(&engine, "stream peer: slow stream").await;
+        let done = ended(&engine, &id).await;
+        assert!(
+            text_of(&done).contains("Echo: slow stream"),
+            "{args:?}: {done:?}"
+        );
+        // The SDK's artifact comes while its task works: relayed as the caller's own.
+        assert!(
+            done.artifacts
+                .iter()
+                .any(|a| a.name.as_deref() == Some("echo.txt")),
+            "{args:?}: {:?}",
+            done.artifacts
+        );
+    }
 }
 
 /// The SDK's own push sender stores the call's webhook URL and token and posts the callee's

@@ -32,7 +32,7 @@ const VENDORED_DIRS: &[&str] = &["docs/a2a", "docs/a2a-tck"];
 
 /// Code generated from a vendored file, whose doc comments are the upstream file's own (the gRPC
 /// messages carry `a2a.proto`'s comments, links included): not scanned, like the vendored copies.
-const GENERATED_FILES: &[&str] = &["radkit-runtime/src/server/grpc/lf.a2a.v1.rs"];
+const GENERATED_FILES: &[&str] = &["radkit-runtime/src/model/grpc/lf.a2a.v1.rs"];
 
 /// Crate roots whose root and `src/` a path reference may be relative to.
 const CRATES: &[&str] = &[".", "radkit-runtime", "radkit-macros"];

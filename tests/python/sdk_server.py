@@ -13,7 +13,12 @@ Cancel ends a task canceled. With `--push` the card says the agent pushes notifi
 SDK's own push sender (`BasePushNotificationSender`, configs in `InMemoryPushNotificationConfigStore`)
 posts the task's updates to the webhooks a client gives (as radkit's call webhook is).
 
-Usage: python sdk_server.py <port> [--push]
+With `--rest` the agent serves HTTP+JSON (the SDK's REST routes) instead of JSON-RPC, and with
+`--grpc <port>` gRPC on that port (the SDK's `GrpcHandler` on a `grpc.aio` server) instead of
+JSON-RPC; the card, still at /.well-known/agent-card.json on <port>, lists only the binding served,
+so a client must pick it from `supportedInterfaces`.
+
+Usage: python sdk_server.py <port> [--push] [--rest | --grpc <grpc-port>]
 """
 
 import asyncio
@@ -27,7 +32,11 @@ import a2a.types as T
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.server.tasks import (
     BasePushNotificationSender,
     InMemoryPushNotificationConfigStore,
@@ -38,15 +47,12 @@ from a2a.server.tasks import (
 SLOW_SECONDS = 1.0
 
 
-def card(url, push=False):
+def card(interfaces, push=False):
     return T.AgentCard(
         name="sdk-peer",
         description="The official A2A Python SDK as a peer: echo, ask, slow",
         version="1.0.0",
-        supported_interfaces=[
-            T.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
-            T.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
-        ],
+        supported_interfaces=interfaces,
         capabilities=T.AgentCapabilities(streaming=True, push_notifications=push),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
@@ -102,11 +108,22 @@ class Peer(AgentExecutor):
         await updater.cancel()
 
 
-def main():
-    port = int(sys.argv[1])
-    push = "--push" in sys.argv[2:]
+def interfaces(port, binding, grpc_port):
     url = f"http://127.0.0.1:{port}/"
-    agent = card(url, push)
+    if binding == "rest":
+        return [T.AgentInterface(
+            url=f"http://127.0.0.1:{port}", protocol_binding="HTTP+JSON", protocol_version="1.0")]
+    if binding == "grpc":
+        return [T.AgentInterface(
+            url=f"127.0.0.1:{grpc_port}", protocol_binding="GRPC", protocol_version="1.0")]
+    return [
+        T.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
+        T.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
+    ]
+
+
+async def serve(port, binding, grpc_port, push):
+    agent = card(interfaces(port, binding, grpc_port), push)
     pushing = {}
     if push:
         configs = InMemoryPushNotificationConfigStore()
@@ -117,10 +134,40 @@ def main():
     handler = DefaultRequestHandler(
         agent_executor=Peer(), task_store=InMemoryTaskStore(), agent_card=agent, **pushing
     )
-    routes = create_agent_card_routes(agent) + create_jsonrpc_routes(
-        handler, "/", enable_v0_3_compat=True
-    )
-    uvicorn.run(Starlette(routes=routes), host="127.0.0.1", port=port, log_level="warning")
+    routes = create_agent_card_routes(agent)
+    if binding == "rest":
+        routes += create_rest_routes(handler)
+    elif binding == "jsonrpc":
+        routes += create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
+    http = uvicorn.Server(uvicorn.Config(
+        Starlette(routes=routes), host="127.0.0.1", port=port, log_level="warning"))
+    if binding != "grpc":
+        await http.serve()
+        return
+    import grpc
+    from a2a.server.request_handlers import GrpcHandler
+    from a2a.types import a2a_pb2_grpc
+
+    server = grpc.aio.server()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
+    server.add_insecure_port(f"127.0.0.1:{grpc_port}")
+    await server.start()
+    try:
+        await http.serve()
+    finally:
+        await server.stop(None)
+
+
+def main():
+    port = int(sys.argv[1])
+    args = sys.argv[2:]
+    push = "--push" in args
+    binding, grpc_port = "jsonrpc", None
+    if "--rest" in args:
+        binding = "rest"
+    if "--grpc" in args:
+        binding, grpc_port = "grpc", int(args[args.index("--grpc") + 1])
+    asyncio.run(serve(port, binding, grpc_port, push))
 
 
 if __name__ == "__main__":

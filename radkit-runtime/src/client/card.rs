@@ -1,12 +1,12 @@
 //! The peer's agent card: where it is fetched from, how a card of either version is read as an A2A
-//! 1.0 card, and which JSON-RPC endpoint and protocol version the client then speaks. It reads the
+//! 1.0 card, and which interface (binding, URL, protocol version) the client then speaks. It reads the
 //! card only; it never calls the agent.
 
 use reqwest::Url;
 use serde_json::{Map, Value};
 
 use super::{ClientError, ProtocolVersion};
-use crate::model::v1;
+use crate::model::{v1, Binding};
 
 /// The path a base URL's card is served at (A2A 0.3 and 1.0).
 pub const WELL_KNOWN_CARD_PATH: &str = ".well-known/agent-card.json";
@@ -14,7 +14,9 @@ pub const WELL_KNOWN_CARD_PATH: &str = ".well-known/agent-card.json";
 /// Where the client sends its requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Endpoint {
-    /// The JSON-RPC URL.
+    /// The binding spoken there.
+    pub binding: Binding,
+    /// The interface's URL: JSON-RPC's endpoint, HTTP+JSON's base, gRPC's `http://host:port`.
     pub url: Url,
     /// The protocol version spoken there.
     pub version: ProtocolVersion,
@@ -191,46 +193,59 @@ fn version_of(protocol_version: &str) -> Option<ProtocolVersion> {
     }
 }
 
-/// The endpoint to use: with `forced` unset, the first 1.0 JSON-RPC interface, else the first 0.3
-/// one (the card's `url` for a 0.3 card); with `forced`, the first JSON-RPC interface of that
-/// version, else the first of the other (a peer whose card lists one URL for both).
+/// The bindings this build of the client speaks, in the order it prefers them by default:
+/// JSON-RPC, then HTTP+JSON, then gRPC (with the `grpc` feature).
+pub(crate) fn spoken() -> Vec<Binding> {
+    Binding::ALL
+        .into_iter()
+        .filter(|b| cfg!(feature = "grpc") || *b != Binding::Grpc)
+        .collect()
+}
+
+/// The endpoint to use: for each binding of `preferred` in turn, the card's first interface of it
+/// that the client can speak; the first found wins. JSON-RPC is spoken in 1.0 or 0.3 (with
+/// `forced` unset, a 1.0 interface before a 0.3 one; with `forced`, an interface of that version,
+/// else the other, spoken in the forced version: a peer whose card lists one URL for both);
+/// HTTP+JSON and gRPC only in 1.0 (so not when 0.3 is forced), and gRPC only in plaintext
+/// (`http://` or a bare `host:port`, as gRPC targets are written).
 pub(crate) fn endpoint(
     card: &v1::AgentCard,
     from: &Url,
+    preferred: &[Binding],
     forced: Option<ProtocolVersion>,
 ) -> Result<Endpoint, ClientError> {
-    let jsonrpc = |version: ProtocolVersion| {
-        card.supported_interfaces.iter().find(|i| {
-            i.protocol_binding.eq_ignore_ascii_case("JSONRPC")
-                && version_of(&i.protocol_version) == Some(version)
-        })
-    };
-    let order = match forced {
-        Some(ProtocolVersion::V0_3) => [ProtocolVersion::V0_3, ProtocolVersion::V1_0],
-        _ => [ProtocolVersion::V1_0, ProtocolVersion::V0_3],
-    };
-    let found = order
-        .iter()
-        .find_map(|v| jsonrpc(*v).map(|interface| (interface, *v)));
-    let Some((interface, found_version)) = found else {
-        let offered: Vec<String> = card
+    let found = preferred.iter().find_map(|binding| match binding {
+        Binding::JsonRpc => jsonrpc(card, forced),
+        _ if forced == Some(ProtocolVersion::V0_3) => None,
+        other => card
             .supported_interfaces
             .iter()
-            .map(|i| format!("{} {} at {}", i.protocol_binding, i.protocol_version, i.url))
-            .collect();
-        return Err(ClientError::Card(format!(
-            "the agent card at `{from}` offers no JSON-RPC interface for A2A 0.3 or 1.0 (it offers: {}); this client speaks JSON-RPC only",
-            if offered.is_empty() { "nothing".to_owned() } else { offered.join(", ") }
-        )));
+            .find(|i| {
+                Binding::from_name(&i.protocol_binding) == Some(*other)
+                    && version_of(&i.protocol_version) == Some(ProtocolVersion::V1_0)
+                    && (*other != Binding::Grpc || grpc_target(&i.url).is_some())
+            })
+            .map(|i| (i, *other, ProtocolVersion::V1_0)),
+    });
+    let Some((interface, binding, found_version)) = found else {
+        return Err(nothing_spoken(card, from, preferred, forced));
     };
-    let url = from.join(&interface.url).map_err(|e| {
+    let url = match binding {
+        Binding::Grpc => grpc_target(&interface.url),
+        _ => from.join(&interface.url).ok(),
+    };
+    let url = url.ok_or_else(|| {
         ClientError::Card(format!(
-            "the agent card at `{from}` names the interface URL `{}`, which is not a URL ({e})",
+            "the agent card at `{from}` names the interface URL `{}`, which is not a URL",
             interface.url
         ))
     })?;
-    let version = forced.unwrap_or(found_version);
+    let version = match binding {
+        Binding::JsonRpc => forced.unwrap_or(found_version),
+        _ => ProtocolVersion::V1_0,
+    };
     Ok(Endpoint {
+        binding,
         url,
         version,
         tenant: match version {
@@ -238,6 +253,65 @@ pub(crate) fn endpoint(
             ProtocolVersion::V0_3 => String::new(),
         },
     })
+}
+
+/// The card's JSON-RPC interface for `forced` (see [`endpoint`]) and the version it lists.
+fn jsonrpc(
+    card: &v1::AgentCard,
+    forced: Option<ProtocolVersion>,
+) -> Option<(&v1::AgentInterface, Binding, ProtocolVersion)> {
+    let of = |version: ProtocolVersion| {
+        card.supported_interfaces.iter().find(|i| {
+            Binding::from_name(&i.protocol_binding) == Some(Binding::JsonRpc)
+                && version_of(&i.protocol_version) == Some(version)
+        })
+    };
+    let order = match forced {
+        Some(ProtocolVersion::V0_3) => [ProtocolVersion::V0_3, ProtocolVersion::V1_0],
+        _ => [ProtocolVersion::V1_0, ProtocolVersion::V0_3],
+    };
+    order
+        .into_iter()
+        .find_map(|v| of(v).map(|i| (i, Binding::JsonRpc, v)))
+}
+
+/// A gRPC interface's URL as the `http://host:port` the client connects to: `host:port` (how
+/// gRPC targets are written) or an `http://` URL; `None` for TLS (`https://`, which this client
+/// does not speak over gRPC) and for anything that is not a host and port.
+pub(crate) fn grpc_target(url: &str) -> Option<Url> {
+    let url = url.trim();
+    let with_scheme = if url.contains("://") {
+        url.to_owned()
+    } else {
+        format!("http://{url}")
+    };
+    let parsed = Url::parse(&with_scheme).ok()?;
+    (parsed.scheme() == "http" && parsed.host_str().is_some()).then_some(parsed)
+}
+
+/// The error for a card with nothing the client can speak: what it offers, and what was asked.
+fn nothing_spoken(
+    card: &v1::AgentCard,
+    from: &Url,
+    preferred: &[Binding],
+    forced: Option<ProtocolVersion>,
+) -> ClientError {
+    let offered: Vec<String> = card
+        .supported_interfaces
+        .iter()
+        .map(|i| format!("{} {} at {}", i.protocol_binding, i.protocol_version, i.url))
+        .collect();
+    let asked: Vec<&str> = preferred.iter().map(|b| b.name()).collect();
+    let version = match forced {
+        Some(ProtocolVersion::V0_3) => " in A2A 0.3 (HTTP+JSON and gRPC are 1.0 only)",
+        Some(ProtocolVersion::V1_0) => " in A2A 1.0",
+        None => "",
+    };
+    ClientError::Card(format!(
+        "the agent card at `{from}` offers no interface this client speaks (it offers: {}); the client speaks {}{version}, gRPC in plaintext only",
+        if offered.is_empty() { "nothing".to_owned() } else { offered.join(", ") },
+        if asked.is_empty() { "nothing".to_owned() } else { asked.join(", ") },
+    ))
 }
 
 #[cfg(test)]
@@ -302,11 +376,11 @@ mod tests {
         ));
         assert_eq!(card.security_requirements.len(), 2);
         assert_eq!(card.skills[0].security_requirements.len(), 1);
-        let picked = endpoint(&card, &from(), None).unwrap();
+        let picked = endpoint(&card, &from(), &spoken(), None).unwrap();
         assert_eq!(picked.url.as_str(), "http://agent.example/rpc");
         assert_eq!(picked.version, ProtocolVersion::V0_3);
         // Forced to 1.0, the only JSON-RPC URL is used with the 1.0 header.
-        let forced = endpoint(&card, &from(), Some(ProtocolVersion::V1_0)).unwrap();
+        let forced = endpoint(&card, &from(), &spoken(), Some(ProtocolVersion::V1_0)).unwrap();
         assert_eq!(forced.url.as_str(), "http://agent.example/rpc");
         assert_eq!(forced.version, ProtocolVersion::V1_0);
     }
@@ -323,33 +397,109 @@ mod tests {
             ]
         });
         let card = read_card(doc, &from()).unwrap();
-        let picked = endpoint(&card, &from(), None).unwrap();
+        let picked = endpoint(&card, &from(), &spoken(), None).unwrap();
         assert_eq!(
             (picked.url.as_str(), picked.version, picked.tenant.as_str()),
             ("http://agent.example/v1", ProtocolVersion::V1_0, "t")
         );
-        let old = endpoint(&card, &from(), Some(ProtocolVersion::V0_3)).unwrap();
+        let old = endpoint(&card, &from(), &spoken(), Some(ProtocolVersion::V0_3)).unwrap();
         assert_eq!(
             (old.url.as_str(), old.version, old.tenant.as_str()),
             ("http://agent.example/old", ProtocolVersion::V0_3, "")
         );
     }
 
-    #[test]
-    fn a_card_without_json_rpc_or_not_a_card_is_a_card_error() {
+    fn card_offering(interfaces: Value) -> v1::AgentCard {
         let doc = json!({
             "name": "A", "description": "d", "version": "1", "capabilities": {},
-            "supportedInterfaces": [
-                {"url": "http://h/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
-                {"url": "http://h/", "protocolBinding": "JSONRPC", "protocolVersion": "2.0"}
-            ]
+            "supportedInterfaces": interfaces
         });
-        let card = read_card(doc, &from()).unwrap();
-        let e = endpoint(&card, &from(), None).unwrap_err().to_string();
+        read_card(doc, &from()).unwrap()
+    }
+
+    fn every_binding() -> v1::AgentCard {
+        card_offering(json!([
+            {"url": "h:7", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://h/rest", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0", "tenant": "t"},
+            {"url": "http://h/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ]))
+    }
+
+    #[test]
+    fn the_binding_is_the_first_of_the_preference_the_card_offers() {
+        let card = every_binding();
+        let picked = |preferred: &[Binding]| {
+            let e = endpoint(&card, &from(), preferred, None).unwrap();
+            (e.binding, e.url.to_string(), e.tenant)
+        };
+        assert_eq!(
+            picked(&spoken()),
+            (Binding::JsonRpc, "http://h/rpc".into(), String::new()),
+            "JSON-RPC by default, whatever the card's order"
+        );
+        assert_eq!(
+            picked(&[Binding::HttpJson, Binding::JsonRpc]),
+            (Binding::HttpJson, "http://h/rest".into(), "t".into())
+        );
+        assert_eq!(
+            picked(&[Binding::Grpc]),
+            (Binding::Grpc, "http://h:7/".into(), String::new()),
+            "a gRPC target `host:port` is spoken in plaintext"
+        );
+        let rest_only = card_offering(json!([
+            {"url": "/a2a", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        ]));
+        let e = endpoint(&rest_only, &from(), &spoken(), None).unwrap();
+        assert_eq!(
+            (e.binding, e.url.as_str(), e.version),
+            (
+                Binding::HttpJson,
+                "http://agent.example/a2a",
+                ProtocolVersion::V1_0
+            ),
+            "the next preferred binding when the card lacks the first"
+        );
+    }
+
+    #[test]
+    fn a_forced_binding_the_card_lacks_is_a_card_error_naming_what_it_offers() {
+        let rest_only = card_offering(json!([
+            {"url": "http://h/", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        ]));
+        let e = endpoint(&rest_only, &from(), &[Binding::Grpc], None)
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.contains("no JSON-RPC interface") && e.contains("GRPC 1.0 at http://h/grpc"),
+            e.contains("offers no interface this client speaks")
+                && e.contains("HTTP+JSON 1.0 at http://h/")
+                && e.contains("the client speaks GRPC"),
             "{e}"
         );
+        // HTTP+JSON is 1.0 only: forcing 0.3 leaves nothing.
+        let e = endpoint(&rest_only, &from(), &spoken(), Some(ProtocolVersion::V0_3))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("in A2A 0.3"), "{e}");
+    }
+
+    #[test]
+    fn a_card_with_nothing_speakable_or_not_a_card_is_a_card_error() {
+        let card = card_offering(json!([
+            {"url": "https://h:443", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+            {"url": "http://h/", "protocolBinding": "JSONRPC", "protocolVersion": "2.0"},
+            {"url": "http://h/", "protocolBinding": "CARRIER-PIGEON", "protocolVersion": "1.0"}
+        ]));
+        let e = endpoint(&card, &from(), &spoken(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("GRPC 1.0 at https://h:443")
+                && e.contains("JSONRPC 2.0 at http://h/")
+                && e.contains("CARRIER-PIGEON"),
+            "{e}"
+        );
+        assert_eq!(grpc_target("https://h:443"), None, "no TLS over gRPC");
+        assert_eq!(grpc_target("h:1").unwrap().as_str(), "http://h:1/");
         for garbage in [json!([1]), json!({"name": 3})] {
             assert!(matches!(
                 read_card(garbage, &from()),

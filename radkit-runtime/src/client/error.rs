@@ -39,17 +39,34 @@ pub enum ClientError {
         /// The start of the body (at most [`BODY_EXCERPT`] characters), for the log.
         body: String,
     },
-    /// The peer answered with a JSON-RPC error.
+    /// The peer answered with an A2A error: a JSON-RPC error, or on HTTP+JSON and gRPC a
+    /// `google.rpc.Status` whose `google.rpc.ErrorInfo` names one (its reason read as the JSON-RPC
+    /// code A2A gives the same error, spec §5.4), so the same checks work on every binding.
     #[error("the agent refused `{method}` with error {code}: {message}")]
     Rpc {
-        /// The method called.
+        /// The method called (`SendMessage`, `GetTask`, ...; 0.3's `message/send`, ...).
         method: String,
         /// The JSON-RPC error code (A2A's: -32001 task not found, -32002 not cancelable, ...).
         code: i64,
         /// The peer's message.
         message: String,
-        /// The error's `data`, if any (1.0 peers put a `google.rpc.ErrorInfo` list there).
+        /// The error's `data`, if any (1.0 peers put a `google.rpc.ErrorInfo` list there; over
+        /// HTTP+JSON and gRPC it is the status's `details`).
         data: Option<serde_json::Value>,
+    },
+    /// The peer answered a gRPC call with a status that names no A2A error (no `ErrorInfo` with a
+    /// reason A2A or radkit defines). `UNAVAILABLE`, `RESOURCE_EXHAUSTED`, `DEADLINE_EXCEEDED` and
+    /// `ABORTED` are transient.
+    #[error("the agent at `{url}` answered `{method}` with gRPC status {code}: {message}")]
+    Grpc {
+        /// The target called.
+        url: String,
+        /// The RPC.
+        method: String,
+        /// The gRPC status code (`14` is `UNAVAILABLE`).
+        code: i32,
+        /// The status message (at most [`BODY_EXCERPT`] characters).
+        message: String,
     },
     /// The answer is not what A2A says it is: not JSON, not a JSON-RPC response to this request, a
     /// result of the wrong shape, a malformed or oversized SSE event, or a body over the size limit.
@@ -64,7 +81,8 @@ pub enum ClientError {
         /// The URL streamed from.
         url: String,
     },
-    /// The agent card cannot be used: it is not a card, or offers no JSON-RPC interface.
+    /// The agent card cannot be used: it is not a card, or offers no interface the client speaks
+    /// (the message names what it offers).
     #[error("{0}")]
     Card(String),
     /// The client was given something it cannot send: an invalid URL or header value, a message
@@ -89,6 +107,8 @@ impl ClientError {
                 *code,
                 codes::STORAGE_UNAVAILABLE | codes::TOO_MANY_CONNECTIONS | codes::TOO_MANY_STREAMS
             ),
+            // UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, ABORTED.
+            ClientError::Grpc { code, .. } => matches!(*code, 14 | 8 | 4 | 10),
             ClientError::Protocol(_) | ClientError::Card(_) | ClientError::Invalid(_) => false,
         }
     }
@@ -112,6 +132,31 @@ impl ClientError {
         self.rpc_code() == Some(codes::TASK_NOT_CANCELABLE)
     }
 
+    /// The A2A error a `google.rpc.Status` names (HTTP+JSON's error body, gRPC's status details):
+    /// the first `ErrorInfo` in `details` whose reason A2A (or radkit, in its own domain) defines,
+    /// as [`ClientError::Rpc`] with that error's JSON-RPC code; `None` when none does.
+    pub(crate) fn from_status(
+        method: &str,
+        message: &str,
+        details: &[serde_json::Value],
+    ) -> Option<Self> {
+        let code = details.iter().find_map(|detail| {
+            let is_info = detail
+                .get("@type")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|t| t.ends_with("google.rpc.ErrorInfo"));
+            let reason = detail.get("reason").and_then(serde_json::Value::as_str)?;
+            let domain = detail.get("domain").and_then(serde_json::Value::as_str);
+            is_info.then(|| code_of_reason(reason, domain)).flatten()
+        })?;
+        Some(ClientError::Rpc {
+            method: method.to_owned(),
+            code,
+            message: excerpt(message),
+            data: Some(serde_json::Value::Array(details.to_vec())),
+        })
+    }
+
     pub(crate) fn transport(url: &str, error: &reqwest::Error) -> Self {
         ClientError::Transport {
             url: url.to_owned(),
@@ -120,17 +165,55 @@ impl ClientError {
     }
 
     pub(crate) fn http(url: &str, status: u16, body: &[u8]) -> Self {
-        let text = String::from_utf8_lossy(body);
-        let mut body: String = text.trim().chars().take(BODY_EXCERPT).collect();
-        if text.trim().chars().count() > BODY_EXCERPT {
-            body.push('…');
-        }
         ClientError::Http {
             url: url.to_owned(),
             status,
-            body,
+            body: excerpt(&String::from_utf8_lossy(body)),
         }
     }
+}
+
+/// The JSON-RPC code of the error an `ErrorInfo` reason names (spec §5.4; the official SDKs name
+/// JSON-RPC's standard errors the same way), radkit's own in the `radkit` domain.
+fn code_of_reason(reason: &str, domain: Option<&str>) -> Option<i64> {
+    const A2A: [(&str, i64); 14] = [
+        ("TASK_NOT_FOUND", codes::TASK_NOT_FOUND),
+        ("TASK_NOT_CANCELABLE", codes::TASK_NOT_CANCELABLE),
+        ("PUSH_NOTIFICATION_NOT_SUPPORTED", -32003),
+        ("UNSUPPORTED_OPERATION", -32004),
+        ("CONTENT_TYPE_NOT_SUPPORTED", -32005),
+        ("INVALID_AGENT_RESPONSE", -32006),
+        ("EXTENDED_AGENT_CARD_NOT_CONFIGURED", -32007),
+        ("EXTENSION_SUPPORT_REQUIRED", -32008),
+        ("VERSION_NOT_SUPPORTED", -32009),
+        ("PARSE_ERROR", -32700),
+        ("INVALID_REQUEST", -32600),
+        ("METHOD_NOT_FOUND", -32601),
+        ("INVALID_PARAMS", -32602),
+        ("INTERNAL_ERROR", -32603),
+    ];
+    const RADKIT: [(&str, i64); 3] = [
+        ("STORAGE_UNAVAILABLE", codes::STORAGE_UNAVAILABLE),
+        ("TOO_MANY_CONNECTIONS", codes::TOO_MANY_CONNECTIONS),
+        ("TOO_MANY_STREAMS", codes::TOO_MANY_STREAMS),
+    ];
+    let table: &[(&str, i64)] = match domain {
+        Some("radkit") => &RADKIT,
+        _ => &A2A,
+    };
+    table
+        .iter()
+        .find(|(r, _)| *r == reason)
+        .map(|(_, code)| *code)
+}
+
+/// At most [`BODY_EXCERPT`] characters of `text`.
+pub(crate) fn excerpt(text: &str) -> String {
+    let mut out: String = text.trim().chars().take(BODY_EXCERPT).collect();
+    if text.trim().chars().count() > BODY_EXCERPT {
+        out.push('…');
+    }
+    out
 }
 
 /// A reqwest error and its causes, `: `-separated (the useful part, "connection refused", is a
@@ -202,6 +285,46 @@ mod tests {
         }
         assert!(rpc(-32001).is_task_not_found() && !rpc(-32001).is_not_cancelable());
         assert!(rpc(-32002).is_not_cancelable());
+    }
+
+    #[test]
+    fn a_status_naming_an_a2a_error_reads_as_its_json_rpc_code() {
+        let details = |reason: &str, domain: &str| {
+            vec![
+                serde_json::json!({"@type": "type.googleapis.com/google.rpc.BadRequest"}),
+                serde_json::json!({"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": reason, "domain": domain}),
+            ]
+        };
+        let e = ClientError::from_status(
+            "GetTask",
+            "gone",
+            &details("TASK_NOT_FOUND", "a2a-protocol.org"),
+        );
+        assert!(
+            e.as_ref().is_some_and(ClientError::is_task_not_found),
+            "{e:?}"
+        );
+        let e = ClientError::from_status(
+            "CancelTask",
+            "",
+            &details("TASK_NOT_CANCELABLE", "a2a-protocol.org"),
+        );
+        assert!(e.is_some_and(|e| e.is_not_cancelable()));
+        let e = ClientError::from_status("SendMessage", "", &details("TOO_MANY_STREAMS", "radkit"));
+        assert!(e.is_some_and(|e| e.is_transient()));
+        assert_eq!(
+            ClientError::from_status("GetTask", "", &details("MYSTERY", "x")),
+            None
+        );
+        assert_eq!(ClientError::from_status("GetTask", "", &[]), None);
+        let grpc = |code| ClientError::Grpc {
+            url: "u".into(),
+            method: "GetTask".into(),
+            code,
+            message: String::new(),
+        };
+        assert!(grpc(14).is_transient() && !grpc(5).is_transient());
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! A2A client: how radkit calls another agent, over JSON-RPC, speaking A2A 0.3 or 1.0 as the
-//! peer's card offers. It owns the conversation with one peer — the card, the endpoint, the
-//! requests, the answers and streams — and hands back the crate's 0.3 model (`crate::model`)
-//! whatever version the peer speaks. It uses `crate::model` only: never the engine, the server or
-//! the store, which build on it.
+//! A2A client: how radkit calls another agent, over the binding the peer's card offers that the
+//! client prefers — JSON-RPC (A2A 0.3 or 1.0), HTTP+JSON or gRPC (1.0) — with the same API on
+//! each. It owns the conversation with one peer — the card, the endpoint, the requests, the
+//! answers and streams — and hands back the crate's model (`crate::model`) whatever the peer
+//! speaks. It uses `crate::model` only: never the engine, the server or the store, which build on
+//! it. `card` picks the interface; `wire` (JSON-RPC), `rest` and `grpc` frame each binding;
+//! `transport` makes the HTTP exchanges; `stream` follows streams.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), radkit_runtime::client::ClientError> {
@@ -18,13 +20,17 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Every call is one HTTP request with the client's timeouts ([`Timeouts`]); bodies and single SSE
-//! events are read up to a limit (16 MiB unless [`ClientBuilder::max_body_bytes`] says otherwise).
+//! Every call is one HTTP request (one gRPC call) with the client's timeouts ([`Timeouts`]); bodies,
+//! single SSE events and gRPC messages are read up to a limit (16 MiB unless
+//! [`ClientBuilder::max_body_bytes`] says otherwise).
 //! Nothing is retried here: [`ClientError::is_transient`] tells the caller (the engine's durable
 //! effects) whether retrying can help.
 
 mod card;
 mod error;
+#[cfg(feature = "grpc")]
+mod grpc;
+mod rest;
 mod sse;
 mod stream;
 mod transport;
@@ -38,11 +44,12 @@ use serde_json::Value;
 
 use crate::model::{v1, ArtifactUpdate, Message, StatusUpdate, Task};
 
+pub use crate::model::Binding;
 pub use card::WELL_KNOWN_CARD_PATH;
 pub use error::{codes, ClientError, BODY_EXCERPT};
 pub use transport::{Timeouts, DEFAULT_MAX_BODY_BYTES};
 
-use stream::Follows;
+use stream::{Follows, Framing};
 use transport::Transport;
 use wire::{Dialect, Method};
 
@@ -118,10 +125,12 @@ pub enum StreamEvent {
     Artifact(ArtifactUpdate),
 }
 
-/// Settings for [`A2aClient`]s: credentials, a forced version, timeouts, the size limit.
+/// Settings for [`A2aClient`]s: credentials, the bindings in order of preference, a forced
+/// version, timeouts, the size limit.
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     auth: ClientAuth,
+    bindings: Vec<Binding>,
     version: Option<ProtocolVersion>,
     timeouts: Timeouts,
     max_body: usize,
@@ -131,6 +140,7 @@ impl Default for ClientBuilder {
     fn default() -> Self {
         ClientBuilder {
             auth: ClientAuth::None,
+            bindings: card::spoken(),
             version: None,
             timeouts: Timeouts::default(),
             max_body: DEFAULT_MAX_BODY_BYTES,
@@ -145,7 +155,17 @@ impl ClientBuilder {
         self
     }
 
-    /// Speak `version` whatever the card says (see [`A2aClient::connect_version`]).
+    /// The bindings to speak, most preferred first (default: JSON-RPC, HTTP+JSON, then gRPC when
+    /// the `grpc` feature is compiled). The client speaks the first of them the card offers; one
+    /// binding alone forces it. A binding this build cannot speak (gRPC without the `grpc`
+    /// feature), or none at all, is a [`ClientError::Invalid`] at connect.
+    pub fn bindings(mut self, bindings: impl IntoIterator<Item = Binding>) -> Self {
+        self.bindings = bindings.into_iter().collect();
+        self
+    }
+
+    /// Speak `version` whatever the card says (see [`A2aClient::connect_version`]). HTTP+JSON and
+    /// gRPC are A2A 1.0 only: forcing 0.3 leaves JSON-RPC.
     pub fn version(mut self, version: ProtocolVersion) -> Self {
         self.version = Some(version);
         self
@@ -184,18 +204,47 @@ impl ClientBuilder {
     }
 
     /// Fetch the card at `url` (a card URL, or a base URL to which
-    /// `/.well-known/agent-card.json` is appended) and pick the endpoint: a 1.0 JSON-RPC interface
-    /// from `supportedInterfaces` when there is one, else 0.3 JSON-RPC at the card's `url`.
+    /// `/.well-known/agent-card.json` is appended) and pick the interface from its
+    /// `supportedInterfaces`: the first of [`ClientBuilder::bindings`] it offers (JSON-RPC in 1.0
+    /// when listed, else 0.3 — a 0.3 card's `url` is its 0.3 JSON-RPC interface). A card that
+    /// offers none of them is a [`ClientError::Card`] naming what it offers.
     pub async fn connect(self, url: &str) -> Result<A2aClient, ClientError> {
+        let spoken = card::spoken();
+        if let Some(unspoken) = self.bindings.iter().find(|b| !spoken.contains(b)) {
+            return Err(ClientError::Invalid(format!(
+                "this build cannot speak {unspoken}; compile radkit with its `grpc` feature, or prefer another binding"
+            )));
+        }
+        if self.bindings.is_empty() {
+            return Err(ClientError::Invalid(
+                "no binding to speak; give `ClientBuilder::bindings` at least one".to_owned(),
+            ));
+        }
         let transport = Transport::new(&self.auth, self.timeouts, self.max_body)?;
         let from = card::card_url(url)?;
         let card_json = transport.get_json(&from).await?;
         let card = card::read_card(card_json.clone(), &from)?;
-        let endpoint = card::endpoint(&card, &from, self.version)?;
+        let endpoint = card::endpoint(&card, &from, &self.bindings, self.version)?;
+        let backend = match endpoint.binding {
+            Binding::HttpJson => Backend::Rest(rest::Rest {
+                base: endpoint.url.clone(),
+                tenant: endpoint.tenant.clone(),
+            }),
+            #[cfg(feature = "grpc")]
+            Binding::Grpc => Backend::Grpc(Box::new(grpc::Grpc::new(
+                &endpoint.url,
+                endpoint.tenant.clone(),
+                transport.auth(),
+                self.timeouts,
+                self.max_body,
+            )?)),
+            _ => Backend::JsonRpc,
+        };
         Ok(A2aClient {
             inner: Arc::new(Inner {
                 transport,
                 endpoint,
+                backend,
                 card,
                 card_json,
             }),
@@ -212,13 +261,26 @@ pub struct A2aClient {
 struct Inner {
     transport: Transport,
     endpoint: card::Endpoint,
+    backend: Backend,
     card: v1::AgentCard,
     card_json: Value,
+}
+
+/// How requests are framed: the binding picked, with what it needs beyond the HTTP transport.
+enum Backend {
+    /// JSON-RPC at the endpoint, in its version (`wire`).
+    JsonRpc,
+    /// HTTP+JSON under the endpoint.
+    Rest(rest::Rest),
+    /// gRPC at the endpoint's target, over its own HTTP/2 connection.
+    #[cfg(feature = "grpc")]
+    Grpc(Box<grpc::Grpc>),
 }
 
 impl std::fmt::Debug for A2aClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("A2aClient")
+            .field("binding", &self.inner.endpoint.binding)
             .field("endpoint", &self.inner.endpoint.url.as_str())
             .field("version", &self.inner.endpoint.version)
             .field("agent", &self.inner.card.name)
@@ -233,15 +295,15 @@ impl A2aClient {
     }
 
     /// Fetch the card (a card URL, or a base URL to which `/.well-known/agent-card.json` is
-    /// appended) and pick the version: a 1.0 JSON-RPC interface from `supportedInterfaces` when
-    /// present, else 0.3 JSON-RPC at the card's `url`. Default timeouts and limit.
+    /// appended) and pick the interface (see [`ClientBuilder::connect`]: JSON-RPC when the card
+    /// offers it, else HTTP+JSON, else gRPC). Default timeouts and limit.
     pub async fn connect(url: &str, auth: ClientAuth) -> Result<A2aClient, ClientError> {
         Self::builder().auth(auth).connect(url).await
     }
 
     /// [`A2aClient::connect`] with the version forced (for tests, and for peers whose card lies):
     /// the card's JSON-RPC interface of that version, else its other JSON-RPC interface spoken in
-    /// that version.
+    /// that version; for 1.0, HTTP+JSON or gRPC when the card has no JSON-RPC.
     pub async fn connect_version(
         url: &str,
         auth: ClientAuth,
@@ -259,7 +321,13 @@ impl A2aClient {
         self.inner.endpoint.version
     }
 
-    /// The JSON-RPC URL requests go to.
+    /// The binding spoken to the peer.
+    pub fn binding(&self) -> Binding {
+        self.inner.endpoint.binding
+    }
+
+    /// The URL of the interface spoken: the JSON-RPC endpoint, the HTTP+JSON base, or the gRPC
+    /// target as `http://host:port/`.
     pub fn endpoint(&self) -> &str {
         self.inner.endpoint.url.as_str()
     }
@@ -291,6 +359,13 @@ impl A2aClient {
             .await
     }
 
+    /// One HTTP+JSON request and its whole answer.
+    async fn exchange(&self, call: &rest::RestCall) -> Result<transport::Answer, ClientError> {
+        let transport = &self.inner.transport;
+        let request = call.request(transport, "application/json");
+        transport.exchange(&call.url, request).await
+    }
+
     /// Send `message` as it is (its `messageId` is the caller's, so a retry is recognised as the
     /// same message by peers that deduplicate, radkit among them; set `taskId` to answer a task
     /// waiting for input). `return_immediately` is 0.3 `configuration.blocking: false` / 1.0
@@ -301,10 +376,8 @@ impl A2aClient {
         message: Message,
         return_immediately: bool,
     ) -> Result<Reply, ClientError> {
-        let dialect = self.dialect();
-        let call = dialect.send(Method::Send, message, return_immediately)?;
-        let result = self.call(&call).await?;
-        dialect.reply(&call, result)
+        self.send_configured(message, return_immediately, None)
+            .await
     }
 
     /// Like [`A2aClient::send`], asking the peer to post the task's updates to `push` (A2A push
@@ -315,27 +388,64 @@ impl A2aClient {
         return_immediately: bool,
         push: &PushTarget,
     ) -> Result<Reply, ClientError> {
+        self.send_configured(message, return_immediately, Some(push))
+            .await
+    }
+
+    async fn send_configured(
+        &self,
+        message: Message,
+        return_immediately: bool,
+        push: Option<&PushTarget>,
+    ) -> Result<Reply, ClientError> {
         let dialect = self.dialect();
-        let call = dialect.send_with(Method::Send, message, return_immediately, Some(push))?;
-        let result = self.call(&call).await?;
-        dialect.reply(&call, result)
+        match &self.inner.backend {
+            Backend::JsonRpc => {
+                let call = dialect.send_with(Method::Send, message, return_immediately, push)?;
+                let result = self.call(&call).await?;
+                dialect.reply(&call, result)
+            }
+            Backend::Rest(rest) => {
+                let request = dialect.v1_send(Method::Send, message, return_immediately, push);
+                let call = rest.send(Method::Send, &request)?;
+                let answer = self.exchange(&call).await?;
+                call.reply(answer)
+            }
+            #[cfg(feature = "grpc")]
+            Backend::Grpc(grpc) => {
+                let request = dialect.v1_send(Method::Send, message, return_immediately, push);
+                grpc.send(request).await
+            }
+        }
     }
 
     /// The task as the peer has it now.
     pub async fn get(&self, task_id: &str) -> Result<Task, ClientError> {
-        let dialect = self.dialect();
-        let call = dialect.about_task(Method::Get, task_id);
-        let result = self.call(&call).await?;
-        dialect.task(&call, result)
+        self.about_task(Method::Get, task_id).await
     }
 
     /// Ask the peer to cancel the task; the task as the peer answers it. A task that already
     /// ended gives an error with [`ClientError::is_not_cancelable`].
     pub async fn cancel(&self, task_id: &str) -> Result<Task, ClientError> {
-        let dialect = self.dialect();
-        let call = dialect.about_task(Method::Cancel, task_id);
-        let result = self.call(&call).await?;
-        dialect.task(&call, result)
+        self.about_task(Method::Cancel, task_id).await
+    }
+
+    async fn about_task(&self, method: Method, task_id: &str) -> Result<Task, ClientError> {
+        match &self.inner.backend {
+            Backend::JsonRpc => {
+                let dialect = self.dialect();
+                let call = dialect.about_task(method, task_id);
+                let result = self.call(&call).await?;
+                dialect.task(&call, result)
+            }
+            Backend::Rest(rest) => {
+                let call = rest.about_task(method, task_id);
+                let answer = self.exchange(&call).await?;
+                call.read::<v1::Task, Task>(answer)
+            }
+            #[cfg(feature = "grpc")]
+            Backend::Grpc(grpc) => grpc.task(method, task_id).await,
+        }
     }
 
     /// Follow a task (0.3 `tasks/resubscribe`, 1.0 `SubscribeToTask`): its events until one shows
@@ -344,8 +454,21 @@ impl A2aClient {
     /// [`A2aClient::get`] or subscribe again.
     pub fn subscribe(&self, task_id: &str) -> BoxStream<'static, Result<StreamEvent, ClientError>> {
         let dialect = self.dialect();
-        let call = dialect.about_task(Method::Subscribe, task_id);
-        self.follow(dialect, Ok(call), Follows::Subscription)
+        let framing = match &self.inner.backend {
+            Backend::JsonRpc => Framing::JsonRpc {
+                call: dialect.about_task(Method::Subscribe, task_id),
+                dialect,
+            },
+            Backend::Rest(rest) => Framing::Rest(rest.about_task(Method::Subscribe, task_id)),
+            #[cfg(feature = "grpc")]
+            Backend::Grpc(grpc) => {
+                return grpc.follow(
+                    grpc::Opening::Subscribe(task_id.to_owned()),
+                    Follows::Subscription,
+                )
+            }
+        };
+        self.follow(Ok(framing), Follows::Subscription)
     }
 
     /// Send `message` and follow what it starts (0.3 `message/stream`, 1.0
@@ -357,22 +480,32 @@ impl A2aClient {
         message: Message,
     ) -> BoxStream<'static, Result<StreamEvent, ClientError>> {
         let dialect = self.dialect();
-        let call = dialect.send(Method::Stream, message, false);
-        self.follow(dialect, call, Follows::Send)
+        let framing = match &self.inner.backend {
+            Backend::JsonRpc => dialect
+                .send(Method::Stream, message, false)
+                .map(|call| Framing::JsonRpc { dialect, call }),
+            Backend::Rest(rest) => {
+                let request = dialect.v1_send(Method::Stream, message, false, None);
+                rest.send(Method::Stream, &request).map(Framing::Rest)
+            }
+            #[cfg(feature = "grpc")]
+            Backend::Grpc(grpc) => {
+                let request = dialect.v1_send(Method::Stream, message, false, None);
+                return grpc.follow(grpc::Opening::Send(Box::new(request)), Follows::Send);
+            }
+        };
+        self.follow(framing, Follows::Send)
     }
 
     fn follow(
         &self,
-        dialect: Dialect,
-        call: Result<transport::Call, ClientError>,
+        framing: Result<Framing, ClientError>,
         follows: Follows,
     ) -> BoxStream<'static, Result<StreamEvent, ClientError>> {
-        stream::follow(
-            self.inner.transport.clone(),
-            self.inner.endpoint.url.clone(),
-            dialect,
-            call,
-            follows,
-        )
+        let url = match &framing {
+            Ok(Framing::Rest(call)) => call.url.clone(),
+            _ => self.inner.endpoint.url.clone(),
+        };
+        stream::follow(self.inner.transport.clone(), url, framing, follows)
     }
 }

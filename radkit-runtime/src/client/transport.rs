@@ -1,6 +1,7 @@
-//! One HTTP exchange with a peer: the card `GET`, a JSON-RPC call, the opening of a JSON-RPC stream.
-//! It owns the headers (auth, `A2A-Version`), the request ids, the timeouts, the size limits and the
-//! JSON-RPC envelope; what a method's params and result mean is `wire`'s.
+//! One HTTP exchange with a peer: the card `GET`, a JSON-RPC call, the opening of a JSON-RPC stream,
+//! and the plain requests HTTP+JSON makes (`rest` frames them). It owns the headers (auth,
+//! `A2A-Version`), the request ids, the timeouts, the size limits and the JSON-RPC envelope; what a
+//! method's params and result mean is `wire`'s.
 
 use std::time::Duration;
 
@@ -52,6 +53,22 @@ pub(crate) enum Opened {
     Sse(reqwest::Response),
     /// Any other body, read whole.
     Json(Value),
+}
+
+/// A whole answer to a plain request, whatever its status (HTTP+JSON reads its errors' bodies).
+pub(crate) struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body, at most `max_body` bytes.
+    pub body: Vec<u8>,
+}
+
+/// What a plain streaming request opened: an SSE body, or a whole answer of another kind.
+pub(crate) enum OpenedPlain {
+    /// `text/event-stream` with a success status.
+    Sse(reqwest::Response),
+    /// Anything else.
+    Other(Answer),
 }
 
 /// A JSON-RPC request about to be sent: its id, method and params.
@@ -155,6 +172,12 @@ impl Transport {
         })
     }
 
+    /// The credential headers sent with every request (the gRPC binding sends them as metadata).
+    #[cfg(feature = "grpc")]
+    pub(crate) fn auth(&self) -> &HeaderMap {
+        &self.auth
+    }
+
     /// `GET url`, its JSON body.
     pub(crate) async fn get_json(&self, url: &reqwest::Url) -> Result<Value, ClientError> {
         let request = self
@@ -218,12 +241,7 @@ impl Transport {
                 .send()
                 .await
                 .map_err(|e| ClientError::transport(url.as_str(), &e))?;
-            let is_sse = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-            if is_sse && response.status().is_success() {
+            if is_sse(&response) && response.status().is_success() {
                 return Ok(Opened::Sse(response));
             }
             let body = self.checked_body(url.as_str(), response).await?;
@@ -235,6 +253,67 @@ impl Transport {
                         excerpt(&String::from_utf8_lossy(&body))
                     ))
                 })
+        })
+        .await
+    }
+
+    /// A plain request (HTTP+JSON): `method url` with the auth and `A2A-Version: 1.0` headers and,
+    /// when given, `body` as JSON.
+    pub(crate) fn plain(
+        &self,
+        method: reqwest::Method,
+        url: &reqwest::Url,
+        body: Option<&Value>,
+        accept: &'static str,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .http
+            .request(method, url.clone())
+            .headers(self.auth.clone())
+            .header(ACCEPT, accept)
+            .header("A2A-Version", "1.0");
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        request
+    }
+
+    /// Send a plain request and read its answer whole, whatever its status.
+    pub(crate) async fn exchange(
+        &self,
+        url: &reqwest::Url,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Answer, ClientError> {
+        self.within(url.as_str(), async {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| ClientError::transport(url.as_str(), &e))?;
+            let status = response.status().as_u16();
+            let body = read_bounded(url.as_str(), response, self.max_body).await?;
+            Ok(Answer { status, body })
+        })
+        .await
+    }
+
+    /// Open a plain streaming request: the response once its headers arrived, as SSE when it is
+    /// one with a success status, else read whole.
+    pub(crate) async fn open_plain(
+        &self,
+        url: &reqwest::Url,
+        request: reqwest::RequestBuilder,
+    ) -> Result<OpenedPlain, ClientError> {
+        self.within(url.as_str(), async {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| ClientError::transport(url.as_str(), &e))?;
+            if is_sse(&response) && response.status().is_success() {
+                return Ok(OpenedPlain::Sse(response));
+            }
+            let status = response.status().as_u16();
+            let body = read_bounded(url.as_str(), response, self.max_body).await?;
+            Ok(OpenedPlain::Other(Answer { status, body }))
         })
         .await
     }
@@ -310,6 +389,15 @@ impl Transport {
             }),
         }
     }
+}
+
+/// True when the response is an event stream.
+fn is_sse(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
 }
 
 /// A response's body, refused past `limit` bytes (its declared length is checked first).

@@ -85,32 +85,40 @@ impl Dialect {
                 params
             }
             ProtocolVersion::V1_0 => {
-                let message = v1::Message::from(message);
-                let returns = method == Method::Send && return_immediately;
-                let configuration =
-                    (returns || push.is_some()).then(|| v1::SendMessageConfiguration {
-                        return_immediately: returns,
-                        task_push_notification_config: push.map(|p| {
-                            v1::TaskPushNotificationConfig {
-                                tenant: String::new(),
-                                id: String::new(),
-                                task_id: String::new(),
-                                url: p.url.clone(),
-                                token: p.token.clone(),
-                                authentication: None,
-                            }
-                        }),
-                        ..Default::default()
-                    });
-                json_of(v1::SendMessageRequest {
-                    tenant: self.tenant.clone(),
-                    message,
-                    configuration,
-                    metadata: None,
-                })?
+                json_of(self.v1_send(method, message, return_immediately, push))?
             }
         };
         Ok(Call::new(name, params))
+    }
+
+    /// A 1.0 `SendMessageRequest` of `message` as it is (every 1.0 binding sends this): with
+    /// `returnImmediately` for a `Send` that asks it, and the push config when given.
+    pub(crate) fn v1_send(
+        &self,
+        method: Method,
+        message: Message,
+        return_immediately: bool,
+        push: Option<&super::PushTarget>,
+    ) -> v1::SendMessageRequest {
+        let returns = method == Method::Send && return_immediately;
+        let configuration = (returns || push.is_some()).then(|| v1::SendMessageConfiguration {
+            return_immediately: returns,
+            task_push_notification_config: push.map(|p| v1::TaskPushNotificationConfig {
+                tenant: String::new(),
+                id: String::new(),
+                task_id: String::new(),
+                url: p.url.clone(),
+                token: p.token.clone(),
+                authentication: None,
+            }),
+            ..Default::default()
+        });
+        v1::SendMessageRequest {
+            tenant: self.tenant.clone(),
+            message: v1::Message::from(message),
+            configuration,
+            metadata: None,
+        }
     }
 
     /// A call naming one task (`Get`, `Cancel`, `Subscribe`).

@@ -8,13 +8,17 @@
 //!
 //! [`v0_3`] and [`v1`] are the A2A 0.3 and 1.0.1 wire types, each with its conversions from and to
 //! the model: writing the model never fails, reading a wire value the model has no place for is a
-//! [`WireError`]. Only the servers and the client use them. The agent card document both versions
+//! [`WireError`]. `grpc` (feature `grpc`) is 1.0's protobuf form and its conversions to [`v1`]. Only the servers and the client use them. The agent card document both versions
 //! read, its signatures and the extended card are here too.
 
+mod binding;
 mod card;
 mod card_signing;
 mod content;
 mod extended_card;
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+pub mod grpc;
 mod id;
 mod message;
 mod task;
@@ -23,6 +27,7 @@ pub mod v0_3;
 pub mod v1;
 mod wire_error;
 
+pub use binding::Binding;
 pub use card::{served_json, AgentCapabilities, AgentCard, AgentSkill, SecurityScheme};
 pub use card_signing::{
     canonical_json, canonical_payload, python_sdk_0_3_payload, python_sdk_payload, CardSigner,

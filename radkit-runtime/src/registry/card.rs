@@ -12,6 +12,7 @@ use crate::model::v1::{
     AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme,
     SecurityRequirement, SecurityScheme, StringList,
 };
+use crate::model::Binding;
 
 /// The name of the bearer scheme on the card when `ServerConfig::tokens` is set.
 const BEARER_SCHEME: &str = "bearer";
@@ -75,22 +76,23 @@ pub(crate) fn card_for(skills: &[SkillInfo], config: &ServerConfig) -> AgentCard
         // HTTP+JSON's URL is the base its paths are appended to, without a trailing slash
         // (`{url}/message:send`, as the spec's examples write it and clients join it). A 0.3
         // client reads the first 0.3 entry as `url` with `preferredTransport`.
+        // Only the bindings the configuration offers (`ServerConfig::bindings`).
         supported_interfaces: [
-            ("JSONRPC", "1.0", config.url.clone()),
+            (Binding::JsonRpc, "1.0", config.url.clone()),
             (
-                "HTTP+JSON",
+                Binding::HttpJson,
                 "1.0",
                 config.url.trim_end_matches('/').to_owned(),
             ),
             #[cfg(feature = "grpc")]
-            ("GRPC", "1.0", grpc_target(&config.url)),
-            ("JSONRPC", "0.3", config.url.clone()),
+            (Binding::Grpc, "1.0", grpc_target(&config.url)),
+            (Binding::JsonRpc, "0.3", config.url.clone()),
         ]
         .into_iter()
-        .filter(|(binding, _, _)| config.grpc || *binding != "GRPC")
+        .filter(|(binding, _, _)| config.offers(*binding))
         .map(|(binding, version, url)| AgentInterface {
             url,
-            protocol_binding: binding.to_owned(),
+            protocol_binding: binding.name().to_owned(),
             tenant: String::new(),
             protocol_version: version.to_owned(),
         })
@@ -150,6 +152,32 @@ mod tests {
             "{bindings:?}"
         );
         assert!(bindings.contains(&"JSONRPC") && bindings.contains(&"HTTP+JSON"));
+    }
+
+    #[test]
+    fn the_card_lists_only_the_bindings_the_configuration_offers() {
+        let mut config = ServerConfig::new("http://h:1/");
+        config.bindings = vec![Binding::HttpJson];
+        let card = card_for(&[], &config);
+        let listed: Vec<(&str, &str)> = card
+            .supported_interfaces
+            .iter()
+            .map(|i| (i.protocol_binding.as_str(), i.url.as_str()))
+            .collect();
+        assert_eq!(listed, [("HTTP+JSON", "http://h:1")]);
+        config.bindings = vec![Binding::Grpc];
+        let card = card_for(&[], &config);
+        let listed: Vec<&str> = card
+            .supported_interfaces
+            .iter()
+            .map(|i| i.protocol_binding.as_str())
+            .collect();
+        let expected: &[&str] = if cfg!(feature = "grpc") {
+            &["GRPC"]
+        } else {
+            &[]
+        };
+        assert_eq!(listed, expected);
     }
 
     #[cfg(feature = "grpc")]

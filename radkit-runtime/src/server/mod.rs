@@ -19,6 +19,7 @@ mod jsonrpc;
 mod jsonrpc_v0_3;
 mod jsonrpc_v1;
 mod media;
+mod offered;
 mod open;
 mod ops;
 mod page_token;
@@ -39,6 +40,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::engine::Engine;
+use crate::model::Binding;
 
 pub use crate::config::ServerConfig;
 pub use auth::token_principal;
@@ -62,7 +64,8 @@ const GRPC_PATH: &str = "/lf.a2a.v1.A2AService/{*method}";
 
 /// The axum router: `POST /` (JSON-RPC), the REST paths, gRPC's `/lf.a2a.v1.A2AService/*` and
 /// `GET /.well-known/agent-card.json`. Without the `grpc` feature, gRPC's paths answer every
-/// request `UNIMPLEMENTED`, saying so.
+/// request `UNIMPLEMENTED`, saying so; a binding `ServerConfig::bindings` leaves out is refused
+/// the same way (`offered`).
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let limit = config.max_body_bytes;
     let tokens = auth::Tokens::new(&config.tokens);
@@ -75,15 +78,25 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         streams,
         cards,
     });
-    let router = Router::new()
-        .route("/", post(rpc))
-        .merge(rest::routes())
+    let offers = |binding| state.config.offers(binding);
+    let router = match offers(Binding::JsonRpc) {
+        true => Router::new().route("/", post(rpc)),
+        false => Router::new().route("/", post(offered::jsonrpc)),
+    };
+    let router = match offers(Binding::HttpJson) {
+        true => router.merge(rest::routes()),
+        false => router.merge(rest::refused(offered::rest)),
+    };
+    let router = router
         .route("/.well-known/agent-card.json", get(card::public_card))
         .route("/.well-known/agent.json", get(card::public_card))
         .route("/.well-known/jwks.json", get(card::jwks))
         .route("/radkit/calls/{task}/{call}", post(calls::notified));
     #[cfg(feature = "grpc")]
-    let router = router.route_service(GRPC_PATH, grpc::service(state.clone()));
+    let router = match offers(Binding::Grpc) {
+        true => router.route_service(GRPC_PATH, grpc::service(state.clone())),
+        false => router.route(GRPC_PATH, axum::routing::any(offered::grpc)),
+    };
     #[cfg(not(feature = "grpc"))]
     let router = router.route(GRPC_PATH, axum::routing::any(grpc_unavailable::answer));
     router.layer(DefaultBodyLimit::max(limit)).with_state(state)

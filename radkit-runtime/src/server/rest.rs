@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::Router;
 use serde_json::{json, Value};
 
@@ -43,6 +43,20 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
             get(tasks_get).post(tasks_post).delete(tasks_delete),
         )
         .route("/extendedAgentCard", get(extended_card))
+}
+
+/// The same paths, every method answered by `handler` (the binding is not offered).
+pub(crate) fn refused<H, T>(handler: H) -> Router<Arc<AppState>>
+where
+    H: axum::handler::Handler<T, Arc<AppState>> + Clone,
+    T: 'static,
+{
+    Router::new()
+        .route("/message:send", any(handler.clone()))
+        .route("/message:stream", any(handler.clone()))
+        .route("/tasks", any(handler.clone()))
+        .route("/tasks/{*rest}", any(handler.clone()))
+        .route("/extendedAgentCard", any(handler))
 }
 
 /// An error as a REST response.

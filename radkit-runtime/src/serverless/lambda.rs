@@ -48,7 +48,9 @@ pub async fn serve_http(
     engine: Engine,
 ) -> Result<(), lambda_http::Error> {
     // A card listing gRPC would send clients where Lambda cannot take them.
-    config.grpc = false;
+    config
+        .bindings
+        .retain(|b| *b != crate::model::Binding::Grpc);
     let router = crate::server::router(engine, config);
     let handler = lambda_http::service_fn(move |request: lambda_http::Request| {
         let router = router.clone();

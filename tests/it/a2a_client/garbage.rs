@@ -62,9 +62,12 @@ fn card(base: &str, mode: &str) -> Value {
     let url = format!("{base}/{mode}/rpc");
     match mode {
         "not-a-card" => json!(["not", "a", "card"]),
-        "grpc-only" => json!({
+        "nothing-spoken" => json!({
             "name": "g", "description": "d", "version": "1", "capabilities": {},
-            "supportedInterfaces": [{"url": url, "protocolBinding": "GRPC", "protocolVersion": "1.0"}]
+            "supportedInterfaces": [
+                {"url": "https://h:443", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "CARRIER-PIGEON", "protocolVersion": "1.0"}
+            ]
         }),
         _ => json!({
             "name": mode, "description": "answers wrongly", "version": "1", "capabilities": {"streaming": true},

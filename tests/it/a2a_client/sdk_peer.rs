@@ -31,6 +31,11 @@ impl Drop for SdkServer {
 
 /// Start `script` (in `tests/python/`) under `python`, once it serves its card.
 pub async fn start(python: String, script: &str) -> SdkServer {
+    start_with(python, script, &[]).await
+}
+
+/// [`start`] with `args` after the port.
+pub async fn start_with(python: String, script: &str, args: &[&str]) -> SdkServer {
     let port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
@@ -40,6 +45,7 @@ pub async fn start(python: String, script: &str) -> SdkServer {
     let child = Command::new(python)
         .arg(&path)
         .arg(port.to_string())
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log.reopen().unwrap())

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let proto_dir = root.join("radkit-runtime/proto");
-    let target = root.join("radkit-runtime/src/server/grpc/lf.a2a.v1.rs");
+    let target = root.join("radkit-runtime/src/model/grpc/lf.a2a.v1.rs");
 
     let mut fds = protox::compile(["a2a.proto"], [&proto_dir])?;
     // Only a2a.proto's own messages and service: the google.api options are not generated, and the

@@ -123,11 +123,7 @@ impl ChildPeer {
             };
             if snapshot.is_final {
                 let state = snapshot.task.status.state;
-                return futures::stream::iter([Progress {
-                    state,
-                    message: None,
-                }])
-                .boxed();
+                return futures::stream::iter([Progress::status(state, None)]).boxed();
             }
             let Ok(sub) = engine
                 .subscribe_from(&caller, &task_id, snapshot.last_seq)
@@ -143,29 +139,24 @@ impl ChildPeer {
                 let is_final = update.is_final;
                 futures::future::ready(match update.record.entry {
                     Entry::Progress { message } | Entry::MessageEmitted { message } => {
-                        Some(Progress {
-                            state: TaskState::Working,
-                            message: Some(message),
-                        })
+                        Some(Progress::status(TaskState::Working, Some(message)))
                     }
                     // A wait for input ends the follow only when nothing answers it (`is_final`, on
                     // its `awaiting_input` entry).
                     Entry::StatusChanged { state }
                         if !matches!(state, TaskState::InputRequired | TaskState::AuthRequired) =>
                     {
-                        Some(Progress {
-                            state,
-                            message: None,
-                        })
+                        Some(Progress::status(state, None))
                     }
-                    Entry::Terminal { state, .. } => Some(Progress {
-                        state,
-                        message: None,
-                    }),
-                    Entry::AwaitingInput { .. } if is_final => Some(Progress {
-                        state: TaskState::InputRequired,
-                        message: None,
-                    }),
+                    Entry::ArtifactEmitted {
+                        artifact,
+                        append,
+                        last_chunk,
+                    } => Some(Progress::artifact(artifact, append, last_chunk)),
+                    Entry::Terminal { state, .. } => Some(Progress::status(state, None)),
+                    Entry::AwaitingInput { .. } if is_final => {
+                        Some(Progress::status(TaskState::InputRequired, None))
+                    }
                     _ => None,
                 })
             })

@@ -92,10 +92,47 @@ pub(crate) enum Started {
     Message(Message),
 }
 
-/// One step of a callee's progress: its state and the status message that came with it.
+/// One step of a callee's progress: its state and the status message that came with it, or an
+/// artifact (chunk) it sent while working.
 pub(crate) struct Progress {
     pub state: TaskState,
     pub message: Option<Message>,
+    pub artifact: Option<Relayed>,
+}
+
+/// An artifact (chunk) of a callee, as a streamed call relays it.
+pub(crate) struct Relayed {
+    pub artifact: crate::model::Artifact,
+    pub append: bool,
+    pub last_chunk: bool,
+}
+
+impl Progress {
+    /// The callee's state, and the status message that came with it.
+    pub(crate) fn status(state: TaskState, message: Option<Message>) -> Self {
+        Progress {
+            state,
+            message,
+            artifact: None,
+        }
+    }
+
+    /// An artifact (chunk) the callee sent while working.
+    pub(crate) fn artifact(
+        artifact: crate::model::Artifact,
+        append: bool,
+        last_chunk: bool,
+    ) -> Self {
+        Progress {
+            state: TaskState::Working,
+            message: None,
+            artifact: Some(Relayed {
+                artifact,
+                append,
+                last_chunk,
+            }),
+        }
+    }
 }
 
 /// One callee: an A2A agent or a skill of this engine.
@@ -437,7 +474,8 @@ impl Inner {
     }
 
     /// A streamed call: follow the callee in this visit, journaling each of its status messages
-    /// as this task's progress, until it settles (its task, read again) or the stream ends early
+    /// as this task's progress and each of its artifacts (chunks) as this task's own, until it
+    /// settles (its task, read again) or the stream ends early
     /// (`None`: the call waits like any other). `Err`: the run stopped.
     async fn follow_call(
         self: &Arc<Self>,
@@ -478,6 +516,21 @@ impl Inner {
                 let mut message = Message::new(crate::model::Role::Agent, text.parts);
                 message.metadata = text.metadata;
                 run.lock().push(Entry::Progress { message });
+                run.flush().await.map_err(|_| CallStep::Halted)?;
+            }
+            // An artifact is relayed as it comes, journaled like the task's own, so a replay and
+            // every client of this task see it where it came.
+            if let Some(Relayed {
+                artifact,
+                append,
+                last_chunk,
+            }) = progress.artifact
+            {
+                run.lock().push(Entry::ArtifactEmitted {
+                    artifact,
+                    append,
+                    last_chunk,
+                });
                 run.flush().await.map_err(|_| CallStep::Halted)?;
             }
             if settled(progress.state) {

@@ -1,6 +1,7 @@
 //! Another A2A agent as a callee: declared by name with its card URL and credentials
-//! ([`AgentSpec`], `EngineBuilder::agent`), connected on first use (the card says which protocol
-//! version it speaks: A2A 1.0 or 0.3), spoken to through [`crate::client::A2aClient`].
+//! ([`AgentSpec`], `EngineBuilder::agent`), connected on first use (the card says which bindings
+//! and protocol versions it offers; the spec may prefer or force one), spoken to through
+//! [`crate::client::A2aClient`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use tokio::sync::OnceCell;
 use super::webhook::CallWebhook;
 use super::{settled, Progress, Started};
 use crate::client::{
-    A2aClient, ClientAuth, ClientError, ProtocolVersion, PushTarget, Reply, StreamEvent,
+    A2aClient, Binding, ClientAuth, ClientError, ProtocolVersion, PushTarget, Reply, StreamEvent,
 };
 use crate::flow::EffectError;
 use crate::model::{Message, Task};
@@ -23,6 +24,7 @@ pub struct AgentSpec {
     url: String,
     bearer: Option<String>,
     version: Option<ProtocolVersion>,
+    bindings: Option<Vec<Binding>>,
 }
 
 impl AgentSpec {
@@ -33,6 +35,7 @@ impl AgentSpec {
             url: url.into(),
             bearer: None,
             version: None,
+            bindings: None,
         }
     }
 
@@ -45,6 +48,19 @@ impl AgentSpec {
     /// Speak this protocol version whatever the card says.
     pub fn version(mut self, version: ProtocolVersion) -> Self {
         self.version = Some(version);
+        self
+    }
+
+    /// Speak `binding` to this agent, whatever else its card offers (a card without it is an error
+    /// of the call naming what the card offers). Without it, the first of JSON-RPC, HTTP+JSON and
+    /// gRPC the card offers.
+    pub fn binding(self, binding: Binding) -> Self {
+        self.bindings([binding])
+    }
+
+    /// Speak the first of `bindings` the agent's card offers (most preferred first).
+    pub fn bindings(mut self, bindings: impl IntoIterator<Item = Binding>) -> Self {
+        self.bindings = Some(bindings.into_iter().collect());
         self
     }
 
@@ -136,10 +152,14 @@ impl RemotePeer {
                     Some(token) => ClientAuth::Bearer(token.clone()),
                     None => ClientAuth::None,
                 };
-                match self.spec.version {
-                    Some(v) => A2aClient::connect_version(&self.spec.url, auth, v).await,
-                    None => A2aClient::connect(&self.spec.url, auth).await,
+                let mut builder = A2aClient::builder().auth(auth);
+                if let Some(version) = self.spec.version {
+                    builder = builder.version(version);
                 }
+                if let Some(bindings) = &self.spec.bindings {
+                    builder = builder.bindings(bindings.iter().copied());
+                }
+                builder.connect(&self.spec.url).await
             })
             .await
             .map_err(effect_error)
@@ -212,7 +232,7 @@ impl RemotePeer {
         }
     }
 
-    /// The remote task's status updates, until it settles or the subscription ends.
+    /// The remote task's status updates and artifacts, until it settles or the subscription ends.
     pub fn follow(&self, task_id: &str) -> futures::stream::BoxStream<'static, Progress> {
         let (peer, task_id) = (self.clone(), task_id.to_owned());
         let stream = async_stream_of(move || async move {
@@ -224,16 +244,19 @@ impl RemotePeer {
                 .take_while(|event| futures::future::ready(event.is_ok()))
                 .filter_map(|event| {
                     futures::future::ready(match event {
-                        Ok(StreamEvent::Status(update)) => Some(Progress {
-                            state: update.status.state,
-                            message: update.status.message,
-                        }),
+                        Ok(StreamEvent::Status(update)) => {
+                            Some(Progress::status(update.status.state, update.status.message))
+                        }
                         // The task as the subscription opens: its status message is where it
                         // stands now.
-                        Ok(StreamEvent::Task(task)) => Some(Progress {
-                            state: task.status.state,
-                            message: task.status.message,
-                        }),
+                        Ok(StreamEvent::Task(task)) => {
+                            Some(Progress::status(task.status.state, task.status.message))
+                        }
+                        Ok(StreamEvent::Artifact(update)) => Some(Progress::artifact(
+                            update.artifact,
+                            update.append,
+                            update.last_chunk,
+                        )),
                         _ => None,
                     })
                 })

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
-use super::convert::FieldError;
 use super::proto;
 use super::proto::a2a_service_server::A2aService;
 use super::status::{status, unauthenticated};
+use super::FieldError;
 use crate::engine::Caller;
 use crate::model::{v1, TaskId};
 use crate::server::errors::{Kind, OpError};

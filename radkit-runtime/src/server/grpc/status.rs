@@ -8,32 +8,8 @@ use std::collections::HashMap;
 use prost::Message as _;
 use tonic::{Code, Status};
 
+use crate::model::grpc::{ErrorInfo, RpcStatus, ERROR_INFO_TYPE};
 use crate::server::errors::{OpError, Spelling};
-
-/// `google.rpc.Status`, as the details of a gRPC status carry it.
-#[derive(Clone, PartialEq, prost::Message)]
-pub(crate) struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    pub code: i32,
-    #[prost(string, tag = "2")]
-    pub message: String,
-    #[prost(message, repeated, tag = "3")]
-    pub details: Vec<prost_types::Any>,
-}
-
-/// `google.rpc.ErrorInfo`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub(crate) struct ErrorInfo {
-    #[prost(string, tag = "1")]
-    pub reason: String,
-    #[prost(string, tag = "2")]
-    pub domain: String,
-    #[prost(map = "string, string", tag = "3")]
-    pub metadata: HashMap<String, String>,
-}
-
-/// The type URL of an `ErrorInfo` packed in an `Any`.
-const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 
 /// The gRPC code of a `google.rpc.Code` name.
 fn code_of(name: &str) -> Code {

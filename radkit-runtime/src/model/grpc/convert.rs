@@ -24,7 +24,7 @@ pub struct FieldError {
     pub problem: String,
 }
 
-fn bad(field: impl Into<String>, problem: impl Into<String>) -> FieldError {
+pub(super) fn bad(field: impl Into<String>, problem: impl Into<String>) -> FieldError {
     FieldError {
         field: field.into(),
         problem: problem.into(),
@@ -36,7 +36,7 @@ fn bad(field: impl Into<String>, problem: impl Into<String>) -> FieldError {
 // ---------------------------------------------------------------------------------------------
 
 /// A `google.protobuf.Value` as JSON. A number that is not finite has no JSON form.
-fn value_in(value: prost_types::Value, field: &str) -> Result<Value, FieldError> {
+pub(super) fn value_in(value: prost_types::Value, field: &str) -> Result<Value, FieldError> {
     Ok(match value.kind {
         None | Some(Kind::NullValue(_)) => Value::Null,
         Some(Kind::BoolValue(b)) => Value::Bool(b),
@@ -56,7 +56,10 @@ fn value_in(value: prost_types::Value, field: &str) -> Result<Value, FieldError>
 }
 
 /// A `google.protobuf.Struct` as a JSON object.
-fn struct_in(value: prost_types::Struct, field: &str) -> Result<Map<String, Value>, FieldError> {
+pub(super) fn struct_in(
+    value: prost_types::Struct,
+    field: &str,
+) -> Result<Map<String, Value>, FieldError> {
     value
         .fields
         .into_iter()
@@ -67,7 +70,7 @@ fn struct_in(value: prost_types::Struct, field: &str) -> Result<Map<String, Valu
         .collect()
 }
 
-fn metadata_in(
+pub(super) fn metadata_in(
     value: Option<prost_types::Struct>,
     field: &str,
 ) -> Result<Option<crate::model::Metadata>, FieldError> {
@@ -89,13 +92,13 @@ pub(super) fn value_out(value: Value) -> prost_types::Value {
     prost_types::Value { kind: Some(kind) }
 }
 
-fn struct_out(map: Map<String, Value>) -> prost_types::Struct {
+pub(super) fn struct_out(map: Map<String, Value>) -> prost_types::Struct {
     prost_types::Struct {
         fields: map.into_iter().map(|(k, v)| (k, value_out(v))).collect(),
     }
 }
 
-fn metadata_out(value: Option<crate::model::Metadata>) -> Option<prost_types::Struct> {
+pub(super) fn metadata_out(value: Option<crate::model::Metadata>) -> Option<prost_types::Struct> {
     value.map(struct_out)
 }
 
@@ -105,14 +108,14 @@ fn timestamp_out(text: Option<String>) -> Option<prost_types::Timestamp> {
     text.and_then(|t| t.parse().ok())
 }
 
-fn task_state_in(n: i32, field: &str) -> Result<v1::TaskState, FieldError> {
+pub(super) fn task_state_in(n: i32, field: &str) -> Result<v1::TaskState, FieldError> {
     v1::TaskState::ALL
         .into_iter()
         .find(|s| *s as i32 == n)
         .ok_or_else(|| bad(field, format!("{n} is not a TaskState")))
 }
 
-fn role_in(n: i32, field: &str) -> Result<v1::Role, FieldError> {
+pub(super) fn role_in(n: i32, field: &str) -> Result<v1::Role, FieldError> {
     v1::Role::ALL
         .into_iter()
         .find(|r| *r as i32 == n)
@@ -123,7 +126,7 @@ fn role_in(n: i32, field: &str) -> Result<v1::Role, FieldError> {
 // Requests in
 // ---------------------------------------------------------------------------------------------
 
-fn part_in(part: proto::Part, field: &str) -> Result<v1::Part, FieldError> {
+pub(super) fn part_in(part: proto::Part, field: &str) -> Result<v1::Part, FieldError> {
     use proto::part::Content;
     let content = match part.content {
         None => None,
@@ -143,7 +146,7 @@ fn part_in(part: proto::Part, field: &str) -> Result<v1::Part, FieldError> {
     })
 }
 
-fn message_in(message: proto::Message, field: &str) -> Result<v1::Message, FieldError> {
+pub(super) fn message_in(message: proto::Message, field: &str) -> Result<v1::Message, FieldError> {
     Ok(v1::Message {
         message_id: message.message_id,
         context_id: message.context_id,
