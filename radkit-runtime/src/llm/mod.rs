@@ -8,10 +8,32 @@ use serde::{Deserialize, Serialize};
 use crate::flow::{EffectError, InvocationId};
 
 #[cfg(feature = "openai")]
+mod anthropic;
+#[cfg(feature = "openai")]
+mod env;
+#[cfg(feature = "openai")]
+mod gemini;
+#[cfg(feature = "openai")]
+mod http;
+#[cfg(feature = "openai")]
+mod ollama;
+#[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 mod openai;
 mod scripted;
 
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub use anthropic::AnthropicModel;
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub use env::{from_env, from_spec, Provider};
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub use gemini::GeminiModel;
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub use ollama::OllamaModel;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use openai::{ConfigError, OpenAiModel};
@@ -48,4 +70,12 @@ pub struct LlmResponse {
 pub trait Model: Send + Sync + 'static {
     /// Answer one request. Transient errors (timeouts, 429, 5xx) are retried by the engine.
     async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError>;
+}
+
+/// A shared model is a model (what [`from_env`] and [`from_spec`] return).
+#[async_trait]
+impl Model for std::sync::Arc<dyn Model> {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        (**self).complete(request).await
+    }
 }

@@ -1,8 +1,9 @@
-//! An OpenAI-compatible chat-completions client (OpenAI, Ollama, vLLM, gateways) over reqwest.
+//! OpenAI over reqwest: the Chat Completions API (also what OpenAI-compatible servers speak: Ollama's
+//! `/v1`, vLLM, gateways) or the Responses API ([`OpenAiModel::responses`]).
 //!
-//! Errors are classified for the engine's retries: timeouts, connection failures, 408, 429 and 5xx
-//! are transient (429 and 503 carry `Retry-After`); other 4xx and answers that cannot be read are
-//! permanent, except a structured answer that is not JSON, which is transient (asking again usually
+//! Errors are classified for the engine's retries as every HTTP provider's are (`llm/http.rs`):
+//! timeouts, connection failures, 408, 429 and 5xx are transient with `Retry-After` honoured; 401
+//! and 403 are permanent; a structured answer that is not JSON is transient (asking again usually
 //! helps; the message says when the answer was cut off at the token limit). A refusal is permanent. A
 //! structured answer that is JSON but not the step's type fails at the step with a decode error
 //! naming the model. The client never sees the journal: the engine retries and receipts.
@@ -12,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use super::http::{self, client, excerpt, prompt_text, schema_name, JSON_ONLY};
 use super::{LlmRequest, LlmResponse, Model};
 use crate::flow::EffectError;
 
@@ -25,6 +27,14 @@ pub enum ConfigError {
     /// The base URL is not an http(s) URL.
     #[error("`{0}` is not an http:// or https:// base URL (e.g. `https://api.openai.com/v1`, `http://127.0.0.1:11434/v1`)")]
     BadBaseUrl(String),
+    /// A model spec that is not `provider:model`.
+    #[error(
+        "`{0}` is not `provider:model` (e.g. `anthropic:claude-sonnet-4-5`, `ollama:llama3.2`)"
+    )]
+    BadSpec(String),
+    /// A provider radkit does not speak.
+    #[error("unknown model provider `{0}`; expected openai, openai-responses, anthropic, gemini or ollama")]
+    UnknownProvider(String),
 }
 
 /// A chat-completions endpoint. Its `Debug` output never shows the API key.
@@ -38,6 +48,8 @@ pub struct OpenAiModel {
     strict: bool,
     temperature: Option<f64>,
     max_tokens: Option<u32>,
+    /// The Responses API (`/responses`) instead of Chat Completions.
+    responses: bool,
 }
 
 impl std::fmt::Debug for OpenAiModel {
@@ -63,7 +75,15 @@ impl OpenAiModel {
             strict: false,
             temperature: None,
             max_tokens: None,
+            responses: false,
         }
+    }
+
+    /// Speak OpenAI's Responses API (`POST /responses`: `instructions`, `input`,
+    /// `text.format` for structured output, `max_output_tokens`) instead of Chat Completions.
+    pub fn responses(mut self) -> Self {
+        self.responses = true;
+        self
     }
 
     /// From the environment: `RADKIT_LLM_BASE_URL` (or `OPENAI_BASE_URL`, default the OpenAI API),
@@ -152,7 +172,7 @@ impl OpenAiModel {
             messages.push(json!({ "role": "system", "content": system }));
         }
         if request.schema.is_some() {
-            messages.push(json!({ "role": "system", "content": "Answer with one JSON value that matches the given JSON Schema, and nothing else." }));
+            messages.push(json!({ "role": "system", "content": JSON_ONLY }));
         }
         messages.push(json!({ "role": "user", "content": prompt_text(&request.input) }));
         let mut body = json!({ "model": self.model, "messages": messages });
@@ -172,161 +192,44 @@ impl OpenAiModel {
     }
 }
 
-/// The schema's name for `response_format`: its `title` (schemars puts the Rust type's name there),
-/// reduced to the characters OpenAI accepts (`[a-zA-Z0-9_-]`, at most 64), or `answer`.
-fn schema_name(schema: &Value) -> String {
-    let name: String = schema
-        .get("title")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if name.trim_matches('_').is_empty() {
-        "answer".to_owned()
-    } else {
-        name
-    }
-}
-
-fn client(timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .unwrap_or_default()
-}
-
-/// The text sent to the model: a string as is, content parts joined, anything else as JSON.
-fn prompt_text(input: &Value) -> String {
-    match input {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) if parts.iter().all(|p| p.get("kind").is_some()) => parts
-            .iter()
-            .map(|p| {
-                p.get("text")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| p.to_string())
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => other.to_string(),
-    }
-}
-
-/// `Retry-After` as seconds (`2`, `0.5`) or an HTTP date, capped at an hour. Also reads the
-/// `retry-after-ms` header some gateways (Azure OpenAI) send.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    const CAP_SECS: f64 = 3600.0;
-    if let Some(ms) = headers
-        .get("retry-after-ms")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|ms| ms.is_finite() && *ms >= 0.0)
-    {
-        return Some(Duration::from_secs_f64((ms / 1000.0).min(CAP_SECS)));
-    }
-    let value = headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim();
-    if let Some(secs) = value
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-    {
-        return Some(Duration::from_secs_f64(secs.min(CAP_SECS)));
-    }
-    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    let wait_ms = (at.with_timezone(&chrono::Utc) - chrono::Utc::now())
-        .num_milliseconds()
-        .max(0);
-    Some(Duration::from_millis(wait_ms as u64).min(Duration::from_secs_f64(CAP_SECS)))
-}
-
-fn excerpt(text: &str) -> String {
-    let t: String = text.chars().take(300).collect();
-    if text.chars().count() > 300 {
-        format!("{t}…")
-    } else {
-        t
-    }
-}
-
-#[async_trait]
-impl Model for OpenAiModel {
-    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
-        let url = format!("{}/chat/completions", self.base_url);
-        // The command's id lets gateways that deduplicate requests recognise a reissue.
-        let mut http = self
-            .client
-            .post(&url)
-            .header("Idempotency-Key", request.invocation_id.as_str())
-            .json(&self.body(&request));
-        if let Some(key) = &self.api_key {
-            http = http.bearer_auth(key);
+impl OpenAiModel {
+    /// The Responses API's body: the system prompt as `instructions`, the prompt as `input`, a
+    /// schema as `text.format`.
+    fn responses_body(&self, request: &LlmRequest) -> Value {
+        let mut body = json!({ "model": self.model, "input": prompt_text(&request.input) });
+        let instructions: Vec<&str> = self
+            .system
+            .as_deref()
+            .into_iter()
+            .chain(request.schema.as_ref().map(|_| JSON_ONLY))
+            .collect();
+        if !instructions.is_empty() {
+            body["instructions"] = json!(instructions.join("\n\n"));
         }
-        let response = http.send().await.map_err(|e| {
-            let kind = if e.is_timeout() {
-                "timed out"
-            } else {
-                "failed"
-            };
-            EffectError::transient(format!(
-                "model `{}` request to {url} {kind}: {e}",
-                request.model
-            ))
-        })?;
-        let status = response.status();
-        let hint = retry_after(response.headers());
-        let text = response.text().await.map_err(|e| {
-            EffectError::transient(format!(
-                "reading the answer of model `{}`: {e}",
-                request.model
-            ))
-        })?;
-        if !status.is_success() {
-            let message = format!(
-                "model `{}` answered HTTP {status}: {}",
-                request.model,
-                excerpt(&text)
-            );
-            let transient =
-                status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error();
-            let error = if transient {
-                EffectError::transient(message)
-            } else {
-                EffectError::permanent(message)
-            };
-            return Err(match hint {
-                Some(delay) => error.retry_after(delay),
-                None => error,
-            });
+        if let Some(schema) = &request.schema {
+            body["text"] = json!({ "format": {
+                "type": "json_schema", "name": schema_name(schema), "schema": schema, "strict": self.strict,
+            } });
         }
-        let body: Value = serde_json::from_str(&text).map_err(|e| {
-            EffectError::transient(format!(
-                "model `{}` answered with something that is not JSON ({e}): {}",
-                request.model,
-                excerpt(&text)
-            ))
-        })?;
+        if let Some(t) = self.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(n) = self.max_tokens {
+            body["max_output_tokens"] = json!(n);
+        }
+        body
+    }
+
+    /// A Chat Completions answer: `choices[0].message` (`content` or `refusal`).
+    fn chat_answer(request: &LlmRequest, body: &Value) -> Result<Value, EffectError> {
+        let name = &request.model;
         if let Some(refusal) = body
             .pointer("/choices/0/message/refusal")
             .and_then(Value::as_str)
         {
             // Structured outputs: the model declined; asking again gets the same answer.
             return Err(EffectError::permanent(format!(
-                "model `{}` refused: {}",
-                request.model,
+                "model `{name}` refused: {}",
                 excerpt(refusal)
             )));
         }
@@ -337,34 +240,89 @@ impl Model for OpenAiModel {
         let content = body
             .pointer("/choices/0/message/content")
             .and_then(Value::as_str)
-            .ok_or_else(|| {
-                EffectError::permanent(format!(
-                    "model `{}` answered without `choices[0].message.content`: {}",
-                    request.model,
-                    excerpt(&text)
-                ))
-            })?;
-        let output = if request.schema.is_some() {
-            let trimmed = content
-                .trim()
-                .trim_start_matches("```json")
-                .trim_start_matches("```")
-                .trim_end_matches("```")
-                .trim();
-            serde_json::from_str::<Value>(trimmed).map_err(|e| {
-                let why = if truncated {
-                    " because it was cut off at the token limit (finish_reason `length`)"
-                } else {
-                    ""
-                };
-                EffectError::transient(format!(
-                    "model `{}` gave a structured answer that is not JSON{why} ({e}): {}",
-                    request.model,
-                    excerpt(content)
-                ))
-            })?
+            .ok_or_else(|| http::missing(name, "`choices[0].message.content`", body))?;
+        match request.schema {
+            Some(_) => http::structured(name, content, truncated),
+            None => Ok(Value::String(content.to_owned())),
+        }
+    }
+
+    /// A Responses answer: the `output_text` parts of its `message` items (or a `refusal` part);
+    /// `status: incomplete` with reason `max_output_tokens` is a cut-off answer.
+    fn responses_answer(request: &LlmRequest, body: &Value) -> Result<Value, EffectError> {
+        let name = &request.model;
+        let mut text = String::new();
+        for item in body
+            .get("output")
+            .and_then(Value::as_array)
+            .ok_or_else(|| http::missing(name, "`output`", body))?
+            .iter()
+            .filter(|item| item.get("type").and_then(Value::as_str) == Some("message"))
+        {
+            for part in item
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("output_text") => {
+                        text.push_str(part.get("text").and_then(Value::as_str).unwrap_or_default())
+                    }
+                    Some("refusal") => {
+                        let refusal = part
+                            .get("refusal")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        return Err(EffectError::permanent(format!(
+                            "model `{name}` refused: {}",
+                            excerpt(refusal)
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let truncated = body.get("status").and_then(Value::as_str) == Some("incomplete");
+        match request.schema {
+            Some(_) => http::structured(name, &text, truncated),
+            None if text.is_empty() && truncated => Err(EffectError::transient(format!(
+                "model `{name}` stopped before answering (status `incomplete`): {}",
+                excerpt(&body.to_string())
+            ))),
+            None => Ok(Value::String(text)),
+        }
+    }
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        let (url, body) = if self.responses {
+            (
+                format!("{}/responses", self.base_url),
+                self.responses_body(&request),
+            )
         } else {
-            Value::String(content.to_owned())
+            (
+                format!("{}/chat/completions", self.base_url),
+                self.body(&request),
+            )
+        };
+        // The command's id lets gateways that deduplicate requests recognise a reissue.
+        let mut http = self
+            .client
+            .post(&url)
+            .header("Idempotency-Key", request.invocation_id.as_str())
+            .json(&body);
+        if let Some(key) = &self.api_key {
+            http = http.bearer_auth(key);
+        }
+        let body = http::send_json(&request.model, &url, http).await?;
+        let output = if self.responses {
+            Self::responses_answer(&request, &body)?
+        } else {
+            Self::chat_answer(&request, &body)?
         };
         Ok(LlmResponse {
             output,

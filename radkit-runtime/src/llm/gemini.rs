@@ -1,0 +1,168 @@
+//! Google's Gemini API (`POST /v1beta/models/{model}:generateContent`) over reqwest.
+//!
+//! A structured answer is asked for with `generationConfig.responseMimeType: application/json` and
+//! the step's JSON Schema as `responseJsonSchema`. Usage (`usageMetadata`) goes on the receipt. A
+//! prompt blocked by Gemini's safety filters, or an answer stopped by them, is permanent. Errors are
+//! classified as every HTTP provider's are (`llm/http.rs`): 429 (`RESOURCE_EXHAUSTED`) and 503 are
+//! transient, with the `RetryInfo.retryDelay` Gemini puts in the error body honoured.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::http::{self, client, excerpt, prompt_text};
+use super::{LlmRequest, LlmResponse, Model};
+use crate::flow::EffectError;
+
+/// A model behind the Gemini API. Its `Debug` output never shows the API key.
+#[derive(Clone)]
+pub struct GeminiModel {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+    system: Option<String>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for GeminiModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GeminiModel")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl GeminiModel {
+    /// `model` (e.g. `gemini-2.5-flash`) at `https://generativelanguage.googleapis.com`.
+    pub fn new(model: impl Into<String>) -> Self {
+        GeminiModel {
+            client: client(Duration::from_secs(120)),
+            base_url: "https://generativelanguage.googleapis.com".to_owned(),
+            api_key: None,
+            model: model.into(),
+            system: None,
+            temperature: None,
+            max_tokens: None,
+        }
+    }
+
+    /// Another base URL (a proxy, a test server); `/v1beta/models/..` is appended.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// With an API key (sent as `x-goog-api-key`).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// With a request timeout (default 120 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.client = client(timeout);
+        self
+    }
+
+    /// With a system instruction.
+    pub fn system(mut self, prompt: impl Into<String>) -> Self {
+        self.system = Some(prompt.into());
+        self
+    }
+
+    /// With a sampling temperature.
+    pub fn temperature(mut self, temperature: f64) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// With an upper bound on the answer's tokens (`maxOutputTokens`).
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    fn body(&self, request: &LlmRequest) -> Value {
+        let mut body = json!({
+            "contents": [{ "role": "user", "parts": [{ "text": prompt_text(&request.input) }] }],
+        });
+        if let Some(system) = &self.system {
+            body["systemInstruction"] = json!({ "parts": [{ "text": system }] });
+        }
+        let mut config = serde_json::Map::new();
+        if let Some(t) = self.temperature {
+            config.insert("temperature".into(), json!(t));
+        }
+        if let Some(n) = self.max_tokens {
+            config.insert("maxOutputTokens".into(), json!(n));
+        }
+        if let Some(schema) = &request.schema {
+            config.insert("responseMimeType".into(), json!("application/json"));
+            config.insert("responseJsonSchema".into(), schema.clone());
+        }
+        if !config.is_empty() {
+            body["generationConfig"] = Value::Object(config);
+        }
+        body
+    }
+}
+
+#[async_trait]
+impl Model for GeminiModel {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        let name = &request.model;
+        let url = format!(
+            "{}/v1beta/models/{}:generateContent",
+            self.base_url, self.model
+        );
+        let mut http = self.client.post(&url).json(&self.body(&request));
+        if let Some(key) = &self.api_key {
+            http = http.header("x-goog-api-key", key);
+        }
+        let body = http::send_json(name, &url, http).await?;
+        if let Some(reason) = body
+            .pointer("/promptFeedback/blockReason")
+            .and_then(Value::as_str)
+        {
+            return Err(EffectError::permanent(format!(
+                "model `{name}` blocked the prompt ({reason})"
+            )));
+        }
+        let candidate = body
+            .pointer("/candidates/0")
+            .ok_or_else(|| http::missing(name, "`candidates[0]`", &body))?;
+        let finish = candidate
+            .get("finishReason")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if matches!(
+            finish,
+            "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT"
+        ) {
+            return Err(EffectError::permanent(format!(
+                "model `{name}` stopped its answer ({finish}): {}",
+                excerpt(&candidate.to_string())
+            )));
+        }
+        let text: String = candidate
+            .pointer("/content/parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect();
+        let output = match request.schema {
+            Some(_) => http::structured(name, &text, finish == "MAX_TOKENS")?,
+            None => Value::String(text),
+        };
+        Ok(LlmResponse {
+            output,
+            usage: body.get("usageMetadata").cloned(),
+        })
+    }
+}

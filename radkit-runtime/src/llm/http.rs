@@ -1,0 +1,249 @@
+//! What every HTTP model provider shares: the client, posting one request and classifying its
+//! answer for the engine's retries, the prompt text, and reading a structured answer. Each
+//! provider module only builds its body and reads its answer.
+//!
+//! The classification: a request that timed out or could not connect, HTTP 408, 409, 429, 5xx and
+//! Anthropic's 529 (overloaded) are transient, with the provider's `Retry-After` (or
+//! `retry-after-ms`, or Gemini's `RetryInfo.retryDelay` in the error body) honoured; 401 and 403
+//! are permanent, saying to check the credentials; other 4xx and answers that cannot be read are
+//! permanent.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::flow::EffectError;
+
+/// A client with the request `timeout` and a 10 s connect timeout.
+pub(super) fn client(timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap_or_default()
+}
+
+/// Send `request` for model `name` (the registered name, for messages) and read its JSON answer.
+pub(super) async fn send_json(
+    name: &str,
+    url: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<Value, EffectError> {
+    let response = request.send().await.map_err(|e| {
+        let kind = if e.is_timeout() {
+            "timed out"
+        } else {
+            "failed"
+        };
+        EffectError::transient(format!("model `{name}` request to {url} {kind}: {e}"))
+    })?;
+    let status = response.status();
+    let hint = retry_after(response.headers());
+    let text = response.text().await.map_err(|e| {
+        EffectError::transient(format!("reading the answer of model `{name}`: {e}"))
+    })?;
+    if !status.is_success() {
+        return Err(refused(name, status.as_u16(), hint, &text));
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        EffectError::transient(format!(
+            "model `{name}` answered with something that is not JSON ({e}): {}",
+            excerpt(&text)
+        ))
+    })
+}
+
+/// The error for an answer with HTTP `status` and `body`.
+pub(super) fn refused(name: &str, status: u16, hint: Option<Duration>, body: &str) -> EffectError {
+    let message = format!("model `{name}` answered HTTP {status}: {}", excerpt(body));
+    let error = match status {
+        401 | 403 => {
+            return EffectError::permanent(format!(
+                "{message} (the provider refused the credentials: check the API key)"
+            ))
+        }
+        408 | 409 | 429 | 529 | 500..=599 => EffectError::transient(message),
+        _ => EffectError::permanent(message),
+    };
+    match hint.or_else(|| retry_info(body)) {
+        Some(delay) if error.is_transient() => error.retry_after(delay),
+        _ => error,
+    }
+}
+
+/// The longest wait a provider's hint is taken for.
+const HINT_CAP: Duration = Duration::from_secs(3600);
+
+/// `Retry-After` as seconds (`2`, `0.5`) or an HTTP date, capped at an hour. Also reads the
+/// `retry-after-ms` header some gateways (Azure OpenAI) send.
+pub(super) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0).min(HINT_CAP));
+    }
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Some(secs) = value
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(secs.min(HINT_CAP.as_secs_f64())));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait_ms = (at.with_timezone(&chrono::Utc) - chrono::Utc::now())
+        .num_milliseconds()
+        .max(0);
+    Some(Duration::from_millis(wait_ms.unsigned_abs()).min(HINT_CAP))
+}
+
+/// Gemini's hint in the error body: `error.details[]` holding a `google.rpc.RetryInfo` whose
+/// `retryDelay` is a duration such as `"12s"` or `"0.5s"`.
+fn retry_info(body: &str) -> Option<Duration> {
+    let body: Value = serde_json::from_str(body).ok()?;
+    let delay = body
+        .pointer("/error/details")?
+        .as_array()?
+        .iter()
+        .find(|d| {
+            d.get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })?
+        .get("retryDelay")?
+        .as_str()?;
+    let secs = delay
+        .strip_suffix('s')?
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)?;
+    Some(Duration::from_secs_f64(secs.min(HINT_CAP.as_secs_f64())))
+}
+
+/// At most 300 characters of `text`, for error messages.
+pub(super) fn excerpt(text: &str) -> String {
+    let t: String = text.chars().take(300).collect();
+    if text.chars().count() > 300 {
+        format!("{t}…")
+    } else {
+        t
+    }
+}
+
+/// The text sent to the model: a string as is, content parts joined, anything else as JSON.
+pub(super) fn prompt_text(input: &Value) -> String {
+    match input {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) if parts.iter().all(|p| p.get("kind").is_some()) => parts
+            .iter()
+            .map(|p| {
+                p.get("text")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| p.to_string())
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// The instruction added when a structured answer is asked for.
+pub(super) const JSON_ONLY: &str =
+    "Answer with one JSON value that matches the given JSON Schema, and nothing else.";
+
+/// A structured answer given as text: the JSON in it (a Markdown fence around it is dropped). Not
+/// JSON is transient (asking again usually helps); `truncated` says it was cut off at the token
+/// limit.
+pub(super) fn structured(name: &str, text: &str, truncated: bool) -> Result<Value, EffectError> {
+    let trimmed = text
+        .trim()
+        .trim_start_matches("```json")
+        .trim_start_matches("```")
+        .trim_end_matches("```")
+        .trim();
+    serde_json::from_str::<Value>(trimmed).map_err(|e| {
+        let why = if truncated {
+            " because it was cut off at the token limit"
+        } else {
+            ""
+        };
+        EffectError::transient(format!(
+            "model `{name}` gave a structured answer that is not JSON{why} ({e}): {}",
+            excerpt(text)
+        ))
+    })
+}
+
+/// The schema's name where a provider wants one (OpenAI's `response_format`, Anthropic's answer
+/// tool): its `title` (schemars puts the Rust type's name there), reduced to `[a-zA-Z0-9_-]`, at
+/// most 64 characters, or `answer`.
+pub(super) fn schema_name(schema: &Value) -> String {
+    let name: String = schema
+        .get("title")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if name.trim_matches('_').is_empty() {
+        "answer".to_owned()
+    } else {
+        name
+    }
+}
+
+/// An answer without the field a provider must send.
+pub(super) fn missing(name: &str, what: &str, body: &Value) -> EffectError {
+    EffectError::permanent(format!(
+        "model `{name}` answered without {what}: {}",
+        excerpt(&body.to_string())
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_is_permanent_and_overload_is_transient_with_its_hint() {
+        let denied = refused("m", 401, None, "{}");
+        assert!(!denied.is_transient());
+        assert!(denied.message.contains("check the API key"), "{denied:?}");
+        let overloaded = refused("m", 529, Some(Duration::from_secs(3)), "{}");
+        assert!(overloaded.is_transient());
+        assert_eq!(overloaded.retry_after_ms, Some(3000));
+        assert!(!refused("m", 400, Some(Duration::from_secs(3)), "{}").is_transient());
+    }
+
+    #[test]
+    fn gemini_retry_info_in_the_body_is_the_hint() {
+        let body = r#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[
+            {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"12s"}]}}"#;
+        assert_eq!(refused("m", 429, None, body).retry_after_ms, Some(12_000));
+    }
+
+    #[test]
+    fn a_fenced_structured_answer_is_read_and_a_cut_off_one_says_so() {
+        assert_eq!(
+            structured("m", "```json\n{\"a\":1}\n```", false).unwrap(),
+            serde_json::json!({"a": 1})
+        );
+        let cut = structured("m", "{\"a\":", true).unwrap_err();
+        assert!(cut.is_transient() && cut.message.contains("token limit"));
+    }
+}

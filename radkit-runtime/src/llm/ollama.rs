@@ -1,0 +1,123 @@
+//! Ollama's native chat API (`POST /api/chat`, `stream: false`) over reqwest. (Ollama also speaks
+//! OpenAI's Chat Completions at `/v1`, which [`super::OpenAiModel`] reaches.)
+//!
+//! A structured answer is asked for with the step's JSON Schema as `format`. Usage
+//! (`prompt_eval_count`, `eval_count`) goes on the receipt. An unknown model (404) is permanent;
+//! a server that is not up is transient, as every connection failure is (`llm/http.rs`).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::http::{self, client, prompt_text, JSON_ONLY};
+use super::{LlmRequest, LlmResponse, Model};
+use crate::flow::EffectError;
+
+/// A model served by Ollama.
+#[derive(Debug, Clone)]
+pub struct OllamaModel {
+    client: reqwest::Client,
+    base_url: String,
+    model: String,
+    system: Option<String>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+impl OllamaModel {
+    /// `model` (e.g. `llama3.2`) at `http://127.0.0.1:11434`.
+    pub fn new(model: impl Into<String>) -> Self {
+        OllamaModel {
+            client: client(Duration::from_secs(300)),
+            base_url: "http://127.0.0.1:11434".to_owned(),
+            model: model.into(),
+            system: None,
+            temperature: None,
+            max_tokens: None,
+        }
+    }
+
+    /// Another server (`OLLAMA_HOST`); `/api/chat` is appended.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// With a request timeout (default 300 s: local models can be slow to load).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.client = client(timeout);
+        self
+    }
+
+    /// With a system prompt.
+    pub fn system(mut self, prompt: impl Into<String>) -> Self {
+        self.system = Some(prompt.into());
+        self
+    }
+
+    /// With a sampling temperature.
+    pub fn temperature(mut self, temperature: f64) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// With an upper bound on the answer's tokens (`num_predict`).
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    fn body(&self, request: &LlmRequest) -> Value {
+        let mut messages = Vec::new();
+        if let Some(system) = &self.system {
+            messages.push(json!({ "role": "system", "content": system }));
+        }
+        if request.schema.is_some() {
+            messages.push(json!({ "role": "system", "content": JSON_ONLY }));
+        }
+        messages.push(json!({ "role": "user", "content": prompt_text(&request.input) }));
+        let mut body = json!({ "model": self.model, "messages": messages, "stream": false });
+        if let Some(schema) = &request.schema {
+            body["format"] = schema.clone();
+        }
+        let mut options = serde_json::Map::new();
+        if let Some(t) = self.temperature {
+            options.insert("temperature".into(), json!(t));
+        }
+        if let Some(n) = self.max_tokens {
+            options.insert("num_predict".into(), json!(n));
+        }
+        if !options.is_empty() {
+            body["options"] = Value::Object(options);
+        }
+        body
+    }
+}
+
+#[async_trait]
+impl Model for OllamaModel {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        let name = &request.model;
+        let url = format!("{}/api/chat", self.base_url);
+        let http = self.client.post(&url).json(&self.body(&request));
+        let body = http::send_json(name, &url, http).await?;
+        let content = body
+            .pointer("/message/content")
+            .and_then(Value::as_str)
+            .ok_or_else(|| http::missing(name, "`message.content`", &body))?;
+        let truncated = body.get("done_reason").and_then(Value::as_str) == Some("length");
+        let output = match request.schema {
+            Some(_) => http::structured(name, content, truncated)?,
+            None => Value::String(content.to_owned()),
+        };
+        let usage = ["prompt_eval_count", "eval_count"]
+            .iter()
+            .filter_map(|k| Some(((*k).to_owned(), body.get(*k)?.clone())))
+            .collect::<serde_json::Map<_, _>>();
+        Ok(LlmResponse {
+            output,
+            usage: (!usage.is_empty()).then_some(Value::Object(usage)),
+        })
+    }
+}
