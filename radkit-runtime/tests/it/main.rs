@@ -21,6 +21,7 @@ mod engine_kill9;
 mod engine_replay_prop;
 mod hooks_permissions;
 mod llm_openai;
+mod llm_providers;
 mod llm_scripted;
 mod module_cycles;
 mod parallel_effects;
