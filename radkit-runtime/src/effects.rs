@@ -52,6 +52,11 @@ impl Effects {
         self
     }
 
+    /// The names models are registered under (not the default model's).
+    pub fn model_names(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+
     /// Register `tool` under `name` (`ctx.tool(name)`).
     pub fn tool(mut self, name: impl Into<String>, tool: impl Tool) -> Self {
         self.tools.insert(name.into(), Arc::new(tool));

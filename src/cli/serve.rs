@@ -159,31 +159,91 @@ fn without_postgres(url: &str) -> String {
     )
 }
 
-/// The values `--llm` takes in this build: `program` (alias `scripted`), and `openai` with the
-/// `openai` feature.
+/// The values `--llm` takes in this build: `program` (alias `scripted`), and with the `openai`
+/// feature each native provider (`llm::Provider`).
 #[cfg(feature = "openai")]
-pub(crate) const LLM_VALUES: [&str; 3] = ["program", "scripted", "openai"];
-/// The values `--llm` takes in this build: `program` (alias `scripted`); `openai` needs the `openai`
-/// feature.
+pub(crate) const LLM_VALUES: [&str; 7] = [
+    "program",
+    "scripted",
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+    "ollama",
+];
+/// The values `--llm` takes in this build: `program` (alias `scripted`); the providers need the
+/// `openai` feature.
 #[cfg(not(feature = "openai"))]
 pub(crate) const LLM_VALUES: [&str; 2] = ["program", "scripted"];
 
 /// The models `--llm` names: `program` (alias `scripted`: what the program configured) or, with
-/// the `openai` feature, `openai` (from the environment, replacing the program's models and
-/// keeping its tools).
+/// the `openai` feature, a provider (`openai`, `openai-responses`, `anthropic`, `gemini`, `ollama`:
+/// every model name answered by that provider's `RADKIT_LLM_MODEL`, keeping the tools). Then, with
+/// the `openai` feature, any model name `x` the program registered whose `RADKIT_LLM_X` is set
+/// (`provider:model`, e.g. `RADKIT_LLM_CRITIC=anthropic:claude-sonnet-4-5`) gets that model.
 pub fn with_models(builder: EngineBuilder, llm: &str) -> anyhow::Result<EngineBuilder> {
-    match llm {
-        "program" | "scripted" => Ok(builder),
+    let builder = match llm {
+        "program" | "scripted" => builder,
         #[cfg(feature = "openai")]
-        "openai" => {
-            let model = crate::llm::OpenAiModel::from_env().map_err(anyhow::Error::msg)?;
-            Ok(builder.map_effects(|effects| effects.replace_models(model)))
+        other => {
+            let provider = crate::llm::Provider::parse(other).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown --llm `{other}`; expected one of {}",
+                    LLM_VALUES.join(", ")
+                )
+            })?;
+            let model = crate::llm::from_env(provider).map_err(anyhow::Error::msg)?;
+            builder.map_effects(|effects| effects.replace_models(model))
         }
+        #[cfg(not(feature = "openai"))]
         other => anyhow::bail!(
             "unknown --llm `{other}`; expected one of {}",
             LLM_VALUES.join(", ")
         ),
+    };
+    #[cfg(feature = "openai")]
+    let builder = per_name_models(builder, &|name| std::env::var(name).ok())?;
+    Ok(builder)
+}
+
+/// The variable that names model `name`'s provider and model: `RADKIT_LLM_` and the name in upper
+/// case, each character that is not a letter or a digit an underscore (`critic` -> `RADKIT_LLM_CRITIC`).
+#[cfg(feature = "openai")]
+pub(crate) fn model_var(name: &str) -> String {
+    let upper: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("RADKIT_LLM_{upper}")
+}
+
+/// Every registered model name whose variable ([`model_var`]) is set gets the model it names.
+#[cfg(feature = "openai")]
+fn per_name_models(
+    builder: EngineBuilder,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<EngineBuilder> {
+    let mut chosen = Vec::new();
+    for name in builder.model_names() {
+        let key = model_var(&name);
+        if let Some(spec) = var(&key).filter(|v| !v.trim().is_empty()) {
+            let model = crate::llm::from_spec(spec.trim(), var)
+                .map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+            chosen.push((name, model));
+        }
     }
+    Ok(builder.map_effects(|mut effects| {
+        for (name, model) in chosen {
+            effects = effects.model(name, model);
+        }
+        effects
+    }))
 }
 
 /// The `(token, principal)` pairs of the `--token` values, else of RADKIT_TOKENS (split on
@@ -374,5 +434,44 @@ mod tests {
         );
         assert!(tokens(&[], None).is_empty());
         assert!(tokens(&[], Some("  \n")).is_empty());
+    }
+
+    #[cfg(feature = "openai")]
+    #[test]
+    fn a_registered_model_name_takes_the_model_its_variable_names_and_a_bad_spec_says_which_variable(
+    ) {
+        use crate::effects::Effects;
+        use crate::llm::ScriptedModel;
+        assert_eq!(super::model_var("critic"), "RADKIT_LLM_CRITIC");
+        assert_eq!(
+            super::model_var("fast-draft.v2"),
+            "RADKIT_LLM_FAST_DRAFT_V2"
+        );
+        let builder = || {
+            crate::engine::Engine::builder(crate::store::MemoryStore::new())
+                .without_registered_skills()
+                .effects(
+                    Effects::new()
+                        .model("critic", ScriptedModel::new(|_| Ok("scripted".into())))
+                        .model("writer", ScriptedModel::new(|_| Ok("scripted".into()))),
+                )
+        };
+        let env = |name: &str| match name {
+            "RADKIT_LLM_CRITIC" => Some("ollama:llama3.2".to_owned()),
+            _ => None,
+        };
+        assert!(super::per_name_models(builder(), &env).is_ok());
+        let bad = |name: &str| match name {
+            "RADKIT_LLM_WRITER" => Some("llama3.2".to_owned()),
+            _ => None,
+        };
+        let Err(error) = super::per_name_models(builder(), &bad) else {
+            panic!("a spec without a provider is refused");
+        };
+        let error = error.to_string();
+        assert!(
+            error.starts_with("RADKIT_LLM_WRITER:") && error.contains("provider:model"),
+            "{error}"
+        );
     }
 }

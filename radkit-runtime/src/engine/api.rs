@@ -426,6 +426,7 @@ impl Engine {
     /// The row of the task `message` answers, if it takes a reply now; `None` when it received
     /// this very message before (a retry: nothing to do). A task that ended, or that is not
     /// waiting for input, refuses it.
+    #[cfg(feature = "restate")]
     pub(super) async fn awaiting_reply(
         &self,
         caller: &Caller,

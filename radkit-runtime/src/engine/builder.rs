@@ -261,6 +261,11 @@ impl EngineBuilder {
         self
     }
 
+    /// The names of the models registered so far (`Effects::model_names`).
+    pub fn model_names(&self) -> Vec<String> {
+        self.effects.model_names().map(str::to_owned).collect()
+    }
+
     /// Change the effects set so far (e.g. swap the models, keep the tools).
     pub fn map_effects(mut self, f: impl FnOnce(Effects) -> Effects) -> Self {
         self.effects = f(self.effects);
