@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::flow::{CmdKind, EffectError, EffectPolicy, InvocationId, RetryPolicy};
 use crate::llm::{LlmRequest, Model};
-use crate::tools::Tool;
+use crate::tools::{Tool, ToolSchema, ToolSource};
 
 /// Registered models and tools.
 #[derive(Clone, Default)]
@@ -15,6 +15,7 @@ pub struct Effects {
     models: HashMap<String, Arc<dyn Model>>,
     default_model: Option<Arc<dyn Model>>,
     tools: HashMap<String, Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 /// What an effect returned: its value and accounting.
@@ -63,17 +64,41 @@ impl Effects {
         self
     }
 
-    /// The tool registered as `name`.
-    pub fn find_tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+    /// Look tools up in `source` when a command runs (the tools of an MCP server: `tools::mcp`).
+    /// A tool registered by name with [`tool`](Self::tool) wins; sources are asked in the order
+    /// they were added.
+    pub fn tools_from(mut self, source: impl ToolSource) -> Self {
+        self.sources.push(Arc::new(source));
+        self
+    }
+
+    /// The tool registered as `name`, or offered under it by a source now.
+    pub fn find_tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.sources.iter().find_map(|s| s.find(name)))
+    }
+
+    /// The schemas of the sources' tools as they are now (what a model's tool calling offers), sorted
+    /// by name. Tools registered by name with [`tool`](Self::tool) carry no schema and are not listed.
+    pub fn tool_schemas(&self) -> Vec<ToolSchema> {
+        let mut schemas: Vec<ToolSchema> = self
+            .sources
+            .iter()
+            .flat_map(|s| s.schemas())
+            .filter(|s| !self.tools.contains_key(&s.name))
+            .collect();
+        schemas.sort_by(|a, b| a.name.cmp(&b.name));
+        schemas.dedup_by(|later, first| later.name == first.name);
+        schemas
     }
 
     /// The policy a command runs under: a registered tool's declared policy wins.
     pub fn policy_for(&self, kind: &CmdKind, requested: EffectPolicy) -> EffectPolicy {
         match kind {
             CmdKind::Tool { tool, .. } => self
-                .tools
-                .get(tool)
+                .find_tool(tool)
                 .map(|t| t.policy())
                 .unwrap_or(requested),
             _ => requested,
@@ -112,7 +137,7 @@ impl Effects {
                 })
             }
             CmdKind::Tool { tool, args } => {
-                let t = self.tools.get(tool).ok_or_else(|| {
+                let t = self.find_tool(tool).ok_or_else(|| {
                     EffectError::permanent(format!("no tool registered as `{tool}`"))
                 })?;
                 Ok(Performed {
@@ -143,8 +168,7 @@ impl Effects {
             ));
         };
         let t = self
-            .tools
-            .get(tool)
+            .find_tool(tool)
             .ok_or_else(|| EffectError::permanent(format!("no tool registered as `{tool}`")))?;
         let retry = RetryPolicy::default();
         let span = tracing::info_span!("compensate", invocation = %id, tool = %tool);

@@ -44,6 +44,7 @@ mod grpc_connections;
 mod journal_fixture;
 mod lambda;
 mod machine;
+mod mcp;
 mod parallel_macro;
 mod payments;
 mod push_cluster;
@@ -63,5 +64,9 @@ mod test_macro_flow;
 mod while_working_macros;
 
 fn main() -> std::process::ExitCode {
+    // The MCP tests' stdio server is this binary re-executed (`tests/it/support/mcp_server.rs`).
+    if let Some(log) = std::env::var_os(support::mcp_server::SERVE_ENV) {
+        return support::mcp_server::serve_stdio(std::path::Path::new(&log));
+    }
     support::harness::main()
 }

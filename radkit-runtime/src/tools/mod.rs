@@ -2,7 +2,12 @@
 //! `ctx.tool(name).call::<Args, Out>(args)`. A tool receives its command's InvocationId as the
 //! idempotency key; it declares the least permission mode it runs in without asking, may demand a
 //! human's approval for some arguments, and `Compensate` tools say how to undo themselves. Tools never
-//! see the journal: the engine decides whether they run.
+//! see the journal: the engine decides whether they run. A [`ToolSource`] offers tools whose set may
+//! change while the engine runs (the tools of an MCP server, `mcp`, with the feature of that name).
+
+#[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+pub mod mcp;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -85,6 +90,31 @@ pub trait Tool: Send + Sync + 'static {
         let _ = (args, output, key);
         Err(EffectError::permanent("this tool has no compensation"))
     }
+}
+
+/// What a model needs to call a tool: its name, what it does and the JSON Schema of its arguments
+/// (the shape of an MCP tool listing and of the providers' function declarations).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSchema {
+    /// The name the tool is registered under (`ctx.tool(name)`).
+    pub name: String,
+    /// What the tool does, for a model choosing among tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the tool's arguments (an object schema).
+    pub input_schema: serde_json::Value,
+}
+
+/// Tools found by name when a command runs, from a set that may change while the engine runs (an MCP
+/// server's tools follow its tools/list_changed notifications). Register one with
+/// [`Effects::tools_from`](crate::effects::Effects::tools_from); tools registered by name win.
+pub trait ToolSource: Send + Sync + 'static {
+    /// The tool named `name` now, if the source has one.
+    fn find(&self, name: &str) -> Option<Arc<dyn Tool>>;
+
+    /// The schemas of the tools the source has now, sorted by name.
+    fn schemas(&self) -> Vec<ToolSchema>;
 }
 
 /// A shared tool is a tool (register one instance and keep a handle to it).

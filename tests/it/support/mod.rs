@@ -12,6 +12,7 @@ pub mod services;
 pub mod agent;
 pub mod common;
 pub mod hold_proxy;
+pub mod mcp_server;
 pub mod push_common;
 pub mod skills;
 

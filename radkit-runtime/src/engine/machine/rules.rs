@@ -739,7 +739,7 @@ pub(crate) fn gate(
     args: &serde_json::Value,
 ) -> Gate {
     let found = effects.find_tool(tool);
-    let need = found.map(|t| t.min_mode()).unwrap_or_default();
+    let need = found.as_ref().map(|t| t.min_mode()).unwrap_or_default();
     if mode < need && mode == PermissionMode::Plan {
         return Gate::Refuse(format!(
             "tool `{tool}` needs permission mode {need:?}; this task runs in plan mode (read-only)"

@@ -37,6 +37,9 @@ pub enum Needs {
     Python1Server,
     /// A `restate-server` binary: [`restate_server`].
     Restate,
+    /// A Python with the official MCP SDK (`mcp`) and its time server (`mcp-server-time`):
+    /// [`python_mcp`].
+    PythonMcp,
 }
 
 /// One test before the harness decides how to run it.
@@ -139,6 +142,7 @@ pub fn run(mut tests: Vec<Test>) -> ExitCode {
         Needs::PythonServer,
         Needs::Python1Server,
         Needs::Restate,
+        Needs::PythonMcp,
     ] {
         let selected = tests.iter().any(|test| {
             // Flagged ignored so that `--ignored` keeps it: only the name decides here.
@@ -191,6 +195,47 @@ pub fn python() -> String {
 /// after it imported the SDK's 1.0 types.
 pub fn python1() -> String {
     explicit("RADKIT_PYTHON1").unwrap_or_else(|| venv_python(".venv1").display().to_string())
+}
+
+/// The Python that runs the official MCP SDK's time server: `RADKIT_PYTHON_MCP`, else the
+/// workspace's `.venv-mcp/bin/python` (where `.ci/run` installs `mcp` and `mcp-server-time`). Tests
+/// declared [`Needs::PythonMcp`] run only after it imported both.
+pub fn python_mcp() -> String {
+    explicit("RADKIT_PYTHON_MCP").unwrap_or_else(|| venv_python(".venv-mcp").display().to_string())
+}
+
+fn probe_python_mcp() -> Availability {
+    let python = python_mcp();
+    let asked = explicit("RADKIT_PYTHON_MCP").is_some();
+    if !asked && !Path::new(&python).exists() {
+        return Availability::Missing(format!(
+            "the official MCP Python SDK is not installed: RADKIT_PYTHON_MCP is not set and {python} \
+             does not exist (`bash .ci/run` installs it there)"
+        ));
+    }
+    let error = match Command::new(&python)
+        .args(["-c", "import mcp, mcp_server_time"])
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) if out.status.success() => return Availability::Ready,
+        Ok(out) => String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .last()
+            .unwrap_or("it exited with an error")
+            .to_owned(),
+        Err(e) => format!("it cannot be started: {e}"),
+    };
+    if asked {
+        Availability::Broken(format!(
+            "RADKIT_PYTHON_MCP is set to {python}, but it cannot import `mcp` and `mcp_server_time` ({error})"
+        ))
+    } else {
+        Availability::Missing(format!(
+            "{python} cannot import `mcp` and `mcp_server_time` ({error}); `bash .ci/run` installs \
+             them, or set RADKIT_PYTHON_MCP"
+        ))
+    }
 }
 
 /// The Restate server binary: `RADKIT_RESTATE_SERVER`, else the one `.ci/run` installs from the npm
@@ -250,6 +295,7 @@ static PYTHON1: OnceLock<Availability> = OnceLock::new();
 static PYTHON_SERVER: OnceLock<Availability> = OnceLock::new();
 static PYTHON1_SERVER: OnceLock<Availability> = OnceLock::new();
 static RESTATE: OnceLock<Availability> = OnceLock::new();
+static PYTHON_MCP: OnceLock<Availability> = OnceLock::new();
 
 fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
     match needs {
@@ -260,6 +306,7 @@ fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
         Needs::PythonServer => Some(&PYTHON_SERVER),
         Needs::Python1Server => Some(&PYTHON1_SERVER),
         Needs::Restate => Some(&RESTATE),
+        Needs::PythonMcp => Some(&PYTHON_MCP),
     }
 }
 
@@ -280,6 +327,7 @@ fn availability(needs: Needs) -> Option<&'static Availability> {
             Needs::PythonServer => probe_python(Sdk::V0_3Server),
             Needs::Python1Server => probe_python(Sdk::V1Server),
             Needs::Restate => probe_restate(),
+            Needs::PythonMcp => probe_python_mcp(),
         };
         match &found {
             Availability::Ready => {}
