@@ -48,6 +48,8 @@ fn critic(draft: &str, cycles: usize) -> Cmd {
         model: "critic".into(),
         input: critic_input(draft, cycles),
         schema,
+        tools: Vec::new(),
+        turns: Vec::new(),
     })
 }
 

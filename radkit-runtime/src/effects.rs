@@ -16,6 +16,8 @@ pub struct Effects {
     default_model: Option<Arc<dyn Model>>,
     tools: HashMap<String, Arc<dyn Tool>>,
     sources: Vec<Arc<dyn ToolSource>>,
+    /// Descriptions of registered tools for models (`Effects::describe`).
+    described: HashMap<String, ToolSchema>,
 }
 
 /// What an effect returned: its value and accounting.
@@ -105,6 +107,55 @@ impl Effects {
         }
     }
 
+    /// Describe tool `name` for models that call tools (`ctx.llm(..).tools([..])`): what it does and
+    /// the JSON Schema of its arguments. Tools from a [`ToolSource`] (MCP servers) describe
+    /// themselves.
+    pub fn describe(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: serde_json::Value,
+    ) -> Self {
+        let name = name.into();
+        self.described.insert(
+            name.clone(),
+            ToolSchema {
+                name,
+                description: Some(description.into()),
+                input_schema,
+            },
+        );
+        self
+    }
+
+    /// The schemas of the tools `names` that model `model` is offered, in that order; a tool that
+    /// is not registered, or has no description, is a permanent error naming it.
+    fn offered(&self, model: &str, names: &[String]) -> Result<Vec<ToolSchema>, EffectError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sourced = self.tool_schemas();
+        names
+            .iter()
+            .map(|name| {
+                if self.find_tool(name).is_none() {
+                    return Err(EffectError::permanent(format!(
+                        "model `{model}` is offered tool `{name}`, which is not registered"
+                    )));
+                }
+                self.described
+                    .get(name)
+                    .or_else(|| sourced.iter().find(|s| &s.name == name))
+                    .cloned()
+                    .ok_or_else(|| {
+                        EffectError::permanent(format!(
+                            "model `{model}` is offered tool `{name}`, which has no description for models: register it with `Effects::describe(\"{name}\", description, input_schema)`"
+                        ))
+                    })
+            })
+            .collect()
+    }
+
     /// Perform an `llm` or `tool` command once.
     pub async fn perform(
         &self,
@@ -116,6 +167,8 @@ impl Effects {
                 model,
                 input,
                 schema,
+                tools,
+                turns,
             } => {
                 let provider = self
                     .models
@@ -129,10 +182,21 @@ impl Effects {
                     input: input.clone(),
                     schema: schema.clone(),
                     invocation_id: id.clone(),
+                    tools: self.offered(model, tools)?,
+                    turns: turns.clone(),
                 };
                 let response = provider.complete(request).await?;
+                // A call that offers tools answers `{"answer": ..}` or `{"tool_calls": [..]}`.
+                let value = match (tools.is_empty(), response.tool_calls.is_empty()) {
+                    (true, _) => response.output,
+                    (false, true) => serde_json::json!({ "answer": response.output }),
+                    (false, false) => serde_json::json!({
+                        "tool_calls": response.tool_calls,
+                        "text": response.output.as_str().unwrap_or_default(),
+                    }),
+                };
                 Ok(Performed {
-                    value: response.output,
+                    value,
                     usage: response.usage,
                 })
             }

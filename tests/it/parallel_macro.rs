@@ -38,10 +38,10 @@ struct Writer(Arc<Barrier>);
 impl Model for Writer {
     async fn complete(&self, _: LlmRequest) -> Result<LlmResponse, EffectError> {
         self.0.wait().await;
-        Ok(LlmResponse {
-            output: serde_json::json!("Otters hold hands"),
-            usage: None,
-        })
+        Ok(LlmResponse::answer(
+            serde_json::json!("Otters hold hands"),
+            None,
+        ))
     }
 }
 

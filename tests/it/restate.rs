@@ -207,12 +207,11 @@ impl Model for Logged {
             model: request.model.clone(),
             input: request.input.clone(),
             schema: request.schema.clone(),
+            tools: Vec::new(),
+            turns: Vec::new(),
         };
         let performed = self.inner.perform(&request.invocation_id, &kind).await?;
-        Ok(LlmResponse {
-            output: performed.value,
-            usage: performed.usage,
-        })
+        Ok(LlmResponse::answer(performed.value, performed.usage))
     }
 }
 

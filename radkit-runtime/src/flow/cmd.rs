@@ -126,6 +126,13 @@ pub enum CmdKind {
         /// JSON Schema the answer must match.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<serde_json::Value>,
+        /// The registered tools the model may ask for (tool calling); its answer is then
+        /// `{"answer": ..}` or `{"tool_calls": [..]}`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tools: Vec<String>,
+        /// The conversation after the prompt: the model's earlier tool calls and their results.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        turns: Vec<super::Turn>,
     },
     /// Call the tool registered under `tool` with `args`.
     Tool {
@@ -319,6 +326,8 @@ impl Cmd {
             model: model.into(),
             input,
             schema: None,
+            tools: Vec::new(),
+            turns: Vec::new(),
         })
     }
 

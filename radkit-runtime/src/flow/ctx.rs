@@ -221,6 +221,8 @@ impl StepCtx {
             ctx: self,
             model: model.into(),
             retry: None,
+            tools: Vec::new(),
+            max_rounds: DEFAULT_TOOL_ROUNDS,
         }
     }
 
@@ -436,12 +438,39 @@ pub struct LlmCall<'a> {
     ctx: &'a StepCtx,
     model: String,
     retry: Option<RetryPolicy>,
+    tools: Vec<String>,
+    max_rounds: u32,
 }
+
+/// How many times a model offering tools may ask for tools before it must answer.
+pub const DEFAULT_TOOL_ROUNDS: u32 = 8;
 
 impl LlmCall<'_> {
     /// With another retry policy.
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = Some(retry);
+        self
+    }
+
+    /// Offer the model these registered tools (tool calling): each round is one journaled `llm`
+    /// command, and each tool call the model asks for is its own journaled `tool` command with its
+    /// own InvocationId, its policy and approval gate, run in the order the model gave them; its
+    /// result (or its error, which the model is told) goes back to the model in the next round. A
+    /// tool needs a description for models: an MCP server's tools have theirs,
+    /// `Effects::describe` gives one to others.
+    pub fn tools<I, S>(mut self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.tools = tools.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The most rounds of tool calls before the model must answer (default
+    /// [`DEFAULT_TOOL_ROUNDS`]); one more fails the step.
+    pub fn max_rounds(mut self, rounds: u32) -> Self {
+        self.max_rounds = rounds;
         self
     }
 
@@ -455,10 +484,15 @@ impl LlmCall<'_> {
     ) -> CallFuture<T> {
         let what = format!("model `{}`", self.model);
         let input = serde_json::to_value(input);
+        if !self.tools.is_empty() {
+            return self.run_with_tools(what, input);
+        }
         let mut cmd = Cmd::new(CmdKind::Llm {
             model: self.model,
             input: input.as_ref().cloned().unwrap_or_default(),
             schema: schema_of::<T>(),
+            tools: Vec::new(),
+            turns: Vec::new(),
         });
         if let Some(retry) = self.retry {
             cmd = cmd.retry(retry);
@@ -468,6 +502,86 @@ impl LlmCall<'_> {
         CallFuture::new(async move {
             input?;
             decode(&what, call.await?)
+        })
+    }
+
+    /// The tool-calling loop: a model round, then each tool call it asks for, until it answers.
+    fn run_with_tools<T: DeserializeOwned + JsonSchema + 'static>(
+        self,
+        what: String,
+        input: Result<serde_json::Value, serde_json::Error>,
+    ) -> CallFuture<T> {
+        let ctx = self.ctx.clone();
+        let (model, tools, retry, max_rounds) =
+            (self.model, self.tools, self.retry, self.max_rounds);
+        let schema = schema_of::<T>();
+        CallFuture::new(async move {
+            let input = input?;
+            let mut turns: Vec<crate::flow::Turn> = Vec::new();
+            for _ in 0..=max_rounds {
+                let mut cmd = Cmd::new(CmdKind::Llm {
+                    model: model.clone(),
+                    input: input.clone(),
+                    schema: schema.clone(),
+                    tools: tools.clone(),
+                    turns: turns.clone(),
+                });
+                if let Some(retry) = retry.clone() {
+                    cmd = cmd.retry(retry);
+                }
+                let mut said = ctx.run(cmd).await?;
+                if let Some(answer) = said.get_mut("answer") {
+                    return decode(&what, answer.take());
+                }
+                let calls: Vec<crate::flow::ToolCallRequest> =
+                    serde_json::from_value(said.get("tool_calls").cloned().unwrap_or_default())
+                        .map_err(|e| {
+                            StepError::Decode(format!("{what}: its tool calls do not decode: {e}"))
+                        })?;
+                let text = said
+                    .get("text")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                turns.push(crate::flow::Turn::Calls {
+                    calls: calls.clone(),
+                    text,
+                });
+                for call in calls {
+                    let result = if tools.contains(&call.name) {
+                        ctx.tool(call.name.clone())
+                            .call::<_, serde_json::Value>(call.arguments.clone())
+                            .await
+                    } else {
+                        // Only the tools offered: the model is told, never the registry's others.
+                        Err(StepError::Effect {
+                            what: format!("tool `{}`", call.name),
+                            error: crate::flow::EffectError::permanent(format!(
+                                "tool `{}` was not offered to this model",
+                                call.name
+                            )),
+                        })
+                    };
+                    let (output, error) = match result {
+                        Ok(output) => (output, false),
+                        // A failed call is the model's to handle: it is told what went wrong.
+                        Err(StepError::Effect { error, .. }) => {
+                            (serde_json::Value::String(error.message), true)
+                        }
+                        Err(other) => return Err(other),
+                    };
+                    turns.push(crate::flow::Turn::Result {
+                        id: call.id,
+                        name: call.name,
+                        output,
+                        error,
+                    });
+                }
+            }
+            Err(StepError::Failed(format!(
+                "{what} asked for tools {} times without answering (max_rounds)",
+                max_rounds + 1
+            )))
         })
     }
 }

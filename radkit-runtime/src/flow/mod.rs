@@ -12,6 +12,7 @@ pub(crate) mod race;
 pub mod rules;
 mod skill;
 pub mod step_table;
+pub mod tool_calls;
 mod transition;
 
 pub use approval::{Approval, ApprovalRequest, Decision, MAX_UNCLEAR_REPLIES};
@@ -22,4 +23,5 @@ pub use error::{EffectError, ErrorKind, StepError};
 pub use event::{Event, Outcome, Receipt};
 pub use permission::PermissionMode;
 pub use skill::{erase, ErasedSkill, FlowSkill, SkillInfo, StepInfo, WhileWorking};
+pub use tool_calls::{ToolCallRequest, Turn};
 pub use transition::{Next, StepResult, StepState, Transition};

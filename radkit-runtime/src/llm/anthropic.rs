@@ -12,8 +12,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::http::{self, client, excerpt, prompt_text, schema_name};
-use super::{LlmRequest, LlmResponse, Model};
+use super::http::{
+    self, client, excerpt, function_name, prompt_text, registered_name, result_text, schema_name,
+};
+use super::{LlmRequest, LlmResponse, Model, ToolCallRequest, Turn};
+use crate::flow::tool_calls::rounds;
 use crate::flow::EffectError;
 
 /// The API version every request names (`anthropic-version`).
@@ -92,10 +95,30 @@ impl AnthropicModel {
     }
 
     fn body(&self, request: &LlmRequest) -> Value {
+        let mut messages = vec![json!({ "role": "user", "content": prompt_text(&request.input) })];
+        for (calls, text, results) in rounds(&request.turns) {
+            let said = (!text.is_empty()).then(|| json!({ "type": "text", "text": text }));
+            let uses = calls.iter().map(|c| {
+                json!({ "type": "tool_use", "id": c.id, "name": function_name(&c.name), "input": c.arguments })
+            });
+            messages.push(json!({ "role": "assistant", "content": said.into_iter().chain(uses).collect::<Vec<_>>() }));
+            let answers: Vec<Value> = results
+                .iter()
+                .filter_map(|r| match r {
+                    Turn::Result { id, output, error, .. } => Some(json!({
+                        "type": "tool_result", "tool_use_id": id, "content": result_text(output), "is_error": error,
+                    })),
+                    Turn::Calls { .. } => None,
+                })
+                .collect();
+            if !answers.is_empty() {
+                messages.push(json!({ "role": "user", "content": answers }));
+            }
+        }
         let mut body = json!({
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "messages": [{ "role": "user", "content": prompt_text(&request.input) }],
+            "messages": messages,
         });
         if let Some(system) = &self.system {
             body["system"] = json!(system);
@@ -103,16 +126,40 @@ impl AnthropicModel {
         if let Some(t) = self.temperature {
             body["temperature"] = json!(t);
         }
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| json!({ "name": function_name(&t.name), "description": t.description, "input_schema": t.input_schema }))
+            .collect();
         if let Some(schema) = &request.schema {
-            let name = schema_name(schema);
-            body["tools"] = json!([{
+            let name = answer_tool(request, schema);
+            tools.push(json!({
                 "name": name,
                 "description": "Give the answer, as JSON matching this tool's input schema.",
                 "input_schema": object_schema(schema),
-            }]);
-            body["tool_choice"] = json!({ "type": "tool", "name": name });
+            }));
+            // With tools to call too, the model must call one of them or the answer tool.
+            body["tool_choice"] = if request.tools.is_empty() {
+                json!({ "type": "tool", "name": name })
+            } else {
+                json!({ "type": "any" })
+            };
+        }
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
         }
         body
+    }
+}
+
+/// The name of the tool that carries a structured answer: the schema's, unless an offered tool has
+/// it.
+fn answer_tool(request: &LlmRequest, schema: &Value) -> String {
+    let name = schema_name(schema);
+    if request.tools.iter().any(|t| function_name(&t.name) == name) {
+        format!("{name}_answer")
+    } else {
+        name
     }
 }
 
@@ -153,6 +200,36 @@ impl Model for AnthropicModel {
             .and_then(Value::as_array)
             .ok_or_else(|| http::missing(name, "`content`", &body))?;
         let truncated = body.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
+        let usage = body.get("usage").cloned();
+        let answering = request.schema.as_ref().map(|s| answer_tool(&request, s));
+        let calls: Vec<ToolCallRequest> = blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .filter(|b| b.get("name").and_then(Value::as_str) != answering.as_deref())
+            .map(|b| ToolCallRequest {
+                id: b
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                name: registered_name(
+                    &request.tools,
+                    b.get("name").and_then(Value::as_str).unwrap_or_default(),
+                ),
+                arguments: b.get("input").cloned().unwrap_or(Value::Null),
+            })
+            .collect();
+        if !calls.is_empty() {
+            let said: String = blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect();
+            return Ok(LlmResponse {
+                output: Value::String(said),
+                usage,
+                tool_calls: calls,
+            });
+        }
         let output = match &request.schema {
             Some(schema) => {
                 let input = blocks
@@ -191,9 +268,6 @@ impl Model for AnthropicModel {
                 Value::String(text)
             }
         };
-        Ok(LlmResponse {
-            output,
-            usage: body.get("usage").cloned(),
-        })
+        Ok(LlmResponse::answer(output, usage))
     }
 }

@@ -11,8 +11,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::http::{self, client, excerpt, prompt_text};
-use super::{LlmRequest, LlmResponse, Model};
+use super::http::{self, client, excerpt, function_name, prompt_text, registered_name};
+use super::{LlmRequest, LlmResponse, Model, ToolCallRequest, Turn};
+use crate::flow::tool_calls::rounds;
 use crate::flow::EffectError;
 
 /// A model behind the Gemini API. Its `Debug` output never shows the API key.
@@ -88,9 +89,37 @@ impl GeminiModel {
     }
 
     fn body(&self, request: &LlmRequest) -> Value {
-        let mut body = json!({
-            "contents": [{ "role": "user", "parts": [{ "text": prompt_text(&request.input) }] }],
-        });
+        let mut contents =
+            vec![json!({ "role": "user", "parts": [{ "text": prompt_text(&request.input) }] })];
+        for (calls, text, results) in rounds(&request.turns) {
+            let said = (!text.is_empty()).then(|| json!({ "text": text }));
+            let asked = calls.iter().map(|c| {
+                json!({ "functionCall": { "name": function_name(&c.name), "args": c.arguments } })
+            });
+            contents.push(json!({ "role": "model", "parts": said.into_iter().chain(asked).collect::<Vec<_>>() }));
+            let answers: Vec<Value> = results
+                .iter()
+                .filter_map(|r| match r {
+                    Turn::Result { name, output, error, .. } => {
+                        let key = if *error { "error" } else { "output" };
+                        Some(json!({ "functionResponse": { "name": function_name(name), "response": { key: output } } }))
+                    }
+                    Turn::Calls { .. } => None,
+                })
+                .collect();
+            if !answers.is_empty() {
+                contents.push(json!({ "role": "user", "parts": answers }));
+            }
+        }
+        let mut body = json!({ "contents": contents });
+        if !request.tools.is_empty() {
+            let declarations: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| json!({ "name": function_name(&t.name), "description": t.description, "parametersJsonSchema": t.input_schema }))
+                .collect();
+            body["tools"] = json!([{ "functionDeclarations": declarations }]);
+        }
         if let Some(system) = &self.system {
             body["systemInstruction"] = json!({ "parts": [{ "text": system }] });
         }
@@ -149,6 +178,40 @@ impl Model for GeminiModel {
                 excerpt(&candidate.to_string())
             )));
         }
+        let usage = body.get("usageMetadata").cloned();
+        let parts = candidate
+            .pointer("/content/parts")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        // A call without Gemini's `id` is named by its position in the answer.
+        let calls: Vec<ToolCallRequest> = parts
+            .iter()
+            .filter_map(|p| p.get("functionCall"))
+            .enumerate()
+            .map(|(i, c)| ToolCallRequest {
+                id: c
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("call-{i}"), str::to_owned),
+                name: registered_name(
+                    &request.tools,
+                    c.get("name").and_then(Value::as_str).unwrap_or_default(),
+                ),
+                arguments: c.get("args").cloned().unwrap_or(json!({})),
+            })
+            .collect();
+        if !calls.is_empty() {
+            let said: String = parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
+            return Ok(LlmResponse {
+                output: Value::String(said),
+                usage,
+                tool_calls: calls,
+            });
+        }
         let text: String = candidate
             .pointer("/content/parts")
             .and_then(Value::as_array)
@@ -160,9 +223,6 @@ impl Model for GeminiModel {
             Some(_) => http::structured(name, &text, finish == "MAX_TOKENS")?,
             None => Value::String(text),
         };
-        Ok(LlmResponse {
-            output,
-            usage: body.get("usageMetadata").cloned(),
-        })
+        Ok(LlmResponse::answer(output, usage))
     }
 }

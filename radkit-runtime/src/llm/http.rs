@@ -247,3 +247,49 @@ mod tests {
         assert!(cut.is_transient() && cut.message.contains("token limit"));
     }
 }
+
+/// A registered tool name as the providers' function names allow it (`[a-zA-Z0-9_-]`, at most 64:
+/// an MCP tool's `server.tool` becomes `server_tool`).
+pub(super) fn function_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+/// The registered name of the offered tool a model called as `called` (its [`function_name`]).
+pub(super) fn registered_name(tools: &[crate::tools::ToolSchema], called: &str) -> String {
+    tools
+        .iter()
+        .find(|t| function_name(&t.name) == called)
+        .map_or_else(|| called.to_owned(), |t| t.name.clone())
+}
+
+/// A tool's result as the text a provider's tool-result message carries.
+pub(super) fn result_text(output: &Value) -> String {
+    match output {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A call's arguments sent as a JSON string (OpenAI's `arguments`): the object they hold. Not JSON
+/// is transient (asking again usually helps).
+pub(super) fn arguments(name: &str, raw: &Value) -> Result<Value, EffectError> {
+    match raw {
+        Value::String(text) if text.trim().is_empty() => Ok(Value::Object(Default::default())),
+        Value::String(text) => serde_json::from_str(text).map_err(|e| {
+            EffectError::transient(format!(
+                "model `{name}` called a tool with arguments that are not JSON ({e}): {}",
+                excerpt(text)
+            ))
+        }),
+        other => Ok(other.clone()),
+    }
+}

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::flow::{EffectError, InvocationId};
+pub use crate::flow::{ToolCallRequest, Turn};
 
 #[cfg(feature = "openai")]
 mod anthropic;
@@ -50,6 +51,12 @@ pub struct LlmRequest {
     pub schema: Option<serde_json::Value>,
     /// The command's id (an idempotency key for gateways that support one).
     pub invocation_id: InvocationId,
+    /// Tools the model may ask for (tool calling), in the order the step offered them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<crate::tools::ToolSchema>,
+    /// The conversation after the prompt: the model's earlier tool calls and their results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<Turn>,
 }
 
 /// A model's answer.
@@ -59,6 +66,21 @@ pub struct LlmResponse {
     pub output: serde_json::Value,
     /// Token usage, recorded on the receipt.
     pub usage: Option<serde_json::Value>,
+    /// The tool calls the model asked for instead of answering (then `output` is what it said
+    /// beside them, as a string, or null).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRequest>,
+}
+
+impl LlmResponse {
+    /// The answer `output`, with `usage` if any, and no tool calls.
+    pub fn answer(output: serde_json::Value, usage: Option<serde_json::Value>) -> Self {
+        LlmResponse {
+            output,
+            usage,
+            tool_calls: Vec::new(),
+        }
+    }
 }
 
 /// A language model.

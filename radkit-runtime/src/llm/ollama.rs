@@ -10,8 +10,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::http::{self, client, prompt_text, JSON_ONLY};
-use super::{LlmRequest, LlmResponse, Model};
+use super::http::{
+    self, client, function_name, prompt_text, registered_name, result_text, JSON_ONLY,
+};
+use super::{LlmRequest, LlmResponse, Model, ToolCallRequest, Turn};
 use crate::flow::EffectError;
 
 /// A model served by Ollama.
@@ -77,7 +79,29 @@ impl OllamaModel {
             messages.push(json!({ "role": "system", "content": JSON_ONLY }));
         }
         messages.push(json!({ "role": "user", "content": prompt_text(&request.input) }));
+        for turn in &request.turns {
+            messages.push(match turn {
+                Turn::Calls { calls, text } => json!({
+                    "role": "assistant", "content": text,
+                    "tool_calls": calls.iter().map(|c| json!({
+                        "function": { "name": function_name(&c.name), "arguments": c.arguments },
+                    })).collect::<Vec<_>>(),
+                }),
+                Turn::Result { name, output, .. } => json!({
+                    "role": "tool", "tool_name": function_name(name), "content": result_text(output),
+                }),
+            });
+        }
         let mut body = json!({ "model": self.model, "messages": messages, "stream": false });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| json!({ "type": "function", "function": {
+                    "name": function_name(&t.name), "description": t.description, "parameters": t.input_schema,
+                } }))
+                .collect();
+        }
         if let Some(schema) = &request.schema {
             body["format"] = schema.clone();
         }
@@ -102,6 +126,43 @@ impl Model for OllamaModel {
         let url = format!("{}/api/chat", self.base_url);
         let http = self.client.post(&url).json(&self.body(&request));
         let body = http::send_json(name, &url, http).await?;
+        let usage = ["prompt_eval_count", "eval_count"]
+            .iter()
+            .filter_map(|k| Some(((*k).to_owned(), body.get(*k)?.clone())))
+            .collect::<serde_json::Map<_, _>>();
+        let usage = (!usage.is_empty()).then_some(Value::Object(usage));
+        // Ollama gives its calls no ids: each is named by its position in the answer.
+        let calls = body
+            .pointer("/message/tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, c)| {
+                let called = c
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                Ok(ToolCallRequest {
+                    id: format!("call-{i}"),
+                    name: registered_name(&request.tools, called),
+                    arguments: http::arguments(
+                        name,
+                        c.pointer("/function/arguments").unwrap_or(&Value::Null),
+                    )?,
+                })
+            })
+            .collect::<Result<Vec<_>, EffectError>>()?;
+        if !calls.is_empty() {
+            return Ok(LlmResponse {
+                output: body
+                    .pointer("/message/content")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+                usage,
+                tool_calls: calls,
+            });
+        }
         let content = body
             .pointer("/message/content")
             .and_then(Value::as_str)
@@ -111,13 +172,6 @@ impl Model for OllamaModel {
             Some(_) => http::structured(name, content, truncated)?,
             None => Value::String(content.to_owned()),
         };
-        let usage = ["prompt_eval_count", "eval_count"]
-            .iter()
-            .filter_map(|k| Some(((*k).to_owned(), body.get(*k)?.clone())))
-            .collect::<serde_json::Map<_, _>>();
-        Ok(LlmResponse {
-            output,
-            usage: (!usage.is_empty()).then_some(Value::Object(usage)),
-        })
+        Ok(LlmResponse::answer(output, usage))
     }
 }

@@ -13,8 +13,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::http::{self, client, excerpt, prompt_text, schema_name, JSON_ONLY};
-use super::{LlmRequest, LlmResponse, Model};
+use super::http::{
+    self, client, excerpt, function_name, prompt_text, registered_name, result_text, schema_name,
+    JSON_ONLY,
+};
+use super::{LlmRequest, LlmResponse, Model, ToolCallRequest, Turn};
 use crate::flow::EffectError;
 
 /// Why [`OpenAiModel::from_env`] could not build a client.
@@ -175,7 +178,31 @@ impl OpenAiModel {
             messages.push(json!({ "role": "system", "content": JSON_ONLY }));
         }
         messages.push(json!({ "role": "user", "content": prompt_text(&request.input) }));
+        for turn in &request.turns {
+            messages.push(match turn {
+                Turn::Calls { calls, text } => json!({
+                    "role": "assistant",
+                    "content": if text.is_empty() { Value::Null } else { json!(text) },
+                    "tool_calls": calls.iter().map(|c| json!({
+                        "id": c.id, "type": "function",
+                        "function": { "name": function_name(&c.name), "arguments": c.arguments.to_string() },
+                    })).collect::<Vec<_>>(),
+                }),
+                Turn::Result { id, output, .. } => {
+                    json!({ "role": "tool", "tool_call_id": id, "content": result_text(output) })
+                }
+            });
+        }
         let mut body = json!({ "model": self.model, "messages": messages });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| json!({ "type": "function", "function": {
+                    "name": function_name(&t.name), "description": t.description, "parameters": t.input_schema,
+                } }))
+                .collect();
+        }
         if let Some(schema) = &request.schema {
             body["response_format"] = json!({
                 "type": "json_schema",
@@ -197,6 +224,38 @@ impl OpenAiModel {
     /// schema as `text.format`.
     fn responses_body(&self, request: &LlmRequest) -> Value {
         let mut body = json!({ "model": self.model, "input": prompt_text(&request.input) });
+        if !request.turns.is_empty() {
+            let mut items = vec![json!({ "role": "user", "content": prompt_text(&request.input) })];
+            for turn in &request.turns {
+                match turn {
+                    Turn::Calls { calls, text } => {
+                        if !text.is_empty() {
+                            items.push(json!({ "role": "assistant", "content": text }));
+                        }
+                        items.extend(calls.iter().map(|c| json!({
+                            "type": "function_call", "call_id": c.id,
+                            "name": function_name(&c.name), "arguments": c.arguments.to_string(),
+                        })));
+                    }
+                    Turn::Result { id, output, .. } => items.push(json!({
+                        "type": "function_call_output", "call_id": id, "output": result_text(output),
+                    })),
+                }
+            }
+            body["input"] = Value::Array(items);
+        }
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "type": "function", "name": function_name(&t.name),
+                        "description": t.description, "parameters": t.input_schema,
+                    })
+                })
+                .collect();
+        }
         let instructions: Vec<&str> = self
             .system
             .as_deref()
@@ -218,6 +277,61 @@ impl OpenAiModel {
             body["max_output_tokens"] = json!(n);
         }
         body
+    }
+
+    /// The tool calls of a Chat Completions answer (`choices[0].message.tool_calls`).
+    fn chat_calls(request: &LlmRequest, body: &Value) -> Result<Vec<ToolCallRequest>, EffectError> {
+        body.pointer("/choices/0/message/tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let called = c
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                Ok(ToolCallRequest {
+                    id: c
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    name: registered_name(&request.tools, called),
+                    arguments: http::arguments(
+                        &request.model,
+                        c.pointer("/function/arguments").unwrap_or(&Value::Null),
+                    )?,
+                })
+            })
+            .collect()
+    }
+
+    /// The tool calls of a Responses answer (its `function_call` items).
+    fn responses_calls(
+        request: &LlmRequest,
+        body: &Value,
+    ) -> Result<Vec<ToolCallRequest>, EffectError> {
+        body.get("output")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|item| item.get("type").and_then(Value::as_str) == Some("function_call"))
+            .map(|c| {
+                let called = c.get("name").and_then(Value::as_str).unwrap_or_default();
+                Ok(ToolCallRequest {
+                    id: c
+                        .get("call_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    name: registered_name(&request.tools, called),
+                    arguments: http::arguments(
+                        &request.model,
+                        c.get("arguments").unwrap_or(&Value::Null),
+                    )?,
+                })
+            })
+            .collect()
     }
 
     /// A Chat Completions answer: `choices[0].message` (`content` or `refusal`).
@@ -319,14 +433,28 @@ impl Model for OpenAiModel {
             http = http.bearer_auth(key);
         }
         let body = http::send_json(&request.model, &url, http).await?;
+        let usage = body.get("usage").cloned();
+        let calls = if self.responses {
+            Self::responses_calls(&request, &body)?
+        } else {
+            Self::chat_calls(&request, &body)?
+        };
+        if !calls.is_empty() {
+            let said = body
+                .pointer("/choices/0/message/content")
+                .cloned()
+                .unwrap_or(Value::Null);
+            return Ok(LlmResponse {
+                output: said,
+                usage,
+                tool_calls: calls,
+            });
+        }
         let output = if self.responses {
             Self::responses_answer(&request, &body)?
         } else {
             Self::chat_answer(&request, &body)?
         };
-        Ok(LlmResponse {
-            output,
-            usage: body.get("usage").cloned(),
-        })
+        Ok(LlmResponse::answer(output, usage))
     }
 }

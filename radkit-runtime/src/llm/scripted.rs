@@ -165,9 +165,6 @@ impl Model for ScriptedModel {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let output = (self.script)(&request)?;
         let usage = serde_json::json!({ "input_tokens": request.input.to_string().len() / 4, "output_tokens": output.to_string().len() / 4 });
-        Ok(LlmResponse {
-            output,
-            usage: Some(usage),
-        })
+        Ok(LlmResponse::answer(output, Some(usage)))
     }
 }

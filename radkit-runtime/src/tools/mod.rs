@@ -94,7 +94,7 @@ pub trait Tool: Send + Sync + 'static {
 
 /// What a model needs to call a tool: its name, what it does and the JSON Schema of its arguments
 /// (the shape of an MCP tool listing and of the providers' function declarations).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSchema {
     /// The name the tool is registered under (`ctx.tool(name)`).

@@ -77,6 +77,8 @@ fn request(schema: Option<Value>) -> LlmRequest {
         input: json!("Is this good?"),
         schema,
         invocation_id: InvocationId::derive("t", 1, 0),
+        tools: Vec::new(),
+        turns: Vec::new(),
     }
 }
 

@@ -19,6 +19,8 @@ fn ask(model: &str) -> LlmRequest {
         input: json!("go"),
         schema: None,
         invocation_id: InvocationId::derive("t", 1, 0),
+        tools: Vec::new(),
+        turns: Vec::new(),
     }
 }
 
