@@ -443,7 +443,7 @@ pub struct LlmCall<'a> {
 }
 
 /// How many times a model offering tools may ask for tools before it must answer.
-pub const DEFAULT_TOOL_ROUNDS: u32 = 8;
+pub(crate) const DEFAULT_TOOL_ROUNDS: u32 = 8;
 
 impl LlmCall<'_> {
     /// With another retry policy.
@@ -468,7 +468,7 @@ impl LlmCall<'_> {
     }
 
     /// The most rounds of tool calls before the model must answer (default
-    /// [`DEFAULT_TOOL_ROUNDS`]); one more fails the step.
+    /// `DEFAULT_TOOL_ROUNDS`, 8); one more fails the step.
     pub fn max_rounds(mut self, rounds: u32) -> Self {
         self.max_rounds = rounds;
         self

@@ -60,7 +60,9 @@ impl Provider {
     }
 }
 
-/// A `provider` model from the environment (see the [module docs](self)).
+/// A `provider` model from the environment: `RADKIT_LLM_MODEL` (required), `RADKIT_LLM_BASE_URL`,
+/// `RADKIT_LLM_API_KEY` and `RADKIT_LLM_TIMEOUT_SECS`, each falling back to the provider's own
+/// variable (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `OLLAMA_HOST`, ..).
 pub fn from_env(provider: Provider) -> Result<Arc<dyn Model>, ConfigError> {
     from_vars(provider, None, &|name| std::env::var(name).ok())
 }

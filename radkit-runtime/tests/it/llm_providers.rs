@@ -4,6 +4,7 @@
 //! answers, usage, a 429 with its retry hint (transient) and a 401 (permanent); and one run through
 //! the engine, whose receipt keeps the usage.
 
+use crate::support::common;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -395,4 +396,321 @@ async fn a_model_from_a_spec_is_retried_when_overloaded_and_its_receipt_keeps_th
         Some(json!({ "input_tokens": 3, "output_tokens": 2 }))
     );
     assert_eq!(server.seen().len(), 2);
+}
+
+/// Asks its model with the `lookup` and `broken` tools offered, and completes with the answer.
+struct Asker;
+
+fn ask<'a>(_: &'a Asker, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let answer: String = ctx
+            .llm("agent")
+            .tools(["lookup", "broken"])
+            .run(input.message().joined_texts())
+            .await?;
+        ctx.complete(answer, vec![])
+    })
+}
+
+static ASKER: &[Step<Asker>] = &[Step::new("ask", ask).start().takes_user_message()];
+
+/// `lookup` counts its calls and echoes its query; `broken` always fails (permanently).
+fn tool_effects(model: impl Model, lookups: Arc<std::sync::atomic::AtomicU32>) -> Effects {
+    let lookup = radkit_runtime::tools::FnTool::new(
+        radkit_runtime::flow::EffectPolicy::Idempotent,
+        move |args, _| {
+            let lookups = lookups.clone();
+            async move {
+                lookups.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(json!({ "found": args["q"] }))
+            }
+        },
+    );
+    let broken = radkit_runtime::tools::FnTool::new(
+        radkit_runtime::flow::EffectPolicy::Idempotent,
+        |_, _| async {
+            Err(radkit_runtime::flow::EffectError::permanent(
+                "the index is down",
+            ))
+        },
+    );
+    let schema =
+        json!({ "type": "object", "properties": { "q": { "type": "string" } }, "required": ["q"] });
+    Effects::new()
+        .model("agent", model)
+        .tool("lookup", lookup)
+        .describe("lookup", "Look a term up.", schema.clone())
+        .tool("broken", broken)
+        .describe("broken", "A tool that fails.", schema)
+}
+
+fn asker(effects: Effects, store: MemoryStore) -> radkit_runtime::engine::EngineBuilder {
+    Engine::builder(store)
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("asker", "Asker"), Asker, ASKER).unwrap())
+        .effects(effects)
+}
+
+async fn settled(
+    engine: &Engine,
+    task: &radkit_runtime::model::TaskId,
+) -> radkit_runtime::model::Task {
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        engine.wait_settled(&Caller::Operator, task),
+    )
+    .await
+    .expect("settles")
+    .unwrap()
+}
+
+/// OpenAI Chat Completions: the model asks for two tools, then answers. Each round is one `llm`
+/// command and each call one `tool` command, with ids in that order; the failed call is told to the
+/// model; the second request carries the calls and their results as the API wants them.
+#[test(multi_thread)]
+async fn a_model_calls_tools_each_call_its_own_journaled_command_and_a_failure_is_told_to_it() {
+    let (url, server) = serve(vec![
+        ok(json!({ "choices": [{ "message": { "role": "assistant", "content": null, "tool_calls": [
+            { "id": "call_a", "type": "function", "function": { "name": "lookup", "arguments": "{\"q\":\"otters\"}" } },
+            { "id": "call_b", "type": "function", "function": { "name": "broken", "arguments": "{\"q\":\"x\"}" } }
+        ] }, "finish_reason": "tool_calls" }], "usage": { "total_tokens": 10 } })),
+        ok(json!({ "choices": [{ "message": { "role": "assistant", "content": "Otters hold hands." }, "finish_reason": "stop" }] })),
+    ])
+    .await;
+    let lookups = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let model = OpenAiModel::new(format!("{url}/v1"), "gpt-x");
+    let engine = asker(tool_effects(model, lookups.clone()), MemoryStore::new())
+        .start()
+        .await
+        .unwrap();
+    let task = engine
+        .send(Request::operator(Message::user_text(
+            "tell me about otters",
+        )))
+        .await
+        .unwrap();
+    let done = settled(&engine, &task).await;
+    assert_eq!(
+        done.status.message.map(|m| m.joined_texts()).as_deref(),
+        Some("Otters hold hands.")
+    );
+    assert_eq!(lookups.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let journal = engine.journal(&Caller::Operator, &task).await.unwrap();
+    let issued: Vec<(String, String)> = journal
+        .iter()
+        .filter_map(|r| match &r.entry {
+            Entry::CommandIssued { id, cmd, .. } => Some((id.to_string(), cmd.kind.fingerprint())),
+            _ => None,
+        })
+        .collect();
+    let ids: Vec<String> = (0..4).map(|i| format!("{task}:1:{i}")).collect();
+    assert_eq!(
+        issued,
+        vec![
+            (ids[0].clone(), "llm `agent`".to_owned()),
+            (ids[1].clone(), "tool `lookup`".to_owned()),
+            (ids[2].clone(), "tool `broken`".to_owned()),
+            (ids[3].clone(), "llm `agent`".to_owned()),
+        ]
+    );
+    let seen = server.seen();
+    let first = &seen[0].body;
+    assert_eq!(first["tools"][0]["function"]["name"], "lookup");
+    assert_eq!(
+        first["tools"][0]["function"]["description"],
+        "Look a term up."
+    );
+    let messages = seen[1].body["messages"].as_array().unwrap().clone();
+    let n = messages.len();
+    assert_eq!(messages[n - 3]["tool_calls"][0]["id"], "call_a");
+    assert_eq!(
+        messages[n - 2],
+        json!({ "role": "tool", "tool_call_id": "call_a", "content": "{\"found\":\"otters\"}" })
+    );
+    assert_eq!(messages[n - 1]["tool_call_id"], "call_b");
+    assert!(messages[n - 1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("the index is down"));
+}
+
+/// A crash after a tool's receipt is written: the restarted engine does not call the tool again,
+/// and the model's next round gets the journaled result.
+#[test(multi_thread)]
+async fn crash_after_a_tool_calls_receipt_does_not_call_the_tool_again() {
+    let replies = || {
+        vec![
+            ok(json!({ "type": "message", "content": [
+                { "type": "text", "text": "Let me look." },
+                { "type": "tool_use", "id": "toolu_1", "name": "lookup", "input": { "q": "otters" } }
+            ], "stop_reason": "tool_use", "usage": { "input_tokens": 1, "output_tokens": 1 } })),
+            ok(
+                json!({ "type": "message", "content": [{ "type": "text", "text": "Found them." }],
+                "stop_reason": "end_turn", "usage": { "input_tokens": 2, "output_tokens": 2 } }),
+            ),
+        ]
+    };
+    let (url, _) = serve(replies()).await;
+    let store = MemoryStore::new();
+    let lookups = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let crash = {
+        let fired = fired.clone();
+        move |f: &radkit_runtime::engine::Fault| {
+            f.boundary == radkit_runtime::engine::Boundary::ReceiptWritten
+                && f.what.as_deref().is_some_and(|w| w.contains("lookup"))
+                && !fired.swap(true, std::sync::atomic::Ordering::SeqCst)
+        }
+    };
+    let engine = asker(
+        tool_effects(
+            AnthropicModel::new("claude-x").base_url(&url),
+            lookups.clone(),
+        ),
+        store.clone(),
+    )
+    .fault_hook(crash)
+    .start()
+    .await
+    .unwrap();
+    let task = engine
+        .send(Request::operator(Message::user_text("otters?")))
+        .await
+        .unwrap();
+    common::wait_halted(&engine).await;
+    drop(engine);
+    assert_eq!(lookups.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // The restarted engine's model server answers the second round only.
+    let (url, server) = serve(replies().split_off(1)).await;
+    let engine = asker(
+        tool_effects(
+            AnthropicModel::new("claude-x").base_url(&url),
+            lookups.clone(),
+        ),
+        store,
+    )
+    .start()
+    .await
+    .unwrap();
+    let done = settled(&engine, &task).await;
+    assert_eq!(
+        done.status.message.map(|m| m.joined_texts()).as_deref(),
+        Some("Found them.")
+    );
+    assert_eq!(
+        lookups.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the tool ran once"
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    let messages = seen[0].body["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[1]["content"][0],
+        json!({ "type": "text", "text": "Let me look." })
+    );
+    assert_eq!(messages[1]["content"][1]["type"], "tool_use");
+    assert_eq!(
+        messages[2]["content"][0],
+        json!({ "type": "tool_result", "tool_use_id": "toolu_1", "content": "{\"found\":\"otters\"}", "is_error": false })
+    );
+}
+
+/// Gemini, Ollama and OpenAI Responses render the offered tools and an earlier round their own way
+/// and read the calls they answer with; a dotted MCP-style name travels sanitized and comes back.
+#[test(multi_thread)]
+async fn gemini_ollama_and_responses_speak_tool_calls_in_their_own_wire_shapes() {
+    use radkit_runtime::flow::{ToolCallRequest, Turn};
+    use radkit_runtime::tools::ToolSchema;
+    let tool = ToolSchema {
+        name: "notes.read".into(),
+        description: Some("Read a note.".into()),
+        input_schema: json!({ "type": "object" }),
+    };
+    let turns = vec![
+        Turn::Calls {
+            calls: vec![ToolCallRequest {
+                id: "c1".into(),
+                name: "notes.read".into(),
+                arguments: json!({ "id": 1 }),
+            }],
+            text: String::new(),
+        },
+        Turn::Result {
+            id: "c1".into(),
+            name: "notes.read".into(),
+            output: json!("milk"),
+            error: false,
+        },
+    ];
+    let request = || {
+        let mut r = request(None);
+        r.tools = vec![tool.clone()];
+        r.turns = turns.clone();
+        r
+    };
+    let (url, server) = serve(vec![
+        ok(json!({ "candidates": [{ "content": { "role": "model", "parts": [
+            { "functionCall": { "name": "notes_read", "args": { "id": 2 } } }] }, "finishReason": "STOP" }] })),
+        ok(json!({ "message": { "role": "assistant", "content": "", "tool_calls": [
+            { "function": { "name": "notes_read", "arguments": { "id": 3 } } }] }, "done": true })),
+        ok(json!({ "status": "completed", "output": [
+            { "type": "function_call", "call_id": "fc_9", "name": "notes_read", "arguments": "{\"id\":4}" }] })),
+    ])
+    .await;
+    let gemini = GeminiModel::new("g")
+        .base_url(&url)
+        .complete(request())
+        .await
+        .unwrap();
+    assert_eq!(gemini.tool_calls[0].name, "notes.read");
+    assert_eq!(gemini.tool_calls[0].arguments, json!({ "id": 2 }));
+    let ollama = OllamaModel::new("o")
+        .base_url(&url)
+        .complete(request())
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            ollama.tool_calls[0].id.as_str(),
+            ollama.tool_calls[0].name.as_str()
+        ),
+        ("call-0", "notes.read")
+    );
+    let responses = OpenAiModel::new(format!("{url}/v1"), "r")
+        .responses()
+        .complete(request())
+        .await
+        .unwrap();
+    assert_eq!(responses.tool_calls[0].id, "fc_9");
+    assert_eq!(responses.tool_calls[0].arguments, json!({ "id": 4 }));
+
+    let seen = server.seen();
+    let g = &seen[0].body;
+    assert_eq!(
+        g["tools"][0]["functionDeclarations"][0]["name"],
+        "notes_read"
+    );
+    assert_eq!(
+        g["contents"][1]["parts"][0]["functionCall"]["name"],
+        "notes_read"
+    );
+    assert_eq!(
+        g["contents"][2]["parts"][0]["functionResponse"]["response"]["output"],
+        "milk"
+    );
+    let o = &seen[1].body;
+    assert_eq!(o["tools"][0]["function"]["name"], "notes_read");
+    assert_eq!(
+        o["messages"][2],
+        json!({ "role": "tool", "tool_name": "notes_read", "content": "milk" })
+    );
+    let r = &seen[2].body;
+    assert_eq!(r["tools"][0]["name"], "notes_read");
+    assert_eq!(r["input"][1]["type"], "function_call");
+    assert_eq!(
+        r["input"][2],
+        json!({ "type": "function_call_output", "call_id": "c1", "output": "milk" })
+    );
 }
