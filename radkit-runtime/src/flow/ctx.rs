@@ -526,7 +526,7 @@ impl LlmCall<'_> {
                     tools: tools.clone(),
                     turns: turns.clone(),
                 });
-                if let Some(retry) = retry.clone() {
+                if let Some(retry) = retry {
                     cmd = cmd.retry(retry);
                 }
                 let mut said = ctx.run(cmd).await?;

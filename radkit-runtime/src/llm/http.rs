@@ -215,39 +215,6 @@ pub(super) fn missing(name: &str, what: &str, body: &Value) -> EffectError {
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auth_is_permanent_and_overload_is_transient_with_its_hint() {
-        let denied = refused("m", 401, None, "{}");
-        assert!(!denied.is_transient());
-        assert!(denied.message.contains("check the API key"), "{denied:?}");
-        let overloaded = refused("m", 529, Some(Duration::from_secs(3)), "{}");
-        assert!(overloaded.is_transient());
-        assert_eq!(overloaded.retry_after_ms, Some(3000));
-        assert!(!refused("m", 400, Some(Duration::from_secs(3)), "{}").is_transient());
-    }
-
-    #[test]
-    fn gemini_retry_info_in_the_body_is_the_hint() {
-        let body = r#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[
-            {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"12s"}]}}"#;
-        assert_eq!(refused("m", 429, None, body).retry_after_ms, Some(12_000));
-    }
-
-    #[test]
-    fn a_fenced_structured_answer_is_read_and_a_cut_off_one_says_so() {
-        assert_eq!(
-            structured("m", "```json\n{\"a\":1}\n```", false).unwrap(),
-            serde_json::json!({"a": 1})
-        );
-        let cut = structured("m", "{\"a\":", true).unwrap_err();
-        assert!(cut.is_transient() && cut.message.contains("token limit"));
-    }
-}
-
 /// A registered tool name as the providers' function names allow it (`[a-zA-Z0-9_-]`, at most 64:
 /// an MCP tool's `server.tool` becomes `server_tool`).
 pub(super) fn function_name(name: &str) -> String {
@@ -291,5 +258,38 @@ pub(super) fn arguments(name: &str, raw: &Value) -> Result<Value, EffectError> {
             ))
         }),
         other => Ok(other.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_is_permanent_and_overload_is_transient_with_its_hint() {
+        let denied = refused("m", 401, None, "{}");
+        assert!(!denied.is_transient());
+        assert!(denied.message.contains("check the API key"), "{denied:?}");
+        let overloaded = refused("m", 529, Some(Duration::from_secs(3)), "{}");
+        assert!(overloaded.is_transient());
+        assert_eq!(overloaded.retry_after_ms, Some(3000));
+        assert!(!refused("m", 400, Some(Duration::from_secs(3)), "{}").is_transient());
+    }
+
+    #[test]
+    fn gemini_retry_info_in_the_body_is_the_hint() {
+        let body = r#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[
+            {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"12s"}]}}"#;
+        assert_eq!(refused("m", 429, None, body).retry_after_ms, Some(12_000));
+    }
+
+    #[test]
+    fn a_fenced_structured_answer_is_read_and_a_cut_off_one_says_so() {
+        assert_eq!(
+            structured("m", "```json\n{\"a\":1}\n```", false).unwrap(),
+            serde_json::json!({"a": 1})
+        );
+        let cut = structured("m", "{\"a\":", true).unwrap_err();
+        assert!(cut.is_transient() && cut.message.contains("token limit"));
     }
 }
