@@ -503,3 +503,51 @@ async fn python_sdk_time_server_tools_are_listed_and_called() {
     let target = out["target"]["datetime"].as_str().unwrap_or_default();
     assert!(target.contains("T21:00:00+09:00"), "{out}");
 }
+
+/// `EngineBuilder::mcp_server` connects the server when the engine starts and offers its tools; a
+/// server that cannot be reached fails `start` naming it, and `build` refuses to connect.
+#[test(multi_thread)]
+async fn an_engine_builder_connects_its_mcp_servers_at_start() {
+    let (_dir, log) = log_file();
+    let store = MemoryStore::new();
+    let engine = within(
+        PATIENCE,
+        "the engine to start",
+        Engine::builder(store.clone())
+            .without_registered_skills()
+            .skill(McpCaller)
+            .mcp_server(stdio_server(&log))
+            .start(),
+    )
+    .await
+    .expect("start the engine with its MCP server");
+    let task = send(&engine, r#"srv.lookup {"name": "b"}"#).await;
+    let done = settled(&engine, &task).await;
+    assert_state(&done, TaskState::Completed);
+    assert_eq!(output(&done)["name"], json!("b"));
+
+    let unreachable = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
+        .skill(McpCaller)
+        .mcp_server(McpServer::stdio(
+            "gone",
+            "/nonexistent/radkit-mcp-server",
+            ["x"],
+        ))
+        .start()
+        .await
+        .err()
+        .expect("a server that cannot start fails the engine's start");
+    assert!(
+        unreachable.to_string().contains("MCP server"),
+        "{unreachable}"
+    );
+    let built = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
+        .skill(McpCaller)
+        .mcp_server(stdio_server(&log))
+        .build()
+        .err()
+        .expect("build cannot connect");
+    assert!(built.to_string().contains("start().await"), "{built}");
+}

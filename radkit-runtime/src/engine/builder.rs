@@ -139,6 +139,9 @@ pub struct EngineBuilder {
     effects: Effects,
     config: EngineConfig,
     default_skill: Option<String>,
+    /// MCP servers connected by [`EngineBuilder::start`], their tools offered to the steps.
+    #[cfg(feature = "mcp")]
+    mcp: Vec<crate::tools::mcp::McpServer>,
 }
 
 impl EngineBuilder {
@@ -151,7 +154,20 @@ impl EngineBuilder {
             effects: Effects::new(),
             config: EngineConfig::default(),
             default_skill: None,
+            #[cfg(feature = "mcp")]
+            mcp: Vec::new(),
         }
+    }
+
+    /// Connect to `server` when the engine starts ([`EngineBuilder::start`]) and offer its tools
+    /// to the steps (`ctx.tool("<server>.<tool>")`, and models' tool calling). A server that cannot
+    /// be reached makes `start` fail with [`EngineError::Config`] naming it; `build` refuses an
+    /// engine with MCP servers (connecting needs `start`'s await).
+    #[cfg(feature = "mcp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+    pub fn mcp_server(mut self, server: crate::tools::mcp::McpServer) -> Self {
+        self.mcp.push(server);
+        self
     }
 
     /// What a host other than the long-running engine needs of this builder: the store, the skills
@@ -458,6 +474,13 @@ impl EngineBuilder {
 
     /// Build the engine without recovering tasks.
     pub fn build(mut self) -> Result<Engine, EngineError> {
+        #[cfg(feature = "mcp")]
+        if !self.mcp.is_empty() {
+            return Err(EngineError::Config(
+                "MCP servers are connected when the engine starts: use `start().await`, not `build()`"
+                    .to_owned(),
+            ));
+        }
         if self.config.lease_ttl < Duration::from_millis(100) {
             return Err(EngineError::Config(format!(
                 "lease ttl {:?} is too short; use at least 100 ms",
@@ -543,7 +566,15 @@ impl EngineBuilder {
     }
 
     /// Build the engine and recover every non-terminal task.
-    pub async fn start(self) -> Result<Engine, EngineError> {
+    pub async fn start(#[allow(unused_mut)] mut self) -> Result<Engine, EngineError> {
+        #[cfg(feature = "mcp")]
+        for server in std::mem::take(&mut self.mcp) {
+            let tools = server
+                .connect()
+                .await
+                .map_err(|e| EngineError::Config(format!("MCP server: {e}")))?;
+            self.effects = std::mem::take(&mut self.effects).tools_from(tools);
+        }
         let engine = self.build()?;
         // In serverless mode nothing is recovered: the sweep's pass finds what has work. In
         // Restate mode Restate drives every task.
