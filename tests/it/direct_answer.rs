@@ -181,7 +181,7 @@ async fn a_task_that_asks_back_is_answered_with_the_task() {
         &served.url,
         None,
         "message/send",
-        json!({ "message": user_0_3(&uuid(), "ask") }),
+        json!({ "message": user_0_3(&uuid(), "ask"), "configuration": { "blocking": true } }),
     )
     .await;
     assert_eq!(asked["result"]["kind"], "task", "{asked}");
@@ -195,7 +195,7 @@ async fn a_task_that_asks_back_is_answered_with_the_task() {
         &served.url,
         None,
         "message/send",
-        json!({ "message": reply }),
+        json!({ "message": reply, "configuration": { "blocking": true } }),
     )
     .await;
     assert_eq!(done["result"]["kind"], "task", "{done}");
