@@ -467,24 +467,16 @@ impl Engine {
         Ok(Some(record))
     }
 
-    /// Whether new task `task_id`, started by `first`, answers its client with a message rather
-    /// than the task (its skill says: [`crate::flow::FlowSkill::answers_with_message`]). A reply
-    /// (a message naming its task) never does.
-    pub async fn answers_with_message(
-        &self,
-        caller: &Caller,
-        task_id: &TaskId,
-        first: &Message,
-    ) -> Result<bool, EngineError> {
-        if first.task_id.is_some() {
-            return Ok(false);
-        }
-        let record = self.visible(caller, task_id).await?;
-        Ok(self
-            .inner
-            .skills
-            .get(&record.skill_id)
-            .is_some_and(|skill| skill.answers_with_message(first)))
+    /// Whether the task `first` starts on skill `skill` (the request's; `None`: the default)
+    /// answers its client with a message rather than the task (the skill says:
+    /// [`crate::flow::FlowSkill::answers_with_message`]). Decided from the request alone, as the
+    /// send chose the skill, so a send repeated with the same message decides the same without
+    /// reading the store. A reply (a message naming its task) never does.
+    pub fn answers_with_message(&self, skill: Option<&str>, first: &Message) -> bool {
+        first.task_id.is_none()
+            && self
+                .choose_skill(skill)
+                .is_ok_and(|skill| skill.answers_with_message(first))
     }
 
     /// What the skill of task `record` does with a message sent while the task works: `None` to

@@ -106,8 +106,7 @@ pub(crate) async fn open(
                 _ => state.engine.snapshot(caller, &task_id, max_history).await,
             }
             .map_err(|e| engine_error(e, false))?;
-            let direct = resume.is_none()
-                && ops::answers_with_message(state, caller, &task_id, &send.message).await?;
+            let direct = resume.is_none() && ops::answers_with_message(state, &send)?;
             if direct {
                 // The stream is one message: the task is waited for (as a blocking send waits),
                 // and a task that did not complete streams as any other.

@@ -126,24 +126,8 @@ fn engine_request(
     message: Message,
     params_metadata: Option<&serde_json::Map<String, Value>>,
 ) -> Result<Request, OpError> {
-    let lookup = |keys: &[&str]| {
-        [params_metadata, message.metadata.as_ref()]
-            .into_iter()
-            .flatten()
-            .find_map(|m| keys.iter().find_map(|k| m.get(*k)))
-            .cloned()
-    };
-    let skill = match lookup(&["skillId", "skill_id"]) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(id)) => Some(id),
-        Some(other) => {
-            return Err(OpError::new(
-                Kind::InvalidInput,
-                format!("metadata `skillId` must be a string, got {other}"),
-            ))
-        }
-    };
-    let mode = match lookup(&["permissionMode"]) {
+    let skill = requested_skill(&message, params_metadata)?;
+    let mode = match metadata_value(&message, params_metadata, &["permissionMode"]) {
         None => None,
         Some(value) => Some(value.as_str().and_then(PermissionMode::parse).ok_or_else(|| {
             OpError::new(
@@ -165,18 +149,12 @@ pub(crate) enum Answer {
     Message(Message),
 }
 
-/// Whether the new task `task_id`, started by `first`, answers with a message (its skill says).
-pub(crate) async fn answers_with_message(
-    state: &AppState,
-    caller: &Caller,
-    task_id: &TaskId,
-    first: &Message,
-) -> Result<bool, OpError> {
-    state
+/// Whether the task `send` starts answers with a message (its skill says; a reply never does).
+pub(crate) fn answers_with_message(state: &AppState, send: &Send) -> Result<bool, OpError> {
+    let skill = requested_skill(&send.message, send.metadata.as_ref())?;
+    Ok(state
         .engine
-        .answers_with_message(caller, task_id, first)
-        .await
-        .map_err(|e| engine_error(e, false))
+        .answers_with_message(skill.as_deref(), &send.message))
 }
 
 /// The message that answers `task` directly: its completion message, with its artifacts' parts
@@ -206,6 +184,34 @@ pub(crate) fn direct_answer(task: &Task) -> Option<Message> {
     Some(answer)
 }
 
+/// The first of `keys` in the request's `metadata` or the message's (the request's wins).
+fn metadata_value(
+    message: &Message,
+    params_metadata: Option<&serde_json::Map<String, Value>>,
+    keys: &[&str],
+) -> Option<Value> {
+    [params_metadata, message.metadata.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(|m| keys.iter().find_map(|k| m.get(*k)))
+        .cloned()
+}
+
+/// The skill a new task's request names (metadata `skillId` or `skill_id`), if any.
+fn requested_skill(
+    message: &Message,
+    params_metadata: Option<&serde_json::Map<String, Value>>,
+) -> Result<Option<String>, OpError> {
+    match metadata_value(message, params_metadata, &["skillId", "skill_id"]) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(id)) => Ok(Some(id)),
+        Some(other) => Err(OpError::new(
+            Kind::InvalidInput,
+            format!("metadata `skillId` must be a string, got {other}"),
+        )),
+    }
+}
+
 /// Start (or continue) a task and answer with it: at once, or when it settles for a blocking send
 /// (within [`BLOCKING_WAIT`]; the task as it is then). A task whose skill answers with a message is
 /// waited for whatever the send asked, and answered with [`direct_answer`] when it completed.
@@ -216,7 +222,7 @@ pub(crate) async fn send_task(
 ) -> Result<Answer, OpError> {
     let task_id = start(state, caller, &send).await?;
     let history_length = history(send.history_length)?.or(Some(state.config.max_history));
-    let direct = answers_with_message(state, caller, &task_id, &send.message).await?;
+    let direct = answers_with_message(state, &send)?;
     let task = if send.blocking || direct {
         // The task keeps running if we stop waiting: the engine owns it, not this request.
         match tokio::time::timeout(

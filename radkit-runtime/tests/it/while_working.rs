@@ -141,6 +141,18 @@ fn crash_after_keeping() -> impl Fn(&Fault) -> bool + Send + Sync + 'static {
     move |f: &Fault| f.boundary == Boundary::Resuming && !fired.swap(true, Ordering::SeqCst)
 }
 
+/// A task of `choice` inside its slow call: the store, the tools, the engine, the task.
+async fn working(
+    choice: WhileWorking,
+) -> (MemoryStore, Tools, Engine, radkit_runtime::model::TaskId) {
+    let store = MemoryStore::new();
+    let tools = Tools::new();
+    let engine = chat(store.clone(), &tools, choice).start().await.unwrap();
+    let task = engine.send(Request::operator(user("work"))).await.unwrap();
+    tools.running().await;
+    (store, tools, engine, task)
+}
+
 async fn entries(store: &MemoryStore, task: &str) -> Vec<Entry> {
     store
         .journal(task, 0)
@@ -157,14 +169,7 @@ fn texts(history: &[Message], text: &str) -> usize {
 
 #[test(multi_thread)]
 async fn a_message_while_a_task_works_is_refused_by_default() {
-    let store = MemoryStore::new();
-    let tools = Tools::new();
-    let engine = chat(store.clone(), &tools, WhileWorking::Refuse)
-        .start()
-        .await
-        .unwrap();
-    let task = engine.send(Request::operator(user("work"))).await.unwrap();
-    tools.running().await;
+    let (_store, tools, engine, task) = working(WhileWorking::Refuse).await;
     let refused = engine
         .send(Request::operator(reply(&task, "and another thing")))
         .await
@@ -187,14 +192,7 @@ async fn a_message_while_a_task_works_is_refused_by_default() {
 
 #[test(multi_thread)]
 async fn a_queued_message_answers_the_next_question_at_once() {
-    let store = MemoryStore::new();
-    let tools = Tools::new();
-    let engine = chat(store.clone(), &tools, WhileWorking::Queue)
-        .start()
-        .await
-        .unwrap();
-    let task = engine.send(Request::operator(user("work"))).await.unwrap();
-    tools.running().await;
+    let (store, tools, engine, task) = working(WhileWorking::Queue).await;
     let kept = engine
         .send(Request::operator(reply(&task, "and another thing")))
         .await
@@ -226,14 +224,7 @@ async fn a_queued_message_answers_the_next_question_at_once() {
 
 #[test(multi_thread)]
 async fn an_interrupting_message_stops_the_visit_at_its_next_call_and_runs_the_interrupt_step() {
-    let store = MemoryStore::new();
-    let tools = Tools::new();
-    let engine = chat(store.clone(), &tools, WhileWorking::Interrupt)
-        .start()
-        .await
-        .unwrap();
-    let task = engine.send(Request::operator(user("work"))).await.unwrap();
-    tools.running().await;
+    let (store, tools, engine, task) = working(WhileWorking::Interrupt).await;
     engine
         .send(Request::operator(reply(&task, "stop, do this instead")))
         .await
