@@ -83,6 +83,51 @@ impl LlmResponse {
     }
 }
 
+/// Where a streamed model call sends its text while the model generates it (see
+/// [`Model::stream`]). The engine hands one to each attempt of a call a step asked to stream
+/// (`ctx.llm(..).stream_artifact(..)` / `.stream_status()`) and relays what it is sent to the
+/// task's live subscribers; nothing sent here is journaled (the answer the model returns is the
+/// receipt). Sending never blocks: a subscriber that does not keep up misses chunks, never the
+/// journaled answer.
+#[derive(Clone, Default)]
+pub struct Tokens {
+    sink: Option<std::sync::Arc<dyn Fn(&str) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("live", &self.is_live())
+            .finish()
+    }
+}
+
+impl Tokens {
+    /// Nowhere: what is sent is dropped (a call not streamed, a host without live subscribers).
+    pub fn none() -> Self {
+        Tokens::default()
+    }
+
+    /// Each piece of text to `sink`, in the order it is sent.
+    pub fn new(sink: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Tokens {
+            sink: Some(std::sync::Arc::new(sink)),
+        }
+    }
+
+    /// Send the next piece of the answer's text (empty pieces are skipped).
+    pub fn send(&self, text: &str) {
+        if let (Some(sink), false) = (&self.sink, text.is_empty()) {
+            sink(text);
+        }
+    }
+
+    /// True when what is sent goes somewhere.
+    pub fn is_live(&self) -> bool {
+        self.sink.is_some()
+    }
+}
+
 /// A language model.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a radkit model",
@@ -92,6 +137,21 @@ impl LlmResponse {
 pub trait Model: Send + Sync + 'static {
     /// Answer one request. Transient errors (timeouts, 429, 5xx) are retried by the engine.
     async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError>;
+
+    /// Answer one request, sending the answer's text to `tokens` as it is generated, and return
+    /// the whole answer as [`complete`](Self::complete) does (it becomes the receipt). Called for
+    /// the calls a step asked to stream; a model that cannot stream keeps this default, which
+    /// answers with `complete` and sends nothing (the client then sees the answer when it is
+    /// journaled). An attempt that fails after sending text is retried like any other: the next
+    /// attempt's text replaces it for the client.
+    async fn stream(
+        &self,
+        request: LlmRequest,
+        tokens: &Tokens,
+    ) -> Result<LlmResponse, EffectError> {
+        let _ = tokens;
+        self.complete(request).await
+    }
 }
 
 /// A shared model is a model (what [`from_env`] and [`from_spec`] return).
@@ -99,5 +159,13 @@ pub trait Model: Send + Sync + 'static {
 impl Model for std::sync::Arc<dyn Model> {
     async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
         (**self).complete(request).await
+    }
+
+    async fn stream(
+        &self,
+        request: LlmRequest,
+        tokens: &Tokens,
+    ) -> Result<LlmResponse, EffectError> {
+        (**self).stream(request, tokens).await
     }
 }

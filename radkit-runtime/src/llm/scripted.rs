@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{LlmRequest, LlmResponse, Model};
+use super::{LlmRequest, LlmResponse, Model, Tokens};
 use crate::flow::EffectError;
 
 type Script = dyn Fn(&LlmRequest) -> Result<serde_json::Value, EffectError> + Send + Sync;
@@ -166,5 +166,23 @@ impl Model for ScriptedModel {
         let output = (self.script)(&request)?;
         let usage = serde_json::json!({ "input_tokens": request.input.to_string().len() / 4, "output_tokens": output.to_string().len() / 4 });
         Ok(LlmResponse::answer(output, Some(usage)))
+    }
+
+    /// The scripted answer, sent word by word (a structured answer as its JSON text at once).
+    async fn stream(
+        &self,
+        request: LlmRequest,
+        tokens: &Tokens,
+    ) -> Result<LlmResponse, EffectError> {
+        let response = self.complete(request).await?;
+        match &response.output {
+            serde_json::Value::String(text) => {
+                for word in text.split_inclusive(char::is_whitespace) {
+                    tokens.send(word);
+                }
+            }
+            other => tokens.send(&other.to_string()),
+        }
+        Ok(response)
     }
 }
