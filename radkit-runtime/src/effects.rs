@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::flow::{CmdKind, EffectError, EffectPolicy, InvocationId, RetryPolicy};
-use crate::llm::{LlmRequest, Model};
+use crate::llm::{LlmRequest, Model, Tokens};
 use crate::tools::{Tool, ToolSchema, ToolSource};
 
 /// Registered models and tools.
@@ -162,6 +162,17 @@ impl Effects {
         id: &InvocationId,
         kind: &CmdKind,
     ) -> Result<Performed, EffectError> {
+        self.perform_streaming(id, kind, &Tokens::none()).await
+    }
+
+    /// Perform an `llm` or `tool` command once; a model call the step asked to stream sends its
+    /// text to `tokens` while it is generated ([`Model::stream`](crate::llm::Model::stream)).
+    pub async fn perform_streaming(
+        &self,
+        id: &InvocationId,
+        kind: &CmdKind,
+        tokens: &Tokens,
+    ) -> Result<Performed, EffectError> {
         match kind {
             CmdKind::Llm {
                 model,
@@ -169,6 +180,7 @@ impl Effects {
                 schema,
                 tools,
                 turns,
+                stream,
             } => {
                 let provider = self
                     .models
@@ -185,7 +197,11 @@ impl Effects {
                     tools: self.offered(model, tools)?,
                     turns: turns.clone(),
                 };
-                let response = provider.complete(request).await?;
+                let response = if stream.is_some() && tokens.is_live() {
+                    provider.stream(request, tokens).await?
+                } else {
+                    provider.complete(request).await?
+                };
                 // A call that offers tools answers `{"answer": ..}` or `{"tool_calls": [..]}`.
                 let value = match (tools.is_empty(), response.tool_calls.is_empty()) {
                     (true, _) => response.output,

@@ -13,6 +13,10 @@ use crate::journal::JournalRecord;
 /// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
 const LIVE_CAPACITY: usize = 64;
 
+/// Pieces of streamed model text buffered per subscriber before it lags (and misses the oldest:
+/// they are not journaled, the answer they make up is).
+const TOKEN_CAPACITY: usize = 256;
+
 /// What a run tells the subscribers of its task (always behind an `Arc`, so the variants' sizes do
 /// not matter).
 #[derive(Debug)]
@@ -27,11 +31,15 @@ pub(crate) enum Published {
 /// A task's broadcast of committed records.
 pub(crate) type Records = broadcast::Sender<Arc<Published>>;
 
+/// A task's broadcast of streamed model text (`TokenChunk`s), made when first used.
+pub(crate) type TokenChunks = broadcast::Sender<Arc<super::TokenChunk>>;
+
 /// A task's gate: held by whoever loads, answers, cancels or drives it in this engine.
 pub(crate) type Gate = Arc<tokio::sync::Mutex<()>>;
 
 struct Live {
     tx: Records,
+    tokens: Option<TokenChunks>,
     gate: Gate,
     run: Option<Arc<TaskRun>>,
 }
@@ -46,6 +54,7 @@ pub(crate) struct LiveTasks {
 fn entry<'a>(live: &'a mut HashMap<String, Live>, task_id: &str) -> &'a mut Live {
     live.entry(task_id.to_owned()).or_insert_with(|| Live {
         tx: broadcast::channel(LIVE_CAPACITY).0,
+        tokens: None,
         gate: Arc::new(tokio::sync::Mutex::new(())),
         run: None,
     })
@@ -69,6 +78,15 @@ impl LiveTasks {
     /// subscription would end before the task settled.
     pub fn subscribe(&self, task_id: &str) -> broadcast::Receiver<Arc<Published>> {
         entry(&mut self.lock(), task_id).tx.subscribe()
+    }
+
+    /// The task's broadcast of streamed model text (made on first use; its entry lives while a
+    /// driver or a subscriber has it).
+    pub fn tokens(&self, task_id: &str) -> TokenChunks {
+        entry(&mut self.lock(), task_id)
+            .tokens
+            .get_or_insert_with(|| broadcast::channel(TOKEN_CAPACITY).0)
+            .clone()
     }
 
     /// How many tasks have an entry.

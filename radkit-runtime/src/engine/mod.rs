@@ -54,10 +54,10 @@ pub use pass::{
     with_deadline, Event as PassEvent, PassError, Passed, Passes, Rest, DEFAULT_LEASE_MARGIN,
     DISPATCH_RECHECK,
 };
-pub use projection::{project_task, stream_event, StreamEvent};
+pub use projection::{project_task, stream_event, token_event, StreamEvent};
 pub use push::{PushSettings, TargetError, MAX_CONFIGS_PER_TASK};
 pub use request::{Caller, Request};
-pub use subscription::{Snapshot, Subscription, Update};
+pub use subscription::{Followed, Snapshot, Subscription, TokenChunk, Update};
 
 use self::run::TaskRun;
 use crate::effects::Effects;

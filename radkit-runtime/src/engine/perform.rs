@@ -5,13 +5,14 @@
 //! clock (`Inner::lease_lasts`), and an `AtMostOnce` attempt only after the store confirms the run
 //! still holds it.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::fault::Boundary;
 use super::machine::rules::{self, Attempted};
 use super::run::TaskRun;
-use super::Inner;
-use crate::flow::{Cmd, InvocationId, Receipt};
+use super::{Inner, TokenChunk};
+use crate::flow::{Cmd, CmdKind, InvocationId, Receipt};
 
 impl Inner {
     /// Perform `cmd` until it succeeds, fails permanently or runs out of attempts, and record its
@@ -64,7 +65,8 @@ impl Inner {
                 });
                 return None;
             } else {
-                self.effects.perform(id, &cmd.kind).await
+                let tokens = self.tokens_of(run, id, cmd, attempt);
+                self.effects.perform_streaming(id, &cmd.kind, &tokens).await
             };
             tracing::debug!(task = %run.task_id, invocation = %id, policy = ?cmd.policy, attempt, latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX), ok = result.is_ok(), "command attempt");
             if self.crash_at(Boundary::EffectReturned, run, Some(id), Some(&what)) {
@@ -94,5 +96,35 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// Where the attempt of a streamed model call sends its text: the task's subscribers here,
+    /// each piece numbered within the attempt. Nowhere for every other command.
+    fn tokens_of(
+        &self,
+        run: &TaskRun,
+        id: &InvocationId,
+        cmd: &Cmd,
+        attempt: u32,
+    ) -> crate::llm::Tokens {
+        let CmdKind::Llm {
+            stream: Some(to), ..
+        } = &cmd.kind
+        else {
+            return crate::llm::Tokens::none();
+        };
+        let sender = self.live.tokens(&run.task_id);
+        let (id, to) = (id.clone(), to.clone());
+        let index = AtomicU32::new(0);
+        crate::llm::Tokens::new(move |text| {
+            // Nobody listening is not an error: the answer is journaled all the same.
+            let _ = sender.send(Arc::new(TokenChunk {
+                invocation_id: id.clone(),
+                attempt,
+                index: index.fetch_add(1, Ordering::Relaxed),
+                text: text.to_owned(),
+                to: to.clone(),
+            }));
+        })
     }
 }

@@ -126,6 +126,65 @@ pub fn stream_event(
     }
 }
 
+/// The stream event of a piece of a streamed model call's text: a `working` status update whose
+/// agent message carries it, or a chunk of the artifact it is streamed into (the attempt's first
+/// replaces what an earlier attempt sent). Either carries `radkit/tokens` metadata: the call's
+/// `invocationId`, the `attempt` and the piece's `index` in it.
+pub fn token_event(
+    task_id: &str,
+    context_id: &str,
+    chunk: &super::TokenChunk,
+    at_ms: i64,
+) -> StreamEvent {
+    let tokens: crate::model::Metadata = [(
+        "radkit/tokens".to_owned(),
+        serde_json::json!({
+            "invocationId": chunk.invocation_id.as_str(),
+            "attempt": chunk.attempt,
+            "index": chunk.index,
+        }),
+    )]
+    .into_iter()
+    .collect();
+    match &chunk.to {
+        crate::flow::StreamTo::Status => {
+            let mut message = Message::agent_text(chunk.text.clone());
+            message.message_id = format!(
+                "{}.a{}.t{}",
+                chunk.invocation_id.as_str(),
+                chunk.attempt,
+                chunk.index
+            );
+            message.metadata = Some(tokens);
+            status(
+                task_id,
+                context_id,
+                TaskState::Working,
+                Some(&message),
+                at_ms,
+                false,
+            )
+        }
+        crate::flow::StreamTo::Artifact { artifact_id, name } => {
+            StreamEvent::Artifact(ArtifactUpdate {
+                task_id: task_id.to_owned(),
+                context_id: context_id.to_owned(),
+                artifact: crate::model::Artifact {
+                    artifact_id: artifact_id.clone(),
+                    name: Some(name.clone()),
+                    description: None,
+                    parts: vec![crate::model::Part::text(chunk.text.clone())],
+                    metadata: None,
+                    extensions: Vec::new(),
+                },
+                append: chunk.index > 0,
+                last_chunk: false,
+                metadata: Some(tokens),
+            })
+        }
+    }
+}
+
 /// The task, from its stored view (its history is the view's: ask the store for the
 /// window wanted).
 pub fn project_task(view: TaskView) -> Task {

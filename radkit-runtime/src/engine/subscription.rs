@@ -54,6 +54,48 @@ impl Update {
     }
 }
 
+/// A piece of a streamed model call's text, as the engine running the task relays it while the
+/// model generates it (`ctx.llm(..).stream_status()` / `.stream_artifact(..)`). Not journaled:
+/// only subscribers in the process that runs the call see it, a subscriber that lags misses some,
+/// and a replay sends none; the call's answer reaches every subscriber as a journaled message or
+/// artifact after its receipt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenChunk {
+    /// The model call's id.
+    pub invocation_id: crate::flow::InvocationId,
+    /// The attempt of the call that generates it (a retried or reissued call starts over).
+    pub attempt: u32,
+    /// Its place in the attempt's text (0, 1, ...).
+    pub index: u32,
+    /// The text.
+    pub text: String,
+    /// Where the step streams it.
+    pub to: crate::flow::StreamTo,
+}
+
+/// What a subscription that follows streamed text ([`Subscription::with_tokens`]) yields.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // records are the common case: moved, never boxed
+pub enum Followed {
+    /// A journal record.
+    Update(Update),
+    /// A piece of a streamed model call's text (not journaled).
+    Tokens(Arc<TokenChunk>),
+}
+
+/// What waiting on the live channels gave.
+enum Live {
+    Published(Result<Arc<Published>, broadcast::error::RecvError>),
+    Tokens(Arc<TokenChunk>),
+}
+
+/// What the subscription has next.
+#[allow(clippy::large_enum_variant)] // records are the common case: moved, never boxed
+enum Next {
+    Record(JournalRecord),
+    Tokens(Arc<TokenChunk>),
+}
+
 /// A live view of one task: its journal so far, then every record as it is committed, until the
 /// terminal entry.
 pub struct Subscription {
@@ -75,6 +117,8 @@ pub struct Subscription {
     write_failed: bool,
     /// The last page read from the store was not empty: the store may hold more after the backlog.
     paging: bool,
+    /// Streamed model text, when the subscriber follows it ([`Subscription::with_tokens`]).
+    tokens: Option<broadcast::Receiver<Arc<TokenChunk>>>,
 }
 
 impl Drop for Subscription {
@@ -104,17 +148,39 @@ impl Subscription {
             failed_polls: 0,
             write_failed: false,
             paging: true,
+            tokens: None,
         }
+    }
+
+    /// Also follow the text of the task's streamed model calls as this engine generates it: read
+    /// with [`next_followed`](Self::next_followed). Each piece comes before the journal record
+    /// that follows it was committed.
+    pub fn with_tokens(mut self) -> Self {
+        self.tokens = Some(self.engine.inner.live.tokens(&self.task_id).subscribe());
+        self
     }
 
     /// The next record, in seq order, each exactly once; `None` after the terminal entry. A store
     /// that cannot be read is an error (after which the subscription ends), never a silent end.
     pub async fn next(&mut self) -> Option<Result<Update, EngineError>> {
+        loop {
+            match self.next_followed().await? {
+                Ok(Followed::Update(update)) => return Some(Ok(update)),
+                Ok(Followed::Tokens(_)) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// The next record as [`next`](Self::next) returns it, or a piece of streamed text (with
+    /// [`with_tokens`](Self::with_tokens)); `None` after the terminal entry.
+    pub async fn next_followed(&mut self) -> Option<Result<Followed, EngineError>> {
         if self.ended {
             return None;
         }
         let record = match self.next_record().await {
-            Ok(Some(record)) => record,
+            Ok(Some(Next::Record(record))) => record,
+            Ok(Some(Next::Tokens(chunk))) => return Some(Ok(Followed::Tokens(chunk))),
             Ok(None) => {
                 self.ended = true;
                 return None;
@@ -139,7 +205,7 @@ impl Subscription {
             },
             _ => false,
         };
-        Some(Ok(Update { record, is_final }))
+        Some(Ok(Followed::Update(Update { record, is_final })))
     }
 
     /// True when a record already committed after the current one answers the question it asked (a
@@ -171,14 +237,16 @@ impl Subscription {
 
     /// The next record after `last_seq`; `None` when the live channel closed; an error when the
     /// store cannot be read or the task's run could not write.
-    async fn next_record(&mut self) -> Result<Option<JournalRecord>, EngineError> {
+    async fn next_record(&mut self) -> Result<Option<Next>, EngineError> {
         loop {
             match self.backlog.front().map(|r| r.seq) {
                 Some(seq) if seq <= self.last_seq => {
                     self.backlog.pop_front();
                     continue;
                 }
-                Some(seq) if seq == self.last_seq + 1 => return Ok(self.backlog.pop_front()),
+                Some(seq) if seq == self.last_seq + 1 => {
+                    return Ok(self.backlog.pop_front().map(Next::Record))
+                }
                 // A gap (the live channel lagged while records were drained into the backlog):
                 // everything published was committed first, so the store has what is missing.
                 Some(_) => {
@@ -212,11 +280,15 @@ impl Subscription {
             // through it): the store is followed as on a shared store.
             let received = if self.engine.inner.shared() || self.engine.inner.restate().is_some() {
                 match self.poll_shared().await? {
-                    Some(received) => received,
+                    Some(Live::Published(received)) => received,
+                    Some(Live::Tokens(chunk)) => return Ok(Some(Next::Tokens(chunk))),
                     None => continue,
                 }
             } else {
-                self.rx.recv().await
+                match self.recv_live().await {
+                    Live::Published(received) => received,
+                    Live::Tokens(chunk) => return Ok(Some(Next::Tokens(chunk))),
+                }
             };
             let received = received.map(|published| match &*published {
                 Published::Record(record) => Some(record.clone()),
@@ -225,7 +297,9 @@ impl Subscription {
             match received {
                 Ok(None) => return Err(self.storage_unavailable()),
                 Ok(Some(record)) if record.seq <= self.last_seq => continue,
-                Ok(Some(record)) if record.seq == self.last_seq + 1 => return Ok(Some(record)),
+                Ok(Some(record)) if record.seq == self.last_seq + 1 => {
+                    return Ok(Some(Next::Record(record)))
+                }
                 // A gap (we lagged, or records were committed by another process): read the store.
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
                     let records = self.unseen().await?;
@@ -239,14 +313,14 @@ impl Subscription {
     /// On a shared store other engines commit this task's records too: wait for a live record, and
     /// read the store when it is quiet, less and less often while nothing happens (a task may wait a
     /// day for a human). `None` when the store was read (the backlog holds what it had).
-    async fn poll_shared(
-        &mut self,
-    ) -> Result<Option<Result<Arc<Published>, broadcast::error::RecvError>>, StoreError> {
+    async fn poll_shared(&mut self) -> Result<Option<Live>, StoreError> {
         let quiet = self.engine.inner.config.poll * (1 << self.quiet_polls.min(4));
         if let Ok(received) =
-            tokio::time::timeout(quiet.min(Duration::from_secs(2)), self.rx.recv()).await
+            tokio::time::timeout(quiet.min(Duration::from_secs(2)), self.recv_live()).await
         {
-            self.quiet_polls = 0;
+            if matches!(received, Live::Published(_)) {
+                self.quiet_polls = 0;
+            }
             return Ok(Some(received));
         }
         self.quiet_polls += 1;
@@ -266,6 +340,27 @@ impl Subscription {
                 Ok(None)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// The next live record, or piece of streamed text when the subscriber follows it. Text is
+    /// taken first: every piece sent before a record was published is returned before it (the
+    /// answer's journaled artifact never comes before the text it replaces). A subscriber that
+    /// lagged on text skips what it missed.
+    async fn recv_live(&mut self) -> Live {
+        loop {
+            let Some(tokens) = self.tokens.as_mut() else {
+                return Live::Published(self.rx.recv().await);
+            };
+            tokio::select! {
+                biased;
+                chunk = tokens.recv() => match chunk {
+                    Ok(chunk) => return Live::Tokens(chunk),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => self.tokens = None,
+                },
+                received = self.rx.recv() => return Live::Published(received),
+            }
         }
     }
 

@@ -113,6 +113,23 @@ impl RetryPolicy {
     }
 }
 
+/// Where the text of a streamed model call goes while the model generates it
+/// (`ctx.llm(..).stream_status()` / `.stream_artifact(name)`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "to")]
+pub enum StreamTo {
+    /// `working` status updates, each with the next piece of text as an agent message.
+    Status,
+    /// Chunks of the artifact `artifact_id` (named `name`): each attempt's first chunk replaces
+    /// what an earlier attempt sent, the next ones append.
+    Artifact {
+        /// The artifact's id.
+        artifact_id: String,
+        /// The artifact's name.
+        name: String,
+    },
+}
+
 /// The side effect itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -133,6 +150,10 @@ pub enum CmdKind {
         /// The conversation after the prompt: the model's earlier tool calls and their results.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         turns: Vec<super::Turn>,
+        /// Stream the answer's text to the task's live subscribers while it is generated (not
+        /// journaled: the answer is the receipt).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<StreamTo>,
     },
     /// Call the tool registered under `tool` with `args`.
     Tool {
@@ -328,6 +349,7 @@ impl Cmd {
             schema: None,
             tools: Vec::new(),
             turns: Vec::new(),
+            stream: None,
         })
     }
 

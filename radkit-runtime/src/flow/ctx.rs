@@ -200,19 +200,17 @@ impl StepCtx {
     /// position (and InvocationId) now, when `run` is called; the effect starts when the returned
     /// future is first polled.
     pub fn run(&self, cmd: Cmd) -> CallFuture<serde_json::Value> {
-        let position = self.take_position();
-        let invoker = self.invoker.clone();
-        self.alive.fetch_add(1, Ordering::SeqCst);
-        let alive = Alive(self.alive.clone());
-        CallFuture::new(async move {
-            let _alive = alive;
-            if let Err(why) = super::race::enlist(position) {
-                let misuse = StepError::Failed(why);
-                invoker.stop(&misuse);
-                return Err(misuse);
-            }
-            invoker.invoke(position, cmd).await
-        })
+        self.reserve().run(cmd)
+    }
+
+    /// Take the next position now for a command made later (one that depends on an earlier
+    /// call's answer but must keep its place when calls run in parallel).
+    fn reserve(&self) -> Reserved {
+        Reserved {
+            position: self.take_position(),
+            invoker: self.invoker.clone(),
+            alive: self.alive.clone(),
+        }
     }
 
     /// Call the model registered as `model`: `ctx.llm("critic").run::<Critique>(input).await?`.
@@ -223,6 +221,7 @@ impl StepCtx {
             retry: None,
             tools: Vec::new(),
             max_rounds: DEFAULT_TOOL_ROUNDS,
+            stream: None,
         }
     }
 
@@ -432,6 +431,35 @@ fn decode<T: DeserializeOwned>(what: &str, value: serde_json::Value) -> Result<T
     }
 }
 
+/// A position taken for a command made later (see `StepCtx::reserve`).
+struct Reserved {
+    position: u32,
+    invoker: Arc<dyn Invoker>,
+    alive: Arc<AtomicU32>,
+}
+
+impl Reserved {
+    /// Run `cmd` at the reserved position.
+    fn run(self, cmd: Cmd) -> CallFuture<serde_json::Value> {
+        let Reserved {
+            position,
+            invoker,
+            alive,
+        } = self;
+        alive.fetch_add(1, Ordering::SeqCst);
+        let alive = Alive(alive);
+        CallFuture::new(async move {
+            let _alive = alive;
+            if let Err(why) = super::race::enlist(position) {
+                let misuse = StepError::Failed(why);
+                invoker.stop(&misuse);
+                return Err(misuse);
+            }
+            invoker.invoke(position, cmd).await
+        })
+    }
+}
+
 /// A pending model call; see [`StepCtx::llm`].
 #[must_use = "call `.run(input).await`"]
 pub struct LlmCall<'a> {
@@ -440,6 +468,7 @@ pub struct LlmCall<'a> {
     retry: Option<RetryPolicy>,
     tools: Vec<String>,
     max_rounds: u32,
+    stream: Option<super::StreamTo>,
 }
 
 /// How many times a model offering tools may ask for tools before it must answer.
@@ -474,6 +503,32 @@ impl LlmCall<'_> {
         self
     }
 
+    /// Stream the answer's text to the task's clients while the model generates it, as `working`
+    /// status updates each carrying the next piece in an agent message (metadata
+    /// `radkit/tokens`: the call's `invocationId`, `attempt`, `index`). The pieces are not
+    /// journaled; the answer is the call's receipt, and is then sent once more, whole, as a
+    /// journaled agent message (metadata `radkit/tokens` with `final: true`), which every client
+    /// sees, a resubscribed one too. A replay sends nothing again.
+    pub fn stream_status(mut self) -> Self {
+        self.stream = Some(super::StreamTo::Status);
+        self
+    }
+
+    /// Stream the answer's text to the task's clients while the model generates it, as chunks of
+    /// the artifact `name` (id `{task}-{step}-{name}`): each attempt's first chunk replaces what an
+    /// earlier attempt sent, the next ones append. The chunks are not journaled; the answer is the
+    /// call's receipt, and is then journaled as the artifact's whole content (its last chunk,
+    /// replacing the streamed ones), which every client sees, a resubscribed one too. A replay
+    /// sends nothing again.
+    pub fn stream_artifact(mut self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        self.stream = Some(super::StreamTo::Artifact {
+            artifact_id: format!("{}-{}-{}", self.ctx.task_id, self.ctx.step, name),
+            name,
+        });
+        self
+    }
+
     /// Run the model on `input` and decode its answer as `T`. A `String` asks for text; any other type
     /// sends its JSON Schema and asks for structured output.
     ///
@@ -493,15 +548,22 @@ impl LlmCall<'_> {
             schema: schema_of::<T>(),
             tools: Vec::new(),
             turns: Vec::new(),
+            stream: self.stream.clone(),
         });
         if let Some(retry) = self.retry {
             cmd = cmd.retry(retry);
         }
         // The position is taken whether or not the input serializes: a replay takes the same.
         let call = self.ctx.run(cmd);
+        // A streamed answer is journaled whole at the next position, taken now.
+        let sent = self.stream.map(|to| (to, self.ctx.reserve()));
         CallFuture::new(async move {
             input?;
-            decode(&what, call.await?)
+            let answer = call.await?;
+            if let Some((to, at)) = sent {
+                at.run(streamed(to, &answer)).await?;
+            }
+            decode(&what, answer)
         })
     }
 
@@ -512,8 +574,13 @@ impl LlmCall<'_> {
         input: Result<serde_json::Value, serde_json::Error>,
     ) -> CallFuture<T> {
         let ctx = self.ctx.clone();
-        let (model, tools, retry, max_rounds) =
-            (self.model, self.tools, self.retry, self.max_rounds);
+        let (model, tools, retry, max_rounds, stream) = (
+            self.model,
+            self.tools,
+            self.retry,
+            self.max_rounds,
+            self.stream,
+        );
         let schema = schema_of::<T>();
         CallFuture::new(async move {
             let input = input?;
@@ -525,13 +592,18 @@ impl LlmCall<'_> {
                     schema: schema.clone(),
                     tools: tools.clone(),
                     turns: turns.clone(),
+                    stream: stream.clone(),
                 });
                 if let Some(retry) = retry {
                     cmd = cmd.retry(retry);
                 }
                 let mut said = ctx.run(cmd).await?;
                 if let Some(answer) = said.get_mut("answer") {
-                    return decode(&what, answer.take());
+                    let answer = answer.take();
+                    if let Some(to) = stream {
+                        ctx.run(streamed(to, &answer)).await?;
+                    }
+                    return decode(&what, answer);
                 }
                 let calls: Vec<crate::flow::ToolCallRequest> =
                     serde_json::from_value(said.get("tool_calls").cloned().unwrap_or_default())
@@ -583,6 +655,39 @@ impl LlmCall<'_> {
                 max_rounds + 1
             )))
         })
+    }
+}
+
+/// The journaled command that sends a streamed call's whole `answer` where its text was streamed:
+/// the artifact's content (a text part; a data part for a structured object), replacing the
+/// streamed chunks, or an agent message marked as the stream's end.
+fn streamed(to: super::StreamTo, answer: &serde_json::Value) -> Cmd {
+    let part = match answer {
+        serde_json::Value::String(text) => Part::text(text.clone()),
+        serde_json::Value::Object(data) => Part::data(data.clone()),
+        other => Part::text(other.to_string()),
+    };
+    match to {
+        super::StreamTo::Artifact { artifact_id, name } => Cmd::emit_artifact(Artifact {
+            artifact_id,
+            name: Some(name),
+            description: None,
+            parts: vec![part],
+            metadata: None,
+            extensions: Vec::new(),
+        }),
+        super::StreamTo::Status => {
+            let mut message = Message::new(crate::model::Role::Agent, vec![part]);
+            message.metadata = Some(
+                [(
+                    "radkit/tokens".to_owned(),
+                    serde_json::json!({ "final": true }),
+                )]
+                .into_iter()
+                .collect(),
+            );
+            Cmd::emit_message(message)
+        }
     }
 }
 

@@ -17,7 +17,7 @@ mod transition;
 
 pub use approval::{Approval, ApprovalRequest, Decision, MAX_UNCLEAR_REPLIES};
 pub use call::{AgentCall, AgentError, AgentReply, Outgoing};
-pub use cmd::{Cmd, CmdKind, EffectPolicy, InvocationId, RetryPolicy};
+pub use cmd::{Cmd, CmdKind, EffectPolicy, InvocationId, RetryPolicy, StreamTo};
 pub use ctx::{ArtifactStream, CallFuture, Invoker, LlmCall, RaceFuture, Raced, StepCtx, ToolCall};
 pub use error::{EffectError, ErrorKind, StepError};
 pub use event::{Event, Outcome, Receipt};

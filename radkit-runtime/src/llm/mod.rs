@@ -91,8 +91,11 @@ impl LlmResponse {
 /// journaled answer.
 #[derive(Clone, Default)]
 pub struct Tokens {
-    sink: Option<std::sync::Arc<dyn Fn(&str) + Send + Sync>>,
+    sink: Option<std::sync::Arc<TokenSink>>,
 }
+
+/// What [`Tokens`] sends each piece to.
+type TokenSink = dyn Fn(&str) + Send + Sync;
 
 impl std::fmt::Debug for Tokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -13,7 +13,7 @@ use futures::stream::{self, Stream, StreamExt};
 use super::errors::{engine_error, Kind, OpError};
 use super::ops;
 use super::AppState;
-use crate::engine::{stream_event, Caller, Subscription};
+use crate::engine::{stream_event, token_event, Caller, Followed, Subscription};
 use crate::model::{Task, TaskId};
 
 /// What a stream follows.
@@ -294,6 +294,9 @@ pub(crate) enum Item {
     Message(crate::model::Message, u64),
     /// An update, journal seq `.1`.
     Event(crate::engine::StreamEvent, u64),
+    /// A piece of a streamed model call's text, not journaled (no seq: a client that reconnects
+    /// resumes after the last journaled event, and sees the answer whole when it is journaled).
+    Live(crate::engine::StreamEvent),
     /// The stream ends with this error.
     Error(OpError),
 }
@@ -327,7 +330,7 @@ pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
             .chain(answer.map(|(message, seq)| Item::Message(message, seq))),
     );
     let follow = Follow {
-        sub,
+        sub: sub.with_tokens(),
         done,
         until_end,
         _slot: slot,
@@ -337,8 +340,13 @@ pub(crate) fn items(opened: Opened) -> impl Stream<Item = Item> + Send {
             if f.done {
                 return None;
             }
-            let update = match f.sub.next().await? {
-                Ok(update) => update,
+            let update = match f.sub.next_followed().await? {
+                Ok(Followed::Update(update)) => update,
+                Ok(Followed::Tokens(chunk)) => {
+                    let (task, context) = (&f.sub.task_id, &f.sub.context_id);
+                    let at = chrono::Utc::now().timestamp_millis();
+                    return Some((Item::Live(token_event(task, context, &chunk, at)), f));
+                }
                 Err(error) => {
                     f.done = true;
                     return Some((Item::Error(engine_error(error, false)), f));

@@ -6,6 +6,9 @@
 //! **Resumable**: every event carries `id: <journal seq>` (the seq of the record it shows; the opening
 //! task, the seq it reflects). A client that reconnects with `Last-Event-ID: <seq>` gets exactly the
 //! events after that one, from the journal, on any server sharing the store and after a restart.
+//! The pieces of a streamed model call's text (`ctx.llm(..).stream_status()`) are the exception: they
+//! are not journaled, so they carry no id (a reconnecting client resumes after the last journaled
+//! event, and sees the call's answer whole when it is journaled).
 //! A stream that cannot start answers with one SSE `error` event holding the JSON-RPC error, so a
 //! streaming client reads the error as it reads any event.
 
@@ -99,6 +102,7 @@ pub(crate) fn sse(
             sse_event(&envelope, wire, Some(seq), wire.message_item(message))
         }
         Item::Event(event, seq) => sse_event(&envelope, wire, Some(seq), wire.event_item(event)),
+        Item::Live(event) => sse_event(&envelope, wire, None, wire.event_item(event)),
         Item::Error(error) => sse_event(&envelope, wire, None, Err(error)),
     });
     Sse::new(events).keep_alive(KeepAlive::default())

@@ -31,6 +31,7 @@ mod store_conformance;
 mod store_postgres;
 mod subscription;
 mod suite;
+mod token_streaming;
 mod tools_registry;
 mod waiting;
 mod while_working;

@@ -78,7 +78,7 @@ fn updates(opened: Opened) -> Updates {
         let response = match item {
             Item::Task(task, _) => Ok(v1::StreamResponse::Task(task.into())),
             Item::Message(message, _) => Ok(v1::StreamResponse::Message(message.into())),
-            Item::Event(event, _) => Ok(v1_event(event)),
+            Item::Event(event, _) | Item::Live(event) => Ok(v1_event(event)),
             Item::Error(error) => Err(error),
         };
         response.map(proto::StreamResponse::from).map_err(failed)
