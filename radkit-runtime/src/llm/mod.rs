@@ -1,6 +1,10 @@
 //! Model providers. The engine calls a [`Model`] to perform an `llm` command; the model never sees the
 //! journal, and its answer becomes the command's receipt. [`ScriptedModel`] is always here;
 //! `OpenAiModel`, an OpenAI-compatible endpoint, comes with the `openai` cargo feature.
+//!
+//! The HTTP providers stream natively ([`Model::stream`]): each speaks its provider's streaming
+//! form, sends the answer's text to [`Tokens`] as it arrives, and returns the answer `complete`
+//! would have returned for it.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -91,8 +95,11 @@ impl LlmResponse {
 /// journaled answer.
 #[derive(Clone, Default)]
 pub struct Tokens {
-    sink: Option<std::sync::Arc<dyn Fn(&str) + Send + Sync>>,
+    sink: Option<Sink>,
 }
+
+/// Where [`Tokens`] sends each piece.
+type Sink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for Tokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
