@@ -42,12 +42,14 @@ struct Reply {
 
 enum Body {
     Json(Value),
-    /// `text` written a few bytes at a time (splitting lines and events); with `abort`, the
-    /// connection is then broken instead of the body ending.
+    /// `text` written a few bytes at a time (splitting lines and events), `pace` apart; with
+    /// `abort`, the connection is then broken, `stall` later, instead of the body ending.
     Streamed {
         content_type: &'static str,
         text: String,
         abort: bool,
+        pace: Duration,
+        stall: Duration,
     },
 }
 
@@ -111,21 +113,24 @@ async fn answer(
             content_type,
             text,
             abort,
+            pace,
+            stall,
         } => {
             out = out.header("content-type", content_type);
+            // Small writes; a large body in at most ~64 of them.
             let chunks: Vec<axum::body::Bytes> = text
                 .as_bytes()
-                .chunks(CHUNK)
+                .chunks(CHUNK.max(text.len() / 64))
                 .map(axum::body::Bytes::copy_from_slice)
                 .collect();
             use futures::StreamExt;
-            let written = futures::stream::iter(chunks).then(|chunk| async move {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+            let written = futures::stream::iter(chunks).then(move |chunk| async move {
+                tokio::time::sleep(pace).await;
                 Ok::<_, std::io::Error>(chunk)
             });
             // The written bytes reach the client before the connection breaks.
-            let broken = futures::stream::iter(abort.then_some(())).then(|()| async {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            let broken = futures::stream::iter(abort.then_some(())).then(move |()| async move {
+                tokio::time::sleep(stall).await;
                 Err(std::io::Error::other("connection cut"))
             });
             axum::body::Body::from_stream(written.chain(broken))
@@ -160,6 +165,8 @@ fn sse(text: &str) -> Reply {
             content_type: "text/event-stream",
             text: text.to_owned(),
             abort: false,
+            pace: Duration::from_millis(1),
+            stall: Duration::from_millis(50),
         },
     }
 }
@@ -173,27 +180,22 @@ fn ndjson(text: &str) -> Reply {
             content_type: "application/x-ndjson",
             text: text.to_owned(),
             abort: false,
+            pace: Duration::from_millis(1),
+            stall: Duration::from_millis(50),
         },
     }
 }
 
 /// `reply`'s streamed body up to (not including) `before`, then the connection broken.
 fn cut(reply: Reply, before: &str) -> Reply {
-    let Body::Streamed {
-        content_type, text, ..
-    } = reply.body
-    else {
+    let mut reply = reply;
+    let Body::Streamed { text, abort, .. } = &mut reply.body else {
         panic!("only a streamed body is cut");
     };
     let at = text.find(before).expect("the cut point is in the body");
-    Reply {
-        body: Body::Streamed {
-            content_type,
-            text: text[..at].to_owned(),
-            abort: true,
-        },
-        ..reply
-    }
+    text.truncate(at);
+    *abort = true;
+    reply
 }
 
 /// `reply`'s streamed body up to (not including) `before`, then ended cleanly.
@@ -201,6 +203,17 @@ fn ended(reply: Reply, before: &str) -> Reply {
     let mut reply = cut(reply, before);
     if let Body::Streamed { abort, .. } = &mut reply.body {
         *abort = false;
+    }
+    reply
+}
+
+/// `reply`'s streamed body written `pace` apart, broken (if cut) `stall` after its last byte.
+fn paced(mut reply: Reply, pace: Duration, stall: Duration) -> Reply {
+    if let Body::Streamed {
+        pace: p, stall: s, ..
+    } = &mut reply.body
+    {
+        (*p, *s) = (pace, stall);
     }
     reply
 }
@@ -1561,5 +1574,63 @@ async fn every_streaming_request_refused_with_429_is_transient_with_its_hint_and
     assert_eq!(
         streamed,
         [true, true, true, true, true, true, false, false, true, true]
+    );
+}
+
+/// A streamed call's timeout bounds each silence, not the whole stream: a stream longer than the
+/// timeout but never silent that long is read whole; one that goes silent is cut (transient).
+#[test(multi_thread)]
+async fn a_stream_longer_than_the_timeout_is_read_but_a_silent_one_is_cut() {
+    let slow = paced(sse(CHAT_TEXT), Duration::from_millis(15), Duration::ZERO);
+    let silent = paced(
+        cut(sse(CHAT_TEXT), "data: [DONE]"),
+        Duration::from_millis(1),
+        Duration::from_secs(5),
+    );
+    let (url, _server) = serve(vec![slow, silent]).await;
+    let model = OpenAiModel::new(format!("{url}/v1"), "gpt-x").timeout(Duration::from_millis(400));
+    let started = std::time::Instant::now();
+    let answer = model.stream(request(None), &Tokens::none()).await.unwrap();
+    assert!(
+        started.elapsed() > Duration::from_millis(400),
+        "the stream outlasted the timeout"
+    );
+    assert_eq!(answer.output, json!("Hello there"));
+    let (live, kept) = tokens();
+    let silent = model.stream(request(None), &live).await.unwrap_err();
+    assert!(
+        silent.is_transient() && silent.message.contains("silent"),
+        "{silent:?}"
+    );
+    assert_eq!(pieces(&kept), ["Hello", " there"]);
+}
+
+/// One SSE event over 1 MiB (or an NDJSON line) is refused, permanently, saying so.
+#[test(multi_thread)]
+async fn an_event_over_the_limit_is_refused_with_a_clear_error() {
+    let huge = "x".repeat((1 << 20) + 10);
+    let event =
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{huge}\"}}}}]}}\n\n");
+    let line = format!(
+        "{{\"message\":{{\"role\":\"assistant\",\"content\":\"{huge}\"}},\"done\":false}}\n"
+    );
+    let (url, _server) = serve(vec![sse(&event), ndjson(&line)]).await;
+    let chat = OpenAiModel::new(format!("{url}/v1"), "gpt-x");
+    let refused = chat
+        .stream(request(None), &Tokens::none())
+        .await
+        .unwrap_err();
+    assert!(
+        !refused.is_transient() && refused.message.contains("limit"),
+        "{refused:?}"
+    );
+    let ollama = OllamaModel::new("o").base_url(&url);
+    let refused = ollama
+        .stream(request(None), &Tokens::none())
+        .await
+        .unwrap_err();
+    assert!(
+        !refused.is_transient() && refused.message.contains("limit"),
+        "{refused:?}"
     );
 }
