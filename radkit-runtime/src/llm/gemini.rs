@@ -152,13 +152,18 @@ impl GeminiModel {
     /// The request for `request`, streamed (`:streamGenerateContent?alt=sse`) or not
     /// (`:generateContent`): the URL and the request to send.
     fn http(&self, request: &LlmRequest, stream: bool) -> (String, reqwest::RequestBuilder) {
-        let (method, http): (_, fn(&http::Client, &str) -> reqwest::RequestBuilder) = if stream {
-            ("streamGenerateContent?alt=sse", http::Client::post_stream)
+        let method = if stream {
+            "streamGenerateContent?alt=sse"
         } else {
-            ("generateContent", http::Client::post)
+            "generateContent"
         };
         let url = format!("{}/v1beta/models/{}:{method}", self.base_url, self.model);
-        let mut http = http(&self.client, &url).json(&self.body(request));
+        let http = if stream {
+            self.client.post_stream(&url)
+        } else {
+            self.client.post(&url)
+        };
+        let mut http = http.json(&self.body(request));
         if let Some(key) = &self.api_key {
             http = http.header("x-goog-api-key", key);
         }
