@@ -50,6 +50,7 @@ fn critic(draft: &str, cycles: usize) -> Cmd {
         schema,
         tools: Vec::new(),
         turns: Vec::new(),
+        stream: None,
     })
 }
 

@@ -61,6 +61,7 @@ mod storage;
 mod suite;
 mod test_hygiene;
 mod test_macro_flow;
+mod token_streams;
 mod while_working_macros;
 
 fn main() -> std::process::ExitCode {

@@ -209,6 +209,7 @@ impl Model for Logged {
             schema: request.schema.clone(),
             tools: Vec::new(),
             turns: Vec::new(),
+            stream: None,
         };
         let performed = self.inner.perform(&request.invocation_id, &kind).await?;
         Ok(LlmResponse::answer(performed.value, performed.usage))

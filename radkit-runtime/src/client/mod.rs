@@ -31,7 +31,7 @@ mod error;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod rest;
-mod sse;
+pub(crate) mod sse;
 mod stream;
 mod transport;
 mod wire;

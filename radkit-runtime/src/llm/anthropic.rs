@@ -6,6 +6,14 @@
 //! `{"value": ..}` and unwrapped from the answer. Usage (`input_tokens`, `output_tokens`) goes on
 //! the receipt. Errors are classified as every HTTP provider's are (`llm/http.rs`): 429 and 529
 //! (overloaded) are transient with `retry-after` honoured, 401 and 403 permanent.
+//!
+//! Streamed ([`Model::stream`]): `stream: true`, the events (`message_start`,
+//! `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`) read into the message
+//! `complete` reads. Each `text_delta` is sent as it arrives; a structured answer's
+//! `input_json_delta` pieces are sent too when its schema is an object (they are the answer's
+//! JSON); other tools' arguments never are. A stream cut before `message_stop` is transient; an
+//! `error` event is classified by its type (`overloaded_error`, `rate_limit_error`, `api_error`
+//! transient; `authentication_error` and the others permanent).
 
 use std::time::Duration;
 
@@ -14,8 +22,9 @@ use serde_json::{json, Value};
 
 use super::http::{
     self, client, excerpt, function_name, prompt_text, registered_name, result_text, schema_name,
+    Streamed,
 };
-use super::{LlmRequest, LlmResponse, Model, ToolCallRequest, Turn};
+use super::{LlmRequest, LlmResponse, Model, Tokens, ToolCallRequest, Turn};
 use crate::flow::tool_calls::rounds;
 use crate::flow::EffectError;
 
@@ -25,7 +34,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// A model behind Anthropic's Messages API. Its `Debug` output never shows the API key.
 #[derive(Clone)]
 pub struct AnthropicModel {
-    client: reqwest::Client,
+    client: http::Client,
     base_url: String,
     api_key: Option<String>,
     model: String,
@@ -70,7 +79,9 @@ impl AnthropicModel {
         self
     }
 
-    /// With a request timeout (default 120 s).
+    /// With a request timeout (default 120 s): a call answered whole must be answered
+    /// within it; a streamed call has no total limit but fails (transiently) when its stream is
+    /// silent that long.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.client = client(timeout);
         self
@@ -180,28 +191,37 @@ fn object_schema(schema: &Value) -> Value {
     wrapped
 }
 
-#[async_trait]
-impl Model for AnthropicModel {
-    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
-        let name = &request.model;
+impl AnthropicModel {
+    /// The request for `request`, streamed or not: the URL and the request to send.
+    fn http(&self, request: &LlmRequest, stream: bool) -> (String, reqwest::RequestBuilder) {
         let url = format!("{}/v1/messages", self.base_url);
-        let mut http = self
-            .client
-            .post(&url)
+        let mut body = self.body(request);
+        let http = if stream {
+            body["stream"] = json!(true);
+            self.client.post_stream(&url)
+        } else {
+            self.client.post(&url)
+        };
+        let mut http = http
             .header("anthropic-version", ANTHROPIC_VERSION)
             .header("Idempotency-Key", request.invocation_id.as_str())
-            .json(&self.body(&request));
+            .json(&body);
         if let Some(key) = &self.api_key {
             http = http.header("x-api-key", key);
         }
-        let body = http::send_json(name, &url, http).await?;
+        (url, http)
+    }
+
+    /// The answer of a whole (or a streamed, reassembled) Messages body.
+    fn read(request: &LlmRequest, body: &Value) -> Result<LlmResponse, EffectError> {
+        let name = &request.model;
         let blocks = body
             .get("content")
             .and_then(Value::as_array)
-            .ok_or_else(|| http::missing(name, "`content`", &body))?;
+            .ok_or_else(|| http::missing(name, "`content`", body))?;
         let truncated = body.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
         let usage = body.get("usage").cloned();
-        let answering = request.schema.as_ref().map(|s| answer_tool(&request, s));
+        let answering = request.schema.as_ref().map(|s| answer_tool(request, s));
         let calls: Vec<ToolCallRequest> = blocks
             .iter()
             .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
@@ -269,5 +289,207 @@ impl Model for AnthropicModel {
             }
         };
         Ok(LlmResponse::answer(output, usage))
+    }
+
+    /// A streamed answer reassembled into the message `complete` reads: `message_start`'s message,
+    /// each `content_block_start`'s block at its `index`, `text_delta` pieces joined into their
+    /// text block (and sent to `tokens`), `input_json_delta` pieces joined and read as their
+    /// `tool_use` block's `input` at `content_block_stop`, `message_delta`'s stop reason and usage
+    /// merged in; complete at `message_stop`. An `error` event is classified by its type
+    /// (`overloaded_error`, `rate_limit_error`, `api_error` transient; others permanent).
+    ///
+    /// A structured answer arrives as the input of the answer tool: its JSON pieces are sent to
+    /// `tokens` too, being the answer's text, when the schema is an object; a schema wrapped as
+    /// `{"value": ..}` sends nothing (the pieces would carry the wrapper).
+    async fn read_stream(
+        request: &LlmRequest,
+        tokens: &Tokens,
+        mut events: Streamed,
+    ) -> Result<Value, EffectError> {
+        let name = &request.model;
+        let answering = request
+            .schema
+            .as_ref()
+            .filter(|s| s.get("type").and_then(Value::as_str) == Some("object"))
+            .map(|s| answer_tool(request, s));
+        let mut message = json!({ "content": [] });
+        // The `input_json_delta` pieces of each tool_use block not stopped yet, by index.
+        let mut inputs: std::collections::BTreeMap<usize, String> = Default::default();
+        while let Some(data) = events.next().await? {
+            let event = http::chunk_json(name, &data)?;
+            let index = event
+                .get("index")
+                .and_then(Value::as_u64)
+                .map(|i| i as usize);
+            match event
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+            {
+                "message_start" => {
+                    message = event.get("message").cloned().unwrap_or_default();
+                    if !message.is_object() {
+                        return Err(http::malformed(name, "without its `message`", &data));
+                    }
+                    message["content"] = json!([]);
+                }
+                "content_block_start" => {
+                    let (Some(i), Some(block)) = (index, event.get("content_block")) else {
+                        return Err(http::malformed(name, "without its block", &data));
+                    };
+                    let blocks = content(&mut message);
+                    if i < blocks.len() {
+                        blocks[i] = block.clone();
+                    } else {
+                        blocks.push(block.clone());
+                    }
+                }
+                "content_block_delta" => {
+                    let block = index.and_then(|i| content(&mut message).get_mut(i));
+                    let (Some(block), Some(delta)) = (block, event.get("delta")) else {
+                        return Err(http::malformed(name, "for a block it did not start", &data));
+                    };
+                    match delta
+                        .get("type")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                    {
+                        "text_delta" => {
+                            let piece = delta
+                                .get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default();
+                            tokens.send(piece);
+                            let mut text = block
+                                .get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned();
+                            text.push_str(piece);
+                            block["text"] = json!(text);
+                        }
+                        "input_json_delta" => {
+                            let piece = delta
+                                .get("partial_json")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default();
+                            if answering.is_some()
+                                && block.get("name").and_then(Value::as_str) == answering.as_deref()
+                            {
+                                tokens.send(piece);
+                            }
+                            inputs
+                                .entry(index.unwrap_or_default())
+                                .or_default()
+                                .push_str(piece);
+                        }
+                        // Thinking, signatures, citations: not read by `complete` either.
+                        _ => {}
+                    }
+                }
+                "content_block_stop" => {
+                    if let Some(i) = index {
+                        stop_block(name, &mut message, i, inputs.remove(&i))?;
+                    }
+                }
+                "message_delta" => {
+                    if let Some(delta) = event.get("delta").and_then(Value::as_object) {
+                        for (k, v) in delta {
+                            message[k] = v.clone();
+                        }
+                    }
+                    if let Some(usage) = event.get("usage").and_then(Value::as_object) {
+                        if !message["usage"].is_object() {
+                            message["usage"] = json!({});
+                        }
+                        for (k, v) in usage {
+                            message["usage"][k] = v.clone();
+                        }
+                    }
+                }
+                "message_stop" => {
+                    for (i, input) in std::mem::take(&mut inputs) {
+                        stop_block(name, &mut message, i, Some(input))?;
+                    }
+                    return Ok(message);
+                }
+                "error" => {
+                    let error = event.get("error").unwrap_or(&Value::Null);
+                    let kind = error.get("type").and_then(Value::as_str).unwrap_or("error");
+                    let said = error
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    return Err(http::stream_failed(name, kind, said));
+                }
+                // `ping`, and events added later.
+                _ => {}
+            }
+        }
+        Err(http::cut_short(name, "`message_stop`"))
+    }
+}
+
+/// The `content` blocks of a message being reassembled.
+fn content(message: &mut Value) -> &mut Vec<Value> {
+    if !message["content"].is_array() {
+        message["content"] = json!([]);
+    }
+    match &mut message["content"] {
+        Value::Array(blocks) => blocks,
+        _ => unreachable!("set to an array above"),
+    }
+}
+
+/// A block stopped: the JSON its `input_json_delta` pieces joined to is its `input` (none keeps
+/// the `{}` it started with). Pieces that do not join to JSON are a garbled stream (transient).
+fn stop_block(
+    name: &str,
+    message: &mut Value,
+    index: usize,
+    input: Option<String>,
+) -> Result<(), EffectError> {
+    let Some(input) = input.filter(|i| !i.trim().is_empty()) else {
+        return Ok(());
+    };
+    let value: Value = serde_json::from_str(&input).map_err(|e| {
+        http::malformed(
+            name,
+            &format!("with a tool input that is not JSON ({e})"),
+            &input,
+        )
+    })?;
+    if let Some(block) = content(message).get_mut(index) {
+        block["input"] = value;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Model for AnthropicModel {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        let (url, http) = self.http(&request, false);
+        let body = http::send_json(&request.model, &url, http).await?;
+        Self::read(&request, &body)
+    }
+
+    /// The Messages API with `stream: true`: each `text_delta` (and a structured answer's JSON
+    /// pieces) sent to `tokens`, the events read into the answer `complete` gives.
+    async fn stream(
+        &self,
+        request: LlmRequest,
+        tokens: &Tokens,
+    ) -> Result<LlmResponse, EffectError> {
+        let (url, http) = self.http(&request, true);
+        let events = http::send_stream(
+            &request.model,
+            &url,
+            http::Framing::Sse,
+            self.client.idle(),
+            http,
+        )
+        .await?;
+        let body = Self::read_stream(&request, tokens, events).await?;
+        Self::read(&request, &body)
     }
 }

@@ -1,25 +1,30 @@
-//! Google's Gemini API (`POST /v1beta/models/{model}:generateContent`) over reqwest.
+//! Google's Gemini API (`POST /v1beta/models/{model}:generateContent`, or
+//! `:streamGenerateContent?alt=sse` when streamed) over reqwest.
 //!
 //! A structured answer is asked for with `generationConfig.responseMimeType: application/json` and
 //! the step's JSON Schema as `responseJsonSchema`. Usage (`usageMetadata`) goes on the receipt. A
 //! prompt blocked by Gemini's safety filters, or an answer stopped by them, is permanent. Errors are
 //! classified as every HTTP provider's are (`llm/http.rs`): 429 (`RESOURCE_EXHAUSTED`) and 503 are
 //! transient, with the `RetryInfo.retryDelay` Gemini puts in the error body honoured.
+//!
+//! Streamed ([`Model::stream`]): `POST ..:streamGenerateContent?alt=sse`, each SSE event one
+//! GenerateContentResponse chunk whose text parts are sent as they arrive; the chunks are read into
+//! the answer `complete` gives. A body that ends (or is cut) before a `finishReason` is transient.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::http::{self, client, excerpt, function_name, prompt_text, registered_name};
-use super::{LlmRequest, LlmResponse, Model, ToolCallRequest, Turn};
+use super::http::{self, client, excerpt, function_name, prompt_text, registered_name, Streamed};
+use super::{LlmRequest, LlmResponse, Model, Tokens, ToolCallRequest, Turn};
 use crate::flow::tool_calls::rounds;
 use crate::flow::EffectError;
 
 /// A model behind the Gemini API. Its `Debug` output never shows the API key.
 #[derive(Clone)]
 pub struct GeminiModel {
-    client: reqwest::Client,
+    client: http::Client,
     base_url: String,
     api_key: Option<String>,
     model: String,
@@ -64,7 +69,9 @@ impl GeminiModel {
         self
     }
 
-    /// With a request timeout (default 120 s).
+    /// With a request timeout (default 120 s): a call answered whole must be answered
+    /// within it; a streamed call has no total limit but fails (transiently) when its stream is
+    /// silent that long.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.client = client(timeout);
         self
@@ -141,19 +148,31 @@ impl GeminiModel {
     }
 }
 
-#[async_trait]
-impl Model for GeminiModel {
-    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
-        let name = &request.model;
-        let url = format!(
-            "{}/v1beta/models/{}:generateContent",
-            self.base_url, self.model
-        );
-        let mut http = self.client.post(&url).json(&self.body(&request));
+impl GeminiModel {
+    /// The request for `request`, streamed (`:streamGenerateContent?alt=sse`) or not
+    /// (`:generateContent`): the URL and the request to send.
+    fn http(&self, request: &LlmRequest, stream: bool) -> (String, reqwest::RequestBuilder) {
+        let method = if stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        let url = format!("{}/v1beta/models/{}:{method}", self.base_url, self.model);
+        let http = if stream {
+            self.client.post_stream(&url)
+        } else {
+            self.client.post(&url)
+        };
+        let mut http = http.json(&self.body(request));
         if let Some(key) = &self.api_key {
             http = http.header("x-goog-api-key", key);
         }
-        let body = http::send_json(name, &url, http).await?;
+        (url, http)
+    }
+
+    /// The answer of a whole (or a streamed, reassembled) GenerateContentResponse.
+    fn read(request: &LlmRequest, body: &Value) -> Result<LlmResponse, EffectError> {
+        let name = &request.model;
         if let Some(reason) = body
             .pointer("/promptFeedback/blockReason")
             .and_then(Value::as_str)
@@ -164,7 +183,7 @@ impl Model for GeminiModel {
         }
         let candidate = body
             .pointer("/candidates/0")
-            .ok_or_else(|| http::missing(name, "`candidates[0]`", &body))?;
+            .ok_or_else(|| http::missing(name, "`candidates[0]`", body))?;
         let finish = candidate
             .get("finishReason")
             .and_then(Value::as_str)
@@ -224,5 +243,112 @@ impl Model for GeminiModel {
             None => Value::String(text),
         };
         Ok(LlmResponse::answer(output, usage))
+    }
+
+    /// A streamed answer reassembled into the response `complete` reads: each chunk is a
+    /// GenerateContentResponse whose first candidate's parts are appended in order (the text
+    /// parts sent to `tokens`; a `functionCall` part comes whole), with the last `finishReason`,
+    /// `usageMetadata` and `promptFeedback`. Gemini's stream has no end event: it is complete when a
+    /// `finishReason` (or a blocked prompt's `blockReason`) came before the body ended; the body
+    /// ending without one means the model had not stopped (transient). An `error` chunk is
+    /// classified by its `status`.
+    async fn read_stream(
+        request: &LlmRequest,
+        tokens: &Tokens,
+        mut events: Streamed,
+    ) -> Result<Value, EffectError> {
+        let name = &request.model;
+        let mut candidate: Option<Value> = None;
+        let mut parts: Vec<Value> = Vec::new();
+        let mut body = json!({});
+        while let Some(data) = events.next().await? {
+            let mut chunk = http::chunk_json(name, &data)?;
+            if let Some(error) = chunk.get("error") {
+                let kind = error.get("status").and_then(Value::as_str).map_or_else(
+                    || error.get("code").map(Value::to_string).unwrap_or_default(),
+                    str::to_owned,
+                );
+                let said = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                return Err(http::stream_failed(name, &kind, said));
+            }
+            for key in [
+                "usageMetadata",
+                "promptFeedback",
+                "modelVersion",
+                "responseId",
+            ] {
+                if let Some(v) = chunk.get(key) {
+                    body[key] = v.clone();
+                }
+            }
+            let Some(mut next) = chunk.pointer_mut("/candidates/0").map(Value::take) else {
+                continue;
+            };
+            for part in next
+                .pointer_mut("/content/parts")
+                .and_then(Value::as_array_mut)
+                .map(std::mem::take)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(text) = part.get("text").and_then(Value::as_str) {
+                    tokens.send(text);
+                }
+                parts.push(part);
+            }
+            // The latest candidate's fields (finishReason, safetyRatings..) over the earlier ones'.
+            let merged = candidate.get_or_insert_with(|| json!({}));
+            if let Some(fields) = next.as_object() {
+                for (k, v) in fields {
+                    merged[k] = v.clone();
+                }
+            }
+        }
+        let blocked = body.pointer("/promptFeedback/blockReason").is_some();
+        match candidate {
+            Some(mut candidate) if candidate.get("finishReason").is_some() => {
+                let role = candidate
+                    .pointer("/content/role")
+                    .cloned()
+                    .unwrap_or(json!("model"));
+                candidate["content"] = json!({ "role": role, "parts": parts });
+                body["candidates"] = json!([candidate]);
+                Ok(body)
+            }
+            _ if blocked => Ok(body),
+            _ => Err(http::cut_short(name, "a `finishReason`")),
+        }
+    }
+}
+
+#[async_trait]
+impl Model for GeminiModel {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        let (url, http) = self.http(&request, false);
+        let body = http::send_json(&request.model, &url, http).await?;
+        Self::read(&request, &body)
+    }
+
+    /// `streamGenerateContent?alt=sse`: each text part sent to `tokens` as it arrives, the chunks
+    /// read into the answer `complete` gives.
+    async fn stream(
+        &self,
+        request: LlmRequest,
+        tokens: &Tokens,
+    ) -> Result<LlmResponse, EffectError> {
+        let (url, http) = self.http(&request, true);
+        let events = http::send_stream(
+            &request.model,
+            &url,
+            http::Framing::Sse,
+            self.client.idle(),
+            http,
+        )
+        .await?;
+        let body = Self::read_stream(&request, tokens, events).await?;
+        Self::read(&request, &body)
     }
 }

@@ -1,26 +1,77 @@
 //! What every HTTP model provider shares: the client, posting one request and classifying its
-//! answer for the engine's retries, the prompt text, and reading a structured answer. Each
-//! provider module only builds its body and reads its answer.
+//! answer for the engine's retries, streaming one request's answer, the prompt text, and reading a
+//! structured answer. Each provider module only builds its body and reads its answer (and, when
+//! streamed, its events).
 //!
 //! The classification: a request that timed out or could not connect, HTTP 408, 409, 429, 5xx and
 //! Anthropic's 529 (overloaded) are transient, with the provider's `Retry-After` (or
 //! `retry-after-ms`, or Gemini's `RetryInfo.retryDelay` in the error body) honoured; 401 and 403
 //! are permanent, saying to check the credentials; other 4xx and answers that cannot be read are
 //! permanent.
+//!
+//! Streaming ([`send_stream`]): the status is classified as above before anything is read. Then a
+//! stream that is cut (a connection error, a body that ends before the provider's end marker, a
+//! silence longer than the timeout) or a chunk that is not JSON is transient: the engine retries
+//! the call, and the next attempt's text replaces what was already sent. An error event in the
+//! stream is classified by its type ([`stream_failed`]). Memory is bounded: one SSE event or one
+//! NDJSON line is at most [`EVENT_LIMIT`] bytes and a whole streamed body at most
+//! [`STREAM_LIMIT`]; past either the call fails permanently (asking again would only pay for the
+//! same oversized answer).
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::client::sse::SseParser;
 use crate::flow::EffectError;
 
+/// A provider's HTTP client and its timeout. A call answered whole ([`post`](Self::post)) must be
+/// answered within the timeout; a streamed call ([`post_stream`](Self::post_stream)) has no total
+/// limit, since a long answer may take minutes to generate, but is cut (transiently) when its
+/// stream is silent for the timeout ([`send_stream`]).
+#[derive(Debug, Clone)]
+pub(super) struct Client {
+    http: reqwest::Client,
+    timeout: Duration,
+}
+
 /// A client with the request `timeout` and a 10 s connect timeout.
-pub(super) fn client(timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .unwrap_or_default()
+pub(super) fn client(timeout: Duration) -> Client {
+    Client {
+        http: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_default(),
+        timeout,
+    }
+}
+
+impl Client {
+    /// A request answered whole: the exchange, body included, within the timeout.
+    pub(super) fn post(&self, url: &str) -> reqwest::RequestBuilder {
+        self.http.post(url).timeout(self.timeout)
+    }
+
+    /// A streamed request: no total limit ([`send_stream`] limits each wait to [`idle`](Self::idle)).
+    pub(super) fn post_stream(&self, url: &str) -> reqwest::RequestBuilder {
+        self.http.post(url)
+    }
+
+    /// The longest a stream may stay silent (the timeout).
+    pub(super) fn idle(&self) -> Duration {
+        self.timeout
+    }
+}
+
+/// The error of a request that could not be sent or answered.
+fn send_failed(name: &str, url: &str, e: &reqwest::Error) -> EffectError {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else {
+        "failed"
+    };
+    EffectError::transient(format!("model `{name}` request to {url} {kind}: {e}"))
 }
 
 /// Send `request` for model `name` (the registered name, for messages) and read its JSON answer.
@@ -29,14 +80,10 @@ pub(super) async fn send_json(
     url: &str,
     request: reqwest::RequestBuilder,
 ) -> Result<Value, EffectError> {
-    let response = request.send().await.map_err(|e| {
-        let kind = if e.is_timeout() {
-            "timed out"
-        } else {
-            "failed"
-        };
-        EffectError::transient(format!("model `{name}` request to {url} {kind}: {e}"))
-    })?;
+    let response = request
+        .send()
+        .await
+        .map_err(|e| send_failed(name, url, &e))?;
     let status = response.status();
     let hint = retry_after(response.headers());
     let text = response.text().await.map_err(|e| {
@@ -51,6 +98,226 @@ pub(super) async fn send_json(
             excerpt(&text)
         ))
     })
+}
+
+/// The most bytes one SSE event or one NDJSON line of a streamed answer may take.
+pub(super) const EVENT_LIMIT: usize = 1 << 20;
+
+/// The most bytes a streamed answer's body may take (every event of it).
+pub(super) const STREAM_LIMIT: usize = 16 << 20;
+
+/// How a streamed body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Framing {
+    /// Server-sent events (OpenAI, Anthropic, Gemini with `alt=sse`): each event's `data`.
+    Sse,
+    /// One JSON value a line (Ollama): each non-blank line.
+    Ndjson,
+}
+
+enum Splitter {
+    Sse(SseParser),
+    /// The bytes of the line not ended yet.
+    Lines(Vec<u8>),
+}
+
+/// A streamed answer being read: [`next`](Self::next) gives each event's data in order.
+pub(super) struct Streamed {
+    name: String,
+    url: String,
+    response: reqwest::Response,
+    idle: Duration,
+    splitter: Splitter,
+    pending: VecDeque<String>,
+    read: usize,
+    ended: bool,
+}
+
+/// Send the streamed `request` for model `name`: a status other than 2xx is classified as
+/// [`send_json`] classifies it (its body read within `idle`); a 2xx answer is returned to be read
+/// event by event, each wait for the next bytes limited to `idle`.
+pub(super) async fn send_stream(
+    name: &str,
+    url: &str,
+    framing: Framing,
+    idle: Duration,
+    request: reqwest::RequestBuilder,
+) -> Result<Streamed, EffectError> {
+    let response = tokio::time::timeout(idle, request.send())
+        .await
+        .map_err(|_| {
+            EffectError::transient(format!(
+                "model `{name}` request to {url} timed out: no answer within {idle:?}"
+            ))
+        })?
+        .map_err(|e| send_failed(name, url, &e))?;
+    let status = response.status();
+    if !status.is_success() {
+        let hint = retry_after(response.headers());
+        let text = tokio::time::timeout(idle, response.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        return Err(refused(name, status.as_u16(), hint, &text));
+    }
+    Ok(Streamed {
+        name: name.to_owned(),
+        url: url.to_owned(),
+        response,
+        idle,
+        splitter: match framing {
+            Framing::Sse => Splitter::Sse(SseParser::new(EVENT_LIMIT)),
+            Framing::Ndjson => Splitter::Lines(Vec::new()),
+        },
+        pending: VecDeque::new(),
+        read: 0,
+        ended: false,
+    })
+}
+
+impl Streamed {
+    /// The data of the next event (SSE) or the next non-blank line (NDJSON); `None` where the body
+    /// ends cleanly. A connection cut or a silence of the idle timeout is transient; an event over
+    /// [`EVENT_LIMIT`] or a body over [`STREAM_LIMIT`] is permanent.
+    pub(super) async fn next(&mut self) -> Result<Option<String>, EffectError> {
+        loop {
+            if let Some(data) = self.pending.pop_front() {
+                return Ok(Some(data));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let name = &self.name;
+            let chunk = match tokio::time::timeout(self.idle, self.response.chunk()).await {
+                Err(_) => {
+                    return Err(EffectError::transient(format!(
+                        "the stream of model `{name}` from {} was silent for {:?}",
+                        self.url, self.idle
+                    )))
+                }
+                Ok(Err(e)) => {
+                    return Err(EffectError::transient(format!(
+                        "the stream of model `{name}` from {} was cut: {e}",
+                        self.url
+                    )))
+                }
+                Ok(Ok(None)) => {
+                    self.ended = true;
+                    // NDJSON's last line may lack its newline.
+                    if let Splitter::Lines(line) = &mut self.splitter {
+                        let line = std::mem::take(line);
+                        self.line(&line);
+                    }
+                    continue;
+                }
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            self.read += chunk.len();
+            if self.read > STREAM_LIMIT {
+                return Err(EffectError::permanent(format!(
+                    "the streamed answer of model `{name}` is larger than the limit of {STREAM_LIMIT} bytes"
+                )));
+            }
+            let too_large = || {
+                EffectError::permanent(format!(
+                    "an event in the stream of model `{name}` is larger than the limit of {EVENT_LIMIT} bytes"
+                ))
+            };
+            match &mut self.splitter {
+                Splitter::Sse(parser) => {
+                    let events = parser.push(&chunk).map_err(|_| too_large())?;
+                    self.pending.extend(events.into_iter().map(|e| e.data));
+                }
+                Splitter::Lines(line) => {
+                    let mut ended = Vec::new();
+                    for &byte in chunk.iter() {
+                        if byte == b'\n' {
+                            ended.push(std::mem::take(line));
+                        } else if line.len() >= EVENT_LIMIT {
+                            return Err(too_large());
+                        } else {
+                            line.push(byte);
+                        }
+                    }
+                    for line in ended {
+                        self.line(&line);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An NDJSON line: queued unless blank.
+    fn line(&mut self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        if !line.trim().is_empty() {
+            self.pending.push_back(line.trim().to_owned());
+        }
+    }
+}
+
+/// One event's data as JSON; not JSON is transient (a garbled stream; asking again usually helps).
+pub(super) fn chunk_json(name: &str, data: &str) -> Result<Value, EffectError> {
+    serde_json::from_str(data)
+        .map_err(|e| malformed(name, &format!("that is not JSON ({e})"), data))
+}
+
+/// A streamed chunk that cannot be read (`why` says how): transient, as a garbled stream is.
+pub(super) fn malformed(name: &str, why: &str, data: &str) -> EffectError {
+    EffectError::transient(format!(
+        "model `{name}` streamed a chunk {why}: {}",
+        excerpt(data)
+    ))
+}
+
+/// A stream that ended before its `marker`: transient (the answer was cut short).
+pub(super) fn cut_short(name: &str, marker: &str) -> EffectError {
+    EffectError::transient(format!(
+        "the stream of model `{name}` ended before its end ({marker}): the answer was cut short"
+    ))
+}
+
+/// An error event in a stream, by its `kind` (Anthropic's `error.type`, OpenAI's `code` or
+/// `type`, Gemini's `status`): overload, rate limits, server errors and timeouts are transient;
+/// refused credentials are permanent, saying so; anything else (an invalid request) is permanent.
+pub(super) fn stream_failed(name: &str, kind: &str, message: &str) -> EffectError {
+    let text = format!(
+        "model `{name}` failed while streaming ({kind}): {}",
+        excerpt(message)
+    );
+    let k = kind.to_ascii_lowercase();
+    if [
+        "authentication",
+        "permission",
+        "invalid_api_key",
+        "unauthenticated",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+    {
+        return EffectError::permanent(format!(
+            "{text} (the provider refused the credentials: check the API key)"
+        ));
+    }
+    if [
+        "overloaded",
+        "rate_limit",
+        "server_error",
+        "api_error",
+        "internal",
+        "unavailable",
+        "resource_exhausted",
+        "timeout",
+        "deadline_exceeded",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+    {
+        EffectError::transient(text)
+    } else {
+        EffectError::permanent(text)
+    }
 }
 
 /// The error for an answer with HTTP `status` and `body`.
@@ -291,5 +558,18 @@ mod tests {
         );
         let cut = structured("m", "{\"a\":", true).unwrap_err();
         assert!(cut.is_transient() && cut.message.contains("token limit"));
+    }
+
+    #[test]
+    fn stream_error_events_are_classified_by_their_type() {
+        assert!(stream_failed("m", "overloaded_error", "Overloaded").is_transient());
+        assert!(stream_failed("m", "rate_limit_error", "slow down").is_transient());
+        assert!(stream_failed("m", "server_error", "oops").is_transient());
+        assert!(stream_failed("m", "UNAVAILABLE", "busy").is_transient());
+        let denied = stream_failed("m", "authentication_error", "bad key");
+        assert!(!denied.is_transient() && denied.message.contains("check the API key"));
+        assert!(!stream_failed("m", "invalid_request_error", "bad").is_transient());
+        assert!(chunk_json("m", "{\"a\":").unwrap_err().is_transient());
+        assert!(cut_short("m", "`message_stop`").is_transient());
     }
 }

@@ -1,6 +1,10 @@
 //! Model providers. The engine calls a [`Model`] to perform an `llm` command; the model never sees the
 //! journal, and its answer becomes the command's receipt. [`ScriptedModel`] is always here;
 //! `OpenAiModel`, an OpenAI-compatible endpoint, comes with the `openai` cargo feature.
+//!
+//! The HTTP providers stream natively ([`Model::stream`]): each speaks its provider's streaming
+//! form, sends the answer's text to [`Tokens`] as it arrives, and returns the answer `complete`
+//! would have returned for it.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -1,9 +1,14 @@
-//! Ollama's native chat API (`POST /api/chat`, `stream: false`) over reqwest. (Ollama also speaks
-//! OpenAI's Chat Completions at `/v1`, which [`super::OpenAiModel`] reaches.)
+//! Ollama's native chat API (`POST /api/chat`; `stream: false`, or `true` when streamed, answered
+//! as NDJSON lines) over reqwest. (Ollama also speaks OpenAI's Chat Completions at `/v1`, which
+//! [`super::OpenAiModel`] reaches.)
 //!
 //! A structured answer is asked for with the step's JSON Schema as `format`. Usage
 //! (`prompt_eval_count`, `eval_count`) goes on the receipt. An unknown model (404) is permanent;
 //! a server that is not up is transient, as every connection failure is (`llm/http.rs`).
+//!
+//! Streamed ([`Model::stream`]), each line's `message.content` is sent as it arrives and the lines
+//! are read into the same answer; a stream that ends before its `"done": true` line, or an
+//! `{"error": ..}` line, is transient.
 
 use std::time::Duration;
 
@@ -11,15 +16,15 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::http::{
-    self, client, function_name, prompt_text, registered_name, result_text, JSON_ONLY,
+    self, client, function_name, prompt_text, registered_name, result_text, Streamed, JSON_ONLY,
 };
-use super::{LlmRequest, LlmResponse, Model, ToolCallRequest, Turn};
+use super::{LlmRequest, LlmResponse, Model, Tokens, ToolCallRequest, Turn};
 use crate::flow::EffectError;
 
 /// A model served by Ollama.
 #[derive(Debug, Clone)]
 pub struct OllamaModel {
-    client: reqwest::Client,
+    client: http::Client,
     base_url: String,
     model: String,
     system: Option<String>,
@@ -46,7 +51,9 @@ impl OllamaModel {
         self
     }
 
-    /// With a request timeout (default 300 s: local models can be slow to load).
+    /// With a request timeout (default 300 s: local models can be slow to load): a call answered
+    /// whole must be answered within it; a streamed call has no total limit but fails
+    /// (transiently) when its stream is silent that long.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.client = client(timeout);
         self
@@ -119,13 +126,24 @@ impl OllamaModel {
     }
 }
 
-#[async_trait]
-impl Model for OllamaModel {
-    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
-        let name = &request.model;
+impl OllamaModel {
+    /// The request for `request`, streamed or not: the URL and the request to send.
+    fn http(&self, request: &LlmRequest, stream: bool) -> (String, reqwest::RequestBuilder) {
         let url = format!("{}/api/chat", self.base_url);
-        let http = self.client.post(&url).json(&self.body(&request));
-        let body = http::send_json(name, &url, http).await?;
+        let mut body = self.body(request);
+        body["stream"] = json!(stream);
+        let http = if stream {
+            self.client.post_stream(&url)
+        } else {
+            self.client.post(&url)
+        };
+        let http = http.json(&body);
+        (url, http)
+    }
+
+    /// The answer of a whole (or a streamed, reassembled) `/api/chat` body.
+    fn read(request: &LlmRequest, body: &Value) -> Result<LlmResponse, EffectError> {
+        let name = &request.model;
         let usage = ["prompt_eval_count", "eval_count"]
             .iter()
             .filter_map(|k| Some(((*k).to_owned(), body.get(*k)?.clone())))
@@ -166,12 +184,86 @@ impl Model for OllamaModel {
         let content = body
             .pointer("/message/content")
             .and_then(Value::as_str)
-            .ok_or_else(|| http::missing(name, "`message.content`", &body))?;
+            .ok_or_else(|| http::missing(name, "`message.content`", body))?;
         let truncated = body.get("done_reason").and_then(Value::as_str) == Some("length");
         let output = match request.schema {
             Some(_) => http::structured(name, content, truncated)?,
             None => Value::String(content.to_owned()),
         };
         Ok(LlmResponse::answer(output, usage))
+    }
+
+    /// A streamed answer (NDJSON) reassembled into the body `complete` reads: the `message.content`
+    /// pieces joined (each sent to `tokens`), the `message.tool_calls` of every line in order, and
+    /// the last line's counts and `done_reason`; complete at `"done": true`. An `{"error": ..}` line
+    /// is transient: Ollama had accepted the request, so it failed while generating.
+    async fn read_stream(
+        request: &LlmRequest,
+        tokens: &Tokens,
+        mut lines: Streamed,
+    ) -> Result<Value, EffectError> {
+        let name = &request.model;
+        let mut content = String::new();
+        let mut calls: Vec<Value> = Vec::new();
+        while let Some(line) = lines.next().await? {
+            let mut chunk = http::chunk_json(name, &line)?;
+            if let Some(error) = chunk.get("error") {
+                let said = error
+                    .as_str()
+                    .map_or_else(|| error.to_string(), str::to_owned);
+                return Err(EffectError::transient(format!(
+                    "model `{name}` failed while streaming: {}",
+                    http::excerpt(&said)
+                )));
+            }
+            if let Some(text) = chunk.pointer("/message/content").and_then(Value::as_str) {
+                tokens.send(text);
+                content.push_str(text);
+            }
+            if let Some(more) = chunk
+                .pointer_mut("/message/tool_calls")
+                .and_then(Value::as_array_mut)
+            {
+                calls.append(more);
+            }
+            if chunk.get("done").and_then(Value::as_bool) == Some(true) {
+                let mut message = json!({ "role": "assistant", "content": content });
+                if !calls.is_empty() {
+                    message["tool_calls"] = Value::Array(calls);
+                }
+                chunk["message"] = message;
+                return Ok(chunk);
+            }
+        }
+        Err(http::cut_short(name, "`\"done\": true`"))
+    }
+}
+
+#[async_trait]
+impl Model for OllamaModel {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        let (url, http) = self.http(&request, false);
+        let body = http::send_json(&request.model, &url, http).await?;
+        Self::read(&request, &body)
+    }
+
+    /// `/api/chat` with `stream: true`: each line's content sent to `tokens`, the lines read into
+    /// the answer `complete` gives.
+    async fn stream(
+        &self,
+        request: LlmRequest,
+        tokens: &Tokens,
+    ) -> Result<LlmResponse, EffectError> {
+        let (url, http) = self.http(&request, true);
+        let lines = http::send_stream(
+            &request.model,
+            &url,
+            http::Framing::Ndjson,
+            self.client.idle(),
+            http,
+        )
+        .await?;
+        let body = Self::read_stream(&request, tokens, lines).await?;
+        Self::read(&request, &body)
     }
 }

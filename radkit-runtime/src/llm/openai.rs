@@ -7,6 +7,14 @@
 //! helps; the message says when the answer was cut off at the token limit). A refusal is permanent. A
 //! structured answer that is JSON but not the step's type fails at the step with a decode error
 //! naming the model. The client never sees the journal: the engine retries and receipts.
+//!
+//! Streamed ([`Model::stream`]): Chat Completions with `stream: true` and
+//! `stream_options.include_usage` (`delta.content` pieces sent as they arrive, `delta.tool_calls`
+//! fragments joined by index, usage from the last chunk, complete at `data: [DONE]`), or the
+//! Responses API with `stream: true` (`response.output_text.delta` pieces sent, the full response
+//! of `response.completed` read). Either is read into the answer `complete` gives; tool-call
+//! arguments are never sent as text. A stream cut before its end is transient; an error in it
+//! (`response.failed`, an `error` event or chunk) is classified by its code.
 
 use std::time::Duration;
 
@@ -15,9 +23,9 @@ use serde_json::{json, Value};
 
 use super::http::{
     self, client, excerpt, function_name, prompt_text, registered_name, result_text, schema_name,
-    JSON_ONLY,
+    Streamed, JSON_ONLY,
 };
-use super::{LlmRequest, LlmResponse, Model, ToolCallRequest, Turn};
+use super::{LlmRequest, LlmResponse, Model, Tokens, ToolCallRequest, Turn};
 use crate::flow::EffectError;
 
 /// Why [`OpenAiModel::from_env`] could not build a client.
@@ -43,7 +51,7 @@ pub enum ConfigError {
 /// A chat-completions endpoint. Its `Debug` output never shows the API key.
 #[derive(Clone)]
 pub struct OpenAiModel {
-    client: reqwest::Client,
+    client: http::Client,
     base_url: String,
     api_key: Option<String>,
     model: String,
@@ -137,7 +145,9 @@ impl OpenAiModel {
         self
     }
 
-    /// With a request timeout (default 120 s).
+    /// With a request timeout (default 120 s): a call answered whole must be answered
+    /// within it; a streamed call has no total limit but fails (transiently) when its stream is
+    /// silent that long.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.client = client(timeout);
         self
@@ -409,35 +419,46 @@ impl OpenAiModel {
     }
 }
 
-#[async_trait]
-impl Model for OpenAiModel {
-    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
-        let (url, body) = if self.responses {
+impl OpenAiModel {
+    /// The request for `request`, streamed or not: the URL and the request to send.
+    fn http(&self, request: &LlmRequest, stream: bool) -> (String, reqwest::RequestBuilder) {
+        let (url, mut body) = if self.responses {
             (
                 format!("{}/responses", self.base_url),
-                self.responses_body(&request),
+                self.responses_body(request),
             )
         } else {
             (
                 format!("{}/chat/completions", self.base_url),
-                self.body(&request),
+                self.body(request),
             )
         };
+        let http = if stream {
+            body["stream"] = json!(true);
+            if !self.responses {
+                body["stream_options"] = json!({ "include_usage": true });
+            }
+            self.client.post_stream(&url)
+        } else {
+            self.client.post(&url)
+        };
         // The command's id lets gateways that deduplicate requests recognise a reissue.
-        let mut http = self
-            .client
-            .post(&url)
+        let mut http = http
             .header("Idempotency-Key", request.invocation_id.as_str())
             .json(&body);
         if let Some(key) = &self.api_key {
             http = http.bearer_auth(key);
         }
-        let body = http::send_json(&request.model, &url, http).await?;
+        (url, http)
+    }
+
+    /// The answer of a whole (or a streamed, reassembled) Chat Completions or Responses body.
+    fn read(&self, request: &LlmRequest, body: &Value) -> Result<LlmResponse, EffectError> {
         let usage = body.get("usage").cloned();
         let calls = if self.responses {
-            Self::responses_calls(&request, &body)?
+            Self::responses_calls(request, body)?
         } else {
-            Self::chat_calls(&request, &body)?
+            Self::chat_calls(request, body)?
         };
         if !calls.is_empty() {
             let said = body
@@ -451,10 +472,204 @@ impl Model for OpenAiModel {
             });
         }
         let output = if self.responses {
-            Self::responses_answer(&request, &body)?
+            Self::responses_answer(request, body)?
         } else {
-            Self::chat_answer(&request, &body)?
+            Self::chat_answer(request, body)?
         };
         Ok(LlmResponse::answer(output, usage))
+    }
+
+    /// A streamed Chat Completions answer reassembled into the body `complete` reads: the
+    /// `delta.content` pieces (each sent to `tokens`) and `delta.refusal` pieces joined, the
+    /// `delta.tool_calls` fragments joined by their `index` (the id and name in the first, the
+    /// `arguments` in pieces), the last `finish_reason` and `usage`; complete at `data: [DONE]`.
+    async fn chat_stream(
+        request: &LlmRequest,
+        tokens: &Tokens,
+        mut events: Streamed,
+    ) -> Result<Value, EffectError> {
+        let name = &request.model;
+        let mut content: Option<String> = None;
+        let mut refusal: Option<String> = None;
+        let mut calls: Vec<Value> = Vec::new();
+        let mut finish = Value::Null;
+        let mut usage = Value::Null;
+        while let Some(data) = events.next().await? {
+            if data.trim() == "[DONE]" {
+                let mut message = json!({ "role": "assistant", "content": content });
+                if let Some(refusal) = refusal {
+                    message["refusal"] = json!(refusal);
+                }
+                if !calls.is_empty() {
+                    message["tool_calls"] = Value::Array(calls);
+                }
+                let mut body = json!({ "choices": [{ "index": 0, "message": message, "finish_reason": finish }] });
+                if !usage.is_null() {
+                    body["usage"] = usage;
+                }
+                return Ok(body);
+            }
+            let chunk = http::chunk_json(name, &data)?;
+            if let Some(error) = chunk.get("error") {
+                return Err(openai_error(name, error));
+            }
+            if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+                usage = u.clone();
+            }
+            let Some(choice) = chunk.pointer("/choices/0") else {
+                continue;
+            };
+            if let Some(f) = choice.get("finish_reason").filter(|f| !f.is_null()) {
+                finish = f.clone();
+            }
+            let Some(delta) = choice.get("delta") else {
+                continue;
+            };
+            if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                tokens.send(text);
+                content.get_or_insert_with(String::new).push_str(text);
+            }
+            if let Some(text) = delta.get("refusal").and_then(Value::as_str) {
+                refusal.get_or_insert_with(String::new).push_str(text);
+            }
+            for fragment in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                // A fragment without `index` (some compatible servers send each call whole)
+                // starts a call when it has an id, else continues the last one.
+                let slot = match fragment.get("index").and_then(Value::as_u64) {
+                    Some(i) => (i as usize).min(calls.len()),
+                    None if fragment.get("id").is_some() => calls.len(),
+                    None => calls.len().saturating_sub(1),
+                };
+                if slot == calls.len() {
+                    calls.push(json!({ "id": "", "type": "function",
+                        "function": { "name": "", "arguments": "" } }));
+                }
+                let call = &mut calls[slot];
+                if let Some(id) = fragment
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                {
+                    call["id"] = json!(id);
+                }
+                if let Some(called) = fragment
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                {
+                    call["function"]["name"] = json!(called);
+                }
+                if let Some(piece) = fragment
+                    .pointer("/function/arguments")
+                    .and_then(Value::as_str)
+                {
+                    let mut arguments = call["function"]["arguments"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    arguments.push_str(piece);
+                    call["function"]["arguments"] = json!(arguments);
+                }
+            }
+        }
+        Err(http::cut_short(name, "`data: [DONE]`"))
+    }
+
+    /// A streamed Responses answer: the `response.output_text.delta` pieces sent to `tokens`, and
+    /// the full response that `response.completed` (or `response.incomplete`) carries, which is
+    /// what `complete` reads. `response.failed` and `error` events are classified by their code.
+    async fn responses_stream(
+        request: &LlmRequest,
+        tokens: &Tokens,
+        mut events: Streamed,
+    ) -> Result<Value, EffectError> {
+        let name = &request.model;
+        while let Some(data) = events.next().await? {
+            let mut event = http::chunk_json(name, &data)?;
+            match event
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+            {
+                "response.output_text.delta" => tokens.send(
+                    event
+                        .get("delta")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                ),
+                "response.completed" | "response.incomplete" => {
+                    return match event.get_mut("response").map(Value::take) {
+                        Some(response) if response.is_object() => Ok(response),
+                        _ => Err(http::malformed(name, "without its `response`", &data)),
+                    };
+                }
+                "response.failed" => {
+                    let error = event.pointer("/response/error").unwrap_or(&Value::Null);
+                    return Err(openai_error(name, error));
+                }
+                "error" => {
+                    let error = event
+                        .get("error")
+                        .filter(|e| e.is_object())
+                        .unwrap_or(&event);
+                    return Err(openai_error(name, error));
+                }
+                _ => {}
+            }
+        }
+        Err(http::cut_short(name, "`response.completed`"))
+    }
+}
+
+/// An OpenAI error object met in a stream (`{"code", "type", "message"}`), by its code or type.
+fn openai_error(name: &str, error: &Value) -> EffectError {
+    let kind = ["code", "type"]
+        .iter()
+        .filter_map(|k| error.get(*k).and_then(Value::as_str))
+        .find(|k| !k.is_empty())
+        .unwrap_or("error");
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(|| error.to_string(), str::to_owned);
+    http::stream_failed(name, kind, &message)
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    async fn complete(&self, request: LlmRequest) -> Result<LlmResponse, EffectError> {
+        let (url, http) = self.http(&request, false);
+        let body = http::send_json(&request.model, &url, http).await?;
+        self.read(&request, &body)
+    }
+
+    /// Chat Completions with `stream: true` and `stream_options.include_usage`, or the Responses
+    /// API with `stream: true`; each piece of answer text (not tool-call arguments) is sent to
+    /// `tokens`, and the stream is read into the answer `complete` gives.
+    async fn stream(
+        &self,
+        request: LlmRequest,
+        tokens: &Tokens,
+    ) -> Result<LlmResponse, EffectError> {
+        let (url, http) = self.http(&request, true);
+        let events = http::send_stream(
+            &request.model,
+            &url,
+            http::Framing::Sse,
+            self.client.idle(),
+            http,
+        )
+        .await?;
+        let body = if self.responses {
+            Self::responses_stream(&request, tokens, events).await?
+        } else {
+            Self::chat_stream(&request, tokens, events).await?
+        };
+        self.read(&request, &body)
     }
 }
