@@ -235,6 +235,48 @@ async fn http_call_sends_invocation_id_in_meta() {
     call_sends_invocation_id_in_meta(tools, &log).await;
 }
 
+/// Over HTTPS: the server's certificate is checked (a client that does not trust its authority is
+/// refused with a connect error), and trusted with `root_certificate_pem` the call goes through,
+/// with the bearer token and the extra header on every request.
+#[test(multi_thread)]
+async fn https_server_is_verified_and_called_with_its_credentials() {
+    let (_dir, log) = log_file();
+    let (url, ca) = mcp_server::serve_https(&log).await;
+    let untrusted = McpServer::http("srv", url.clone()).connect().await;
+    assert!(
+        matches!(&untrusted, Err(McpError::Connect { .. })),
+        "an unknown authority is refused: {untrusted:?}"
+    );
+    let server = McpServer::http("srv", url)
+        .root_certificate_pem(ca)
+        .bearer_token("s3cret")
+        .header("x-tenant", "acme");
+    assert!(
+        !format!("{server:?}").contains("s3cret"),
+        "Debug redacts the token"
+    );
+    let tools = connect(server).await;
+    call_sends_invocation_id_in_meta(tools, &log).await;
+    let seen = mcp_server::calls(&log);
+    assert_eq!(seen[0]["auth"], "Bearer s3cret", "{seen:?}");
+    assert_eq!(seen[0]["tenant"], "acme", "{seen:?}");
+}
+
+#[test]
+async fn bad_http_settings_are_connect_errors() {
+    for server in [
+        McpServer::http("srv", "ftp://127.0.0.1:1/mcp"),
+        McpServer::http("srv", "https://127.0.0.1:1/mcp").root_certificate_pem("not a certificate"),
+        McpServer::http("srv", "https://127.0.0.1:1/mcp").header("bad header", "x"),
+    ] {
+        let refused = server.connect().await;
+        assert!(
+            matches!(&refused, Err(McpError::Connect { .. })),
+            "{refused:?}"
+        );
+    }
+}
+
 #[test(multi_thread)]
 async fn destructive_tool_asks_for_approval_showing_the_exact_call() {
     let (_dir, log) = log_file();

@@ -34,6 +34,7 @@ use rmcp::model::{
     Implementation, MetaObject, ProtocolVersion, RequestMetaObject, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceExt};
 
@@ -91,7 +92,23 @@ enum Transport {
     },
     Http {
         url: String,
+        /// A bearer token, sent as `Authorization: Bearer …` (never shown by `Debug`).
+        bearer: Option<Secret>,
+        /// Headers sent with every request.
+        headers: Vec<(String, String)>,
+        /// PEM certificates trusted besides the platform's roots.
+        roots: Vec<Vec<u8>>,
     },
+}
+
+/// A credential whose `Debug` output is redacted.
+#[derive(Clone)]
+struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 /// A per-tool override of what the annotations say.
@@ -130,11 +147,49 @@ impl McpServer {
         )
     }
 
-    /// A server at the streamable HTTP endpoint `url` (e.g. `http://127.0.0.1:8000/mcp`). Its tools
-    /// are named `<name>.<tool>`. Plain `http://` only: an `https://` URL fails to connect with
-    /// [`McpError::Connect`] (the HTTP client is compiled without TLS).
+    /// A server at the streamable HTTP endpoint `url` (`https://mcp.example.com/mcp`, or
+    /// `http://127.0.0.1:8000/mcp`). Its tools are named `<name>.<tool>`. An `https://` server's
+    /// certificate is checked against the platform's root certificates (and those added with
+    /// [`root_certificate_pem`](Self::root_certificate_pem)).
     pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
-        McpServer::new(name.into(), Transport::Http { url: url.into() })
+        McpServer::new(
+            name.into(),
+            Transport::Http {
+                url: url.into(),
+                bearer: None,
+                headers: Vec::new(),
+                roots: Vec::new(),
+            },
+        )
+    }
+
+    /// Send `token` as `Authorization: Bearer <token>` with every request to the HTTP server (no
+    /// effect over stdio). `Debug` output never shows it.
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        if let Transport::Http { bearer, .. } = &mut self.transport {
+            *bearer = Some(Secret(token.into()));
+        }
+        self
+    }
+
+    /// Send the header `name: value` with every request to the HTTP server (no effect over
+    /// stdio). A name or value HTTP does not allow fails [`connect`](Self::connect) with
+    /// [`McpError::Connect`].
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Transport::Http { headers, .. } = &mut self.transport {
+            headers.push((name.into(), value.into()));
+        }
+        self
+    }
+
+    /// Trust the PEM certificate(s) `pem` as roots for the HTTPS server besides the platform's (a
+    /// private CA, a self-signed server); no effect over stdio. A PEM that does not parse fails
+    /// [`connect`](Self::connect) with [`McpError::Connect`].
+    pub fn root_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        if let Transport::Http { roots, .. } = &mut self.transport {
+            roots.push(pem.into());
+        }
+        self
     }
 
     fn new(name: String, transport: Transport) -> Self {
@@ -416,17 +471,18 @@ impl Shared {
                     })?;
                 listener.serve(process).await.map_err(connect_error)
             }
-            Transport::Http { url } => {
-                // rmcp's HTTP client is compiled without TLS (see the `mcp` feature).
-                if !url.starts_with("http://") {
-                    return Err(McpError::Connect {
-                        server: server.clone(),
-                        reason: format!(
-                            "`{url}` is not an http:// URL; MCP over HTTPS is not supported yet"
-                        ),
-                    });
-                }
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            Transport::Http {
+                url,
+                bearer,
+                headers,
+                roots,
+            } => {
+                let refused = |reason: String| McpError::Connect {
+                    server: server.clone(),
+                    reason,
+                };
+                let transport =
+                    http_transport(url, bearer.as_ref(), headers, roots).map_err(refused)?;
                 listener.serve(transport).await.map_err(connect_error)
             }
         }
@@ -634,6 +690,46 @@ fn text_of(result: &CallToolResult) -> String {
     } else {
         texts.join("\n")
     }
+}
+
+/// The streamable HTTP transport to `url`: radkit's reqwest 0.13 client (the platform's roots and
+/// `roots`), `bearer` and `headers` on every request. The error says what is wrong.
+fn http_transport(
+    url: &str,
+    bearer: Option<&Secret>,
+    headers: &[(String, String)],
+    roots: &[Vec<u8>],
+) -> Result<StreamableHttpClientTransport<reqwest_mcp::Client>, String> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!("`{url}` is not an http:// or https:// URL"));
+    }
+    let mut client = reqwest_mcp::Client::builder().connect_timeout(Duration::from_secs(10));
+    for pem in roots {
+        let certs = reqwest_mcp::Certificate::from_pem_bundle(pem)
+            .map_err(|e| format!("a root certificate is not PEM: {e}"))?;
+        if certs.is_empty() {
+            return Err("a root certificate PEM holds no certificate".to_owned());
+        }
+        for cert in certs {
+            client = client.add_root_certificate(cert);
+        }
+    }
+    let client = client
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let name = http::HeaderName::try_from(name.as_str())
+            .map_err(|e| format!("header name `{name}`: {e}"))?;
+        let value = http::HeaderValue::try_from(value.as_str())
+            .map_err(|e| format!("the value of header `{name}`: {e}"))?;
+        custom.insert(name, value);
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    if let Some(Secret(token)) = bearer {
+        config = config.auth_header(token.clone());
+    }
+    Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use axum::http::HeaderMap;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -89,8 +90,17 @@ impl TestServer {
         tools
     }
 
-    fn record(&self, tool: &str, key: Option<&Value>, args: &Value) {
-        let line = json!({ "tool": tool, "key": key, "args": args, "pid": std::process::id() });
+    /// Log a call, with the `Authorization` and `x-tenant` headers of the HTTP request it came in
+    /// (`headers`; none over stdio).
+    fn record(&self, tool: &str, key: Option<&Value>, args: &Value, headers: Option<&HeaderMap>) {
+        let header = |name: &str| {
+            headers
+                .and_then(|h| h.get(name))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let line = json!({ "tool": tool, "key": key, "args": args, "pid": std::process::id(),
+            "auth": header("authorization"), "tenant": header("x-tenant") });
         if let Ok(mut file) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -135,7 +145,11 @@ impl ServerHandler for TestServer {
         if !self.tools().iter().any(|t| t.name == tool) {
             return Err(ErrorData::invalid_params(format!("no tool `{tool}`"), None));
         }
-        self.record(tool, key.as_ref(), &args);
+        let headers = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .map(|parts| &parts.headers);
+        self.record(tool, key.as_ref(), &args, headers);
         let text = |t: String| {
             CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(t)]))
         };
@@ -217,4 +231,95 @@ pub fn calls(log: &Path) -> Vec<Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// [`TestServer`] over streamable HTTPS on a loopback port, with a certificate for `127.0.0.1`
+/// issued by a certificate authority made for the test: its URL, and the authority's PEM (what a
+/// client must trust). Each connection's TLS handshake runs on its own task.
+pub async fn serve_https(log: &Path) -> (String, String) {
+    use rmcp::transport::streamable_http_server::{
+        session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+    };
+    use tokio_rustls::rustls;
+
+    let ca_key = rcgen::KeyPair::generate().expect("a CA key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::new()).expect("CA parameters");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "radkit test CA");
+    let ca = ca_params.self_signed(&ca_key).expect("the CA certificate");
+    let key = rcgen::KeyPair::generate().expect("a server key");
+    let params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("server parameters");
+    let cert = params
+        .signed_by(&key, &ca, &ca_key)
+        .expect("the server certificate");
+    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .expect("the server's TLS settings");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+
+    let server = TestServer::new(log);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("a bound address");
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    // Handshakes off the accept loop: a client that never finishes one holds only its own task.
+    tokio::spawn(async move {
+        while let Ok((tcp, peer)) = listener.accept().await {
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    let _ = tx.send((tls, peer)).await;
+                }
+            });
+        }
+    });
+    let tls_listener = TlsListener { rx, addr };
+    tokio::spawn(async move {
+        let _ = axum::serve(tls_listener, router).await;
+    });
+    (format!("https://{addr}/mcp"), ca.pem())
+}
+
+/// Connections whose TLS handshake succeeded, as an axum listener.
+struct TlsListener {
+    rx: tokio::sync::mpsc::Receiver<(
+        tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        std::net::SocketAddr,
+    )>,
+    addr: std::net::SocketAddr,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.rx.recv().await {
+            Some(accepted) => accepted,
+            // The accept loop ended: serve nothing more.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.addr)
+    }
 }
