@@ -63,6 +63,11 @@ pub struct ServerConfig {
     /// card, the JWKS and the call webhook are served whatever the list. `serverless::lambda`
     /// leaves gRPC out: a function platform's HTTP front door cannot carry it.
     pub bindings: Vec<Binding>,
+    /// Also serve every skill as an MCP tool at `/mcp` (streamable HTTP, behind the same tokens;
+    /// see `radkit serve --mcp`). Default off.
+    #[cfg(feature = "mcp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+    pub mcp: bool,
 }
 
 impl ServerConfig {
@@ -91,6 +96,8 @@ impl ServerConfig {
             card_max_age: Duration::from_secs(300),
             card_0_3_members: true,
             bindings: Binding::ALL.to_vec(),
+            #[cfg(feature = "mcp")]
+            mcp: false,
         }
     }
 }

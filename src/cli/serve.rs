@@ -96,6 +96,12 @@ pub struct Args {
     /// (for clients that all speak 1.0, and strict 1.0 validators); a 0.3 client cannot read it.
     #[arg(long)]
     pub card_1_0_only: bool,
+    /// Also serve every skill as an MCP tool at `/mcp` (streamable HTTP, behind the same
+    /// `--token`s): MCP hosts call durable skills; a question goes to the MCP client as an
+    /// elicitation when it supports one, else the call answers with the `taskId` to continue.
+    #[cfg(feature = "mcp")]
+    #[arg(long)]
+    pub mcp: bool,
     /// The A2A agents this program's steps call (`--agent`, `--agent-token`).
     #[command(flatten)]
     pub agents: crate::cli::agents::AgentArgs,
@@ -378,6 +384,10 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     config.card_signer = card_signer;
     config.card_0_3_members = !args.card_1_0_only;
     args.limits(&mut config);
+    #[cfg(feature = "mcp")]
+    {
+        config.mcp = args.mcp;
+    }
     if let Some(signer) = &config.card_signer {
         tracing::info!(
             alg = signer.algorithm(),
@@ -387,6 +397,10 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     }
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
     println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", config.name, skills.join(", "));
+    #[cfg(feature = "mcp")]
+    if config.mcp {
+        println!("the skills are MCP tools at http://{local}/mcp (streamable HTTP)");
+    }
     // Memory a burst of clients used goes back to the system once they are gone.
     super::memory::spawn_trimmer();
     // On SIGINT or SIGTERM: stop serving, stop writing, and give leases back so that other

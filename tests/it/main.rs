@@ -45,6 +45,7 @@ mod journal_fixture;
 mod lambda;
 mod machine;
 mod mcp;
+mod mcp_serve;
 mod parallel_macro;
 mod payments;
 mod push_cluster;

@@ -18,6 +18,8 @@ mod grpc_unavailable;
 mod jsonrpc;
 mod jsonrpc_v0_3;
 mod jsonrpc_v1;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod media;
 mod offered;
 mod open;
@@ -99,6 +101,11 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     };
     #[cfg(not(feature = "grpc"))]
     let router = router.route(GRPC_PATH, axum::routing::any(grpc_unavailable::answer));
+    #[cfg(feature = "mcp")]
+    let router = match state.config.mcp {
+        true => router.merge(mcp::routes(state.clone())),
+        false => router,
+    };
     router.layer(DefaultBodyLimit::max(limit)).with_state(state)
 }
 
