@@ -166,7 +166,7 @@ impl Effects {
     }
 
     /// Perform an `llm` or `tool` command once; a model call the step asked to stream sends its
-    /// text to `tokens` while it is generated ([`Model::stream`](crate::llm::Model::stream)).
+    /// text to `tokens` while it is generated ([`Model::stream`]).
     pub async fn perform_streaming(
         &self,
         id: &InvocationId,
