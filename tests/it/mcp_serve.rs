@@ -12,9 +12,10 @@ use radkit::model::TaskState;
 use radkit::prelude::*;
 use radkit::store::MemoryStore;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationCapability, ErrorData, Implementation,
-    ProtocolVersion,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    ErrorData, GetTaskParams, Implementation, InputRequest, ProtocolVersion, TaskPayload,
+    TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -69,16 +70,20 @@ async fn agent(tokens: Vec<(String, String)>) -> Agent {
 }
 
 /// An MCP client; with `answer`, it supports form elicitation and answers every question with
-/// it (recording the questions it was asked).
+/// it (recording the questions it was asked); with `tasks`, it declares MCP's tasks extension.
 #[derive(Clone, Default)]
 struct Client {
     answer: Option<String>,
     asked: Arc<Mutex<Vec<String>>>,
+    tasks: bool,
 }
 
 impl ClientHandler for Client {
     fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
+        let mut capabilities = match self.tasks {
+            true => ClientCapabilities::builder().enable_tasks().build(),
+            false => ClientCapabilities::default(),
+        };
         if self.answer.is_some() {
             capabilities.elicitation = Some(ElicitationCapability::new());
         }
@@ -267,4 +272,103 @@ async fn tokens_guard_the_endpoint_and_a_principal_sees_only_its_own_tasks() {
     assert_eq!(text_of(&done), ["Hello, Ada!"]);
     alice.cancel().await.unwrap();
     bob.cancel().await.unwrap();
+}
+
+/// Poll `tasks/get` until the task leaves `working`.
+async fn settled_task(
+    service: &RunningService<RoleClient, Client>,
+    id: &str,
+) -> rmcp::model::GetTaskResult {
+    crate::support::common::within(
+        crate::support::common::PATIENCE,
+        "the MCP task to settle",
+        async {
+            loop {
+                let got = service.get_task(GetTaskParams::new(id)).await.unwrap();
+                if got.task.status() != TaskStatus::Working {
+                    return got;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        },
+    )
+    .await
+}
+
+/// A client with MCP's tasks extension gets the skill's task: `tasks/get` shows the question as
+/// an elicitation input request, `tasks/update` answers it, and the completed task holds the tool
+/// result; `tasks/cancel` cancels another.
+#[test(multi_thread)]
+async fn a_client_with_the_tasks_extension_follows_the_skills_task() {
+    let agent = agent(Vec::new()).await;
+    let client = Client {
+        tasks: true,
+        ..Client::default()
+    };
+    let service = connect(&agent, client, None).await.unwrap();
+    let mut params = CallToolRequestParams::new("greeter");
+    params.arguments = json!({ "message": "ask" }).as_object().cloned();
+    let CallToolResponse::Task(created) = service.call_tool_once(params).await.unwrap() else {
+        panic!("expected a task");
+    };
+    let id = created.task.task_id.clone();
+    // The MCP task is the radkit task.
+    agent
+        .engine
+        .task(&Caller::Operator, &id.as_str().into(), None)
+        .await
+        .unwrap();
+
+    let asked = settled_task(&service, &id).await;
+    let TaskPayload::InputRequired { input_requests } = &asked.task.payload else {
+        panic!("expected input_required, got {asked:?}");
+    };
+    let (key, request) = input_requests.iter().next().unwrap();
+    let InputRequest::Elicitation(request) = request else {
+        panic!("expected an elicitation, got {request:?}");
+    };
+    assert!(
+        matches!(&request.params, ElicitRequestParams::FormElicitationParams { message, .. } if message == "What is your name?")
+    );
+    let wrong = service
+        .update_task(UpdateTaskParams::new(
+            id.clone(),
+            [(
+                "other".to_owned(),
+                json!({ "action": "accept", "content": { "answer": "x" } }),
+            )]
+            .into(),
+        ))
+        .await;
+    assert!(wrong.is_err(), "an answer to another request is refused");
+    service
+        .update_task(UpdateTaskParams::new(
+            id.clone(),
+            [(
+                key.clone(),
+                json!({ "action": "accept", "content": { "answer": "Ada" } }),
+            )]
+            .into(),
+        ))
+        .await
+        .unwrap();
+    let done = settled_task(&service, &id).await;
+    let TaskPayload::Completed { result } = &done.task.payload else {
+        panic!("expected completed, got {done:?}");
+    };
+    assert_eq!(result["content"][0]["text"], "Hello, Ada!");
+    assert_eq!(result["structuredContent"]["state"], "completed");
+
+    let mut params = CallToolRequestParams::new("greeter");
+    params.arguments = json!({ "message": "ask" }).as_object().cloned();
+    let CallToolResponse::Task(other) = service.call_tool_once(params).await.unwrap() else {
+        panic!("expected a task");
+    };
+    service
+        .cancel_task(CancelTaskParams::new(other.task.task_id.clone()))
+        .await
+        .unwrap();
+    let canceled = settled_task(&service, &other.task.task_id).await;
+    assert_eq!(canceled.task.status(), TaskStatus::Cancelled);
+    service.cancel().await.unwrap();
 }

@@ -18,7 +18,12 @@
 //!   MCP client does);
 //! * a task that fails, is rejected or is canceled is a tool error (`isError`).
 //!
-//! MCP's task extension (SEP-2663) is not served: a long call is continued by `taskId` instead.
+//! A client that declares MCP's tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) gets
+//! the skill's task itself instead: the call answers at once with a task whose id is the radkit
+//! task's; `tasks/get` shows it (`working`; `input_required` with the question as an elicitation
+//! input request keyed by the question's message id; `completed` with the tool result, an
+//! `isError` one for a failed task; `cancelled`), `tasks/update` answers the question, and
+//! `tasks/cancel` cancels the task.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,9 +35,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ErrorData, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, DetailedTask, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, ErrorData, GetTaskParams, GetTaskResult, Implementation,
+    InputRequest, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Task as McpTask,
+    TaskPayload, TaskStatus, Tool, UpdateTaskParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::{
@@ -184,35 +191,12 @@ impl SkillTools {
         &self,
         tool: &str,
         skill_id: &str,
-        args: &Map<String, Value>,
+        message: Option<String>,
+        task_id: Option<String>,
         caller: &Caller,
         peer: &Peer<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let text = |key: &str| -> Result<Option<String>, ErrorData> {
-            match args.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(other) => Err(ErrorData::invalid_params(
-                    format!("`{key}` must be a string, got {other}"),
-                    None,
-                )),
-            }
-        };
-        if let Some(unknown) = args
-            .keys()
-            .find(|k| !matches!(k.as_str(), "message" | "taskId"))
-        {
-            return Err(ErrorData::invalid_params(
-                format!("unknown argument `{unknown}`: the arguments are `message` and `taskId`"),
-                None,
-            ));
-        }
-        let (message, task_id) = (text("message")?, text("taskId")?);
         let mut task = match (message, task_id) {
-            (None, None) => return Err(ErrorData::invalid_params(
-                "give a `message` (to start a task or answer one) or a `taskId` (to wait for it)",
-                None,
-            )),
             (Some(text), task_id) => match self.send(skill_id, text, task_id, caller).await {
                 Ok(Answer::Task(task)) => task,
                 Ok(Answer::Message(message)) => {
@@ -222,11 +206,13 @@ impl SkillTools {
                 }
                 Err(failed) => return Ok(failed),
             },
-            (None, Some(task_id)) => match self.wait(&TaskId::from(task_id.as_str()), caller).await
-            {
-                Ok(task) => task,
-                Err(failed) => return Ok(failed),
-            },
+            (None, Some(task_id)) => {
+                match self.wait(&TaskId::from(task_id.as_str()), caller).await {
+                    Ok(task) => task,
+                    Err(failed) => return Ok(failed),
+                }
+            }
+            (None, None) => unreachable!("`arguments` refuses a call with neither"),
         };
         let elicits = peer
             .supported_elicitation_modes()
@@ -252,6 +238,45 @@ impl SkillTools {
             };
         }
         Ok(result(tool, &task))
+    }
+
+    /// Start (or continue) the task without waiting, as the MCP task that follows it.
+    async fn start_task(
+        &self,
+        skill_id: &str,
+        message: Option<String>,
+        task_id: Option<String>,
+        caller: &Caller,
+    ) -> Result<CreateTaskResult, ErrorData> {
+        let refused = |e: super::errors::OpError| ErrorData::invalid_params(e.message, None);
+        let task = match (message, task_id) {
+            (Some(text), None) => {
+                let mut send = reply(text, String::new(), false);
+                send.message.task_id = None;
+                send.metadata = Some(Map::from_iter([("skillId".to_owned(), json!(skill_id))]));
+                ops::start(&self.state, caller, &send)
+                    .await
+                    .map_err(refused)?
+            }
+            (Some(text), Some(task_id)) => {
+                ops::start(&self.state, caller, &reply(text, task_id, false))
+                    .await
+                    .map_err(refused)?
+            }
+            (None, Some(task_id)) => TaskId::from(task_id.as_str()),
+            (None, None) => unreachable!("`arguments` refuses a call with neither"),
+        };
+        let task = ops::get_task(&self.state, caller, &task, Some(0))
+            .await
+            .map_err(refused)?;
+        Ok(CreateTaskResult::new(detailed(&task).task))
+    }
+
+    /// The caller's task `id`; one it cannot see is invalid params.
+    async fn task(&self, id: &str, caller: &Caller) -> Result<Task, ErrorData> {
+        ops::get_task(&self.state, caller, &TaskId::from(id), Some(0))
+            .await
+            .map_err(|e| ErrorData::invalid_params(e.message, None))
     }
 
     /// A blocking send of `text` to the skill (a new task), or as the answer of `task_id`.
@@ -297,19 +322,10 @@ impl SkillTools {
 /// Ask the MCP client the task's question (a form with one string, `answer`); `None` when the user
 /// declines or cancels, or the client cannot be asked.
 async fn ask(peer: &Peer<RoleServer>, task: &Task) -> Option<String> {
-    let question = status_text(task);
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: if question.is_empty() {
-            "The skill needs your input.".to_owned()
-        } else {
-            question
-        },
-        requested_schema: ElicitationSchema::builder()
-            .required_string("answer")
-            .build_unchecked(),
-    };
-    let answered = peer.create_elicitation(params).await.ok()?;
+    let answered = peer
+        .create_elicitation(elicitation(&status_text(task)))
+        .await
+        .ok()?;
     match answered.action {
         ElicitationAction::Accept => answered
             .content
@@ -396,8 +412,12 @@ fn result(tool: &str, task: &Task) -> CallToolResult {
 
 impl ServerHandler for SkillTools {
     fn get_info(&self) -> rmcp::model::ServerConfig {
-        let mut info =
-            rmcp::model::ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        let mut info = rmcp::model::ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        );
         info.server_info = Implementation::new(
             self.state.config.name.clone(),
             self.state.config.version.clone(),
@@ -432,8 +452,203 @@ impl ServerHandler for SkillTools {
             return Err(ErrorData::invalid_params(format!("no tool `{name}`"), None));
         };
         let args = request.arguments.clone().unwrap_or_default();
-        self.run(name, skill_id, &args, &caller, &context.peer)
+        let (message, task_id) = arguments(&args)?;
+        if context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+        {
+            return self
+                .start_task(skill_id, message, task_id, &caller)
+                .await
+                .map(CallToolResponse::Task);
+        }
+        self.run(name, skill_id, message, task_id, &caller, &context.peer)
             .await
             .map(CallToolResponse::Complete)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let caller = self.caller(&context)?;
+        let task = self.task(&request.task_id, &caller).await?;
+        Ok(GetTaskResult::new(detailed(&task)))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&context)?;
+        let task = self.task(&request.task_id, &caller).await?;
+        let key = question_key(&task).ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!(
+                    "task {} asks nothing: it is {}",
+                    request.task_id,
+                    task.status.state.as_str()
+                ),
+                None,
+            )
+        })?;
+        let response = request.input_responses.get(&key).ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!("the task's outstanding input request is `{key}`"),
+                None,
+            )
+        })?;
+        let answered: ElicitResult = serde_json::from_value(response.clone()).map_err(|e| {
+            ErrorData::invalid_params(format!("`{key}` is not an elicitation result: {e}"), None)
+        })?;
+        let refused = |e: super::errors::OpError| ErrorData::invalid_params(e.message, None);
+        match answered.action {
+            ElicitationAction::Accept => {
+                let answer = answered
+                    .content
+                    .as_ref()
+                    .and_then(|c| c.get("answer"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(
+                            format!("`{key}` accepted without a string `answer`"),
+                            None,
+                        )
+                    })?;
+                let send = reply(answer.to_owned(), task.id.to_string(), false);
+                ops::send_task(&self.state, &caller, send)
+                    .await
+                    .map(drop)
+                    .map_err(refused)
+            }
+            ElicitationAction::Cancel => {
+                ops::cancel_task(&self.state, &caller, &TaskId::from(task.id.as_str()))
+                    .await
+                    .map(drop)
+                    .map_err(refused)
+            }
+            // Declined: the task keeps waiting for an answer.
+            _ => Ok(()),
+        }
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&context)?;
+        let task_id = TaskId::from(request.task_id.as_str());
+        ops::cancel_task(&self.state, &caller, &task_id)
+            .await
+            .map(drop)
+            .map_err(|e| ErrorData::invalid_params(e.message, None))
+    }
+}
+
+/// A call's `message` and `taskId`; anything else, or neither, is invalid.
+fn arguments(args: &Map<String, Value>) -> Result<(Option<String>, Option<String>), ErrorData> {
+    let text = |key: &str| -> Result<Option<String>, ErrorData> {
+        match args.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(ErrorData::invalid_params(
+                format!("`{key}` must be a string, got {other}"),
+                None,
+            )),
+        }
+    };
+    if let Some(unknown) = args
+        .keys()
+        .find(|k| !matches!(k.as_str(), "message" | "taskId"))
+    {
+        return Err(ErrorData::invalid_params(
+            format!("unknown argument `{unknown}`: the arguments are `message` and `taskId`"),
+            None,
+        ));
+    }
+    match (text("message")?, text("taskId")?) {
+        (None, None) => Err(ErrorData::invalid_params(
+            "give a `message` (to start a task or answer one) or a `taskId` (to wait for it)",
+            None,
+        )),
+        given => Ok(given),
+    }
+}
+
+/// A send of `text` answering task `task_id`, blocking or not.
+fn reply(text: String, task_id: String, blocking: bool) -> ops::Send {
+    let mut message = Message::user_text(text);
+    message.task_id = Some(task_id);
+    ops::Send {
+        message,
+        metadata: None,
+        blocking,
+        history_length: Some(0),
+        accepted_output_modes: None,
+        push: None,
+    }
+}
+
+/// The key of the task's outstanding question (its status message's id), when it asks one.
+fn question_key(task: &Task) -> Option<String> {
+    matches!(
+        task.status.state,
+        TaskState::InputRequired | TaskState::AuthRequired
+    )
+    .then(|| {
+        let id = task
+            .status
+            .message
+            .as_ref()
+            .map_or("question", |m| m.message_id.as_str());
+        format!("question-{id}")
+    })
+}
+
+/// The MCP task of a radkit task, with the payload its state has.
+fn detailed(task: &Task) -> DetailedTask {
+    let at = task.status.timestamp.clone().unwrap_or_default();
+    let said = status_text(task);
+    let payload = match task.status.state {
+        TaskState::Submitted | TaskState::Working => TaskPayload::Working,
+        TaskState::InputRequired | TaskState::AuthRequired => {
+            let key = question_key(task).unwrap_or_default();
+            TaskPayload::InputRequired {
+                input_requests: BTreeMap::from([(
+                    key,
+                    InputRequest::Elicitation(ElicitRequest::new(elicitation(&said))),
+                )]),
+            }
+        }
+        TaskState::Canceled => TaskPayload::Cancelled,
+        _ => TaskPayload::Completed {
+            result: serde_json::to_value(result("", task))
+                .ok()
+                .and_then(|v| v.as_object().cloned())
+                .unwrap_or_default(),
+        },
+    };
+    let mut mcp_task = McpTask::new(task.id.as_str(), TaskStatus::Working, at.clone(), at);
+    if !said.is_empty() {
+        mcp_task = mcp_task.with_status_message(said);
+    }
+    DetailedTask::new(mcp_task, payload)
+}
+
+/// The form that asks `question`: one required string, `answer`.
+fn elicitation(question: &str) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: if question.is_empty() {
+            "The skill needs your input.".to_owned()
+        } else {
+            question.to_owned()
+        },
+        requested_schema: ElicitationSchema::builder()
+            .required_string("answer")
+            .build_unchecked(),
     }
 }
