@@ -36,9 +36,15 @@ tokio::task_local! {
     pub(crate) static VISIT: usize;
 }
 
-#[async_trait]
-impl Invoker for StepInvoker {
-    async fn invoke(&self, position: u32, cmd: Cmd) -> Result<serde_json::Value, StepError> {
+impl StepInvoker {
+    /// Let the call at `position` into the visit (`reserved`: its position was taken before a
+    /// call it follows finished) and run or replay it.
+    async fn enter_call(
+        &self,
+        position: u32,
+        cmd: Cmd,
+        reserved: bool,
+    ) -> Result<serde_json::Value, StepError> {
         let id = InvocationId::derive(&self.run.task_id, self.visit, position);
         // A call of this visit stopped it (suspended, canceled, halted): whatever the step does
         // next is not journaled — what it does with that error must not become the task's history.
@@ -52,7 +58,7 @@ impl Invoker for StepInvoker {
                 cmd.kind.fingerprint()
             )));
         }
-        visit::enter(&self.stop, &self.batch, &self.step, &cmd)?;
+        visit::enter(&self.stop, &self.batch, &self.step, &cmd, reserved)?;
         let replayed = self
             .run
             .lock()
@@ -66,6 +72,21 @@ impl Invoker for StepInvoker {
         let result = self.invoke_at(position, id, cmd).await;
         visit::settled(&self.stop, &result);
         result
+    }
+}
+
+#[async_trait]
+impl Invoker for StepInvoker {
+    async fn invoke(&self, position: u32, cmd: Cmd) -> Result<serde_json::Value, StepError> {
+        self.enter_call(position, cmd, false).await
+    }
+
+    async fn invoke_reserved(
+        &self,
+        position: u32,
+        cmd: Cmd,
+    ) -> Result<serde_json::Value, StepError> {
+        self.enter_call(position, cmd, true).await
     }
 
     fn recorded(&self, position: u32, cmd: &Cmd) -> Result<Option<serde_json::Value>, StepError> {

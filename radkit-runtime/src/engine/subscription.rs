@@ -119,6 +119,9 @@ pub struct Subscription {
     paging: bool,
     /// Streamed model text, when the subscriber follows it ([`Subscription::with_tokens`]).
     tokens: Option<broadcast::Receiver<Arc<TokenChunk>>>,
+    /// The record to return next (`last_seq` is its seq): held while queued text goes first, or
+    /// while the store is read to tell whether it is final.
+    pending: Option<JournalRecord>,
 }
 
 impl Drop for Subscription {
@@ -149,6 +152,7 @@ impl Subscription {
             write_failed: false,
             paging: true,
             tokens: None,
+            pending: None,
         }
     }
 
@@ -178,34 +182,66 @@ impl Subscription {
         if self.ended {
             return None;
         }
-        let record = match self.next_record().await {
-            Ok(Some(Next::Record(record))) => record,
-            Ok(Some(Next::Tokens(chunk))) => return Some(Ok(Followed::Tokens(chunk))),
-            Ok(None) => {
-                self.ended = true;
-                return None;
+        if self.pending.is_none() {
+            match self.next_record().await {
+                Ok(Some(Next::Record(record))) => {
+                    self.last_seq = record.seq;
+                    self.pending = Some(record);
+                }
+                Ok(Some(Next::Tokens(chunk))) => return Some(Ok(Followed::Tokens(chunk))),
+                Ok(None) => {
+                    self.ended = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.ended = true;
+                    return Some(Err(e));
+                }
             }
-            Err(e) => {
-                self.ended = true;
-                return Some(Err(e));
-            }
+        }
+        // Every piece of text sent before the record was committed is queued by now (the record
+        // may have come from the store, not the live channel): the pieces go first.
+        if let Some(chunk) = self.queued_tokens() {
+            return Some(Ok(Followed::Tokens(chunk)));
+        }
+        let (terminal, asks) = match self.pending.as_ref().map(|r| &r.entry) {
+            Some(Entry::Terminal { .. }) => (true, false),
+            Some(Entry::AwaitingInput { .. }) => (false, true),
+            Some(_) => (false, false),
+            None => return None,
         };
-        self.last_seq = record.seq;
-        let is_final = match &record.entry {
-            Entry::Terminal { .. } => {
-                self.ended = true;
-                true
-            }
-            Entry::AwaitingInput { .. } => match self.answered().await {
+        let is_final = if terminal {
+            self.ended = true;
+            true
+        } else if asks {
+            // The record stays pending while the store is read: a caller that drops this future
+            // gets it from the next call.
+            match self.answered().await {
                 Ok(answered) => !answered,
                 Err(e) => {
                     self.ended = true;
+                    self.pending = None;
                     return Some(Err(e.into()));
                 }
-            },
-            _ => false,
+            }
+        } else {
+            false
         };
+        let record = self.pending.take()?;
         Some(Ok(Followed::Update(Update { record, is_final })))
+    }
+
+    /// A piece of streamed text already queued, if the subscriber follows them (lagged pieces are
+    /// skipped).
+    fn queued_tokens(&mut self) -> Option<Arc<TokenChunk>> {
+        let tokens = self.tokens.as_mut()?;
+        loop {
+            match tokens.try_recv() {
+                Ok(chunk) => return Some(chunk),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(_) => return None,
+            }
+        }
     }
 
     /// True when a record already committed after the current one answers the question it asked (a

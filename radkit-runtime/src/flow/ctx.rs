@@ -36,6 +36,18 @@ pub trait Invoker: Send + Sync {
         Ok(None)
     }
 
+    /// Run `cmd` at `position`, a position the step took before it knew the command (a streamed
+    /// model call takes the next one for the journaled answer that follows it): its InvocationId
+    /// never depends on which effect returned first, so it may start while other calls of a batch
+    /// (`ctx.all`, `join!`) run. The default runs it as [`invoke`](Self::invoke) does.
+    async fn invoke_reserved(
+        &self,
+        position: u32,
+        cmd: Cmd,
+    ) -> Result<serde_json::Value, StepError> {
+        self.invoke(position, cmd).await
+    }
+
     /// Journal `cmd` at `position` with `value` as its outcome, performing nothing, and give the
     /// commands made at the `abandoned` positions that have no outcome yet an `abandoned` one (the
     /// losers of a race), in one durable write.
@@ -439,8 +451,18 @@ struct Reserved {
 }
 
 impl Reserved {
-    /// Run `cmd` at the reserved position.
+    /// Run `cmd` at the reserved position, taken when the call was made.
     fn run(self, cmd: Cmd) -> CallFuture<serde_json::Value> {
+        self.start(cmd, false)
+    }
+
+    /// Run `cmd` at the reserved position, taken before an earlier call it depends on finished
+    /// ([`Invoker::invoke_reserved`]).
+    fn run_later(self, cmd: Cmd) -> CallFuture<serde_json::Value> {
+        self.start(cmd, true)
+    }
+
+    fn start(self, cmd: Cmd, later: bool) -> CallFuture<serde_json::Value> {
         let Reserved {
             position,
             invoker,
@@ -455,7 +477,10 @@ impl Reserved {
                 invoker.stop(&misuse);
                 return Err(misuse);
             }
-            invoker.invoke(position, cmd).await
+            match later {
+                true => invoker.invoke_reserved(position, cmd).await,
+                false => invoker.invoke(position, cmd).await,
+            }
         })
     }
 }
@@ -561,7 +586,7 @@ impl LlmCall<'_> {
             input?;
             let answer = call.await?;
             if let Some((to, at)) = sent {
-                at.run(streamed(to, &answer)).await?;
+                at.run_later(streamed(to, &answer)).await?;
             }
             decode(&what, answer)
         })

@@ -454,3 +454,87 @@ async fn crash_after_a_streamed_calls_receipt_streams_nothing_again() {
         .count();
     assert_eq!(artifacts, 1);
 }
+
+/// Streams two answers at once (`futures::join!`): `fast` answers at once, `writer` when let.
+struct Pair;
+
+fn pair<'a>(_: &'a Pair, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let fast = ctx.llm("fast").stream_artifact("fast").run::<String>("a");
+        let slow = ctx.llm("writer").stream_artifact("slow").run::<String>("b");
+        let (fast, slow) = futures::join!(fast, slow);
+        ctx.complete(format!("{} | {}", fast?, slow?), vec![])
+    })
+}
+
+static PAIR: &[Step<Pair>] = &[Step::new("pair", pair).start().takes_user_message()];
+
+/// The journaled answer of a streamed call takes a position reserved when the call was made: it
+/// may start while a sibling of its batch still runs (the one that finished first does not decide
+/// any id), and a replay takes the same ids.
+#[test(multi_thread)]
+async fn streamed_calls_in_one_batch_journal_their_answers_whichever_finishes_first() {
+    let store = MemoryStore::new();
+    let model = Writer::new(vec![Attempt::Answers(vec!["slow ", "answer"])]);
+    let engine = Engine::builder(store.clone())
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("pair", "Pair"), Pair, PAIR).unwrap())
+        .effects(Effects::new().model("writer", model.clone()).model(
+            "fast",
+            radkit_runtime::llm::ScriptedModel::sequence(vec![serde_json::json!("fast answer")]),
+        ))
+        .start()
+        .await
+        .unwrap();
+    let task = engine
+        .send(radkit_runtime::engine::Request::operator(
+            Message::user_text("go"),
+        ))
+        .await
+        .unwrap();
+    // The fast call's answer is journaled while the slow one still generates.
+    within(PATIENCE, "the fast answer's artifact", async {
+        loop {
+            let journal = engine.journal(&Caller::Operator, &task).await.unwrap();
+            if journal.iter().any(|r| matches!(&r.entry, Entry::ArtifactEmitted { artifact, .. } if artifact.name.as_deref() == Some("fast"))) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    model.go.add_permits(1);
+    let done = common::settled(&engine, &task).await;
+    assert_eq!(done.status.state, TaskState::Completed, "{done:?}");
+    assert_eq!(
+        done.status.message.map(|m| m.joined_texts()).as_deref(),
+        Some("fast answer | slow answer")
+    );
+    assert_eq!(done.artifacts.len(), 2);
+}
+
+/// A subscriber that reads late gets the journal from the store, not the live channel: the pieces
+/// it queued meanwhile still come before the journaled artifact that replaces them.
+#[test(multi_thread)]
+async fn pieces_queued_by_a_late_reader_come_before_the_artifact_read_from_the_store() {
+    let store = MemoryStore::new();
+    let model = Writer::new(vec![Attempt::Answers(vec!["Old ", "pond"])]);
+    let engine = engine(&store, &model, false).start().await.unwrap();
+    let (task, mut sub) = start(&engine).await;
+    model.go.add_permits(1);
+    // Nothing is read until the task has ended: its records are in the store and the live channel.
+    common::settled(&engine, &task).await;
+    let mut seen = Seen::default();
+    follow(&mut sub, &mut seen).await;
+    assert_eq!(seen.live_texts(), ["Old ", "pond"]);
+    let whole = seen
+        .events
+        .iter()
+        .position(|e| matches!(e, StreamEvent::Artifact(a) if a.last_chunk))
+        .expect("the journaled artifact");
+    assert!(
+        !seen.live[whole..].iter().any(|l| *l),
+        "no piece after the artifact"
+    );
+    assert_eq!(seen.artifact_text(), "Old pond");
+}

@@ -87,15 +87,21 @@ impl Future for Outcome<'_> {
     }
 }
 
-#[async_trait]
-impl Invoker for MachineInvoker {
-    async fn invoke(&self, position: u32, cmd: Cmd) -> Result<serde_json::Value, StepError> {
+impl MachineInvoker {
+    /// Let the call at `position` into the visit (`reserved`: its position was taken before a
+    /// call it follows finished) and run or replay it.
+    async fn enter_call(
+        &self,
+        position: u32,
+        cmd: Cmd,
+        reserved: bool,
+    ) -> Result<serde_json::Value, StepError> {
         let id = InvocationId::derive(&self.task_id, self.visit, position);
         // A call of this visit stopped it: whatever the step does next is not journaled.
         if let Some(stop) = visit::stopped(&self.stop) {
             return Err(stop);
         }
-        visit::enter(&self.stop, &self.batch, &self.step, &cmd)?;
+        visit::enter(&self.stop, &self.batch, &self.step, &cmd, reserved)?;
         let replayed = lock(&self.st)
             .command(&id)
             .is_some_and(|r| r.receipt.is_some());
@@ -106,6 +112,21 @@ impl Invoker for MachineInvoker {
         let result = self.invoke_at(position, id, cmd).await;
         visit::settled(&self.stop, &result);
         result
+    }
+}
+
+#[async_trait]
+impl Invoker for MachineInvoker {
+    async fn invoke(&self, position: u32, cmd: Cmd) -> Result<serde_json::Value, StepError> {
+        self.enter_call(position, cmd, false).await
+    }
+
+    async fn invoke_reserved(
+        &self,
+        position: u32,
+        cmd: Cmd,
+    ) -> Result<serde_json::Value, StepError> {
+        self.enter_call(position, cmd, true).await
     }
 
     fn recorded(&self, position: u32, cmd: &Cmd) -> Result<Option<serde_json::Value>, StepError> {

@@ -37,9 +37,12 @@ struct BatchState {
 }
 
 impl Batch {
-    pub fn start(&self, step: &str, cmd: &Cmd) -> Result<(), StepError> {
+    /// Let a call in. One that took its position before a call it follows finished
+    /// (`reserved`, see `Invoker::invoke_reserved`) is always let in: its id never depended on
+    /// timing.
+    pub fn start(&self, step: &str, cmd: &Cmd, reserved: bool) -> Result<(), StepError> {
         let mut st = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if st.in_flight > 0 && st.finished_live > 0 {
+        if !reserved && st.in_flight > 0 && st.finished_live > 0 {
             return Err(StepError::Failed(format!(
                 "step `{step}` started {} while other calls of its batch were running and one had finished: its position, and so its InvocationId, would depend on which effect returned first; make each element of `ctx.all`/`join!` one ctx call and make further calls after the batch",
                 cmd.kind.fingerprint()
@@ -136,6 +139,7 @@ pub(crate) fn enter(
     batch: &Batch,
     step: &str,
     cmd: &Cmd,
+    reserved: bool,
 ) -> Result<(), StepError> {
     if matches!(cmd.kind, CmdKind::Race { .. }) {
         return Err(StepError::Failed(
@@ -143,7 +147,9 @@ pub(crate) fn enter(
                 .into(),
         ));
     }
-    batch.start(step, cmd).inspect_err(|e| stop.note(e))
+    batch
+        .start(step, cmd, reserved)
+        .inspect_err(|e| stop.note(e))
 }
 
 /// Note what a call's result means for its visit. Inside `ctx.race` a call that waits does not
