@@ -533,7 +533,9 @@ impl LlmCall<'_> {
     /// `radkit/tokens`: the call's `invocationId`, `attempt`, `index`). The pieces are not
     /// journaled; the answer is the call's receipt, and is then sent once more, whole, as a
     /// journaled agent message (metadata `radkit/tokens` with `final: true`), which every client
-    /// sees, a resubscribed one too. A replay sends nothing again.
+    /// sees, a resubscribed one too. A replay sends nothing again. Pieces already sent are not
+    /// withdrawn: those of an attempt that failed, and, with [`tools`](Self::tools), what each
+    /// round said before it asked for tools, stay in the client's view.
     pub fn stream_status(mut self) -> Self {
         self.stream = Some(super::StreamTo::Status);
         self
@@ -544,7 +546,8 @@ impl LlmCall<'_> {
     /// earlier attempt sent, the next ones append. The chunks are not journaled; the answer is the
     /// call's receipt, and is then journaled as the artifact's whole content (its last chunk,
     /// replacing the streamed ones), which every client sees, a resubscribed one too. A replay
-    /// sends nothing again.
+    /// sends nothing again. With [`tools`](Self::tools), each round streams what the model says,
+    /// the next round starting the artifact over.
     pub fn stream_artifact(mut self, name: impl Into<String>) -> Self {
         let name = name.into();
         self.stream = Some(super::StreamTo::Artifact {

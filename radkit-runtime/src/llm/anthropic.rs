@@ -315,6 +315,9 @@ impl AnthropicModel {
         let mut message = json!({ "content": [] });
         // The `input_json_delta` pieces of each tool_use block not stopped yet, by index.
         let mut inputs: std::collections::BTreeMap<usize, String> = Default::default();
+        // The text of each text block not stopped yet, by index (joined here, written into its
+        // block when it stops: copying the block's text at every piece would be quadratic).
+        let mut texts: std::collections::BTreeMap<usize, String> = Default::default();
         while let Some(data) = events.next().await? {
             let event = http::chunk_json(name, &data)?;
             let index = event
@@ -334,7 +337,9 @@ impl AnthropicModel {
                     message["content"] = json!([]);
                 }
                 "content_block_start" => {
-                    let (Some(i), Some(block)) = (index, event.get("content_block")) else {
+                    let (Some(i), Some(block)) =
+                        (index, event.get("content_block").filter(|b| b.is_object()))
+                    else {
                         return Err(http::malformed(name, "without its block", &data));
                     };
                     let blocks = content(&mut message);
@@ -360,13 +365,16 @@ impl AnthropicModel {
                                 .and_then(Value::as_str)
                                 .unwrap_or_default();
                             tokens.send(piece);
-                            let mut text = block
-                                .get("text")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned();
-                            text.push_str(piece);
-                            block["text"] = json!(text);
+                            texts
+                                .entry(index.unwrap_or_default())
+                                .or_insert_with(|| {
+                                    block
+                                        .get("text")
+                                        .and_then(Value::as_str)
+                                        .unwrap_or_default()
+                                        .to_owned()
+                                })
+                                .push_str(piece);
                         }
                         "input_json_delta" => {
                             let piece = delta
@@ -389,6 +397,7 @@ impl AnthropicModel {
                 }
                 "content_block_stop" => {
                     if let Some(i) = index {
+                        stop_text(&mut message, i, texts.remove(&i));
                         stop_block(name, &mut message, i, inputs.remove(&i))?;
                     }
                 }
@@ -408,6 +417,9 @@ impl AnthropicModel {
                     }
                 }
                 "message_stop" => {
+                    for (i, text) in std::mem::take(&mut texts) {
+                        stop_text(&mut message, i, Some(text));
+                    }
                     for (i, input) in std::mem::take(&mut inputs) {
                         stop_block(name, &mut message, i, Some(input))?;
                     }
@@ -441,6 +453,15 @@ fn content(message: &mut Value) -> &mut Vec<Value> {
     }
 }
 
+/// A text block stopped: the text its pieces joined to is its `text`.
+fn stop_text(message: &mut Value, index: usize, text: Option<String>) {
+    if let (Some(text), Some(block)) = (text, content(message).get_mut(index)) {
+        if let Some(block) = block.as_object_mut() {
+            block.insert("text".to_owned(), Value::String(text));
+        }
+    }
+}
+
 /// A block stopped: the JSON its `input_json_delta` pieces joined to is its `input` (none keeps
 /// the `{}` it started with). Pieces that do not join to JSON are a garbled stream (transient).
 fn stop_block(
@@ -459,8 +480,11 @@ fn stop_block(
             &input,
         )
     })?;
-    if let Some(block) = content(message).get_mut(index) {
-        block["input"] = value;
+    if let Some(block) = content(message)
+        .get_mut(index)
+        .and_then(Value::as_object_mut)
+    {
+        block.insert("input".to_owned(), value);
     }
     Ok(())
 }

@@ -264,15 +264,21 @@ impl GeminiModel {
         while let Some(data) = events.next().await? {
             let mut chunk = http::chunk_json(name, &data)?;
             if let Some(error) = chunk.get("error") {
-                let kind = error.get("status").and_then(Value::as_str).map_or_else(
-                    || error.get("code").map(Value::to_string).unwrap_or_default(),
-                    str::to_owned,
-                );
                 let said = error
                     .get("message")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                return Err(http::stream_failed(name, &kind, said));
+                let status = error.get("status").and_then(Value::as_str);
+                let code = error
+                    .get("code")
+                    .and_then(Value::as_u64)
+                    .and_then(|c| u16::try_from(c).ok());
+                return Err(match (status, code) {
+                    (Some(kind), _) => http::stream_failed(name, kind, said),
+                    // Only an HTTP code: classified as an answer with that status is.
+                    (None, Some(code)) => http::refused(name, code, None, &error.to_string()),
+                    (None, None) => http::stream_failed(name, "error", said),
+                });
             }
             for key in [
                 "usageMetadata",

@@ -164,13 +164,21 @@ impl SkillTools {
             .engine
             .skills()
             .into_iter()
-            .map(|skill| {
-                let name = tool_name(&skill.id);
+            .fold(BTreeMap::new(), |mut tools, skill| {
+                // Two ids that reduce to one name (`a b`, `a_b`): the later gets a suffix.
+                let base = tool_name(&skill.id);
+                let name = (1..)
+                    .map(|n| match n {
+                        1 => base.clone(),
+                        n => format!("{}_{n}", base.chars().take(120).collect::<String>()),
+                    })
+                    .find(|name| !tools.contains_key(name))
+                    .unwrap_or(base);
                 let mut tool = Tool::new(name.clone(), skill.description.clone(), schema.clone());
                 tool.title = Some(skill.name.clone());
-                (name, (skill.id, tool))
+                tools.insert(name, (skill.id, tool));
+                tools
             })
-            .collect()
     }
 
     /// The caller of the request: its bearer token's principal (the middleware let it in).
@@ -248,7 +256,7 @@ impl SkillTools {
         task_id: Option<String>,
         caller: &Caller,
     ) -> Result<CreateTaskResult, ErrorData> {
-        let refused = |e: super::errors::OpError| ErrorData::invalid_params(e.message, None);
+        let refused = op_error;
         let task = match (message, task_id) {
             (Some(text), None) => {
                 let mut send = reply(text, String::new(), false);
@@ -276,7 +284,7 @@ impl SkillTools {
     async fn task(&self, id: &str, caller: &Caller) -> Result<Task, ErrorData> {
         ops::get_task(&self.state, caller, &TaskId::from(id), Some(0))
             .await
-            .map_err(|e| ErrorData::invalid_params(e.message, None))
+            .map_err(op_error)
     }
 
     /// A blocking send of `text` to the skill (a new task), or as the answer of `task_id`.
@@ -503,7 +511,6 @@ impl ServerHandler for SkillTools {
         let answered: ElicitResult = serde_json::from_value(response.clone()).map_err(|e| {
             ErrorData::invalid_params(format!("`{key}` is not an elicitation result: {e}"), None)
         })?;
-        let refused = |e: super::errors::OpError| ErrorData::invalid_params(e.message, None);
         match answered.action {
             ElicitationAction::Accept => {
                 let answer = answered
@@ -521,15 +528,10 @@ impl ServerHandler for SkillTools {
                 ops::send_task(&self.state, &caller, send)
                     .await
                     .map(drop)
-                    .map_err(refused)
+                    .map_err(op_error)
             }
-            ElicitationAction::Cancel => {
-                ops::cancel_task(&self.state, &caller, &TaskId::from(task.id.as_str()))
-                    .await
-                    .map(drop)
-                    .map_err(refused)
-            }
-            // Declined: the task keeps waiting for an answer.
+            // Declined or dismissed: the task keeps waiting for an answer (`tasks/cancel`
+            // cancels it).
             _ => Ok(()),
         }
     }
@@ -544,7 +546,18 @@ impl ServerHandler for SkillTools {
         ops::cancel_task(&self.state, &caller, &task_id)
             .await
             .map(drop)
-            .map_err(|e| ErrorData::invalid_params(e.message, None))
+            .map_err(op_error)
+    }
+}
+
+/// An operation's error as MCP's: the server's own failures (a store that cannot be reached) as
+/// internal errors, a caller's mistakes (no such task, a task that ended) as invalid params.
+fn op_error(e: super::errors::OpError) -> ErrorData {
+    match e.kind {
+        super::errors::Kind::Internal | super::errors::Kind::StorageUnavailable => {
+            ErrorData::internal_error(e.message, None)
+        }
+        _ => ErrorData::invalid_params(e.message, None),
     }
 }
 

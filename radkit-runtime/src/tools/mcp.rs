@@ -94,8 +94,9 @@ enum Transport {
         url: String,
         /// A bearer token, sent as `Authorization: Bearer …` (never shown by `Debug`).
         bearer: Option<Secret>,
-        /// Headers sent with every request.
-        headers: Vec<(String, String)>,
+        /// Headers sent with every request (their values never shown by `Debug`: they may be
+        /// credentials).
+        headers: Vec<(String, Secret)>,
         /// PEM certificates trusted besides the platform's roots.
         roots: Vec<Vec<u8>>,
     },
@@ -177,7 +178,7 @@ impl McpServer {
     /// [`McpError::Connect`].
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         if let Transport::Http { headers, .. } = &mut self.transport {
-            headers.push((name.into(), value.into()));
+            headers.push((name.into(), Secret(value.into())));
         }
         self
     }
@@ -693,17 +694,24 @@ fn text_of(result: &CallToolResult) -> String {
 }
 
 /// The streamable HTTP transport to `url`: radkit's reqwest 0.13 client (the platform's roots and
-/// `roots`), `bearer` and `headers` on every request. The error says what is wrong.
+/// `roots`, no redirects followed), `bearer` and `headers` on every request. The error says what
+/// is wrong.
 fn http_transport(
     url: &str,
     bearer: Option<&Secret>,
-    headers: &[(String, String)],
+    headers: &[(String, Secret)],
     roots: &[Vec<u8>],
 ) -> Result<StreamableHttpClientTransport<reqwest_mcp::Client>, String> {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(format!("`{url}` is not an http:// or https:// URL"));
     }
-    let mut client = reqwest_mcp::Client::builder().connect_timeout(Duration::from_secs(10));
+    // No redirects: a redirect to another host would carry the session id and the headers
+    // there, and one that turns the POST into a GET would lose the message (rmcp's own client
+    // follows only same-origin 307/308). No idle connections kept: as rmcp's own client.
+    let mut client = reqwest_mcp::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest_mcp::redirect::Policy::none())
+        .pool_max_idle_per_host(0);
     for pem in roots {
         let certs = reqwest_mcp::Certificate::from_pem_bundle(pem)
             .map_err(|e| format!("a root certificate is not PEM: {e}"))?;
@@ -718,7 +726,7 @@ fn http_transport(
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let mut custom = HashMap::new();
-    for (name, value) in headers {
+    for (name, Secret(value)) in headers {
         let name = http::HeaderName::try_from(name.as_str())
             .map_err(|e| format!("header name `{name}`: {e}"))?;
         let value = http::HeaderValue::try_from(value.as_str())
