@@ -396,11 +396,15 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
         );
     }
     let skills: Vec<String> = engine.skills().into_iter().map(|s| s.id).collect();
-    println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location})", config.name, skills.join(", "));
+    // One line: tests and scripts read the first line for the address.
     #[cfg(feature = "mcp")]
-    if config.mcp {
-        println!("the skills are MCP tools at http://{local}/mcp (streamable HTTP)");
-    }
+    let mcp = match config.mcp {
+        true => format!("; MCP tools: http://{local}/mcp"),
+        false => String::new(),
+    };
+    #[cfg(not(feature = "mcp"))]
+    let mcp = "";
+    println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location}{mcp})", config.name, skills.join(", "));
     // Memory a burst of clients used goes back to the system once they are gone.
     super::memory::spawn_trimmer();
     // On SIGINT or SIGTERM: stop serving, stop writing, and give leases back so that other

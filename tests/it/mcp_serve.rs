@@ -372,3 +372,30 @@ async fn a_client_with_the_tasks_extension_follows_the_skills_task() {
     assert_eq!(canceled.task.status(), TaskStatus::Cancelled);
     service.cancel().await.unwrap();
 }
+
+/// `radkit serve --mcp`: the command line's flag serves the program's skills at `/mcp`.
+#[test(multi_thread)]
+async fn radkit_serve_mcp_serves_the_programs_skills_as_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_radkit"));
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--mcp", "--data-dir"])
+        .arg(dir.path())
+        .args(["--default-skill", "conformance"]);
+    let server = crate::support::common::serve_command(cmd);
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", server.url));
+    let service = Client::default()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap();
+    let tools = service.list_all_tools().await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name == "conformance"),
+        "{:?}",
+        tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+    );
+    let mut params = CallToolRequestParams::new("conformance");
+    params.arguments = json!({ "message": "hello" }).as_object().cloned();
+    let done = service.call_tool(params).await.unwrap();
+    assert_eq!(structured(&done)["state"], "completed", "{done:?}");
+    service.cancel().await.unwrap();
+}
