@@ -220,7 +220,12 @@ impl SkillTools {
                     Err(failed) => return Ok(failed),
                 }
             }
-            (None, None) => unreachable!("`arguments` refuses a call with neither"),
+            (None, None) => {
+                return Err(ErrorData::invalid_params(
+                    "give a `message` or a `taskId`",
+                    None,
+                ))
+            }
         };
         let elicits = peer
             .supported_elicitation_modes()
@@ -272,7 +277,12 @@ impl SkillTools {
                     .map_err(refused)?
             }
             (None, Some(task_id)) => TaskId::from(task_id.as_str()),
-            (None, None) => unreachable!("`arguments` refuses a call with neither"),
+            (None, None) => {
+                return Err(ErrorData::invalid_params(
+                    "give a `message` or a `taskId`",
+                    None,
+                ))
+            }
         };
         let task = ops::get_task(&self.state, caller, &task, Some(0))
             .await
