@@ -263,19 +263,13 @@ impl SkillTools {
     ) -> Result<CreateTaskResult, ErrorData> {
         let refused = op_error;
         let task = match (message, task_id) {
-            (Some(text), None) => {
-                let mut send = reply(text, String::new(), false);
-                send.message.task_id = None;
-                send.metadata = Some(Map::from_iter([("skillId".to_owned(), json!(skill_id))]));
-                ops::start(&self.state, caller, &send)
-                    .await
-                    .map_err(refused)?
-            }
-            (Some(text), Some(task_id)) => {
-                ops::start(&self.state, caller, &reply(text, task_id, false))
-                    .await
-                    .map_err(refused)?
-            }
+            (Some(text), task_id) => ops::start(
+                &self.state,
+                caller,
+                &send_of(skill_id, text, task_id, false),
+            )
+            .await
+            .map_err(refused)?,
             (None, Some(task_id)) => TaskId::from(task_id.as_str()),
             (None, None) => {
                 return Err(ErrorData::invalid_params(
@@ -305,21 +299,7 @@ impl SkillTools {
         task_id: Option<String>,
         caller: &Caller,
     ) -> Result<Answer, CallToolResult> {
-        let mut message = Message::user_text(text);
-        let metadata = match &task_id {
-            Some(_) => None,
-            None => Some(Map::from_iter([("skillId".to_owned(), json!(skill_id))])),
-        };
-        message.task_id = task_id;
-        let send = ops::Send {
-            message,
-            metadata,
-            blocking: true,
-            history_length: Some(0),
-            accepted_output_modes: None,
-            push: None,
-        };
-        ops::send_task(&self.state, caller, send)
+        ops::send_task(&self.state, caller, send_of(skill_id, text, task_id, true))
             .await
             .map_err(|e| CallToolResult::error(vec![ContentBlock::text(e.message)]))
     }
@@ -534,7 +514,7 @@ impl ServerHandler for SkillTools {
                             None,
                         )
                     })?;
-                let send = reply(answer.to_owned(), task.id.to_string(), false);
+                let send = send_of("", answer.to_owned(), Some(task.id.to_string()), false);
                 ops::send_task(&self.state, &caller, send)
                     .await
                     .map(drop)
@@ -601,13 +581,19 @@ fn arguments(args: &Map<String, Value>) -> Result<(Option<String>, Option<String
     }
 }
 
-/// A send of `text` answering task `task_id`, blocking or not.
-fn reply(text: String, task_id: String, blocking: bool) -> ops::Send {
+/// A send of `text`: a new task of skill `skill_id`, or the answer of task `task_id`; blocking or
+/// not.
+fn send_of(skill_id: &str, text: String, task_id: Option<String>, blocking: bool) -> ops::Send {
     let mut message = Message::user_text(text);
-    message.task_id = Some(task_id);
+    // A new task names its skill; an answer goes to the task's own.
+    let metadata = match &task_id {
+        Some(_) => None,
+        None => Some(Map::from_iter([("skillId".to_owned(), json!(skill_id))])),
+    };
+    message.task_id = task_id;
     ops::Send {
         message,
-        metadata: None,
+        metadata,
         blocking,
         history_length: Some(0),
         accepted_output_modes: None,
