@@ -172,6 +172,7 @@ pub async fn list_views_pages_newest_status_first(store: &dyn Store) {
         let id = fresh_id("listed");
         let mut row = record(&id, Some(&principal));
         row.context_id = if i % 2 == 0 { "ctx-even" } else { "ctx-odd" }.to_owned();
+        row.skill_id = if i % 3 == 0 { "skill-three" } else { "skill-other" }.to_owned();
         let mut entries = vec![
             created(&id),
             Entry::MessageReceived {
@@ -228,6 +229,21 @@ pub async fn list_views_pages_newest_status_first(store: &dyn Store) {
         },
         ViewQuery {
             principal: Some(fresh_id("nobody")),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            principal: Some(principal.clone()),
+            skill_id: Some("skill-three".into()),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            principal: Some(principal.clone()),
+            id_prefix: Some(ids[3][..ids[3].len() - 2].to_owned()),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            principal: Some(principal.clone()),
+            status_before_ms: Some(all[3].status_at_ms),
             ..ViewQuery::default()
         },
     ];

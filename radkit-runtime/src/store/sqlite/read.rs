@@ -72,6 +72,23 @@ pub(super) fn read_view_page(
         let t = param(&mut values, t.into());
         filter.push_str(&format!(" AND status_at_ms >= {t}"));
     }
+    if let Some(t) = query.status_before_ms {
+        let t = param(&mut values, t.into());
+        filter.push_str(&format!(" AND status_at_ms < {t}"));
+    }
+    if let Some(skill) = &query.skill_id {
+        let skill = param(&mut values, skill.clone().into());
+        filter.push_str(&format!(" AND skill_id = {skill}"));
+    }
+    // A range of the `id` index, as in `TaskQuery::id_prefix`.
+    if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
+        let low = param(&mut values, prefix.to_owned().into());
+        filter.push_str(&format!(" AND id >= {low}"));
+        if let Some(upper) = crate::store::prefix_upper_bound(prefix) {
+            let high = param(&mut values, upper.into());
+            filter.push_str(&format!(" AND id < {high}"));
+        }
+    }
     let total: i64 = tx.query_row(
         &format!("SELECT COUNT(*) FROM tasks{filter}"),
         rusqlite::params_from_iter(values.iter()),
