@@ -120,7 +120,7 @@ document.addEventListener('click', async (e) => {
 });
 
 // The skills page: Mermaid (embedded, loaded on this page only) draws each step graph.
-export async function drawGraphs(src) {
+async function drawGraphs(src) {
   await new Promise((resolve, reject) => {
     const script = document.createElement('script');
     script.src = src;
@@ -137,3 +137,5 @@ const table = document.querySelector('table.tasks');
 if (table) followList(table);
 const task = document.getElementById('task');
 if (task) followTask(task);
+const skills = document.getElementById('skills');
+if (skills) drawGraphs(skills.dataset.mermaid).catch((error) => { document.body.dataset.graphs = `failed: ${error}`; });

@@ -128,6 +128,18 @@ enum Workload {
         #[arg(long, default_value_t = 2)]
         rounds: u64,
     },
+    /// The web console's task list over a store of many tasks: the first page, a state and a
+    /// skill filter, an id-prefix search and page 21, each timed as served over loopback HTTP,
+    /// against the same page of tasks through A2A `ListTasks` (the floor) in the same run.
+    #[cfg(feature = "console")]
+    Console {
+        /// Tasks in the store (three in ten waiting for input, the rest completed).
+        #[arg(long, default_value_t = 10_000)]
+        tasks: u64,
+        /// Reads of each page.
+        #[arg(long, default_value_t = 200)]
+        reads: u64,
+    },
     /// The task machine without I/O: one task of N steps, its appends dropped and its effects
     /// answered in memory (steps per second, allocations per step), beside the same task's durable
     /// figure on SQLite in the same run.
@@ -444,6 +456,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         Workload::Machine { steps, rounds } => super::bench_machine::machine(steps, rounds).await?,
         Workload::Read { entries, reads } => super::bench_reads::read(entries, reads).await?,
+        #[cfg(feature = "console")]
+        Workload::Console { tasks, reads } => super::bench_console::console(tasks, reads).await?,
         Workload::Fanout {
             width,
             depth,

@@ -20,6 +20,8 @@ mod bench;
 mod bench_a2a;
 #[cfg(feature = "postgres")]
 mod bench_cluster;
+#[cfg(feature = "console")]
+mod bench_console;
 mod bench_fanout;
 #[cfg(feature = "grpc")]
 mod bench_grpc;

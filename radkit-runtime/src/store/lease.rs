@@ -22,6 +22,18 @@ pub struct Lease {
     pub cancel_requested: bool,
 }
 
+/// Who holds a task's lease, as the store says now (the console shows it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    /// The engine (`EngineBuilder::worker_id`) that holds or last held it.
+    pub owner: Option<String>,
+    /// The fencing token: one more for every lease taken on the task, so a new one means another
+    /// claim (a takeover when the owner changed).
+    pub token: u64,
+    /// When the lease runs out (ms since the epoch); `None` when it was given back.
+    pub expires_ms: Option<i64>,
+}
+
 /// The token of a lease taken when its task is created (`Append::lease`).
 pub const CREATION_TOKEN: u64 = 1;
 
@@ -82,4 +94,7 @@ pub trait Leases: Send + Sync {
 
     /// Tasks leased by `owner` that were asked to cancel.
     async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError>;
+
+    /// The lease of `task_id` as it stands; `None` for a task the store does not have.
+    async fn holder(&self, task_id: &str) -> Result<Option<LeaseHolder>, StoreError>;
 }

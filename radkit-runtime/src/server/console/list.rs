@@ -54,9 +54,7 @@ fn parse_time(text: &str) -> Result<i64, String> {
     }
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|t| t.timestamp_millis())
-        .map_err(|_| {
-            format!("`{text}` is not a time: use 2026-11-28T09:30 (UTC) or RFC 3339")
-        })
+        .map_err(|_| format!("`{text}` is not a time: use 2026-11-28T09:30 (UTC) or RFC 3339"))
 }
 
 fn given(value: &Option<String>) -> Option<&str> {
@@ -68,9 +66,9 @@ impl Params {
     pub(super) fn parse(&self) -> Result<Filters, String> {
         let state = match given(&self.state) {
             None => None,
-            Some(s) => Some(TaskState::parse(s).ok_or_else(|| {
-                format!("`{s}` is not a task state")
-            })?),
+            Some(s) => {
+                Some(TaskState::parse(s).ok_or_else(|| format!("`{s}` is not a task state"))?)
+            }
         };
         let after = match given(&self.after) {
             None => None,
@@ -191,16 +189,21 @@ pub(super) async fn counts(
     for task_state in TaskState::ALL {
         let mut query = base.query(viewer, 0);
         query.state = Some(task_state);
-        let total = state
-            .engine
-            .list_views(&viewer.caller, query)
-            .await?
-            .total;
+        let total = state.engine.list_views(&viewer.caller, query).await?.total;
         all += total;
         counts.push((task_state, total));
     }
+    let matching = match filters.state {
+        None => all,
+        Some(wanted) => counts
+            .iter()
+            .find(|(s, _)| *s == wanted)
+            .map_or(0, |(_, n)| *n),
+    };
+    let first_page = filters.after.is_none();
     Ok(html! {
-        nav.counts #counts aria-label="Tasks by state" {
+        div #counts {
+        nav.counts aria-label="Tasks by state" {
             a href=(format!("/console{}", params.with_state(None))) aria-current=[filters.state.is_none().then_some("true")] {
                 "all " span.count data-count="all" { (all) }
             }
@@ -209,6 +212,8 @@ pub(super) async fn counts(
                     (layout::state(task_state)) " " span.count data-count=(task_state.as_str()) { (total) }
                 }
             }
+        }
+        p.total { span data-testid="matching" { (matching) } " matching" @if !first_page { " · " a href=(format!("/console{}", params.with_after(None))) { "first page" } } }
         }
     })
 }
@@ -260,7 +265,6 @@ async fn render(
     Ok(html! {
         (filter_form(state, viewer, params, None))
         (counts)
-        p.total { (page.total) " matching" @if !first_page { " · " a href=(format!("/console{}", params.with_after(None))) { "first page" } } }
         table.tasks data-live=(if first_page { "first" } else { "page" }) data-query=(params.with_after(None)) {
             thead { tr { th { "Task" } th { "State" } th { "Skill" } th { "Principal" } th { "Status changed" } th { "Created" } } }
             tbody #rows {
@@ -326,9 +330,27 @@ mod tests {
         assert_eq!(filters.until_ms, Some(1_795_856_400_000));
         assert_eq!(filters.prefix.as_deref(), Some("ab"));
         for (params, says) in [
-            (Params { state: Some("sleeping".into()), ..Params::default() }, "not a task state"),
-            (Params { since: Some("yesterday".into()), ..Params::default() }, "not a time"),
-            (Params { after: Some("%%%".into()), ..Params::default() }, "page link"),
+            (
+                Params {
+                    state: Some("sleeping".into()),
+                    ..Params::default()
+                },
+                "not a task state",
+            ),
+            (
+                Params {
+                    since: Some("yesterday".into()),
+                    ..Params::default()
+                },
+                "not a time",
+            ),
+            (
+                Params {
+                    after: Some("%%%".into()),
+                    ..Params::default()
+                },
+                "page link",
+            ),
         ] {
             let error = params.parse().unwrap_err();
             assert!(error.contains(says), "{error}");

@@ -20,7 +20,8 @@ mod timeline;
 
 use std::sync::Arc;
 
-use axum::response::Redirect;
+use axum::http::{header, HeaderValue};
+use axum::response::{Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
@@ -32,7 +33,10 @@ pub(crate) use session::Sessions;
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/console", get(list::page))
-        .route("/console/", get(|| async { Redirect::permanent("/console") }))
+        .route(
+            "/console/",
+            get(|| async { Redirect::permanent("/console") }),
+        )
         .route("/console/events", get(live::list_events))
         .route("/console/login", get(login::page).post(login::sign_in))
         .route("/console/logout", post(act::logout))
@@ -49,4 +53,28 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/console/tasks/{id}/decide", post(act::decide))
         .route("/console/tasks/{id}/cancel", post(act::cancel))
         .route("/console/assets/{name}", get(assets::serve))
+        .layer(axum::middleware::map_response(guarded))
+}
+
+/// What every console answer carries: a content security policy that runs only the console's own
+/// script and loads nothing from elsewhere (Mermaid's drawings style themselves inline), no framing
+/// by another site (an approve button under someone else's page), no type sniffing, no referrer.
+async fn guarded(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        ),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
 }

@@ -26,7 +26,7 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap)
         .unwrap_or_default();
     let skills = state.engine.skills();
     let body = html! {
-        h1 { "Skills" }
+        h1 #skills data-mermaid=(super::assets::path("mermaid.js")) { "Skills" }
         p.hint { (skills.len()) " served · the card is at " a href="/.well-known/agent-card.json" { "/.well-known/agent-card.json" } }
         @for skill in &skills {
             section.skill id=(format!("skill-{}", skill.id)) {
@@ -47,13 +47,6 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap)
                     }
                 }
             }
-        }
-        script type="module" {
-            (maud::PreEscaped(format!(
-                "import {{ drawGraphs }} from '{}'; drawGraphs('{}');",
-                super::assets::path("console.js"),
-                super::assets::path("mermaid.js")
-            )))
         }
     };
     layout::page("Skills", "skills", Some(&viewer), body).into_response()

@@ -158,6 +158,30 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     push.release_push(&task, "c1", "b", 0, later)
         .await
         .expect("release");
+    let deliveries: Vec<_> = push
+        .push_deliveries(&task)
+        .await
+        .expect("deliveries")
+        .into_iter()
+        .map(|d| {
+            (
+                d.config.id,
+                d.delivered_seq,
+                d.attempts,
+                d.next_at_ms,
+                d.finished,
+                d.sender,
+            )
+        })
+        .collect();
+    assert_eq!(
+        deliveries,
+        vec![
+            ("c1".to_owned(), 1, 0, later, false, None),
+            ("c2".to_owned(), 1, 2, later + 60_000, false, None),
+        ],
+        "each config's delivery as it stands, in id order, with no sender once given back"
+    );
     let due = of(
         &task,
         push.claim_push("c", later, 1_000, 100, false)

@@ -203,6 +203,24 @@ impl Leases for PostgresStore {
         Ok(!rows.is_empty())
     }
 
+    async fn holder(&self, task_id: &str) -> Result<Option<super::super::LeaseHolder>, StoreError> {
+        let rows = self
+            .rows(
+                "SELECT lease_owner, fence, lease_expires_ms FROM radkit_tasks WHERE id = $1",
+                &[&task_id],
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let owner: Option<String> = get(row, "lease_owner")?;
+        Ok(Some(super::super::LeaseHolder {
+            expires_ms: get::<Option<i64>>(row, "lease_expires_ms")?.filter(|_| owner.is_some()),
+            owner,
+            token: u64::try_from(get::<i64>(row, "fence")?).unwrap_or(0),
+        }))
+    }
+
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
         self.exec(
             "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
