@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::bench_reads::percentiles;
+
 use futures::future::BoxFuture;
 
 use crate::engine::{Caller, Engine, Request};
@@ -42,17 +44,6 @@ static WAITS: &[Step<Seeded>] = &[
     Step::new("start", waits).start().takes_user_message(),
     Step::new("answered", answered).resume_from("start"),
 ];
-
-/// Median and 99th percentile, in ms.
-fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
-    samples.sort();
-    let at = |p: f64| {
-        samples
-            .get(((samples.len() as f64 * p) as usize).min(samples.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
-    };
-    (at(0.50), at(0.99))
-}
 
 /// `tasks` tasks, three in ten waiting for input, the rest completed; when it returns every task
 /// is settled.

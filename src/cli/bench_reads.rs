@@ -10,7 +10,7 @@ use super::bench_streams::{chatter_engine, long_task};
 use crate::model::TaskId;
 
 /// Median and 99th percentile of `samples`, in ms.
-fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
+pub(crate) fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     samples.sort();
     let at = |p: f64| {
         samples

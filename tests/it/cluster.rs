@@ -1240,6 +1240,13 @@ impl Leases for Gated {
     async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError> {
         self.inner.cancel_requests(owner).await
     }
+
+    async fn holder(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<radkit::store::LeaseHolder>, StoreError> {
+        self.inner.holder(task_id).await
+    }
 }
 
 /// An `AtMostOnce` `tick` tool recording each call's InvocationId, announcing each call to the

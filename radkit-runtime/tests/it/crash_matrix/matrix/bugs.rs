@@ -184,4 +184,11 @@ impl Leases for HeldRelease {
     async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError> {
         self.leases().cancel_requests(owner).await
     }
+
+    async fn holder(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<radkit_runtime::store::LeaseHolder>, StoreError> {
+        self.leases().holder(task_id).await
+    }
 }
