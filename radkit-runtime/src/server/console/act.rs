@@ -51,12 +51,13 @@ fn op_error(error: OpError) -> Response {
     refused(status, error.message)
 }
 
-/// The viewer, if the change may be made: signed in, same origin, CSRF token.
-fn changer(state: &AppState, headers: &HeaderMap) -> Result<Viewer, Response> {
+/// The viewer, if the change may be made: signed in, same origin, CSRF token; else the status
+/// and the reason to answer with.
+fn changer(state: &AppState, headers: &HeaderMap) -> Result<Viewer, (StatusCode, &'static str)> {
     let viewer = session::viewer(state, headers)
-        .map_err(|_| refused(StatusCode::UNAUTHORIZED, "sign in to the console first"))?;
+        .map_err(|_| (StatusCode::UNAUTHORIZED, "sign in to the console first"))?;
     if !session::check_change(state, &viewer, headers) {
-        return Err(refused(
+        return Err((
             StatusCode::FORBIDDEN,
             "this change did not come from the console's page (a missing or stale CSRF token, or another origin): reload the page",
         ));
@@ -102,7 +103,7 @@ pub(super) async fn answer(
 ) -> Response {
     let viewer = match changer(&state, &headers) {
         Ok(viewer) => viewer,
-        Err(refusal) => return refusal,
+        Err((status, why)) => return refused(status, why),
     };
     let Json(answer) = match body {
         Ok(body) => body,
@@ -124,7 +125,7 @@ pub(super) async fn decide(
 ) -> Response {
     let viewer = match changer(&state, &headers) {
         Ok(viewer) => viewer,
-        Err(refusal) => return refusal,
+        Err((status, why)) => return refused(status, why),
     };
     let Json(decide) = match body {
         Ok(body) => body,
@@ -153,7 +154,7 @@ pub(super) async fn cancel(
 ) -> Response {
     let viewer = match changer(&state, &headers) {
         Ok(viewer) => viewer,
-        Err(refusal) => return refusal,
+        Err((status, why)) => return refused(status, why),
     };
     match ops::cancel_task(&state, &viewer.caller, &TaskId::from(id)).await {
         Ok(task) => Json(json!({ "state": task.status.state.as_str() })).into_response(),
@@ -163,8 +164,8 @@ pub(super) async fn cancel(
 
 /// `POST /console/logout`: the session ends.
 pub(super) async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = changer(&state, &headers) {
-        return refusal;
+    if let Err((status, why)) = changer(&state, &headers) {
+        return refused(status, why);
     }
     (
         StatusCode::NO_CONTENT,

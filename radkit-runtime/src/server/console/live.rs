@@ -37,17 +37,16 @@ fn event(name: &str, data: serde_json::Value) -> Result<Event, Infallible> {
     Ok(Event::default().event(name).data(data.to_string()))
 }
 
-fn slot(state: &AppState, viewer: &Viewer) -> Result<super::super::open::Slot, Response> {
-    state.streams.take(&viewer.caller).ok_or_else(|| {
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "too many streams open: at most {} per caller",
-                state.streams.limit()
-            ),
-        )
-            .into_response()
-    })
+/// The answer to a viewer with as many streams open as it may.
+fn too_many_streams(state: &AppState) -> Response {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        format!(
+            "too many streams open: at most {} per caller",
+            state.streams.limit()
+        ),
+    )
+        .into_response()
 }
 
 /// `GET /console/events?<the list's filters>`.
@@ -63,9 +62,8 @@ pub(super) async fn list_events(
         Ok(filters) => filters,
         Err(text) => return (StatusCode::BAD_REQUEST, text).into_response(),
     };
-    let slot = match slot(&state, &viewer) {
-        Ok(slot) => slot,
-        Err(refusal) => return refusal,
+    let Some(slot) = state.streams.take(&viewer.caller) else {
+        return too_many_streams(&state);
     };
     let changes = state.engine.watch_changes();
     let stream = list_stream(state, viewer, params, filters, changes, slot);
@@ -191,9 +189,8 @@ pub(super) async fn task_events(
             other => (StatusCode::INTERNAL_SERVER_ERROR, other.to_string()).into_response(),
         };
     }
-    let slot = match slot(&state, &viewer) {
-        Ok(slot) => slot,
-        Err(refusal) => return refusal,
+    let Some(slot) = state.streams.take(&viewer.caller) else {
+        return too_many_streams(&state);
     };
     let mut changes = state.engine.watch_changes();
     let stream = async_stream(move |tx| async move {

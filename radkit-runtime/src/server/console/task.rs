@@ -319,7 +319,7 @@ fn act(view: &TaskView) -> Markup {
 
 /// `user` or `agent`.
 fn role(message: &Message) -> String {
-    match serde_json::to_value(&message.role) {
+    match serde_json::to_value(message.role) {
         Ok(serde_json::Value::String(role)) => role,
         _ => "?".to_owned(),
     }
