@@ -329,6 +329,7 @@ impl Engine {
         run.mode = mode;
         run.fold_check = self.inner.fold_check(skill.as_ref());
         run.push_watch = Some(self.inner.push_watch());
+        run.metrics = self.inner.metrics.clone();
         run.effect_slots = run::effect_slots(self.inner.config.max_parallel_effects);
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.

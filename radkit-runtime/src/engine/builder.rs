@@ -558,6 +558,7 @@ impl EngineBuilder {
             watchers: Default::default(),
             posts: Default::default(),
             alarms: Default::default(),
+            metrics: crate::telemetry::Metrics::recording(),
             passes,
         };
         Ok(Engine {

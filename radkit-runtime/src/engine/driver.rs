@@ -191,6 +191,7 @@ impl Inner {
             }
             result = Err(stop);
         }
+        self.metrics.step(&result);
         if !self.config.hooks.is_empty() {
             let outcome = match &result {
                 Ok(t) => TransitionKind::from(&t.next).to_string(),

@@ -76,10 +76,12 @@ impl Inner {
                 rules::attempted(&mut run.lock(), id, cmd, attempt, prior_attempts, result);
             match attempted {
                 Attempted::Retry(delay) => {
+                    self.metrics.retry(&cmd.kind, cmd.policy);
                     drop(slot);
                     tokio::time::sleep(delay).await;
                 }
                 Attempted::Receipt(receipt) => {
+                    self.metrics.command(&cmd.kind, cmd.policy, &receipt);
                     let crash =
                         self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
                     if crash || !cmd.policy.reissue_allowed() {

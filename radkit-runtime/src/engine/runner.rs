@@ -37,6 +37,12 @@ impl Alarms {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(task_id.to_owned(), at_ms));
     }
+
+    /// How many alarms are set and have not rung.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
 }
 
 /// What the reloads after failed appends remember (single-engine stores; a shared store keeps both on
@@ -153,6 +159,7 @@ impl Inner {
         run.fence = fence;
         run.fold_check = self.fold_check(skill.as_ref());
         run.push_watch = Some(self.push_watch());
+        run.metrics = self.metrics.clone();
         run.effect_slots = run::effect_slots(self.config.max_parallel_effects);
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }

@@ -21,6 +21,8 @@ mod jsonrpc_v1;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod media;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod offered;
 mod open;
 mod ops;
@@ -64,8 +66,8 @@ pub(crate) struct AppState {
 /// answered by `grpc_unavailable` in a build without it.
 const GRPC_PATH: &str = "/lf.a2a.v1.A2AService/{*method}";
 
-/// The axum router: `POST /` (JSON-RPC), the REST paths, gRPC's `/lf.a2a.v1.A2AService/*` and
-/// `GET /.well-known/agent-card.json`. Without the `grpc` feature, gRPC's paths answer every
+/// The axum router: `POST /` (JSON-RPC), the REST paths, gRPC's `/lf.a2a.v1.A2AService/*`,
+/// `GET /.well-known/agent-card.json` and, with the `metrics` feature, `GET /metrics`. Without the `grpc` feature, gRPC's paths answer every
 /// request `UNIMPLEMENTED`, saying so; a binding `ServerConfig::bindings` leaves out is refused
 /// the same way (`offered`).
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
@@ -94,6 +96,8 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .route("/.well-known/agent.json", get(card::public_card))
         .route("/.well-known/jwks.json", get(card::jwks))
         .route("/radkit/calls/{task}/{call}", post(calls::notified));
+    #[cfg(feature = "metrics")]
+    let router = router.route("/metrics", get(metrics::scrape));
     #[cfg(feature = "grpc")]
     let router = match offers(Binding::Grpc) {
         true => router.route_service(GRPC_PATH, grpc::service(state.clone())),
