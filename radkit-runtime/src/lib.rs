@@ -50,7 +50,7 @@ pub mod restate;
 pub mod server;
 pub mod serverless;
 pub mod store;
-mod telemetry;
+pub mod telemetry;
 pub mod tools;
 
 /// The task machine without I/O ([`engine::machine`]), at the crate's root.

@@ -46,6 +46,7 @@ mod lambda;
 mod machine;
 mod mcp;
 mod mcp_serve;
+mod metrics;
 mod parallel_macro;
 mod payments;
 mod push_cluster;

@@ -995,7 +995,7 @@ impl Engine {
 async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, EngineError>> + Send + 'static,
 ) -> Result<T, EngineError> {
-    match tokio::spawn(work).await {
+    match tokio::spawn(tracing::Instrument::in_current_span(work)).await {
         Ok(result) => result,
         Err(e) if e.is_panic() => {
             let panic = e.into_panic();

@@ -25,7 +25,7 @@ impl Inner {
         cmd: &Cmd,
         prior_attempts: u32,
     ) -> Option<Receipt> {
-        let span = tracing::info_span!("command", task = %run.task_id, invocation = %id, what = %cmd.kind.fingerprint(), policy = ?cmd.policy);
+        let span = tracing::info_span!("command", task = %run.task_id, skill = %run.skill_id, invocation = %id, kind = cmd.kind.kind_name(), what = %cmd.kind.fingerprint(), policy = ?cmd.policy, attempt = tracing::field::Empty);
         tracing::Instrument::instrument(self.attempts(run, id, cmd, prior_attempts), span).await
     }
 
@@ -43,6 +43,8 @@ impl Inner {
         let mut attempt = prior_attempts;
         loop {
             attempt += 1;
+            // The command's span says the attempt it is on (the last one, once it ends).
+            tracing::Span::current().record("attempt", attempt);
             // The task's bound on effects in flight (`EngineBuilder::max_parallel_effects`): one slot
             // per attempt, so a call waiting out its backoff leaves room for its siblings.
             let slot = run.effect_slots.acquire().await.ok()?;

@@ -279,7 +279,8 @@ impl Inner {
         let task_id = run.task_id.to_string();
         self.live.start(&run);
         let engine = self.clone();
-        tokio::spawn(async move {
+        // The driver's spans are children of the span that started it (an A2A request's).
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
             let _stop = engine.drive(run.clone()).await;
             // From here on a cancel is refused by this run and goes through the gate (which this
             // task holds until the run is deregistered) or, on a shared store, the task's row.
@@ -294,7 +295,7 @@ impl Inner {
             } else {
                 engine.reloads.succeeded(&task_id);
             }
-        });
+        }));
     }
 
     /// A run stopped because an append failed: reload the task from the store and drive it again (what

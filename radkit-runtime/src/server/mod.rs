@@ -110,7 +110,33 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         true => router.merge(mcp::routes(state.clone())),
         false => router,
     };
-    router.layer(DefaultBodyLimit::max(limit)).with_state(state)
+    router
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn(request_span))
+        .with_state(state)
+}
+
+/// Run a request in an `a2a.request` span naming its binding, method and path; its parent is the
+/// trace context the request carries (`traceparent`, with the `otel` feature), so the task, step
+/// and command spans it starts continue the caller's trace.
+async fn request_span(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let path = request.uri().path();
+    let binding = if path.starts_with("/lf.a2a.v1.A2AService/") {
+        "grpc"
+    } else if path == "/" {
+        "jsonrpc"
+    } else {
+        "http"
+    };
+    let span = tracing::info_span!(
+        "a2a.request",
+        otel.kind = "server",
+        radkit.binding = binding,
+        http.request.method = %request.method(),
+        url.path = %path,
+    );
+    crate::telemetry::continue_trace(&span, request.headers());
+    tracing::Instrument::instrument(next.run(request), span).await
 }
 
 /// Serve on `listener` until the future is dropped (which closes every connection): HTTP/1.1 with
