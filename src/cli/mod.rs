@@ -27,6 +27,7 @@ mod bench_machine;
 mod bench_reads;
 mod bench_soak;
 mod bench_streams;
+mod bench_telemetry;
 mod executor;
 mod graph;
 #[cfg(feature = "lambda")]

@@ -64,6 +64,7 @@ mod suite;
 mod test_hygiene;
 mod test_macro_flow;
 mod token_streams;
+mod traces;
 mod while_working_macros;
 
 fn main() -> std::process::ExitCode {
