@@ -67,11 +67,10 @@ async fn receiver() -> anyhow::Result<String> {
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    |_: hyper::Request<hyper::body::Incoming>| async {
+                let service =
+                    hyper::service::service_fn(|_: hyper::Request<hyper::body::Incoming>| async {
                         Ok::<_, std::convert::Infallible>(hyper::Response::new(String::new()))
-                    },
-                );
+                    });
                 let io = hyper_util::rt::TokioIo::new(stream);
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(io, service)

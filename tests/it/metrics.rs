@@ -79,10 +79,27 @@ async fn metrics_count_what_the_journal_holds_and_need_a_token() {
         message["metadata"] = json!({ "skillId": skill });
         json!({ "message": message, "configuration": { "blocking": true } })
     };
-    let done = rpc(&http, &served.url, Some("scrape-me"), "message/send", send("retried")).await;
+    let done = rpc(
+        &http,
+        &served.url,
+        Some("scrape-me"),
+        "message/send",
+        send("retried"),
+    )
+    .await;
     assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
-    let asking = rpc(&http, &served.url, Some("scrape-me"), "message/send", send("ask")).await;
-    assert_eq!(asking["result"]["status"]["state"], "input-required", "{asking}");
+    let asking = rpc(
+        &http,
+        &served.url,
+        Some("scrape-me"),
+        "message/send",
+        send("ask"),
+    )
+    .await;
+    assert_eq!(
+        asking["result"]["status"]["state"], "input-required",
+        "{asking}"
+    );
 
     let refused = http
         .get(format!("{}/metrics", served.url))
@@ -98,8 +115,14 @@ async fn metrics_count_what_the_journal_holds_and_need_a_token() {
         .await
         .expect("scrape");
     assert_eq!(answer.status(), 200);
-    let content_type = answer.headers()["content-type"].to_str().unwrap().to_owned();
-    assert!(content_type.starts_with("application/openmetrics-text"), "{content_type}");
+    let content_type = answer.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
     let body = answer.text().await.expect("the scrape's body");
     let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
         .expect("a Prometheus text body");
@@ -112,14 +135,23 @@ async fn metrics_count_what_the_journal_holds_and_need_a_token() {
     let tool = [("kind", "tool"), ("policy", "idempotent")];
     assert_eq!(v("radkit_command_retries_total", &tool), 1.0);
     assert_eq!(
-        v("radkit_commands_total", &[tool[0], tool[1], ("outcome", "ok")]),
+        v(
+            "radkit_commands_total",
+            &[tool[0], tool[1], ("outcome", "ok")]
+        ),
         1.0
     );
     assert_eq!(v("radkit_steps_total", &[("outcome", "complete")]), 1.0);
     assert_eq!(v("radkit_steps_total", &[("outcome", "await_input")]), 1.0);
-    assert!(v("radkit_receipt_commit_seconds_count", &[]) >= 1.0, "{body}");
+    assert!(
+        v("radkit_receipt_commit_seconds_count", &[]) >= 1.0,
+        "{body}"
+    );
     let batches = v("radkit_store_batch_appends_count", &[]);
     assert!(batches >= 1.0, "{body}");
-    assert!(v("radkit_store_batch_appends_sum", &[]) >= batches, "{body}");
+    assert!(
+        v("radkit_store_batch_appends_sum", &[]) >= batches,
+        "{body}"
+    );
     assert_eq!(v("radkit_streams_open", &[]), 0.0);
 }

@@ -59,7 +59,10 @@ async fn receiver(received: Arc<Received>) -> String {
                     spans.extend(scope.spans);
                 }
             }
-            ([("content-type", "application/x-protobuf")], Vec::<u8>::new())
+            (
+                [("content-type", "application/x-protobuf")],
+                Vec::<u8>::new(),
+            )
         }
     };
     let completions = move |headers: HeaderMap| async move {
@@ -88,7 +91,12 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The value of `span`'s attribute `key`, as text.
 fn attribute(span: &Span, key: &str) -> Option<String> {
-    let value = span.attributes.iter().find(|a| a.key == key)?.value.as_ref()?;
+    let value = span
+        .attributes
+        .iter()
+        .find(|a| a.key == key)?
+        .value
+        .as_ref()?;
     Some(match value.value.as_ref()? {
         AnyValue::StringValue(s) => s.clone(),
         AnyValue::BoolValue(b) => b.to_string(),
@@ -104,15 +112,22 @@ async fn a_request_with_a_traceparent_continues_its_trace_through_the_task_and_i
     let received = Arc::new(Received::default());
     let url = receiver(received.clone()).await;
     let otlp = Arc::new(radkit::telemetry::otlp(&url, "radkit-traces-test").expect("an exporter"));
-    let _scope = tracing::subscriber::set_default(tracing_subscriber::registry().with(otlp.layer()));
+    let _scope =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(otlp.layer()));
 
     let effects = Effects::new().model("writer", OpenAiModel::new(format!("{url}/v1"), "gpt-test"));
-    let served = agent::start(agent::only(MemoryStore::new(), Writes).effects(effects), |c| c).await;
+    let served = agent::start(
+        agent::only(MemoryStore::new(), Writes).effects(effects),
+        |c| c,
+    )
+    .await;
     let answer: serde_json::Value = client()
         .post(format!("{}/", served.url))
         .header("traceparent", format!("00-{TRACE}-{CLIENT_SPAN}-01"))
-        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
-            "message": user("go"), "configuration": { "blocking": true } } }))
+        .json(
+            &json!({ "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+            "message": user("go"), "configuration": { "blocking": true } } }),
+        )
         .send()
         .await
         .expect("send")
@@ -120,28 +135,35 @@ async fn a_request_with_a_traceparent_continues_its_trace_through_the_task_and_i
         .await
         .expect("a JSON answer");
     assert_eq!(answer["result"]["status"]["state"], "completed", "{answer}");
-    let task_id = answer["result"]["id"].as_str().expect("a task id").to_owned();
+    let task_id = answer["result"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
 
     // The task's span ends once its driver lets the task go, which may be after the answer:
     // flush until every span is there (bounded).
-    let spans = within(Duration::from_secs(30), "the task's spans at the receiver", async {
-        loop {
-            let flushing = otlp.clone();
-            tokio::task::spawn_blocking(move || flushing.flush())
-                .await
-                .expect("flush")
-                .expect("spans exported");
-            let spans = received.spans.lock().unwrap().clone();
-            let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-            if ["a2a.request", "task", "step", "command"]
-                .iter()
-                .all(|n| names.contains(n))
-            {
-                return spans;
+    let spans = within(
+        Duration::from_secs(30),
+        "the task's spans at the receiver",
+        async {
+            loop {
+                let flushing = otlp.clone();
+                tokio::task::spawn_blocking(move || flushing.flush())
+                    .await
+                    .expect("flush")
+                    .expect("spans exported");
+                let spans = received.spans.lock().unwrap().clone();
+                let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+                if ["a2a.request", "task", "step", "command"]
+                    .iter()
+                    .all(|n| names.contains(n))
+                {
+                    return spans;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
+        },
+    )
     .await;
     let named = |name: &str| {
         spans
@@ -150,27 +172,55 @@ async fn a_request_with_a_traceparent_continues_its_trace_through_the_task_and_i
             .unwrap_or_else(|| panic!("no `{name}` span in trace {TRACE}: {spans:#?}"))
     };
     let request = named("a2a.request");
-    assert_eq!(hex(&request.parent_span_id), CLIENT_SPAN, "the request continues the client's span");
-    assert_eq!(attribute(request, "radkit.binding").as_deref(), Some("jsonrpc"));
+    assert_eq!(
+        hex(&request.parent_span_id),
+        CLIENT_SPAN,
+        "the request continues the client's span"
+    );
+    assert_eq!(
+        attribute(request, "radkit.binding").as_deref(),
+        Some("jsonrpc")
+    );
     let task = named("task");
-    assert_eq!(task.parent_span_id, request.span_id, "the task runs under the request");
+    assert_eq!(
+        task.parent_span_id, request.span_id,
+        "the task runs under the request"
+    );
     assert_eq!(attribute(task, "task"), Some(task_id.clone()));
     assert_eq!(attribute(task, "skill").as_deref(), Some("writes"));
     let step = named("step");
-    assert_eq!(step.parent_span_id, task.span_id, "the step runs under the task");
+    assert_eq!(
+        step.parent_span_id, task.span_id,
+        "the step runs under the task"
+    );
     assert_eq!(attribute(step, "step").as_deref(), Some("write"));
     assert_eq!(attribute(step, "radkit.replayed").as_deref(), Some("false"));
     let command = named("command");
-    assert_eq!(command.parent_span_id, step.span_id, "the command runs under its step");
+    assert_eq!(
+        command.parent_span_id, step.span_id,
+        "the command runs under its step"
+    );
     let invocation = attribute(command, "invocation").expect("the command's InvocationId");
-    assert!(invocation.starts_with(&format!("{task_id}:1:")), "{invocation}");
+    assert!(
+        invocation.starts_with(&format!("{task_id}:1:")),
+        "{invocation}"
+    );
     assert_eq!(attribute(command, "kind").as_deref(), Some("llm"));
     assert!(attribute(command, "policy").is_some(), "{command:#?}");
     assert_eq!(attribute(command, "attempt").as_deref(), Some("1"));
 
+    // Stop exporting off this thread: the receiver runs on it, and a shutdown waits for its last
+    // export.
+    drop(served);
+    tokio::task::spawn_blocking(move || drop(otlp))
+        .await
+        .expect("the exporter shut down");
+
     let traceparents = received.traceparents.lock().unwrap().clone();
     assert_eq!(traceparents.len(), 1, "one model call: {traceparents:?}");
-    let outbound = traceparents[0].as_deref().expect("the model call carries a traceparent");
+    let outbound = traceparents[0]
+        .as_deref()
+        .expect("the model call carries a traceparent");
     assert!(
         outbound.starts_with(&format!("00-{TRACE}-")),
         "the model call continues the trace: {outbound}"

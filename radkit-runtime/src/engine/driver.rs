@@ -191,7 +191,7 @@ impl Inner {
             }
             result = Err(stop);
         }
-        self.metrics.step(&result);
+        self.metrics.step(step_outcome(&result));
         if !self.config.hooks.is_empty() {
             let outcome = match &result {
                 Ok(t) => TransitionKind::from(&t.next).to_string(),
@@ -404,5 +404,18 @@ impl Inner {
             run.lock().push(Entry::Compensated { id, outcome });
         }
         Ok(())
+    }
+}
+
+/// The metrics label of a step visit's end: its transition's kind, or why it made none.
+fn step_outcome<S>(result: &Result<Transition<S>, StepError>) -> &'static str {
+    match result {
+        Ok(t) => TransitionKind::from(&t.next).as_str(),
+        Err(StepError::Suspended) => "suspended",
+        Err(StepError::Halted) => "halted",
+        Err(StepError::Canceled) => "canceled",
+        Err(StepError::Interrupted) => "interrupted",
+        Err(StepError::Rejected(_)) => "rejected",
+        Err(_) => "failed",
     }
 }

@@ -110,17 +110,32 @@ impl Engine {
         &self,
         streams: usize,
     ) -> Result<crate::telemetry::prometheus::Scrape, crate::store::StoreError> {
+        use crate::telemetry::prometheus::{Batches, Scrape};
         let inner = &self.inner;
-        Ok(crate::telemetry::prometheus::Scrape {
-            tasks: inner
-                .store
-                .state_counts(&crate::store::ViewQuery::default())
-                .await?,
+        let tasks = inner
+            .store
+            .state_counts(&crate::store::ViewQuery::default())
+            .await?;
+        let input_required = tasks
+            .iter()
+            .find(|(state, _)| *state == crate::model::TaskState::InputRequired)
+            .map_or(0, |(_, n)| *n);
+        Ok(Scrape {
+            tasks: tasks.iter().map(|(s, n)| (s.as_str(), *n)).collect(),
+            input_required,
             in_hand: inner.live.len(),
             timers: inner.alarms.len(),
             calls: inner.watchers.len(),
             streams,
-            store: inner.store.commit_stats(),
+            store: inner.store.commit_stats().map(|stats| Batches {
+                count: stats.batches,
+                appends: stats.appends,
+                buckets: crate::store::BATCH_SIZE_BOUNDS
+                    .iter()
+                    .copied()
+                    .zip(stats.batch_sizes)
+                    .collect(),
+            }),
         })
     }
 

@@ -12,7 +12,7 @@ use super::fault::Boundary;
 use super::machine::rules::{self, Attempted};
 use super::run::TaskRun;
 use super::{Inner, TokenChunk};
-use crate::flow::{Cmd, CmdKind, InvocationId, Receipt};
+use crate::flow::{Cmd, CmdKind, EffectPolicy, InvocationId, Receipt};
 
 impl Inner {
     /// Perform `cmd` until it succeeds, fails permanently or runs out of attempts, and record its
@@ -78,12 +78,17 @@ impl Inner {
                 rules::attempted(&mut run.lock(), id, cmd, attempt, prior_attempts, result);
             match attempted {
                 Attempted::Retry(delay) => {
-                    self.metrics.retry(&cmd.kind, cmd.policy);
+                    self.metrics
+                        .retry(cmd.kind.kind_name(), policy_label(cmd.policy));
                     drop(slot);
                     tokio::time::sleep(delay).await;
                 }
                 Attempted::Receipt(receipt) => {
-                    self.metrics.command(&cmd.kind, cmd.policy, &receipt);
+                    self.metrics.command(
+                        cmd.kind.kind_name(),
+                        policy_label(cmd.policy),
+                        receipt.outcome.is_ok(),
+                    );
                     let crash =
                         self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
                     if crash || !cmd.policy.reissue_allowed() {
@@ -130,5 +135,15 @@ impl Inner {
                 to: to.clone(),
             }));
         })
+    }
+}
+
+/// The metrics label of an effect policy.
+fn policy_label(policy: EffectPolicy) -> &'static str {
+    match policy {
+        EffectPolicy::Idempotent => "idempotent",
+        EffectPolicy::AtLeastOnce => "at_least_once",
+        EffectPolicy::AtMostOnce => "at_most_once",
+        EffectPolicy::Compensate => "compensate",
     }
 }

@@ -6,10 +6,9 @@
 
 use std::time::Instant;
 
-use crate::flow::{CmdKind, EffectPolicy, Receipt, StepError, Transition};
-
 /// The engine's counters, shared by its runs; cheap to clone. The default records nothing (a run
-/// made outside an engine, a build without the `metrics` feature).
+/// made outside an engine, a build without the `metrics` feature). Labels are `&'static str`s the
+/// engine names (kinds, policies, outcomes), so no task's data can become a label.
 #[derive(Clone, Default)]
 pub(crate) struct Metrics {
     #[cfg(feature = "metrics")]
@@ -26,40 +25,31 @@ impl Metrics {
         }
     }
 
-    /// A step visit ended with `result`.
-    pub(crate) fn step<S>(&self, result: &Result<Transition<S>, StepError>) {
+    /// A step visit ended: its transition's kind, or why it made none.
+    pub(crate) fn step(&self, outcome: &'static str) {
         #[cfg(feature = "metrics")]
         if let Some(f) = &self.families {
-            f.steps
-                .get_or_create(&[("outcome", step_outcome(result))])
-                .inc();
+            f.steps.get_or_create(&[("outcome", outcome)]).inc();
         }
     }
 
-    /// A performed command (`kind`, `policy`) got its receipt.
-    pub(crate) fn command(&self, kind: &CmdKind, policy: EffectPolicy, receipt: &Receipt) {
+    /// A performed command of `kind` and `policy` got its receipt, `ok` or an error.
+    pub(crate) fn command(&self, kind: &'static str, policy: &'static str, ok: bool) {
         #[cfg(feature = "metrics")]
         if let Some(f) = &self.families {
-            let outcome = match receipt.outcome {
-                Ok(_) => "ok",
-                Err(_) => "error",
-            };
+            let outcome = if ok { "ok" } else { "error" };
             f.commands
-                .get_or_create(&[
-                    ("kind", kind.kind_name()),
-                    ("policy", policy_name(policy)),
-                    ("outcome", outcome),
-                ])
+                .get_or_create(&[("kind", kind), ("policy", policy), ("outcome", outcome)])
                 .inc();
         }
     }
 
     /// An attempt of a command failed transiently and is tried again.
-    pub(crate) fn retry(&self, kind: &CmdKind, policy: EffectPolicy) {
+    pub(crate) fn retry(&self, kind: &'static str, policy: &'static str) {
         #[cfg(feature = "metrics")]
         if let Some(f) = &self.families {
             f.retries
-                .get_or_create(&[("kind", kind.kind_name()), ("policy", policy_name(policy))])
+                .get_or_create(&[("kind", kind), ("policy", policy)])
                 .inc();
         }
     }
@@ -101,30 +91,5 @@ impl Metrics {
         if let Some(f) = &self.families {
             f.fenced.inc();
         }
-    }
-}
-
-/// The label of a step visit's end: its transition's kind, or why it made none.
-#[cfg(feature = "metrics")]
-fn step_outcome<S>(result: &Result<Transition<S>, StepError>) -> &'static str {
-    match result {
-        Ok(t) => crate::journal::TransitionKind::from(&t.next).as_str(),
-        Err(StepError::Suspended) => "suspended",
-        Err(StepError::Halted) => "halted",
-        Err(StepError::Canceled) => "canceled",
-        Err(StepError::Interrupted) => "interrupted",
-        Err(StepError::Rejected(_)) => "rejected",
-        Err(_) => "failed",
-    }
-}
-
-/// The label of an effect policy.
-#[cfg(feature = "metrics")]
-fn policy_name(policy: EffectPolicy) -> &'static str {
-    match policy {
-        EffectPolicy::Idempotent => "idempotent",
-        EffectPolicy::AtLeastOnce => "at_least_once",
-        EffectPolicy::AtMostOnce => "at_most_once",
-        EffectPolicy::Compensate => "compensate",
     }
 }

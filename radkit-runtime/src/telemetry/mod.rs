@@ -3,7 +3,9 @@
 //! spans exported as OpenTelemetry traces over OTLP ([`otlp_layer`]), with the W3C trace context
 //! taken from incoming A2A requests and passed on in outbound HTTP requests. It observes the
 //! engine, the stores and the server; it never changes what they do, and nothing it records as a
-//! metric label is a task's data (labels are kinds, policies and outcomes, never ids).
+//! metric label is a task's data (labels are kinds, policies and outcomes, never ids). It names no
+//! other module of the crate: what it shows is handed to it as labels and numbers, so any layer
+//! (the client, the models, the engine, the server) may report to it without a cycle.
 
 pub(crate) mod metrics;
 #[cfg(feature = "otel")]

@@ -1,8 +1,8 @@
 //! The `metrics` feature's side of [`Metrics`](super::Metrics): the counters as
 //! `prometheus-client` families, and one scrape rendered in the OpenMetrics text format with the
-//! gauges read for it (tasks by state from the store, tasks in hand and waiting, open streams,
-//! the store's batch sizes). A scrape builds its own registry over clones of the counters, so it
-//! takes no lock the engine's hot path takes.
+//! gauges the engine read for it (tasks by state from the store, tasks in hand and waiting, open
+//! streams, the store's batch sizes), handed in as plain numbers. A scrape builds its own registry
+//! over clones of the counters, so it takes no lock the engine's hot path takes.
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
@@ -11,9 +11,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
-
-use crate::model::TaskState;
-use crate::store::{StoreStats, BATCH_SIZE_BOUNDS};
 
 /// The content type of [`render`]'s text.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -48,8 +45,10 @@ impl Default for Families {
 
 /// What a scrape reads besides the counters.
 pub(crate) struct Scrape {
-    /// Tasks by state (`Store::state_counts`).
-    pub tasks: Vec<(TaskState, u64)>,
+    /// Tasks by state (`Store::state_counts`), states by their A2A names.
+    pub tasks: Vec<(&'static str, u64)>,
+    /// Tasks waiting for input (`input-required`).
+    pub input_required: u64,
     /// Tasks this engine holds in memory.
     pub in_hand: usize,
     /// Timers this process set and has not seen fire.
@@ -59,21 +58,26 @@ pub(crate) struct Scrape {
     /// Streams open to clients (SSE and gRPC server streams).
     pub streams: usize,
     /// The store's commits, if it group-commits.
-    pub store: Option<StoreStats>,
+    pub store: Option<Batches>,
+}
+
+/// A store's committed transactions as a histogram of their appends.
+pub(crate) struct Batches {
+    /// Transactions.
+    pub count: u64,
+    /// Appends in them.
+    pub appends: u64,
+    /// Each bucket's upper bound (appends) and its own count (not cumulative); the last bucket
+    /// also counts larger transactions.
+    pub buckets: Vec<(u64, u64)>,
 }
 
 /// The counters and `scrape`'s gauges in the OpenMetrics text format ([`CONTENT_TYPE`]).
 pub(crate) fn render(families: Option<&Families>, scrape: Scrape) -> String {
     let mut registry = Registry::with_prefix("radkit");
     let tasks = Family::<Labels<1>, Gauge>::default();
-    let mut input_required = 0;
     for (state, n) in &scrape.tasks {
-        tasks
-            .get_or_create(&[("state", state.as_str())])
-            .set(gauge(*n));
-        if *state == TaskState::InputRequired {
-            input_required = *n;
-        }
+        tasks.get_or_create(&[("state", state)]).set(gauge(*n));
     }
     registry.register("tasks", "Tasks in the store, by state", tasks);
     registry.register(
@@ -84,7 +88,7 @@ pub(crate) fn render(families: Option<&Families>, scrape: Scrape) -> String {
     let waiting = Family::<Labels<1>, Gauge>::default();
     waiting
         .get_or_create(&[("on", "input")])
-        .set(gauge(input_required));
+        .set(gauge(scrape.input_required));
     waiting
         .get_or_create(&[("on", "timer")])
         .set(gauge(scrape.timers));
@@ -101,19 +105,15 @@ pub(crate) fn render(families: Option<&Families>, scrape: Scrape) -> String {
         "Streams open to clients (SSE, gRPC server streams)",
         gauge_of(scrape.streams),
     );
-    if let Some(stats) = scrape.store {
+    if let Some(batches) = scrape.store {
         registry.register(
             "store_batch_appends",
             "Appends per committed store transaction (group commit)",
-            BatchSizes(stats),
+            BatchSizes(batches),
         );
     }
     if let Some(f) = families {
-        registry.register(
-            "steps",
-            "Step visits, by how they ended",
-            f.steps.clone(),
-        );
+        registry.register("steps", "Step visits, by how they ended", f.steps.clone());
         registry.register(
             "commands",
             "Performed commands that got their receipt, by kind, policy and outcome",
@@ -165,25 +165,28 @@ fn gauge_of(n: usize) -> Gauge {
 }
 
 /// The store's batch sizes as a histogram (its buckets are counted by the store's writers).
-#[derive(Debug)]
-struct BatchSizes(StoreStats);
+struct BatchSizes(Batches);
+
+impl std::fmt::Debug for BatchSizes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchSizes")
+            .field("count", &self.0.count)
+            .finish_non_exhaustive()
+    }
+}
 
 impl EncodeMetric for BatchSizes {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         // Each bucket's own count: the encoder writes them cumulative. The last bound's bucket also
         // holds larger batches, so none is left for `+Inf` alone.
-        let buckets: Vec<(f64, u64)> = BATCH_SIZE_BOUNDS
+        let buckets: Vec<(f64, u64)> = self
+            .0
+            .buckets
             .iter()
-            .zip(self.0.batch_sizes)
-            .map(|(bound, n)| (*bound as f64, n))
+            .map(|(bound, n)| (*bound as f64, *n))
             .chain([(f64::INFINITY, 0)])
             .collect();
-        encoder.encode_histogram::<NoLabelSet>(
-            self.0.appends as f64,
-            self.0.batches,
-            &buckets,
-            None,
-        )
+        encoder.encode_histogram::<NoLabelSet>(self.0.appends as f64, self.0.count, &buckets, None)
     }
 
     fn metric_type(&self) -> MetricType {
