@@ -39,6 +39,7 @@ pub use push::{PushAuth, PushClaim, PushConfig, PushFormat, PushStore};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite::{Durability, SqliteStore};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use stats::Commits;
 pub use stats::{StoreStats, BATCH_SIZE_BOUNDS};
 pub use view::TaskView;

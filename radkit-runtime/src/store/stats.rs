@@ -23,7 +23,8 @@ pub struct StoreStats {
 }
 
 /// The counters a store's writers add to as they commit: a few relaxed atomic adds per
-/// transaction.
+/// transaction. Only the SQL stores have writers.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 #[derive(Debug, Default)]
 pub(crate) struct Commits {
     batches: AtomicU64,
@@ -31,6 +32,7 @@ pub(crate) struct Commits {
     sizes: [AtomicU64; BATCH_SIZE_BOUNDS.len()],
 }
 
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 impl Commits {
     /// One transaction of `appends` appends was committed (or failed whole: the writers count what
     /// they tried to commit, so a failing store still shows its batches).

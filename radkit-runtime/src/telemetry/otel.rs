@@ -83,6 +83,7 @@ pub fn otlp(endpoint: &str, service_name: &str) -> Result<Otlp, TelemetryError> 
 /// layer to the program's subscriber:
 ///
 /// ```no_run
+/// # use radkit_runtime as radkit;
 /// # fn main() -> Result<(), radkit::telemetry::TelemetryError> {
 /// use tracing_subscriber::layer::SubscriberExt;
 /// let (layer, otlp) = radkit::telemetry::otlp_layer("http://localhost:4318", "my-agent")?;
