@@ -68,6 +68,18 @@ pub struct ServerConfig {
     #[cfg(feature = "mcp")]
     #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
     pub mcp: bool,
+    /// Serve the web console at `/console` (default on): the tasks, their journals, answers,
+    /// approvals and cancels, the skills and their graphs. With `tokens` set it asks for one and
+    /// shows each principal its own tasks; see `console_admins`.
+    #[cfg(feature = "console")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "console")))]
+    pub console: bool,
+    /// Principals that see (and may answer or cancel) every task in the console, as the operator
+    /// does; others see their own. Only for the console: the A2A API keeps scoping tasks to their
+    /// principal.
+    #[cfg(feature = "console")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "console")))]
+    pub console_admins: Vec<String>,
 }
 
 impl ServerConfig {
@@ -98,6 +110,10 @@ impl ServerConfig {
             bindings: Binding::ALL.to_vec(),
             #[cfg(feature = "mcp")]
             mcp: false,
+            #[cfg(feature = "console")]
+            console: true,
+            #[cfg(feature = "console")]
+            console_admins: Vec::new(),
         }
     }
 }

@@ -102,6 +102,15 @@ pub struct Args {
     #[cfg(feature = "mcp")]
     #[arg(long)]
     pub mcp: bool,
+    /// Do not serve the web console at `/console` (served by default, behind the same `--token`s).
+    #[cfg(feature = "console")]
+    #[arg(long)]
+    pub no_console: bool,
+    /// A principal that sees and acts on every task in the console (repeatable); others see their
+    /// own. With `--token T=alice`, `--console-admin alice`.
+    #[cfg(feature = "console")]
+    #[arg(long = "console-admin", value_name = "PRINCIPAL")]
+    pub console_admins: Vec<String>,
     /// The A2A agents this program's steps call (`--agent`, `--agent-token`).
     #[command(flatten)]
     pub agents: crate::cli::agents::AgentArgs,
@@ -392,6 +401,11 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     {
         config.mcp = args.mcp;
     }
+    #[cfg(feature = "console")]
+    {
+        config.console = !args.no_console;
+        config.console_admins = args.console_admins.clone();
+    }
     if let Some(signer) = &config.card_signer {
         tracing::info!(
             alg = signer.algorithm(),
@@ -408,7 +422,14 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     };
     #[cfg(not(feature = "mcp"))]
     let mcp = "";
-    println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location}{mcp})", config.name, skills.join(", "));
+    #[cfg(feature = "console")]
+    let console = match config.console {
+        true => format!("; console: http://{local}/console"),
+        false => String::new(),
+    };
+    #[cfg(not(feature = "console"))]
+    let console = "";
+    println!("{} serving {} on http://{local}/ (card: http://{local}/.well-known/agent-card.json; store: {location}{mcp}{console})", config.name, skills.join(", "));
     // Memory a burst of clients used goes back to the system once they are gone.
     super::memory::spawn_trimmer();
     // On SIGINT or SIGTERM: stop serving, stop writing, and give leases back so that other

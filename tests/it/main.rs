@@ -35,6 +35,7 @@ mod cluster;
 mod compiletest;
 mod conformance_skill;
 mod connections;
+mod console;
 mod delegate_kill9;
 mod direct_answer;
 mod doc_links;

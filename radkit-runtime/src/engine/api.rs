@@ -329,6 +329,7 @@ impl Engine {
         run.mode = mode;
         run.fold_check = self.inner.fold_check(skill.as_ref());
         run.push_watch = Some(self.inner.push_watch());
+        run.changes = Some(self.inner.changes.clone());
         run.metrics = self.inner.metrics.clone();
         run.effect_slots = run::effect_slots(self.inner.config.max_parallel_effects);
         // On a shared store the task is leased to this engine when it has room; otherwise it is
@@ -601,6 +602,17 @@ impl Engine {
         ))
     }
 
+    /// The task's stored view (its row, status message, the newest `history_length` history
+    /// messages or all, and its artifacts), if `caller` may see the task.
+    pub async fn view(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        history_length: Option<usize>,
+    ) -> Result<crate::store::TaskView, EngineError> {
+        self.visible_view(caller, task_id, history_length).await
+    }
+
     /// The task's stored view, if `caller` may see the task (see [`Engine::visible`]).
     async fn visible_view(
         &self,
@@ -703,6 +715,19 @@ impl Engine {
             query.principal = Some(name.clone());
         }
         Ok(self.inner.store.list_views(&query).await?)
+    }
+
+    /// The URL an agent that steps call (`ctx.agent(name, ..)`) was declared with
+    /// ([`AgentSpec::new`](super::AgentSpec::new)); `None` for a name the engine does not know.
+    pub fn agent_url(&self, name: &str) -> Option<String> {
+        self.inner.agents.url(name).map(str::to_owned)
+    }
+
+    /// The ids of the tasks this engine's appends change, from now on: one per committed append, for
+    /// a reader that follows many tasks (the console's task list). Tasks other engines run on a
+    /// shared store are not in it; a reader of those polls the store too.
+    pub fn watch_changes(&self) -> super::TaskChanges {
+        self.inner.changes.watch()
     }
 
     /// The task's current state (from its row; cheap).

@@ -561,6 +561,7 @@ impl EngineBuilder {
             config: self.config,
             halted: Arc::new(AtomicBool::new(false)),
             live: Default::default(),
+            changes: Default::default(),
             leases: Default::default(),
             reloads: Default::default(),
             divergences: Arc::default(),

@@ -6,6 +6,7 @@
 mod api;
 mod builder;
 mod call;
+mod changes;
 mod cluster;
 mod command;
 mod driver;
@@ -41,6 +42,7 @@ pub use builder::{
     DEFAULT_MAX_PARALLEL_EFFECTS,
 };
 pub use call::AgentSpec;
+pub use changes::{TaskChange, TaskChanges};
 #[cfg(feature = "restate")]
 pub(crate) use call::{pass as call_pass, Agents};
 pub use error::EngineError;
@@ -74,6 +76,8 @@ pub(crate) struct Inner {
     halted: Arc<AtomicBool>,
     /// The tasks in hand (broadcast, gate, run).
     live: live::LiveTasks,
+    /// The ids of the tasks this process commits to, for readers of many tasks.
+    changes: Arc<changes::Changes>,
     /// Leases held, the worker loop, claims (shared stores only).
     leases: cluster::LeaseState,
     /// What reloads after failed appends remember (single-engine stores).

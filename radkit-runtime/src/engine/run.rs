@@ -329,6 +329,8 @@ pub(crate) struct TaskRun {
     pub fold_check: Option<FoldCheck>,
     /// Told of every commit, to wake the push sender when the task has webhooks.
     pub push_watch: Option<Arc<super::push::Watch>>,
+    /// Told of every commit, for the readers of the engine's changed tasks.
+    pub changes: Option<Arc<super::changes::Changes>>,
     /// Effects of this task in flight at once (parallel calls of one step): each attempt holds a
     /// permit (`EngineConfig::max_parallel_effects`).
     pub effect_slots: tokio::sync::Semaphore,
@@ -381,6 +383,7 @@ impl TaskRun {
             mode: crate::flow::PermissionMode::Default,
             fold_check: None,
             push_watch: None,
+            changes: None,
             effect_slots: effect_slots(super::builder::DEFAULT_MAX_PARALLEL_EFFECTS),
             metrics: Default::default(),
         }
@@ -545,6 +548,9 @@ impl TaskRun {
         }
         if let Some(watch) = &self.push_watch {
             watch.committed(&self.task_id, &entries);
+        }
+        if let Some(changes) = &self.changes {
+            changes.committed(&self.task_id);
         }
         if self.tx.receiver_count() > 0 {
             // The time the store wrote: a live event says what a replay or a read will.

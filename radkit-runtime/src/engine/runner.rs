@@ -159,6 +159,7 @@ impl Inner {
         run.fence = fence;
         run.fold_check = self.fold_check(skill.as_ref());
         run.push_watch = Some(self.push_watch());
+        run.changes = Some(self.changes.clone());
         run.metrics = self.metrics.clone();
         run.effect_slots = run::effect_slots(self.config.max_parallel_effects);
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))

@@ -9,6 +9,8 @@ mod auth;
 mod calls;
 pub mod card;
 mod connection;
+#[cfg(feature = "console")]
+mod console;
 mod errors;
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
@@ -60,6 +62,9 @@ pub(crate) struct AppState {
     pub streams: Arc<open::Slots>,
     /// The public and extended agent cards, built and signed once.
     pub cards: card::Cards,
+    /// The console's session and CSRF key.
+    #[cfg(feature = "console")]
+    pub sessions: console::Sessions,
 }
 
 /// The paths of the gRPC binding's RPCs, `/lf.a2a.v1.A2AService/<Method>`: served by `grpc`, or
@@ -75,12 +80,16 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     let tokens = auth::Tokens::new(&config.tokens);
     let streams = Arc::new(open::Slots::new(config.max_streams_per_principal));
     let cards = card::Cards::new(&engine.skills(), &config, engine.supports_push());
+    #[cfg(feature = "console")]
+    let sessions = console::Sessions::new(&config);
     let state = Arc::new(AppState {
         engine,
         config,
         tokens,
         streams,
         cards,
+        #[cfg(feature = "console")]
+        sessions,
     });
     let offers = |binding| state.config.offers(binding);
     let router = match offers(Binding::JsonRpc) {
@@ -108,6 +117,11 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
     #[cfg(feature = "mcp")]
     let router = match state.config.mcp {
         true => router.merge(mcp::routes(state.clone())),
+        false => router,
+    };
+    #[cfg(feature = "console")]
+    let router = match state.config.console {
+        true => router.merge(console::routes()),
         false => router,
     };
     router

@@ -321,6 +321,7 @@ pub(crate) async fn list_tasks(
         after,
         limit: list.page_size + 1,
         history: Some(history),
+        ..Default::default()
     };
     let mut page = state
         .engine
@@ -352,11 +353,11 @@ pub(crate) async fn list_tasks(
 }
 
 /// A page token: the position after the page's last task, `(status time, id)`, opaque to clients.
-fn page_token(at_ms: i64, id: &str) -> String {
+pub(crate) fn page_token(at_ms: i64, id: &str) -> String {
     super::page_token::encode(&format!("{at_ms}:{id}"))
 }
 
-fn page_position(token: &str) -> Result<(i64, String), OpError> {
+pub(crate) fn page_position(token: &str) -> Result<(i64, String), OpError> {
     let text = super::page_token::decode(token)?;
     let bad = || super::page_token::not_ours(token);
     let (at, id) = text.split_once(':').ok_or_else(bad)?;

@@ -339,6 +339,26 @@ impl PushStore for MemoryStore {
         Ok(self.pushes().get(&key).map(|p| p.config.clone()))
     }
 
+    async fn push_deliveries(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<super::push::PushDelivery>, StoreError> {
+        let now = crate::journal::now_ms();
+        Ok(self
+            .pushes()
+            .iter()
+            .filter(|((task, _), _)| task == task_id)
+            .map(|(_, p)| super::push::PushDelivery {
+                config: p.config.clone(),
+                delivered_seq: p.delivered_seq,
+                attempts: p.attempts,
+                next_at_ms: p.next_at_ms,
+                finished: p.finished,
+                sender: p.owner.clone().filter(|_| p.lease_until_ms > now),
+            })
+            .collect())
+    }
+
     async fn push_configs(
         &self,
         task_id: &str,

@@ -35,7 +35,7 @@ pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres::PostgresStore;
-pub use push::{PushAuth, PushClaim, PushConfig, PushFormat, PushStore};
+pub use push::{PushAuth, PushClaim, PushConfig, PushDelivery, PushFormat, PushStore};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite::{Durability, SqliteStore};
@@ -161,6 +161,13 @@ pub struct ViewQuery {
     pub state: Option<TaskState>,
     /// Only tasks whose status changed at or after this time (ms since the epoch).
     pub status_since_ms: Option<i64>,
+    /// Only tasks whose status changed before this time (ms since the epoch).
+    pub status_before_ms: Option<i64>,
+    /// Only tasks of this skill.
+    pub skill_id: Option<String>,
+    /// Only tasks whose id starts with this prefix (as [`TaskQuery::id_prefix`]: case-sensitive, no
+    /// wildcards).
+    pub id_prefix: Option<String>,
     /// Only tasks after this one in the order: `(status time, id)` of the previous page's last task.
     pub after: Option<(i64, String)>,
     /// At most this many.
@@ -190,6 +197,15 @@ pub(crate) fn view_matches(view: &TaskView, query: &ViewQuery) -> bool {
             .is_none_or(|c| &view.record.context_id == c)
         && query.state.is_none_or(|s| view.record.state == s)
         && query.status_since_ms.is_none_or(|t| view.status_at_ms >= t)
+        && query.status_before_ms.is_none_or(|t| view.status_at_ms < t)
+        && query
+            .skill_id
+            .as_ref()
+            .is_none_or(|s| &view.record.skill_id == s)
+        && query
+            .id_prefix
+            .as_ref()
+            .is_none_or(|p| view.record.id.starts_with(p.as_str()))
 }
 
 /// A backend's error, kept whole as the source of a [`StoreError`].

@@ -65,6 +65,23 @@ pub struct PushClaim {
     pub attempts: u32,
 }
 
+/// Where the delivery of one push config of a task stands (the console shows it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushDelivery {
+    /// The config.
+    pub config: PushConfig,
+    /// The seq of the last update its webhook acknowledged.
+    pub delivered_seq: u64,
+    /// Failed attempts since the last acknowledged update.
+    pub attempts: u32,
+    /// When the next attempt is due (ms since the epoch; 0: at once).
+    pub next_at_ms: i64,
+    /// The update that ended the task was acknowledged: nothing more to send.
+    pub finished: bool,
+    /// The engine delivering it now, while its lease lasts.
+    pub sender: Option<String>,
+}
+
 /// Push configs and delivery cursors (see the module docs). Every store of the crate has them
 /// ([`Store::push`](super::Store::push)).
 #[async_trait]
@@ -93,6 +110,10 @@ pub trait PushStore: Send + Sync {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PushConfig>, StoreError>;
+
+    /// Every config of `task_id` with where its delivery stands, in id order (at most
+    /// [`crate::engine::MAX_CONFIGS_PER_TASK`] exist).
+    async fn push_deliveries(&self, task_id: &str) -> Result<Vec<PushDelivery>, StoreError>;
 
     /// Delete a config; `false` when there was none.
     async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError>;

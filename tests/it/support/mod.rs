@@ -10,6 +10,7 @@ pub mod harness;
 pub mod services;
 
 pub mod agent;
+pub mod browser;
 pub mod common;
 pub mod hold_proxy;
 pub mod mcp_server;

@@ -67,7 +67,7 @@ impl Parse for Args {
                     other => {
                         return Err(syn::Error::new(
                             other.span(),
-                            "`needs` takes a service: Postgres, Python, Python1, PythonServer, Python1Server, Restate or PythonMcp",
+                            "`needs` takes a service: Postgres, Python, Python1, PythonServer, Python1Server, Restate, PythonMcp or Browser",
                         ))
                     }
                 },

@@ -101,6 +101,11 @@ impl Agents {
         self.webhook.as_ref()
     }
 
+    /// The card URL (or base URL) the agent `name` was declared with.
+    pub(crate) fn url(&self, name: &str) -> Option<&str> {
+        self.agents.get(name).map(|peer| peer.spec.url.as_str())
+    }
+
     pub(crate) fn peer(&self, name: &str) -> Option<RemotePeer> {
         self.agents.get(name).cloned()
     }

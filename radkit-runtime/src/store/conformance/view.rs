@@ -172,6 +172,7 @@ pub async fn list_views_pages_newest_status_first(store: &dyn Store) {
         let id = fresh_id("listed");
         let mut row = record(&id, Some(&principal));
         row.context_id = if i % 2 == 0 { "ctx-even" } else { "ctx-odd" }.to_owned();
+        row.skill_id = if i % 3 == 0 { "skill-three" } else { "skill-other" }.to_owned();
         let mut entries = vec![
             created(&id),
             Entry::MessageReceived {
@@ -230,6 +231,21 @@ pub async fn list_views_pages_newest_status_first(store: &dyn Store) {
             principal: Some(fresh_id("nobody")),
             ..ViewQuery::default()
         },
+        ViewQuery {
+            principal: Some(principal.clone()),
+            skill_id: Some("skill-three".into()),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            principal: Some(principal.clone()),
+            id_prefix: Some(ids[3][..ids[3].len() - 2].to_owned()),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            principal: Some(principal.clone()),
+            status_before_ms: Some(all[3].status_at_ms),
+            ..ViewQuery::default()
+        },
     ];
     for base in queries {
         let mut expected: Vec<&TaskView> = all
@@ -280,8 +296,10 @@ pub async fn state_counts_count_the_views_the_filters_match(store: &dyn Store) {
         TaskState::Completed,
         TaskState::Completed,
     ];
+    let mut ids = Vec::new();
     for (i, state) in states.iter().enumerate() {
         let id = fresh_id("counted");
+        ids.push(id.clone());
         let mut row = record(&id, Some(&principal));
         row.context_id = if i % 2 == 0 { "ctx-even" } else { "ctx-odd" }.to_owned();
         let mut entries = vec![
@@ -330,6 +348,14 @@ pub async fn state_counts_count_the_views_the_filters_match(store: &dyn Store) {
         ViewQuery {
             principal: Some(fresh_id("nobody")),
             ..ViewQuery::default()
+        },
+        ViewQuery {
+            id_prefix: Some(ids[1].clone()),
+            ..mine.clone()
+        },
+        ViewQuery {
+            skill_id: Some(fresh_id("no-such-skill")),
+            ..mine.clone()
         },
     ];
     for query in queries {

@@ -595,6 +595,28 @@ fn view_filter(query: &super::ViewQuery) -> (String, Vec<Box<dyn ToSql + Sync + 
         params.push(Box::new(t));
         filter.push_str(&format!(" AND status_at_ms >= ${}", params.len()));
     }
+    if let Some(t) = query.status_before_ms {
+        params.push(Box::new(t));
+        filter.push_str(&format!(" AND status_at_ms < ${}", params.len()));
+    }
+    if let Some(skill) = query.skill_id.clone() {
+        params.push(Box::new(skill));
+        filter.push_str(&format!(" AND skill_id = ${}", params.len()));
+    }
+    if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
+        if prefix.contains('\0') {
+            // Postgres text cannot hold NUL, so no id has this prefix (and it cannot be sent).
+            filter.push_str(" AND FALSE");
+        } else {
+            // A range of `radkit_tasks_by_id_c` (migration 6), as in `TaskQuery::id_prefix`.
+            params.push(Box::new(prefix.to_owned()));
+            filter.push_str(&format!(" AND id COLLATE \"C\" >= ${}", params.len()));
+            if let Some(upper) = super::prefix_upper_bound(prefix) {
+                params.push(Box::new(upper));
+                filter.push_str(&format!(" AND id COLLATE \"C\" < ${}", params.len()));
+            }
+        }
+    }
     (filter, params)
 }
 

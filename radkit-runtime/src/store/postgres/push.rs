@@ -73,6 +73,36 @@ impl PushStore for PostgresStore {
             .collect()
     }
 
+    async fn push_deliveries(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<crate::store::push::PushDelivery>, StoreError> {
+        let now = crate::journal::now_ms();
+        let rows = self
+            .rows(
+                "SELECT p.body, p.delivered_seq, p.attempts, p.next_at_ms, p.finished,
+                        p.lease_owner, p.lease_until_ms
+                 FROM radkit_push_configs p JOIN radkit_tasks t ON t.tid = p.tid
+                 WHERE t.id = $1 ORDER BY p.config_id COLLATE \"C\"",
+                &[&task_id],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let owner: Option<String> = get(row, "lease_owner")?;
+                let until: i64 = get(row, "lease_until_ms")?;
+                Ok(crate::store::push::PushDelivery {
+                    config: config_of(task_id, get(row, "body")?)?,
+                    delivered_seq: u64::try_from(get::<i64>(row, "delivered_seq")?).unwrap_or(0),
+                    attempts: u32::try_from(get::<i32>(row, "attempts")?).unwrap_or(u32::MAX),
+                    next_at_ms: get(row, "next_at_ms")?,
+                    finished: get(row, "finished")?,
+                    sender: owner.filter(|_| until > now),
+                })
+            })
+            .collect()
+    }
+
     async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
         let n = self
             .exec(

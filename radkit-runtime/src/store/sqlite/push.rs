@@ -114,6 +114,39 @@ impl PushStore for SqliteStore {
         .await
     }
 
+    async fn push_deliveries(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<crate::store::push::PushDelivery>, StoreError> {
+        let task_id = task_id.to_owned();
+        let now = crate::journal::now_ms();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT p.body, p.delivered_seq, p.attempts, p.next_at_ms, p.finished, p.lease_owner,
+                        p.lease_until_ms
+                 FROM push_configs p JOIN tasks t ON t.tid = p.tid
+                 WHERE t.id = ?1 ORDER BY p.config_id",
+            )?;
+            let mut rows = stmt.query(params![task_id])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let body: String = get(row, "body")?;
+                let owner: Option<String> = get(row, "lease_owner")?;
+                let until: i64 = get(row, "lease_until_ms")?;
+                out.push(crate::store::push::PushDelivery {
+                    config: config_of(&task_id, &body)?,
+                    delivered_seq: u64::try_from(get::<i64>(row, "delivered_seq")?).unwrap_or(0),
+                    attempts: u32::try_from(get::<i64>(row, "attempts")?).unwrap_or(u32::MAX),
+                    next_at_ms: get(row, "next_at_ms")?,
+                    finished: get(row, "finished")?,
+                    sender: owner.filter(|_| until > now),
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<bool, StoreError> {
         let (task_id, id) = (task_id.to_owned(), config_id.to_owned());
         self.read(move |conn| {

@@ -133,6 +133,19 @@ fn view_filter(query: &crate::store::ViewQuery) -> (String, Vec<rusqlite::types:
     if let Some(t) = query.status_since_ms {
         filter.push_str(&format!(" AND status_at_ms >= {}", param(t.into())));
     }
+    if let Some(t) = query.status_before_ms {
+        filter.push_str(&format!(" AND status_at_ms < {}", param(t.into())));
+    }
+    if let Some(skill) = &query.skill_id {
+        filter.push_str(&format!(" AND skill_id = {}", param(skill.clone().into())));
+    }
+    // A range of the `id` index, as in `TaskQuery::id_prefix`.
+    if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
+        filter.push_str(&format!(" AND id >= {}", param(prefix.to_owned().into())));
+        if let Some(upper) = crate::store::prefix_upper_bound(prefix) {
+            filter.push_str(&format!(" AND id < {}", param(upper.into())));
+        }
+    }
     (filter, values)
 }
 

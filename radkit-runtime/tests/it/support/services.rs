@@ -40,6 +40,8 @@ pub enum Needs {
     /// A Python with the official MCP SDK (`mcp`) and its time server (`mcp-server-time`):
     /// [`python_mcp`].
     PythonMcp,
+    /// Chromium and its WebDriver server, ChromeDriver: [`chromium`], [`chromedriver`].
+    Browser,
 }
 
 /// One test before the harness decides how to run it.
@@ -143,6 +145,7 @@ pub fn run(mut tests: Vec<Test>) -> ExitCode {
         Needs::Python1Server,
         Needs::Restate,
         Needs::PythonMcp,
+        Needs::Browser,
     ] {
         let selected = tests.iter().any(|test| {
             // Flagged ignored so that `--ignored` keeps it: only the name decides here.
@@ -279,6 +282,44 @@ fn probe_restate() -> Availability {
     }
 }
 
+/// The headless browser of the console's tests: `RADKIT_CHROMIUM`, else Debian's `/usr/bin/chromium`
+/// (`.ci/run` installs the `chromium` package).
+pub fn chromium() -> String {
+    explicit("RADKIT_CHROMIUM").unwrap_or_else(|| "/usr/bin/chromium".to_owned())
+}
+
+/// Its WebDriver server: `RADKIT_CHROMEDRIVER`, else Debian's `/usr/bin/chromedriver` (the
+/// `chromium-driver` package).
+pub fn chromedriver() -> String {
+    explicit("RADKIT_CHROMEDRIVER").unwrap_or_else(|| "/usr/bin/chromedriver".to_owned())
+}
+
+fn probe_browser() -> Availability {
+    let asked = explicit("RADKIT_CHROMIUM").is_some() || explicit("RADKIT_CHROMEDRIVER").is_some();
+    for (program, what) in [(chromium(), "chromium"), (chromedriver(), "chromedriver")] {
+        if !asked && !Path::new(&program).exists() {
+            return Availability::Missing(format!(
+                "{what} is not installed at {program} (`bash .ci/run` installs Debian's `chromium` \
+                 and `chromium-driver`; or set RADKIT_CHROMIUM and RADKIT_CHROMEDRIVER)"
+            ));
+        }
+        let error = match Command::new(&program)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+        {
+            Ok(out) if out.status.success() => continue,
+            Ok(out) => format!("it exited with {}", out.status),
+            Err(e) => format!("it cannot be started: {e}"),
+        };
+        return match asked {
+            true => Availability::Broken(format!("{what} at {program} does not run ({error})")),
+            false => Availability::Missing(format!("{what} at {program} does not run ({error})")),
+        };
+    }
+    Availability::Ready
+}
+
 /// Whether a service can be used, found once per test binary.
 enum Availability {
     /// It answered.
@@ -293,6 +334,7 @@ static POSTGRES: OnceLock<Availability> = OnceLock::new();
 static PYTHON: OnceLock<Availability> = OnceLock::new();
 static PYTHON1: OnceLock<Availability> = OnceLock::new();
 static PYTHON_SERVER: OnceLock<Availability> = OnceLock::new();
+static BROWSER: OnceLock<Availability> = OnceLock::new();
 static PYTHON1_SERVER: OnceLock<Availability> = OnceLock::new();
 static RESTATE: OnceLock<Availability> = OnceLock::new();
 static PYTHON_MCP: OnceLock<Availability> = OnceLock::new();
@@ -307,6 +349,7 @@ fn cell(needs: Needs) -> Option<&'static OnceLock<Availability>> {
         Needs::Python1Server => Some(&PYTHON1_SERVER),
         Needs::Restate => Some(&RESTATE),
         Needs::PythonMcp => Some(&PYTHON_MCP),
+        Needs::Browser => Some(&BROWSER),
     }
 }
 
@@ -328,6 +371,7 @@ fn availability(needs: Needs) -> Option<&'static Availability> {
             Needs::Python1Server => probe_python(Sdk::V1Server),
             Needs::Restate => probe_restate(),
             Needs::PythonMcp => probe_python_mcp(),
+            Needs::Browser => probe_browser(),
         };
         match &found {
             Availability::Ready => {}
