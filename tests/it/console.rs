@@ -21,7 +21,12 @@ use crate::support::common::{rpc, user};
 #[derive(Default)]
 struct Ask;
 
-#[flow_skill(id = "ask", name = "Ask", description = "Asks for a name.", register = false)]
+#[flow_skill(
+    id = "ask",
+    name = "Ask",
+    description = "Asks for a name.",
+    register = false
+)]
 impl Ask {
     #[step(start)]
     async fn start(&self, _ctx: &StepCtx, _msg: Content) -> StepResult {
@@ -42,7 +47,12 @@ impl Ask {
 #[derive(Default)]
 struct Gate;
 
-#[flow_skill(id = "gate", name = "Gate", description = "Refunds with approval.", register = false)]
+#[flow_skill(
+    id = "gate",
+    name = "Gate",
+    description = "Refunds with approval.",
+    register = false
+)]
 impl Gate {
     #[step(start)]
     async fn start(&self, ctx: &StepCtx, _msg: Content) -> StepResult {
@@ -63,7 +73,12 @@ impl Gate {
 #[derive(Default)]
 struct Slow;
 
-#[flow_skill(id = "slow", name = "Slow", description = "Waits for a release.", register = false)]
+#[flow_skill(
+    id = "slow",
+    name = "Slow",
+    description = "Waits for a release.",
+    register = false
+)]
 impl Slow {
     #[step(start)]
     async fn start(&self, ctx: &StepCtx, _msg: Content) -> StepResult {
@@ -167,7 +182,10 @@ async fn session(agent: &Agent, token: Option<&str>) -> Session {
             .expect("sign in");
         assert_eq!(answer.status(), 303, "signed in and sent to the list");
         let set = answer.headers()["set-cookie"].to_str().unwrap();
-        assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+        assert!(
+            set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+            "{set}"
+        );
         cookie = Some(set.split(';').next().unwrap().to_owned());
     }
     Session { http, cookie }
@@ -192,8 +210,18 @@ async fn csrf(http: &Session, agent: &Agent) -> String {
 async fn wait_state(agent: &Agent, task: &str, token: Option<&str>, state: &str) -> String {
     let deadline = tokio::time::Instant::now() + crate::support::agent::PATIENCE;
     loop {
-        let answer = rpc(&client(), &agent.url, token, "tasks/get", json!({ "id": task })).await;
-        let now = answer["result"]["status"]["state"].as_str().unwrap_or("").to_owned();
+        let answer = rpc(
+            &client(),
+            &agent.url,
+            token,
+            "tasks/get",
+            json!({ "id": task }),
+        )
+        .await;
+        let now = answer["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
         if now == state {
             return now;
         }
@@ -213,7 +241,11 @@ async fn the_console_asks_for_a_token_and_shows_a_principal_only_its_own_tasks()
     let bobs = create(&agent, Some(BOB), "ask").await;
 
     let anonymous = session(&agent, None).await;
-    let answer = anonymous.get(format!("{}/console", agent.url)).send().await.unwrap();
+    let answer = anonymous
+        .get(format!("{}/console", agent.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(answer.status(), 303);
     assert_eq!(answer.headers()["location"], "/console/login");
     let answer = anonymous
@@ -229,10 +261,20 @@ async fn the_console_asks_for_a_token_and_shows_a_principal_only_its_own_tasks()
         .await
         .unwrap();
     assert_eq!(wrong.status(), 401);
-    assert!(wrong.headers().get("set-cookie").is_none(), "no session for a wrong token");
+    assert!(
+        wrong.headers().get("set-cookie").is_none(),
+        "no session for a wrong token"
+    );
 
     let alice = session(&agent, Some(ALICE)).await;
-    let list = alice.get(format!("{}/console", agent.url)).send().await.unwrap().text().await.unwrap();
+    let list = alice
+        .get(format!("{}/console", agent.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(list.contains(&alices), "alice sees her task");
     assert!(!list.contains(&bobs), "alice does not see bob's task");
     let page = alice
@@ -259,8 +301,18 @@ async fn the_console_asks_for_a_token_and_shows_a_principal_only_its_own_tasks()
     assert!(!list.contains(&bobs));
 
     let root = session(&agent, Some(ROOT)).await;
-    let list = root.get(format!("{}/console", agent.url)).send().await.unwrap().text().await.unwrap();
-    assert!(list.contains(&alices) && list.contains(&bobs), "an admin sees every task");
+    let list = root
+        .get(format!("{}/console", agent.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        list.contains(&alices) && list.contains(&bobs),
+        "an admin sees every task"
+    );
     let list = root
         .get(format!("{}/console?principal=bob", agent.url))
         .send()
@@ -269,7 +321,10 @@ async fn the_console_asks_for_a_token_and_shows_a_principal_only_its_own_tasks()
         .text()
         .await
         .unwrap();
-    assert!(list.contains(&bobs) && !list.contains(&alices), "and filters by principal");
+    assert!(
+        list.contains(&bobs) && !list.contains(&alices),
+        "and filters by principal"
+    );
 }
 
 #[test(multi_thread)]
@@ -367,12 +422,22 @@ async fn the_list_filters_by_state_skill_and_id_prefix_counts_states_and_pages()
     let (status, first) = get(String::new()).await;
     assert_eq!(status, 200);
     assert!(first.contains("56 matching"), "the total");
-    assert!(first.contains("data-count=\"input-required\">56<"), "the count per state");
+    assert!(
+        first.contains("data-count=\"input-required\">56<"),
+        "the count per state"
+    );
     assert_eq!(first.matches("data-task=").count(), 50, "a page of 50");
-    let next = first.split("rel=\"next\" href=\"").nth(1).expect("a next page");
+    let next = first
+        .split("rel=\"next\" href=\"")
+        .nth(1)
+        .expect("a next page");
     let next = next[..next.find('"').unwrap()].replace("&amp;", "&");
     let (_, second) = get(next.trim_start_matches("/console").to_owned()).await;
-    assert_eq!(second.matches("data-task=").count(), 6, "the rest on the second page");
+    assert_eq!(
+        second.matches("data-task=").count(),
+        6,
+        "the rest on the second page"
+    );
     let (_, gates) = get("?skill=gate".to_owned()).await;
     assert!(gates.contains(&gate) && gates.contains("1 matching"));
     let (_, prefixed) = get(format!("?q={}", &asks[3][..8])).await;
@@ -382,7 +447,10 @@ async fn the_list_filters_by_state_skill_and_id_prefix_counts_states_and_pages()
     for bad in ["?state=sleeping", "?since=yesterday", "?after=%25%25"] {
         let (status, page) = get(bad.to_owned()).await;
         assert_eq!(status, 400, "{bad}");
-        assert!(page.contains("role=\"alert\""), "{bad}: the page says what is wrong");
+        assert!(
+            page.contains("role=\"alert\""),
+            "{bad}: the page says what is wrong"
+        );
     }
 }
 
@@ -399,8 +467,14 @@ async fn the_console_files_are_embedded_and_mermaid_is_served_compressed() {
         .text()
         .await
         .unwrap();
-    assert!(skills.contains("flowchart TD"), "each skill's graph as Mermaid text");
-    let mermaid = skills.split("drawGraphs('").nth(1).expect("the graph script");
+    assert!(
+        skills.contains("flowchart TD"),
+        "each skill's graph as Mermaid text"
+    );
+    let mermaid = skills
+        .split("drawGraphs('")
+        .nth(1)
+        .expect("the graph script");
     let mermaid = &mermaid[..mermaid.find('\'').unwrap()];
     // reqwest here decompresses nothing: the body is the embedded gzip.
     let raw = http
@@ -411,7 +485,10 @@ async fn the_console_files_are_embedded_and_mermaid_is_served_compressed() {
         .unwrap();
     assert_eq!(raw.status(), 200);
     assert_eq!(raw.headers()["content-encoding"], "gzip");
-    assert!(raw.headers()["cache-control"].to_str().unwrap().contains("immutable"));
+    assert!(raw.headers()["cache-control"]
+        .to_str()
+        .unwrap()
+        .contains("immutable"));
     let refused = http
         .get(format!("{}{mermaid}", agent.url))
         .header("accept-encoding", "identity")
@@ -440,11 +517,16 @@ async fn a_browser_follows_a_new_task_in_the_list_and_its_page_to_completion() {
     browser
         .until(
             "the new task's row, without a reload",
-            &format!("return document.querySelector({})?.querySelector('[data-state]')?.dataset.state;", json!(row)),
+            &format!(
+                "return document.querySelector({})?.querySelector('[data-state]')?.dataset.state;",
+                json!(row)
+            ),
         )
         .await;
     browser.screenshot("tasks").await;
-    browser.open(&format!("{}/console/tasks/{task}", agent.url)).await;
+    browser
+        .open(&format!("{}/console/tasks/{task}", agent.url))
+        .await;
     let state = browser.text_of("h1 [data-state]").await;
     assert_eq!(state, "working");
     release.add_permits(1);
@@ -487,11 +569,19 @@ async fn a_browser_answers_a_question_and_approves_a_gate_from_the_page() {
         ))
         .await;
     browser
-        .until("the list after signing in", "return document.querySelector('[data-testid=principal]')?.textContent === 'alice';")
+        .until(
+            "the list after signing in",
+            "return document.querySelector('[data-testid=principal]')?.textContent === 'alice';",
+        )
         .await;
 
-    browser.open(&format!("{}/console/tasks/{asked}", agent.url)).await;
-    assert_eq!(browser.text_of("[data-testid=question]").await, "What is your name?");
+    browser
+        .open(&format!("{}/console/tasks/{asked}", agent.url))
+        .await;
+    assert_eq!(
+        browser.text_of("[data-testid=question]").await,
+        "What is your name?"
+    );
     browser
         .run("document.querySelector('[data-testid=answer-text]').value = 'Ada'; document.querySelector('[data-testid=answer]').click();")
         .await;
@@ -504,20 +594,38 @@ async fn a_browser_answers_a_question_and_approves_a_gate_from_the_page() {
     let artifacts = browser.text_of("#artifacts").await;
     assert!(artifacts.contains("Hello, Ada!"), "{artifacts}");
 
-    browser.open(&format!("{}/console/tasks/{gated}", agent.url)).await;
-    assert_eq!(browser.text_of("[data-testid=approval-tool]").await, "refund_card");
+    browser
+        .open(&format!("{}/console/tasks/{gated}", agent.url))
+        .await;
+    assert_eq!(
+        browser.text_of("[data-testid=approval-tool]").await,
+        "refund_card"
+    );
     let proposed = browser.text_of("[data-testid=approval] pre.json").await;
     let proposed: Value = serde_json::from_str(&proposed).expect("the arguments as JSON");
-    assert_eq!(proposed, json!({ "customer": "ada", "cents": 12500 }), "the exact action");
+    assert_eq!(
+        proposed,
+        json!({ "customer": "ada", "cents": 12500 }),
+        "the exact action"
+    );
     browser.screenshot("approval").await;
-    browser.run("document.querySelector('[data-testid=approve]').click();").await;
+    browser
+        .run("document.querySelector('[data-testid=approve]').click();")
+        .await;
     browser
         .until(
             "the approved task to complete",
             "return document.querySelector('h1 [data-state]')?.dataset.state === 'completed';",
         )
         .await;
-    let task = rpc(&client(), &agent.url, Some(ALICE), "tasks/get", json!({ "id": gated })).await;
+    let task = rpc(
+        &client(),
+        &agent.url,
+        Some(ALICE),
+        "tasks/get",
+        json!({ "id": gated }),
+    )
+    .await;
     assert_eq!(task["result"]["status"]["state"], "completed", "{task}");
 }
 
@@ -536,11 +644,19 @@ async fn a_principal_in_the_browser_cannot_see_another_principals_task() {
         ))
         .await;
     browser
-        .until("bob's list", &format!("return document.querySelector({}) !== null;", json!(format!("#task-{bobs}"))))
+        .until(
+            "bob's list",
+            &format!(
+                "return document.querySelector({}) !== null;",
+                json!(format!("#task-{bobs}"))
+            ),
+        )
         .await;
     let list = browser.text_of("table.tasks").await;
     assert!(!list.contains(&alices), "alice's task is not in bob's list");
-    browser.open(&format!("{}/console/tasks/{alices}", agent.url)).await;
+    browser
+        .open(&format!("{}/console/tasks/{alices}", agent.url))
+        .await;
     let notice = browser.text_of("p.notice").await;
     assert!(notice.contains("No task"), "{notice}");
 }

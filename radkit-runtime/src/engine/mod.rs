@@ -42,9 +42,9 @@ pub use builder::{
     DEFAULT_MAX_PARALLEL_EFFECTS,
 };
 pub use call::AgentSpec;
-pub use changes::{TaskChange, TaskChanges};
 #[cfg(feature = "restate")]
 pub(crate) use call::{pass as call_pass, Agents};
+pub use changes::{TaskChange, TaskChanges};
 pub use error::EngineError;
 pub use executor::{Executed, Executor};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only

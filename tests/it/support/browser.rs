@@ -3,8 +3,8 @@
 //! loopback port and a browser with a fresh profile; both end when it is dropped. Every wait is
 //! bounded ([`PATIENCE`]) and polls what the page shows, never a moment.
 
-use std::path::PathBuf;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 

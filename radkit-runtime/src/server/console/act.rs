@@ -133,10 +133,7 @@ pub(super) async fn decide(
     if decide.decision != "approve" && decide.decision != "reject" {
         return refused(
             StatusCode::BAD_REQUEST,
-            format!(
-                "`{}` is not a decision: approve or reject",
-                decide.decision
-            ),
+            format!("`{}` is not a decision: approve or reject", decide.decision),
         );
     }
     let mut data = serde_json::Map::new();
@@ -171,7 +168,10 @@ pub(super) async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMa
     }
     (
         StatusCode::NO_CONTENT,
-        [(axum::http::header::SET_COOKIE, session::cleared_cookie(&state))],
+        [(
+            axum::http::header::SET_COOKIE,
+            session::cleared_cookie(&state),
+        )],
     )
         .into_response()
 }

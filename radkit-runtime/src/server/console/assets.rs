@@ -116,5 +116,10 @@ pub(super) async fn serve(Path(name): Path<String>, headers: HeaderMap) -> Respo
         )
             .into_response();
     }
-    (cache, [(header::CONTENT_TYPE, asset.media_type)], asset.body).into_response()
+    (
+        cache,
+        [(header::CONTENT_TYPE, asset.media_type)],
+        asset.body,
+    )
+        .into_response()
 }

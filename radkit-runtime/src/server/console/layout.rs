@@ -9,7 +9,12 @@ use super::session::Viewer;
 use crate::model::TaskState;
 
 /// A whole page: `title`, the navigation with `current` marked, and `body`.
-pub(super) fn page(title: &str, current: &str, viewer: Option<&Viewer>, body: Markup) -> Html<String> {
+pub(super) fn page(
+    title: &str,
+    current: &str,
+    viewer: Option<&Viewer>,
+    body: Markup,
+) -> Html<String> {
     Html(frame(title, current, viewer, body).into_string())
 }
 

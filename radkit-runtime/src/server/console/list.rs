@@ -54,9 +54,7 @@ fn parse_time(text: &str) -> Result<i64, String> {
     }
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|t| t.timestamp_millis())
-        .map_err(|_| {
-            format!("`{text}` is not a time: use 2026-11-28T09:30 (UTC) or RFC 3339")
-        })
+        .map_err(|_| format!("`{text}` is not a time: use 2026-11-28T09:30 (UTC) or RFC 3339"))
 }
 
 fn given(value: &Option<String>) -> Option<&str> {
@@ -68,9 +66,9 @@ impl Params {
     pub(super) fn parse(&self) -> Result<Filters, String> {
         let state = match given(&self.state) {
             None => None,
-            Some(s) => Some(TaskState::parse(s).ok_or_else(|| {
-                format!("`{s}` is not a task state")
-            })?),
+            Some(s) => {
+                Some(TaskState::parse(s).ok_or_else(|| format!("`{s}` is not a task state"))?)
+            }
         };
         let after = match given(&self.after) {
             None => None,
@@ -191,11 +189,7 @@ pub(super) async fn counts(
     for task_state in TaskState::ALL {
         let mut query = base.query(viewer, 0);
         query.state = Some(task_state);
-        let total = state
-            .engine
-            .list_views(&viewer.caller, query)
-            .await?
-            .total;
+        let total = state.engine.list_views(&viewer.caller, query).await?.total;
         all += total;
         counts.push((task_state, total));
     }
@@ -326,9 +320,27 @@ mod tests {
         assert_eq!(filters.until_ms, Some(1_795_856_400_000));
         assert_eq!(filters.prefix.as_deref(), Some("ab"));
         for (params, says) in [
-            (Params { state: Some("sleeping".into()), ..Params::default() }, "not a task state"),
-            (Params { since: Some("yesterday".into()), ..Params::default() }, "not a time"),
-            (Params { after: Some("%%%".into()), ..Params::default() }, "page link"),
+            (
+                Params {
+                    state: Some("sleeping".into()),
+                    ..Params::default()
+                },
+                "not a task state",
+            ),
+            (
+                Params {
+                    since: Some("yesterday".into()),
+                    ..Params::default()
+                },
+                "not a time",
+            ),
+            (
+                Params {
+                    after: Some("%%%".into()),
+                    ..Params::default()
+                },
+                "page link",
+            ),
         ] {
             let error = params.parse().unwrap_err();
             assert!(error.contains(says), "{error}");

@@ -127,7 +127,11 @@ fn list_stream(
             }
             let mut any = false;
             for id in ids {
-                let view = match state.engine.view(&viewer.caller, &TaskId::from(id.clone()), Some(0)).await {
+                let view = match state
+                    .engine
+                    .view(&viewer.caller, &TaskId::from(id.clone()), Some(0))
+                    .await
+                {
                     Ok(view) => view,
                     // Not the viewer's, or gone.
                     Err(_) => continue,
@@ -146,14 +150,22 @@ fn list_stream(
                     true => json!({ "id": id, "html": list::row(&view).into_string() }),
                     false => json!({ "id": id }),
                 };
-                let name = if data.get("html").is_some() { "row" } else { "gone" };
+                let name = if data.get("html").is_some() {
+                    "row"
+                } else {
+                    "gone"
+                };
                 if tx.send(event(name, data)).await.is_err() {
                     return;
                 }
             }
             if any {
                 if let Ok(counts) = list::counts(&state, &viewer, &params, &filters).await {
-                    if tx.send(event("counts", json!({ "html": counts.into_string() }))).await.is_err() {
+                    if tx
+                        .send(event("counts", json!({ "html": counts.into_string() })))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -195,7 +207,11 @@ pub(super) async fn task_events(
             };
             if seq != last {
                 last = seq;
-                if tx.send(event("changed", json!({ "seq": seq }))).await.is_err() {
+                if tx
+                    .send(event("changed", json!({ "seq": seq })))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

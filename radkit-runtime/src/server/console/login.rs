@@ -59,11 +59,18 @@ pub(super) async fn sign_in(
             .into_response();
     }
     let Ok(Form(sign_in)) = body else {
-        return (StatusCode::BAD_REQUEST, form(Some("Send the form with a token."))).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            form(Some("Send the form with a token.")),
+        )
+            .into_response();
     };
     match session::principal_of_token(&state, &sign_in.token) {
         Some(principal) => (
-            [(header::SET_COOKIE, session::session_cookie(&state, &principal))],
+            [(
+                header::SET_COOKIE,
+                session::session_cookie(&state, &principal),
+            )],
             Redirect::to("/console"),
         )
             .into_response(),

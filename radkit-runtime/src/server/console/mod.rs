@@ -32,7 +32,10 @@ pub(crate) use session::Sessions;
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/console", get(list::page))
-        .route("/console/", get(|| async { Redirect::permanent("/console") }))
+        .route(
+            "/console/",
+            get(|| async { Redirect::permanent("/console") }),
+        )
         .route("/console/events", get(live::list_events))
         .route("/console/login", get(login::page).post(login::sign_in))
         .route("/console/logout", post(act::logout))

@@ -232,7 +232,11 @@ pub(super) fn session_cookie(state: &AppState, principal: &str) -> String {
     format!(
         "{COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
         LIFETIME_MS / 1000,
-        if state.sessions.secure { "; Secure" } else { "" }
+        if state.sessions.secure {
+            "; Secure"
+        } else {
+            ""
+        }
     )
 }
 
@@ -240,7 +244,11 @@ pub(super) fn session_cookie(state: &AppState, principal: &str) -> String {
 pub(super) fn cleared_cookie(state: &AppState) -> String {
     format!(
         "{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0{}",
-        if state.sessions.secure { "; Secure" } else { "" }
+        if state.sessions.secure {
+            "; Secure"
+        } else {
+            ""
+        }
     )
 }
 
@@ -302,9 +310,15 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
         assert!(same_origin(&headers), "no browser headers: not a browser");
-        headers.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:8080"));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:8080"),
+        );
         assert!(same_origin(&headers));
-        headers.insert(header::ORIGIN, HeaderValue::from_static("http://evil.example"));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://evil.example"),
+        );
         assert!(!same_origin(&headers));
         headers.insert(header::ORIGIN, HeaderValue::from_static("null"));
         assert!(!same_origin(&headers));

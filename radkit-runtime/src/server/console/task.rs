@@ -48,7 +48,8 @@ impl Missing {
             ),
             Missing::Failed(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         };
-        let body = html! { h1 { "Task" } (layout::notice(&text)) p { a href="/console" { "All tasks" } } };
+        let body =
+            html! { h1 { "Task" } (layout::notice(&text)) p { a href="/console" { "All tasks" } } };
         (status, layout::page("Task", "tasks", Some(viewer), body)).into_response()
     }
 }
@@ -87,7 +88,9 @@ pub(super) async fn fragment(
         )
             .into_response(),
         Err(Missing::NotFound) => StatusCode::NOT_FOUND.into_response(),
-        Err(Missing::Failed(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(Missing::Failed(e)) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
+        }
     }
 }
 
@@ -100,7 +103,11 @@ pub(super) async fn journal_json(
     let Ok(viewer) = session::viewer(&state, &headers) else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
-    match state.engine.journal(&viewer.caller, &TaskId::from(id)).await {
+    match state
+        .engine
+        .journal(&viewer.caller, &TaskId::from(id))
+        .await
+    {
         Ok(journal) => axum::Json(journal).into_response(),
         Err(EngineError::TaskNotFound(_)) => StatusCode::NOT_FOUND.into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
@@ -117,27 +124,39 @@ pub(super) async fn file(
     let Ok(viewer) = session::viewer(&state, &headers) else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
-    let view = match state.engine.view(&viewer.caller, &TaskId::from(id), Some(0)).await {
+    let view = match state
+        .engine
+        .view(&viewer.caller, &TaskId::from(id), Some(0))
+        .await
+    {
         Ok(view) => view,
         Err(EngineError::TaskNotFound(_)) => return StatusCode::NOT_FOUND.into_response(),
         Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     };
-    let Some(Part::File { file, .. }) = view
-        .artifacts
-        .get(artifact)
-        .and_then(|a| a.parts.get(part))
+    let Some(Part::File { file, .. }) =
+        view.artifacts.get(artifact).and_then(|a| a.parts.get(part))
     else {
         return (StatusCode::NOT_FOUND, "no such file part").into_response();
     };
     let FileContent::Bytes(bytes) = &file.content else {
-        return (StatusCode::NOT_FOUND, "this file part is a link, not content").into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            "this file part is a link, not content",
+        )
+            .into_response();
     };
     let name: String = file
         .name
         .as_deref()
         .unwrap_or("file")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._- ".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._- ".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     (
         [
@@ -224,7 +243,11 @@ fn header(view: &TaskView) -> Markup {
 /// The approval a question proposes, if it is an approval gate's.
 fn approval(message: &Message) -> Option<&serde_json::Map<String, serde_json::Value>> {
     message.parts.iter().find_map(|part| match part {
-        Part::Data { data, .. } if data.get("type").and_then(|t| t.as_str()) == Some("approval_request") => Some(data),
+        Part::Data { data, .. }
+            if data.get("type").and_then(|t| t.as_str()) == Some("approval_request") =>
+        {
+            Some(data)
+        }
         _ => None,
     })
 }
@@ -295,16 +318,27 @@ fn part_view(part: &Part, download: Option<&str>) -> Markup {
         Part::Data { data, .. } => layout::json(&serde_json::Value::Object(data.clone())),
         Part::File { file, .. } => {
             let name = file.name.as_deref().unwrap_or("file");
-            let media = file.media_type.as_deref().unwrap_or("application/octet-stream");
+            let media = file
+                .media_type
+                .as_deref()
+                .unwrap_or("application/octet-stream");
             match (&file.content, download) {
                 (FileContent::Bytes(bytes), Some(href)) => html! {
                     p.file { a href=(href) download=(name) { (name) } " (" (media) ", " (bytes.len()) " bytes)" }
                 },
-                (FileContent::Bytes(bytes), None) => html! { p.file { (name) " (" (media) ", " (bytes.len()) " bytes)" } },
-                (FileContent::Uri(uri), _) if uri.starts_with("https://") || uri.starts_with("http://") => html! {
-                    p.file { a href=(uri) rel="noopener noreferrer" { (name) } " (" (media) ", link)" }
-                },
-                (FileContent::Uri(uri), _) => html! { p.file { (name) " (" (media) ") at " code { (uri) } } },
+                (FileContent::Bytes(bytes), None) => {
+                    html! { p.file { (name) " (" (media) ", " (bytes.len()) " bytes)" } }
+                }
+                (FileContent::Uri(uri), _)
+                    if uri.starts_with("https://") || uri.starts_with("http://") =>
+                {
+                    html! {
+                        p.file { a href=(uri) rel="noopener noreferrer" { (name) } " (" (media) ", link)" }
+                    }
+                }
+                (FileContent::Uri(uri), _) => {
+                    html! { p.file { (name) " (" (media) ") at " code { (uri) } } }
+                }
             }
         }
     }
@@ -337,7 +371,13 @@ fn calls(state: &AppState, journal: &[JournalRecord]) -> Markup {
             }
             Entry::ReceiptRecorded { receipt } => {
                 if let Some(call) = calls.iter_mut().find(|c| c.id == &receipt.id) {
-                    call.outcome = Some(receipt.outcome.as_ref().map(|_| ()).map_err(|e| e.message.as_str()));
+                    call.outcome = Some(
+                        receipt
+                            .outcome
+                            .as_ref()
+                            .map(|_| ())
+                            .map_err(|e| e.message.as_str()),
+                    );
                 }
             }
             _ => {}

@@ -42,13 +42,19 @@ fn what(kind: &CmdKind) -> Markup {
             "LLM " code { (model) } @if stream.is_some() { " (streamed)" }
         },
         CmdKind::Tool { tool, .. } => html! { "tool " code { (tool) } },
-        CmdKind::AskUser { slot, expires_in_ms, .. } => html! {
+        CmdKind::AskUser {
+            slot,
+            expires_in_ms,
+            ..
+        } => html! {
             "ask the user (slot " code { (slot) } ")"
             @if let Some(ms) = expires_in_ms { ", expires after " (layout::duration(i64::try_from(*ms).unwrap_or(i64::MAX))) }
         },
         CmdKind::Agent { agent, .. } => html! { "call agent " code { (agent) } },
         CmdKind::Skill { skill, .. } => html! { "call skill " code { (skill) } },
-        CmdKind::Sleep { millis } => html! { "sleep " (layout::duration(i64::try_from(*millis).unwrap_or(i64::MAX))) },
+        CmdKind::Sleep { millis } => {
+            html! { "sleep " (layout::duration(i64::try_from(*millis).unwrap_or(i64::MAX))) }
+        }
         other => html! { (other.kind_name()) },
     }
 }
@@ -231,7 +237,12 @@ fn details(value: &serde_json::Value) -> Markup {
     html! { details { summary { "details" } (layout::json(value)) } }
 }
 
-fn item(record: &JournalRecord, class: &str, what: Markup, body: Option<&serde_json::Value>) -> Markup {
+fn item(
+    record: &JournalRecord,
+    class: &str,
+    what: Markup,
+    body: Option<&serde_json::Value>,
+) -> Markup {
     html! {
         li class=(format!("entry {class}")) data-seq=(record.seq) data-kind=(record.entry.kind_name()) {
             (layout::time(record.at_ms))
@@ -264,22 +275,46 @@ mod tests {
             max_backoff_ms: 1_000,
         };
         let journal = [
-            at(1, 1_000, Entry::CommandIssued { id: id.clone(), cmd, transition: false }),
-            at(2, 1_100, Entry::AttemptFailed {
-                id: id.clone(),
-                attempt: 1,
-                error: EffectError::transient("gateway <timeout>"),
-            }),
-            at(3, 1_450, Entry::ReceiptRecorded {
-                receipt: Receipt { id: id.clone(), attempt: 2, outcome: Ok(serde_json::json!("ch_1")), usage: None },
-            }),
+            at(
+                1,
+                1_000,
+                Entry::CommandIssued {
+                    id: id.clone(),
+                    cmd,
+                    transition: false,
+                },
+            ),
+            at(
+                2,
+                1_100,
+                Entry::AttemptFailed {
+                    id: id.clone(),
+                    attempt: 1,
+                    error: EffectError::transient("gateway <timeout>"),
+                },
+            ),
+            at(
+                3,
+                1_450,
+                Entry::ReceiptRecorded {
+                    receipt: Receipt {
+                        id: id.clone(),
+                        attempt: 2,
+                        outcome: Ok(serde_json::json!("ch_1")),
+                        usage: None,
+                    },
+                },
+            ),
         ];
         let html = render(&journal).into_string();
         assert!(html.contains("charge_card"), "{html}");
         assert!(html.contains("idempotent"), "{html}");
         assert!(html.contains("t:1:0"), "{html}");
         assert!(html.contains("gateway &lt;timeout&gt;"), "escaped: {html}");
-        assert!(html.contains("attempt 2 of 3 after a backoff of 100 ms–200 ms"), "{html}");
+        assert!(
+            html.contains("attempt 2 of 3 after a backoff of 100 ms–200 ms"),
+            "{html}"
+        );
         assert!(html.contains("after 2 attempts"), "{html}");
         assert!(html.contains("450 ms"), "{html}");
     }

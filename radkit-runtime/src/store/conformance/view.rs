@@ -172,7 +172,12 @@ pub async fn list_views_pages_newest_status_first(store: &dyn Store) {
         let id = fresh_id("listed");
         let mut row = record(&id, Some(&principal));
         row.context_id = if i % 2 == 0 { "ctx-even" } else { "ctx-odd" }.to_owned();
-        row.skill_id = if i % 3 == 0 { "skill-three" } else { "skill-other" }.to_owned();
+        row.skill_id = if i % 3 == 0 {
+            "skill-three"
+        } else {
+            "skill-other"
+        }
+        .to_owned();
         let mut entries = vec![
             created(&id),
             Entry::MessageReceived {
