@@ -120,7 +120,7 @@ pub struct Args {
     pub cluster: crate::cli::worker::ClusterArgs,
     /// Trace export (`--otlp-endpoint`, with the `otel` feature).
     #[command(flatten)]
-    pub telemetry: crate::cli::telemetry::Args,
+    pub telemetry: crate::cli::telemetry::TraceArgs,
 }
 
 impl Args {

@@ -4,7 +4,7 @@
 
 /// The trace export options (none without the `otel` feature).
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct Args {
+pub struct TraceArgs {
     /// Export traces over OTLP/HTTP (protobuf) to this collector: its base URL, such as
     /// `http://localhost:4318` (spans are posted to `<url>/v1/traces`).
     #[cfg(feature = "otel")]
@@ -22,7 +22,7 @@ pub struct Tracing {
     _otlp: Option<crate::telemetry::Otlp>,
 }
 
-impl Args {
+impl TraceArgs {
     /// Start logging (and exporting, when asked); keep the answer until the command ends.
     pub fn init(&self) -> anyhow::Result<Tracing> {
         #[cfg(feature = "otel")]

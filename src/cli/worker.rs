@@ -65,7 +65,7 @@ pub struct Args {
     pub cluster: ClusterArgs,
     /// Trace export (`--otlp-endpoint`, with the `otel` feature).
     #[command(flatten)]
-    pub telemetry: super::telemetry::Args,
+    pub telemetry: super::telemetry::TraceArgs,
 }
 
 /// Run `worker` until SIGINT or SIGTERM.
