@@ -31,7 +31,7 @@
 pub use radkit_runtime::{await_input, flow_skill, goto, join, step};
 pub use radkit_runtime::{
     client, effects, engine, flow, journal, llm, machine, model, prelude, registry, server,
-    serverless, store, tools,
+    serverless, store, telemetry, tools,
 };
 pub use radkit_runtime::{schemars, serde_json};
 

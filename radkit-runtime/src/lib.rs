@@ -50,6 +50,7 @@ pub mod restate;
 pub mod server;
 pub mod serverless;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 
 /// The task machine without I/O ([`engine::machine`]), at the crate's root.

@@ -39,6 +39,11 @@ enum Workload {
         /// Steps per task.
         #[arg(long, default_value_t = 20)]
         steps: u64,
+        /// Run the workload twice on SQLite, telemetry off then on (the engine's counters and, with
+        /// the `otel` feature, every span exported over OTLP to a receiver on loopback), and print
+        /// the throughput of both and the cost.
+        #[arg(long)]
+        telemetry: bool,
         /// `postgres://…` to run on PostgreSQL (in a fresh schema of that database, dropped after)
         /// instead of a fresh SQLite file.
         #[cfg(feature = "postgres")]
@@ -387,6 +392,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             });
             report("sequential", steps, elapsed, extra);
         }
+        Workload::Concurrent {
+            flows,
+            steps,
+            telemetry: true,
+            ..
+        } => super::bench_telemetry::compare(flows, steps).await?,
         #[cfg(feature = "postgres")]
         Workload::Concurrent {
             flows,
@@ -395,6 +406,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             workers,
             lease_ms,
             max_tasks,
+            ..
         } => {
             let cluster = super::bench_cluster::Cluster {
                 workers,

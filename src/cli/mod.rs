@@ -29,6 +29,7 @@ mod bench_machine;
 mod bench_reads;
 mod bench_soak;
 mod bench_streams;
+mod bench_telemetry;
 mod executor;
 mod graph;
 #[cfg(feature = "lambda")]
@@ -37,6 +38,7 @@ mod memory;
 mod pass;
 mod serve;
 mod tasks;
+mod telemetry;
 #[cfg(feature = "postgres")]
 mod worker;
 
@@ -290,13 +292,7 @@ pub async fn shutdown_signal() {
 
 /// Log to stderr; `RUST_LOG` overrides the default `info`.
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    telemetry::init_tracing(None);
 }
 
 #[cfg(test)]

@@ -118,6 +118,9 @@ pub struct Args {
     #[cfg(feature = "postgres")]
     #[command(flatten)]
     pub cluster: crate::cli::worker::ClusterArgs,
+    /// Trace export (`--otlp-endpoint`, with the `otel` feature).
+    #[command(flatten)]
+    pub telemetry: crate::cli::telemetry::TraceArgs,
 }
 
 impl Args {
@@ -340,7 +343,8 @@ fn card_settings(
 
 /// Run `serve`.
 pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
-    super::init_tracing();
+    // Exports (with `--otlp-endpoint`) until `run` returns, then flushes.
+    let _traces = args.telemetry.init()?;
     if let Some(id) = &args.default_skill {
         check_default_skill(app, id)?;
     }

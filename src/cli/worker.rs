@@ -63,11 +63,14 @@ pub struct Args {
     /// Lease settings.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Trace export (`--otlp-endpoint`, with the `otel` feature).
+    #[command(flatten)]
+    pub telemetry: super::telemetry::TraceArgs,
 }
 
 /// Run `worker` until SIGINT or SIGTERM.
 pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
-    super::init_tracing();
+    let _traces = args.telemetry.init()?;
     if !super::is_postgres(&args.store) {
         anyhow::bail!(
             "`{}` is not a shared store: a worker needs `postgres://…` (on SQLite, `radkit serve` runs every task itself)",

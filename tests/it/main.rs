@@ -47,6 +47,7 @@ mod lambda;
 mod machine;
 mod mcp;
 mod mcp_serve;
+mod metrics;
 mod parallel_macro;
 mod payments;
 mod push_cluster;
@@ -64,6 +65,7 @@ mod suite;
 mod test_hygiene;
 mod test_macro_flow;
 mod token_streams;
+mod traces;
 mod while_working_macros;
 
 fn main() -> std::process::ExitCode {

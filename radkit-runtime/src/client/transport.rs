@@ -180,9 +180,7 @@ impl Transport {
 
     /// `GET url`, its JSON body.
     pub(crate) async fn get_json(&self, url: &reqwest::Url) -> Result<Value, ClientError> {
-        let request = self
-            .http
-            .get(url.clone())
+        let request = crate::telemetry::traced(self.http.get(url.clone()))
             .headers(self.auth.clone())
             .header(ACCEPT, "application/json");
         let what = format!("the agent card at `{url}`");
@@ -266,9 +264,7 @@ impl Transport {
         body: Option<&Value>,
         accept: &'static str,
     ) -> reqwest::RequestBuilder {
-        let mut request = self
-            .http
-            .request(method, url.clone())
+        let mut request = crate::telemetry::traced(self.http.request(method, url.clone()))
             .headers(self.auth.clone())
             .header(ACCEPT, accept)
             .header("A2A-Version", "1.0");
@@ -325,9 +321,7 @@ impl Transport {
         call: &Call,
         accept: &'static str,
     ) -> reqwest::RequestBuilder {
-        let mut request = self
-            .http
-            .post(url.clone())
+        let mut request = crate::telemetry::traced(self.http.post(url.clone()))
             .headers(self.auth.clone())
             .header(ACCEPT, accept)
             .json(&call.body());

@@ -330,6 +330,7 @@ impl Engine {
         run.fold_check = self.inner.fold_check(skill.as_ref());
         run.push_watch = Some(self.inner.push_watch());
         run.changes = Some(self.inner.changes.clone());
+        run.metrics = self.inner.metrics.clone();
         run.effect_slots = run::effect_slots(self.inner.config.max_parallel_effects);
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
@@ -1019,7 +1020,7 @@ impl Engine {
 async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, EngineError>> + Send + 'static,
 ) -> Result<T, EngineError> {
-    match tokio::spawn(work).await {
+    match tokio::spawn(tracing::Instrument::in_current_span(work)).await {
         Ok(result) => result,
         Err(e) if e.is_panic() => {
             let panic = e.into_panic();

@@ -142,6 +142,8 @@ pub struct EngineBuilder {
     /// MCP servers connected by [`EngineBuilder::start`], their tools offered to the steps.
     #[cfg(feature = "mcp")]
     mcp: Vec<crate::tools::mcp::McpServer>,
+    /// Count steps, commands, retries, receipt commits and leases for `/metrics`.
+    record_metrics: bool,
 }
 
 impl EngineBuilder {
@@ -153,6 +155,7 @@ impl EngineBuilder {
             only: None,
             effects: Effects::new(),
             config: EngineConfig::default(),
+            record_metrics: true,
             default_skill: None,
             #[cfg(feature = "mcp")]
             mcp: Vec::new(),
@@ -285,6 +288,14 @@ impl EngineBuilder {
     /// Change the effects set so far (e.g. swap the models, keep the tools).
     pub fn map_effects(mut self, f: impl FnOnce(Effects) -> Effects) -> Self {
         self.effects = f(self.effects);
+        self
+    }
+
+    /// Whether the engine counts steps, commands, retries, receipt commits and lease changes for
+    /// `/metrics` (default: yes; the counters exist with the `metrics` feature only). The task and
+    /// store gauges are read at scrape time either way.
+    pub fn record_metrics(mut self, record: bool) -> Self {
+        self.record_metrics = record;
         self
     }
 
@@ -559,6 +570,10 @@ impl EngineBuilder {
             watchers: Default::default(),
             posts: Default::default(),
             alarms: Default::default(),
+            metrics: match self.record_metrics {
+                true => crate::telemetry::Metrics::recording(),
+                false => crate::telemetry::Metrics::default(),
+            },
             passes,
         };
         Ok(Engine {

@@ -395,6 +395,7 @@ impl Inner {
             }
             return Ok(());
         }
+        self.metrics.lease_claims(claimed.len());
         for lease in claimed {
             tracing::debug!(task = %lease.task_id, token = lease.token, "claimed");
             let engine = self.clone();

@@ -173,7 +173,7 @@ impl Inner {
         let mut result = VISIT
             .scope(
                 stop.token(),
-                self.run_step(run, &*skill, state, event, &ctx, visit),
+                self.run_step(run, &*skill, state, event, &ctx, (visit, rerun.is_some())),
             )
             .await;
         let alive = ctx.calls_alive();
@@ -191,6 +191,7 @@ impl Inner {
             }
             result = Err(stop);
         }
+        self.metrics.step(step_outcome(&result));
         if !self.config.hooks.is_empty() {
             let outcome = match &result {
                 Ok(t) => TransitionKind::from(&t.next).to_string(),
@@ -261,7 +262,9 @@ impl Inner {
     }
 
     /// Run the skill's step in a `step` span; a panic becomes a failure whose message names only the
-    /// skill and the step (the payload, which may quote data or secrets, goes to the log).
+    /// skill and the step (the payload, which may quote data or secrets, goes to the log). A visit
+    /// run again (`replayed`: after a crash, a reply or a wake, its calls with receipts answered from
+    /// the journal) is marked `radkit.replayed` on its span.
     async fn run_step(
         &self,
         run: &TaskRun,
@@ -269,10 +272,10 @@ impl Inner {
         state: serde_json::Value,
         event: Event,
         ctx: &StepCtx,
-        visit: u64,
+        (visit, replayed): (u64, bool),
     ) -> Result<Transition<serde_json::Value>, StepError> {
         let step = ctx.step();
-        let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit);
+        let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit, radkit.replayed = replayed);
         let result = tracing::Instrument::instrument(
             std::panic::AssertUnwindSafe(skill.activate(state, event, ctx)).catch_unwind(),
             span,
@@ -401,5 +404,18 @@ impl Inner {
             run.lock().push(Entry::Compensated { id, outcome });
         }
         Ok(())
+    }
+}
+
+/// The metrics label of a step visit's end: its transition's kind, or why it made none.
+fn step_outcome<S>(result: &Result<Transition<S>, StepError>) -> &'static str {
+    match result {
+        Ok(t) => TransitionKind::from(&t.next).as_str(),
+        Err(StepError::Suspended) => "suspended",
+        Err(StepError::Halted) => "halted",
+        Err(StepError::Canceled) => "canceled",
+        Err(StepError::Interrupted) => "interrupted",
+        Err(StepError::Rejected(_)) => "rejected",
+        Err(_) => "failed",
     }
 }

@@ -94,6 +94,8 @@ pub(crate) struct Inner {
     posts: call::Posts,
     /// The timer alarms set in this process.
     alarms: runner::Alarms,
+    /// The engine's counters (`/metrics`, with the `metrics` feature).
+    pub(crate) metrics: crate::telemetry::Metrics,
     /// Serverless mode: the passes that run each request's task (`EngineBuilder::serverless`).
     passes: Option<Passes>,
 }
@@ -102,6 +104,50 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
+}
+
+impl Engine {
+    /// What `/metrics` shows besides the counters, read now: tasks by state from the store, tasks in
+    /// hand, alarms set and calls followed in this process, and `streams` (the server's).
+    #[cfg(feature = "metrics")]
+    pub(crate) async fn scrape(
+        &self,
+        streams: usize,
+    ) -> Result<crate::telemetry::prometheus::Scrape, crate::store::StoreError> {
+        use crate::telemetry::prometheus::{Batches, Scrape};
+        let inner = &self.inner;
+        let tasks = inner
+            .store
+            .state_counts(&crate::store::ViewQuery::default())
+            .await?;
+        let input_required = tasks
+            .iter()
+            .find(|(state, _)| *state == crate::model::TaskState::InputRequired)
+            .map_or(0, |(_, n)| *n);
+        Ok(Scrape {
+            tasks: tasks.iter().map(|(s, n)| (s.as_str(), *n)).collect(),
+            input_required,
+            in_hand: inner.live.len(),
+            timers: inner.alarms.len(),
+            calls: inner.watchers.len(),
+            streams,
+            store: inner.store.commit_stats().map(|stats| Batches {
+                count: stats.batches,
+                appends: stats.appends,
+                buckets: crate::store::BATCH_SIZE_BOUNDS
+                    .iter()
+                    .copied()
+                    .zip(stats.batch_sizes)
+                    .collect(),
+            }),
+        })
+    }
+
+    /// The engine's counters, when it records them.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn metric_families(&self) -> Option<&crate::telemetry::prometheus::Families> {
+        self.inner.metrics.families.as_deref()
+    }
 }
 
 impl Inner {

@@ -12,7 +12,7 @@ use super::fault::Boundary;
 use super::machine::rules::{self, Attempted};
 use super::run::TaskRun;
 use super::{Inner, TokenChunk};
-use crate::flow::{Cmd, CmdKind, InvocationId, Receipt};
+use crate::flow::{Cmd, CmdKind, EffectPolicy, InvocationId, Receipt};
 
 impl Inner {
     /// Perform `cmd` until it succeeds, fails permanently or runs out of attempts, and record its
@@ -25,7 +25,7 @@ impl Inner {
         cmd: &Cmd,
         prior_attempts: u32,
     ) -> Option<Receipt> {
-        let span = tracing::info_span!("command", task = %run.task_id, invocation = %id, what = %cmd.kind.fingerprint(), policy = ?cmd.policy);
+        let span = tracing::info_span!("command", task = %run.task_id, skill = %run.skill_id, invocation = %id, kind = cmd.kind.kind_name(), what = %cmd.kind.fingerprint(), policy = ?cmd.policy, attempt = tracing::field::Empty);
         tracing::Instrument::instrument(self.attempts(run, id, cmd, prior_attempts), span).await
     }
 
@@ -43,6 +43,8 @@ impl Inner {
         let mut attempt = prior_attempts;
         loop {
             attempt += 1;
+            // The command's span says the attempt it is on (the last one, once it ends).
+            tracing::Span::current().record("attempt", attempt);
             // The task's bound on effects in flight (`EngineBuilder::max_parallel_effects`): one slot
             // per attempt, so a call waiting out its backoff leaves room for its siblings.
             let slot = run.effect_slots.acquire().await.ok()?;
@@ -76,10 +78,17 @@ impl Inner {
                 rules::attempted(&mut run.lock(), id, cmd, attempt, prior_attempts, result);
             match attempted {
                 Attempted::Retry(delay) => {
+                    self.metrics
+                        .retry(cmd.kind.kind_name(), policy_label(cmd.policy));
                     drop(slot);
                     tokio::time::sleep(delay).await;
                 }
                 Attempted::Receipt(receipt) => {
+                    self.metrics.command(
+                        cmd.kind.kind_name(),
+                        policy_label(cmd.policy),
+                        receipt.outcome.is_ok(),
+                    );
                     let crash =
                         self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
                     if crash || !cmd.policy.reissue_allowed() {
@@ -126,5 +135,15 @@ impl Inner {
                 to: to.clone(),
             }));
         })
+    }
+}
+
+/// The metrics label of an effect policy.
+fn policy_label(policy: EffectPolicy) -> &'static str {
+    match policy {
+        EffectPolicy::Idempotent => "idempotent",
+        EffectPolicy::AtLeastOnce => "at_least_once",
+        EffectPolicy::AtMostOnce => "at_most_once",
+        EffectPolicy::Compensate => "compensate",
     }
 }

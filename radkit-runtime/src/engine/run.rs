@@ -65,6 +65,8 @@ pub(crate) struct RunState {
     pub clock_ms: Option<i64>,
     /// Calls an interrupt abandoned whose callee's task the host cancels (`rules::interrupt`).
     pub abandoned: Vec<crate::engine::machine::rules::Abandoned>,
+    /// When each receipt still buffered was recorded: the receipt-commit latency `/metrics` shows.
+    receipts_at: Vec<std::time::Instant>,
 }
 
 /// What a run has buffered and not committed: the entries (from `first_seq`), the row's new state and
@@ -76,6 +78,8 @@ pub(crate) struct Buffered {
     pub state: Option<TaskState>,
     pub wake_at_ms: Option<Option<i64>>,
     pub waits_on_call: Option<bool>,
+    /// When each receipt of `entries` was recorded.
+    pub receipts_at: Vec<std::time::Instant>,
 }
 
 impl std::ops::Deref for RunState {
@@ -113,6 +117,7 @@ impl RunState {
             call_timeout: std::time::Duration::MAX,
             clock_ms: None,
             abandoned: Vec::new(),
+            receipts_at: Vec::new(),
         };
         st.row_wakes = st.cancel_requested() || st.waits_by_row();
         st
@@ -142,6 +147,7 @@ impl RunState {
             state: self.pending_state.take(),
             wake_at_ms,
             waits_on_call,
+            receipts_at: std::mem::take(&mut self.receipts_at),
         })
     }
 
@@ -193,8 +199,12 @@ impl RunState {
     /// Apply an entry to the fold and buffer it; a status entry also goes to the task row.
     pub fn push(&mut self, entry: Entry) {
         self.fold.apply(self.next_seq, &entry);
-        if let Entry::StatusChanged { state } | Entry::Terminal { state, .. } = &entry {
-            self.pending_state = Some(*state);
+        match &entry {
+            Entry::StatusChanged { state } | Entry::Terminal { state, .. } => {
+                self.pending_state = Some(*state);
+            }
+            Entry::ReceiptRecorded { .. } => self.receipts_at.push(std::time::Instant::now()),
+            _ => {}
         }
         self.next_seq += 1;
         self.pending.push(entry);
@@ -324,6 +334,8 @@ pub(crate) struct TaskRun {
     /// Effects of this task in flight at once (parallel calls of one step): each attempt holds a
     /// permit (`EngineConfig::max_parallel_effects`).
     pub effect_slots: tokio::sync::Semaphore,
+    /// The engine's counters (receipt commits, takeovers, fencing).
+    pub metrics: crate::telemetry::Metrics,
 }
 
 /// A task's bound on effects in flight: `n` permits (at least one).
@@ -373,6 +385,7 @@ impl TaskRun {
             push_watch: None,
             changes: None,
             effect_slots: effect_slots(super::builder::DEFAULT_MAX_PARALLEL_EFFECTS),
+            metrics: Default::default(),
         }
     }
 
@@ -410,6 +423,7 @@ impl TaskRun {
         if finished {
             tracing::debug!(task = %self.task_id, token = ?self.fence, "the lease of a finished run is gone");
         } else {
+            self.metrics.lease_taken_over();
             tracing::warn!(task = %self.task_id, token = ?self.fence, "lease lost to another worker; fenced off, this run stops");
         }
     }
@@ -479,6 +493,7 @@ impl TaskRun {
             state,
             wake_at_ms: wake,
             waits_on_call,
+            receipts_at,
         } = batch;
         if self.is_halted() {
             return Err(FlushError::Halted);
@@ -515,8 +530,9 @@ impl TaskRun {
             }
         };
         match appended {
-            Ok(()) => {}
+            Ok(()) => self.metrics.receipts_committed(&receipts_at),
             Err(e @ StoreError::Fenced { .. }) => {
+                self.metrics.fenced();
                 self.lose_lease();
                 return Err(e.into());
             }

@@ -37,6 +37,12 @@ impl Alarms {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(task_id.to_owned(), at_ms));
     }
+
+    /// How many alarms are set and have not rung.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
 }
 
 /// What the reloads after failed appends remember (single-engine stores; a shared store keeps both on
@@ -154,6 +160,7 @@ impl Inner {
         run.fold_check = self.fold_check(skill.as_ref());
         run.push_watch = Some(self.push_watch());
         run.changes = Some(self.changes.clone());
+        run.metrics = self.metrics.clone();
         run.effect_slots = run::effect_slots(self.config.max_parallel_effects);
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
@@ -273,7 +280,8 @@ impl Inner {
         let task_id = run.task_id.to_string();
         self.live.start(&run);
         let engine = self.clone();
-        tokio::spawn(async move {
+        // The driver's spans are children of the span that started it (an A2A request's).
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
             let _stop = engine.drive(run.clone()).await;
             // From here on a cancel is refused by this run and goes through the gate (which this
             // task holds until the run is deregistered) or, on a shared store, the task's row.
@@ -288,7 +296,7 @@ impl Inner {
             } else {
                 engine.reloads.succeeded(&task_id);
             }
-        });
+        }));
     }
 
     /// A run stopped because an append failed: reload the task from the store and drive it again (what

@@ -50,12 +50,12 @@ pub(super) fn client(timeout: Duration) -> Client {
 impl Client {
     /// A request answered whole: the exchange, body included, within the timeout.
     pub(super) fn post(&self, url: &str) -> reqwest::RequestBuilder {
-        self.http.post(url).timeout(self.timeout)
+        crate::telemetry::traced(self.http.post(url).timeout(self.timeout))
     }
 
     /// A streamed request: no total limit ([`send_stream`] limits each wait to [`idle`](Self::idle)).
     pub(super) fn post_stream(&self, url: &str) -> reqwest::RequestBuilder {
-        self.http.post(url)
+        crate::telemetry::traced(self.http.post(url))
     }
 
     /// The longest a stream may stay silent (the timeout).

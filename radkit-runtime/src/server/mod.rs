@@ -23,6 +23,8 @@ mod jsonrpc_v1;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod media;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod offered;
 mod open;
 mod ops;
@@ -69,8 +71,8 @@ pub(crate) struct AppState {
 /// answered by `grpc_unavailable` in a build without it.
 const GRPC_PATH: &str = "/lf.a2a.v1.A2AService/{*method}";
 
-/// The axum router: `POST /` (JSON-RPC), the REST paths, gRPC's `/lf.a2a.v1.A2AService/*` and
-/// `GET /.well-known/agent-card.json`. Without the `grpc` feature, gRPC's paths answer every
+/// The axum router: `POST /` (JSON-RPC), the REST paths, gRPC's `/lf.a2a.v1.A2AService/*`,
+/// `GET /.well-known/agent-card.json` and, with the `metrics` feature, `GET /metrics`. Without the `grpc` feature, gRPC's paths answer every
 /// request `UNIMPLEMENTED`, saying so; a binding `ServerConfig::bindings` leaves out is refused
 /// the same way (`offered`).
 pub fn router(engine: Engine, config: ServerConfig) -> Router {
@@ -103,6 +105,8 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         .route("/.well-known/agent.json", get(card::public_card))
         .route("/.well-known/jwks.json", get(card::jwks))
         .route("/radkit/calls/{task}/{call}", post(calls::notified));
+    #[cfg(feature = "metrics")]
+    let router = router.route("/metrics", get(metrics::scrape));
     #[cfg(feature = "grpc")]
     let router = match offers(Binding::Grpc) {
         true => router.route_service(GRPC_PATH, grpc::service(state.clone())),
@@ -120,7 +124,33 @@ pub fn router(engine: Engine, config: ServerConfig) -> Router {
         true => router.merge(console::routes()),
         false => router,
     };
-    router.layer(DefaultBodyLimit::max(limit)).with_state(state)
+    router
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn(request_span))
+        .with_state(state)
+}
+
+/// Run a request in an `a2a.request` span naming its binding, method and path; its parent is the
+/// trace context the request carries (`traceparent`, with the `otel` feature), so the task, step
+/// and command spans it starts continue the caller's trace.
+async fn request_span(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let path = request.uri().path();
+    let binding = if path.starts_with("/lf.a2a.v1.A2AService/") {
+        "grpc"
+    } else if path == "/" {
+        "jsonrpc"
+    } else {
+        "http"
+    };
+    let span = tracing::info_span!(
+        "a2a.request",
+        otel.kind = "server",
+        radkit.binding = binding,
+        http.request.method = %request.method(),
+        url.path = %path,
+    );
+    crate::telemetry::continue_trace(&span, request.headers());
+    tracing::Instrument::instrument(next.run(request), span).await
 }
 
 /// Serve on `listener` until the future is dropped (which closes every connection): HTTP/1.1 with

@@ -244,6 +244,16 @@ impl Slots {
         self.limit
     }
 
+    /// How many streams are open now, every caller's.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn open(&self) -> usize {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
+    }
+
     /// A slot for one more of `caller`'s streams, or `None` when it has `limit` open.
     pub(crate) fn take(self: &Arc<Self>, caller: &Caller) -> Option<Slot> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);

@@ -15,7 +15,10 @@ mod push;
 mod view;
 pub use checkpoint::replay_reads_from_the_last_checkpoint;
 pub use push::push_configs_keep_cursors_and_leases;
-pub use view::{list_views_pages_newest_status_first, task_views_match_the_journals_fold};
+pub use view::{
+    list_views_pages_newest_status_first, state_counts_count_the_views_the_filters_match,
+    task_views_match_the_journals_fold,
+};
 
 fn record(id: &str, principal: Option<&str>) -> TaskRecord {
     TaskRecord {
@@ -562,5 +565,6 @@ pub async fn run_all(store: Arc<dyn Store>) {
     list_by_id_prefix(store.as_ref()).await;
     task_views_match_the_journals_fold(store.as_ref()).await;
     list_views_pages_newest_status_first(store.as_ref()).await;
+    state_counts_count_the_views_the_filters_match(store.as_ref()).await;
     push_configs_keep_cursors_and_leases(store.as_ref()).await;
 }

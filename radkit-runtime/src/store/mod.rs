@@ -26,6 +26,7 @@ mod push;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod stats;
 pub(crate) mod view;
 
 pub use dispatch::{DispatchStore, Dispatched};
@@ -38,6 +39,9 @@ pub use push::{PushAuth, PushClaim, PushConfig, PushDelivery, PushFormat, PushSt
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite::{Durability, SqliteStore};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use stats::Commits;
+pub use stats::{StoreStats, BATCH_SIZE_BOUNDS};
 pub use view::TaskView;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -124,15 +128,6 @@ impl Append {
             at_ms: crate::journal::now_ms(),
         }
     }
-}
-
-/// Write statistics: how many appends were committed in how many transactions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    /// Committed transactions.
-    pub batches: u64,
-    /// Appends committed.
-    pub appends: u64,
 }
 
 /// Which tasks to list.
@@ -421,6 +416,35 @@ pub trait Store: Send + Sync + 'static {
             .take(query.limit)
             .collect();
         Ok(ViewPage { views, total })
+    }
+
+    /// How many tasks match `query`'s filters, by state (the cursor, `limit` and `history` aside):
+    /// one pair per state that has tasks, in no particular order. `/metrics` reads it at scrape
+    /// time. The default lists every matching view ([`Store::list_views`]), so it costs the number
+    /// of tasks; the SQL stores count with one `GROUP BY` over the same filters as their
+    /// `list_views`.
+    async fn state_counts(&self, query: &ViewQuery) -> Result<Vec<(TaskState, u64)>, StoreError> {
+        let all = ViewQuery {
+            after: None,
+            limit: usize::MAX,
+            history: Some(0),
+            ..query.clone()
+        };
+        let mut counts: Vec<(TaskState, u64)> = Vec::new();
+        for view in self.list_views(&all).await?.views {
+            match counts.iter_mut().find(|(s, _)| *s == view.record.state) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((view.record.state, 1)),
+            }
+        }
+        Ok(counts)
+    }
+
+    /// What the store's writer committed so far ([`StoreStats`]: transactions, appends, batch
+    /// sizes), for `/metrics` and the benchmarks; `None` (the default) for a store without a
+    /// group-committing writer.
+    fn commit_stats(&self) -> Option<StoreStats> {
+        None
     }
 
     /// The next part of a task's journal after `after_seq`: the entries of about `appends` appends

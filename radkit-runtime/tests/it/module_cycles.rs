@@ -114,25 +114,45 @@ fn the_scanner_sees_known_edges() {
     }
 }
 
-/// The A2A client stands on the model alone: the engine will call other agents through it, so it
-/// must never reach the engine, the server or the store (a cycle, or a client that needs a server).
+/// The A2A client stands on the model alone (and `telemetry`, which reaches nothing, for the trace
+/// context of its requests): the engine will call other agents through it, so it must never reach
+/// the engine, the server or the store (a cycle, or a client that needs a server).
 #[test]
 fn the_client_depends_on_the_model_only() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let edges = module_edges(&src);
     let reached: Vec<(&String, &BTreeSet<String>)> = edges
         .iter()
-        .filter(|((from, to), _)| from == "client" && to != "model")
+        .filter(|((from, to), _)| from == "client" && to != "model" && to != "telemetry")
         .map(|((_, to), files)| (to, files))
         .collect();
     assert!(
         reached.is_empty(),
-        "`client` may use `model` only; it reaches {reached:?}"
+        "`client` may use `model` (and `telemetry`) only; it reaches {reached:?}"
     );
     assert!(
         edges.contains_key(&("client".to_owned(), "model".to_owned())),
         "the scanner sees no client -> model edge"
     );
+}
+
+/// Telemetry is a leaf every layer may report to (the engine's counters, the trace context of the
+/// client's and the models' requests): it names no other module of the crate, so reporting to it
+/// can never close a cycle. What it shows is handed to it as labels and numbers.
+#[test]
+fn telemetry_reaches_no_other_module() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = module_edges(&src);
+    assert!(
+        edges.contains_key(&("engine".to_owned(), "telemetry".to_owned())),
+        "the scanner sees no engine -> telemetry edge"
+    );
+    let reached: Vec<(&String, &BTreeSet<String>)> = edges
+        .iter()
+        .filter(|((from, _), _)| from == "telemetry")
+        .map(|((_, to), files)| (to, files))
+        .collect();
+    assert!(reached.is_empty(), "`telemetry` reaches {reached:?}");
 }
 
 /// The task machine is sans-IO: the machine, the rules it applies and what they stand on (the fold,

@@ -75,6 +75,12 @@ impl Watchers {
     fn end(&self, id: &InvocationId) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
+
+    /// How many calls are followed now.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
 }
 
 /// A call's rechecks so far, the time of the last one journaled, and the deadline they stop at.

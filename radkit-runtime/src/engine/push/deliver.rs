@@ -186,8 +186,14 @@ fn backoff(settings: &PushSettings, attempts: u32) -> std::time::Duration {
     doubled.min(settings.retry_max)
 }
 
-/// Deliver one claim, then give it back.
+/// Deliver one claim, then give it back, in a `push` span (its posts carry its trace context; the
+/// sender runs apart from any request, so it starts a trace of its own).
 async fn deliver(inner: &Arc<Inner>, claim: &PushClaim) {
+    let span = tracing::info_span!("push", task = %claim.task_id);
+    tracing::Instrument::instrument(deliver_claim(inner, claim), span).await
+}
+
+async fn deliver_claim(inner: &Arc<Inner>, claim: &PushClaim) {
     let Some(push) = inner.store.push() else {
         return;
     };
@@ -390,8 +396,7 @@ async fn post(
             inner.pusher.client.get_or_init(|| client).clone()
         }
     };
-    let mut request = client
-        .post(url)
+    let mut request = crate::telemetry::traced(client.post(url))
         .header(CONTENT_TYPE, content_type)
         .header("X-A2A-Event-Id", seq.to_string())
         .header("X-A2A-Task-Id", claim.task_id.as_str());

@@ -287,3 +287,99 @@ pub async fn list_views_pages_newest_status_first(store: &dyn Store) {
         );
     }
 }
+
+/// [`Store::state_counts`] counts the tasks its query's filters match, by state: the same tasks
+/// [`Store::list_views`] lists for the query, and no state without tasks.
+pub async fn state_counts_count_the_views_the_filters_match(store: &dyn Store) {
+    use crate::store::ViewQuery;
+    let principal = fresh_id("counted");
+    let states = [
+        TaskState::Working,
+        TaskState::Completed,
+        TaskState::Working,
+        TaskState::Failed,
+        TaskState::Completed,
+        TaskState::Completed,
+    ];
+    let mut ids = Vec::new();
+    for (i, state) in states.iter().enumerate() {
+        let id = fresh_id("counted");
+        ids.push(id.clone());
+        let mut row = record(&id, Some(&principal));
+        row.context_id = if i % 2 == 0 { "ctx-even" } else { "ctx-odd" }.to_owned();
+        let mut entries = vec![
+            created(&id),
+            Entry::StatusChanged {
+                state: TaskState::Working,
+            },
+        ];
+        if state.is_terminal() {
+            entries.push(Entry::Terminal {
+                state: *state,
+                message: None,
+            });
+        }
+        let mut append = Append::new(id.as_str(), 1, entries);
+        append.state = Some(*state);
+        append.create = Some(row);
+        store.append(append).await.expect("create a counted task");
+    }
+    let sorted = |mut counts: Vec<(TaskState, u64)>| {
+        counts.sort_by_key(|(s, _)| s.as_str());
+        counts
+    };
+    let mine = ViewQuery {
+        principal: Some(principal.clone()),
+        ..ViewQuery::default()
+    };
+    assert_eq!(
+        sorted(store.state_counts(&mine).await.expect("state counts")),
+        sorted(vec![
+            (TaskState::Working, 2),
+            (TaskState::Completed, 3),
+            (TaskState::Failed, 1)
+        ]),
+        "every task of the principal, by state"
+    );
+    let queries = [
+        ViewQuery {
+            context_id: Some("ctx-odd".into()),
+            ..mine.clone()
+        },
+        ViewQuery {
+            state: Some(TaskState::Completed),
+            ..mine.clone()
+        },
+        ViewQuery {
+            principal: Some(fresh_id("nobody")),
+            ..ViewQuery::default()
+        },
+        ViewQuery {
+            id_prefix: Some(ids[1].clone()),
+            ..mine.clone()
+        },
+        ViewQuery {
+            skill_id: Some(fresh_id("no-such-skill")),
+            ..mine.clone()
+        },
+    ];
+    for query in queries {
+        let listed = store
+            .list_views(&ViewQuery {
+                limit: usize::MAX,
+                history: Some(0),
+                ..query.clone()
+            })
+            .await
+            .expect("list views");
+        let mut expected: Vec<(TaskState, u64)> = Vec::new();
+        for view in listed.views {
+            match expected.iter_mut().find(|(s, _)| *s == view.record.state) {
+                Some((_, n)) => *n += 1,
+                None => expected.push((view.record.state, 1)),
+            }
+        }
+        let got = store.state_counts(&query).await.expect("state counts");
+        assert_eq!(sorted(got), sorted(expected), "{query:?}");
+    }
+}

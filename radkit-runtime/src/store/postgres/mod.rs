@@ -92,13 +92,7 @@ pub struct PostgresStore {
     /// Lease renewal's own connection (see [`Renewer`]).
     renewer: Arc<Renewer>,
     writer: mpsc::UnboundedSender<(Encoded, Reply)>,
-    stats: Arc<Counters>,
-}
-
-#[derive(Default)]
-struct Counters {
-    batches: std::sync::atomic::AtomicU64,
-    appends: std::sync::atomic::AtomicU64,
+    stats: Arc<super::Commits>,
 }
 
 /// Connections for reads and leases.
@@ -198,7 +192,7 @@ impl PostgresStore {
         let (tx, rx) = mpsc::unbounded_channel();
         let queue: Queue = Arc::new(tokio::sync::Mutex::new(rx));
         let mut first = Some(writer);
-        let stats = Arc::new(Counters::default());
+        let stats = Arc::new(super::Commits::default());
         for _ in 0..WRITERS {
             tokio::spawn(writer_loop(
                 config.clone(),
@@ -222,11 +216,7 @@ impl PostgresStore {
 
     /// Statements committed and appends in them, since connect.
     pub fn stats(&self) -> super::StoreStats {
-        use std::sync::atomic::Ordering::Relaxed;
-        super::StoreStats {
-            batches: self.stats.batches.load(Relaxed),
-            appends: self.stats.appends.load(Relaxed),
-        }
+        self.stats.stats()
     }
 
     async fn reader(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -492,54 +482,7 @@ impl Store for PostgresStore {
     /// The count and the page's ids from the status-time index, then each view (its own snapshot:
     /// a task that changes between the two reads shows as it is when its view is read).
     async fn list_views(&self, query: &super::ViewQuery) -> Result<super::ViewPage, StoreError> {
-        let mut filter = String::from(" WHERE status_at_ms IS NOT NULL");
-        let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
-        if let Some(p) = query.principal.clone() {
-            params.push(Box::new(p));
-            filter.push_str(&format!(" AND principal = ${}", params.len()));
-        }
-        if let Some(c) = query.context_id.clone() {
-            params.push(Box::new(c));
-            filter.push_str(&format!(" AND context_id = ${}", params.len()));
-        }
-        if let Some(state) = query.state {
-            params.push(Box::new(state.as_str().to_owned()));
-            filter.push_str(&format!(" AND state = ${}", params.len()));
-        }
-        if let Some(t) = query.status_since_ms {
-            params.push(Box::new(t));
-            filter.push_str(&format!(" AND status_at_ms >= ${}", params.len()));
-        }
-        if let Some(t) = query.status_before_ms {
-            params.push(Box::new(t));
-            filter.push_str(&format!(" AND status_at_ms < ${}", params.len()));
-        }
-        if let Some(skill) = query.skill_id.clone() {
-            params.push(Box::new(skill));
-            filter.push_str(&format!(" AND skill_id = ${}", params.len()));
-        }
-        if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
-            if prefix.contains('\0') {
-                // Postgres text cannot hold NUL, so no id has this prefix (and it cannot be sent).
-                return Ok(super::ViewPage {
-                    views: Vec::new(),
-                    total: 0,
-                });
-            }
-            // A range of `radkit_tasks_by_id_c` (migration 6), as in `TaskQuery::id_prefix`.
-            params.push(Box::new(prefix.to_owned()));
-            filter.push_str(&format!(" AND id COLLATE \"C\" >= ${}", params.len()));
-            if let Some(upper) = super::prefix_upper_bound(prefix) {
-                params.push(Box::new(upper));
-                filter.push_str(&format!(" AND id COLLATE \"C\" < ${}", params.len()));
-            }
-        }
-        fn refs(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
-            params
-                .iter()
-                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
-                .collect()
-        }
+        let (filter, mut params) = view_filter(query);
         let count = self
             .rows(
                 &format!("SELECT COUNT(*) AS total FROM radkit_tasks{filter}"),
@@ -582,6 +525,33 @@ impl Store for PostgresStore {
         })
     }
 
+    async fn state_counts(
+        &self,
+        query: &super::ViewQuery,
+    ) -> Result<Vec<(TaskState, u64)>, StoreError> {
+        let (filter, params) = view_filter(query);
+        let rows = self
+            .rows(
+                &format!("SELECT state, COUNT(*) AS n FROM radkit_tasks{filter} GROUP BY state"),
+                &refs(&params),
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let state: &str = get(row, "state")?;
+                let state = TaskState::parse(state).ok_or_else(|| StoreError::Column {
+                    column: "state".into(),
+                    source: format!("unknown task state `{state}`").into(),
+                })?;
+                Ok((state, get_u64(row, "n")?))
+            })
+            .collect()
+    }
+
+    fn commit_stats(&self) -> Option<super::StoreStats> {
+        Some(self.stats())
+    }
+
     fn leases(&self) -> Option<&dyn Leases> {
         Some(self)
     }
@@ -593,6 +563,61 @@ impl Store for PostgresStore {
     fn push(&self) -> Option<&dyn super::PushStore> {
         Some(self)
     }
+}
+
+/// Boxed parameters as the borrowed list a statement takes.
+fn refs(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// The `WHERE` clause of a [`super::ViewQuery`]'s filters (the cursor aside) and its parameters
+/// (`$1`, `$2`, … in order): shared by `list_views` (the page and its count) and `state_counts`, so
+/// that a filter added to the query applies to both.
+fn view_filter(query: &super::ViewQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
+    let mut filter = String::from(" WHERE status_at_ms IS NOT NULL");
+    let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+    if let Some(p) = query.principal.clone() {
+        params.push(Box::new(p));
+        filter.push_str(&format!(" AND principal = ${}", params.len()));
+    }
+    if let Some(c) = query.context_id.clone() {
+        params.push(Box::new(c));
+        filter.push_str(&format!(" AND context_id = ${}", params.len()));
+    }
+    if let Some(state) = query.state {
+        params.push(Box::new(state.as_str().to_owned()));
+        filter.push_str(&format!(" AND state = ${}", params.len()));
+    }
+    if let Some(t) = query.status_since_ms {
+        params.push(Box::new(t));
+        filter.push_str(&format!(" AND status_at_ms >= ${}", params.len()));
+    }
+    if let Some(t) = query.status_before_ms {
+        params.push(Box::new(t));
+        filter.push_str(&format!(" AND status_at_ms < ${}", params.len()));
+    }
+    if let Some(skill) = query.skill_id.clone() {
+        params.push(Box::new(skill));
+        filter.push_str(&format!(" AND skill_id = ${}", params.len()));
+    }
+    if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
+        if prefix.contains('\0') {
+            // Postgres text cannot hold NUL, so no id has this prefix (and it cannot be sent).
+            filter.push_str(" AND FALSE");
+        } else {
+            // A range of `radkit_tasks_by_id_c` (migration 6), as in `TaskQuery::id_prefix`.
+            params.push(Box::new(prefix.to_owned()));
+            filter.push_str(&format!(" AND id COLLATE \"C\" >= ${}", params.len()));
+            if let Some(upper) = super::prefix_upper_bound(prefix) {
+                params.push(Box::new(upper));
+                filter.push_str(&format!(" AND id COLLATE \"C\" < ${}", params.len()));
+            }
+        }
+    }
+    (filter, params)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ pub(super) async fn writer_loop(
     url: String,
     client: Option<Client>,
     queue: Queue,
-    stats: Arc<Counters>,
+    stats: Arc<super::super::Commits>,
 ) {
     // Why the writer has no connection, for the appends it then fails.
     let mut not_connected: Option<Arc<StoreError>> = None;
@@ -76,12 +76,7 @@ pub(super) async fn writer_loop(
                 })
                 .collect(),
         };
-        stats
-            .batches
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        stats
-            .appends
-            .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        stats.batch(batch.len());
         for ((_, reply), result) in batch.into_iter().zip(results) {
             let _ = reply.send(result);
         }

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use async_trait::async_trait;
@@ -41,8 +40,7 @@ struct Shared {
     writer: Mutex<mpsc::Sender<(Encoded, Reply)>>,
     readers: Mutex<Vec<Connection>>,
     path: PathBuf,
-    batches: AtomicU64,
-    appends: AtomicU64,
+    commits: super::Commits,
 }
 
 /// A SQLite-backed store. Cheap to clone; the writer thread stops when the last clone is dropped.
@@ -85,8 +83,7 @@ impl SqliteStore {
             writer: Mutex::new(tx),
             readers: Mutex::new(Vec::new()),
             path: path.clone(),
-            batches: AtomicU64::new(0),
-            appends: AtomicU64::new(0),
+            commits: super::Commits::default(),
         });
         let stats = Arc::downgrade(&shared);
         std::thread::Builder::new()
@@ -103,10 +100,7 @@ impl SqliteStore {
 
     /// Commit statistics since open.
     pub fn stats(&self) -> StoreStats {
-        StoreStats {
-            batches: self.shared.batches.load(Ordering::Relaxed),
-            appends: self.shared.appends.load(Ordering::Relaxed),
-        }
+        self.shared.commits.stats()
     }
 
     /// The database file.
@@ -182,6 +176,18 @@ impl Store for SqliteStore {
     async fn list_views(&self, query: &super::ViewQuery) -> Result<super::ViewPage, StoreError> {
         let query = query.clone();
         self.read(move |conn| read_view_page(conn, &query)).await
+    }
+
+    async fn state_counts(
+        &self,
+        query: &super::ViewQuery,
+    ) -> Result<Vec<(TaskState, u64)>, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| read_state_counts(conn, &query)).await
+    }
+
+    fn commit_stats(&self) -> Option<StoreStats> {
+        Some(self.stats())
     }
 
     async fn journal(

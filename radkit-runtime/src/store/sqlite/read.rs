@@ -50,45 +50,11 @@ pub(super) fn read_view_page(
 ) -> Result<crate::store::ViewPage, StoreError> {
     use rusqlite::types::Value as Sql;
     let tx = conn.unchecked_transaction()?;
-    let mut filter = String::from(" WHERE status_at_ms IS NOT NULL");
-    let mut values: Vec<Sql> = Vec::new();
+    let (filter, mut values) = view_filter(query);
     let param = |values: &mut Vec<Sql>, value: Sql| {
         values.push(value);
         format!("?{}", values.len())
     };
-    if let Some(p) = &query.principal {
-        let p = param(&mut values, p.clone().into());
-        filter.push_str(&format!(" AND principal = {p}"));
-    }
-    if let Some(c) = &query.context_id {
-        let c = param(&mut values, c.clone().into());
-        filter.push_str(&format!(" AND context_id = {c}"));
-    }
-    if let Some(state) = query.state {
-        let s = param(&mut values, state.as_str().to_owned().into());
-        filter.push_str(&format!(" AND state = {s}"));
-    }
-    if let Some(t) = query.status_since_ms {
-        let t = param(&mut values, t.into());
-        filter.push_str(&format!(" AND status_at_ms >= {t}"));
-    }
-    if let Some(t) = query.status_before_ms {
-        let t = param(&mut values, t.into());
-        filter.push_str(&format!(" AND status_at_ms < {t}"));
-    }
-    if let Some(skill) = &query.skill_id {
-        let skill = param(&mut values, skill.clone().into());
-        filter.push_str(&format!(" AND skill_id = {skill}"));
-    }
-    // A range of the `id` index, as in `TaskQuery::id_prefix`.
-    if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
-        let low = param(&mut values, prefix.to_owned().into());
-        filter.push_str(&format!(" AND id >= {low}"));
-        if let Some(upper) = crate::store::prefix_upper_bound(prefix) {
-            let high = param(&mut values, upper.into());
-            filter.push_str(&format!(" AND id < {high}"));
-        }
-    }
     let total: i64 = tx.query_row(
         &format!("SELECT COUNT(*) FROM tasks{filter}"),
         rusqlite::params_from_iter(values.iter()),
@@ -118,6 +84,69 @@ pub(super) fn read_view_page(
         views,
         total: u64::try_from(total).unwrap_or(0),
     })
+}
+
+/// How many tasks match `query`'s filters, by state (see [`Store::state_counts`]): one
+/// `GROUP BY` over the filters of [`read_view_page`].
+pub(super) fn read_state_counts(
+    conn: &Connection,
+    query: &crate::store::ViewQuery,
+) -> Result<Vec<(TaskState, u64)>, StoreError> {
+    let (filter, values) = view_filter(query);
+    let mut stmt = conn.prepare(&format!(
+        "SELECT state, COUNT(*) AS n FROM tasks{filter} GROUP BY state"
+    ))?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let state: String = get(r, "state")?;
+        let state = TaskState::parse(&state).ok_or_else(|| StoreError::Column {
+            column: "state".into(),
+            source: format!("unknown task state `{state}`").into(),
+        })?;
+        out.push((state, get(r, "n")?));
+    }
+    Ok(out)
+}
+
+/// The `WHERE` clause of a [`crate::store::ViewQuery`]'s filters (the cursor aside) and its
+/// parameters (`?1`, `?2`, … in order): shared by the page, its count and the counts by state, so
+/// that a filter added to the query applies to all three.
+fn view_filter(query: &crate::store::ViewQuery) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value as Sql;
+    let mut filter = String::from(" WHERE status_at_ms IS NOT NULL");
+    let mut values: Vec<Sql> = Vec::new();
+    let mut param = |value: Sql| {
+        values.push(value);
+        format!("?{}", values.len())
+    };
+    if let Some(p) = &query.principal {
+        filter.push_str(&format!(" AND principal = {}", param(p.clone().into())));
+    }
+    if let Some(c) = &query.context_id {
+        filter.push_str(&format!(" AND context_id = {}", param(c.clone().into())));
+    }
+    if let Some(state) = query.state {
+        let s = param(state.as_str().to_owned().into());
+        filter.push_str(&format!(" AND state = {s}"));
+    }
+    if let Some(t) = query.status_since_ms {
+        filter.push_str(&format!(" AND status_at_ms >= {}", param(t.into())));
+    }
+    if let Some(t) = query.status_before_ms {
+        filter.push_str(&format!(" AND status_at_ms < {}", param(t.into())));
+    }
+    if let Some(skill) = &query.skill_id {
+        filter.push_str(&format!(" AND skill_id = {}", param(skill.clone().into())));
+    }
+    // A range of the `id` index, as in `TaskQuery::id_prefix`.
+    if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
+        filter.push_str(&format!(" AND id >= {}", param(prefix.to_owned().into())));
+        if let Some(upper) = crate::store::prefix_upper_bound(prefix) {
+            filter.push_str(&format!(" AND id < {}", param(upper.into())));
+        }
+    }
+    (filter, values)
 }
 
 /// The view of task `id`, read with `tx` (the caller's read transaction).

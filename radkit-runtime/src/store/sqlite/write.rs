@@ -18,11 +18,10 @@ pub(super) fn writer_loop(
                 Err(_) => break,
             }
         }
-        let count = batch.len() as u64;
+        let count = batch.len();
         let results = commit_batch(&mut conn, &mut batch, &mut last_seqs);
         if let Some(shared) = stats.upgrade() {
-            shared.batches.fetch_add(1, Ordering::Relaxed);
-            shared.appends.fetch_add(count, Ordering::Relaxed);
+            shared.commits.batch(count);
         }
         for ((_, reply), result) in batch.into_iter().zip(results) {
             let _ = reply.send(result);

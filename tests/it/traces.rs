@@ -1,0 +1,228 @@
+//! OpenTelemetry traces (the `otel` feature): one task through the A2A server with an incoming W3C
+//! `traceparent`, its spans exported over OTLP/HTTP to a receiver in this test (decoded with the
+//! OpenTelemetry project's protobuf types), and the model call it makes. The subscriber is this
+//! test's own (`set_default` on its current-thread runtime, where every span of the task is
+//! made), never the process's global one that other tests share.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
+use radkit::llm::OpenAiModel;
+use radkit::prelude::*;
+use radkit::store::MemoryStore;
+use serde_json::json;
+use tracing_subscriber::layer::SubscriberExt;
+
+use crate::support::agent::{self, client};
+use crate::support::common::{user, within};
+
+/// The trace the client's request belongs to, and the client's span in it.
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+/// Asks the `writer` model once and completes with its answer.
+#[derive(Default)]
+struct Writes;
+
+#[flow_skill(id = "writes", name = "Writes", register = false)]
+impl Writes {
+    #[step(start)]
+    async fn write(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        let text: String = ctx.llm("writer").run("a line").await?;
+        ctx.complete(text, vec![])
+    }
+}
+
+/// What the receiver got: exported spans, and the `traceparent` of each model call.
+#[derive(Default)]
+struct Received {
+    spans: Mutex<Vec<Span>>,
+    traceparents: Mutex<Vec<Option<String>>>,
+}
+
+/// An OTLP/HTTP trace receiver (`POST /v1/traces`) and an OpenAI-compatible model
+/// (`POST /v1/chat/completions`) on a loopback port: its URL.
+async fn receiver(received: Arc<Received>) -> String {
+    let traces = {
+        let received = received.clone();
+        move |body: Bytes| async move {
+            let request = ExportTraceServiceRequest::decode(body).expect("an OTLP trace export");
+            let mut spans = received.spans.lock().unwrap();
+            for resource in request.resource_spans {
+                for scope in resource.scope_spans {
+                    spans.extend(scope.spans);
+                }
+            }
+            (
+                [("content-type", "application/x-protobuf")],
+                Vec::<u8>::new(),
+            )
+        }
+    };
+    let completions = move |headers: HeaderMap| async move {
+        let traceparent = headers
+            .get("traceparent")
+            .map(|v| v.to_str().unwrap().to_owned());
+        received.traceparents.lock().unwrap().push(traceparent);
+        axum::Json(json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": "written" }, "finish_reason": "stop" }]
+        }))
+    };
+    let app = axum::Router::new()
+        .route("/v1/traces", axum::routing::post(traces))
+        .route("/v1/chat/completions", axum::routing::post(completions));
+    let listener = agent::loopback().await;
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The value of `span`'s attribute `key`, as text.
+fn attribute(span: &Span, key: &str) -> Option<String> {
+    let value = span
+        .attributes
+        .iter()
+        .find(|a| a.key == key)?
+        .value
+        .as_ref()?;
+    Some(match value.value.as_ref()? {
+        AnyValue::StringValue(s) => s.clone(),
+        AnyValue::BoolValue(b) => b.to_string(),
+        AnyValue::IntValue(i) => i.to_string(),
+        other => format!("{other:?}"),
+    })
+}
+
+// A current-thread runtime: the request's, the driver's and the export receiver's tasks all run
+// on this thread, under the subscriber set below.
+#[test]
+async fn a_request_with_a_traceparent_continues_its_trace_through_the_task_and_its_model_call() {
+    let received = Arc::new(Received::default());
+    let url = receiver(received.clone()).await;
+    let otlp = Arc::new(radkit::telemetry::otlp(&url, "radkit-traces-test").expect("an exporter"));
+    let _scope =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(otlp.layer()));
+
+    let effects = Effects::new().model("writer", OpenAiModel::new(format!("{url}/v1"), "gpt-test"));
+    let served = agent::start(
+        agent::only(MemoryStore::new(), Writes).effects(effects),
+        |c| c,
+    )
+    .await;
+    let answer: serde_json::Value = client()
+        .post(format!("{}/", served.url))
+        .header("traceparent", format!("00-{TRACE}-{CLIENT_SPAN}-01"))
+        .json(
+            &json!({ "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+            "message": user("go"), "configuration": { "blocking": true } } }),
+        )
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("a JSON answer");
+    assert_eq!(answer["result"]["status"]["state"], "completed", "{answer}");
+    let task_id = answer["result"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+
+    // The task's span ends once its driver lets the task go, which may be after the answer:
+    // flush until every span is there (bounded).
+    let spans = within(
+        Duration::from_secs(30),
+        "the task's spans at the receiver",
+        async {
+            loop {
+                let flushing = otlp.clone();
+                tokio::task::spawn_blocking(move || flushing.flush())
+                    .await
+                    .expect("flush")
+                    .expect("spans exported");
+                let spans = received.spans.lock().unwrap().clone();
+                let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+                if ["a2a.request", "task", "step", "command"]
+                    .iter()
+                    .all(|n| names.contains(n))
+                {
+                    return spans;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        },
+    )
+    .await;
+    let named = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == name && hex(&s.trace_id) == TRACE)
+            .unwrap_or_else(|| panic!("no `{name}` span in trace {TRACE}: {spans:#?}"))
+    };
+    let request = named("a2a.request");
+    assert_eq!(
+        hex(&request.parent_span_id),
+        CLIENT_SPAN,
+        "the request continues the client's span"
+    );
+    assert_eq!(
+        attribute(request, "radkit.binding").as_deref(),
+        Some("jsonrpc")
+    );
+    let task = named("task");
+    assert_eq!(
+        task.parent_span_id, request.span_id,
+        "the task runs under the request"
+    );
+    assert_eq!(attribute(task, "task"), Some(task_id.clone()));
+    assert_eq!(attribute(task, "skill").as_deref(), Some("writes"));
+    let step = named("step");
+    assert_eq!(
+        step.parent_span_id, task.span_id,
+        "the step runs under the task"
+    );
+    assert_eq!(attribute(step, "step").as_deref(), Some("write"));
+    assert_eq!(attribute(step, "radkit.replayed").as_deref(), Some("false"));
+    let command = named("command");
+    assert_eq!(
+        command.parent_span_id, step.span_id,
+        "the command runs under its step"
+    );
+    let invocation = attribute(command, "invocation").expect("the command's InvocationId");
+    assert!(
+        invocation.starts_with(&format!("{task_id}:1:")),
+        "{invocation}"
+    );
+    assert_eq!(attribute(command, "kind").as_deref(), Some("llm"));
+    assert!(attribute(command, "policy").is_some(), "{command:#?}");
+    assert_eq!(attribute(command, "attempt").as_deref(), Some("1"));
+
+    // Stop exporting off this thread: the receiver runs on it, and a shutdown waits for its last
+    // export.
+    drop(served);
+    tokio::task::spawn_blocking(move || drop(otlp))
+        .await
+        .expect("the exporter shut down");
+
+    let traceparents = received.traceparents.lock().unwrap().clone();
+    assert_eq!(traceparents.len(), 1, "one model call: {traceparents:?}");
+    let outbound = traceparents[0]
+        .as_deref()
+        .expect("the model call carries a traceparent");
+    assert!(
+        outbound.starts_with(&format!("00-{TRACE}-")),
+        "the model call continues the trace: {outbound}"
+    );
+}
