@@ -58,7 +58,8 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 
 /// What every console answer carries: a content security policy that runs only the console's own
 /// script and loads nothing from elsewhere (Mermaid's drawings style themselves inline), no framing
-/// by another site (an approve button under someone else's page), no type sniffing, no referrer.
+/// by another site (an approve button under someone else's page), no type sniffing, no referrer to
+/// other sites.
 async fn guarded(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(
@@ -72,9 +73,11 @@ async fn guarded(mut response: Response) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null` with a
+    // form post, and the sign-in form's origin check could not tell it from a foreign page's.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     response
 }

@@ -140,7 +140,7 @@ pub(super) fn render(journal: &[JournalRecord]) -> Markup {
                         }, None))
                     }
                     Entry::ReceiptRecorded { receipt } => {
-                        (item(record, if receipt.outcome.is_ok() { "receipt ok" } else { "receipt failed" }, html! {
+                        (item(record, if receipt.outcome.is_ok() { "receipt" } else { "receipt failed" }, html! {
                             "receipt of " (id_link(&receipt.id)) " · "
                             @match &receipt.outcome {
                                 Ok(_) => span.ok { "ok" },
