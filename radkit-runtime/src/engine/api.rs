@@ -730,6 +730,21 @@ impl Engine {
         self.inner.changes.watch()
     }
 
+    /// How many of the tasks `caller` may see match `query` in each state (the state filter and
+    /// the cursor aside), one pair per state that has tasks: one count in the SQL stores.
+    pub async fn state_counts(
+        &self,
+        caller: &Caller,
+        mut query: crate::store::ViewQuery,
+    ) -> Result<Vec<(TaskState, u64)>, EngineError> {
+        if let Caller::Principal(name) = caller {
+            query.principal = Some(name.clone());
+        }
+        query.state = None;
+        query.after = None;
+        Ok(self.inner.store.state_counts(&query).await?)
+    }
+
     /// The task's current state (from its row; cheap).
     pub async fn state(&self, caller: &Caller, task_id: &TaskId) -> Result<TaskState, EngineError> {
         Ok(self.visible(caller, task_id).await?.state)

@@ -182,17 +182,20 @@ pub(super) async fn counts(
     params: &Params,
     filters: &Filters,
 ) -> Result<Markup, crate::engine::EngineError> {
-    let mut base = filters.clone();
-    base.after = None;
-    let mut counts = Vec::with_capacity(TaskState::ALL.len());
-    let mut all = 0;
-    for task_state in TaskState::ALL {
-        let mut query = base.query(viewer, 0);
-        query.state = Some(task_state);
-        let total = state.engine.list_views(&viewer.caller, query).await?.total;
-        all += total;
-        counts.push((task_state, total));
-    }
+    let counted = state
+        .engine
+        .state_counts(&viewer.caller, filters.query(viewer, 0))
+        .await?;
+    let counts: Vec<(TaskState, u64)> = TaskState::ALL
+        .into_iter()
+        .map(|s| {
+            (
+                s,
+                counted.iter().find(|(c, _)| *c == s).map_or(0, |(_, n)| *n),
+            )
+        })
+        .collect();
+    let all: u64 = counts.iter().map(|(_, n)| n).sum();
     let matching = match filters.state {
         None => all,
         Some(wanted) => counts
