@@ -1,6 +1,6 @@
 //! What radkit tells about itself while it runs: counters and histograms for Prometheus (rendered
 //! at `/metrics` with the `metrics` cargo feature) and, with the `otel` feature, its `tracing`
-//! spans exported as OpenTelemetry traces over OTLP ([`otlp_layer`]), with the W3C trace context
+//! spans exported as OpenTelemetry traces over OTLP (`otlp_layer`), with the W3C trace context
 //! taken from incoming A2A requests and passed on in outbound HTTP requests. It observes the
 //! engine, the stores and the server; it never changes what they do, and nothing it records as a
 //! metric label is a task's data (labels are kinds, policies and outcomes, never ids). It names no
