@@ -39,11 +39,18 @@ enum Workload {
         /// Steps per task.
         #[arg(long, default_value_t = 20)]
         steps: u64,
-        /// Run the workload twice on SQLite, telemetry off then on (the engine's counters and, with
-        /// the `otel` feature, every span exported over OTLP to a receiver on loopback), and print
-        /// the throughput of both and the cost.
+        /// Run the workload on SQLite with telemetry off, with the engine's counters and (with the
+        /// `otel` feature) with the counters and every span exported over OTLP to a receiver on
+        /// loopback, each pass in a fresh process, in alternating rounds; print the throughputs and
+        /// the costs.
         #[arg(long)]
         telemetry: bool,
+        /// One pass of `--telemetry` in this process (what it runs each child with): its wall time.
+        #[arg(long, value_enum, hide = true)]
+        telemetry_pass: Option<super::bench_telemetry::Pass>,
+        /// The OTLP receiver an OTLP `--telemetry-pass` exports to (the parent's).
+        #[arg(long, hide = true)]
+        telemetry_collector: Option<String>,
         /// `postgres://…` to run on PostgreSQL (in a fresh schema of that database, dropped after)
         /// instead of a fresh SQLite file.
         #[cfg(feature = "postgres")]
@@ -392,6 +399,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             });
             report("sequential", steps, elapsed, extra);
         }
+        Workload::Concurrent {
+            flows,
+            steps,
+            telemetry_pass: Some(pass),
+            telemetry_collector,
+            ..
+        } => super::bench_telemetry::child(pass, flows, steps, telemetry_collector).await?,
         Workload::Concurrent {
             flows,
             steps,

@@ -94,6 +94,15 @@ const ROOT: &str = "root-token";
 /// An agent serving the three skills on SQLite, with tokens for alice, bob and root (an admin of the
 /// console) when `auth`; and the semaphore that releases `slow`.
 async fn agent(dir: &std::path::Path, auth: bool) -> (Agent, Arc<tokio::sync::Semaphore>) {
+    let store = SqliteStore::open_default(dir.join("console.db")).expect("the store");
+    agent_on(Engine::builder(store), auth).await
+}
+
+/// [`agent`] on the store `builder` has.
+async fn agent_on(
+    builder: radkit::engine::EngineBuilder,
+    auth: bool,
+) -> (Agent, Arc<tokio::sync::Semaphore>) {
     let release = Arc::new(tokio::sync::Semaphore::new(0));
     let gate = release.clone();
     let tool = FnTool::new(EffectPolicy::Idempotent, move |_, _| {
@@ -103,8 +112,7 @@ async fn agent(dir: &std::path::Path, auth: bool) -> (Agent, Arc<tokio::sync::Se
             Ok(json!("go"))
         }
     });
-    let store = SqliteStore::open_default(dir.join("console.db")).expect("the store");
-    let builder = Engine::builder(store)
+    let builder = builder
         .without_registered_skills()
         .skill(Ask)
         .skill(Gate)
@@ -452,6 +460,47 @@ async fn the_list_filters_by_state_skill_and_id_prefix_counts_states_and_pages()
             "{bad}: the page says what is wrong"
         );
     }
+}
+
+#[test(multi_thread, needs = Postgres)]
+async fn on_postgres_the_timeline_shows_each_lease_with_its_owner_and_token() {
+    let (_, url) = radkit::store::PostgresStore::create_schema(
+        &crate::support::services::postgres_url(),
+        "radkit_console",
+    )
+    .await
+    .expect("a test schema");
+    let store = radkit::store::PostgresStore::connect(&url)
+        .await
+        .expect("the store");
+    let (agent, _) = agent_on(Engine::builder(store).worker_id("console-worker"), false).await;
+    let task = create(&agent, None, "ask").await;
+    wait_state(&agent, &task, None, "input-required").await;
+    let http = session(&agent, None).await;
+    let page = http
+        .get(format!("{}/console/tasks/{task}", agent.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let timeline = &page[page.find("id=\"timeline\"").expect("the timeline")..];
+    // The engine created the task leased, ran it until it asked, and gave the lease back.
+    let taken = timeline
+        .find("lease taken by <code class=\"owner\">console-worker</code> · fencing token <code>1</code>")
+        .unwrap_or_else(|| panic!("the creation lease in {timeline}"));
+    let asked = timeline
+        .find("data-kind=\"awaiting_input\"")
+        .unwrap_or_else(|| panic!("the question in {timeline}"));
+    let given = timeline
+        .find("lease given back by <code>console-worker</code> · fencing token <code>1</code>")
+        .unwrap_or_else(|| panic!("the release in {timeline}"));
+    assert!(taken < asked && asked <= given, "in time order: {timeline}");
+    assert!(
+        page.contains("data-testid=\"lease\""),
+        "the current holder in the header"
+    );
 }
 
 #[test(multi_thread)]

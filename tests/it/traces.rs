@@ -1,7 +1,8 @@
 //! OpenTelemetry traces (the `otel` feature): one task through the A2A server with an incoming W3C
 //! `traceparent`, its spans exported over OTLP/HTTP to a receiver in this test (decoded with the
-//! OpenTelemetry project's protobuf types), and the model call it makes. The subscriber is this
-//! test's own (`set_default` on its current-thread runtime, where every span of the task is
+//! OpenTelemetry project's protobuf types), and the model call it makes; then a task whose call to
+//! another agent over gRPC and whose MCP tool call over HTTP carry the trace on. The subscriber is
+//! this test's own (`set_default` on its current-thread runtime, where every span of the task is
 //! made), never the process's global one that other tests share.
 
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
+use radkit::client::Binding;
+use radkit::engine::AgentSpec;
 use radkit::llm::OpenAiModel;
 use radkit::prelude::*;
 use radkit::store::MemoryStore;
@@ -20,7 +23,8 @@ use serde_json::json;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::support::agent::{self, client};
-use crate::support::common::{user, within};
+use crate::support::common::{user, within, PATIENCE};
+use crate::support::mcp_server;
 
 /// The trace the client's request belongs to, and the client's span in it.
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -36,6 +40,32 @@ impl Writes {
     async fn write(&self, ctx: &StepCtx, _: Content) -> StepResult {
         let text: String = ctx.llm("writer").run("a line").await?;
         ctx.complete(text, vec![])
+    }
+}
+
+/// Calls the `peer` agent and the MCP tool `srv.lookup`, and completes with both answers.
+#[derive(Default)]
+struct Reaches;
+
+#[flow_skill(id = "reaches", name = "Reaches", register = false)]
+impl Reaches {
+    #[step(start)]
+    async fn reach(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        let reply = ctx.agent("peer").send("hello").await?;
+        let looked: serde_json::Value = ctx.tool("srv.lookup").call(json!({ "name": "x" })).await?;
+        ctx.complete(format!("{} {}", reply.text(), looked["name"]), vec![])
+    }
+}
+
+/// Answers every message at once.
+#[derive(Default)]
+struct Answers;
+
+#[flow_skill(id = "answers", name = "Answers", register = false)]
+impl Answers {
+    #[step(start)]
+    async fn answer(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        ctx.complete("answered", vec![])
     }
 }
 
@@ -103,6 +133,133 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
         AnyValue::IntValue(i) => i.to_string(),
         other => format!("{other:?}"),
     })
+}
+
+/// Send `go` over JSON-RPC to `url` with the client's `traceparent`; the task it answers with.
+async fn send_traced(url: &str) -> serde_json::Value {
+    let answer: serde_json::Value = client()
+        .post(format!("{url}/"))
+        .header("traceparent", format!("00-{TRACE}-{CLIENT_SPAN}-01"))
+        .json(
+            &json!({ "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+            "message": user("go"), "configuration": { "blocking": true } } }),
+        )
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("a JSON answer");
+    assert_eq!(answer["result"]["status"]["state"], "completed", "{answer}");
+    answer["result"].clone()
+}
+
+/// Flush `otlp` until `done` holds for the spans received (bounded): a task's span ends once its
+/// driver lets the task go, which may be after the answer.
+async fn spans_until(
+    otlp: &Arc<radkit::telemetry::Otlp>,
+    received: &Received,
+    what: &str,
+    done: impl Fn(&[Span]) -> bool,
+) -> Vec<Span> {
+    within(Duration::from_secs(30), what, async {
+        loop {
+            let flushing = otlp.clone();
+            tokio::task::spawn_blocking(move || flushing.flush())
+                .await
+                .expect("flush")
+                .expect("spans exported");
+            let spans = received.spans.lock().unwrap().clone();
+            if done(&spans) {
+                return spans;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
+#[test]
+async fn a_call_to_an_agent_over_grpc_and_an_mcp_tool_call_over_http_carry_the_trace_on() {
+    let received = Arc::new(Received::default());
+    let url = receiver(received.clone()).await;
+    let otlp = Arc::new(radkit::telemetry::otlp(&url, "radkit-traces-test").expect("an exporter"));
+    let _scope =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(otlp.layer()));
+
+    // The callee offers gRPC only: the caller's client speaks gRPC to it.
+    let callee = agent::start(agent::only(MemoryStore::new(), Answers), |mut config| {
+        config.bindings = vec![Binding::Grpc];
+        config
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let log = dir.path().join("calls.jsonl");
+    let tools = within(
+        PATIENCE,
+        "the MCP server to connect",
+        radkit::tools::mcp::McpServer::http("srv", mcp_server::serve_http(&log).await).connect(),
+    )
+    .await
+    .expect("the MCP server's tools");
+    let caller = agent::start(
+        agent::only(MemoryStore::new(), Reaches)
+            .effects(Effects::new().tools_from(tools))
+            .agent("peer", AgentSpec::new(&callee.url)),
+        |c| c,
+    )
+    .await;
+    let task = send_traced(&caller.url).await;
+    let texts = task.to_string();
+    assert!(texts.contains("answered \\\"x\\\""), "{texts}");
+
+    let grpc_request = |spans: &[Span]| {
+        spans
+            .iter()
+            .find(|s| {
+                s.name == "a2a.request" && attribute(s, "radkit.binding").as_deref() == Some("grpc")
+            })
+            .cloned()
+    };
+    let spans = spans_until(&otlp, &received, "the callee's request span", |spans| {
+        grpc_request(spans).is_some()
+    })
+    .await;
+    let callee_request = grpc_request(&spans).expect("found");
+    assert_eq!(
+        hex(&callee_request.trace_id),
+        TRACE,
+        "the callee's gRPC request continues the caller's trace"
+    );
+    let parent = spans
+        .iter()
+        .find(|s| s.span_id == callee_request.parent_span_id)
+        .unwrap_or_else(|| panic!("the callee's parent among the caller's spans: {spans:#?}"));
+    assert!(
+        ["call", "command"].contains(&parent.name.as_str()),
+        "under the caller's call: {parent:#?}"
+    );
+
+    let calls = mcp_server::calls(&log);
+    let lookup = calls
+        .iter()
+        .find(|c| c["tool"] == "lookup")
+        .unwrap_or_else(|| panic!("the tool call in {calls:?}"));
+    for field in ["traceparent", "meta_traceparent"] {
+        let traceparent = lookup[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field} in {lookup}"));
+        assert!(
+            traceparent.starts_with(&format!("00-{TRACE}-")),
+            "the MCP call continues the trace in its {field}: {traceparent}"
+        );
+    }
+
+    drop(caller);
+    drop(callee);
+    tokio::task::spawn_blocking(move || drop(otlp))
+        .await
+        .expect("the exporter shut down");
 }
 
 // A current-thread runtime: the request's, the driver's and the export receiver's tasks all run

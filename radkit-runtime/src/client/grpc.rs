@@ -92,7 +92,17 @@ impl Grpc {
 
     fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
-        *request.metadata_mut() = tonic::metadata::MetadataMap::from_headers(self.headers.clone());
+        let mut headers = self.headers.clone();
+        // The call joins the caller's trace (W3C trace context as gRPC metadata).
+        for (name, value) in crate::telemetry::trace_context() {
+            if let (Ok(name), Ok(value)) = (
+                http::HeaderName::try_from(name),
+                http::HeaderValue::try_from(value),
+            ) {
+                headers.insert(name, value);
+            }
+        }
+        *request.metadata_mut() = tonic::metadata::MetadataMap::from_headers(headers);
         request
     }
 

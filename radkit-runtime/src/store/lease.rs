@@ -34,6 +34,34 @@ pub struct LeaseHolder {
     pub expires_ms: Option<i64>,
 }
 
+/// One lease a task was given, as the store logged it ([`Leases::lease_log`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseChange {
+    /// The fencing token the claim got.
+    pub token: u64,
+    /// The engine (`EngineBuilder::worker_id`) that took the lease.
+    pub owner: String,
+    /// When it was taken (ms since the epoch, the database's clock).
+    pub claimed_at_ms: i64,
+    /// The owner on record when it was taken: another engine whose lease had run out (a
+    /// takeover), the same one (it took its task back), or `None` (the lease was free).
+    pub prior_owner: Option<String>,
+    /// When the prior owner's lease ran out (ms since the epoch), with `prior_owner`.
+    pub prior_expires_ms: Option<i64>,
+    /// When the lease was given back; `None` while it is held, and for a lease that ran out or was
+    /// taken over.
+    pub released_at_ms: Option<i64>,
+}
+
+impl LeaseChange {
+    /// True when another engine held the lease before and its lease had run out.
+    pub fn is_takeover(&self) -> bool {
+        self.prior_owner
+            .as_deref()
+            .is_some_and(|prior| prior != self.owner)
+    }
+}
+
 /// The token of a lease taken when its task is created (`Append::lease`).
 pub const CREATION_TOKEN: u64 = 1;
 
@@ -97,4 +125,11 @@ pub trait Leases: Send + Sync {
 
     /// The lease of `task_id` as it stands; `None` for a task the store does not have.
     async fn holder(&self, task_id: &str) -> Result<Option<LeaseHolder>, StoreError>;
+
+    /// The newest `limit` leases `task_id` was given, oldest first: who took each, with which token,
+    /// when, from whom, and when it was given back. A store that keeps no such log returns none.
+    async fn lease_log(&self, task_id: &str, limit: usize) -> Result<Vec<LeaseChange>, StoreError> {
+        let _ = (task_id, limit);
+        Ok(Vec::new())
+    }
 }

@@ -31,6 +31,19 @@ pub(crate) fn traced(request: reqwest::RequestBuilder) -> reqwest::RequestBuilde
     request
 }
 
+/// The current span's W3C trace context as (name, value) pairs (`traceparent`, and `tracestate`
+/// when it has one), for outbound requests that are not reqwest's: gRPC metadata, an MCP
+/// request's `_meta`. None without the `otel` feature or outside a traced span.
+#[cfg(any(feature = "grpc", feature = "mcp"))]
+pub(crate) fn trace_context() -> Vec<(String, String)> {
+    #[cfg(feature = "otel")]
+    {
+        otel::context_pairs()
+    }
+    #[cfg(not(feature = "otel"))]
+    Vec::new()
+}
+
 /// Make `span`'s parent the trace context an incoming request's `headers` carry, if any (with the
 /// `otel` feature; nothing without it).
 #[cfg_attr(not(feature = "otel"), allow(unused_variables))]

@@ -15,10 +15,14 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::{Bytes, HeaderExtractor, HeaderInjector, HttpClient, HttpError};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{SdkTracerProvider, Tracer};
+use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Tracer};
 use opentelemetry_sdk::Resource;
 use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
 use tracing_subscriber::registry::LookupSpan;
+
+/// How many ended spans wait for export before new ones are dropped, unless
+/// `OTEL_BSP_MAX_QUEUE_SIZE` says otherwise.
+const QUEUE_SPANS: usize = 16_384;
 
 /// How long one export may take before it is given up.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,8 +71,17 @@ pub fn otlp(endpoint: &str, service_name: &str) -> Result<Otlp, TelemetryError> 
         .with_http_client(ExportClient::new()?)
         .build()
         .map_err(|e| TelemetryError::Build(e.to_string()))?;
+    // The spec's default queue (2,048 spans) overflows under a thousand concurrent tasks and drops
+    // spans; `OTEL_BSP_MAX_QUEUE_SIZE` still decides when it is set.
+    let mut batch = BatchConfigBuilder::default();
+    if std::env::var_os("OTEL_BSP_MAX_QUEUE_SIZE").is_none() {
+        batch = batch.with_max_queue_size(QUEUE_SPANS);
+    }
+    let processor = BatchSpanProcessor::builder(exporter)
+        .with_batch_config(batch.build())
+        .build();
     let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+        .with_span_processor(processor)
         .with_resource(
             Resource::builder()
                 .with_service_name(service_name.to_owned())
@@ -106,12 +119,19 @@ where
 
 impl Otlp {
     /// A layer that turns the spans of the subscriber it is added to into OpenTelemetry spans for
-    /// this exporter.
+    /// this exporter. Spans carry their fields and source location; not their busy and idle times
+    /// nor their thread (a step's future moves between threads), and entering one does not make it
+    /// OpenTelemetry's current context (radkit reads a span's context from the span itself). Each
+    /// of those costs time on every poll of every instrumented future.
     pub fn layer<S>(&self) -> OpenTelemetryLayer<S, Tracer>
     where
         S: tracing::Subscriber + for<'span> LookupSpan<'span>,
     {
-        tracing_opentelemetry::layer().with_tracer(self.provider.tracer("radkit"))
+        tracing_opentelemetry::layer()
+            .with_tracer(self.provider.tracer("radkit"))
+            .with_tracked_inactivity(false)
+            .with_threads(false)
+            .with_context_activation(false)
     }
 
     /// Export every span ended so far. It blocks until the collector answered: from async code call
@@ -218,4 +238,15 @@ pub(crate) fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
 pub(crate) fn inject(headers: &mut http::HeaderMap) {
     let context = tracing::Span::current().context();
     TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
+}
+
+/// The current span's trace context as (name, value) pairs; none when it has no valid context.
+#[cfg(any(feature = "grpc", feature = "mcp"))]
+pub(crate) fn context_pairs() -> Vec<(String, String)> {
+    let context = tracing::Span::current().context();
+    let mut pairs = std::collections::HashMap::<String, String>::new();
+    TraceContextPropagator::new().inject_context(&context, &mut pairs);
+    let mut pairs: Vec<_> = pairs.into_iter().collect();
+    pairs.sort();
+    pairs
 }

@@ -154,6 +154,88 @@ async fn a_worker_whose_lease_was_taken_over_cannot_append() {
 }
 
 #[test(multi_thread, needs = Postgres)]
+async fn every_lease_a_task_is_given_is_logged_with_its_token_owner_and_takeover() {
+    let store = fresh_store().await;
+    let leases = store.leases().expect("postgres has leases");
+    let id = "logged-task";
+    // Created leased, as an engine's `send` creates a task it runs at once.
+    let mut append = Append::new(id, 1, vec![Entry::CancelRequested]);
+    append.create = Some(task_row(id, TaskState::Working, None));
+    append.lease = Some(NewLease {
+        owner: "worker-a".into(),
+        ttl_ms: 1,
+    });
+    store.append(append).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // worker-a's lease ran out: worker-b takes the task over, works, gives it back; worker-a
+    // acquires it again.
+    let b = leases
+        .claim("worker-b", &skills(), &[], 60_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(b.len(), 1);
+    let mut step = Append::new(id, 2, vec![Entry::CancelRequested]);
+    step.fence = Some(b[0].token);
+    store.append(step).await.unwrap();
+    leases.release("worker-b", id, b[0].token).await.unwrap();
+    let a = leases
+        .acquire("worker-a", id, 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let log = leases.lease_log(id, 10).await.unwrap();
+    let summary: Vec<_> = log
+        .iter()
+        .map(|c| {
+            (
+                c.token,
+                c.owner.as_str(),
+                c.prior_owner.as_deref(),
+                c.is_takeover(),
+                c.released_at_ms.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (CREATION_TOKEN, "worker-a", None, false, false),
+            (b[0].token, "worker-b", Some("worker-a"), true, true),
+            (a.token, "worker-a", None, false, false),
+        ],
+        "one row per token: created leased, taken over after expiry, released, acquired again"
+    );
+    assert!(log[1].prior_expires_ms.is_some(), "{log:?}");
+    assert!(
+        log.windows(2)
+            .all(|w| w[0].claimed_at_ms <= w[1].claimed_at_ms),
+        "{log:?}"
+    );
+    assert_eq!(
+        leases
+            .lease_log(id, 2)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.token)
+            .collect::<Vec<_>>(),
+        vec![b[0].token, a.token],
+        "the newest `limit`, oldest first"
+    );
+    assert!(leases
+        .lease_log("no-such-task", 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // A step's append sets neither the token nor the owner: it logs nothing.
+    let mut step = Append::new(id, 3, vec![Entry::CancelRequested]);
+    step.fence = Some(a.token);
+    store.append(step).await.unwrap();
+    assert_eq!(leases.lease_log(id, 10).await.unwrap().len(), 3);
+}
+
+#[test(multi_thread, needs = Postgres)]
 async fn concurrent_claimers_never_get_the_same_task() {
     let store = fresh_store().await;
     for i in 0..60 {

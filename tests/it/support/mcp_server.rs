@@ -90,9 +90,16 @@ impl TestServer {
         tools
     }
 
-    /// Log a call, with the `Authorization` and `x-tenant` headers of the HTTP request it came in
-    /// (`headers`; none over stdio).
-    fn record(&self, tool: &str, key: Option<&Value>, args: &Value, headers: Option<&HeaderMap>) {
+    /// Log a call, with the `Authorization`, `x-tenant` and `traceparent` headers of the HTTP
+    /// request it came in (`headers`; none over stdio) and the `traceparent` of its `_meta`.
+    fn record(
+        &self,
+        tool: &str,
+        key: Option<&Value>,
+        meta_traceparent: Option<&str>,
+        args: &Value,
+        headers: Option<&HeaderMap>,
+    ) {
         let header = |name: &str| {
             headers
                 .and_then(|h| h.get(name))
@@ -100,7 +107,8 @@ impl TestServer {
                 .map(str::to_owned)
         };
         let line = json!({ "tool": tool, "key": key, "args": args, "pid": std::process::id(),
-            "auth": header("authorization"), "tenant": header("x-tenant") });
+            "auth": header("authorization"), "tenant": header("x-tenant"),
+            "traceparent": header("traceparent"), "meta_traceparent": meta_traceparent });
         if let Ok(mut file) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -149,7 +157,12 @@ impl ServerHandler for TestServer {
             .extensions
             .get::<axum::http::request::Parts>()
             .map(|parts| &parts.headers);
-        self.record(tool, key.as_ref(), &args, headers);
+        let traceparent = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get_traceparent())
+            .or_else(|| context.meta.0 .0.get("traceparent").and_then(Value::as_str));
+        self.record(tool, key.as_ref(), traceparent, &args, headers);
         let text = |t: String| {
             CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(t)]))
         };

@@ -21,6 +21,8 @@ use crate::store::TaskView;
 
 /// Journal records the timeline shows (the newest); the whole journal is at `journal.json`.
 const TIMELINE_RECORDS: usize = 2_000;
+/// How many of a task's newest leases the timeline shows (on a store with leases).
+const LEASE_CHANGES: usize = 200;
 
 /// Why a task cannot be shown.
 pub(super) enum Missing {
@@ -184,14 +186,25 @@ async fn body(state: &AppState, viewer: &Viewer, id: &str) -> Result<Markup, Mis
         ),
         None => None,
     };
-    let lease = match state.engine.store().leases() {
-        Some(leases) => leases
-            .holder(id)
-            .await
-            .map_err(|e| Missing::Failed(e.into()))?,
-        None => None,
+    let (lease, mut lease_log) = match state.engine.store().leases() {
+        Some(leases) => (
+            leases
+                .holder(id)
+                .await
+                .map_err(|e| Missing::Failed(e.into()))?,
+            leases
+                .lease_log(id, LEASE_CHANGES)
+                .await
+                .map_err(|e| Missing::Failed(e.into()))?,
+        ),
+        None => (None, Vec::new()),
     };
     let shown = &journal[journal.len().saturating_sub(TIMELINE_RECORDS)..];
+    if shown.len() < journal.len() {
+        // Only the leases of the part of the journal shown.
+        let since = shown.first().map_or(i64::MIN, |r| r.at_ms);
+        lease_log.retain(|c| c.claimed_at_ms >= since);
+    }
     Ok(html! {
         (header(&view, lease.as_ref()))
         (act(&view))
@@ -226,7 +239,7 @@ async fn body(state: &AppState, viewer: &Viewer, id: &str) -> Result<Markup, Mis
                 @if shown.len() < journal.len() { ", the newest " (shown.len()) " shown" }
                 " · " a href=(format!("/console/tasks/{id}/journal.json")) { "journal.json" }
             }
-            (super::timeline::render(shown))
+            (super::timeline::render(shown, &lease_log))
         }
     })
 }

@@ -1,8 +1,9 @@
 //! A task's journal as a timeline: each visit and the step it ran, each command with its kind,
 //! policy and InvocationId, its failed attempts with their errors and the backoff its retry policy
 //! allows, its receipt with how many attempts it took and how long after it was issued, timers
-//! with their due time, checkpoints, compensations, calls and what the task said. Read from the
-//! journal alone, so it says what a replay will do.
+//! with their due time, checkpoints, compensations, calls and what the task said — read from the
+//! journal, so it says what a replay will do — and, on a store with leases, each lease the task was
+//! given (owner, fencing token, takeovers, releases) from the store's lease log, in time order.
 
 use std::collections::HashMap;
 
@@ -11,6 +12,7 @@ use maud::{html, Markup};
 use super::layout;
 use crate::flow::{Cmd, CmdKind, Event, InvocationId};
 use crate::journal::{Entry, JournalRecord};
+use crate::store::LeaseChange;
 
 /// What the timeline knows of an issued command when its later entries come.
 struct Issued<'a> {
@@ -95,13 +97,54 @@ fn event_name(event: &Event) -> Markup {
     }
 }
 
-/// The timeline of `journal` (in seq order).
-pub(super) fn render(journal: &[JournalRecord]) -> Markup {
+/// The lease changes as timeline items, in time order: each claim, and each release.
+fn lease_items(leases: &[LeaseChange]) -> Vec<(i64, Markup)> {
+    let mut items = Vec::new();
+    for change in leases {
+        let taken = html! {
+            li.entry.lease data-kind="lease_claimed" data-token=(change.token) {
+                (layout::time(change.claimed_at_ms))
+                div.what {
+                    @if change.is_takeover() {
+                        "lease taken over by " code.owner { (change.owner) }
+                        " from " code { (change.prior_owner.as_deref().unwrap_or_default()) }
+                        @if let Some(until) = change.prior_expires_ms {
+                            ", whose lease ran out " (layout::time(until))
+                        }
+                    } @else {
+                        "lease taken by " code.owner { (change.owner) }
+                    }
+                    " · fencing token " code { (change.token) }
+                }
+            }
+        };
+        items.push((change.claimed_at_ms, taken));
+        if let Some(at) = change.released_at_ms {
+            let given = html! {
+                li.entry.lease data-kind="lease_released" data-token=(change.token) {
+                    (layout::time(at))
+                    div.what { "lease given back by " code { (change.owner) } " · fencing token " code { (change.token) } }
+                }
+            };
+            items.push((at, given));
+        }
+    }
+    items.sort_by_key(|(at, _)| *at);
+    items
+}
+
+/// The timeline of `journal` (in seq order) with the `leases` the task was given placed among
+/// its entries by time.
+pub(super) fn render(journal: &[JournalRecord], leases: &[LeaseChange]) -> Markup {
     let mut issued: HashMap<&InvocationId, Issued<'_>> = HashMap::new();
+    let mut leases = lease_items(leases).into_iter().peekable();
     html! {
         ol.timeline #timeline data-last-seq=(journal.last().map_or(0, |r| r.seq)) {
             @for record in journal {
                 @let at = record.at_ms;
+                @while let Some((_, lease)) = leases.next_if(|(lease_at, _)| *lease_at <= at) {
+                    (lease)
+                }
                 @match &record.entry {
                     Entry::TaskCreated { skill_id, skill_version, principal, permission_mode, .. } => {
                         (item(record, "created", html! {
@@ -224,6 +267,7 @@ pub(super) fn render(journal: &[JournalRecord]) -> Markup {
                     }
                 }
             }
+            @for (_, lease) in leases { (lease) }
         }
     }
 }
@@ -306,7 +350,7 @@ mod tests {
                 },
             ),
         ];
-        let html = render(&journal).into_string();
+        let html = render(&journal, &[]).into_string();
         assert!(html.contains("charge_card"), "{html}");
         assert!(html.contains("idempotent"), "{html}");
         assert!(html.contains("t:1:0"), "{html}");
@@ -317,5 +361,46 @@ mod tests {
         );
         assert!(html.contains("after 2 attempts"), "{html}");
         assert!(html.contains("450 ms"), "{html}");
+    }
+
+    #[test]
+    fn lease_changes_are_placed_among_the_entries_by_time() {
+        let journal = [
+            at(1, 1_000, Entry::CancelRequested),
+            at(2, 3_000, Entry::CancelRequested),
+        ];
+        let leases = [
+            LeaseChange {
+                token: 1,
+                owner: "worker-a".into(),
+                claimed_at_ms: 1_000,
+                prior_owner: None,
+                prior_expires_ms: None,
+                released_at_ms: None,
+            },
+            LeaseChange {
+                token: 2,
+                owner: "worker-b".into(),
+                claimed_at_ms: 2_500,
+                prior_owner: Some("worker-a".into()),
+                prior_expires_ms: Some(2_000),
+                released_at_ms: Some(4_000),
+            },
+        ];
+        let html = render(&journal, &leases).into_string();
+        let order: Vec<usize> = [
+            "lease taken by <code class=\"owner\">worker-a",
+            "data-seq=\"1\"",
+            "lease taken over by <code class=\"owner\">worker-b</code> from <code>worker-a",
+            "data-seq=\"2\"",
+            "lease given back by <code>worker-b",
+        ]
+        .iter()
+        .map(|needle| {
+            html.find(needle)
+                .unwrap_or_else(|| panic!("{needle} in {html}"))
+        })
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?} {html}");
     }
 }

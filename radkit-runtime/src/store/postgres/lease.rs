@@ -221,6 +221,37 @@ impl Leases for PostgresStore {
         }))
     }
 
+    async fn lease_log(
+        &self,
+        task_id: &str,
+        limit: usize,
+    ) -> Result<Vec<super::super::LeaseChange>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .rows(
+                "SELECT * FROM (
+                    SELECT l.fence, l.owner, l.claimed_at_ms, l.prior_owner, l.prior_expires_ms,
+                           l.released_at_ms
+                    FROM radkit_lease_log l JOIN radkit_tasks t ON t.tid = l.tid
+                    WHERE t.id = $1 ORDER BY l.fence DESC LIMIT $2
+                 ) newest ORDER BY fence",
+                &[&task_id, &limit],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(super::super::LeaseChange {
+                    token: get_u64(r, "fence")?,
+                    owner: get(r, "owner")?,
+                    claimed_at_ms: get(r, "claimed_at_ms")?,
+                    prior_owner: get(r, "prior_owner")?,
+                    prior_expires_ms: get(r, "prior_expires_ms")?,
+                    released_at_ms: get(r, "released_at_ms")?,
+                })
+            })
+            .collect()
+    }
+
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
         self.exec(
             "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL

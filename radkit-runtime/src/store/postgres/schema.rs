@@ -120,6 +120,50 @@ pub(super) const MIGRATIONS: &[&str] = &[
         claims INTEGER NOT NULL DEFAULT 0
      );
      CREATE INDEX radkit_dispatch_claimable ON radkit_dispatch(claimed_until_ms, created_at_ms);",
+    // 13: every lease a task was given (`Leases::lease_log`, the console's timeline): one row per
+    // fencing token with its owner, when it was taken, from whom (the owner whose lease had run out:
+    // a takeover) and when it was given back. Written by triggers on the task row, so every path
+    // that takes or gives back a lease (a claim, `acquire`, a task created leased, `release`, and
+    // workers of an earlier version) is logged, and nothing on the hot path of an append: the
+    // triggers fire only when `fence` or `lease_owner` is set, which a step's append never does.
+    // `SET search_path FROM CURRENT` keeps the function writing to the log of its own schema.
+    "CREATE TABLE radkit_lease_log (
+        tid BIGINT NOT NULL REFERENCES radkit_tasks(tid) ON DELETE CASCADE,
+        fence BIGINT NOT NULL,
+        owner TEXT NOT NULL,
+        claimed_at_ms BIGINT NOT NULL,
+        prior_owner TEXT,
+        prior_expires_ms BIGINT,
+        released_at_ms BIGINT,
+        PRIMARY KEY (tid, fence)
+     );
+     CREATE FUNCTION radkit_log_lease() RETURNS trigger LANGUAGE plpgsql
+     SET search_path FROM CURRENT AS $$
+     DECLARE
+        now_ms BIGINT := (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT;
+     BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO radkit_lease_log (tid, fence, owner, claimed_at_ms)
+            VALUES (NEW.tid, NEW.fence, NEW.lease_owner, now_ms)
+            ON CONFLICT (tid, fence) DO NOTHING;
+        ELSIF NEW.fence IS DISTINCT FROM OLD.fence AND NEW.lease_owner IS NOT NULL THEN
+            INSERT INTO radkit_lease_log
+                (tid, fence, owner, claimed_at_ms, prior_owner, prior_expires_ms)
+            VALUES (NEW.tid, NEW.fence, NEW.lease_owner, now_ms, OLD.lease_owner,
+                    CASE WHEN OLD.lease_owner IS NOT NULL THEN OLD.lease_expires_ms END)
+            ON CONFLICT (tid, fence) DO NOTHING;
+        ELSIF NEW.lease_owner IS NULL AND OLD.lease_owner IS NOT NULL THEN
+            UPDATE radkit_lease_log SET released_at_ms = now_ms
+            WHERE tid = NEW.tid AND fence = NEW.fence AND released_at_ms IS NULL;
+        END IF;
+        RETURN NULL;
+     END $$;
+     CREATE TRIGGER radkit_lease_taken AFTER INSERT ON radkit_tasks
+        FOR EACH ROW WHEN (NEW.lease_owner IS NOT NULL) EXECUTE FUNCTION radkit_log_lease();
+     CREATE TRIGGER radkit_lease_changed AFTER UPDATE OF fence, lease_owner ON radkit_tasks
+        FOR EACH ROW WHEN (OLD.fence IS DISTINCT FROM NEW.fence
+                           OR OLD.lease_owner IS DISTINCT FROM NEW.lease_owner)
+        EXECUTE FUNCTION radkit_log_lease();",
 ];
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).

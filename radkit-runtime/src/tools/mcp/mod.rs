@@ -34,10 +34,10 @@ use rmcp::model::{
     Implementation, MetaObject, ProtocolVersion, RequestMetaObject, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ServiceExt};
 
+use self::http_client::http_transport;
 use super::{Tool, ToolSchema, ToolSource};
 use crate::flow::{EffectError, EffectPolicy, InvocationId, PermissionMode};
 
@@ -47,6 +47,8 @@ pub const INVOCATION_ID_META_KEY: &str = "radkit/invocationId";
 
 /// How long a call waits for its answer unless [`McpServer::timeout`] says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+mod http_client;
 
 /// Why an MCP server could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -619,6 +621,15 @@ impl Tool for McpTool {
             INVOCATION_ID_META_KEY.to_owned(),
             serde_json::Value::String(key.as_str().to_owned()),
         );
+        // The call joins the caller's trace: W3C trace context under `_meta` (`traceparent`,
+        // `tracestate`, as OpenTelemetry's conventions for MCP say), and over HTTP also as headers.
+        for (name, value) in crate::telemetry::trace_context() {
+            match name.as_str() {
+                "traceparent" => meta.set_traceparent(value),
+                "tracestate" => meta.set_tracestate(value),
+                _ => {}
+            }
+        }
         let mut params = CallToolRequestParams::new(self.tool.clone());
         params.arguments = arguments;
         params.meta = Some(RequestMetaObject(meta));
@@ -691,53 +702,6 @@ fn text_of(result: &CallToolResult) -> String {
     } else {
         texts.join("\n")
     }
-}
-
-/// The streamable HTTP transport to `url`: radkit's reqwest 0.13 client (the platform's roots and
-/// `roots`, no redirects followed), `bearer` and `headers` on every request. The error says what
-/// is wrong.
-fn http_transport(
-    url: &str,
-    bearer: Option<&Secret>,
-    headers: &[(String, Secret)],
-    roots: &[Vec<u8>],
-) -> Result<StreamableHttpClientTransport<reqwest_mcp::Client>, String> {
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!("`{url}` is not an http:// or https:// URL"));
-    }
-    // No redirects: a redirect to another host would carry the session id and the headers
-    // there, and one that turns the POST into a GET would lose the message (rmcp's own client
-    // follows only same-origin 307/308). No idle connections kept: as rmcp's own client.
-    let mut client = reqwest_mcp::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .redirect(reqwest_mcp::redirect::Policy::none())
-        .pool_max_idle_per_host(0);
-    for pem in roots {
-        let certs = reqwest_mcp::Certificate::from_pem_bundle(pem)
-            .map_err(|e| format!("a root certificate is not PEM: {e}"))?;
-        if certs.is_empty() {
-            return Err("a root certificate PEM holds no certificate".to_owned());
-        }
-        for cert in certs {
-            client = client.add_root_certificate(cert);
-        }
-    }
-    let client = client
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-    let mut custom = HashMap::new();
-    for (name, Secret(value)) in headers {
-        let name = http::HeaderName::try_from(name.as_str())
-            .map_err(|e| format!("header name `{name}`: {e}"))?;
-        let value = http::HeaderValue::try_from(value.as_str())
-            .map_err(|e| format!("the value of header `{name}`: {e}"))?;
-        custom.insert(name, value);
-    }
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-    if let Some(Secret(token)) = bearer {
-        config = config.auth_header(token.clone());
-    }
-    Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 
 #[cfg(test)]
