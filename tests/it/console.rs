@@ -496,7 +496,9 @@ async fn on_postgres_the_timeline_shows_each_lease_with_its_owner_and_token() {
     let given = timeline
         .find("lease given back by <code>console-worker</code> · fencing token <code>1</code>")
         .unwrap_or_else(|| panic!("the release in {timeline}"));
-    assert!(taken < asked && asked <= given, "in time order: {timeline}");
+    // Entries and lease changes of the same millisecond may come in either order: the release
+    // may share the question's.
+    assert!(taken < asked && taken < given, "in time order: {timeline}");
     assert!(
         page.contains("data-testid=\"lease\""),
         "the current holder in the header"
