@@ -278,47 +278,18 @@ async fn a_request_with_a_traceparent_continues_its_trace_through_the_task_and_i
         |c| c,
     )
     .await;
-    let answer: serde_json::Value = client()
-        .post(format!("{}/", served.url))
-        .header("traceparent", format!("00-{TRACE}-{CLIENT_SPAN}-01"))
-        .json(
-            &json!({ "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
-            "message": user("go"), "configuration": { "blocking": true } } }),
-        )
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("a JSON answer");
-    assert_eq!(answer["result"]["status"]["state"], "completed", "{answer}");
-    let task_id = answer["result"]["id"]
-        .as_str()
-        .expect("a task id")
-        .to_owned();
+    let task = send_traced(&served.url).await;
+    let task_id = task["id"].as_str().expect("a task id").to_owned();
 
-    // The task's span ends once its driver lets the task go, which may be after the answer:
-    // flush until every span is there (bounded).
-    let spans = within(
-        Duration::from_secs(30),
+    let spans = spans_until(
+        &otlp,
+        &received,
         "the task's spans at the receiver",
-        async {
-            loop {
-                let flushing = otlp.clone();
-                tokio::task::spawn_blocking(move || flushing.flush())
-                    .await
-                    .expect("flush")
-                    .expect("spans exported");
-                let spans = received.spans.lock().unwrap().clone();
-                let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-                if ["a2a.request", "task", "step", "command"]
-                    .iter()
-                    .all(|n| names.contains(n))
-                {
-                    return spans;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+        |spans| {
+            let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+            ["a2a.request", "task", "step", "command"]
+                .iter()
+                .all(|n| names.contains(n))
         },
     )
     .await;
