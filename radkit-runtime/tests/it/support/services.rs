@@ -121,6 +121,9 @@ where
     }
 }
 
+/// A test that runs this long is named on stderr with its time.
+const SLOW: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Run `tests` under the command line's arguments (filters, `--list`, `--test-threads`, `--ignored`,
 /// `--include-ignored`, …) the way libtest does, and return the exit code. A service is probed only
 /// when a selected test needs it.
@@ -170,11 +173,18 @@ fn trial(test: Test) -> Trial {
         body,
     } = test;
     let missing = matches!(probed(needs), Some(Availability::Missing(_)));
+    let named = name.clone();
     Trial::test(name, move || {
         if let Some(Availability::Missing(why) | Availability::Broken(why)) = availability(needs) {
             return Err(Failed::from(why));
         }
+        let started = std::time::Instant::now();
         body();
+        let took = started.elapsed();
+        if took >= SLOW {
+            // Where a long suite's time goes, in CI's log (libtest-mimic times nothing).
+            eprintln!("slow test: {named} took {:.0} s", took.as_secs_f64());
+        }
         Ok(())
     })
     .with_ignored_flag(ignored || missing)
