@@ -496,6 +496,44 @@ async fn a_child_skill_on_a_timer_is_run_by_sweeps_and_its_parent_asks_again_at_
     assert_eq!(message.joined_texts(), "parent got: awake");
 }
 
+#[test]
+async fn a_canceled_parent_cancels_its_child_skills_task_in_the_same_pass() {
+    let w = world();
+    let passes = w.passes();
+    let passed = passes
+        .run(message("blink", "m1", Some("parent")), soon(5_000))
+        .await
+        .unwrap();
+    let parent = passed.task_id.clone();
+    assert!(
+        matches!(passed.rest, Rest::Waiting { input: false, .. }),
+        "the parent waits on its child: {passed:?}"
+    );
+    let child = w
+        .store
+        .list(Default::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.skill_id == "blink")
+        .expect("the child task");
+    assert!(!child.state.is_terminal(), "the child sleeps: {child:?}");
+
+    let cancel = Event::Cancel {
+        caller: Caller::Operator,
+        task_id: parent.clone(),
+    };
+    let canceled = passes.run(cancel, soon(5_000)).await.unwrap();
+    assert_eq!(canceled.rest, Rest::Ended(TaskState::Canceled));
+    // No work goes on for a canceled task: its child was canceled by the same pass, and a sweep
+    // after the child's timer finds nothing to run.
+    let child_now = w.store.task(&child.id).await.unwrap().expect("the child");
+    assert_eq!(child_now.state, TaskState::Canceled, "{child_now:?}");
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let swept = passes.sweep(soon(5_000), 8).await.unwrap();
+    assert!(swept.is_empty(), "{swept:?}");
+}
+
 /// `radkit pass` and `radkit executor` as processes: one invocation each, one JSON line per pass,
 /// and what they refuse said on stderr with a failing status.
 #[test]

@@ -687,7 +687,25 @@ impl Passes {
                         effects,
                     ))
                 }
-                Output::Ended(state) => return Ok(passed(Rest::Ended(state), appends, effects)),
+                Output::Ended(state) => {
+                    if matches!(state, TaskState::Canceled | TaskState::Failed) {
+                        let parent = super::call::pass::Parent {
+                            principal: m.principal(),
+                            context_id: m.context_id().to_owned(),
+                            mode: m.mode(),
+                        };
+                        let open = m.open_calls();
+                        super::call::pass::cancel_callees(
+                            &self.agents,
+                            self,
+                            parent,
+                            deadline,
+                            open,
+                        )
+                        .await;
+                    }
+                    return Ok(passed(Rest::Ended(state), appends, effects));
+                }
             }
         }
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{asks_for_input, message_id, Peer, Started};
+use super::{message_id, Peer, Started};
 use crate::engine::run::TaskRun;
 use crate::engine::Inner;
 use crate::flow::{Cmd, CmdKind, InvocationId};
@@ -23,18 +23,7 @@ impl Inner {
     /// with the start in flight) may still have made the callee's task, which the journal does not
     /// name: it is found and canceled too (see `unbound_callee`).
     pub(crate) async fn cancel_calls(self: &Arc<Self>, run: &Arc<TaskRun>) {
-        let open: Vec<(InvocationId, Cmd, Option<String>)> = {
-            let st = run.lock();
-            st.commands()
-                .iter()
-                .filter(|(_, c)| c.receipt.as_ref().is_none_or(asks_for_input))
-                .filter(|(_, c)| c.cmd.kind.is_call())
-                .map(|(id, c)| {
-                    let callee = c.callee.as_ref().map(|callee| callee.task_id.clone());
-                    (id.clone(), c.cmd.clone(), callee)
-                })
-                .collect()
-        };
+        let open = super::open_calls(&run.lock());
         for (id, cmd, callee) in open {
             let Ok(peer) = self.peer(run, &cmd.kind) else {
                 continue;

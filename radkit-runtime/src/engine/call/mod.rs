@@ -265,6 +265,22 @@ fn receipt(
     }
 }
 
+/// The calls (to agents and child skills) of a task's journal that have no outcome yet, or whose
+/// callee waits for input, each with its callee's task when the journal names it: what is canceled
+/// when the task is canceled or fails, so that no work goes on on its behalf (the engine's
+/// `Inner::cancel_calls`, a serverless pass's `pass::cancel_callees`).
+pub(crate) fn open_calls(fold: &super::fold::Folded) -> Vec<(InvocationId, Cmd, Option<String>)> {
+    fold.commands()
+        .iter()
+        .filter(|(_, c)| c.receipt.as_ref().is_none_or(asks_for_input))
+        .filter(|(_, c)| c.cmd.kind.is_call())
+        .map(|(id, c)| {
+            let callee = c.callee.as_ref().map(|callee| callee.task_id.clone());
+            (id.clone(), c.cmd.clone(), callee)
+        })
+        .collect()
+}
+
 /// True for a call's receipt whose callee waits for input (it would wait for good once its caller
 /// ended).
 fn asks_for_input(receipt: &Receipt) -> bool {

@@ -16,7 +16,7 @@ use super::remote::Agents;
 use super::{message_id, recheck_after, reply_value, settled, Started};
 use crate::engine::machine::{Effect, MachineError};
 use crate::engine::{Caller, PassError, PassEvent as Event, Passes, Rest};
-use crate::flow::{AgentReply, CmdKind, EffectError, PermissionMode};
+use crate::flow::{AgentReply, Cmd, CmdKind, EffectError, InvocationId, PermissionMode};
 use crate::journal::now_ms;
 use crate::model::{Message, Task};
 
@@ -253,4 +253,55 @@ pub(crate) async fn step(
         _ => PassCallStep::Recheck(recheck()),
     };
     PassCall { started, then }
+}
+
+/// Cancel the callees of `calls` (a task's open calls, each with its callee's task when journaled)
+/// made by `parent`, whose task was canceled or failed in a pass: no work goes on on its behalf,
+/// as the engine's `cancel_calls` does. Best effort, each within [`CANCEL_WAIT`] (a child skill's
+/// cancel is a pass of its own): a callee that cannot be reached is logged. A call cut off before
+/// its callee was journaled has no callee to name here and is left.
+///
+/// [`CANCEL_WAIT`]: super::cancel::CANCEL_WAIT
+pub(crate) async fn cancel_callees(
+    agents: &Agents,
+    passes: &Passes,
+    parent: Parent,
+    deadline: Instant,
+    calls: Vec<(InvocationId, Cmd, Option<String>)>,
+) {
+    for (id, cmd, callee_task) in calls {
+        let Some(task_id) = callee_task else {
+            tracing::info!(invocation = %id, callee = %cmd.kind.fingerprint(), "a call cut off before its callee was journaled is not canceled");
+            continue;
+        };
+        let callee = match &cmd.kind {
+            CmdKind::Agent { agent, .. } => match agents.peer(agent) {
+                Some(peer) => Callee::Remote(peer),
+                None => continue,
+            },
+            CmdKind::Skill { skill, .. } => Callee::Child {
+                passes,
+                caller: parent
+                    .principal
+                    .clone()
+                    .map_or(Caller::Operator, Caller::Principal),
+                context_id: parent.context_id.clone(),
+                skill: skill.clone(),
+                mode: parent.mode,
+                deadline,
+            },
+            _ => continue,
+        };
+        match tokio::time::timeout(super::cancel::CANCEL_WAIT, callee.cancel(&task_id)).await {
+            Ok(Ok(())) => {
+                tracing::info!(invocation = %id, callee_task = %task_id, "callee canceled")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(invocation = %id, callee_task = %task_id, error = %e, "could not cancel the callee")
+            }
+            Err(_) => {
+                tracing::warn!(invocation = %id, callee_task = %task_id, "the callee's cancel took too long; it is left")
+            }
+        }
+    }
 }

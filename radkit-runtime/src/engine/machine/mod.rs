@@ -484,6 +484,12 @@ impl TaskMachine {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The task's calls without an outcome (or whose callee waits for input), each with its
+    /// callee's task when journaled: what its host cancels once the task is canceled or failed.
+    pub(crate) fn open_calls(&self) -> Vec<(InvocationId, Cmd, Option<String>)> {
+        super::call::open_calls(&self.lock())
+    }
+
     /// Take the user's `message` as the reply the task waits for: the question it asked gets it as
     /// its receipt (the step that asked re-runs, or the transition's command delivers it), or the
     /// state that awaits input gets it as an event. A task that works takes it only when its skill
