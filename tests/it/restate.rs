@@ -645,3 +645,60 @@ async fn the_delegate_coordinator_on_restate_calls_each_specialist_once_with_res
         "one task per specialist"
     );
 }
+
+#[test(multi_thread, needs = Restate)]
+async fn a_task_canceled_on_restate_cancels_the_agent_task_its_open_call_made() {
+    // The pessimist thinks for a minute: its task is still working when the coordinator is
+    // canceled, however slow the machine.
+    let specialists = Engine::builder(MemoryStore::new())
+        .without_registered_skills()
+        .skill(crate::delegate_kill9::delegate::specialists::Optimist)
+        .skill(crate::delegate_kill9::delegate::specialists::Pessimist {
+            think: Duration::from_secs(60),
+        })
+        .start()
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let config = radkit::server::ServerConfig::new(url.clone());
+    tokio::spawn(radkit::server::serve(listener, specialists.clone(), config));
+    let s = Setup::start_with(None, Some(url)).await;
+    let task = s
+        .send("Should we ship the tested release?", "coordinator", None)
+        .await;
+    // The optimist answered; the call to the pessimist waits on its recheck.
+    let started = Instant::now();
+    while !s
+        .journal(&task)
+        .await
+        .iter()
+        .any(|r| matches!(r.entry, Entry::TimerSet { .. }))
+    {
+        assert!(started.elapsed() < PATIENCE, "the call never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.front.cancel(&Caller::Operator, &task).await.unwrap();
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Canceled, "{:?}", done.status);
+    // No work goes on for it: the pessimist's task is canceled too.
+    let started = Instant::now();
+    loop {
+        let tasks = specialists.store().list(Default::default()).await.unwrap();
+        let states: Vec<_> = tasks
+            .iter()
+            .map(|t| (t.skill_id.clone(), t.state))
+            .collect();
+        if states
+            .iter()
+            .any(|(skill, state)| skill == "pessimist" && *state == TaskState::Canceled)
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the pessimist's task was not canceled: {states:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

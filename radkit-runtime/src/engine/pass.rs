@@ -697,9 +697,7 @@ impl Passes {
                         let open = m.open_calls();
                         super::call::pass::cancel_callees(
                             &self.agents,
-                            self,
-                            parent,
-                            deadline,
+                            Some((self, parent, deadline)),
                             open,
                         )
                         .await;

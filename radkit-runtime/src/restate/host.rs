@@ -272,7 +272,22 @@ impl RestateHost {
                         }
                     }
                 }
-                Output::Ended(state) => return Ok(Json(state)),
+                Output::Ended(state) => {
+                    let open = m.open_calls();
+                    if matches!(state, TaskState::Canceled | TaskState::Failed) && !open.is_empty()
+                    {
+                        // No work goes on for a task that ended so: its callees are canceled, once
+                        // (a replay finds the `ctx.run` done).
+                        let agents = self.agents.clone();
+                        ctx.run(move || async move {
+                            call_pass::cancel_callees(&agents, None, open).await;
+                            Ok(Json(true))
+                        })
+                        .name("cancel callees")
+                        .await?;
+                    }
+                    return Ok(Json(state));
+                }
             }
         }
     }

@@ -256,17 +256,16 @@ pub(crate) async fn step(
 }
 
 /// Cancel the callees of `calls` (a task's open calls, each with its callee's task when journaled)
-/// made by `parent`, whose task was canceled or failed in a pass: no work goes on on its behalf,
-/// as the engine's `cancel_calls` does. Best effort, each within [`CANCEL_WAIT`] (a child skill's
+/// of a task canceled or failed in a pass (`passes`: the host, the task as a child's parent, the
+/// deadline) or a Restate workflow (`None`): no work goes on on its behalf, as the engine's
+/// `cancel_calls` does. Best effort, each within [`CANCEL_WAIT`] (a child skill's
 /// cancel is a pass of its own): a callee that cannot be reached is logged. A call cut off before
 /// its callee was journaled has no callee to name here and is left.
 ///
 /// [`CANCEL_WAIT`]: super::cancel::CANCEL_WAIT
 pub(crate) async fn cancel_callees(
     agents: &Agents,
-    passes: &Passes,
-    parent: Parent,
-    deadline: Instant,
+    passes: Option<(&Passes, Parent, Instant)>,
     calls: Vec<(InvocationId, Cmd, Option<String>)>,
 ) {
     for (id, cmd, callee_task) in calls {
@@ -279,16 +278,20 @@ pub(crate) async fn cancel_callees(
                 Some(peer) => Callee::Remote(peer),
                 None => continue,
             },
-            CmdKind::Skill { skill, .. } => Callee::Child {
-                passes,
-                caller: parent
-                    .principal
-                    .clone()
-                    .map_or(Caller::Operator, Caller::Principal),
-                context_id: parent.context_id.clone(),
-                skill: skill.clone(),
-                mode: parent.mode,
-                deadline,
+            // A Restate workflow runs no child skills: it has none to cancel.
+            CmdKind::Skill { skill, .. } => match &passes {
+                Some((passes, parent, deadline)) => Callee::Child {
+                    passes,
+                    caller: parent
+                        .principal
+                        .clone()
+                        .map_or(Caller::Operator, Caller::Principal),
+                    context_id: parent.context_id.clone(),
+                    skill: skill.clone(),
+                    mode: parent.mode,
+                    deadline: *deadline,
+                },
+                None => continue,
             },
             _ => continue,
         };
