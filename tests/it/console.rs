@@ -161,6 +161,11 @@ impl Session {
         self.with_cookie(self.http.get(url))
     }
 
+    /// The body of a `GET` of `url`, whatever its status.
+    async fn text(&self, url: impl reqwest::IntoUrl) -> String {
+        self.get(url).send().await.unwrap().text().await.unwrap()
+    }
+
     fn post(&self, url: impl reqwest::IntoUrl) -> reqwest::RequestBuilder {
         self.with_cookie(self.http.post(url))
     }
@@ -201,14 +206,7 @@ async fn session(agent: &Agent, token: Option<&str>) -> Session {
 
 /// The CSRF token of a console page.
 async fn csrf(http: &Session, agent: &Agent) -> String {
-    let page = http
-        .get(format!("{}/console", agent.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = http.text(format!("{}/console", agent.url)).await;
     let needle = "name=\"radkit-csrf\" content=\"";
     let at = page.find(needle).expect("the token") + needle.len();
     page[at..page[at..].find('"').unwrap() + at].to_owned()
@@ -275,14 +273,7 @@ async fn the_console_asks_for_a_token_and_shows_a_principal_only_its_own_tasks()
     );
 
     let alice = session(&agent, Some(ALICE)).await;
-    let list = alice
-        .get(format!("{}/console", agent.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let list = alice.text(format!("{}/console", agent.url)).await;
     assert!(list.contains(&alices), "alice sees her task");
     assert!(!list.contains(&bobs), "alice does not see bob's task");
     let page = alice
@@ -299,36 +290,19 @@ async fn the_console_asks_for_a_token_and_shows_a_principal_only_its_own_tasks()
     assert_eq!(journal.status(), 404);
     // Asking for bob's tasks by principal changes nothing for alice.
     let list = alice
-        .get(format!("{}/console?principal=bob", agent.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .text(format!("{}/console?principal=bob", agent.url))
+        .await;
     assert!(!list.contains(&bobs));
 
     let root = session(&agent, Some(ROOT)).await;
-    let list = root
-        .get(format!("{}/console", agent.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let list = root.text(format!("{}/console", agent.url)).await;
     assert!(
         list.contains(&alices) && list.contains(&bobs),
         "an admin sees every task"
     );
     let list = root
-        .get(format!("{}/console?principal=bob", agent.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .text(format!("{}/console?principal=bob", agent.url))
+        .await;
     assert!(
         list.contains(&bobs) && !list.contains(&alices),
         "and filters by principal"
@@ -478,13 +452,8 @@ async fn on_postgres_the_timeline_shows_each_lease_with_its_owner_and_token() {
     wait_state(&agent, &task, None, "input-required").await;
     let http = session(&agent, None).await;
     let page = http
-        .get(format!("{}/console/tasks/{task}", agent.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .text(format!("{}/console/tasks/{task}", agent.url))
+        .await;
     let timeline = &page[page.find("id=\"timeline\"").expect("the timeline")..];
     // The engine created the task leased, ran it until it asked, and gave the lease back.
     let taken = timeline

@@ -44,12 +44,17 @@ const ARGS_VAR: &str = "RADKIT_DELEGATE_ARGS";
 /// engine of their own, for the tests that run the coordinator on another host (a serverless pass,
 /// Restate): their URL, and the engine (to count the tasks it holds).
 pub(crate) async fn serve_specialists() -> (String, radkit::engine::Engine) {
+    serve_specialists_thinking(Duration::from_secs(2)).await
+}
+
+/// [`serve_specialists`] with the pessimist thinking for `think`.
+pub(crate) async fn serve_specialists_thinking(
+    think: Duration,
+) -> (String, radkit::engine::Engine) {
     let engine = radkit::engine::Engine::builder(radkit::store::MemoryStore::new())
         .without_registered_skills()
         .skill(delegate::specialists::Optimist)
-        .skill(delegate::specialists::Pessimist {
-            think: Duration::from_secs(2),
-        })
+        .skill(delegate::specialists::Pessimist { think })
         .start()
         .await
         .unwrap();

@@ -359,6 +359,20 @@ impl Setup {
     async fn journal(&self, task: &TaskId) -> Vec<JournalRecord> {
         self.front.journal(&Caller::Operator, task).await.unwrap()
     }
+
+    /// Wait until `task`'s journal holds a timer: a call waits on its recheck.
+    async fn until_a_call_waits(&self, task: &TaskId) {
+        let started = Instant::now();
+        while !self
+            .journal(task)
+            .await
+            .iter()
+            .any(|r| matches!(r.entry, Entry::TimerSet { .. }))
+        {
+            assert!(started.elapsed() < PATIENCE, "the call never waited");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 /// Each command of the journal has exactly one receipt, and no receipt is for a command the
@@ -597,16 +611,7 @@ async fn the_delegate_coordinator_on_restate_calls_each_specialist_once_with_res
     let mut s = Setup::start_with(None, Some(url)).await;
     let task = s.send(QUESTION, "coordinator", None).await;
     // The optimist answered at once; the pessimist thinks: the workflow sleeps until its recheck.
-    let started = Instant::now();
-    while !s
-        .journal(&task)
-        .await
-        .iter()
-        .any(|r| matches!(r.entry, Entry::TimerSet { .. }))
-    {
-        assert!(started.elapsed() < PATIENCE, "the call never waited");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.until_a_call_waits(&task).await;
     s.restate.kill();
     s.restate.restart().await;
     let done = s.settled(&task).await;
@@ -650,34 +655,14 @@ async fn the_delegate_coordinator_on_restate_calls_each_specialist_once_with_res
 async fn a_task_canceled_on_restate_cancels_the_agent_task_its_open_call_made() {
     // The pessimist thinks for a minute: its task is still working when the coordinator is
     // canceled, however slow the machine.
-    let specialists = Engine::builder(MemoryStore::new())
-        .without_registered_skills()
-        .skill(crate::delegate_kill9::delegate::specialists::Optimist)
-        .skill(crate::delegate_kill9::delegate::specialists::Pessimist {
-            think: Duration::from_secs(60),
-        })
-        .start()
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let config = radkit::server::ServerConfig::new(url.clone());
-    tokio::spawn(radkit::server::serve(listener, specialists.clone(), config));
+    let (url, specialists) =
+        crate::delegate_kill9::serve_specialists_thinking(Duration::from_secs(60)).await;
     let s = Setup::start_with(None, Some(url)).await;
     let task = s
         .send("Should we ship the tested release?", "coordinator", None)
         .await;
     // The optimist answered; the call to the pessimist waits on its recheck.
-    let started = Instant::now();
-    while !s
-        .journal(&task)
-        .await
-        .iter()
-        .any(|r| matches!(r.entry, Entry::TimerSet { .. }))
-    {
-        assert!(started.elapsed() < PATIENCE, "the call never waited");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.until_a_call_waits(&task).await;
     s.front.cancel(&Caller::Operator, &task).await.unwrap();
     let done = s.settled(&task).await;
     assert_eq!(done.status.state, TaskState::Canceled, "{:?}", done.status);

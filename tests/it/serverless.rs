@@ -443,15 +443,13 @@ async fn a_child_skill_that_settles_at_once_answers_its_parent_in_the_same_pass(
     ));
 }
 
-#[test]
-async fn a_child_skill_on_a_timer_is_run_by_sweeps_and_its_parent_asks_again_at_its_recheck() {
-    let w = world();
-    let passes = w.passes();
+/// A `parent` task calling the `blink` skill, left by its first pass waiting on its sleeping child
+/// (a recheck due): its id.
+async fn parent_waiting_on_blink(passes: &Passes) -> String {
     let passed = passes
         .run(message("blink", "m1", Some("parent")), soon(5_000))
         .await
         .unwrap();
-    let parent = passed.task_id.clone();
     let Rest::Waiting {
         input: false,
         wake_at_ms: Some(_),
@@ -459,6 +457,14 @@ async fn a_child_skill_on_a_timer_is_run_by_sweeps_and_its_parent_asks_again_at_
     else {
         panic!("the parent waits on its child: {passed:?}");
     };
+    passed.task_id
+}
+
+#[test]
+async fn a_child_skill_on_a_timer_is_run_by_sweeps_and_its_parent_asks_again_at_its_recheck() {
+    let w = world();
+    let passes = w.passes();
+    let parent = parent_waiting_on_blink(&passes).await;
     // Sweeps run the child when its timer is due and the parent at its recheck (5 s, the
     // default): nothing runs between them.
     let started = Instant::now();
@@ -500,15 +506,7 @@ async fn a_child_skill_on_a_timer_is_run_by_sweeps_and_its_parent_asks_again_at_
 async fn a_canceled_parent_cancels_its_child_skills_task_in_the_same_pass() {
     let w = world();
     let passes = w.passes();
-    let passed = passes
-        .run(message("blink", "m1", Some("parent")), soon(5_000))
-        .await
-        .unwrap();
-    let parent = passed.task_id.clone();
-    assert!(
-        matches!(passed.rest, Rest::Waiting { input: false, .. }),
-        "the parent waits on its child: {passed:?}"
-    );
+    let parent = parent_waiting_on_blink(&passes).await;
     let child = w
         .store
         .list(Default::default())

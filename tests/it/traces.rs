@@ -323,6 +323,13 @@ async fn a_request_with_a_traceparent_continues_its_trace_through_the_task_and_i
     );
     assert_eq!(attribute(step, "step").as_deref(), Some("write"));
     assert_eq!(attribute(step, "radkit.replayed").as_deref(), Some("false"));
+    for costly in ["busy_ns", "idle_ns", "thread.id", "thread.name"] {
+        assert_eq!(
+            attribute(step, costly),
+            None,
+            "the layer tracks no `{costly}` (a cost on every poll)"
+        );
+    }
     let command = named("command");
     assert_eq!(
         command.parent_span_id, step.span_id,

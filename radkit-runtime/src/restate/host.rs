@@ -273,9 +273,11 @@ impl RestateHost {
                     }
                 }
                 Output::Ended(state) => {
-                    let open = m.open_calls();
-                    if matches!(state, TaskState::Canceled | TaskState::Failed) && !open.is_empty()
-                    {
+                    let open = match state {
+                        TaskState::Canceled | TaskState::Failed => m.open_calls(),
+                        _ => Vec::new(),
+                    };
+                    if !open.is_empty() {
                         // No work goes on for a task that ended so: its callees are canceled, once
                         // (a replay finds the `ctx.run` done).
                         let agents = self.agents.clone();
