@@ -294,6 +294,7 @@ impl Setup {
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(dir.path().join("tasks.sqlite"), Durability::Full).unwrap());
         let front = builder(store, dir.path(), None, None)
+            .push_settings(crate::support::push_common::settings(true))
             .restate(restate.ingress_url())
             .start()
             .await
@@ -686,4 +687,56 @@ async fn a_task_canceled_on_restate_cancels_the_agent_task_its_open_call_made() 
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[test(multi_thread, needs = Restate)]
+async fn the_server_in_front_of_restate_delivers_the_webhook_updates_the_workflow_journals() {
+    let hook = crate::support::push_common::Receiver::start().await;
+    let s = Setup::start(None).await;
+    let task = s.send("refund 9900 bob", "payments", None).await;
+    let config = radkit::store::PushConfig {
+        id: "hook".to_owned(),
+        url: hook.url.clone(),
+        token: Some("tok".to_owned()),
+        authentication: None,
+        format: radkit::store::PushFormat::V1_0,
+    };
+    // Every update from the task's creation on, as for a config sent with the first message.
+    s.front
+        .set_push_config(&Caller::Operator, &task, config, Some(0))
+        .await
+        .unwrap();
+    let asked = s.settled(&task).await;
+    assert_eq!(asked.status.state, TaskState::InputRequired, "the gate");
+    s.send("approve", "payments", Some(&task)).await;
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Completed, "{:?}", done.status);
+    let posts = hook
+        .wait_for("the end at the webhook", |posts| {
+            posts.iter().any(|p| {
+                p.acknowledged()
+                    && crate::support::push_common::is_status(p, "TASK_STATE_COMPLETED")
+            })
+        })
+        .await;
+    let seqs: Vec<u64> = posts
+        .iter()
+        .filter(|p| p.acknowledged())
+        .map(crate::support::push_common::Post::seq)
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "each update once, in journal order: {seqs:?}"
+    );
+    assert!(
+        posts
+            .iter()
+            .any(|p| crate::support::push_common::is_status(p, "TASK_STATE_INPUT_REQUIRED")),
+        "the gate's question reached the webhook too: {posts:#?}"
+    );
+    let updates = crate::support::push_common::update_seqs(&s.front, task.as_str()).await;
+    assert_eq!(
+        seqs, updates,
+        "every update the journal holds, and only those"
+    );
 }

@@ -2,7 +2,8 @@
 //! one pass, and nothing runs between requests. A blocking send answers with the task as its pass
 //! left it; a stream sends what its pass journaled and ends; a resubscribe with `Last-Event-ID` in a
 //! later "invocation" (a new engine over the same store, after a sweep ran the due timer) continues
-//! exactly after what the client saw.
+//! exactly after what the client saw. Push notifications: a request delivers what its task
+//! committed before it answers, and a sweep what is left.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::support::agent::{self, Agent};
 use crate::support::common::{read_sse, rpc, user};
+use crate::support::push_common;
 use crate::support::skills::Ask;
 
 /// Sleeps half a second on a durable timer, then completes.
@@ -200,11 +202,18 @@ async fn a_stream_sends_what_its_pass_journaled_and_a_later_resubscribe_continue
     assert_eq!(end.1["result"]["status"]["state"], "completed", "{rest:#?}");
 }
 
+/// `builder` with webhooks on loopback allowed and fast retries.
+fn push_builder(store: Arc<dyn Store>) -> radkit::engine::EngineBuilder {
+    builder(store).push_settings(push_common::settings(true))
+}
+
 #[test]
-async fn push_notifications_are_refused_in_serverless_mode_and_the_card_says_so() {
+async fn a_serverless_request_delivers_its_tasks_webhook_updates_before_it_answers_and_a_sweep_the_rest(
+) {
     let (_dir, store) = sqlite();
     let client = agent::client();
-    let agent = invocation(&store).await;
+    let hook = push_common::Receiver::start().await;
+    let agent = agent::start(push_builder(store.clone()), agent::lasting).await;
     let card: Value = client
         .get(format!("{}/.well-known/agent-card.json", agent.url))
         .send()
@@ -213,26 +222,89 @@ async fn push_notifications_are_refused_in_serverless_mode_and_the_card_says_so(
         .json()
         .await
         .unwrap();
-    assert_eq!(card["capabilities"]["pushNotifications"], false, "{card}");
-    let asked = rpc(
-        &client,
+    assert_eq!(card["capabilities"]["pushNotifications"], true, "{card}");
+
+    // The send's request runs the pass, sets the webhook and delivers before it answers: the
+    // question is at the webhook when the answer arrives.
+    let sent = push_common::call(
         &agent.url,
+        Some("1.0"),
         None,
-        "message/send",
-        json!({"message": user("hi")}),
-    )
-    .await;
-    let task_id = asked["result"]["id"].clone();
-    let set = rpc(
-        &client,
-        &agent.url,
-        None,
-        "tasks/pushNotificationConfig/set",
-        json!({"taskId": task_id, "pushNotificationConfig": {"url": "https://example.com/hook"}}),
+        "SendMessage",
+        json!({ "message": push_common::message("hello", None),
+                "configuration": { "taskPushNotificationConfig": { "url": hook.url, "token": "tok" } } }),
     )
     .await;
     assert_eq!(
-        set["error"]["code"], -32003,
-        "PushNotificationNotSupported: {set}"
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{sent}"
+    );
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let posts = hook.posts();
+    assert!(
+        posts.iter().any(|p| p.acknowledged()
+            && push_common::is_status(p, "TASK_STATE_INPUT_REQUIRED")
+            && p.header("x-a2a-notification-token") == Some("tok")),
+        "the question was delivered before the send answered: {posts:#?}"
+    );
+
+    // The webhook is down when the answer's request runs: it tries once and answers anyway.
+    hook.down(503);
+    let done = push_common::call(
+        &agent.url,
+        Some("1.0"),
+        None,
+        "SendMessage",
+        json!({ "message": push_common::message("forty-two", Some(&task)) }),
+    )
+    .await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let posts = hook.posts();
+    let asked_at = posts
+        .iter()
+        .find(|p| push_common::is_status(p, "TASK_STATE_INPUT_REQUIRED"))
+        .map(push_common::Post::seq);
+    assert!(
+        posts
+            .iter()
+            .any(|p| !p.acknowledged() && Some(p.seq()) > asked_at),
+        "the answer's request tried its first update before it answered: {posts:#?}"
+    );
+    let expected = push_common::update_seqs(&agent.engine, &task).await;
+    drop(agent);
+
+    // Scheduled sweeps (invocations of their own) deliver it once the webhook is back and the
+    // retry is due.
+    hook.up();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !hook
+        .posts()
+        .iter()
+        .any(|p| p.acknowledged() && push_common::is_status(p, "TASK_STATE_COMPLETED"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no sweep delivered the end: {:#?}",
+            hook.posts()
+        );
+        let passes = Passes::from_builder(push_builder(store.clone())).unwrap();
+        passes
+            .sweep(Instant::now() + Duration::from_secs(10), 8)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let acknowledged: Vec<u64> = hook
+        .posts()
+        .iter()
+        .filter(|p| p.acknowledged())
+        .map(push_common::Post::seq)
+        .collect();
+    assert_eq!(
+        acknowledged, expected,
+        "each update acknowledged once, in journal order"
     );
 }

@@ -197,7 +197,7 @@ impl Engine {
         Ok(TaskId::from(passed.task_id))
     }
 
-    fn serverless_budget(&self) -> Duration {
+    pub(super) fn serverless_budget(&self) -> Duration {
         self.inner
             .config
             .serverless

@@ -445,7 +445,9 @@ impl EngineBuilder {
     /// the pass left it; a stream ends once it has sent what is in the journal (a client resumes it
     /// with `Last-Event-ID` in a later invocation); nothing runs between requests: `start` recovers
     /// nothing, and due timers and unfinished tasks wait for [`Passes::sweep`](super::Passes::sweep).
-    /// Hooks and push delivery are the long-running engine's.
+    /// Push notifications: a request delivers what its task committed for the task's webhooks
+    /// before it answers (within its deadline), and a sweep what is left (retries, deliveries cut
+    /// off). Hooks are the long-running engine's.
     pub fn serverless(mut self, budget: Duration) -> Self {
         self.config.serverless = Some(budget);
         self
@@ -455,9 +457,10 @@ impl EngineBuilder {
     /// ([`RestateHost`](crate::restate::RestateHost)) over the same store: a send starts the task's
     /// workflow through Restate's ingress at `ingress` and answers once the task is in the store,
     /// a reply and a cancel resolve the workflow's promises, and every read (tasks, history,
-    /// streams, blocking sends) follows the store, which the workflows write. Nothing runs here:
-    /// `start` recovers nothing. Hooks, child skills (`ctx.skill`) and push delivery are the
-    /// long-running engine's.
+    /// streams, blocking sends) follows the store, which the workflows write. No task runs here:
+    /// `start` recovers nothing, and starts the push sender, which delivers the webhooks of the
+    /// tasks the workflows write. Hooks and child skills (`ctx.skill`) are the long-running
+    /// engine's.
     #[cfg(feature = "restate")]
     #[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
     pub fn restate(mut self, ingress: impl Into<String>) -> Self {
@@ -543,6 +546,7 @@ impl EngineBuilder {
             None => None,
         };
         let agents = super::call::Agents::new(self.config.agents.clone(), webhook);
+        let halted = Arc::new(AtomicBool::new(false));
         let passes = self.config.serverless.map(|_| {
             super::Passes::new(
                 self.store.clone(),
@@ -550,8 +554,20 @@ impl EngineBuilder {
                 &self.effects,
                 &self.config,
                 self.default_skill.clone(),
+                halted.clone(),
             )
         });
+        // A serverless engine's requests deliver through its passes' sender.
+        let pusher = match &passes {
+            Some(passes) => passes.pusher().clone(),
+            None => Arc::new(super::push::Pusher::new(
+                self.store.clone(),
+                self.config.push.clone(),
+                self.config.worker_id.clone(),
+                self.store.leases().is_none(),
+                halted.clone(),
+            )),
+        };
         let inner = Inner {
             store: self.store,
             skills,
@@ -559,13 +575,13 @@ impl EngineBuilder {
             default_skill: self.default_skill,
             effects: self.effects,
             config: self.config,
-            halted: Arc::new(AtomicBool::new(false)),
+            halted,
             live: Default::default(),
             changes: Default::default(),
             leases: Default::default(),
             reloads: Default::default(),
             divergences: Arc::default(),
-            pusher: Default::default(),
+            pusher,
             agents,
             watchers: Default::default(),
             posts: Default::default(),
@@ -593,9 +609,12 @@ impl EngineBuilder {
         }
         let engine = self.build()?;
         // In serverless mode nothing is recovered: the sweep's pass finds what has work. In
-        // Restate mode Restate drives every task.
+        // Restate mode Restate drives every task, and this engine, in front, delivers their
+        // webhooks.
         if !engine.inner.hosted_elsewhere() {
             engine.recover().await?;
+        } else {
+            engine.start_push();
         }
         Ok(engine)
     }

@@ -85,7 +85,7 @@ pub(crate) struct Inner {
     /// Differences between live and stored folds (`EngineConfig::check_fold`).
     divergences: Arc<Mutex<Vec<String>>>,
     /// The push-notification sender (`push`).
-    pusher: push::Pusher,
+    pusher: Arc<push::Pusher>,
     /// The agents steps may call (`ctx.agent`), each connected on first use.
     agents: call::Agents,
     /// The calls this engine follows (one watcher each).

@@ -132,6 +132,8 @@ pub struct Passes {
     agents: Arc<super::call::Agents>,
     /// A call's first recheck (`EngineBuilder::call_recheck`).
     call_recheck: Duration,
+    /// The webhooks' sender: a pass delivers what its task committed, a sweep what is due.
+    pusher: Arc<super::push::Pusher>,
 }
 
 /// What an effect a pass ran came back with.
@@ -184,6 +186,7 @@ impl Passes {
             &parts.effects,
             &parts.config,
             parts.default_skill,
+            Arc::default(),
         ))
     }
 
@@ -194,17 +197,27 @@ impl Passes {
         effects: &crate::effects::Effects,
         config: &super::EngineConfig,
         default_skill: Option<String>,
+        halted: Arc<std::sync::atomic::AtomicBool>,
     ) -> Self {
         let skills = machine_skills(skills, effects, config);
+        let owner = format!("pass-{}", crate::model::new_id());
+        let pusher = super::push::Pusher::new(
+            store.clone(),
+            config.push.clone(),
+            owner.clone(),
+            false,
+            halted,
+        );
         Passes {
             store,
             skills: Arc::new(skills),
             default_skill,
-            owner: format!("pass-{}", crate::model::new_id()),
+            owner,
             lease_margin: DEFAULT_LEASE_MARGIN,
             dispatched_tools: Arc::new(config.dispatched_tools.clone()),
             agents: Arc::new(super::call::Agents::new(config.agents.clone(), None)),
             call_recheck: config.call_recheck,
+            pusher: Arc::new(pusher),
         }
     }
 
@@ -220,6 +233,11 @@ impl Passes {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The webhooks' sender.
+    pub(crate) fn pusher(&self) -> &Arc<super::push::Pusher> {
+        &self.pusher
     }
 
     /// [`Passes::run`], boxed: a child skill's call runs its child's first pass from inside its
@@ -254,8 +272,21 @@ impl Passes {
         Ok(super::projection::project_task(view))
     }
 
-    /// Run one pass for `event`, starting no effect after `deadline`.
+    /// Run one pass for `event`, starting no effect after `deadline`, then deliver what the task
+    /// holds for its webhooks (push notifications) until the deadline: nothing runs after the
+    /// invocation, and what is not acknowledged by then is the next sweep's.
     pub async fn run(&self, event: Event, deadline: Instant) -> Result<Passed, PassError> {
+        let passed = self.run_event(event, deadline).await?;
+        if passed.rest != Rest::Busy {
+            // A task another invocation holds is that invocation's to deliver.
+            self.pusher
+                .deliver_until(Some(&passed.task_id), deadline)
+                .await;
+        }
+        Ok(passed)
+    }
+
+    async fn run_event(&self, event: Event, deadline: Instant) -> Result<Passed, PassError> {
         match event {
             Event::Message {
                 caller,
@@ -299,8 +330,18 @@ impl Passes {
     /// came: on a shared store those it claims (runnable, due, asked to cancel, lease free or
     /// expired), else the unfinished tasks that are working or whose timer is due. A task whose
     /// pass fails is logged and left for a later sweep; `Err` only when the store cannot be asked
-    /// what has work.
+    /// what has work. Then, until the deadline, the push notifications that are due: updates the
+    /// passes committed, deliveries an earlier invocation left, retries whose backoff is over.
     pub async fn sweep(&self, deadline: Instant, limit: usize) -> Result<Vec<Passed>, PassError> {
+        let passed = self.sweep_tasks(deadline, limit).await?;
+        let delivered = self.pusher.deliver_until(None, deadline).await;
+        if delivered > 0 {
+            tracing::debug!(delivered, "a sweep delivered push notifications");
+        }
+        Ok(passed)
+    }
+
+    async fn sweep_tasks(&self, deadline: Instant, limit: usize) -> Result<Vec<Passed>, PassError> {
         let mut passed = Vec::new();
         if let Some(leases) = self.store.leases() {
             let skills: Vec<(String, String)> = self

@@ -386,13 +386,15 @@ impl PushStore for MemoryStore {
         lease_ms: i64,
         limit: usize,
         exclusive: bool,
+        task_id: Option<&str>,
     ) -> Result<Vec<PushClaim>, StoreError> {
         let tasks = self.lock();
         let mut pushes = self.pushes();
         let mut due: Vec<(&(String, String), &mut MemPush)> = pushes
             .iter_mut()
             .filter(|((task, _), p)| {
-                !p.finished
+                task_id.is_none_or(|only| only == task)
+                    && !p.finished
                     && tasks
                         .get(task)
                         .is_some_and(|t| t.row.last_seq > p.delivered_seq)

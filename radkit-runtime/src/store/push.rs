@@ -122,7 +122,8 @@ pub trait PushStore: Send + Sync {
     /// is due at `now_ms`, and whose lease is free or expired (or held by another owner when
     /// `exclusive`: this engine is the store's only user, so a lease left by an earlier process is
     /// void; its own leases still keep a config it is delivering from being claimed twice); each is
-    /// leased to `owner` until `now_ms + lease_ms`.
+    /// leased to `owner` until `now_ms + lease_ms`. With `task_id`, only that task's configs (a
+    /// serverless pass delivers what its own task committed before it answers).
     async fn claim_push(
         &self,
         owner: &str,
@@ -130,6 +131,7 @@ pub trait PushStore: Send + Sync {
         lease_ms: i64,
         limit: usize,
         exclusive: bool,
+        task_id: Option<&str>,
     ) -> Result<Vec<PushClaim>, StoreError>;
 
     /// The webhook acknowledged the update at `seq`: move the cursor there (never back), clear

@@ -1,6 +1,7 @@
 //! The push sender: a loop that claims configs with pending updates (`PushStore::claim_push`) and
 //! posts each update after the config's cursor to its webhook, in journal order, moving the cursor
-//! as the webhook acknowledges (2xx). A failure (refused connection, timeout, non-2xx) gives the
+//! as the webhook acknowledges (2xx). A serverless pass and a sweep run the same delivery in their
+//! own future until their deadline instead (`until`). A failure (refused connection, timeout, non-2xx) gives the
 //! claim back with the next attempt due after an exponential backoff; the cursor stays, so the
 //! update is posted again. A crash between a post and its cursor move posts it again too: delivery
 //! is at least once, and every post carries the record's journal seq (`X-A2A-Event-Id`, the same id
@@ -16,8 +17,8 @@ use std::sync::Arc;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 
-use super::super::{projection, Inner, StreamEvent, Update};
-use super::{target, PushSettings};
+use super::super::{projection, StreamEvent, Update};
+use super::{target, PushSettings, Pusher};
 use crate::journal::{now_ms, Entry};
 use crate::model::{v0_3, v1};
 use crate::store::{PushClaim, PushFormat, PushStore};
@@ -46,18 +47,18 @@ enum Stop {
 }
 
 /// Start the sender loop; it ends when the engine is dropped or halts.
-pub(super) fn spawn(inner: &Arc<Inner>) {
-    let weak = Arc::downgrade(inner);
-    let watch = inner.pusher.watch.clone();
+pub(super) fn spawn(pusher: &Arc<Pusher>) {
+    let weak = Arc::downgrade(pusher);
+    let watch = pusher.watch.clone();
     tokio::spawn(async move {
         loop {
             let (poll, full) = {
-                let Some(inner) = weak.upgrade() else { break };
-                if inner.halted.load(Ordering::SeqCst) {
+                let Some(pusher) = weak.upgrade() else { break };
+                if pusher.halted.load(Ordering::SeqCst) {
                     break;
                 }
-                let started = round(&inner).await;
-                (inner.config.push.poll, started == CLAIMS)
+                let started = round(&pusher).await;
+                (pusher.settings.poll, started == CLAIMS)
             };
             if full {
                 // More may be due: claim again now.
@@ -73,53 +74,123 @@ pub(super) fn spawn(inner: &Arc<Inner>) {
 
 /// Claim what is due, as much as there is room for, and deliver each claim on its own task; how
 /// many deliveries started.
+async fn round(pusher: &Arc<Pusher>) -> usize {
+    let lease_ms = millis(pusher.settings.lease);
+    let admitted = admit(pusher, None, lease_ms).await;
+    let started = admitted.len();
+    for delivery in admitted {
+        // Claimed here: its task's commits here wake the sender.
+        pusher.watch.watch(&delivery.claim.task_id);
+        let pusher = pusher.clone();
+        tokio::spawn(async move {
+            deliver(&pusher, &delivery.claim).await;
+            drop(delivery);
+            // Room again: what waits for it need not wait for the next poll.
+            pusher.watch.wake.notify_one();
+        });
+    }
+    started
+}
+
+/// Deliver what is due now (of `task_id` only, or of every task) in this future, until nothing
+/// due is left or `deadline` comes; how many deliveries ran. Another round follows only a full one
+/// (more may be due), so a failed delivery waits for a later invocation, its backoff honoured,
+/// instead of being retried here until the deadline. A delivery the deadline cuts off keeps its
+/// claim until its lease (the time that was left, plus one post's timeout) runs out; its update is
+/// posted again then (at least once, as after a crash).
+pub(super) async fn until(
+    pusher: &Arc<Pusher>,
+    task_id: Option<&str>,
+    deadline: std::time::Instant,
+) -> usize {
+    let mut ran = 0;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || pusher.halted.load(Ordering::SeqCst) {
+            return ran;
+        }
+        let lease_ms = millis(left.saturating_add(pusher.settings.timeout));
+        let admitted = admit(pusher, task_id, lease_ms).await;
+        if admitted.is_empty() {
+            return ran;
+        }
+        let all = futures::future::join_all(admitted.iter().map(|d| deliver(pusher, &d.claim)));
+        if tokio::time::timeout_at(deadline.into(), all).await.is_err() {
+            return ran;
+        }
+        ran += admitted.len();
+        if admitted.len() < CLAIMS {
+            return ran;
+        }
+    }
+}
+
+/// A claimed config this sender delivers: it holds one of the sender's permits and its receiver's
+/// share, both given back when it is dropped (also when a deadline drops it mid-post).
+struct Admitted {
+    claim: PushClaim,
+    receiver: String,
+    pusher: Arc<Pusher>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.pusher
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .end(&self.claim.task_id, &self.claim.config.id, &self.receiver);
+    }
+}
+
+/// Claim what is due (of `task_id` only, when given), leased for `lease_ms`, as much as there is
+/// room for.
 ///
 /// Room is taken before the claim (a permit of [`MAX_DELIVERIES_IN_FLIGHT`] per config claimed),
 /// so a claimed config never waits in memory for a slot while its claim runs out. A config whose
 /// receiver has its share in flight ([`MAX_DELIVERIES_PER_RECEIVER`]) is given back at once, due
-/// after one post's timeout, without counting an attempt; one this engine delivers already is left
+/// after one post's timeout, without counting an attempt; one this sender delivers already is left
 /// to that delivery.
 ///
 /// [`MAX_DELIVERIES_IN_FLIGHT`]: super::MAX_DELIVERIES_IN_FLIGHT
 /// [`MAX_DELIVERIES_PER_RECEIVER`]: super::MAX_DELIVERIES_PER_RECEIVER
-async fn round(inner: &Arc<Inner>) -> usize {
-    let Some(push) = inner.store.push() else {
-        return 0;
+async fn admit(pusher: &Arc<Pusher>, task_id: Option<&str>, lease_ms: i64) -> Vec<Admitted> {
+    let Some(push) = pusher.store.push() else {
+        return Vec::new();
     };
-    let room = inner.pusher.deliveries.available_permits().min(CLAIMS);
+    let room = pusher.deliveries.available_permits().min(CLAIMS);
     if room == 0 {
-        return 0;
+        return Vec::new();
     }
-    let Ok(mut permits) = inner
-        .pusher
+    let Ok(mut permits) = pusher
         .deliveries
         .clone()
         .try_acquire_many_owned(u32::try_from(room).unwrap_or(0))
     else {
-        return 0;
+        return Vec::new();
     };
-    let lease_ms = millis(inner.config.push.lease);
     let claims = match push
         .claim_push(
-            &inner.config.worker_id,
+            &pusher.owner,
             now_ms(),
             lease_ms,
             room,
-            !inner.shared(),
+            pusher.exclusive,
+            task_id,
         )
         .await
     {
         Ok(claims) => claims,
         Err(e) => {
             tracing::warn!(error = %e, "push deliveries could not be claimed; retrying");
-            return 0;
+            return Vec::new();
         }
     };
-    let mut started = 0;
+    let mut admitted = Vec::with_capacity(claims.len());
     for claim in claims {
         let receiver = super::receiver_of(&claim.config.url);
-        let begun = inner
-            .pusher
+        let begun = pusher
             .in_flight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -128,12 +199,12 @@ async fn round(inner: &Arc<Inner>) -> usize {
             Ok(()) => {}
             Err(super::Busy::Config) => continue,
             Err(super::Busy::Receiver) => {
-                let next_at = now_ms().saturating_add(millis(inner.config.push.timeout));
+                let next_at = now_ms().saturating_add(millis(pusher.settings.timeout));
                 if let Err(e) = push
                     .release_push(
                         &claim.task_id,
                         &claim.config.id,
-                        &inner.config.worker_id,
+                        &pusher.owner,
                         claim.attempts,
                         next_at,
                     )
@@ -146,32 +217,21 @@ async fn round(inner: &Arc<Inner>) -> usize {
         }
         let Some(permit) = permits.split(1) else {
             // Never: as many permits as claims were taken.
-            inner
-                .pusher
+            pusher
                 .in_flight
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .end(&claim.task_id, &claim.config.id, &receiver);
             continue;
         };
-        // Claimed here: its task's commits here wake the sender.
-        inner.pusher.watch.watch(&claim.task_id);
-        let inner = inner.clone();
-        started += 1;
-        tokio::spawn(async move {
-            deliver(&inner, &claim).await;
-            inner
-                .pusher
-                .in_flight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .end(&claim.task_id, &claim.config.id, &receiver);
-            drop(permit);
-            // Room again: what waits for it need not wait for the next poll.
-            inner.pusher.watch.wake.notify_one();
+        admitted.push(Admitted {
+            claim,
+            receiver,
+            pusher: pusher.clone(),
+            _permit: permit,
         });
     }
-    started
+    admitted
 }
 
 fn millis(d: std::time::Duration) -> i64 {
@@ -188,24 +248,24 @@ fn backoff(settings: &PushSettings, attempts: u32) -> std::time::Duration {
 
 /// Deliver one claim, then give it back, in a `push` span (its posts carry its trace context; the
 /// sender runs apart from any request, so it starts a trace of its own).
-async fn deliver(inner: &Arc<Inner>, claim: &PushClaim) {
+async fn deliver(pusher: &Pusher, claim: &PushClaim) {
     let span = tracing::info_span!("push", task = %claim.task_id);
-    tracing::Instrument::instrument(deliver_claim(inner, claim), span).await
+    tracing::Instrument::instrument(deliver_claim(pusher, claim), span).await
 }
 
-async fn deliver_claim(inner: &Arc<Inner>, claim: &PushClaim) {
-    let Some(push) = inner.store.push() else {
+async fn deliver_claim(pusher: &Pusher, claim: &PushClaim) {
+    let Some(push) = pusher.store.push() else {
         return;
     };
     let outcome = match claim.config.format {
-        PushFormat::V1_0 => events(inner, push, claim).await,
-        PushFormat::V0_3 => whole_task(inner, push, claim).await,
+        PushFormat::V1_0 => events(pusher, push, claim).await,
+        PushFormat::V0_3 => whole_task(pusher, push, claim).await,
     };
     let mut again = false;
     let (attempts, next_at) = match outcome {
         Ok(done) => {
             match done {
-                Done::Ended => inner.pusher.watch.forget(&claim.task_id),
+                Done::Ended => pusher.watch.forget(&claim.task_id),
                 // A commit during the round found the config leased (to this round): look again
                 // once it is released.
                 Done::Caught => again = true,
@@ -219,7 +279,7 @@ async fn deliver_claim(inner: &Arc<Inner>, claim: &PushClaim) {
             } else {
                 claim.attempts.saturating_add(1)
             };
-            let delay = backoff(&inner.config.push, attempts);
+            let delay = backoff(&pusher.settings, attempts);
             tracing::warn!(task = %claim.task_id, config = %claim.config.id, attempts, retry_in = ?delay, "push notification not delivered: {why}");
             (attempts, now_ms().saturating_add(millis(delay)))
         }
@@ -228,7 +288,7 @@ async fn deliver_claim(inner: &Arc<Inner>, claim: &PushClaim) {
         .release_push(
             &claim.task_id,
             &claim.config.id,
-            &inner.config.worker_id,
+            &pusher.owner,
             attempts,
             next_at,
         )
@@ -237,24 +297,24 @@ async fn deliver_claim(inner: &Arc<Inner>, claim: &PushClaim) {
         tracing::warn!(task = %claim.task_id, error = %e, "push claim not released; its lease will expire");
     }
     if again {
-        inner.pusher.watch.wake.notify_one();
+        pusher.watch.wake.notify_one();
     }
 }
 
 /// Record that the webhook has everything up to `seq` (and keep the lease).
 async fn acknowledge(
-    inner: &Inner,
+    pusher: &Pusher,
     push: &dyn PushStore,
     claim: &PushClaim,
     seq: u64,
     finished: bool,
 ) -> Result<(), Stop> {
-    let until = now_ms().saturating_add(millis(inner.config.push.lease));
+    let until = now_ms().saturating_add(millis(pusher.settings.lease));
     match push
         .push_delivered(
             &claim.task_id,
             &claim.config.id,
-            &inner.config.worker_id,
+            &pusher.owner,
             seq,
             finished,
             until,
@@ -271,12 +331,12 @@ async fn acknowledge(
 }
 
 /// 1.0: each update after the cursor as a `StreamResponse`.
-async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Result<Done, Stop> {
+async fn events(pusher: &Pusher, push: &dyn PushStore, claim: &PushClaim) -> Result<Done, Stop> {
     let store_failed = |e: crate::store::StoreError| Stop::Failed {
         why: format!("the task could not be read: {e}"),
         progressed: false,
     };
-    let Some(task) = inner
+    let Some(task) = pusher
         .store
         .task(&claim.task_id)
         .await
@@ -288,7 +348,7 @@ async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Resul
     // The task's end: nothing comes after it, so the config is finished once it is acknowledged.
     let mut ended = false;
     loop {
-        let page = inner
+        let page = pusher
             .store
             .journal_page(&claim.task_id, cursor, PAGE_APPENDS)
             .await
@@ -307,19 +367,19 @@ async fn events(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Resul
             let body = projection::stream_event(&task.id, &task.context_id, &update)
                 .and_then(|event| stream_response(&claim.task_id, seq, event));
             if let Some(body) = body {
-                post(inner, claim, body, "application/a2a+json", seq)
+                post(pusher, claim, body, "application/a2a+json", seq)
                     .await
                     .map_err(|why| match why {
                         Stop::Failed { why, .. } => Stop::Failed { why, progressed },
                         other => other,
                     })?;
-                acknowledge(inner, push, claim, seq, ended).await?;
+                acknowledge(pusher, push, claim, seq, ended).await?;
                 (acked, progressed) = (seq, true);
             }
         }
         if last > acked {
             // Records that are no update (a step's bookkeeping): the cursor passes them.
-            acknowledge(inner, push, claim, last, ended).await?;
+            acknowledge(pusher, push, claim, last, ended).await?;
             acked = last;
         }
         cursor = last;
@@ -343,8 +403,12 @@ fn stream_response(task_id: &str, seq: u64, event: StreamEvent) -> Option<Vec<u8
 }
 
 /// 0.3: the task as it is, once for everything pending.
-async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> Result<Done, Stop> {
-    let view = match inner.store.task_view(&claim.task_id, None).await {
+async fn whole_task(
+    pusher: &Pusher,
+    push: &dyn PushStore,
+    claim: &PushClaim,
+) -> Result<Done, Stop> {
+    let view = match pusher.store.task_view(&claim.task_id, None).await {
         Ok(Some(view)) => view,
         Ok(None) => return Err(Stop::Lost),
         Err(e) => {
@@ -363,37 +427,37 @@ async fn whole_task(inner: &Inner, push: &dyn PushStore, claim: &PushClaim) -> R
                 progressed: false,
             }
         })?;
-    post(inner, claim, body, "application/json", seq).await?;
-    acknowledge(inner, push, claim, seq, ended).await?;
+    post(pusher, claim, body, "application/json", seq).await?;
+    acknowledge(pusher, push, claim, seq, ended).await?;
     Ok(if ended { Done::Ended } else { Done::Caught })
 }
 
 /// Post one payload to the claim's webhook with its headers: the journal seq, the task, the
 /// config's token and authentication.
 async fn post(
-    inner: &Inner,
+    pusher: &Pusher,
     claim: &PushClaim,
     body: Vec<u8>,
     content_type: &'static str,
     seq: u64,
 ) -> Result<(), Stop> {
-    if inner.halted.load(Ordering::SeqCst) {
+    if pusher.halted.load(Ordering::SeqCst) {
         return Err(Stop::Halted);
     }
     let failed = |why: String| Stop::Failed {
         why,
         progressed: false,
     };
-    let settings = &inner.config.push;
+    let settings = &pusher.settings;
     let config = &claim.config;
     let url = target::check_literal(&config.url, settings.allow_private)
         .map_err(|e| failed(e.to_string()))?;
-    let client = match inner.pusher.client.get() {
+    let client = match pusher.client.get() {
         Some(client) => client.clone(),
         None => {
             let client = target::client(settings.allow_private, settings.timeout)
                 .map_err(|e| failed(format!("the webhook client could not be built: {e}")))?;
-            inner.pusher.client.get_or_init(|| client).clone()
+            pusher.client.get_or_init(|| client).clone()
         }
     };
     let mut request = crate::telemetry::traced(client.post(url))

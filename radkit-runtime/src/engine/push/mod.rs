@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use super::{Caller, Engine, EngineError, Inner};
 use crate::model::TaskId;
-use crate::store::{PushConfig, PushStore};
+use crate::store::{PushConfig, PushStore, Store};
 pub use target::TargetError;
 
 /// Most webhooks one task may have.
@@ -66,8 +66,9 @@ pub(crate) const MAX_DELIVERIES_IN_FLIGHT: usize = 64;
 /// answers holds at most these, and every other receiver's deliveries go on beside it.
 pub(crate) const MAX_DELIVERIES_PER_RECEIVER: usize = 8;
 
-/// The sender's state in an engine: started once, woken when a config is set here or a task
-/// with one commits here.
+/// The push sender of an engine or of a serverless host's passes: what it delivers from (the
+/// store, under its name in the configs' leases), how (the settings), and its state — started once,
+/// woken when a config is set here or a task with one commits here, its deliveries in flight.
 pub(crate) struct Pusher {
     started: AtomicBool,
     watch: Arc<Watch>,
@@ -76,17 +77,49 @@ pub(crate) struct Pusher {
     pub(crate) deliveries: Arc<tokio::sync::Semaphore>,
     /// Deliveries in flight: the configs (task id, config id), and how many per receiver.
     pub(crate) in_flight: Mutex<InFlight>,
+    store: Arc<dyn Store>,
+    settings: PushSettings,
+    /// Its name in the configs' leases.
+    owner: String,
+    /// The store's only user: a lease an earlier process left is void.
+    exclusive: bool,
+    /// The engine's halt: a halted sender posts nothing more.
+    halted: Arc<AtomicBool>,
 }
 
-impl Default for Pusher {
-    fn default() -> Self {
+impl Pusher {
+    /// A sender over `store`'s configs, leasing them as `owner` (`exclusive`: the store's only
+    /// user), posting with `settings`, stopping when `halted` is set.
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        settings: PushSettings,
+        owner: String,
+        exclusive: bool,
+        halted: Arc<AtomicBool>,
+    ) -> Self {
         Pusher {
             started: AtomicBool::new(false),
             watch: Arc::default(),
             client: OnceLock::new(),
             deliveries: Arc::new(tokio::sync::Semaphore::new(MAX_DELIVERIES_IN_FLIGHT)),
             in_flight: Mutex::default(),
+            store,
+            settings,
+            owner,
+            exclusive,
+            halted,
         }
+    }
+
+    /// Deliver, in this future, what is due now — of `task_id` only, or of every task — until
+    /// nothing is left or `deadline` comes: the delivery of a serverless pass and of a sweep, after
+    /// which nothing runs (see [`deliver::until`]). How many deliveries ran.
+    pub(crate) async fn deliver_until(
+        self: &Arc<Self>,
+        task_id: Option<&str>,
+        deadline: std::time::Instant,
+    ) -> usize {
+        deliver::until(self, task_id, deadline).await
     }
 }
 
@@ -203,12 +236,8 @@ impl Inner {
 }
 
 impl Inner {
-    /// The store's push configs. None in serverless mode: nothing runs between requests to
-    /// deliver them.
+    /// The store's push configs.
     fn push_store(&self) -> Result<&dyn PushStore, EngineError> {
-        if self.passes.is_some() {
-            return Err(EngineError::PushNotSupported);
-        }
         self.store.push().ok_or(EngineError::PushNotSupported)
     }
 }
@@ -223,10 +252,11 @@ fn header_safe(what: &str, value: &str) -> Result<(), EngineError> {
 
 impl Engine {
     /// True when this engine delivers push notifications: its store keeps push configs (every
-    /// store of the crate does) and it is not in serverless mode (nothing would deliver them
-    /// between requests).
+    /// store of the crate does). In every mode: the long-running engine's sender follows the
+    /// store, a serverless pass delivers its task's updates before it answers and a sweep the rest,
+    /// and in Restate mode the server in front runs the sender over the store the workflows write.
     pub fn supports_push(&self) -> bool {
-        !self.inner.hosted_elsewhere() && self.inner.store.push().is_some()
+        self.inner.store.push().is_some()
     }
 
     /// Check a webhook config as [`Engine::set_push_config`] does — its URL, its token and its
@@ -285,6 +315,16 @@ impl Engine {
         }
         let after = after_seq.unwrap_or(record.last_seq).min(record.last_seq);
         push.put_push_config(task_id, &config, after).await?;
+        if self.inner.passes.is_some() {
+            // Serverless: nothing runs after this request; what the task holds for the webhook
+            // (all of it for a config sent with the message that made the task) goes now.
+            let deadline = super::pass::pass_deadline(self.serverless_budget());
+            self.inner
+                .pusher
+                .deliver_until(Some(task_id.as_str()), deadline)
+                .await;
+            return Ok(config);
+        }
         self.start_push();
         self.inner.pusher.watch.watch(task_id);
         self.inner.pusher.watch.wake.notify_one();
@@ -336,13 +376,17 @@ impl Engine {
         Ok(())
     }
 
-    /// Start the push sender, once (recovery and a new config start it): it delivers what is
-    /// pending, including deliveries cut off by a crash.
+    /// Start the push sender, once (recovery, a Restate front's start and a new config start
+    /// it): it delivers what is pending, including deliveries cut off by a crash. Never in
+    /// serverless mode, whose passes deliver before they return.
     pub(crate) fn start_push(&self) {
-        if !self.supports_push() || self.inner.pusher.started.swap(true, Ordering::SeqCst) {
+        if !self.supports_push()
+            || self.inner.passes.is_some()
+            || self.inner.pusher.started.swap(true, Ordering::SeqCst)
+        {
             return;
         }
-        deliver::spawn(&self.inner);
+        deliver::spawn(&self.inner.pusher);
     }
 }
 

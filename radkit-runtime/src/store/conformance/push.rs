@@ -1,7 +1,8 @@
 //! The conformance check of `Store::push` (`store::push`): configs round-trip, list in id order a
 //! page at a time, keep their cursor when set again; a claim takes only configs whose task has
 //! records after their cursor, honours another owner's lease until it expires (unless the claimer
-//! is exclusive) and the retry schedule; a cursor moves forward only for the lease holder.
+//! is exclusive) and the retry schedule, and only the task it names when it names one; a cursor
+//! moves forward only for the lease holder.
 
 use super::{create, fresh_id};
 use crate::journal::{now_ms, Entry};
@@ -83,7 +84,7 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     let now = now_ms();
     let claimed = of(
         &task,
-        push.claim_push("a", now, 1_000, 100, false)
+        push.claim_push("a", now, 1_000, 100, false, None)
             .await
             .expect("claim"),
     );
@@ -94,7 +95,7 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     );
     let again = of(
         &task,
-        push.claim_push("b", now, 1_000, 100, false)
+        push.claim_push("b", now, 1_000, 100, false, None)
             .await
             .expect("claim"),
     );
@@ -105,7 +106,7 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     let later = now + 5_000;
     let taken = of(
         &task,
-        push.claim_push("b", later, 1_000, 100, false)
+        push.claim_push("b", later, 1_000, 100, false, None)
             .await
             .expect("claim"),
     );
@@ -146,7 +147,7 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     store.append(more).await.expect("append");
     let both = of(
         &task,
-        push.claim_push("b", later, 1_000, 100, false)
+        push.claim_push("b", later, 1_000, 100, false, None)
             .await
             .expect("claim"),
     );
@@ -184,7 +185,7 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     );
     let due = of(
         &task,
-        push.claim_push("c", later, 1_000, 100, false)
+        push.claim_push("c", later, 1_000, 100, false, None)
             .await
             .expect("claim"),
     );
@@ -195,7 +196,7 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     );
     let exclusive = of(
         &task,
-        push.claim_push("d", later + 60_000, 1_000, 100, true)
+        push.claim_push("d", later + 60_000, 1_000, 100, true, None)
             .await
             .expect("claim"),
     );
@@ -217,7 +218,7 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
         .expect("release");
     let done = of(
         &task,
-        push.claim_push("e", later + 120_000, 1_000, 100, true)
+        push.claim_push("e", later + 120_000, 1_000, 100, true, None)
             .await
             .expect("claim"),
     );
@@ -245,7 +246,7 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     store.append(tail).await.expect("append");
     let live = of(
         &task,
-        push.claim_push("f", later + 240_000, 1_000, 100, true)
+        push.claim_push("f", later + 240_000, 1_000, 100, true, None)
             .await
             .expect("claim"),
     );
@@ -264,5 +265,36 @@ pub async fn push_configs_keep_cursors_and_leases(store: &dyn Store) {
     assert_eq!(
         push.push_configs(&task, None, 10).await.expect("list"),
         vec![c2]
+    );
+
+    // A claim for one task takes that task's configs and no other's.
+    let (one, other) = (fresh_id("push-one"), fresh_id("push-other"));
+    for t in [&one, &other] {
+        store.append(create(t, None)).await.expect("create");
+        push.put_push_config(t, &config("w", "https://w.test/"), 0)
+            .await
+            .expect("put");
+    }
+    let now = now_ms();
+    let only = push
+        .claim_push("g", now, 1_000, 100, false, Some(&one))
+        .await
+        .expect("claim one task's");
+    assert_eq!(
+        only.iter()
+            .map(|c| (c.task_id.as_str(), c.config.id.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(one.as_str(), "w")],
+        "a claim for one task takes only its configs"
+    );
+    assert_eq!(
+        of(
+            &other,
+            push.claim_push("g", now, 1_000, 100, false, None)
+                .await
+                .expect("claim the rest"),
+        ),
+        vec![("w".to_owned(), 0, 0)],
+        "the other task's config was left for a later claim"
     );
 }

@@ -121,6 +121,7 @@ impl PushStore for PostgresStore {
         lease_ms: i64,
         limit: usize,
         exclusive: bool,
+        task_id: Option<&str>,
     ) -> Result<Vec<PushClaim>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let until = now_ms.saturating_add(lease_ms);
@@ -134,10 +135,11 @@ impl PushStore for PostgresStore {
                     WHERE NOT q.finished AND q.delivered_seq < u.last_seq AND q.next_at_ms <= $3
                       AND (q.lease_owner IS NULL OR q.lease_until_ms < $3
                            OR ($5 AND q.lease_owner <> $1))
+                      AND ($6::text IS NULL OR u.id = $6)
                     ORDER BY q.next_at_ms LIMIT $4
                     FOR UPDATE OF q SKIP LOCKED)
                  RETURNING t.id, p.body, p.delivered_seq, p.attempts",
-                &[&owner, &until, &now_ms, &limit, &exclusive],
+                &[&owner, &until, &now_ms, &limit, &exclusive, &task_id],
             )
             .await?;
         rows.iter()

@@ -9,12 +9,14 @@ use super::{get, SqliteStore};
 use crate::store::push::{config_json, config_of, PushClaim, PushConfig, PushStore};
 use crate::store::{to_sql_int, StoreError};
 
-/// The configs due at `?1` that `?3` may claim (`?2`: exclusive), with their task's id: unfinished,
-/// behind their task's journal, due, and not leased to another sender (unless exclusive).
+/// The configs due at `?1` that `?3` may claim (`?2`: exclusive), of task `?5` when it is not null,
+/// with their task's id: unfinished, behind their task's journal, due, and not leased to another
+/// sender (unless exclusive).
 const DUE: &str = "SELECT t.id, p.tid, p.config_id, p.body, p.delivered_seq, p.attempts
      FROM push_configs p JOIN tasks t ON t.tid = p.tid
      WHERE p.finished = 0 AND p.next_at_ms <= ?1
        AND (p.lease_owner IS NULL OR p.lease_until_ms < ?1 OR (?2 AND p.lease_owner <> ?3))
+       AND (?5 IS NULL OR t.id = ?5)
        AND p.delivered_seq < COALESCE((SELECT COALESCE(last_seq, seq) FROM journal j
             WHERE j.tid = p.tid ORDER BY seq DESC LIMIT 1), 0)";
 
@@ -168,22 +170,24 @@ impl PushStore for SqliteStore {
         lease_ms: i64,
         limit: usize,
         exclusive: bool,
+        task_id: Option<&str>,
     ) -> Result<Vec<PushClaim>, StoreError> {
         let owner = owner.to_owned();
+        let only = task_id.map(str::to_owned);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |conn| {
             // Most polls find nothing: look without the write lock first, so an idle sender never
             // holds up the journal's writer.
             let any: bool = conn
-                .prepare_cached(&format!("SELECT EXISTS ({DUE} LIMIT 1)"))?
-                .query_row(params![now_ms, exclusive, owner], |r| r.get(0))?;
+                .prepare_cached(&format!("SELECT EXISTS ({DUE} LIMIT ?4)"))?
+                .query_row(params![now_ms, exclusive, owner, 1, only], |r| r.get(0))?;
             if !any {
                 return Ok(Vec::new());
             }
             immediate(conn, |conn| {
                 let mut stmt =
                     conn.prepare_cached(&format!("{DUE} ORDER BY p.next_at_ms LIMIT ?4"))?;
-                let mut rows = stmt.query(params![now_ms, exclusive, owner, limit])?;
+                let mut rows = stmt.query(params![now_ms, exclusive, owner, limit, only])?;
                 let mut claims = Vec::new();
                 while let Some(row) = rows.next()? {
                     let task_id: String = get(row, "id")?;
