@@ -21,6 +21,7 @@ use radkit::flow::{CmdKind, EffectError};
 use radkit::journal::{Entry, JournalRecord};
 use radkit::llm::{LlmRequest, LlmResponse, Model};
 use radkit::model::{Message, TaskId, TaskState};
+use radkit::prelude::*;
 use radkit::restate::{register_deployment, RestateHost};
 use radkit::store::{Durability, MemoryStore, SqliteStore, Store};
 use serde_json::json;
@@ -176,6 +177,8 @@ fn builder(
         .skill(Payments::default())
         .skill(demo::macro_form::ResearchLoop)
         .skill(Coordinator)
+        .skill(Elder)
+        .skill(Napper)
         .effects(payments.effects().replace_models(models))
         .call_recheck(Duration::from_millis(200));
     match specialists {
@@ -183,6 +186,33 @@ fn builder(
             .agent(SPECIALISTS[0], AgentSpec::new(url))
             .agent(SPECIALISTS[1], AgentSpec::new(url)),
         None => builder,
+    }
+}
+
+/// Calls the child skill `napper` with its message, and completes with what it answered.
+#[derive(Default)]
+struct Elder;
+
+#[flow_skill(id = "elder", name = "Elder", register = false)]
+impl Elder {
+    #[step(start)]
+    async fn delegate(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        let answer = ctx.skill("napper").send(msg.joined_texts()).await?;
+        ctx.complete(format!("elder got: {}", answer.text()), vec![])
+    }
+}
+
+/// Sleeps as many milliseconds as its message says (a durable timer), then completes.
+#[derive(Default)]
+struct Napper;
+
+#[flow_skill(id = "napper", name = "Napper", register = false)]
+impl Napper {
+    #[step(start)]
+    async fn nap(&self, ctx: &StepCtx, msg: Content) -> StepResult {
+        let ms: u64 = msg.joined_texts().trim().parse().unwrap_or(0);
+        ctx.sleep(Duration::from_millis(ms)).await?;
+        ctx.complete(format!("rested {ms}"), vec![])
     }
 }
 
@@ -739,4 +769,84 @@ async fn the_server_in_front_of_restate_delivers_the_webhook_updates_the_workflo
         seqs, updates,
         "every update the journal holds, and only those"
     );
+}
+
+/// The tasks of skill `skill` in the front's store, with their states.
+async fn tasks_of(s: &Setup, skill: &str) -> Vec<(String, TaskState)> {
+    s.front
+        .store()
+        .list(Default::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.skill_id == skill)
+        .map(|t| (t.id.to_string(), t.state))
+        .collect()
+}
+
+/// The callee task a journal's `call_started` names.
+fn callee_of(journal: &[JournalRecord]) -> String {
+    journal
+        .iter()
+        .find_map(|r| match &r.entry {
+            Entry::CallStarted { task_id, .. } => Some(task_id.clone()),
+            _ => None,
+        })
+        .expect("a call_started entry")
+}
+
+#[test(multi_thread, needs = Restate)]
+async fn a_child_skill_on_restate_runs_as_a_workflow_of_its_own_once_with_restate_killed_while_the_parent_waits(
+) {
+    let mut s = Setup::start(None).await;
+    let task = s.send("1500", "elder", None).await;
+    // The child's workflow was started; the parent rests on its recheck.
+    s.until_a_call_waits(&task).await;
+    s.restate.kill();
+    s.restate.restart().await;
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Completed, "{:?}", done.status);
+    let text = format!("{done:?}");
+    assert!(text.contains("elder got: rested 1500"), "{text}");
+    let journal = s.journal(&task).await;
+    one_receipt_per_command(&journal);
+    let child = callee_of(&journal);
+    assert_eq!(
+        tasks_of(&s, "napper").await,
+        vec![(child.clone(), TaskState::Completed)],
+        "one child task, the one the parent's journal names, run to its end"
+    );
+    let child_task = s
+        .front
+        .task(&Caller::Operator, &child.clone().into(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        child_task.context_id, done.context_id,
+        "the child runs in its parent's context"
+    );
+}
+
+#[test(multi_thread, needs = Restate)]
+async fn a_parent_canceled_on_restate_cancels_its_child_skills_workflow() {
+    let s = Setup::start(None).await;
+    // The child naps for ten minutes: it is still asleep when its parent is canceled.
+    let task = s.send("600000", "elder", None).await;
+    s.until_a_call_waits(&task).await;
+    s.front.cancel(&Caller::Operator, &task).await.unwrap();
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Canceled, "{:?}", done.status);
+    let child = callee_of(&s.journal(&task).await);
+    let started = Instant::now();
+    loop {
+        let children = tasks_of(&s, "napper").await;
+        if children == vec![(child.clone(), TaskState::Canceled)] {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the child's workflow was not canceled: {children:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -459,8 +459,7 @@ impl EngineBuilder {
     /// a reply and a cancel resolve the workflow's promises, and every read (tasks, history,
     /// streams, blocking sends) follows the store, which the workflows write. No task runs here:
     /// `start` recovers nothing, and starts the push sender, which delivers the webhooks of the
-    /// tasks the workflows write. Hooks and child skills (`ctx.skill`) are the long-running
-    /// engine's.
+    /// tasks the workflows write. Hooks are the long-running engine's.
     #[cfg(feature = "restate")]
     #[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
     pub fn restate(mut self, ingress: impl Into<String>) -> Self {

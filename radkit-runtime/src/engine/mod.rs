@@ -43,7 +43,7 @@ pub use builder::{
 };
 pub use call::AgentSpec;
 #[cfg(feature = "restate")]
-pub(crate) use call::{pass as call_pass, Agents};
+pub(crate) use call::{message_id as call_message_id, pass as call_pass, Agents};
 pub use changes::{TaskChange, TaskChanges};
 pub use error::EngineError;
 pub use executor::{Executed, Executor};

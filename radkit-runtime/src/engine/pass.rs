@@ -680,7 +680,9 @@ impl Passes {
                                     tokio::time::sleep(wait).await;
                                     let step = super::call::pass::step(
                                         &passes.agents,
-                                        Some((&passes, parent, deadline)),
+                                        super::call::pass::Children::Passes(
+                                            &passes, parent, deadline,
+                                        ),
                                         &effect,
                                         passes.call_recheck,
                                     )

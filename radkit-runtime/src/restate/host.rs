@@ -10,11 +10,16 @@ use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::effects::{Effects, Performed};
-use crate::engine::call_pass::{self, PassCallStep};
-use crate::engine::hosted::{Start, TaskReply};
+use restate_sdk::context::RequestTarget;
+
+use crate::engine::call_pass::{self, Children, Parent, PassCallStep};
+use crate::engine::hosted::{Start, TaskReply, WORKFLOW};
 use crate::engine::machine::{Action, Effect, MachineSkill, NewTask, Output};
-use crate::engine::{check_no_hooks, machine_skills, Agents, EngineBuilder, EngineError};
-use crate::flow::EffectError;
+use crate::engine::{
+    call_message_id, check_no_hooks, machine_skills, task_id_for, Agents, Caller, EngineBuilder,
+    EngineError,
+};
+use crate::flow::{CmdKind, EffectError};
 use crate::journal::{now_ms, Entry, JournalRecord};
 use crate::model::{Message, TaskState};
 use crate::store::{Append, Store, StoreError};
@@ -63,7 +68,7 @@ impl Done {
 }
 
 /// One step of a call as Restate journals it: the callee it started, then its receipt or when to
-/// ask again.
+/// ask again, and a child workflow to cancel (a call that timed out).
 #[derive(Serialize, Deserialize)]
 struct CallDone {
     #[serde(default)]
@@ -72,6 +77,8 @@ struct CallDone {
     settled: Option<Done>,
     #[serde(default)]
     recheck_at_ms: Option<i64>,
+    #[serde(default)]
+    cancel: Option<String>,
     at_ms: i64,
 }
 
@@ -122,18 +129,26 @@ impl RestateHost {
             .await;
     }
 
-    /// One step of call `effect` (`ctx.agent`) as one `ctx.run`: start it or ask its callee, as a
-    /// serverless pass does.
+    /// One step of call `effect` made by `parent`: a child skill's first starts its workflow
+    /// ([`RestateHost::start_child`]); every other is one `ctx.run` that starts the call to an agent
+    /// or asks its callee, as a serverless pass does (a child's task is read from the store).
     async fn call(
         &self,
         ctx: &WorkflowContext<'_>,
         effect: Effect,
+        parent: Parent,
     ) -> Result<CallDone, HandlerError> {
-        let (agents, first) = (self.agents.clone(), self.call_recheck);
+        if let CmdKind::Skill { skill, message, .. } = &effect.cmd.kind {
+            if effect.call.is_none() {
+                return self.start_child(ctx, &effect, skill, message, parent).await;
+            }
+        }
+        let (agents, first, store) = (self.agents.clone(), self.call_recheck, self.store.clone());
         let name = format!("call {}", effect.id);
         let Json(done) = ctx
             .run(move || async move {
-                let step = call_pass::step(&agents, None, &effect, first).await;
+                let children = Children::Hosted(store.as_ref(), parent);
+                let step = call_pass::step(&agents, children, &effect, first).await;
                 let (settled, recheck_at_ms) = match step.then {
                     PassCallStep::Settled(outcome) => (Some(Done::of(outcome, None)), None),
                     PassCallStep::Recheck(at) => (None, Some(at)),
@@ -142,12 +157,74 @@ impl RestateHost {
                     started: step.started,
                     settled,
                     recheck_at_ms,
+                    cancel: step.cancel,
                     at_ms: now_ms(),
                 }))
             })
             .name(name)
             .await?;
         Ok(done)
+    }
+
+    /// Start the task of child skill call `effect` as a workflow of its own (key: the task id the
+    /// engine and a pass give it, from the parent's principal and the call's InvocationId), with
+    /// the parent's principal, context and mode. The send is Restate's own (`ctx.request(..)
+    /// .send()`), journaled: a replay of this workflow does not send it again, and Restate starts a
+    /// workflow once per key. The call then rests until its first recheck, which reads the child's
+    /// task from the store.
+    async fn start_child(
+        &self,
+        ctx: &WorkflowContext<'_>,
+        effect: &Effect,
+        skill: &str,
+        message: &Message,
+        parent: Parent,
+    ) -> Result<CallDone, HandlerError> {
+        let (kind, first) = (effect.cmd.kind.clone(), self.call_recheck);
+        let Json((at_ms, recheck_at_ms)) =
+            ctx.run(move || async move {
+                Ok(Json((now_ms(), call_pass::first_recheck_at(&kind, first))))
+            })
+            .name(format!("start {}", effect.id))
+            .await?;
+        if !self.skills.contains_key(skill) {
+            let error = EffectError::permanent(format!("no skill `{skill}` is hosted here"));
+            return Ok(CallDone {
+                started: None,
+                settled: Some(Done::of(Err(error), None)),
+                recheck_at_ms: None,
+                cancel: None,
+                at_ms,
+            });
+        }
+        let caller = parent
+            .principal
+            .clone()
+            .map_or(Caller::Operator, Caller::Principal);
+        let mut message = message.clone();
+        message.message_id = call_message_id(&effect.id);
+        message
+            .context_id
+            .get_or_insert_with(|| parent.context_id.clone());
+        let child = task_id_for(&caller, &message.message_id).into_string();
+        let context = message.context_id.clone();
+        let start = Start {
+            skill: skill.to_owned(),
+            context_id: context.clone(),
+            principal: parent.principal,
+            mode: parent.mode,
+            message,
+        };
+        let target = RequestTarget::workflow(WORKFLOW, child.clone(), "run");
+        // Fire and forget: the child's end reaches the parent through the store, at a recheck.
+        drop(ctx.request::<_, ()>(target, Json(start)).send());
+        Ok(CallDone {
+            started: Some((child, context)),
+            settled: None,
+            recheck_at_ms: Some(recheck_at_ms),
+            cancel: None,
+            at_ms,
+        })
     }
 
     /// Append what the machine journaled to the store, once: an earlier attempt of the same
@@ -221,8 +298,17 @@ impl RestateHost {
                         }
                         let id = effect.id.clone();
                         if effect.cmd.kind.is_call() && effect.action == Action::Perform {
-                            let call = self.call(&ctx, effect).await?;
+                            let parent = Parent {
+                                principal: m.principal(),
+                                context_id: m.context_id().to_owned(),
+                                mode: m.mode(),
+                            };
+                            let call = self.call(&ctx, effect, parent).await?;
                             now = call.at_ms;
+                            if let Some(child) = &call.cancel {
+                                // The call timed out: no work goes on for it.
+                                cancel_child(&ctx, child);
+                            }
                             if let Some((callee, context)) = call.started {
                                 m.call_started(&id, callee, context).map_err(terminal)?;
                             }
@@ -259,13 +345,13 @@ impl RestateHost {
                                 tracing::warn!(task = %ctx.key(), error = %e, "a reply reached a task that no longer waits for it");
                             }
                         }
-                        // A call's recheck: only a machine resumed from the journal asks its
-                        // callee again (as the next pass would).
-                        Woke::Timer if m.has_waiting_calls() => {
+                        // A timer came due (a sleep, a question's deadline, a call's recheck):
+                        // the machine resumed from the journal at this time plays it, as the next
+                        // pass would (a live machine is never told that time passed).
+                        Woke::Timer => {
                             let journal = records(&persisted);
                             m = skill.resume(&task_id, &journal, now).map_err(terminal)?;
                         }
-                        Woke::Timer => {}
                         Woke::Cancel => {
                             canceled = true;
                             m.cancel(now);
@@ -277,12 +363,19 @@ impl RestateHost {
                         TaskState::Canceled | TaskState::Failed => m.open_calls(),
                         _ => Vec::new(),
                     };
-                    if !open.is_empty() {
-                        // No work goes on for a task that ended so: its callees are canceled, once
-                        // (a replay finds the `ctx.run` done).
+                    // No work goes on for a task that ended so: its child workflows are asked to
+                    // cancel through Restate (journaled sends), its agents' tasks in one `ctx.run`
+                    // (a replay finds it done).
+                    let (children, agents_called): (Vec<_>, Vec<_>) = open
+                        .into_iter()
+                        .partition(|(_, cmd, _)| matches!(cmd.kind, CmdKind::Skill { .. }));
+                    for child in children.iter().filter_map(|(_, _, task)| task.as_deref()) {
+                        cancel_child(&ctx, child);
+                    }
+                    if !agents_called.is_empty() {
                         let agents = self.agents.clone();
                         ctx.run(move || async move {
-                            call_pass::cancel_callees(&agents, None, open).await;
+                            call_pass::cancel_callees(&agents, None, agents_called).await;
                             Ok(Json(true))
                         })
                         .name("cancel callees")
@@ -317,6 +410,13 @@ impl RestateHost {
 
 /// The promise a cancel resolves.
 const CANCEL: &str = "cancel";
+
+/// Ask child workflow `task_id` to cancel (its `cancel` handler), through Restate: journaled, sent
+/// once. A child that ended already is left as it is.
+fn cancel_child(ctx: &WorkflowContext<'_>, task_id: &str) {
+    let target = RequestTarget::workflow(WORKFLOW, task_id.to_owned(), "cancel");
+    drop(ctx.request::<_, ()>(target, ()).send());
+}
 
 /// The promise a reply to the wait that began at `seq` resolves.
 fn input_promise(seq: u64) -> String {

@@ -23,8 +23,11 @@
 //! starts the workflow through Restate's ingress, a reply and a cancel resolve its promises, and
 //! every read comes from the store. A call to another agent (`ctx.agent`) is stepped as in a
 //! serverless pass: each start or ask of the callee one `ctx.run`, each recheck a durable sleep
-//! after which the workflow resumes the machine from the journal it persisted. A child skill
-//! (`ctx.skill`) fails with a permanent error naming the limit.
+//! after which the workflow resumes the machine from the journal it persisted (as after any timer:
+//! a sleep, a question's deadline). A child skill (`ctx.skill`) is a workflow of its own, started
+//! (and, when its parent ends canceled or failed or its call times out, canceled) through the
+//! parent's Restate context, so the send is journaled and made once; the parent reads the child's
+//! task from the store at each recheck.
 
 mod host;
 

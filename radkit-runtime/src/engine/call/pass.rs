@@ -1,7 +1,9 @@
 //! A call to another agent (`ctx.agent`) or to a child skill (`ctx.skill`) made in a serverless
-//! pass (or, to an agent, in a Restate workflow, which steps its calls the same way): one step of it
-//! per pass. A child skill's task is created in the same store by a pass of its own, run from
-//! inside its parent's; later passes (a sweep's) run it on, and the parent asks the store. The
+//! pass or a Restate workflow, which step their calls the same way: one step of it per pass. A
+//! child skill's task is created in the same store by a pass of its own, run from inside its
+//! parent's; later passes (a sweep's) run it on, and the parent asks the store. On Restate the
+//! child is a workflow of its own, which the parent's host starts (and cancels) through its
+//! durable context; a step only reads the child's task from the store. The
 //! first pass starts it (its message under the `messageId` derived from its InvocationId, as the
 //! engine sends it) and journals the callee's task (`call_started`); a pass that finds the callee
 //! still working journals a recheck and the task rests until then; the pass at the recheck asks
@@ -26,6 +28,9 @@ pub(crate) struct PassCall {
     pub started: Option<(String, Option<String>)>,
     /// What follows.
     pub then: PassCallStep,
+    /// A callee its host must cancel (the call timed out): a child workflow on Restate, which only
+    /// the host's context reaches durably. A pass cancels its callees itself.
+    pub cancel: Option<String>,
 }
 
 pub(crate) enum PassCallStep {
@@ -39,12 +44,29 @@ fn settled_with(outcome: Result<serde_json::Value, EffectError>) -> PassCall {
     PassCall {
         started: None,
         then: PassCallStep::Settled(outcome),
+        cancel: None,
     }
 }
 
-/// Who a call in a pass calls: a remote agent, or a skill of this store run by passes too.
+/// Where the child skills of a call run.
+pub(crate) enum Children<'a> {
+    /// Passes of the same host: a child's first pass runs from inside its parent's (the task as a
+    /// parent, and the pass's deadline).
+    Passes(&'a Passes, Parent, Instant),
+    /// Restate workflows of their own, started and canceled by the parent's host: a step reads the
+    /// child's task from the store the workflows write, as the task's parent may see it.
+    Hosted(&'a dyn crate::store::Store, Parent),
+}
+
+/// Who a call in a pass calls: a remote agent, a skill of this store run by passes too, or one
+/// run by a Restate workflow of its own.
 enum Callee<'a> {
     Remote(super::remote::RemotePeer),
+    /// A child on Restate: its host starts and cancels it; here it is only read.
+    Hosted {
+        store: &'a dyn crate::store::Store,
+        caller: Caller,
+    },
     Child {
         passes: &'a Passes,
         caller: Caller,
@@ -61,6 +83,9 @@ impl Callee<'_> {
     async fn start(&self, mut message: Message) -> Result<Started, EffectError> {
         match self {
             Callee::Remote(peer) => peer.start(message, None).await.map(|(started, _)| started),
+            Callee::Hosted { .. } => Err(EffectError::permanent(
+                "a child skill's workflow is started by its Restate host, not by a call's step",
+            )),
             Callee::Child {
                 passes,
                 caller,
@@ -97,6 +122,20 @@ impl Callee<'_> {
     async fn get(&self, task_id: &str) -> Result<Task, EffectError> {
         match self {
             Callee::Remote(peer) => peer.get(task_id).await,
+            Callee::Hosted { store, caller } => {
+                let view = store
+                    .task_view(task_id, None)
+                    .await
+                    .map_err(|e| EffectError::transient(e.to_string()))?
+                    .filter(|view| caller.can_see(view.record.principal.as_deref()));
+                match view {
+                    Some(view) => Ok(crate::engine::projection::project_task(view)),
+                    // Its workflow has not made its first append yet: asked again at the recheck.
+                    None => Err(EffectError::transient(format!(
+                        "the child task {task_id} is not in the store yet"
+                    ))),
+                }
+            }
             Callee::Child { passes, caller, .. } => {
                 passes.task_for(caller, task_id).await.map_err(pass_error)
             }
@@ -106,6 +145,8 @@ impl Callee<'_> {
     async fn cancel(&self, task_id: &str) -> Result<(), EffectError> {
         match self {
             Callee::Remote(peer) => peer.cancel(task_id).await,
+            // Never asked: a step leaves a hosted child's cancel to its host (`PassCall::cancel`).
+            Callee::Hosted { .. } => Ok(()),
             Callee::Child {
                 passes,
                 caller,
@@ -141,18 +182,17 @@ pub(crate) struct Parent {
     pub mode: PermissionMode,
 }
 
-/// One pass's step of call `effect` (a `ctx.agent` or `ctx.skill` call to perform) made by
-/// `parent`, its first recheck after `first_recheck` (doubling, as the engine's). A child skill
-/// needs `passes` (the host runs the child's passes too); without them (a Restate workflow) its
-/// call fails, naming the limit.
+/// One pass's step of call `effect` (a `ctx.agent` or `ctx.skill` call to perform), its first
+/// recheck after `first_recheck` (doubling, as the engine's), its child skills run by `children`.
+/// A hosted child (Restate) is started by its host before its first step: a step only asks it.
 pub(crate) async fn step(
     agents: &Agents,
-    passes: Option<(&Passes, Parent, Instant)>,
+    children: Children<'_>,
     effect: &Effect,
     first_recheck: Duration,
 ) -> PassCall {
     let what = effect.cmd.kind.fingerprint();
-    let (callee, message) = match (&effect.cmd.kind, passes) {
+    let (callee, message) = match (&effect.cmd.kind, children) {
         (CmdKind::Agent { agent, message, .. }, _) => {
             // The remote peer itself, not `Peer`: a child skill's peer would drive the engine,
             // whose serverless mode runs passes, and a pass's future would contain itself.
@@ -164,7 +204,11 @@ pub(crate) async fn step(
             };
             (Callee::Remote(peer), message)
         }
-        (CmdKind::Skill { skill, message, .. }, Some((passes, parent, deadline))) => {
+        (CmdKind::Skill { message, .. }, Children::Hosted(store, parent)) => {
+            let caller = parent.principal.map_or(Caller::Operator, Caller::Principal);
+            (Callee::Hosted { store, caller }, message)
+        }
+        (CmdKind::Skill { skill, message, .. }, Children::Passes(passes, parent, deadline)) => {
             if !passes.serves(skill) {
                 return settled_with(Err(EffectError::permanent(format!(
                     "no skill `{skill}` is served here"
@@ -182,7 +226,7 @@ pub(crate) async fn step(
         }
         _ => {
             return settled_with(Err(EffectError::permanent(format!(
-                "{what} cannot run here: a child skill (`ctx.skill`) runs in the long-running engine or a serverless pass, not in a Restate workflow; serve this skill with `radkit serve` or `radkit worker`"
+                "{what} is not a call to an agent or a skill"
             ))))
         }
     };
@@ -236,13 +280,16 @@ pub(crate) async fn step(
         && task
             .as_ref()
             .is_some_and(|t| t.status.state == crate::model::TaskState::Canceled);
+    let mut cancel = None;
     let then = match task {
         Some(task) if settled(task.status.state) && !timed_out => {
             PassCallStep::Settled(reply_value(AgentReply::from_task(task)))
         }
         _ if limit.passed() => {
             if let (Some(task), false) = (&callee_task, timed_out) {
-                if let Err(e) = callee.cancel(task).await {
+                if matches!(callee, Callee::Hosted { .. }) {
+                    cancel = Some(task.clone());
+                } else if let Err(e) = callee.cancel(task).await {
                     tracing::info!(callee_task = %task, error = %e, "the timed-out call's callee could not be canceled");
                 }
             }
@@ -252,15 +299,28 @@ pub(crate) async fn step(
         }
         _ => PassCallStep::Recheck(recheck()),
     };
-    PassCall { started, then }
+    PassCall {
+        started,
+        then,
+        cancel,
+    }
+}
+
+/// When a call started now asks its callee first: after `first_recheck`, within the call's limit
+/// (its deadline, if it has one).
+pub(crate) fn first_recheck_at(kind: &CmdKind, first_recheck: Duration) -> i64 {
+    let after = recheck_after(first_recheck, 0);
+    Limit::of_kind(kind)
+        .cap(now_ms().saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX)))
 }
 
 /// Cancel the callees of `calls` (a task's open calls, each with its callee's task when journaled)
 /// of a task canceled or failed in a pass (`passes`: the host, the task as a child's parent, the
-/// deadline) or a Restate workflow (`None`): no work goes on on its behalf, as the engine's
-/// `cancel_calls` does. Best effort, each within [`CANCEL_WAIT`] (a child skill's
-/// cancel is a pass of its own): a callee that cannot be reached is logged. A call cut off before
-/// its callee was journaled has no callee to name here and is left.
+/// deadline) or a Restate workflow (`None`: it cancels its child workflows itself, through its
+/// context): no work goes on on its behalf, as the engine's `cancel_calls` does. Best effort, each
+/// within [`CANCEL_WAIT`] (a child skill's cancel is a pass of its own): a callee that cannot be
+/// reached is logged. A call cut off before its callee was journaled has no callee to name here
+/// and is left.
 ///
 /// [`CANCEL_WAIT`]: super::cancel::CANCEL_WAIT
 pub(crate) async fn cancel_callees(
@@ -278,7 +338,7 @@ pub(crate) async fn cancel_callees(
                 Some(peer) => Callee::Remote(peer),
                 None => continue,
             },
-            // A Restate workflow runs no child skills: it has none to cancel.
+            // A Restate workflow's children are canceled by its host.
             CmdKind::Skill { skill, .. } => match &passes {
                 Some((passes, parent, deadline)) => Callee::Child {
                     passes,

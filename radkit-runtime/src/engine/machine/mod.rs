@@ -670,13 +670,6 @@ impl TaskMachine {
         self.dispatched(id, recheck_at_ms)
     }
 
-    /// True when a call waits for its recheck in this machine ([`call_waiting`](Self::call_waiting)):
-    /// only a machine resumed from the journal asks its callee again.
-    #[cfg(feature = "restate")]
-    pub(crate) fn has_waiting_calls(&self) -> bool {
-        !lock(&self.parked).is_empty()
-    }
-
     fn ask(&mut self, effect: Effect, prior_attempts: u32, purpose: Purpose) {
         self.outbox.push(effect.clone());
         self.outstanding.insert(
