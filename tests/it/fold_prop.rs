@@ -404,6 +404,7 @@ fn run_machine(form: Form, ops: &[String], crash: Option<usize>, every: u64) -> 
             continue;
         }
         match out {
+            Output::Hook(call) => panic!("a machine without hooks called them: {call:?}"),
             Output::Persist(append) => {
                 for (seq, entry) in (append.first_seq..).zip(append.entries.iter()) {
                     journal.push(radkit::journal::JournalRecord {

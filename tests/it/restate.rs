@@ -172,7 +172,7 @@ fn builder(
         inner: demo::shared::scripted_effects(),
         log: world.join("models.jsonl"),
     };
-    let builder = Engine::builder_arc(store)
+    let mut builder = Engine::builder_arc(store)
         .without_registered_skills()
         .skill(Payments::default())
         .skill(demo::macro_form::ResearchLoop)
@@ -181,11 +181,55 @@ fn builder(
         .skill(Napper)
         .effects(payments.effects().replace_models(models))
         .call_recheck(Duration::from_millis(200));
+    if std::env::var_os("RADKIT_RESTATE_HOOKS").is_some() {
+        builder = builder.hook(Recorder(world.join("hooks.log")));
+    }
     match specialists {
         Some(url) => builder
             .agent(SPECIALISTS[0], AgentSpec::new(url))
             .agent(SPECIALISTS[1], AgentSpec::new(url)),
         None => builder,
+    }
+}
+
+/// A hook that writes each call to a file (the service is a process of its own) and changes
+/// nothing.
+struct Recorder(PathBuf);
+
+impl Recorder {
+    fn note(&self, line: String) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.0)
+            .unwrap();
+        writeln!(file, "{line}").unwrap();
+    }
+}
+
+#[async_trait]
+impl radkit::engine::Hook for Recorder {
+    async fn before_step(&self, ctx: &radkit::engine::HookContext) -> radkit::engine::HookDecision {
+        self.note(format!("{} before {}", ctx.skill_id, ctx.step));
+        radkit::engine::HookDecision::Continue
+    }
+
+    async fn after_step(&self, ctx: &radkit::engine::HookContext, outcome: &str) {
+        self.note(format!("{} after {}: {outcome}", ctx.skill_id, ctx.step));
+    }
+
+    async fn before_command(
+        &self,
+        ctx: &radkit::engine::HookContext,
+        cmd: &mut radkit::flow::Cmd,
+    ) -> radkit::engine::HookDecision {
+        self.note(format!(
+            "{} before {}",
+            ctx.skill_id,
+            cmd.kind.fingerprint()
+        ));
+        radkit::engine::HookDecision::Continue
     }
 }
 
@@ -270,7 +314,13 @@ async fn child_process_serves_the_workflows() {
 }
 
 /// The service process on `port` (the same port each time: Restate knows the deployment by it).
-fn service(dir: &Path, port: u16, pause: Option<&str>, specialists: Option<&str>) -> Child {
+fn service(
+    dir: &Path,
+    port: u16,
+    pause: Option<&str>,
+    specialists: Option<&str>,
+    hooks: bool,
+) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
@@ -281,6 +331,7 @@ fn service(dir: &Path, port: u16, pause: Option<&str>, specialists: Option<&str>
     .env("RADKIT_RESTATE_DB", dir.join("tasks.sqlite"))
     .env("RADKIT_RESTATE_WORLD", dir)
     .env("RADKIT_RESTATE_PORT", port.to_string())
+    .env_remove("RADKIT_RESTATE_HOOKS")
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::null());
@@ -289,6 +340,9 @@ fn service(dir: &Path, port: u16, pause: Option<&str>, specialists: Option<&str>
     }
     if let Some(url) = specialists {
         cmd.env("RADKIT_RESTATE_SPECIALISTS", url);
+    }
+    if hooks {
+        cmd.env("RADKIT_RESTATE_HOOKS", "1");
     }
     Child(cmd.spawn().unwrap())
 }
@@ -299,6 +353,8 @@ struct Setup {
     restate: Restate,
     port: u16,
     specialists: Option<String>,
+    /// The service runs with the `Recorder` hook.
+    hooks: bool,
     service: Option<Child>,
     front: Engine,
 }
@@ -309,10 +365,14 @@ impl Setup {
     }
 
     async fn start_with(pause: Option<&str>, specialists: Option<String>) -> Setup {
+        Setup::start_full(pause, specialists, false).await
+    }
+
+    async fn start_full(pause: Option<&str>, specialists: Option<String>, hooks: bool) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let restate = Restate::start(dir.path()).await;
         let port = free_port();
-        let service = service(dir.path(), port, pause, specialists.as_deref());
+        let service = service(dir.path(), port, pause, specialists.as_deref(), hooks);
         let started = Instant::now();
         // The deployment answers discovery once the service listens.
         while let Err(e) =
@@ -334,6 +394,7 @@ impl Setup {
             restate,
             port,
             specialists,
+            hooks,
             service: Some(service),
             front,
         }
@@ -353,6 +414,7 @@ impl Setup {
             self.port,
             None,
             self.specialists.as_deref(),
+            self.hooks,
         ));
     }
 
@@ -849,4 +911,38 @@ async fn a_parent_canceled_on_restate_cancels_its_child_skills_workflow() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[test(multi_thread, needs = Restate)]
+async fn a_workflow_asks_the_hooks_about_each_visit_and_once_about_each_command_with_restate_killed(
+) {
+    let mut s = Setup::start_full(None, None, true).await;
+    let task = s.send("1500", "elder", None).await;
+    s.until_a_call_waits(&task).await;
+    s.restate.kill();
+    s.restate.restart().await;
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Completed, "{:?}", done.status);
+    let log = std::fs::read_to_string(s.world().join("hooks.log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let count = |line: &str| lines.iter().filter(|l| **l == line).count();
+    // Each visit is put to the hooks, a re-run one too (after each recheck), as in the engine; a
+    // command only before it is first journaled, and the answers are in Restate's journal: the
+    // kill replays them, it does not ask again.
+    assert!(count("elder before delegate") >= 2, "{lines:#?}");
+    assert_eq!(count("elder before skill `napper`"), 1, "{lines:#?}");
+    assert_eq!(count("napper before sleep"), 1, "{lines:#?}");
+    assert!(count("napper before nap") >= 1, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("elder after delegate: complete")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("napper after nap: complete")),
+        "{lines:#?}"
+    );
 }

@@ -583,7 +583,7 @@ struct Allow;
 impl radkit::engine::Hook for Allow {}
 
 #[test]
-fn hooks_are_refused_where_they_would_not_run() {
+fn every_host_takes_a_builder_with_hooks() {
     let w = world();
     let builder = || {
         Engine::builder_arc(w.store.clone())
@@ -591,23 +591,10 @@ fn hooks_are_refused_where_they_would_not_run() {
             .skill(Ask)
             .hook(Allow)
     };
-    let refused = |result: Result<(), radkit::engine::EngineError>| {
-        let error = result.expect_err("refused").to_string();
-        assert!(
-            error.contains("hooks do not run") && error.contains("radkit serve"),
-            "{error}"
-        );
-    };
-    refused(Passes::from_builder(builder()).map(drop));
-    refused(
-        builder()
-            .serverless(Duration::from_secs(5))
-            .build()
-            .map(drop),
-    );
-    refused(radkit::restate::RestateHost::from_builder(builder()).map(drop));
-    refused(builder().restate("http://127.0.0.1:1").build().map(drop));
-    // The long-running engine runs them.
+    assert!(Passes::from_builder(builder()).is_ok());
+    assert!(builder().serverless(Duration::from_secs(5)).build().is_ok());
+    assert!(radkit::restate::RestateHost::from_builder(builder()).is_ok());
+    assert!(builder().restate("http://127.0.0.1:1").build().is_ok());
     assert!(builder().build().is_ok());
 }
 
@@ -677,4 +664,142 @@ async fn a_pass_takes_a_message_while_the_task_works_as_its_skill_declares() {
             state: TaskState::InputRequired
         }
     )));
+}
+
+/// Calls tool `fast` with 1 and tool `slow` with 2, and completes with what came back.
+#[derive(Default)]
+struct Tooler;
+
+#[flow_skill(id = "tooler", name = "Tooler", register = false)]
+impl Tooler {
+    #[step(start)]
+    async fn work(&self, ctx: &StepCtx, _: Content) -> StepResult {
+        let fast: serde_json::Value = ctx.tool("fast").call(serde_json::json!(1)).await?;
+        let slow = match ctx
+            .tool("slow")
+            .call::<_, serde_json::Value>(serde_json::json!(2))
+            .await
+        {
+            Ok(value) => format!("{value}"),
+            Err(e) => format!("refused ({e})"),
+        };
+        ctx.complete(format!("fast {fast}, slow {slow}"), vec![])
+    }
+}
+
+/// Notes every call, doubles `fast`'s argument and refuses `slow`.
+struct Gatekeeper(Arc<std::sync::Mutex<Vec<String>>>);
+
+#[async_trait::async_trait]
+impl radkit::engine::Hook for Gatekeeper {
+    async fn before_step(&self, ctx: &radkit::engine::HookContext) -> radkit::engine::HookDecision {
+        self.0.lock().unwrap().push(format!("before {}", ctx.step));
+        radkit::engine::HookDecision::Continue
+    }
+
+    async fn after_step(&self, ctx: &radkit::engine::HookContext, outcome: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("after {}: {outcome}", ctx.step));
+    }
+
+    async fn before_command(
+        &self,
+        _: &radkit::engine::HookContext,
+        cmd: &mut radkit::flow::Cmd,
+    ) -> radkit::engine::HookDecision {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("before {}", cmd.kind.fingerprint()));
+        match &mut cmd.kind {
+            radkit::flow::CmdKind::Tool { tool, args } if tool == "fast" => {
+                *args = serde_json::json!(args.as_i64().unwrap_or(0) * 2);
+                radkit::engine::HookDecision::Continue
+            }
+            radkit::flow::CmdKind::Tool { tool, .. } if tool == "slow" => {
+                radkit::engine::HookDecision::Deny("slow tools are off".into())
+            }
+            _ => radkit::engine::HookDecision::Continue,
+        }
+    }
+
+    async fn after_command(
+        &self,
+        _: &radkit::engine::HookContext,
+        cmd: &radkit::flow::Cmd,
+        _: &radkit::flow::Receipt,
+    ) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("after {}", cmd.kind.fingerprint()));
+    }
+}
+
+#[test]
+async fn a_pass_puts_each_visit_and_command_to_the_hooks_which_may_change_or_refuse_a_command() {
+    let w = world();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (slow_runs, fast_runs) = (w.slow_runs.clone(), w.fast_runs.clone());
+    let effects = Effects::new()
+        .tool(
+            "fast",
+            FnTool::new(EffectPolicy::Idempotent, move |args, _| {
+                fast_runs.fetch_add(1, Ordering::SeqCst);
+                async move { Ok(args) }
+            }),
+        )
+        .tool(
+            "slow",
+            FnTool::new(EffectPolicy::Idempotent, move |args, _| {
+                slow_runs.fetch_add(1, Ordering::SeqCst);
+                async move { Ok(args) }
+            }),
+        );
+    let builder = Engine::builder_arc(w.store.clone())
+        .without_registered_skills()
+        .skill(Tooler)
+        .effects(effects)
+        .hook(Gatekeeper(seen.clone()));
+    let passes = Passes::from_builder(builder).unwrap();
+    let passed = passes
+        .run(message("go", "m-hooks", None), soon(10_000))
+        .await
+        .unwrap();
+    assert_eq!(passed.rest, Rest::Ended(TaskState::Completed), "{passed:?}");
+    let view = w
+        .store
+        .task_view(&passed.task_id, None)
+        .await
+        .unwrap()
+        .unwrap();
+    let task = radkit::engine::project_task(view);
+    let said = format!("{:?}", task.status.message);
+    assert!(
+        said.contains("fast 2"),
+        "the hook doubled fast's argument: {said}"
+    );
+    assert!(
+        said.contains("denied by a hook: slow tools are off"),
+        "{said}"
+    );
+    assert_eq!(w.fast_runs.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        w.slow_runs.load(Ordering::SeqCst),
+        0,
+        "a refused tool never runs"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "before work",
+            "before tool `fast`",
+            "after tool `fast`",
+            "before tool `slow`",
+            "after work: complete",
+        ],
+        "each visit and each new command, in order"
+    );
 }

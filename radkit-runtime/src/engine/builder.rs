@@ -447,7 +447,7 @@ impl EngineBuilder {
     /// nothing, and due timers and unfinished tasks wait for [`Passes::sweep`](super::Passes::sweep).
     /// Push notifications: a request delivers what its task committed for the task's webhooks
     /// before it answers (within its deadline), and a sweep what is left (retries, deliveries cut
-    /// off). Hooks are the long-running engine's.
+    /// off). Hooks run in each pass (`Output::Hook` of the task machine).
     pub fn serverless(mut self, budget: Duration) -> Self {
         self.config.serverless = Some(budget);
         self
@@ -459,7 +459,7 @@ impl EngineBuilder {
     /// a reply and a cancel resolve the workflow's promises, and every read (tasks, history,
     /// streams, blocking sends) follows the store, which the workflows write. No task runs here:
     /// `start` recovers nothing, and starts the push sender, which delivers the webhooks of the
-    /// tasks the workflows write. Hooks are the long-running engine's.
+    /// tasks the workflows write. Hooks run in the workflows (`RestateHost`), not here.
     #[cfg(feature = "restate")]
     #[cfg_attr(docsrs, doc(cfg(feature = "restate")))]
     pub fn restate(mut self, ingress: impl Into<String>) -> Self {
@@ -508,11 +508,6 @@ impl EngineBuilder {
         let skills = self.skills()?;
         if self.config.serverless.is_some() {
             check_dispatch(&self.config, self.store.as_ref())?;
-            check_no_hooks(&self.config, "in a serverless pass")?;
-        }
-        #[cfg(feature = "restate")]
-        if self.config.restate.is_some() {
-            check_no_hooks(&self.config, "in a Restate workflow")?;
         }
         if skills.is_empty() {
             return Err(EngineError::Config(
@@ -629,18 +624,6 @@ pub(crate) fn check_dispatch(config: &EngineConfig, store: &dyn Store) -> Result
         )));
     }
     Ok(())
-}
-
-/// Hooks run only in the long-running engine: a host that would not run them refuses a builder
-/// that has some, rather than leave them out silently.
-pub(crate) fn check_no_hooks(config: &EngineConfig, host: &str) -> Result<(), EngineError> {
-    if config.hooks.is_empty() {
-        return Ok(());
-    }
-    Err(EngineError::Config(format!(
-        "{} hook(s) are configured, but hooks do not run {host}; serve these skills with `radkit serve` or `radkit worker`, or build without hooks",
-        config.hooks.len()
-    )))
 }
 
 fn list_or_none(ids: &[String]) -> String {

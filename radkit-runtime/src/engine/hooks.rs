@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 
-use crate::flow::{Cmd, Receipt};
+use crate::flow::{Cmd, InvocationId, Receipt};
 
 use crate::flow::PermissionMode;
 
@@ -56,5 +56,101 @@ pub trait Hook: Send + Sync + 'static {
     /// After a command's receipt is recorded.
     async fn after_command(&self, ctx: &HookContext, cmd: &Cmd, receipt: &Receipt) {
         let _ = (ctx, cmd, receipt);
+    }
+}
+
+/// A call to a host's hooks from the task machine ([`Output::Hook`](crate::machine::Output::Hook)),
+/// when it runs with hooks ([`MachineConfig::hooks`](crate::machine::MachineConfig::hooks)): the
+/// question or notice the long-running engine puts to its hooks at the same point of a run. A
+/// host answers it with [`HookCall::ask`] (or its own hooks) and hands the answer to
+/// [`TaskMachine::hooked`](crate::machine::TaskMachine::hooked).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookCall {
+    /// Where it is called.
+    pub context: HookContext,
+    /// What is asked or told.
+    pub kind: HookKind,
+}
+
+/// What a [`HookCall`] asks or tells.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookKind {
+    /// [`Hook::before_step`]: the visit runs only on [`HookAnswer::Continue`].
+    BeforeStep,
+    /// [`Hook::after_step`] (a notice: the answer is not read).
+    AfterStep {
+        /// The transition's kind, or the step's error.
+        outcome: String,
+    },
+    /// [`Hook::before_command`], before command `id` is journaled for the first time: go on with
+    /// it, with the command as the hooks changed it, or refuse it.
+    BeforeCommand {
+        /// The command's id.
+        id: InvocationId,
+        /// The command as the step issued it.
+        cmd: Cmd,
+    },
+    /// [`Hook::after_command`] (a notice: the answer is not read).
+    AfterCommand {
+        /// The command.
+        cmd: Cmd,
+        /// Its receipt.
+        receipt: Receipt,
+    },
+}
+
+/// What a host's hooks answered a [`HookCall`]. Serializable, so a host on a durable journal
+/// (Restate) records it and a replay takes the same decision.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum HookAnswer {
+    /// Go on (the answer to every notice).
+    Continue,
+    /// Go on with this command (the hooks changed it).
+    Command(Box<Cmd>),
+    /// Refuse, with the reason.
+    Deny(String),
+}
+
+impl HookCall {
+    /// Put this call to `hooks`, in order, as the long-running engine does: the first refusal
+    /// wins, each `before_command` sees the command as the hooks before it left it.
+    pub async fn ask(&self, hooks: &[std::sync::Arc<dyn Hook>]) -> HookAnswer {
+        let ctx = &self.context;
+        match &self.kind {
+            HookKind::BeforeStep => {
+                for hook in hooks {
+                    if let HookDecision::Deny(reason) = hook.before_step(ctx).await {
+                        return HookAnswer::Deny(reason);
+                    }
+                }
+                HookAnswer::Continue
+            }
+            HookKind::AfterStep { outcome } => {
+                for hook in hooks {
+                    hook.after_step(ctx, outcome).await;
+                }
+                HookAnswer::Continue
+            }
+            HookKind::BeforeCommand { cmd, .. } => {
+                let mut changed = cmd.clone();
+                for hook in hooks {
+                    if let HookDecision::Deny(reason) = hook.before_command(ctx, &mut changed).await
+                    {
+                        return HookAnswer::Deny(reason);
+                    }
+                }
+                if changed == *cmd {
+                    HookAnswer::Continue
+                } else {
+                    HookAnswer::Command(Box::new(changed))
+                }
+            }
+            HookKind::AfterCommand { cmd, receipt } => {
+                for hook in hooks {
+                    hook.after_command(ctx, cmd, receipt).await;
+                }
+                HookAnswer::Continue
+            }
+        }
     }
 }

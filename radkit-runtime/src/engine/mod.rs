@@ -35,8 +35,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use api::{check_message, reused_id, same_message, task_id_for};
-#[cfg(feature = "restate")]
-pub(crate) use builder::check_no_hooks;
 pub use builder::{
     EngineBuilder, EngineConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CALL_WEBHOOK_TTL,
     DEFAULT_MAX_PARALLEL_EFFECTS,
@@ -49,7 +47,7 @@ pub use error::EngineError;
 pub use executor::{Executed, Executor};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
 pub use fault::*;
-pub use hooks::{Hook, HookContext, HookDecision};
+pub use hooks::{Hook, HookAnswer, HookCall, HookContext, HookDecision, HookKind};
 #[cfg(feature = "restate")]
 pub(crate) use pass::machine_skills;
 pub use pass::{

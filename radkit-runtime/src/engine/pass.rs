@@ -132,6 +132,8 @@ pub struct Passes {
     agents: Arc<super::call::Agents>,
     /// A call's first recheck (`EngineBuilder::call_recheck`).
     call_recheck: Duration,
+    /// The hooks each step visit and each new command is put to (`EngineBuilder::hook`).
+    hooks: Arc<[Arc<dyn super::Hook>]>,
     /// The webhooks' sender: a pass delivers what its task committed, a sweep what is due.
     pusher: Arc<super::push::Pusher>,
 }
@@ -154,6 +156,7 @@ pub(crate) fn machine_skills(
         max_steps: config.max_steps,
         checkpoint_every: config.checkpoint_every,
         call_timeout: config.call_timeout,
+        hooks: !config.hooks.is_empty(),
     };
     skills
         .into_iter()
@@ -179,7 +182,6 @@ impl Passes {
     pub fn from_builder(builder: EngineBuilder) -> Result<Self, EngineError> {
         let parts = builder.into_parts()?;
         super::builder::check_dispatch(&parts.config, parts.store.as_ref())?;
-        super::builder::check_no_hooks(&parts.config, "in a serverless pass")?;
         Ok(Self::new(
             parts.store,
             parts.skills,
@@ -217,6 +219,7 @@ impl Passes {
             dispatched_tools: Arc::new(config.dispatched_tools.clone()),
             agents: Arc::new(super::call::Agents::new(config.agents.clone(), None)),
             call_recheck: config.call_recheck,
+            hooks: config.hooks.iter().cloned().collect(),
             pusher: Arc::new(pusher),
         }
     }
@@ -633,6 +636,10 @@ impl Passes {
         loop {
             let now = now_ms();
             match m.poll(now) {
+                Output::Hook(call) => {
+                    let answer = call.ask(&self.hooks).await;
+                    m.hooked(answer)?;
+                }
                 Output::Persist(mut append) => {
                     append.fence = held.fence;
                     if append.create.is_some() {

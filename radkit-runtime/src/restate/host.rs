@@ -16,8 +16,7 @@ use crate::engine::call_pass::{self, Children, Parent, PassCallStep};
 use crate::engine::hosted::{Start, TaskReply, WORKFLOW};
 use crate::engine::machine::{Action, Effect, MachineSkill, NewTask, Output};
 use crate::engine::{
-    call_message_id, check_no_hooks, machine_skills, task_id_for, Agents, Caller, EngineBuilder,
-    EngineError,
+    call_message_id, machine_skills, task_id_for, Agents, Caller, EngineBuilder, EngineError, Hook,
 };
 use crate::flow::{CmdKind, EffectError};
 use crate::journal::{now_ms, Entry, JournalRecord};
@@ -98,19 +97,21 @@ pub struct RestateHost {
     agents: Arc<Agents>,
     /// A call's first recheck (`EngineBuilder::call_recheck`).
     call_recheck: Duration,
+    /// The hooks each step visit and each new command is put to (`EngineBuilder::hook`).
+    hooks: Arc<[Arc<dyn Hook>]>,
 }
 
 impl RestateHost {
     /// The skills, effects, limits and store of `builder`, hosted by Restate.
     pub fn from_builder(builder: EngineBuilder) -> Result<Self, EngineError> {
         let parts = builder.into_parts()?;
-        check_no_hooks(&parts.config, "in a Restate workflow")?;
         let skills = machine_skills(parts.skills, &parts.effects, &parts.config);
         Ok(RestateHost {
             store: parts.store,
             skills: Arc::new(skills),
             agents: Arc::new(Agents::new(parts.config.agents.clone(), None)),
             call_recheck: parts.config.call_recheck,
+            hooks: parts.config.hooks.iter().cloned().collect(),
         })
     }
 
@@ -277,6 +278,16 @@ impl RestateHost {
         let mut canceled = false;
         loop {
             match m.poll(now) {
+                // The hooks' answer is journaled: a replay takes the same decision without
+                // asking them again, and a notice reaches them once.
+                Output::Hook(call) => {
+                    let hooks = self.hooks.clone();
+                    let Json(answer) = ctx
+                        .run(move || async move { Ok(Json(call.ask(&hooks).await)) })
+                        .name("hooks")
+                        .await?;
+                    m.hooked(answer).map_err(terminal)?;
+                }
                 Output::Persist(append) => {
                     persisted.push((append.first_seq, append.at_ms, append.entries.clone()));
                     let store = self.store.clone();

@@ -30,6 +30,7 @@ pub(crate) struct PassCall {
     pub then: PassCallStep,
     /// A callee its host must cancel (the call timed out): a child workflow on Restate, which only
     /// the host's context reaches durably. A pass cancels its callees itself.
+    #[cfg_attr(not(feature = "restate"), allow(dead_code))] // read by the Restate host
     pub cancel: Option<String>,
 }
 
@@ -55,6 +56,7 @@ pub(crate) enum Children<'a> {
     Passes(&'a Passes, Parent, Instant),
     /// Restate workflows of their own, started and canceled by the parent's host: a step reads the
     /// child's task from the store the workflows write, as the task's parent may see it.
+    #[cfg_attr(not(feature = "restate"), allow(dead_code))] // made by the Restate host
     Hosted(&'a dyn crate::store::Store, Parent),
 }
 
@@ -308,6 +310,7 @@ pub(crate) async fn step(
 
 /// When a call started now asks its callee first: after `first_recheck`, within the call's limit
 /// (its deadline, if it has one).
+#[cfg(feature = "restate")]
 pub(crate) fn first_recheck_at(kind: &CmdKind, first_recheck: Duration) -> i64 {
     let after = recheck_after(first_recheck, 0);
     Limit::of_kind(kind)

@@ -16,6 +16,7 @@ use super::rules::{self, Found, Gate, Resume};
 use super::visit::{self, Batch, InFlight, VisitStop};
 use crate::effects::Effects;
 use crate::engine::command::{self, Issued};
+use crate::engine::hooks::{HookAnswer, HookContext};
 use crate::engine::run::RunState;
 use crate::flow::{Cmd, CmdKind, InvocationId, Invoker, PermissionMode, StepError};
 
@@ -33,6 +34,8 @@ pub(crate) struct MachineInvoker {
     pub desk: Desk,
     /// Calls the host found still working in this machine's life: they wait for their recheck.
     pub parked: super::Parked,
+    /// A new command is put to the host's hooks first (`MachineConfig::hooks`).
+    pub hooks: bool,
 }
 
 /// What the visit's calls ask of the host, and what the host answered.
@@ -42,6 +45,10 @@ pub(crate) struct Desk {
     requests: Mutex<Vec<(InvocationId, Cmd, u32)>>,
     /// Outcomes of completed effects, taken by the calls waiting for them.
     outcomes: Mutex<HashMap<InvocationId, Result<serde_json::Value, StepError>>>,
+    /// New commands to put to the host's hooks.
+    hook_requests: Mutex<Vec<(InvocationId, Cmd)>>,
+    /// What the hooks answered, taken by the calls waiting for it.
+    hook_answers: Mutex<HashMap<InvocationId, HookAnswer>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -66,6 +73,26 @@ impl Desk {
     /// The outcome of `id`, once the host completed it.
     fn outcome(&self, id: InvocationId) -> Outcome<'_> {
         Outcome { desk: self, id }
+    }
+
+    /// The new commands to put to the hooks since the last call.
+    pub fn take_hook_requests(&self) -> Vec<(InvocationId, Cmd)> {
+        std::mem::take(&mut *lock(&self.hook_requests))
+    }
+
+    /// Hand the hooks' answer about command `id` to the call waiting for it.
+    pub fn answer_hook(&self, id: InvocationId, answer: HookAnswer) {
+        lock(&self.hook_answers).insert(id, answer);
+    }
+
+    /// Put `cmd` (to be journaled as `id`) to the hooks and wait for their answer.
+    async fn hooks(&self, id: InvocationId, cmd: Cmd) -> HookAnswer {
+        lock(&self.hook_requests).push((id.clone(), cmd));
+        std::future::poll_fn(|_| match lock(&self.hook_answers).remove(&id) {
+            Some(answer) => Poll::Ready(answer),
+            None => Poll::Pending,
+        })
+        .await
     }
 }
 
@@ -229,9 +256,45 @@ impl MachineInvoker {
         })
     }
 
-    /// The permission gate before a tool call is journaled for the first time (hooks are the
-    /// long-running engine's). A refusal is journaled as the command's receipt.
+    /// Where the hooks are called from in this visit.
+    pub fn hook_context(&self) -> HookContext {
+        HookContext {
+            task_id: self.task_id.to_string(),
+            skill_id: self.skill_id.clone(),
+            step: self.step.clone(),
+            visit: self.visit,
+            mode: self.mode,
+        }
+    }
+
+    /// The host's hooks (when the machine runs with them), then the permission gate, before a
+    /// command is journaled for the first time, as the engine's invoker admits one. A refusal is
+    /// journaled as the command's receipt, so a replay refuses it the same way.
     async fn admit(&self, position: u32, id: &InvocationId, cmd: Cmd) -> Result<Cmd, StepError> {
+        let cmd = if self.hooks {
+            match self.desk.hooks(id.clone(), cmd.clone()).await {
+                HookAnswer::Continue => cmd,
+                HookAnswer::Deny(reason) => {
+                    let reason = format!("denied by a hook: {reason}");
+                    return Err(rules::refuse(&mut lock(&self.st), id, cmd, reason));
+                }
+                HookAnswer::Command(changed)
+                    if changed.kind.fingerprint() != cmd.kind.fingerprint() =>
+                {
+                    // A replay re-issues the step's own command and compares targets with the
+                    // journal, so the refusal is journaled under the step's command.
+                    let reason = format!(
+                        "a hook changed {} into {}; hooks may change arguments and policies, not the target",
+                        cmd.kind.fingerprint(),
+                        changed.kind.fingerprint()
+                    );
+                    return Err(rules::refuse(&mut lock(&self.st), id, cmd, reason));
+                }
+                HookAnswer::Command(changed) => *changed,
+            }
+        } else {
+            cmd
+        };
         let CmdKind::Tool { tool, args } = &cmd.kind else {
             return Ok(cmd);
         };

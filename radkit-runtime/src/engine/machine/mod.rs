@@ -40,6 +40,7 @@ use std::time::Duration;
 use self::invoker::MachineInvoker;
 use self::rules::{After, AfterVisit, Execute, VisitResult};
 use super::command;
+pub use super::hooks::{HookAnswer, HookCall, HookContext, HookKind};
 use super::replay::replay;
 use super::run::{RunState, Work};
 use crate::effects::{Effects, Performed};
@@ -60,6 +61,10 @@ pub struct MachineConfig {
     pub checkpoint_every: u64,
     /// The timeout of a call to an agent or a skill that sets none.
     pub call_timeout: Duration,
+    /// Put each step visit and each new command to the host's hooks ([`Output::Hook`]), as the
+    /// long-running engine puts them to its own (`EngineBuilder::hook`). Off: no hook call is
+    /// ever yielded.
+    pub hooks: bool,
 }
 
 impl Default for MachineConfig {
@@ -69,6 +74,7 @@ impl Default for MachineConfig {
             max_steps: engine.max_steps,
             checkpoint_every: engine.checkpoint_every,
             call_timeout: engine.call_timeout,
+            hooks: false,
         }
     }
 }
@@ -219,6 +225,9 @@ impl MachineSkill {
             outstanding: HashMap::new(),
             persist_now: false,
             parked: Parked::default(),
+            hook_queue: std::collections::VecDeque::new(),
+            hook_pending: None,
+            step_denied: None,
         }
     }
 }
@@ -279,6 +288,9 @@ pub enum Output {
     Perform(Vec<Effect>),
     /// Nothing to do until an effect yielded earlier is completed.
     Awaiting,
+    /// Put this to the host's hooks and hand their answer to [`TaskMachine::hooked`] before
+    /// polling again (only with [`MachineConfig::hooks`]). Nothing waits to be persisted for it.
+    Hook(Box<HookCall>),
     /// The task rests and everything is persisted: it waits for a reply (`input`) and/or until
     /// `wake_at_ms` (resume it then), or for a call's callee. The machine may be dropped.
     Waiting {
@@ -374,6 +386,9 @@ pub enum MachineError {
     /// The skill has no initial state.
     #[error("the skill cannot start: {0}")]
     Skill(String),
+    /// A hook answer when no hook call waits for one.
+    #[error("no hook call is waiting for an answer")]
+    NoHookCall,
 }
 
 /// One task's run without I/O. See the [module docs](self).
@@ -396,6 +411,12 @@ pub struct TaskMachine {
     /// Calls whose callee the host found working in this machine's life (`call_waiting`): they
     /// wait for their recheck, and are asked again by the next machine resumed from the journal.
     parked: Parked,
+    /// Hook calls to yield, in order ([`MachineConfig::hooks`]).
+    hook_queue: std::collections::VecDeque<HookCall>,
+    /// The hook call yielded and not answered yet.
+    hook_pending: Option<HookCall>,
+    /// The hooks refused the open visit's step.
+    step_denied: Option<String>,
 }
 
 /// The calls a machine's host found still working.
@@ -440,6 +461,8 @@ struct OpenVisit {
     invoker: Arc<MachineInvoker>,
     visit: u64,
     step: String,
+    /// The hooks were asked about this visit ([`MachineConfig::hooks`]).
+    admitted: bool,
 }
 
 struct Finishing {
@@ -592,6 +615,15 @@ impl TaskMachine {
                 match purpose {
                     Purpose::Step => {
                         if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
+                            if self.parts.config.hooks && !effect.cmd.kind.is_call() {
+                                self.hook_queue.push_back(HookCall {
+                                    context: v.invoker.hook_context(),
+                                    kind: HookKind::AfterCommand {
+                                        cmd: effect.cmd.clone(),
+                                        receipt: receipt.clone(),
+                                    },
+                                });
+                            }
                             v.invoker
                                 .desk
                                 .settle(id.clone(), rules::outcome(&effect.cmd, receipt));
@@ -706,6 +738,27 @@ impl TaskMachine {
         })
     }
 
+    /// The host's hooks answered the [`Output::Hook`] call yielded last. A refused step fails the
+    /// task; a refused command gets a permanent error as its receipt, journaled, as in the engine;
+    /// a changed command is journaled as changed (its target may not change).
+    pub fn hooked(&mut self, answer: HookAnswer) -> Result<(), MachineError> {
+        let call = self.hook_pending.take().ok_or(MachineError::NoHookCall)?;
+        match call.kind {
+            HookKind::BeforeStep => {
+                if let HookAnswer::Deny(reason) = answer {
+                    self.step_denied = Some(reason);
+                }
+            }
+            HookKind::BeforeCommand { id, .. } => {
+                if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
+                    v.invoker.desk.answer_hook(id, answer);
+                }
+            }
+            HookKind::AfterStep { .. } | HookKind::AfterCommand { .. } => {}
+        }
+        Ok(())
+    }
+
     /// Run the task at `now_ms` as far as it goes without its host: until the host must persist,
     /// perform, complete an effect, or the task rests or ends.
     pub fn poll(&mut self, now_ms: i64) -> Output {
@@ -715,6 +768,12 @@ impl TaskMachine {
                 if let Some(append) = self.take_append(now_ms) {
                     return Output::Persist(Box::new(append));
                 }
+            }
+            if self.hook_pending.is_none() {
+                self.hook_pending = self.hook_queue.pop_front();
+            }
+            if let Some(call) = &self.hook_pending {
+                return Output::Hook(Box::new(call.clone()));
             }
             if !self.outbox.is_empty() {
                 // Output commit: the commands (and everything before them) are durable first.
@@ -742,9 +801,26 @@ impl TaskMachine {
                         return Output::Awaiting;
                     }
                 }
+                Phase::Visit(mut visit) if self.parts.config.hooks && !visit.admitted => {
+                    visit.admitted = true;
+                    self.hook_queue.push_back(HookCall {
+                        context: visit.invoker.hook_context(),
+                        kind: HookKind::BeforeStep,
+                    });
+                    self.phase = Phase::Visit(visit);
+                }
+                Phase::Visit(visit) if self.step_denied.is_some() => {
+                    let reason = self.step_denied.take().unwrap_or_default();
+                    let step = visit.step.clone();
+                    drop(visit);
+                    self.fail(format!("step `{step}` denied by a hook: {reason}"));
+                }
                 Phase::Visit(mut visit) => match self.poll_visit(&mut visit) {
                     Some(result) => self.after_visit(&visit, result),
-                    None if !self.outbox.is_empty() => self.phase = Phase::Visit(visit),
+                    // A call waits for the hooks (asked at the top of the loop) or its effect.
+                    None if !self.outbox.is_empty() || !self.hook_queue.is_empty() => {
+                        self.phase = Phase::Visit(visit)
+                    }
                     None if self
                         .outstanding
                         .values()
@@ -764,7 +840,9 @@ impl TaskMachine {
                         rules::end_cancel_visit(&mut self.lock(), visit.visit, result.ok());
                         self.finishing(TaskState::Canceled, Some(cancel_message()));
                     }
-                    None if !self.outbox.is_empty() => self.phase = Phase::CancelVisit(visit),
+                    None if !self.outbox.is_empty() || !self.hook_queue.is_empty() => {
+                        self.phase = Phase::CancelVisit(visit)
+                    }
                     None if self
                         .outstanding
                         .values()
@@ -902,6 +980,7 @@ impl TaskMachine {
             batch: Default::default(),
             desk: Default::default(),
             parked: self.parked.clone(),
+            hooks: self.parts.config.hooks,
         });
         let ctx = StepCtx::new(
             self.task_id.clone(),
@@ -918,6 +997,7 @@ impl TaskMachine {
             invoker,
             visit,
             step,
+            admitted: false,
         }
     }
 
@@ -931,6 +1011,12 @@ impl TaskMachine {
         let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             visit.future.as_mut().poll(&mut cx)
         }));
+        for (id, cmd) in visit.invoker.desk.take_hook_requests() {
+            self.hook_queue.push_back(HookCall {
+                context: visit.invoker.hook_context(),
+                kind: HookKind::BeforeCommand { id, cmd },
+            });
+        }
         for (id, cmd, prior_attempts) in visit.invoker.desk.take_requests() {
             let call = self.lock().command(&id).and_then(call_progress);
             let effect = Effect {
@@ -969,6 +1055,16 @@ impl TaskMachine {
         }
         if let Some(stop) = visit.invoker.stop.error() {
             result = Err(stop);
+        }
+        if self.parts.config.hooks {
+            let outcome = match &result {
+                Ok(t) => crate::journal::TransitionKind::from(&t.next).to_string(),
+                Err(e) => e.to_string(),
+            };
+            self.hook_queue.push_back(HookCall {
+                context: visit.invoker.hook_context(),
+                kind: HookKind::AfterStep { outcome },
+            });
         }
         let after = {
             let mut st = self.lock();

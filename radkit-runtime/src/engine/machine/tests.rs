@@ -740,3 +740,153 @@ fn a_step_that_decided_its_end_before_an_interrupting_message_ends_as_decided() 
     ));
     assert_eq!(host.status_text(), "worked");
 }
+
+/// `flow_skill` run with hooks.
+fn hooked_flow_skill(effects: Effects) -> MachineSkill {
+    let table = StepTable::new(SkillInfo::new("flow", "Flow"), Flow, FLOW).unwrap();
+    let config = MachineConfig {
+        hooks: true,
+        ..MachineConfig::default()
+    };
+    MachineSkill::with(crate::flow::erase(table), effects, config)
+}
+
+impl Host {
+    /// [`Host::run`], answering each hook call with `hooks` and noting it in `seen`.
+    fn run_hooked(
+        &mut self,
+        m: &mut TaskMachine,
+        now: i64,
+        hooks: &mut dyn FnMut(&HookCall) -> HookAnswer,
+        seen: &mut Vec<String>,
+    ) -> Output {
+        loop {
+            match m.poll(now) {
+                Output::Persist(a) => self.persist(*a),
+                Output::Perform(effects) => {
+                    for e in effects {
+                        let outcome = self.answer(&e);
+                        m.complete(&e.id, outcome, now).unwrap();
+                    }
+                }
+                Output::Hook(call) => {
+                    let step = &call.context.step;
+                    seen.push(match &call.kind {
+                        HookKind::BeforeStep => format!("before {step}"),
+                        HookKind::AfterStep { outcome } => format!("after {step}: {outcome}"),
+                        HookKind::BeforeCommand { cmd, .. } => {
+                            format!("before {}", cmd.kind.fingerprint())
+                        }
+                        HookKind::AfterCommand { cmd, .. } => {
+                            format!("after {}", cmd.kind.fingerprint())
+                        }
+                    });
+                    let answer = hooks(&call);
+                    m.hooked(answer).unwrap();
+                }
+                Output::Awaiting => panic!("every effect was completed"),
+                out => return out,
+            }
+        }
+    }
+}
+
+#[test]
+fn hooks_see_each_visit_and_command_and_a_command_they_refuse_is_journaled_refused() {
+    let skill = hooked_flow_skill(idempotent_tools());
+    let mut host = Host::default();
+    let mut m = start(&skill);
+    let mut seen = Vec::new();
+    let mut hooks = |call: &HookCall| match &call.kind {
+        HookKind::BeforeCommand { cmd, .. } => match &cmd.kind {
+            CmdKind::Tool { tool, .. } if tool == "b" => HookAnswer::Deny("no b today".into()),
+            CmdKind::Tool { tool, args } if tool == "c" => {
+                let mut changed = cmd.clone();
+                changed.kind = CmdKind::Tool {
+                    tool: tool.clone(),
+                    args: serde_json::json!(format!("{}!", args.as_str().unwrap_or_default())),
+                };
+                HookAnswer::Command(Box::new(changed))
+            }
+            _ => HookAnswer::Continue,
+        },
+        _ => HookAnswer::Continue,
+    };
+    let out = host.run_hooked(&mut m, T0, &mut hooks, &mut seen);
+    assert!(matches!(out, Output::Ended(TaskState::Failed)), "{out:?}");
+    assert_eq!(
+        seen,
+        [
+            "before plan",
+            "before llm `planner`",
+            "after llm `planner`",
+            "after plan: goto",
+            "before fanout",
+            "before tool `a`",
+            "before tool `b`",
+            "before tool `c`",
+            "after tool `a`",
+            "after tool `c`",
+            "after fanout: tool `b` failed: denied by a hook: no b today",
+        ],
+        "each visit and each new command, as the engine puts them to its hooks; a refused command is never performed"
+    );
+    // b was refused in the journal (its receipt the refusal), never asked of the host; c ran with
+    // the arguments the hook gave it.
+    let b = InvocationId::derive("t1", 2, 1);
+    assert!(
+        !host.performed.contains_key(b.as_str()),
+        "{:?}",
+        host.performed
+    );
+    let refusal = host.journal.iter().find_map(|r| match &r.entry {
+        Entry::ReceiptRecorded { receipt } if receipt.id == b => Some(receipt.clone()),
+        _ => None,
+    });
+    let refusal = refusal.expect("b's receipt").outcome.unwrap_err();
+    assert!(
+        refusal.to_string().contains("denied by a hook: no b today"),
+        "{refusal}"
+    );
+    let c_args = host.journal.iter().find_map(|r| match &r.entry {
+        Entry::CommandIssued { id, cmd, .. } if *id == InvocationId::derive("t1", 2, 2) => {
+            Some(cmd.kind.clone())
+        }
+        _ => None,
+    });
+    assert!(
+        matches!(c_args, Some(CmdKind::Tool { args, .. }) if args == serde_json::json!("c!")),
+        "the changed command is the one journaled"
+    );
+}
+
+#[test]
+fn a_step_the_hooks_refuse_fails_its_task_before_it_runs() {
+    let skill = hooked_flow_skill(Effects::new());
+    let mut host = Host::default();
+    let mut m = start(&skill);
+    let mut seen = Vec::new();
+    let mut hooks = |call: &HookCall| match call.kind {
+        HookKind::BeforeStep => HookAnswer::Deny("closed".into()),
+        _ => HookAnswer::Continue,
+    };
+    let out = host.run_hooked(&mut m, T0, &mut hooks, &mut seen);
+    assert!(matches!(out, Output::Ended(TaskState::Failed)), "{out:?}");
+    assert_eq!(seen, ["before plan"], "nothing of the step ran");
+    assert!(host.performed.is_empty(), "{:?}", host.performed);
+    let end = format!("{:?}", host.journal.last().map(|r| &r.entry));
+    assert!(
+        end.contains("step `plan` denied by a hook: closed"),
+        "{end}"
+    );
+}
+
+#[test]
+fn a_hook_answer_without_a_hook_call_is_refused() {
+    let skill = hooked_flow_skill(Effects::new());
+    let mut m = start(&skill);
+    assert_eq!(
+        m.hooked(HookAnswer::Continue),
+        Err(MachineError::NoHookCall)
+    );
+}
