@@ -760,25 +760,10 @@ async fn a_task_canceled_on_restate_cancels_the_agent_task_its_open_call_made() 
     let done = s.settled(&task).await;
     assert_eq!(done.status.state, TaskState::Canceled, "{:?}", done.status);
     // No work goes on for it: the pessimist's task is canceled too.
-    let started = Instant::now();
-    loop {
-        let tasks = specialists.store().list(Default::default()).await.unwrap();
-        let states: Vec<_> = tasks
-            .iter()
-            .map(|t| (t.skill_id.clone(), t.state))
-            .collect();
-        if states
-            .iter()
-            .any(|(skill, state)| skill == "pessimist" && *state == TaskState::Canceled)
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the pessimist's task was not canceled: {states:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_tasks_of(specialists.store().as_ref(), "pessimist", |tasks| {
+        tasks.iter().any(|(_, state)| *state == TaskState::Canceled)
+    })
+    .await;
 }
 
 #[test(multi_thread, needs = Restate)]
@@ -833,10 +818,9 @@ async fn the_server_in_front_of_restate_delivers_the_webhook_updates_the_workflo
     );
 }
 
-/// The tasks of skill `skill` in the front's store, with their states.
-async fn tasks_of(s: &Setup, skill: &str) -> Vec<(String, TaskState)> {
-    s.front
-        .store()
+/// The tasks of skill `skill` in `store`, with their states.
+async fn tasks_of(store: &dyn Store, skill: &str) -> Vec<(String, TaskState)> {
+    store
         .list(Default::default())
         .await
         .unwrap()
@@ -844,6 +828,26 @@ async fn tasks_of(s: &Setup, skill: &str) -> Vec<(String, TaskState)> {
         .filter(|t| t.skill_id == skill)
         .map(|t| (t.id.to_string(), t.state))
         .collect()
+}
+
+/// Wait until the tasks of skill `skill` in `store` are as `done` wants them.
+async fn until_tasks_of(
+    store: &dyn Store,
+    skill: &str,
+    done: impl Fn(&[(String, TaskState)]) -> bool,
+) {
+    let started = Instant::now();
+    loop {
+        let tasks = tasks_of(store, skill).await;
+        if done(&tasks) {
+            return;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the {skill} tasks never got there: {tasks:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The callee task a journal's `call_started` names.
@@ -874,7 +878,7 @@ async fn a_child_skill_on_restate_runs_as_a_workflow_of_its_own_once_with_restat
     one_receipt_per_command(&journal);
     let child = callee_of(&journal);
     assert_eq!(
-        tasks_of(&s, "napper").await,
+        tasks_of(s.front.store().as_ref(), "napper").await,
         vec![(child.clone(), TaskState::Completed)],
         "one child task, the one the parent's journal names, run to its end"
     );
@@ -899,18 +903,10 @@ async fn a_parent_canceled_on_restate_cancels_its_child_skills_workflow() {
     let done = s.settled(&task).await;
     assert_eq!(done.status.state, TaskState::Canceled, "{:?}", done.status);
     let child = callee_of(&s.journal(&task).await);
-    let started = Instant::now();
-    loop {
-        let children = tasks_of(&s, "napper").await;
-        if children == vec![(child.clone(), TaskState::Canceled)] {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the child's workflow was not canceled: {children:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_tasks_of(s.front.store().as_ref(), "napper", |children| {
+        children == [(child.clone(), TaskState::Canceled)]
+    })
+    .await;
 }
 
 #[test(multi_thread, needs = Restate)]

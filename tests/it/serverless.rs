@@ -120,9 +120,10 @@ fn world() -> World {
 }
 
 impl World {
-    fn passes(&self) -> Passes {
+    /// Tools `fast` and `slow` (whose first run never returns), each counting its runs.
+    fn effects(&self) -> Effects {
         let (slow_runs, fast_runs) = (self.slow_runs.clone(), self.fast_runs.clone());
-        let effects = Effects::new()
+        Effects::new()
             .tool(
                 "fast",
                 FnTool::new(EffectPolicy::Idempotent, move |args, _| {
@@ -141,7 +142,10 @@ impl World {
                         Ok(args)
                     }
                 }),
-            );
+            )
+    }
+
+    fn passes(&self) -> Passes {
         let builder = Engine::builder_arc(self.store.clone())
             .without_registered_skills()
             .skill(Pair)
@@ -151,7 +155,7 @@ impl World {
             .skill(Nap)
             .skill(Patient)
             .default_skill("ask")
-            .effects(effects);
+            .effects(self.effects());
         Passes::from_builder(builder).unwrap()
     }
 }
@@ -742,26 +746,10 @@ impl radkit::engine::Hook for Gatekeeper {
 async fn a_pass_puts_each_visit_and_command_to_the_hooks_which_may_change_or_refuse_a_command() {
     let w = world();
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let (slow_runs, fast_runs) = (w.slow_runs.clone(), w.fast_runs.clone());
-    let effects = Effects::new()
-        .tool(
-            "fast",
-            FnTool::new(EffectPolicy::Idempotent, move |args, _| {
-                fast_runs.fetch_add(1, Ordering::SeqCst);
-                async move { Ok(args) }
-            }),
-        )
-        .tool(
-            "slow",
-            FnTool::new(EffectPolicy::Idempotent, move |args, _| {
-                slow_runs.fetch_add(1, Ordering::SeqCst);
-                async move { Ok(args) }
-            }),
-        );
     let builder = Engine::builder_arc(w.store.clone())
         .without_registered_skills()
         .skill(Tooler)
-        .effects(effects)
+        .effects(w.effects())
         .hook(Gatekeeper(seen.clone()));
     let passes = Passes::from_builder(builder).unwrap();
     let passed = passes

@@ -1,9 +1,9 @@
 //! The push sender: a loop that claims configs with pending updates (`PushStore::claim_push`) and
 //! posts each update after the config's cursor to its webhook, in journal order, moving the cursor
 //! as the webhook acknowledges (2xx). A serverless pass and a sweep run the same delivery in their
-//! own future until their deadline instead (`until`). A failure (refused connection, timeout, non-2xx) gives the
-//! claim back with the next attempt due after an exponential backoff; the cursor stays, so the
-//! update is posted again. A crash between a post and its cursor move posts it again too: delivery
+//! own future until their deadline instead (`until`). A failure (refused connection, timeout,
+//! non-2xx) gives the claim back with the next attempt due after an exponential backoff; the cursor
+//! stays, so the update is posted again. A crash between a post and its cursor move posts it again too: delivery
 //! is at least once, and every post carries the record's journal seq (`X-A2A-Event-Id`, the same id
 //! SSE events carry) so a receiver drops what it has seen.
 //!
