@@ -2,12 +2,13 @@
 //! the gate that serializes whoever loads or drives the task here, and the run while a driver has it.
 //! An entry exists only while something uses it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{broadcast, OwnedMutexGuard};
 
 use super::run::TaskRun;
+use crate::flow::InvocationId;
 use crate::journal::JournalRecord;
 
 /// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
@@ -31,15 +32,82 @@ pub(crate) enum Published {
 /// A task's broadcast of committed records.
 pub(crate) type Records = broadcast::Sender<Arc<Published>>;
 
-/// A task's broadcast of streamed model text (`TokenChunk`s), made when first used.
-pub(crate) type TokenChunks = broadcast::Sender<Arc<super::TokenChunk>>;
+/// A task's streamed model text (`TokenChunk`s), made when first used: the broadcast, and the
+/// pieces each call streaming now sent so far, so that a subscriber that comes in mid-call (a
+/// `message/stream` whose task started streaming before the stream was followed, a resubscribe)
+/// gets them first, in order, and then what follows — never a gap.
+pub(crate) struct TokenStream {
+    tx: broadcast::Sender<Arc<super::TokenChunk>>,
+    /// Per call streaming now: its attempt and its pieces so far (the last [`TOKEN_CAPACITY`]).
+    so_far: Mutex<SoFar>,
+}
+
+impl TokenStream {
+    fn new() -> Self {
+        TokenStream {
+            tx: broadcast::channel(TOKEN_CAPACITY).0,
+            so_far: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SoFar> {
+        self.so_far.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Relay `chunk` to the subscribers, and keep it for those still to come while its call
+    /// streams (an attempt's first piece replaces what an earlier attempt sent).
+    pub fn send(&self, chunk: super::TokenChunk) {
+        let chunk = Arc::new(chunk);
+        let mut so_far = self.lock();
+        let (attempt, pieces) = so_far
+            .entry(chunk.invocation_id.clone())
+            .or_insert_with(|| (chunk.attempt, VecDeque::new()));
+        if *attempt != chunk.attempt {
+            (*attempt, *pieces) = (chunk.attempt, VecDeque::new());
+        }
+        if pieces.len() == TOKEN_CAPACITY {
+            pieces.pop_front();
+        }
+        pieces.push_back(chunk.clone());
+        // Under the lock: a subscriber takes the pieces so far and its receiver at one instant.
+        // Nobody listening is not an error: the answer is journaled all the same.
+        let _ = self.tx.send(chunk);
+    }
+
+    /// Attempt `attempt` of call `id` streams no more: forget its pieces.
+    pub fn ended(&self, id: &InvocationId, attempt: u32) {
+        let mut so_far = self.lock();
+        if so_far.get(id).is_some_and(|(a, _)| *a == attempt) {
+            so_far.remove(id);
+        }
+    }
+
+    /// A new subscriber: the pieces the calls streaming now sent so far, then a receiver of what
+    /// follows.
+    pub fn subscribe(
+        &self,
+    ) -> (
+        VecDeque<Arc<super::TokenChunk>>,
+        broadcast::Receiver<Arc<super::TokenChunk>>,
+    ) {
+        let so_far = self.lock();
+        let caught_up = so_far
+            .values()
+            .flat_map(|(_, p)| p.iter().cloned())
+            .collect();
+        (caught_up, self.tx.subscribe())
+    }
+}
+
+/// Per call streaming now: its attempt and its pieces so far.
+type SoFar = HashMap<InvocationId, (u32, VecDeque<Arc<super::TokenChunk>>)>;
 
 /// A task's gate: held by whoever loads, answers, cancels or drives it in this engine.
 pub(crate) type Gate = Arc<tokio::sync::Mutex<()>>;
 
 struct Live {
     tx: Records,
-    tokens: Option<TokenChunks>,
+    tokens: Option<Arc<TokenStream>>,
     gate: Gate,
     run: Option<Arc<TaskRun>>,
 }
@@ -82,10 +150,10 @@ impl LiveTasks {
 
     /// The task's broadcast of streamed model text (made on first use; its entry lives while a
     /// driver or a subscriber has it).
-    pub fn tokens(&self, task_id: &str) -> TokenChunks {
+    pub fn tokens(&self, task_id: &str) -> Arc<TokenStream> {
         entry(&mut self.lock(), task_id)
             .tokens
-            .get_or_insert_with(|| broadcast::channel(TOKEN_CAPACITY).0)
+            .get_or_insert_with(|| Arc::new(TokenStream::new()))
             .clone()
     }
 

@@ -122,19 +122,36 @@ impl Inner {
         else {
             return crate::llm::Tokens::none();
         };
-        let sender = self.live.tokens(&run.task_id);
-        let (id, to) = (id.clone(), to.clone());
+        let stream = Ended {
+            stream: self.live.tokens(&run.task_id),
+            id: id.clone(),
+            attempt,
+        };
+        let to = to.clone();
         let index = AtomicU32::new(0);
         crate::llm::Tokens::new(move |text| {
-            // Nobody listening is not an error: the answer is journaled all the same.
-            let _ = sender.send(Arc::new(TokenChunk {
-                invocation_id: id.clone(),
+            stream.stream.send(TokenChunk {
+                invocation_id: stream.id.clone(),
                 attempt,
                 index: index.fetch_add(1, Ordering::Relaxed),
                 text: text.to_owned(),
                 to: to.clone(),
-            }));
+            });
         })
+    }
+}
+
+/// A streamed attempt's hold on its task's text: when the attempt's `Tokens` are dropped (the
+/// model returned), the pieces kept for late subscribers are forgotten.
+struct Ended {
+    stream: Arc<super::live::TokenStream>,
+    id: InvocationId,
+    attempt: u32,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.stream.ended(&self.id, self.attempt);
     }
 }
 

@@ -119,6 +119,8 @@ pub struct Subscription {
     paging: bool,
     /// Streamed model text, when the subscriber follows it ([`Subscription::with_tokens`]).
     tokens: Option<broadcast::Receiver<Arc<TokenChunk>>>,
+    /// The pieces the calls streaming when it began following sent before: they go first.
+    caught_up: VecDeque<Arc<TokenChunk>>,
     /// The record to return next (`last_seq` is its seq): held while queued text goes first, or
     /// while the store is read to tell whether it is final.
     pending: Option<JournalRecord>,
@@ -152,15 +154,18 @@ impl Subscription {
             write_failed: false,
             paging: true,
             tokens: None,
+            caught_up: VecDeque::new(),
             pending: None,
         }
     }
 
     /// Also follow the text of the task's streamed model calls as this engine generates it: read
     /// with [`next_followed`](Self::next_followed). Each piece comes before the journal record
-    /// that follows it was committed.
+    /// that follows it was committed. A call streaming already gives the pieces it sent so far
+    /// first, so a subscriber that comes in mid-call misses none of them.
     pub fn with_tokens(mut self) -> Self {
-        self.tokens = Some(self.engine.inner.live.tokens(&self.task_id).subscribe());
+        let (caught_up, rx) = self.engine.inner.live.tokens(&self.task_id).subscribe();
+        (self.caught_up, self.tokens) = (caught_up, Some(rx));
         self
     }
 
@@ -234,6 +239,9 @@ impl Subscription {
     /// A piece of streamed text already queued, if the subscriber follows them (lagged pieces are
     /// skipped).
     fn queued_tokens(&mut self) -> Option<Arc<TokenChunk>> {
+        if let Some(chunk) = self.caught_up.pop_front() {
+            return Some(chunk);
+        }
         let tokens = self.tokens.as_mut()?;
         loop {
             match tokens.try_recv() {
@@ -384,6 +392,9 @@ impl Subscription {
     /// answer's journaled artifact never comes before the text it replaces). A subscriber that
     /// lagged on text skips what it missed.
     async fn recv_live(&mut self) -> Live {
+        if let Some(chunk) = self.caught_up.pop_front() {
+            return Live::Tokens(chunk);
+        }
         loop {
             let Some(tokens) = self.tokens.as_mut() else {
                 return Live::Published(self.rx.recv().await);

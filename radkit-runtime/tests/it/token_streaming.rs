@@ -538,3 +538,43 @@ async fn pieces_queued_by_a_late_reader_come_before_the_artifact_read_from_the_s
     );
     assert_eq!(seen.artifact_text(), "Old pond");
 }
+
+#[test(multi_thread)]
+async fn a_subscriber_that_comes_in_mid_call_gets_the_pieces_sent_so_far_first() {
+    let store = MemoryStore::new();
+    let model = Writer::new(vec![Attempt::HangsAfter(vec!["Old ", "pond, "])]);
+    let engine = engine(&store, &model, false).start().await.unwrap();
+    let task = engine
+        .send(radkit_runtime::engine::Request::operator(
+            Message::user_text("a haiku"),
+        ))
+        .await
+        .unwrap();
+    model.go.add_permits(1);
+    // The call has sent its pieces before anyone follows the task (as when a stream's send starts
+    // the task and the model answers at once, or a client resubscribes mid-call).
+    within(PATIENCE, "the pieces to be sent", model.streamed.acquire())
+        .await
+        .unwrap()
+        .forget();
+    let mut sub = engine
+        .subscribe(&Caller::Operator, &task)
+        .await
+        .unwrap()
+        .with_tokens();
+    let mut seen = Seen::default();
+    within(PATIENCE, "the pieces sent so far", async {
+        while seen.live.iter().filter(|l| **l).count() < 2 {
+            let item = sub.next_followed().await.expect("the task goes on");
+            seen.push(&sub, item.unwrap());
+        }
+    })
+    .await;
+    assert_eq!(
+        seen.live_texts(),
+        ["Old ", "pond, "],
+        "each piece once, in order"
+    );
+    assert_eq!(seen.artifact_text(), "Old pond, ");
+    engine.halt();
+}
