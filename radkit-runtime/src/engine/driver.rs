@@ -316,7 +316,13 @@ impl Inner {
         message: Option<Message>,
     ) -> Stop {
         rules::end(&mut run.lock(), state, message);
-        tracing::info!(task = %run.task_id, state = state.as_str(), "task finished");
+        // One line per task at the default level only when it failed: a server under load does
+        // not log every task it completes.
+        if state == TaskState::Failed {
+            tracing::info!(task = %run.task_id, state = state.as_str(), "task finished");
+        } else {
+            tracing::debug!(task = %run.task_id, state = state.as_str(), "task finished");
+        }
         match run.flush().await {
             Ok(()) => Stop::Idle,
             Err(_) => Stop::Halted,

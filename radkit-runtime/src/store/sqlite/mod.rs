@@ -34,11 +34,18 @@ pub enum Durability {
 /// Most appends committed in one transaction.
 const MAX_BATCH: usize = 1024;
 
+/// Most reads at once, each on a pooled connection of its own: a read beyond them waits for one
+/// to finish instead of opening (and preparing statements on) a connection it then drops — which
+/// was most of the process's CPU with a thousand tasks reading at once.
+const READERS: usize = 8;
+
 type Reply = oneshot::Sender<Result<(), StoreError>>;
 
 struct Shared {
     writer: Mutex<mpsc::Sender<(Encoded, Reply)>>,
     readers: Mutex<Vec<Connection>>,
+    /// A permit per read in flight ([`READERS`]): the pool never needs more connections.
+    read_permits: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
     commits: super::Commits,
 }
@@ -82,6 +89,7 @@ impl SqliteStore {
         let shared = Arc::new(Shared {
             writer: Mutex::new(tx),
             readers: Mutex::new(Vec::new()),
+            read_permits: Arc::new(tokio::sync::Semaphore::new(READERS)),
             path: path.clone(),
             commits: super::Commits::default(),
         });
@@ -108,13 +116,22 @@ impl SqliteStore {
         &self.shared.path
     }
 
-    /// Run `f` on a pooled read connection on the blocking pool.
+    /// Run `f` on a pooled read connection on the blocking pool, once one of the [`READERS`] is
+    /// free.
     async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let shared = self.shared.clone();
+        let permit = shared
+            .read_permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| StoreError::backend("sqlite read permits", e))?;
         tokio::task::spawn_blocking(move || {
+            // Held until the read is done, also when its caller stopped waiting for it.
+            let _permit = permit;
             let pooled = shared
                 .readers
                 .lock()
@@ -130,7 +147,7 @@ impl SqliteStore {
             };
             let result = f(&conn);
             let mut pool = shared.readers.lock().unwrap_or_else(|p| p.into_inner());
-            if pool.len() < 8 {
+            if pool.len() < READERS {
                 pool.push(conn);
             }
             result
@@ -412,6 +429,39 @@ mod tests {
             plan.contains("USING COVERING INDEX journal_checkpoints"),
             "{plan}"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_beyond_the_pool_wait_for_a_connection_instead_of_opening_one() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("reads.sqlite"), Durability::Full).unwrap();
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let reads = (0..64).map(|_| {
+            let (store, now, most) = (store.clone(), now.clone(), most.clone());
+            tokio::spawn(async move {
+                store
+                    .read(move |conn| {
+                        let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(at_once, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        let one: i64 = conn.query_row("SELECT 1", [], |r| r.get(0))?;
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        Ok(one)
+                    })
+                    .await
+            })
+        });
+        for read in futures::future::join_all(reads).await {
+            assert_eq!(read.unwrap().unwrap(), 1);
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!(
+            most <= READERS,
+            "{most} reads ran at once, on as many connections"
+        );
+        let pooled = store.shared.readers.lock().unwrap().len();
+        assert!(pooled <= READERS, "{pooled} connections kept");
     }
 
     #[tokio::test]
