@@ -1000,6 +1000,7 @@ impl Engine {
             .store
             .list(TaskQuery {
                 non_terminal: true,
+                skip_idle_input: true,
                 ..TaskQuery::default()
             })
             .await?;

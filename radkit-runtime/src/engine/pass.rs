@@ -390,6 +390,7 @@ impl Passes {
             .store
             .list(TaskQuery {
                 non_terminal: true,
+                skip_idle_input: true,
                 ..TaskQuery::default()
             })
             .await?;

@@ -198,6 +198,47 @@ pub async fn round_trip(store: &dyn Store) {
         !listed(store.list(waiting).await.expect("list")),
         "no longer waiting"
     );
+    // A task waiting for input with no timer is left out when asked (`skip_idle_input`); one
+    // whose question has a deadline is not.
+    let idle = TaskQuery {
+        non_terminal: true,
+        skip_idle_input: true,
+        ..TaskQuery::default()
+    };
+    let mut ask = Append::new(
+        &id,
+        row.last_seq + 1,
+        vec![Entry::StatusChanged {
+            state: TaskState::InputRequired,
+        }],
+    );
+    ask.state = Some(TaskState::InputRequired);
+    store.append(ask).await.expect("ask");
+    assert!(
+        !listed(store.list(idle.clone()).await.expect("list")),
+        "a question without a deadline is skipped"
+    );
+    let all = TaskQuery {
+        non_terminal: true,
+        ..TaskQuery::default()
+    };
+    assert!(
+        listed(store.list(all).await.expect("list")),
+        "and listed without the filter"
+    );
+    let mut deadline = Append::new(
+        &id,
+        row.last_seq + 2,
+        vec![Entry::StatusChanged {
+            state: TaskState::InputRequired,
+        }],
+    );
+    deadline.wake_at_ms = Some(Some(99));
+    store.append(deadline).await.expect("deadline");
+    assert!(
+        listed(store.list(idle).await.expect("list")),
+        "a question with a deadline is listed"
+    );
     assert!(store.task("no-such-task").await.expect("task").is_none());
     assert!(store
         .journal("no-such-task", 0)

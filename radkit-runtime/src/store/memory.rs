@@ -130,6 +130,9 @@ fn matches(row: &TaskRecord, query: &TaskQuery) -> bool {
             .wake_due_ms
             .is_none_or(|t| row.wake_at_ms.is_some_and(|w| w <= t))
         && (!query.waits_on_call || row.waits_on_call)
+        && !(query.skip_idle_input
+            && row.state == crate::model::TaskState::InputRequired
+            && row.wake_at_ms.is_none())
         && query
             .id_prefix
             .as_ref()

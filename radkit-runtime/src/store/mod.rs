@@ -141,6 +141,10 @@ pub struct TaskQuery {
     pub wake_due_ms: Option<i64>,
     /// Only tasks that wait on a call ([`TaskRecord::waits_on_call`]).
     pub waits_on_call: bool,
+    /// Leave out tasks waiting for input with no timer: nothing runs for them until a reply comes,
+    /// so a restart need not read them (`Engine::recover`, a sweep). The store skips them before it
+    /// reads anything else of their rows.
+    pub skip_idle_input: bool,
     /// Only tasks whose id starts with this prefix: compared character by character, case-sensitive,
     /// with no wildcards (`%`, `_` and `\` are plain characters); `Some("")` matches every task.
     /// Stores answer it with an index range over the ids, so a prefix is as cheap as an exact id.

@@ -452,6 +452,12 @@ impl Store for PostgresStore {
             // `radkit_tasks_waiting_on_calls` (migration 11).
             sql.push_str(" AND waits_on_call");
         }
+        if query.skip_idle_input {
+            sql.push_str(&format!(
+                " AND NOT (state = '{}' AND wake_at_ms IS NULL)",
+                TaskState::InputRequired.as_str()
+            ));
+        }
         if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
             if prefix.contains('\0') {
                 // Postgres text cannot hold NUL, so no id has this prefix (and it cannot be sent).

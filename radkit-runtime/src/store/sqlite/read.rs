@@ -289,6 +289,12 @@ pub(super) fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value
     if query.waits_on_call {
         sql.push_str(" AND waits_on_call = 1");
     }
+    if query.skip_idle_input {
+        sql.push_str(&format!(
+            " AND NOT (state = '{}' AND wake_at_ms IS NULL)",
+            TaskState::InputRequired.as_str()
+        ));
+    }
     // A range of the `id` index (BINARY collation: UTF-8 byte order), not `LIKE`, which is
     // case-insensitive here and would need `%` and `_` escaped.
     if let Some(prefix) = query.id_prefix.as_deref().filter(|p| !p.is_empty()) {
