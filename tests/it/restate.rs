@@ -850,6 +850,19 @@ async fn until_tasks_of(
     }
 }
 
+/// Send `1500` to `elder` (its child naps 1.5 s), kill and restart `restate-server` while the
+/// parent waits on its call's recheck, and return the task once it completed.
+async fn elder_through_a_restate_kill(s: &mut Setup) -> (TaskId, radkit::model::Task) {
+    let task = s.send("1500", "elder", None).await;
+    // The child's workflow was started; the parent rests on its recheck.
+    s.until_a_call_waits(&task).await;
+    s.restate.kill();
+    s.restate.restart().await;
+    let done = s.settled(&task).await;
+    assert_eq!(done.status.state, TaskState::Completed, "{:?}", done.status);
+    (task, done)
+}
+
 /// The callee task a journal's `call_started` names.
 fn callee_of(journal: &[JournalRecord]) -> String {
     journal
@@ -865,13 +878,7 @@ fn callee_of(journal: &[JournalRecord]) -> String {
 async fn a_child_skill_on_restate_runs_as_a_workflow_of_its_own_once_with_restate_killed_while_the_parent_waits(
 ) {
     let mut s = Setup::start(None).await;
-    let task = s.send("1500", "elder", None).await;
-    // The child's workflow was started; the parent rests on its recheck.
-    s.until_a_call_waits(&task).await;
-    s.restate.kill();
-    s.restate.restart().await;
-    let done = s.settled(&task).await;
-    assert_eq!(done.status.state, TaskState::Completed, "{:?}", done.status);
+    let (task, done) = elder_through_a_restate_kill(&mut s).await;
     let text = format!("{done:?}");
     assert!(text.contains("elder got: rested 1500"), "{text}");
     let journal = s.journal(&task).await;
@@ -913,12 +920,7 @@ async fn a_parent_canceled_on_restate_cancels_its_child_skills_workflow() {
 async fn a_workflow_asks_the_hooks_about_each_visit_and_once_about_each_command_with_restate_killed(
 ) {
     let mut s = Setup::start_full(None, None, true).await;
-    let task = s.send("1500", "elder", None).await;
-    s.until_a_call_waits(&task).await;
-    s.restate.kill();
-    s.restate.restart().await;
-    let done = s.settled(&task).await;
-    assert_eq!(done.status.state, TaskState::Completed, "{:?}", done.status);
+    elder_through_a_restate_kill(&mut s).await;
     let log = std::fs::read_to_string(s.world().join("hooks.log")).unwrap();
     let lines: Vec<&str> = log.lines().collect();
     let count = |line: &str| lines.iter().filter(|l| **l == line).count();

@@ -234,10 +234,7 @@ pub(crate) async fn step(
     };
     let limit = Limit::of_kind(&effect.cmd.kind);
     let rechecks = effect.call.as_ref().map_or(0, |c| c.rechecks);
-    let recheck = || {
-        let after = recheck_after(first_recheck, rechecks);
-        limit.cap(now_ms().saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX)))
-    };
+    let recheck = || recheck_at(&limit, first_recheck, rechecks);
     let (started, task) = match &effect.call {
         Some(progress) => match callee.get(&progress.callee_task).await {
             Ok(task) => (None, Some(task)),
@@ -308,13 +305,17 @@ pub(crate) async fn step(
     }
 }
 
-/// When a call started now asks its callee first: after `first_recheck`, within the call's limit
-/// (its deadline, if it has one).
+/// When a call that was asked `rechecks` times already asks its callee next: after `first_recheck`
+/// doubled as often, within the call's `limit` (its deadline, if it has one).
+fn recheck_at(limit: &Limit, first_recheck: Duration, rechecks: u32) -> i64 {
+    let after = recheck_after(first_recheck, rechecks);
+    limit.cap(now_ms().saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX)))
+}
+
+/// When a call started now asks its callee first (a Restate workflow starts a child itself).
 #[cfg(feature = "restate")]
 pub(crate) fn first_recheck_at(kind: &CmdKind, first_recheck: Duration) -> i64 {
-    let after = recheck_after(first_recheck, 0);
-    Limit::of_kind(kind)
-        .cap(now_ms().saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX)))
+    recheck_at(&Limit::of_kind(kind), first_recheck, 0)
 }
 
 /// Cancel the callees of `calls` (a task's open calls, each with its callee's task when journaled)
