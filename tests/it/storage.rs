@@ -192,3 +192,123 @@ async fn a_full_disk_answers_storage_unavailable_at_once_and_the_task_resumes_wh
     server.abort();
     engine.halt();
 }
+
+/// The race a blocking send can lose on a busy machine: the task's run stops on a failed append
+/// before the send's wait begins. Whoever begins following the task after that is told the store
+/// is unavailable at once (not left waiting for a write that cannot happen: the reload reissues a
+/// tool that never returns here), and once an append succeeds again the task is followed as ever.
+#[test(multi_thread)]
+async fn a_subscriber_that_begins_after_a_failed_append_is_told_at_once_and_followed_once_writes_work(
+) {
+    use radkit::engine::{Caller, EngineError, Request};
+    use radkit::model::Message;
+
+    let store = FillableStore::default();
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let wait = {
+        let (release, started) = (release.clone(), started.clone());
+        FnTool::new(EffectPolicy::Idempotent, move |_, _| {
+            let (release, started) = (release.clone(), started.clone());
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                release.acquire().await.expect("open").forget();
+                Ok(json!("released"))
+            }
+        })
+    };
+    let engine = Engine::builder(store.clone())
+        .without_registered_skills()
+        .skill(Waits)
+        .effects(Effects::new().tool("wait", wait))
+        .start()
+        .await
+        .unwrap();
+    let task = engine
+        .send(Request::operator(Message::user_text("go")))
+        .await
+        .unwrap();
+    // A subscriber from the start hears the run stop: that is when the later ones begin.
+    let mut early = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    // The tool runs (its command is journaled): the append that fails is its receipt's, and the
+    // reload that follows reissues the tool, which waits, appending nothing.
+    tokio::time::timeout(PATIENCE, async {
+        while started.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the tool starts");
+    store.full.store(true, Ordering::SeqCst);
+    release.add_permits(1);
+    let heard = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match early.next().await {
+                Some(Ok(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the early subscriber hears of the failed append");
+    assert!(
+        matches!(heard, Some(Err(EngineError::StorageUnavailable { .. }))),
+        "{heard:?}"
+    );
+
+    // Begun after the run stopped: the records the store has, then the same error, at once.
+    let mut late = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+    let told = tokio::time::timeout(PATIENCE, async {
+        let mut records = 0;
+        loop {
+            match late.next().await {
+                Some(Ok(_)) => records += 1,
+                other => return (records, other),
+            }
+        }
+    })
+    .await
+    .expect("a late subscriber is told, not left waiting");
+    assert!(told.0 > 0, "the committed records come first");
+    assert!(
+        matches!(told.1, Some(Err(EngineError::StorageUnavailable { .. }))),
+        "{:?}",
+        told.1
+    );
+    let settled = tokio::time::timeout(PATIENCE, engine.wait_settled(&Caller::Operator, &task))
+        .await
+        .expect("a blocking wait begun late returns");
+    assert!(
+        matches!(settled, Err(EngineError::StorageUnavailable { .. })),
+        "{settled:?}"
+    );
+
+    // Writes work again and the reloaded run's tool returns: its receipt is appended, and a
+    // subscriber follows the task to its end.
+    store.full.store(false, Ordering::SeqCst);
+    release.add_permits(1);
+    let ended = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
+            let mut last = None;
+            while let Some(update) = sub.next().await {
+                match update {
+                    Ok(update) => last = Some(update),
+                    // Still before the reloaded run's first append: follow again.
+                    Err(EngineError::StorageUnavailable { .. }) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            if let Some(update) = last.filter(|u| u.is_final) {
+                return update;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the task completes once the store accepts writes");
+    assert!(ended.is_final);
+    let task = engine.task(&Caller::Operator, &task, None).await.unwrap();
+    assert_eq!(task.status.state, radkit::model::TaskState::Completed);
+    engine.halt();
+}

@@ -327,11 +327,7 @@ impl Engine {
         );
         run.create = Mutex::new(Some(record));
         run.mode = mode;
-        run.fold_check = self.inner.fold_check(skill.as_ref());
-        run.push_watch = Some(self.inner.push_watch());
-        run.changes = Some(self.inner.changes.clone());
-        run.metrics = self.inner.metrics.clone();
-        run.effect_slots = run::effect_slots(self.inner.config.max_parallel_effects);
+        self.inner.equip(&mut run, skill.as_ref());
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
         let drive_here = !self.inner.shared() || self.inner.has_room();
@@ -885,6 +881,9 @@ impl Engine {
     ) -> Result<Subscription, EngineError> {
         let record = self.visible(caller, task_id).await?;
         let rx = self.inner.live.subscribe(task_id);
+        // Read after subscribing (a run marks its task before it tells its subscribers): a run
+        // that stopped on a failed append before this subscription began is known either way.
+        let stalled = self.inner.stalled.is_stalled(task_id);
         let backlog = self
             .inner
             .store
@@ -897,7 +896,8 @@ impl Engine {
             backlog,
             rx,
             after_seq,
-        ))
+        )
+        .stalled(stalled))
     }
 
     /// Wait until the task is input-required or finished, and return it.

@@ -574,6 +574,7 @@ impl EngineBuilder {
             changes: Default::default(),
             leases: Default::default(),
             reloads: Default::default(),
+            stalled: Default::default(),
             divergences: Arc::default(),
             pusher,
             agents,

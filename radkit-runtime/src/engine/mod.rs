@@ -28,6 +28,7 @@ mod replay;
 mod request;
 mod run;
 mod runner;
+mod stalled;
 mod subscription;
 
 use std::collections::HashMap;
@@ -80,6 +81,8 @@ pub(crate) struct Inner {
     leases: cluster::LeaseState,
     /// What reloads after failed appends remember (single-engine stores).
     reloads: runner::Reloads,
+    /// The tasks whose last run stopped on a failed append (single-engine stores).
+    stalled: Arc<stalled::Stalled>,
     /// Differences between live and stored folds (`EngineConfig::check_fold`).
     divergences: Arc<Mutex<Vec<String>>>,
     /// The push-notification sender (`push`).
@@ -172,6 +175,19 @@ impl Inner {
             initial: skill.initial_state().unwrap_or_default(),
             divergences: self.divergences.clone(),
         })
+    }
+
+    /// What every run of this engine is given: the fold check of its `skill`, the engine's push
+    /// watch, changes, stalled mark, counters and bound on parallel effects.
+    fn equip(&self, run: &mut TaskRun, skill: &dyn ErasedSkill) {
+        run.fold_check = self.fold_check(skill);
+        run.push_watch = Some(self.push_watch());
+        run.changes = Some(self.changes.clone());
+        // On a shared store another engine may take the task on and write what this one could
+        // not: nothing here would clear the mark.
+        run.stalled = (!self.shared()).then(|| self.stalled.clone());
+        run.metrics = self.metrics.clone();
+        run.effect_slots = run::effect_slots(self.config.max_parallel_effects);
     }
 
     pub(crate) fn halt(&self) {

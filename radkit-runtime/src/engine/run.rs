@@ -331,6 +331,8 @@ pub(crate) struct TaskRun {
     pub push_watch: Option<Arc<super::push::Watch>>,
     /// Told of every commit, for the readers of the engine's changed tasks.
     pub changes: Option<Arc<super::changes::Changes>>,
+    /// Marked when an append of this run fails, cleared when one succeeds (single-engine stores).
+    pub stalled: Option<Arc<super::stalled::Stalled>>,
     /// Effects of this task in flight at once (parallel calls of one step): each attempt holds a
     /// permit (`EngineConfig::max_parallel_effects`).
     pub effect_slots: tokio::sync::Semaphore,
@@ -384,6 +386,7 @@ impl TaskRun {
             fold_check: None,
             push_watch: None,
             changes: None,
+            stalled: None,
             effect_slots: effect_slots(super::builder::DEFAULT_MAX_PARALLEL_EFFECTS),
             metrics: Default::default(),
         }
@@ -530,7 +533,12 @@ impl TaskRun {
             }
         };
         match appended {
-            Ok(()) => self.metrics.receipts_committed(&receipts_at),
+            Ok(()) => {
+                self.metrics.receipts_committed(&receipts_at);
+                if let Some(stalled) = &self.stalled {
+                    stalled.clear(&self.task_id);
+                }
+            }
             Err(e @ StoreError::Fenced { .. }) => {
                 self.metrics.fenced();
                 self.lose_lease();
@@ -539,6 +547,9 @@ impl TaskRun {
             Err(e) => {
                 if !self.write_failed.swap(true, Ordering::SeqCst) {
                     tracing::warn!(task = %self.task_id, error = %e, first_seq, "journal append failed; this run stops and the task is reloaded from the store");
+                    if let Some(stalled) = &self.stalled {
+                        stalled.stall(&self.task_id);
+                    }
                     // Whoever waits on the task (a stream, a blocking send) is told now, not left
                     // waiting for a run that stopped.
                     let _ = self.tx.send(Arc::new(Published::WriteFailed));

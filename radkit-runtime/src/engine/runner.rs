@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::cluster::Ownership;
 use super::replay::{replay, Wait};
-use super::run::{self, TaskRun};
+use super::run::TaskRun;
 use super::{EngineError, Inner};
 use crate::flow::Event;
 use crate::journal::{now_ms, Entry};
@@ -157,11 +157,7 @@ impl Inner {
         );
         run.mode = replayed.header.permission_mode;
         run.fence = fence;
-        run.fold_check = self.fold_check(skill.as_ref());
-        run.push_watch = Some(self.push_watch());
-        run.changes = Some(self.changes.clone());
-        run.metrics = self.metrics.clone();
-        run.effect_slots = run::effect_slots(self.config.max_parallel_effects);
+        self.equip(&mut run, skill.as_ref());
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
 
@@ -295,6 +291,7 @@ impl Inner {
                 engine.reload_after_failed_write(task_id);
             } else {
                 engine.reloads.succeeded(&task_id);
+                engine.stalled.clear(&task_id);
             }
         }));
     }

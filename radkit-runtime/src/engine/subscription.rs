@@ -159,6 +159,13 @@ impl Subscription {
         }
     }
 
+    /// The task's last run here stopped on a failed append that nothing has written since: once
+    /// the store's records are read, the subscriber is told the store is unavailable.
+    pub(super) fn stalled(mut self, stalled: bool) -> Self {
+        self.write_failed |= stalled;
+        self
+    }
+
     /// Also follow the text of the task's streamed model calls as this engine generates it: read
     /// with [`next_followed`](Self::next_followed). Each piece comes before the journal record
     /// that follows it was committed. A call streaming already gives the pieces it sent so far
@@ -306,13 +313,14 @@ impl Subscription {
                     self.backlog = records.into();
                     continue;
                 }
-                None if self.write_failed => return Err(self.storage_unavailable()),
-                // The store may hold more than one page: read it before following live records.
+                // The store may hold more than one page: read it before following live records
+                // (or saying the task's run stopped: what was committed is read all the same).
                 None if self.paging => {
                     let page = self.unseen().await?;
                     self.backlog.extend(page);
                     continue;
                 }
+                None if self.write_failed => return Err(self.storage_unavailable()),
                 None => {}
             }
             // Serverless mode: nothing runs between requests, so what the journal holds is all
