@@ -45,6 +45,29 @@ fn string(expr: &Expr) -> syn::Result<LitStr> {
     }
 }
 
+// A version: a number (`version = 2`: versions of one skill served side by side are ordered by
+// it) or a string (`version = "2024-06"`), recorded with every task as its text.
+fn version(expr: &Expr) -> syn::Result<LitStr> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(n), ..
+        }) => match n.base10_parse::<u64>() {
+            Ok(v) if n.suffix().is_empty() => Ok(LitStr::new(&v.to_string(), n.span())),
+            _ => Err(syn::Error::new_spanned(
+                n,
+                "expected a version number without a suffix, such as `version = 2`",
+            )),
+        },
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Ok(s.clone()),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "expected a version number (`version = 2`) or a string literal (`version = \"2024-06\"`)",
+        )),
+    }
+}
+
 fn strings(expr: &Expr) -> syn::Result<Vec<LitStr>> {
     match expr {
         Expr::Array(ExprArray { elems, .. }) => elems.iter().map(string).collect(),
@@ -115,7 +138,7 @@ impl SkillAttrs {
                     }
                     "name" => attrs.name = Some(string(&nv.value)?),
                     "description" => attrs.description = Some(string(&nv.value)?),
-                    "version" => attrs.version = Some(string(&nv.value)?),
+                    "version" => attrs.version = Some(version(&nv.value)?),
                     "tags" => attrs.tags = strings(&nv.value)?,
                     "examples" => attrs.examples = strings(&nv.value)?,
                     "input_modes" => attrs.input_modes = strings(&nv.value)?,

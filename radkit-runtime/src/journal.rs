@@ -6,6 +6,18 @@ use serde::{Deserialize, Serialize};
 use crate::flow::{Cmd, EffectError, Event, InvocationId, PermissionMode, Receipt};
 use crate::model::{Artifact, Message, TaskState};
 
+pub use crate::flow::StepShapes;
+
+/// The version a task runs on after a move ([`Entry::Migrated`]), as a checkpoint carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunsOn {
+    /// The skill version.
+    pub version: String,
+    /// Its steps' shapes.
+    #[serde(default, skip_serializing_if = "StepShapes::is_empty")]
+    pub steps: StepShapes,
+}
+
 /// One journal entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -24,6 +36,20 @@ pub enum Entry {
         /// The task's permission mode.
         #[serde(default)]
         permission_mode: PermissionMode,
+        /// The shapes of the version's steps (empty in journals written before they were
+        /// journaled, and for skills without a step graph).
+        #[serde(default, skip_serializing_if = "StepShapes::is_empty")]
+        steps: StepShapes,
+    },
+    /// The task, at rest, moved to another version of its skill: what follows runs on `to`.
+    Migrated {
+        /// The version it ran on.
+        from: String,
+        /// The version it runs on now.
+        to: String,
+        /// The shapes of `to`'s steps.
+        #[serde(default, skip_serializing_if = "StepShapes::is_empty")]
+        steps: StepShapes,
     },
     /// A user message arrived (part of the history).
     MessageReceived {
@@ -164,6 +190,10 @@ pub enum Entry {
         status: TaskState,
         /// `Compensate` commands with successful receipts, in issue order (what a cancel undoes).
         compensable: Vec<Compensable>,
+        /// The version the task runs on, when it moved since it was created (the `migrated`
+        /// entries before a checkpoint are not read again).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        runs_on: Option<RunsOn>,
     },
     /// A call to another agent or to a child skill was accepted: the task it created (journaled as
     /// soon as the callee answers, so a crash never starts a second one: the call resumes by this id).
@@ -194,6 +224,7 @@ impl Entry {
     pub fn kind_name(&self) -> &'static str {
         match self {
             Entry::TaskCreated { .. } => "task_created",
+            Entry::Migrated { .. } => "migrated",
             Entry::MessageReceived { .. } => "message_received",
             Entry::Activated { .. } => "activated",
             Entry::CommandIssued { .. } => "command_issued",

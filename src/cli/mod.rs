@@ -180,7 +180,7 @@ impl App {
                 Command::Worker(args) => worker::run(&self, args).await,
                 Command::Bench(args) => bench::run(args).await,
                 Command::Graph(args) => graph::run(&self, args).await,
-                Command::Tasks(args) => tasks::run(args).await,
+                Command::Tasks(args) => tasks::run(&self, args).await,
                 Command::Pass(args) => pass::run(&self, args).await,
                 Command::Executor(args) => executor::run(&self, args).await,
                 #[cfg(feature = "lambda")]

@@ -121,6 +121,12 @@ pub struct Args {
     /// Trace export (`--otlp-endpoint`, with the `otel` feature).
     #[command(flatten)]
     pub telemetry: crate::cli::telemetry::TraceArgs,
+    /// Start even though unfinished tasks in the SQLite file run on a skill version this binary
+    /// does not serve and cannot move to the one it serves (refused by default, listing them; they
+    /// stay in the store, refused until a binary that can run them starts). Not checked on
+    /// Postgres, where workers of other versions may serve them during a rolling deploy.
+    #[arg(long, env = "RADKIT_ALLOW_STRANDED")]
+    pub allow_stranded: bool,
 }
 
 impl Args {
@@ -362,7 +368,11 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
         other => {
             let store = open_sqlite(other, &args.data_dir, &args.durability)?;
             let path = store.path().display().to_string();
-            (app.builder(std::sync::Arc::new(store)), path)
+            let builder = app.builder(std::sync::Arc::new(store));
+            match args.allow_stranded {
+                true => (builder, path),
+                false => (builder.refuse_stranded(), path),
+            }
         }
     };
     let builder = match &args.default_skill {

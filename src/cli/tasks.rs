@@ -1,5 +1,6 @@
-//! `radkit tasks list|show <id>`: the tasks in a store (a SQLite file or a Postgres database), and one
-//! task's journal as a timeline.
+//! `radkit tasks list|show <id>|versions|migrate`: the tasks in a store (a SQLite file or a Postgres
+//! database), one task's journal as a timeline, the unfinished tasks per skill version, and moving a
+//! skill's tasks at rest to a version this program serves.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -37,6 +38,22 @@ enum Command {
         /// Task id, or any prefix of it that names one task.
         id: String,
     },
+    /// The unfinished tasks per skill, version, state and what they wait on, and whether this
+    /// program serves the version.
+    Versions,
+    /// Move a skill's unfinished tasks to a version this program serves: each at rest whose step
+    /// has the same shape there and whose state decodes there; every other one stays, with why.
+    Migrate {
+        /// The skill.
+        #[arg(long)]
+        skill: String,
+        /// The version to move to (default: the newest this program serves).
+        #[arg(long)]
+        to: Option<String>,
+        /// Say which tasks would move and why the others would not; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 fn time(ms: i64) -> String {
@@ -71,6 +88,7 @@ pub fn describe(record: &JournalRecord) -> String {
                     .unwrap_or_default()
             )
         }
+        Entry::Migrated { from, to, .. } => format!("moved from version {from} to version {to}"),
         Entry::MessageReceived { message } => format!("user: {}", short(&message.joined_texts())),
         Entry::MessageQueued { message, interrupt } => format!(
             "user, while working ({}): {}",
@@ -197,7 +215,7 @@ async fn find(
 }
 
 /// Run `tasks`.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
     let (store, location): (Arc<dyn Store>, String) = match args.store.as_deref() {
         #[cfg(feature = "postgres")]
         Some(url) if crate::cli::is_postgres(url) => (
@@ -228,12 +246,79 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let journal = store.journal(&task.id, 0).await?;
             print_show(&mut out, &task, &journal)
         }
+        // The engine is built, not started: nothing is recovered or run.
+        Command::Versions => {
+            let engine = app.builder(store).build()?;
+            print_versions(&mut out, &engine.versions().await?)
+        }
+        Command::Migrate { skill, to, dry_run } => {
+            let engine = app.builder(store).build()?;
+            let moves = engine.migrate(&skill, to.as_deref(), dry_run).await?;
+            print_moves(&mut out, &moves, dry_run)
+        }
     };
     match printed.and_then(|()| out.flush()) {
         // The reader went away (`radkit tasks show <id> | head`): that ends the output, not an error.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
     }
+}
+
+fn print_versions(
+    out: &mut impl Write,
+    counts: &[crate::engine::VersionCount],
+) -> std::io::Result<()> {
+    if counts.is_empty() {
+        return writeln!(out, "no unfinished tasks");
+    }
+    writeln!(
+        out,
+        "{:<18}  {:<18}  {:<7}  {:<14}  {:<7}  {:>7}",
+        "skill", "version", "served", "state", "waits", "tasks"
+    )?;
+    for c in counts {
+        writeln!(
+            out,
+            "{:<18}  {:<18}  {:<7}  {:<14}  {:<7}  {:>7}",
+            c.skill_id,
+            c.version,
+            if c.served { "yes" } else { "no" },
+            c.state.as_str(),
+            c.waiting_on,
+            c.tasks
+        )?;
+    }
+    Ok(())
+}
+
+fn print_moves(
+    out: &mut impl Write,
+    moves: &[crate::engine::Move],
+    dry_run: bool,
+) -> std::io::Result<()> {
+    use crate::engine::MoveOutcome;
+    let mut moved = 0;
+    for m in moves {
+        let what = match &m.outcome {
+            MoveOutcome::Moved => {
+                moved += 1;
+                "moved".to_owned()
+            }
+            MoveOutcome::WouldMove => {
+                moved += 1;
+                "would move".to_owned()
+            }
+            MoveOutcome::Stays(reason) => format!("stays: {reason}"),
+        };
+        writeln!(out, "{}  {} -> {}  {what}", m.task_id, m.from, m.to)?;
+    }
+    let verb = if dry_run { "would move" } else { "moved" };
+    writeln!(
+        out,
+        "{moved} of {} task(s) {verb}; {} stay",
+        moves.len(),
+        moves.len() - moved
+    )
 }
 
 fn print_list(out: &mut impl Write, tasks: &[crate::store::TaskRecord]) -> std::io::Result<()> {

@@ -41,7 +41,8 @@ impl GreeterV1 {
     }
 }
 
-/// Version 2 of `greeter`, the same id: greets differently.
+/// Version 2 of `greeter`, the same id: its question carries a greeting into `greet`, so a task
+/// waiting before version 1's `greet` (which carries nothing) cannot move to it.
 #[derive(Default)]
 struct GreeterV2;
 
@@ -49,12 +50,20 @@ struct GreeterV2;
 impl GreeterV2 {
     #[step(start)]
     async fn ask(&self, _: Content) -> StepResult {
-        await_input!(slot = "name", message = "Your name, please?")
+        let greeting = "Hi".to_owned();
+        await_input!(
+            slot = "name",
+            message = "Your name, please?",
+            carry = greeting
+        )
     }
 
     #[step(resume_from = "ask")]
-    async fn greet(&self, ctx: &StepCtx, reply: Content) -> StepResult {
-        ctx.complete(format!("Hi, {}.", reply.joined_texts().trim()), vec![])
+    async fn greet(&self, ctx: &StepCtx, greeting: String, reply: Content) -> StepResult {
+        ctx.complete(
+            format!("{greeting}, {}.", reply.joined_texts().trim()),
+            vec![],
+        )
     }
 }
 
@@ -951,11 +960,14 @@ async fn a_task_of_another_skill_version_is_refused_with_unsupported_operation_a
         .unwrap();
     drop(v1);
 
-    // Version 2 of the same skill id refuses to continue it, over every path that would.
+    // Version 2 of the same skill id, whose `greet` changed its shape, refuses to continue it,
+    // over every path that would.
     let v2 = greeter_agent(&path, 2).await;
     let refusal = format!(
-        "task {task} was created by version 1 of skill `greeter`, but this agent runs version 2; \
-         finish or migrate it with the old version"
+        "task {task} runs on version 1 of skill `greeter`, which this agent does not serve, and \
+         cannot move to version 2: step `greet` changed its shape (its payload type, or whether it \
+         answers a question) between version 1 and version 2; serve version 1 beside version 2 \
+         (`version = N` on each), or let a binary that has it finish the task"
     );
     for method in ["message/send", "message/stream"] {
         let envelope = call(

@@ -232,3 +232,88 @@ async fn tasks_show_into_a_reader_that_stops_early_ends_quietly() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(stderr.is_empty(), "{stderr}");
 }
+
+/// `radkit tasks versions` counts the unfinished tasks per skill version; `radkit serve` refuses to
+/// start while a task needs a version the binary lacks and cannot move, naming it; `radkit tasks
+/// migrate` says why it stays.
+#[test]
+async fn tasks_versions_lists_a_stranded_version_and_serve_refuses_to_start_on_it() {
+    use radkit::journal::Entry;
+    use radkit::store::{Append, Store};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("radkit.sqlite");
+    let (id, next_seq) = {
+        let store = SqliteStore::open(&path, Durability::Full).unwrap();
+        let engine = demo::engine(radkit::engine::Engine::builder(store))
+            .start()
+            .await
+            .unwrap();
+        let id = engine
+            .send(Request::operator(Message::user_text("Durable agents")))
+            .await
+            .unwrap();
+        let task = engine.wait_settled(&Caller::Operator, &id).await.unwrap();
+        assert_eq!(task.status.state, TaskState::InputRequired);
+        engine.halt();
+        let row = engine.store().task(&id).await.unwrap().unwrap();
+        (id, row.last_seq + 1)
+    };
+    // The task moved to a version no binary has, whose steps' shapes nobody knows.
+    let store = SqliteStore::open(&path, Durability::Full).unwrap();
+    let current = store.task(&id).await.unwrap().unwrap().skill_version;
+    let mut append = Append::new(
+        id.to_string(),
+        next_seq,
+        vec![Entry::Migrated {
+            from: current,
+            to: "retired".into(),
+            steps: Default::default(),
+        }],
+    );
+    append.at_ms = radkit::journal::now_ms();
+    store.append(append).await.unwrap();
+    drop(store);
+
+    let radkit = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_radkit"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let versions = radkit(&["tasks", "versions"]);
+    let text = String::from_utf8_lossy(&versions.stdout);
+    assert!(versions.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("retired"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("research_loop_v2") && line.contains(" no ") && line.contains("input"),
+        "{line}"
+    );
+
+    let migrate = radkit(&[
+        "tasks",
+        "migrate",
+        "--skill",
+        "research_loop_v2",
+        "--dry-run",
+    ]);
+    let text = String::from_utf8_lossy(&migrate.stdout);
+    assert!(migrate.status.success(), "{text}");
+    assert!(
+        text.contains(id.as_str()) && text.contains("stays:") && text.contains("0 of 1"),
+        "{text}"
+    );
+
+    let serve = radkit(&["serve", "--addr", "127.0.0.1:0"]);
+    let error = String::from_utf8_lossy(&serve.stderr);
+    assert!(!serve.status.success(), "{error}");
+    assert!(
+        error.contains(id.as_str()) && error.contains("--allow-stranded"),
+        "{error}"
+    );
+}

@@ -67,6 +67,7 @@ mod test_hygiene;
 mod test_macro_flow;
 mod token_streams;
 mod traces;
+mod versions;
 mod while_working_macros;
 
 fn main() -> std::process::ExitCode {

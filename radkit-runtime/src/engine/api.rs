@@ -327,7 +327,7 @@ impl Engine {
         );
         run.create = Mutex::new(Some(record));
         run.mode = mode;
-        self.inner.equip(&mut run, skill.as_ref());
+        self.inner.equip(&mut run, &skill);
         // On a shared store the task is leased to this engine when it has room; otherwise it is
         // created unleased and a worker with room claims it.
         let drive_here = !self.inner.shared() || self.inner.has_room();

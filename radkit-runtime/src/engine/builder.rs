@@ -134,6 +134,8 @@ pub struct EngineBuilder {
     added: Vec<Arc<dyn ErasedSkill>>,
     /// Serve the skills registered with `#[flow_skill]` too.
     registered: bool,
+    /// Refuse to start while unfinished tasks need a skill version this engine does not serve.
+    refuse_stranded: bool,
     /// Serve only these ids (of the registered and the added skills).
     only: Option<Vec<String>>,
     effects: Effects,
@@ -152,6 +154,7 @@ impl EngineBuilder {
             store,
             added: Vec::new(),
             registered: true,
+            refuse_stranded: false,
             only: None,
             effects: Effects::new(),
             config: EngineConfig::default(),
@@ -176,7 +179,9 @@ impl EngineBuilder {
     /// What a host other than the long-running engine needs of this builder: the store, the skills
     /// (as [`skills`](Self::skills) computes them), the effects, the limits and the default skill.
     pub(crate) fn into_parts(self) -> Result<BuilderParts, EngineError> {
-        let skills = self.skills()?;
+        // The other hosts serve each skill's newest version (a task of an older one moves to it
+        // when it can).
+        let skills = super::versions::newest_only(self.skills()?);
         Ok(BuilderParts {
             store: self.store,
             skills,
@@ -215,6 +220,17 @@ impl EngineBuilder {
         self
     }
 
+    /// Make [`start`](Self::start) refuse ([`EngineError::Stranded`], listing them) while unfinished
+    /// tasks run on a skill version this engine does not serve and cannot move to the one it
+    /// serves ([`Engine::stranded`]): a deploy that dropped a version some tasks still need stops
+    /// before it serves anything. `radkit serve` and `radkit worker` ask for it unless told
+    /// `--allow-stranded`. It reads every unfinished task's row (and the journal of each whose
+    /// version is not served) before the engine starts.
+    pub fn refuse_stranded(mut self) -> Self {
+        self.refuse_stranded = true;
+        self
+    }
+
     /// Do not serve the skills registered with `#[flow_skill]`; only those added with
     /// [`EngineBuilder::skill`].
     pub fn without_registered_skills(mut self) -> Self {
@@ -246,17 +262,24 @@ impl EngineBuilder {
                 candidates.push((skill.clone(), SkillOrigin::Added));
             }
         }
-        let mut seen: HashMap<String, SkillOrigin> = HashMap::new();
+        // Each id once, or as versions side by side: each numbered, no number twice.
+        let mut seen: HashMap<String, Vec<(Option<u64>, SkillOrigin)>> = HashMap::new();
         for (skill, origin) in &candidates {
             let info = skill.info();
             crate::registry::check_id(&info.id, &info.name, origin)?;
-            if let Some(first) = seen.insert(skill.info().id.clone(), origin.clone()) {
+            let versions = seen.entry(info.id.clone()).or_default();
+            let number = info.version_number();
+            let clash = versions
+                .iter()
+                .find(|(other, _)| number.is_none() || other.is_none() || *other == number);
+            if let Some((_, first)) = clash {
                 return Err(EngineError::DuplicateSkill(DuplicateSkill {
-                    id: skill.info().id.clone(),
+                    id: info.id.clone(),
                     first: first.to_string(),
                     second: origin.to_string(),
                 }));
             }
+            versions.push((number, origin.clone()));
         }
         if let Some(only) = &self.only {
             if let Some(missing) = only.iter().find(|id| !seen.contains_key(*id)) {
@@ -515,6 +538,8 @@ impl EngineBuilder {
                     .to_owned(),
             ));
         }
+        let versions = super::versions::Versions::new(&skills);
+        let skills = super::versions::newest_only(skills);
         let order: Vec<String> = skills.iter().map(|s| s.info().id.clone()).collect();
         if let Some(id) = self.default_skill.as_ref().filter(|id| !order.contains(id)) {
             return Err(EngineError::Config(format!(
@@ -565,6 +590,7 @@ impl EngineBuilder {
         let inner = Inner {
             store: self.store,
             skills,
+            versions,
             order,
             default_skill: self.default_skill,
             effects: self.effects,
@@ -602,7 +628,14 @@ impl EngineBuilder {
                 .map_err(|e| EngineError::Config(format!("MCP server: {e}")))?;
             self.effects = std::mem::take(&mut self.effects).tools_from(tools);
         }
+        let refuse_stranded = self.refuse_stranded;
         let engine = self.build()?;
+        if refuse_stranded {
+            let stranded = engine.stranded().await?;
+            if !stranded.is_empty() {
+                return Err(EngineError::Stranded(stranded));
+            }
+        }
         // In serverless mode nothing is recovered: the sweep's pass finds what has work. In
         // Restate mode Restate drives every task, and this engine, in front, delivers their
         // webhooks.

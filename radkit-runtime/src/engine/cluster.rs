@@ -371,11 +371,8 @@ impl Inner {
             tracing::debug!("renewals are slow or failing; no claims until they keep up");
             return Ok(());
         }
-        let skills: Vec<(String, String)> = self
-            .skills
-            .values()
-            .map(|s| (s.info().id.clone(), s.info().version.clone()))
-            .collect();
+        // Every version this engine serves: a task claimed runs on its own.
+        let skills = self.versions.pairs();
         let held: Vec<String> = self.held().keys().cloned().collect();
         // `release_all` waits for a claim in flight, and a claim that started before the halt gives
         // back what it got.

@@ -244,7 +244,7 @@ impl Inner {
         event: &Event,
         rerun: Option<u64>,
     ) -> Result<(u64, serde_json::Value, Arc<dyn ErasedSkill>, String), Stop> {
-        let Some(skill) = self.skills.get(&run.skill_id).cloned() else {
+        let Some(skill) = run.skill.clone() else {
             let reason = format!("skill `{}` is not registered", run.skill_id);
             return Err(self.finish_failed(run, reason).await);
         };
@@ -365,7 +365,7 @@ impl Inner {
     /// Tell the skill (`Event::Cancel`) so it can say goodbye: its messages and artifacts are kept;
     /// its commands are refused (the task is canceling) and its next state is ignored.
     async fn deliver_cancel(self: &Arc<Self>, run: &Arc<TaskRun>) {
-        let Some(skill) = self.skills.get(&run.skill_id).cloned() else {
+        let Some(skill) = run.skill.clone() else {
             return;
         };
         let rules::Visit { visit, state, step } =

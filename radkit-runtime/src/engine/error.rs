@@ -58,18 +58,25 @@ pub enum EngineError {
     /// The request is malformed.
     #[error("invalid input: {0}")]
     InvalidInput(String),
-    /// The task was created by another version of its skill.
-    #[error("task {task_id} was created by version {recorded} of skill `{skill_id}`, but this agent runs version {running}; finish or migrate it with the old version")]
+    /// The task runs on a version of its skill this agent does not serve, and cannot move to the
+    /// one it serves.
+    #[error("task {task_id} runs on version {recorded} of skill `{skill_id}`, which this agent does not serve, and cannot move to version {running}: {reason}; serve version {recorded} beside version {running} (`version = N` on each), or let a binary that has it finish the task")]
     VersionMismatch {
         /// Task.
         task_id: String,
         /// Skill.
         skill_id: String,
-        /// Version recorded at creation.
+        /// The version the task runs on.
         recorded: String,
-        /// Version running now.
+        /// The version it could move to (the newest served).
         running: String,
+        /// Why it cannot move.
+        reason: String,
     },
+    /// Unfinished tasks run on skill versions this engine does not serve and cannot move to the ones
+    /// it serves (`EngineBuilder::refuse_stranded`).
+    #[error("{}", stranded_text(.0))]
+    Stranded(Vec<super::Move>),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -114,4 +121,29 @@ impl From<super::run::FlushError> for EngineError {
             super::run::FlushError::Store(e) => EngineError::Store(e),
         }
     }
+}
+
+/// The message of [`EngineError::Stranded`]: the tasks, at most twenty, each with its reason.
+fn stranded_text(tasks: &[super::Move]) -> String {
+    let mut text = format!(
+        "{} unfinished task(s) run on a skill version this agent does not serve and cannot move to the one it serves; serve the old version beside the new one (`version = N` on each), let a binary that has it finish them, or start anyway with --allow-stranded (they stay in the store, refused until a binary that can run them starts):",
+        tasks.len()
+    );
+    for task in tasks.iter().take(20) {
+        let reason = match &task.outcome {
+            super::MoveOutcome::Stays(reason) => reason.as_str(),
+            _ => "",
+        };
+        text.push_str(&format!(
+            "\n  {} (version {}): {reason}",
+            task.task_id, task.from
+        ));
+    }
+    if tasks.len() > 20 {
+        text.push_str(&format!(
+            "\n  … and {} more (`radkit tasks versions`)",
+            tasks.len() - 20
+        ));
+    }
+    text
 }

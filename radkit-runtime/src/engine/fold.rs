@@ -12,17 +12,38 @@ use std::sync::{Arc, Mutex};
 
 use crate::flow::PermissionMode;
 use crate::flow::{Cmd, CmdKind, EffectPolicy, Event, InvocationId, Receipt};
-use crate::journal::{Compensable, Entry, TransitionKind};
+use crate::journal::{Compensable, Entry, RunsOn, StepShapes, TransitionKind};
 use crate::model::TaskState;
 
-/// Who the task is (its `task_created` entry).
+/// Who the task is (its `task_created` entry, and the version it runs on since its last move).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Header {
     pub skill_id: String,
+    /// The version it runs on: the creating one, or the last `migrated` entry's.
     pub skill_version: String,
+    /// The shapes of that version's steps.
+    pub steps: StepShapes,
+    /// It moved since it was created (a checkpoint says where to).
+    pub migrated: bool,
     pub context_id: String,
     pub principal: Option<String>,
     pub permission_mode: PermissionMode,
+}
+
+impl Header {
+    /// Where a checkpoint says the task runs, when it moved.
+    pub fn runs_on(&self) -> Option<RunsOn> {
+        self.migrated.then(|| RunsOn {
+            version: self.skill_version.clone(),
+            steps: self.steps.clone(),
+        })
+    }
+
+    fn moved(&mut self, version: &str, steps: &StepShapes) {
+        self.skill_version = version.to_owned();
+        self.steps = steps.clone();
+        self.migrated = true;
+    }
 }
 
 /// What the journal says of one command of the task.
@@ -149,14 +170,22 @@ impl Folded {
                 context_id,
                 principal,
                 permission_mode,
+                steps,
             } => {
                 self.header = Some(Header {
                     skill_id: skill_id.clone(),
                     skill_version: skill_version.clone(),
+                    steps: steps.clone(),
+                    migrated: false,
                     context_id: context_id.clone(),
                     principal: principal.clone(),
                     permission_mode: *permission_mode,
                 })
+            }
+            Entry::Migrated { to, steps, .. } => {
+                if let Some(header) = &mut self.header {
+                    header.moved(to, steps);
+                }
             }
             Entry::MessageReceived { .. } => self.unconsumed = Some(seq),
             Entry::Activated {
@@ -246,7 +275,13 @@ impl Folded {
                 state,
                 status,
                 compensable,
-            } => self.checkpoint(*visit, state, *status, compensable),
+                runs_on,
+            } => {
+                if let (Some(header), Some(runs_on)) = (&mut self.header, runs_on) {
+                    header.moved(&runs_on.version, &runs_on.steps);
+                }
+                self.checkpoint(*visit, state, *status, compensable)
+            }
             Entry::MessageEmitted { .. }
             | Entry::Progress { .. }
             | Entry::ArtifactEmitted { .. } => {}

@@ -20,6 +20,7 @@ pub(crate) mod hosted;
 mod invoke;
 mod live;
 pub mod machine;
+mod migrate;
 mod pass;
 mod perform;
 mod projection;
@@ -30,6 +31,7 @@ mod run;
 mod runner;
 mod stalled;
 mod subscription;
+mod versions;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +51,7 @@ pub use executor::{Executed, Executor};
 #[cfg_attr(not(feature = "testing"), allow(unused_imports))] // public with `testing` only
 pub use fault::*;
 pub use hooks::{Hook, HookAnswer, HookCall, HookContext, HookDecision, HookKind};
+pub use migrate::{Move, MoveOutcome, VersionCount};
 #[cfg(feature = "restate")]
 pub(crate) use pass::machine_skills;
 pub use pass::{
@@ -67,7 +70,10 @@ use crate::store::Store;
 
 pub(crate) struct Inner {
     store: Arc<dyn Store>,
+    /// The version of each skill that serves new tasks.
     skills: HashMap<String, Arc<dyn ErasedSkill>>,
+    /// Every served version of each skill (what a task is loaded on).
+    versions: versions::Versions,
     order: Vec<String>,
     default_skill: Option<String>,
     pub(crate) effects: Effects,
@@ -179,8 +185,9 @@ impl Inner {
 
     /// What every run of this engine is given: the fold check of its `skill`, the engine's push
     /// watch, changes, stalled mark, counters and bound on parallel effects.
-    fn equip(&self, run: &mut TaskRun, skill: &dyn ErasedSkill) {
-        run.fold_check = self.fold_check(skill);
+    fn equip(&self, run: &mut TaskRun, skill: &Arc<dyn ErasedSkill>) {
+        run.fold_check = self.fold_check(skill.as_ref());
+        run.skill = Some(skill.clone());
         run.push_watch = Some(self.push_watch());
         run.changes = Some(self.changes.clone());
         // On a shared store another engine may take the task on and write what this one could

@@ -844,11 +844,13 @@ impl PassError {
                 skill_id,
                 recorded,
                 running,
+                reason,
             }) => EngineError::VersionMismatch {
                 task_id,
                 skill_id,
                 recorded,
                 running,
+                reason,
             },
             PassError::Machine(other) => EngineError::Internal(other.to_string()),
         }

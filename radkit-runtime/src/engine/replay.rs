@@ -301,6 +301,7 @@ mod tests {
                 context_id: "c".to_owned(),
                 principal: None,
                 permission_mode: Default::default(),
+                steps: Default::default(),
             },
             Entry::MessageReceived {
                 message: Message::user_text("go"),

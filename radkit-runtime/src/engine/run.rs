@@ -331,6 +331,8 @@ pub(crate) struct TaskRun {
     pub push_watch: Option<Arc<super::push::Watch>>,
     /// Told of every commit, for the readers of the engine's changed tasks.
     pub changes: Option<Arc<super::changes::Changes>>,
+    /// The skill version the task runs on (set by `Inner::equip`).
+    pub skill: Option<Arc<dyn crate::flow::ErasedSkill>>,
     /// Marked when an append of this run fails, cleared when one succeeds (single-engine stores).
     pub stalled: Option<Arc<super::stalled::Stalled>>,
     /// Effects of this task in flight at once (parallel calls of one step): each attempt holds a
@@ -387,6 +389,7 @@ impl TaskRun {
             push_watch: None,
             changes: None,
             stalled: None,
+            skill: None,
             effect_slots: effect_slots(super::builder::DEFAULT_MAX_PARALLEL_EFFECTS),
             metrics: Default::default(),
         }
@@ -602,6 +605,7 @@ mod tests {
             context_id: "c".into(),
             principal: None,
             permission_mode: Default::default(),
+            steps: Default::default(),
         });
         st.push(Entry::MessageReceived {
             message: crate::model::Message::user_text("go"),

@@ -11,7 +11,7 @@ use super::replay::{replay, Wait};
 use super::run::TaskRun;
 use super::{EngineError, Inner};
 use crate::flow::Event;
-use crate::journal::{now_ms, Entry};
+use crate::journal::now_ms;
 use crate::store::Lease;
 
 /// The longest wait between reloads of a task whose appends keep failing.
@@ -110,22 +110,22 @@ impl Inner {
         fence: Option<u64>,
     ) -> Result<(Arc<TaskRun>, Wait, Option<(u64, Event)>), EngineError> {
         let records = self.store.journal_for_replay(task_id).await?;
-        let first_skill = records.iter().find_map(|r| match &r.entry {
-            Entry::TaskCreated { skill_id, .. } => Some(skill_id.clone()),
-            _ => None,
+        let recorded = super::versions::recorded(&records);
+        // The version the task runs on, else the newest (which it may move to, below).
+        let skill = recorded.as_ref().and_then(|r| {
+            self.versions
+                .exact(&r.skill_id, &r.version)
+                .or_else(|| self.versions.newest(&r.skill_id))
+                .cloned()
         });
-        let skill = first_skill
-            .as_ref()
-            .and_then(|id| self.skills.get(id))
-            .cloned();
-        let Some(skill) = skill else {
+        let (Some(recorded), Some(skill)) = (recorded.clone(), skill) else {
             return Err(EngineError::SkillNotServed {
                 task_id: task_id.to_owned(),
-                skill_id: first_skill.unwrap_or_default(),
+                skill_id: recorded.map(|r| r.skill_id).unwrap_or_default(),
             });
         };
         let initial = skill.initial_state().unwrap_or(serde_json::Value::Null);
-        let replayed = replay(&records, initial, now_ms()).map_err(|reason| {
+        let mut replayed = replay(&records, initial, now_ms()).map_err(|reason| {
             EngineError::Store(crate::store::StoreError::Corrupt {
                 task_id: task_id.to_owned(),
                 seq: 0,
@@ -136,12 +136,24 @@ impl Inner {
         if replayed.header.skill_version != info.version
             && !matches!(replayed.wait, Wait::Terminal(_))
         {
-            return Err(EngineError::VersionMismatch {
-                task_id: task_id.to_owned(),
-                skill_id: info.id.clone(),
-                recorded: replayed.header.skill_version,
-                running: info.version.clone(),
-            });
+            // Its version is gone: it moves to the newest if it rests where that one can take it
+            // on; the move is journaled with the run's first flush, before anything runs on it.
+            let st = &replayed.run;
+            let rest = super::versions::AtRest {
+                state: st.open().is_none().then(|| st.state()),
+            };
+            if let Some(reason) = super::versions::refusal(&recorded, &rest, skill.as_ref()) {
+                return Err(EngineError::VersionMismatch {
+                    task_id: task_id.to_owned(),
+                    skill_id: info.id.clone(),
+                    recorded: replayed.header.skill_version,
+                    running: info.version.clone(),
+                    reason,
+                });
+            }
+            replayed
+                .run
+                .push(super::versions::migrated(&recorded, skill.as_ref()));
         }
         let (tx, _) = self.live.handles(task_id);
         let mut state = replayed.run;
@@ -157,7 +169,7 @@ impl Inner {
         );
         run.mode = replayed.header.permission_mode;
         run.fence = fence;
-        self.equip(&mut run, skill.as_ref());
+        self.equip(&mut run, &skill);
         Ok((Arc::new(run), replayed.wait, replayed.open_visit))
     }
 

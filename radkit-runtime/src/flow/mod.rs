@@ -22,6 +22,6 @@ pub use ctx::{ArtifactStream, CallFuture, Invoker, LlmCall, RaceFuture, Raced, S
 pub use error::{EffectError, ErrorKind, StepError};
 pub use event::{Event, Outcome, Receipt};
 pub use permission::PermissionMode;
-pub use skill::{erase, ErasedSkill, FlowSkill, SkillInfo, StepInfo, WhileWorking};
+pub use skill::{erase, ErasedSkill, FlowSkill, SkillInfo, StepInfo, StepShapes, WhileWorking};
 pub use tool_calls::{ToolCallRequest, Turn};
 pub use transition::{Next, StepResult, StepState, Transition};

@@ -22,6 +22,39 @@ pub struct StepInfo {
     pub payload: String,
 }
 
+/// A skill version's steps and their [shapes](StepInfo::shape), by step name.
+pub type StepShapes = std::collections::BTreeMap<String, String>;
+
+impl StepInfo {
+    /// The step's shape: its name, whether it answers a question, and its payload type (FNV-1a,
+    /// hex). A task resting before this step moves to another version of its skill only when the
+    /// step has the same shape there (a changed body, a changed edge, a step added or removed
+    /// elsewhere change no shape).
+    pub fn shape(&self) -> String {
+        let resume: &[u8] = if self.resume_from.is_some() {
+            b"resume"
+        } else {
+            b"enter"
+        };
+        let hash = fnv1a(
+            [self.name.as_bytes(), resume, self.payload.as_bytes()]
+                .into_iter()
+                .flat_map(|piece| piece.iter().copied().chain([0u8])),
+        );
+        format!("{hash:016x}")
+    }
+}
+
+/// FNV-1a over `bytes`.
+fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
 /// Who a skill is: the metadata that goes into the agent card, and its version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkillInfo {
@@ -165,6 +198,21 @@ impl SkillInfo {
         self
     }
 
+    /// Each step's [shape](StepInfo::shape), by name: journaled with every task (and every move to
+    /// another version), so a task can be moved even after the version it ran on is gone.
+    pub fn step_shapes(&self) -> StepShapes {
+        self.steps
+            .iter()
+            .map(|s| (s.name.clone(), s.shape()))
+            .collect()
+    }
+
+    /// The version as a number, when it is one (`version = 2`): versions of one skill served side
+    /// by side are ordered by it, the highest serving new tasks.
+    pub fn version_number(&self) -> Option<u64> {
+        self.version.parse().ok()
+    }
+
     /// A stable version derived from the step graph and payload types (FNV-1a, hex): changes whenever a
     /// step, an edge or a payload type changes.
     pub fn graph_version(steps: &[StepInfo]) -> String {
@@ -262,6 +310,12 @@ pub trait ErasedSkill: Send + Sync + 'static {
         event: Event,
         ctx: &StepCtx,
     ) -> Result<Transition<serde_json::Value>, StepError>;
+    /// Whether `state` (a task's state written by another version of this skill) decodes as one
+    /// of this version's states; the decoder's message when it does not.
+    fn accepts_state(&self, state: &serde_json::Value) -> Result<(), String> {
+        let _ = state;
+        Ok(())
+    }
     /// Whether the task `first` starts answers with a message ([`FlowSkill::answers_with_message`],
     /// or the skill's [`SkillInfo::answers_with_message`]).
     fn answers_with_message(&self, first: &crate::model::Message) -> bool {
@@ -296,6 +350,12 @@ impl<F: FlowSkill> ErasedSkill for Erased<F> {
             Ok(s) => self.skill.step_name(&s),
             Err(_) => state_name(state),
         }
+    }
+
+    fn accepts_state(&self, state: &serde_json::Value) -> Result<(), String> {
+        serde_json::from_value::<F::State>(state.clone())
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
 
     fn answers_with_message(&self, first: &crate::model::Message) -> bool {

@@ -52,7 +52,7 @@ inventory::collect!(SkillRegistration);
 
 /// Two served skills with one id.
 #[derive(Debug, thiserror::Error)]
-#[error("skill id `{id}` is served twice: {first} and {second}; give one another id, or leave one out (`register = false`, `EngineBuilder::only_skills`)")]
+#[error("skill id `{id}` is served twice: {first} and {second}; give one another id, leave one out (`register = false`, `EngineBuilder::only_skills`), or keep both as versions of one skill, each with its own number (`version = 1`, `version = 2`: the highest serves new tasks)")]
 pub struct DuplicateSkill {
     /// The id.
     pub id: String,

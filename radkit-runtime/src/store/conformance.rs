@@ -43,6 +43,7 @@ fn created(id: &str) -> Entry {
         context_id: format!("ctx-{id}"),
         principal: None,
         permission_mode: Default::default(),
+        steps: Default::default(),
     }
 }
 

@@ -87,6 +87,7 @@ fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(), StoreError
             Some(_) => {}
         }
     }
+    let migrated_to = append.migrated_to().map(str::to_owned);
     let task = match append.create {
         Some(row) => tasks.entry(append.task_id.clone()).or_insert(Stored {
             row,
@@ -115,6 +116,9 @@ fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(), StoreError
     }
     if let Some(waits) = append.waits_on_call {
         row.waits_on_call = waits;
+    }
+    if let Some(version) = migrated_to {
+        row.skill_version = version;
     }
     Ok(())
 }

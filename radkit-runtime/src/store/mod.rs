@@ -109,6 +109,15 @@ pub struct Append {
 }
 
 impl Append {
+    /// The version its task moves to, when it holds a `migrated` entry: the row's
+    /// [`TaskRecord::skill_version`] from then on.
+    pub fn migrated_to(&self) -> Option<&str> {
+        self.entries.iter().rev().find_map(|entry| match entry {
+            crate::journal::Entry::Migrated { to, .. } => Some(to.as_str()),
+            _ => None,
+        })
+    }
+
     /// An append of `entries` to `task_id` at `first_seq`, changing nothing else.
     pub fn new(
         task_id: impl Into<String>,

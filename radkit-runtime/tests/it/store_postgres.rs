@@ -567,6 +567,7 @@ async fn the_migration_backfills_the_checkpoint_column_of_rows_the_previous_vers
         state: serde_json::Value::Null,
         status: TaskState::Working,
         compensable: Vec::new(),
+        runs_on: None,
     };
     store
         .append(Append::new(

@@ -185,14 +185,36 @@ impl MachineSkill {
             .map_err(|e| MachineError::Skill(e.to_string()))?;
         let replayed = replay(records, initial, now_ms).map_err(MachineError::Journal)?;
         let header = replayed.header;
-        if header.skill_id != info.id || header.skill_version != info.version {
+        let mut st = replayed.run;
+        if header.skill_id != info.id {
             return Err(MachineError::VersionMismatch {
                 skill_id: header.skill_id,
                 recorded: header.skill_version,
                 running: format!("{} {}", info.id, info.version),
+                reason: format!("it is a task of another skill than `{}`", info.id),
             });
         }
-        let mut st = replayed.run;
+        if header.skill_version != info.version && !st.status().is_terminal() {
+            // Written by another version: it moves to this one if it rests where this one can
+            // take it on (the move is the first thing it persists).
+            let recorded = super::versions::Recorded {
+                skill_id: header.skill_id.clone(),
+                version: header.skill_version.clone(),
+                steps: header.steps.clone(),
+            };
+            let rest = super::versions::AtRest {
+                state: st.open().is_none().then(|| st.state()),
+            };
+            if let Some(reason) = super::versions::refusal(&recorded, &rest, skill.as_ref()) {
+                return Err(MachineError::VersionMismatch {
+                    skill_id: header.skill_id,
+                    recorded: header.skill_version,
+                    running: format!("{} {}", info.id, info.version),
+                    reason,
+                });
+            }
+            st.push(super::versions::migrated(&recorded, skill.as_ref()));
+        }
         st.clock_ms = Some(now_ms);
         st.call_timeout = self.parts.config.call_timeout;
         st.visit_event = replayed.open_visit;
@@ -373,8 +395,9 @@ pub enum MachineError {
     /// The journal cannot be replayed.
     #[error("the journal cannot be replayed: {0}")]
     Journal(String),
-    /// The journal was written by another skill or another version of it.
-    #[error("the task was created by skill `{skill_id}` version `{recorded}`; this machine runs {running}")]
+    /// The journal was written by another skill, or by another version of it that the task cannot
+    /// move from (see `reason`).
+    #[error("the task runs on skill `{skill_id}` version `{recorded}`; this machine runs {running}, which it cannot move to: {reason}")]
     VersionMismatch {
         /// The skill the journal names.
         skill_id: String,
@@ -382,6 +405,8 @@ pub enum MachineError {
         recorded: String,
         /// The skill and version of this machine.
         running: String,
+        /// Why the task cannot move to it.
+        reason: String,
     },
     /// The skill has no initial state.
     #[error("the skill cannot start: {0}")]

@@ -41,6 +41,7 @@ pub(crate) fn create(
         context_id: context_id.to_owned(),
         principal,
         permission_mode: mode,
+        steps: info.step_shapes(),
     });
     st.push(Entry::MessageReceived {
         message: message.clone(),
@@ -354,6 +355,7 @@ fn checkpoint(st: &mut RunState, visit: u64, every: u64) {
         state: st.state().clone(),
         status: st.status(),
         compensable,
+        runs_on: st.header().and_then(|h| h.runs_on()),
     };
     st.push(entry);
 }

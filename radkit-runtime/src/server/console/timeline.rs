@@ -153,6 +153,11 @@ pub(super) fn render(journal: &[JournalRecord], leases: &[LeaseChange]) -> Marku
                             ", permission mode " (name(permission_mode))
                         }, None))
                     }
+                    Entry::Migrated { from, to, .. } => {
+                        (item(record, "migrated", html! {
+                            "moved from version " code { (from) } " to version " code { (to) }
+                        }, None))
+                    }
                     Entry::MessageReceived { message } => {
                         (item(record, "message user", html! { "user: " (message.joined_texts()) }, None))
                     }

@@ -103,6 +103,7 @@ pub async fn replay_reads_from_the_last_checkpoint(store: &dyn Store) {
         state: serde_json::json!({ "visit": visit }),
         status: TaskState::Working,
         compensable: Vec::new(),
+        runs_on: None,
     };
     let status = || Entry::StatusChanged {
         state: TaskState::Working,

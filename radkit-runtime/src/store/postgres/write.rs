@@ -255,13 +255,14 @@ WITH locked AS MATERIALIZED (
                             WHEN v.set_message THEN v.message ELSE t.status_message END,
       status_at_ms = CASE WHEN v.touched THEN v.at ELSE t.status_at_ms END,
       settled = COALESCE(v.settled, t.settled),
-      waits_on_call = COALESCE(v.waits_on_call, t.waits_on_call)
+      waits_on_call = COALESCE(v.waits_on_call, t.waits_on_call),
+      skill_version = COALESCE(v.skill_version, t.skill_version)
   FROM locked,
        UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[],
               $26::bool[], $27::text[], $28::bool[], $29::text[], $40::bool[], $42::bool[],
-              $44::bigint[])
+              $44::bigint[], $47::text[])
        AS v(id, first_seq, last_seq, fence, state, set_wake, wake, touched, unless_state_was,
-            set_message, message, settled, waits_on_call, at)
+            set_message, message, settled, waits_on_call, at, skill_version)
   WHERE t.tid = locked.tid AND t.id = v.id AND t.last_seq = v.first_seq - 1
     AND (v.fence IS NULL OR t.fence = v.fence)
   RETURNING t.tid, t.id
@@ -338,6 +339,8 @@ pub(super) async fn commit_round(
     let mut c_waits: Vec<bool> = Vec::new();
     // Each append's own time (the writer's): journal rows and status times.
     let mut u_at: Vec<i64> = Vec::new();
+    // The version a task moved to (`migrated`), for its row.
+    let mut u_version: Vec<Option<&str>> = Vec::new();
     let mut c_at: Vec<i64> = Vec::new();
     let mut j_at: Vec<i64> = Vec::new();
     // Journal rows: one per append.
@@ -428,6 +431,7 @@ pub(super) async fn commit_round(
                 u_message.push(encoded.view.message.as_deref());
                 u_settled.push(encoded.view.settled);
                 u_at.push(append.at_ms);
+                u_version.push(append.migrated_to());
             }
         }
         for (seq, body) in &encoded.view.history {
@@ -450,7 +454,7 @@ pub(super) async fn commit_round(
         j_body.push(encoded.body.as_str());
         j_at.push(append.at_ms);
     }
-    let params: [&(dyn ToSql + Sync); 46] = [
+    let params: [&(dyn ToSql + Sync); 47] = [
         &now,
         &u_id,
         &u_first,
@@ -497,6 +501,7 @@ pub(super) async fn commit_round(
         &u_at,
         &c_at,
         &j_at,
+        &u_version,
     ];
     let committed = client.query(statement, &params).await?;
     // The statement has committed: an unreadable answer fails the round's appends, whose runs then

@@ -343,6 +343,7 @@ mod tests {
             state: serde_json::Value::Null,
             status: TaskState::Working,
             compensable: Vec::new(),
+            runs_on: None,
         }
     }
 

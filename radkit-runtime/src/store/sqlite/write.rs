@@ -146,6 +146,7 @@ pub(super) fn apply_one(
     if append.state.is_some()
         || append.wake_at_ms.is_some()
         || append.waits_on_call.is_some()
+        || append.migrated_to().is_some()
         || view.touched
         || view.settled == Some(true)
     {
@@ -161,7 +162,8 @@ pub(super) fn apply_one(
                                       WHEN ?6 THEN ?7 ELSE status_message END,
                 status_at_ms = CASE WHEN ?4 THEN ?8 ELSE status_at_ms END,
                 settled = COALESCE(?10, settled),
-                waits_on_call = COALESCE(?11, waits_on_call)
+                waits_on_call = COALESCE(?11, waits_on_call),
+                skill_version = COALESCE(?12, skill_version)
              WHERE tid = ?9",
         )?
         .execute(params![
@@ -175,7 +177,8 @@ pub(super) fn apply_one(
             now,
             tid,
             view.settled,
-            append.waits_on_call
+            append.waits_on_call,
+            append.migrated_to()
         ])?;
     } else if view.settled == Some(false) {
         // A new visit (most appends) unsettles a settled task only: no row write otherwise.

@@ -1,0 +1,303 @@
+//! What operators see of skill versions and how they steer them: the tasks per skill, version and
+//! state ([`Engine::versions`]), the tasks whose version this engine lacks and that cannot move to
+//! the one it serves ([`Engine::stranded`]), and moving a skill's tasks at rest to a served version
+//! ([`Engine::migrate`]), each move journaled (`migrated`) under the task's gate and lease.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::cluster::Ownership;
+use super::replay::replay;
+use super::versions::{self, AtRest};
+use super::{Engine, EngineError};
+use crate::flow::ErasedSkill;
+use crate::journal::now_ms;
+use crate::model::TaskState;
+use crate::store::{Append, TaskQuery, TaskRecord};
+
+/// How many tasks of one skill version are in one state ([`Engine::versions`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VersionCount {
+    /// The skill.
+    pub skill_id: String,
+    /// The version the tasks run on.
+    pub version: String,
+    /// Their state.
+    pub state: TaskState,
+    /// What they wait for: `input`, `timer`, `call` (the row's timer and call), or `-` (working).
+    pub waiting_on: &'static str,
+    /// How many.
+    pub tasks: u64,
+    /// This engine serves the version.
+    pub served: bool,
+}
+
+/// What [`Engine::migrate`] did, or would do, with one task.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Move {
+    /// The task.
+    pub task_id: String,
+    /// The version it runs on.
+    pub from: String,
+    /// The version it was to move to.
+    pub to: String,
+    /// What came of it.
+    pub outcome: MoveOutcome,
+}
+
+/// The outcome of one [`Move`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "outcome", content = "reason")]
+pub enum MoveOutcome {
+    /// Moved: a `migrated` entry is journaled.
+    Moved,
+    /// Would move (a dry run).
+    WouldMove,
+    /// Stays on its version, for this reason.
+    Stays(String),
+}
+
+/// What a row says its task waits on.
+fn waiting_on(row: &TaskRecord) -> &'static str {
+    match row.state {
+        TaskState::InputRequired => "input",
+        _ if row.waits_on_call => "call",
+        _ if row.wake_at_ms.is_some() => "timer",
+        _ => "-",
+    }
+}
+
+impl Engine {
+    /// The unfinished tasks per skill, version, state and what they wait on, with whether this
+    /// engine serves the version.
+    pub async fn versions(&self) -> Result<Vec<VersionCount>, EngineError> {
+        let rows = self
+            .inner
+            .store
+            .list(TaskQuery {
+                non_terminal: true,
+                ..TaskQuery::default()
+            })
+            .await?;
+        let mut counts: BTreeMap<(String, String, &'static str, &'static str), (TaskState, u64)> =
+            BTreeMap::new();
+        for row in &rows {
+            counts
+                .entry((
+                    row.skill_id.clone(),
+                    row.skill_version.clone(),
+                    row.state.as_str(),
+                    waiting_on(row),
+                ))
+                .or_insert((row.state, 0))
+                .1 += 1;
+        }
+        let out = counts
+            .into_iter()
+            .map(
+                |((skill_id, version, _, waiting_on), (state, tasks))| VersionCount {
+                    served: self.inner.versions.exact(&skill_id, &version).is_some(),
+                    skill_id,
+                    version,
+                    state,
+                    waiting_on,
+                    tasks,
+                },
+            )
+            .collect();
+        Ok(out)
+    }
+
+    /// The unfinished tasks whose version this engine does not serve and that cannot move to the
+    /// newest version of their skill it serves (each with the reason): what a restart would leave
+    /// stranded. `radkit serve` refuses to start while there are any (unless told otherwise).
+    pub async fn stranded(&self) -> Result<Vec<Move>, EngineError> {
+        let rows = self
+            .inner
+            .store
+            .list(TaskQuery {
+                non_terminal: true,
+                ..TaskQuery::default()
+            })
+            .await?;
+        let mut out = Vec::new();
+        for row in rows {
+            if self
+                .inner
+                .versions
+                .exact(&row.skill_id, &row.skill_version)
+                .is_some()
+            {
+                continue;
+            }
+            let Some(newest) = self.inner.versions.newest(&row.skill_id).cloned() else {
+                out.push(Move {
+                    task_id: row.id.clone(),
+                    from: row.skill_version.clone(),
+                    to: String::new(),
+                    outcome: MoveOutcome::Stays(format!(
+                        "this agent does not serve skill `{}`",
+                        row.skill_id
+                    )),
+                });
+                continue;
+            };
+            let checked = self.check_move(&row.id, newest.as_ref()).await?;
+            if let MoveOutcome::Stays(_) = checked.outcome {
+                out.push(checked);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Move the unfinished tasks of `skill_id` to its served version `to` (the newest when
+    /// `None`): each task at rest whose step has the same shape there and whose state decodes
+    /// there gets a `migrated` entry and runs on `to` from then on; every other one stays, with
+    /// the reason. With `dry_run`, nothing is written. A task running in this engine now, or
+    /// leased by another worker, stays (move it when it rests).
+    pub async fn migrate(
+        &self,
+        skill_id: &str,
+        to: Option<&str>,
+        dry_run: bool,
+    ) -> Result<Vec<Move>, EngineError> {
+        let versions = &self.inner.versions;
+        let target = match to {
+            Some(version) => versions.exact(skill_id, version),
+            None => versions.newest(skill_id),
+        }
+        .cloned()
+        .ok_or_else(|| {
+            let served: Vec<String> = versions
+                .all(skill_id)
+                .iter()
+                .map(|s| s.info().version.clone())
+                .collect();
+            EngineError::InvalidInput(match served.is_empty() {
+                true => format!("this agent does not serve skill `{skill_id}`"),
+                false => format!(
+                    "this agent serves versions {} of skill `{skill_id}`, not {}",
+                    served.join(", "),
+                    to.unwrap_or_default()
+                ),
+            })
+        })?;
+        let rows = self
+            .inner
+            .store
+            .list(TaskQuery {
+                non_terminal: true,
+                ..TaskQuery::default()
+            })
+            .await?;
+        let mut out = Vec::new();
+        for row in rows
+            .iter()
+            .filter(|r| r.skill_id == skill_id && r.skill_version != target.info().version)
+        {
+            out.push(self.move_task(&row.id, &target, dry_run).await?);
+        }
+        Ok(out)
+    }
+
+    /// Whether task `task_id` could move to `to`, written nowhere.
+    async fn check_move(&self, task_id: &str, to: &dyn ErasedSkill) -> Result<Move, EngineError> {
+        let records = self.inner.store.journal_for_replay(task_id).await?;
+        Ok(self.judge(task_id, &records, to).0)
+    }
+
+    /// Judge a move of the task `records` hold to `to`: the report, and the `next_seq` it would
+    /// be journaled at.
+    fn judge(
+        &self,
+        task_id: &str,
+        records: &[crate::journal::JournalRecord],
+        to: &dyn ErasedSkill,
+    ) -> (Move, u64) {
+        let target = to.info().version.clone();
+        let stays = |from: String, reason: String| Move {
+            task_id: task_id.to_owned(),
+            from,
+            to: target.clone(),
+            outcome: MoveOutcome::Stays(reason),
+        };
+        let Some(recorded) = versions::recorded(records) else {
+            return (stays(String::new(), "its journal is empty".to_owned()), 0);
+        };
+        let initial = to.initial_state().unwrap_or(serde_json::Value::Null);
+        let replayed = match replay(records, initial, now_ms()) {
+            Ok(replayed) => replayed,
+            Err(reason) => return (stays(recorded.version, reason), 0),
+        };
+        let st = &replayed.run;
+        let next_seq = st.next_seq;
+        if st.status().is_terminal() {
+            let reason = format!("it ended ({})", st.status().as_str());
+            return (stays(recorded.version, reason), next_seq);
+        }
+        let rest = AtRest {
+            state: st.open().is_none().then(|| st.state()),
+        };
+        match versions::refusal(&recorded, &rest, to) {
+            Some(reason) => (stays(recorded.version, reason), next_seq),
+            None => (
+                Move {
+                    task_id: task_id.to_owned(),
+                    from: recorded.version,
+                    to: target,
+                    outcome: MoveOutcome::WouldMove,
+                },
+                next_seq,
+            ),
+        }
+    }
+
+    /// Move one task (under its gate and, on a shared store, its lease).
+    async fn move_task(
+        &self,
+        task_id: &str,
+        to: &std::sync::Arc<dyn ErasedSkill>,
+        dry_run: bool,
+    ) -> Result<Move, EngineError> {
+        let inner = &self.inner;
+        let (_, gate) = inner.live.handles(task_id);
+        let _guard = gate.lock_owned().await;
+        let busy = |from: String, reason: &str| Move {
+            task_id: task_id.to_owned(),
+            from,
+            to: to.info().version.clone(),
+            outcome: MoveOutcome::Stays(reason.to_owned()),
+        };
+        if inner.live.running(task_id).is_some() {
+            return Ok(busy(String::new(), "it is running in this engine now"));
+        }
+        let owner = inner.own(task_id, Duration::ZERO).await?;
+        if let Ownership::Busy = owner {
+            return Ok(busy(String::new(), "another worker holds it now"));
+        }
+        let fence = owner.token();
+        let moved = async {
+            let records = inner.store.journal_for_replay(task_id).await?;
+            let (mut report, next_seq) = self.judge(task_id, &records, to.as_ref());
+            if report.outcome != MoveOutcome::WouldMove || dry_run {
+                return Ok(report);
+            }
+            let recorded = versions::recorded(&records).expect("judged with a header");
+            let mut append = Append::new(
+                task_id,
+                next_seq,
+                vec![versions::migrated(&recorded, to.as_ref())],
+            );
+            append.fence = fence;
+            append.at_ms = now_ms();
+            inner.store.append(append).await?;
+            report.outcome = MoveOutcome::Moved;
+            Ok::<_, EngineError>(report)
+        }
+        .await;
+        if let Some(token) = fence {
+            inner.give_back(task_id, token, false).await;
+        }
+        moved
+    }
+}
