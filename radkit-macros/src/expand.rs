@@ -75,6 +75,8 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
     if let Some(e) = e {
         push(&mut errors, e);
     }
+    let migrations = crate::migrate::collect(&mut item, &mut errors);
+    crate::migrate::check(&migrations, &skill, &mut errors);
     let (e, mut probes) = valid::validate(&skill, item.self_ty.span());
     if let Some(e) = e {
         push(&mut errors, e);
@@ -123,7 +125,7 @@ fn expand_impl(args: TokenStream, mut item: ItemImpl) -> TokenStream {
         .as_ref()
         .and_then(|a| a.register.as_ref())
         .is_none_or(|b| b.value);
-    let item = generate(&krate, item, &skill, meta, register);
+    let item = generate(&krate, item, &skill, meta, register, &migrations);
     quote!(#imports #item #checks)
 }
 
@@ -210,6 +212,7 @@ fn generate(
     skill: &Skill,
     meta: Option<TokenStream>,
     register: bool,
+    migrations: &[crate::migrate::Migration],
 ) -> TokenStream {
     let self_ty = &skill.self_ty;
     let state = state_ident(skill, &item);
@@ -294,6 +297,12 @@ fn generate(
         });
     }
     let step_names: Vec<&str> = skill.steps.iter().map(|s| s.name.as_str()).collect();
+    let payloads: Vec<(String, TokenStream)> = skill
+        .steps
+        .iter()
+        .map(|s| (s.name.clone(), payload_type(&s.payload())))
+        .collect();
+    let migrate_fn = crate::migrate::expand(migrations, &payloads, &state, krate);
 
     // Routing: the first message runs the start step (seeded), `Enter` runs a step entered by `goto!`,
     // a message in a resume step's waiting state runs the resume step with the carry and the reply.
@@ -472,6 +481,8 @@ fn generate(
                 fn initial_state(&self) -> #state {
                     #state::__Start
                 }
+
+                #migrate_fn
 
                 fn step_name(&self, state: &#state) -> ::std::string::String {
                     ::std::string::String::from(match state {

@@ -19,6 +19,7 @@ mod expand;
 mod fallback;
 mod imports;
 mod meta;
+mod migrate;
 mod probe;
 mod rewrite;
 mod scan;

@@ -50,6 +50,14 @@ pub enum Entry {
         /// The shapes of `to`'s steps.
         #[serde(default, skip_serializing_if = "StepShapes::is_empty")]
         steps: StepShapes,
+        /// The state the task carries from here, when a migration `to` declares made it (else it
+        /// carries its state unchanged).
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "present"
+        )]
+        state: Option<serde_json::Value>,
     },
     /// A user message arrived (part of the history).
     MessageReceived {

@@ -235,3 +235,6 @@ impl<const H: u128> Probe<StepCtx, H> {
     /// See [`Otherwise::IS_STEP_CTX`].
     pub const IS_STEP_CTX: bool = true;
 }
+
+/// The payload a task carried into a step, as its old version journaled it (`FlowSkill::migrate`).
+pub type MigrationPayload = Value;

@@ -269,6 +269,7 @@ async fn tasks_versions_lists_a_stranded_version_and_serve_refuses_to_start_on_i
             from: current,
             to: "retired".into(),
             steps: Default::default(),
+            state: None,
         }],
     );
     append.at_ms = radkit::journal::now_ms();

@@ -120,6 +120,48 @@ impl OrderV3 {
     }
 }
 
+/// Version 4: `confirm` carries `SizedOrder` as version 3's does, and says how a task that rests
+/// before version 1's `confirm` moves: a typed migration (which refuses an order without an item).
+#[derive(Default)]
+struct OrderV4;
+
+#[flow_skill(id = "order", name = "Order", version = 4, register = false)]
+impl OrderV4 {
+    #[step(start)]
+    async fn take(&self, order: Content) -> StepResult {
+        let order = SizedOrder {
+            item: order.joined_texts(),
+            size: 0,
+        };
+        await_input!(slot = "size", message = "Which size?", carry = order)
+    }
+
+    #[step(resume_from = "take")]
+    async fn confirm(&self, ctx: &StepCtx, order: SizedOrder, size: Content) -> StepResult {
+        ctx.complete(
+            format!(
+                "v4: {} in size {} ({})",
+                order.item,
+                size.joined_texts(),
+                order.size
+            ),
+            vec![],
+        )
+    }
+
+    /// Version 1 carried no size.
+    #[migrate(from = 1, step = "confirm")]
+    fn confirm_from_v1(old: Order) -> Result<SizedOrder, String> {
+        if old.item == "-" {
+            return Err("an order without an item cannot be sized".to_owned());
+        }
+        Ok(SizedOrder {
+            item: old.item,
+            size: 1,
+        })
+    }
+}
+
 fn store(path: &Path) -> SqliteStore {
     SqliteStore::open(path, Durability::Full).expect("open the SQLite store")
 }
@@ -143,9 +185,14 @@ fn builder(path: &Path) -> EngineBuilder {
 
 /// A new `order` task waiting for its size, created by an engine serving version 1 only.
 async fn waiting_under_v1(path: &Path) -> TaskId {
+    ordered_under_v1(path, "tea").await
+}
+
+/// A new `order` task for `item`, waiting for its size under version 1.
+async fn ordered_under_v1(path: &Path, item: &str) -> TaskId {
     let v1 = builder(path).skill(OrderV1).start().await.unwrap();
     let task = v1
-        .send(Request::operator(Message::user_text("tea")))
+        .send(Request::operator(Message::user_text(item)))
         .await
         .unwrap();
     let settled = tokio::time::timeout(PATIENCE, v1.wait_settled(&Caller::Operator, &task))
@@ -401,4 +448,152 @@ async fn two_impls_of_one_skill_without_distinct_version_numbers_are_refused_wit
     let text = error.to_string();
     assert!(text.contains("served twice"), "{text}");
     assert!(text.contains("`version = 2`"), "{text}");
+}
+
+#[test(multi_thread)]
+async fn a_declared_migration_moves_a_task_whose_step_changed_and_a_failing_one_leaves_it_with_why()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("order.sqlite");
+    let tea = ordered_under_v1(&path, "tea").await;
+    let nothing = ordered_under_v1(&path, "-").await;
+
+    let v4 = builder(&path).skill(OrderV4).start().await.unwrap();
+    let dry = v4.migrate("order", None, true).await.unwrap();
+    let outcome = |task: &TaskId| {
+        dry.iter()
+            .find(|m| m.task_id == task.as_str())
+            .map(|m| m.outcome.clone())
+            .unwrap()
+    };
+    assert_eq!(outcome(&tea), MoveOutcome::WouldMove);
+    match outcome(&nothing) {
+        MoveOutcome::Stays(reason) => assert!(
+            reason.contains(
+                "the migration from version 1 failed: an order without an item cannot be sized"
+            ),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Moved by the operator: the `migrated` entry, with the state the migration made, is all that
+    // is written; then the process stops.
+    let moved = v4.migrate("order", None, false).await.unwrap();
+    assert_eq!(
+        moved
+            .iter()
+            .filter(|m| m.outcome == MoveOutcome::Moved)
+            .count(),
+        1,
+        "{moved:?}"
+    );
+    let journal = v4.journal(&Caller::Operator, &tea).await.unwrap();
+    let state = journal
+        .iter()
+        .find_map(|r| match &r.entry {
+            Entry::Migrated { state, .. } => state.clone(),
+            _ => None,
+        })
+        .expect("the migration's state is journaled");
+    assert_eq!(state, json!({ "confirm": { "item": "tea", "size": 1 } }));
+    v4.halt();
+    drop(v4);
+
+    // After the restart the answer runs version 4's step on the migrated state, once.
+    let again = builder(&path).skill(OrderV4).start().await.unwrap();
+    assert_eq!(answered(&again, &tea, "M").await, "v4: tea in size M (1)");
+    assert_eq!(
+        moves(&again, &tea).await,
+        [("1".to_owned(), "4".to_owned())]
+    );
+    // The one whose migration failed stays on version 1, untouched, and says why when answered.
+    let error = again
+        .send(Request::operator(answer(&nothing, "S")))
+        .await
+        .expect_err("refused");
+    assert!(error.to_string().contains("cannot be sized"), "{error}");
+    assert!(moves(&again, &nothing).await.is_empty());
+    assert!(again.fold_divergences().is_empty());
+    again.halt();
+}
+
+/// The child process of the test below: serves version 1 over the SQLite file in
+/// `RADKIT_VERSIONS_DIR`, creates a task that waits for its size, writes its id to `task`, and
+/// stays up until the parent kills it.
+#[test(multi_thread)]
+#[ignore = "run by versions::a_task_waiting_in_a_killed_v1_process_completes_in_a_v2_process"]
+async fn child_process_serves_version_1_until_killed() {
+    let Some(dir) = std::env::var_os("RADKIT_VERSIONS_DIR") else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let v1 = builder(&dir.join("order.sqlite"))
+        .skill(OrderV1)
+        .start()
+        .await
+        .unwrap();
+    let task = v1
+        .send(Request::operator(Message::user_text("tea")))
+        .await
+        .unwrap();
+    let settled = v1.wait_settled(&Caller::Operator, &task).await.unwrap();
+    assert_eq!(settled.status.state, TaskState::InputRequired);
+    std::fs::write(dir.join("task.tmp"), task.as_str()).unwrap();
+    std::fs::rename(dir.join("task.tmp"), dir.join("task")).unwrap();
+    // Until the parent kills this process; should the parent die first, exit on our own.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+/// The child process, killed with SIGKILL when dropped: a failing test leaves no process behind.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test(multi_thread)]
+async fn a_task_waiting_in_a_killed_v1_process_completes_in_a_v2_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "versions::child_process_serves_version_1_until_killed",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("RADKIT_VERSIONS_DIR", dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Child(child);
+    // The id is written by another process: no event reaches this one, so poll, with a deadline.
+    let started = std::time::Instant::now();
+    let task = loop {
+        if let Ok(id) = std::fs::read_to_string(dir.path().join("task")) {
+            break TaskId::from(id.as_str());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "timed out waiting for the v1 process's task"
+        );
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!("the v1 process exited ({status}) before its task waited");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    child.0.kill().unwrap(); // SIGKILL: the deploy replaces the process.
+    child.0.wait().unwrap();
+
+    let v2 = builder(&dir.path().join("order.sqlite"))
+        .skill(OrderV2)
+        .refuse_stranded()
+        .start()
+        .await
+        .expect("nothing is stranded: the task can move");
+    assert_eq!(answered(&v2, &task, "M").await, "v2: tea in size M");
+    assert_eq!(moves(&v2, &task).await, [("1".to_owned(), "2".to_owned())]);
+    v2.halt();
 }

@@ -182,9 +182,14 @@ impl Folded {
                     permission_mode: *permission_mode,
                 })
             }
-            Entry::Migrated { to, steps, .. } => {
+            Entry::Migrated {
+                to, steps, state, ..
+            } => {
                 if let Some(header) = &mut self.header {
                     header.moved(to, steps);
+                }
+                if let Some(state) = state {
+                    self.state = state.clone();
                 }
             }
             Entry::MessageReceived { .. } => self.unconsumed = Some(seq),

@@ -206,14 +206,14 @@ impl Engine {
         Ok(self.judge(task_id, &records, to).0)
     }
 
-    /// Judge a move of the task `records` hold to `to`: the report, and the `next_seq` it would
-    /// be journaled at.
+    /// Judge a move of the task `records` hold to `to`: the report, and what to journal for it
+    /// (the `migrated` entry at its seq) when it can move.
     fn judge(
         &self,
         task_id: &str,
         records: &[crate::journal::JournalRecord],
         to: &dyn ErasedSkill,
-    ) -> (Move, u64) {
+    ) -> (Move, Option<(u64, crate::journal::Entry)>) {
         let target = to.info().version.clone();
         let stays = |from: String, reason: String| Move {
             task_id: task_id.to_owned(),
@@ -222,33 +222,36 @@ impl Engine {
             outcome: MoveOutcome::Stays(reason),
         };
         let Some(recorded) = versions::recorded(records) else {
-            return (stays(String::new(), "its journal is empty".to_owned()), 0);
+            return (
+                stays(String::new(), "its journal is empty".to_owned()),
+                None,
+            );
         };
         let initial = to.initial_state().unwrap_or(serde_json::Value::Null);
         let replayed = match replay(records, initial, now_ms()) {
             Ok(replayed) => replayed,
-            Err(reason) => return (stays(recorded.version, reason), 0),
+            Err(reason) => return (stays(recorded.version, reason), None),
         };
         let st = &replayed.run;
-        let next_seq = st.next_seq;
         if st.status().is_terminal() {
             let reason = format!("it ended ({})", st.status().as_str());
-            return (stays(recorded.version, reason), next_seq);
+            return (stays(recorded.version, reason), None);
         }
         let rest = AtRest {
             state: st.open().is_none().then(|| st.state()),
         };
-        match versions::refusal(&recorded, &rest, to) {
-            Some(reason) => (stays(recorded.version, reason), next_seq),
-            None => (
-                Move {
+        match versions::plan(&recorded, &rest, to) {
+            Err(reason) => (stays(recorded.version, reason), None),
+            Ok(state) => {
+                let entry = versions::migrated(&recorded, to, state);
+                let report = Move {
                     task_id: task_id.to_owned(),
                     from: recorded.version,
                     to: target,
                     outcome: MoveOutcome::WouldMove,
-                },
-                next_seq,
-            ),
+                };
+                (report, Some((st.next_seq, entry)))
+            }
         }
     }
 
@@ -278,16 +281,11 @@ impl Engine {
         let fence = owner.token();
         let moved = async {
             let records = inner.store.journal_for_replay(task_id).await?;
-            let (mut report, next_seq) = self.judge(task_id, &records, to.as_ref());
-            if report.outcome != MoveOutcome::WouldMove || dry_run {
+            let (mut report, entry) = self.judge(task_id, &records, to.as_ref());
+            let Some((next_seq, entry)) = entry.filter(|_| !dry_run) else {
                 return Ok(report);
-            }
-            let recorded = versions::recorded(&records).expect("judged with a header");
-            let mut append = Append::new(
-                task_id,
-                next_seq,
-                vec![versions::migrated(&recorded, to.as_ref())],
-            );
+            };
+            let mut append = Append::new(task_id, next_seq, vec![entry]);
             append.fence = fence;
             append.at_ms = now_ms();
             inner.store.append(append).await?;

@@ -142,18 +142,19 @@ impl Inner {
             let rest = super::versions::AtRest {
                 state: st.open().is_none().then(|| st.state()),
             };
-            if let Some(reason) = super::versions::refusal(&recorded, &rest, skill.as_ref()) {
-                return Err(EngineError::VersionMismatch {
-                    task_id: task_id.to_owned(),
-                    skill_id: info.id.clone(),
-                    recorded: replayed.header.skill_version,
-                    running: info.version.clone(),
-                    reason,
-                });
-            }
-            replayed
-                .run
-                .push(super::versions::migrated(&recorded, skill.as_ref()));
+            let migrated = match super::versions::plan(&recorded, &rest, skill.as_ref()) {
+                Ok(state) => super::versions::migrated(&recorded, skill.as_ref(), state),
+                Err(reason) => {
+                    return Err(EngineError::VersionMismatch {
+                        task_id: task_id.to_owned(),
+                        skill_id: info.id.clone(),
+                        recorded: replayed.header.skill_version,
+                        running: info.version.clone(),
+                        reason,
+                    })
+                }
+            };
+            replayed.run.push(migrated);
         }
         let (tx, _) = self.live.handles(task_id);
         let mut state = replayed.run;

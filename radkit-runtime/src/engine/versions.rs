@@ -128,20 +128,51 @@ pub(crate) struct AtRest<'a> {
     pub state: Option<&'a serde_json::Value>,
 }
 
-/// Why a task cannot move to `to`, or `None` when it can: it rests, the step it rests before has
-/// the same shape in `to` as in the version it runs on, and its state decodes in `to`.
-pub(crate) fn refusal(
+/// How a task moves to `to`: `Ok(None)` as it is (it rests, the step it rests before has the same
+/// shape in `to` as in the version it runs on, and its state decodes in `to`), `Ok(Some(state))`
+/// with the state a migration `to` declares made, or `Err` with why it cannot.
+pub(crate) fn plan(
     recorded: &Recorded,
     rest: &AtRest<'_>,
     to: &dyn ErasedSkill,
-) -> Option<String> {
+) -> Result<Option<serde_json::Value>, String> {
     let info = to.info();
     if recorded.version == info.version {
-        return None;
+        return Ok(None);
     }
     let Some(state) = rest.state else {
-        return Some("it is in the middle of a step (a task moves only at rest)".to_owned());
+        return Err("it is in the middle of a step (a task moves only at rest)".to_owned());
     };
+    let reason = match unchanged(recorded, state, to) {
+        None => return Ok(None),
+        Some(reason) => reason,
+    };
+    match to.migrate_state(&recorded.version, state) {
+        None => Err(format!(
+            "{reason} (declare a migration from version {} in version {} to move it)",
+            recorded.version, info.version
+        )),
+        Some(Err(e)) => Err(format!(
+            "{reason}, and the migration from version {} failed: {e}",
+            recorded.version
+        )),
+        Some(Ok(migrated)) => match to.accepts_state(&migrated) {
+            Ok(()) => Ok(Some(migrated)),
+            Err(e) => Err(format!(
+                "the migration from version {} made a state version {} does not decode: {e}",
+                recorded.version, info.version
+            )),
+        },
+    }
+}
+
+/// Why the task's `state` does not carry over to `to` unchanged, or `None` when it does.
+fn unchanged(
+    recorded: &Recorded,
+    state: &serde_json::Value,
+    to: &dyn ErasedSkill,
+) -> Option<String> {
+    let info = to.info();
     if recorded.steps.is_empty() {
         return Some(format!(
             "its journal does not say the shapes of version {}'s steps (written before they were journaled, or a skill without a step graph)",
@@ -173,11 +204,16 @@ pub(crate) fn refusal(
     None
 }
 
-/// The entry that moves a task from `recorded` to `to`.
-pub(crate) fn migrated(recorded: &Recorded, to: &dyn ErasedSkill) -> Entry {
+/// The entry that moves a task from `recorded` to `to`, with the state a migration made.
+pub(crate) fn migrated(
+    recorded: &Recorded,
+    to: &dyn ErasedSkill,
+    state: Option<serde_json::Value>,
+) -> Entry {
     Entry::Migrated {
         from: recorded.version.clone(),
         to: to.info().version.clone(),
         steps: to.info().step_shapes(),
+        state,
     }
 }

@@ -113,6 +113,41 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Payload
     };
 }
 
+/// What a typed migration (`#[migrate(from = .., step = "..")]`) reads: the payload an older
+/// version of the skill journaled. Every `DeserializeOwned` type is one.
+#[diagnostic::on_unimplemented(
+    message = "migration input `{Self}` must be `DeserializeOwned`",
+    label = "the payload the old version journaled is read as this type",
+    note = "derive `serde::Deserialize` for it, with the fields the old version's payload had"
+)]
+pub trait MigrationInput: Sized {
+    /// Its decoder. Read once, spanned at the user's input type, so a type that is not serde is one
+    /// error there.
+    const DECODE: fn(serde_json::Value) -> Result<Self, serde_json::Error>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: serde::de::DeserializeOwned> MigrationInput for T {
+    const DECODE: fn(serde_json::Value) -> Result<T, serde_json::Error> = serde_json::from_value;
+}
+
+/// Run a typed migration from version `from` into step `step`: decode the old `payload` with
+/// `decode`, map it with `migration` to the step's payload `P` (the expansion names `P`, so a
+/// migration that returns another type is an error at its return type), and say why when either
+/// fails.
+pub fn migrate<I, P, E: std::fmt::Display>(
+    from: &str,
+    step: &str,
+    payload: serde_json::Value,
+    decode: fn(serde_json::Value) -> Result<I, serde_json::Error>,
+    migration: fn(I) -> Result<P, E>,
+) -> Result<P, String> {
+    let old = decode(payload).map_err(|e| {
+        format!("the payload version {from} carried into step `{step}` does not decode as the migration's input: {e}")
+    })?;
+    migration(old).map_err(|e| e.to_string())
+}
+
 // A step parameter of type `StepCtx` by value can only be the context written through an alias
 // (`use radkit::flow::StepCtx as Ctx; .. ctx: Ctx`): the expansion reports that at the parameter as
 // "write `ctx: &Ctx`". These two impls keep the context from also failing the payload rules (it is

@@ -267,6 +267,21 @@ pub trait FlowSkill: Send + Sync + 'static {
         ctx: &StepCtx,
     ) -> Result<Transition<Self::State>, StepError>;
 
+    /// The state a task resting before `step` under version `from` of this skill (carrying
+    /// `payload`, as that version journaled it) moves to in this version, when this version
+    /// declares a migration for it (`#[migrate(from = .., step = "..")]`); `None` when it declares
+    /// none. An `Err` leaves the task on its version with the reason. Asked only for a task whose
+    /// step changed its shape or whose state does not decode here.
+    fn migrate(
+        &self,
+        from: &str,
+        step: &str,
+        payload: serde_json::Value,
+    ) -> Option<Result<Self::State, String>> {
+        let _ = (from, step, payload);
+        None
+    }
+
     /// Whether the task that `first` starts answers its client with a message rather than the task
     /// (A2A's direct message answer): the send waits for the task, and when it completes the client
     /// gets its completion message (with the artifacts' parts) and no task id. Decided from the
@@ -316,6 +331,16 @@ pub trait ErasedSkill: Send + Sync + 'static {
         let _ = state;
         Ok(())
     }
+    /// The state a task resting in `state` under version `from` moves to by this version's
+    /// declared migration ([`FlowSkill::migrate`]), as JSON; `None` when none is declared.
+    fn migrate_state(
+        &self,
+        from: &str,
+        state: &serde_json::Value,
+    ) -> Option<Result<serde_json::Value, String>> {
+        let _ = (from, state);
+        None
+    }
     /// Whether the task `first` starts answers with a message ([`FlowSkill::answers_with_message`],
     /// or the skill's [`SkillInfo::answers_with_message`]).
     fn answers_with_message(&self, first: &crate::model::Message) -> bool {
@@ -356,6 +381,27 @@ impl<F: FlowSkill> ErasedSkill for Erased<F> {
         serde_json::from_value::<F::State>(state.clone())
             .map(drop)
             .map_err(|e| e.to_string())
+    }
+
+    fn migrate_state(
+        &self,
+        from: &str,
+        state: &serde_json::Value,
+    ) -> Option<Result<serde_json::Value, String>> {
+        // A macro skill's state is `{"step": payload}`, a step table's `{"step": .., "payload": ..}`.
+        let (step, payload) = match state {
+            serde_json::Value::Object(map) if map.len() == 1 => {
+                let (step, payload) = map.iter().next()?;
+                (step.clone(), payload.clone())
+            }
+            serde_json::Value::Object(map) => (
+                map.get("step")?.as_str()?.to_owned(),
+                map.get("payload").cloned().unwrap_or_default(),
+            ),
+            _ => return None,
+        };
+        let migrated = self.skill.migrate(from, &step, payload)?;
+        Some(migrated.and_then(|s| serde_json::to_value(s).map_err(|e| e.to_string())))
     }
 
     fn answers_with_message(&self, first: &crate::model::Message) -> bool {

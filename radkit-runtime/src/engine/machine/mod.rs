@@ -205,15 +205,18 @@ impl MachineSkill {
             let rest = super::versions::AtRest {
                 state: st.open().is_none().then(|| st.state()),
             };
-            if let Some(reason) = super::versions::refusal(&recorded, &rest, skill.as_ref()) {
-                return Err(MachineError::VersionMismatch {
-                    skill_id: header.skill_id,
-                    recorded: header.skill_version,
-                    running: format!("{} {}", info.id, info.version),
-                    reason,
-                });
-            }
-            st.push(super::versions::migrated(&recorded, skill.as_ref()));
+            let state = match super::versions::plan(&recorded, &rest, skill.as_ref()) {
+                Ok(state) => state,
+                Err(reason) => {
+                    return Err(MachineError::VersionMismatch {
+                        skill_id: header.skill_id,
+                        recorded: header.skill_version,
+                        running: format!("{} {}", info.id, info.version),
+                        reason,
+                    })
+                }
+            };
+            st.push(super::versions::migrated(&recorded, skill.as_ref(), state));
         }
         st.clock_ms = Some(now_ms);
         st.call_timeout = self.parts.config.call_timeout;
