@@ -63,7 +63,11 @@ impl OrderV2 {
         let order = Order {
             item: order.joined_texts(),
         };
-        await_input!(slot = "size", message = "Which size, please?", carry = order)
+        await_input!(
+            slot = "size",
+            message = "Which size, please?",
+            carry = order
+        )
     }
 
     #[step(resume_from = "take")]

@@ -16,7 +16,7 @@ use radkit::journal::Entry;
 use radkit::model::{Content, Message, TaskId, TaskState};
 use radkit::store::{Durability, SqliteStore, Store};
 use radkit::tools::FnTool;
-use radkit::{await_input, flow_skill};
+use radkit::{await_input, flow_skill, goto};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -596,4 +596,178 @@ async fn a_task_waiting_in_a_killed_v1_process_completes_in_a_v2_process() {
     assert_eq!(answered(&v2, &task, "M").await, "v2: tea in size M");
     assert_eq!(moves(&v2, &task).await, [("1".to_owned(), "2".to_owned())]);
     v2.halt();
+}
+
+// ---- a rolling deploy on Postgres ----
+
+/// Counts down from its number, one durable `note` per step; version 1 and 2 differ in their end
+/// only (every step keeps its shape), so a task of version 1 moves to 2 whenever it rests between
+/// steps.
+#[derive(Default)]
+struct CountV1;
+
+#[flow_skill(id = "count", name = "Count", version = 1, register = false)]
+impl CountV1 {
+    #[step(start)]
+    async fn begin(&self, n: Content) -> StepResult {
+        goto!("tick", n.joined_texts().trim().parse::<u32>().unwrap_or(3))
+    }
+
+    #[step]
+    async fn tick(&self, ctx: &StepCtx, left: u32) -> StepResult {
+        let _: serde_json::Value = ctx.tool("note").call(json!({ "left": left })).await?;
+        if left == 0 {
+            return ctx.complete("counted by v1", vec![]);
+        }
+        goto!("tick", left - 1)
+    }
+}
+
+#[derive(Default)]
+struct CountV2;
+
+#[flow_skill(id = "count", name = "Count", version = 2, register = false)]
+impl CountV2 {
+    #[step(start)]
+    async fn begin(&self, n: Content) -> StepResult {
+        goto!("tick", n.joined_texts().trim().parse::<u32>().unwrap_or(3))
+    }
+
+    #[step]
+    async fn tick(&self, ctx: &StepCtx, left: u32) -> StepResult {
+        let _: serde_json::Value = ctx.tool("note").call(json!({ "left": left })).await?;
+        if left == 0 {
+            return ctx.complete("counted by v2", vec![]);
+        }
+        goto!("tick", left - 1)
+    }
+}
+
+/// An engine of one version over the Postgres schema at `url`: a worker (`worker`), or a
+/// submitter that only creates tasks.
+async fn count_engine(url: &str, name: &str, v2: bool, worker: bool) -> Engine {
+    let store = radkit::store::PostgresStore::connect(url)
+        .await
+        .expect("connect the store");
+    let note = FnTool::new(EffectPolicy::Idempotent, |_, _| async {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        Ok(json!("noted"))
+    });
+    let builder = Engine::builder(store)
+        .without_registered_skills()
+        .effects(Effects::new().tool("note", note))
+        .worker_id(name)
+        .lease_ttl(Duration::from_millis(1_500))
+        .poll_interval(Duration::from_millis(20));
+    let builder = match v2 {
+        true => builder.skill(CountV2),
+        false => builder.skill(CountV1),
+    };
+    match worker {
+        true => builder.start().await.expect("start the worker"),
+        false => builder
+            .max_active_tasks(0)
+            .build()
+            .expect("build the submitter"),
+    }
+}
+
+/// Old and new workers side by side under load, one of them killed mid-run (halted: its leases
+/// expire), a worker of its version started again: every task completes with exactly one receipt
+/// per command, a task started on version 2 never runs on version 1, and a task moves at most once
+/// (forward).
+async fn rolling_deploy_with_the_worker_of_version_killed(killed_v2: bool) {
+    let (_, url) = radkit::store::PostgresStore::create_schema(
+        &crate::support::services::postgres_url(),
+        "radkit_versions",
+    )
+    .await
+    .expect("create a test schema");
+    let submit_v1 = count_engine(&url, "submit-v1", false, false).await;
+    let submit_v2 = count_engine(&url, "submit-v2", true, false).await;
+    let w1 = count_engine(&url, "worker-v1", false, true).await;
+    let w2 = count_engine(&url, "worker-v2", true, true).await;
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let (submitter, started_on) = match i % 2 {
+            0 => (&submit_v1, "1"),
+            _ => (&submit_v2, "2"),
+        };
+        let task = submitter
+            .send(Request::operator(Message::user_text("8")))
+            .await
+            .unwrap();
+        tasks.push((task, started_on));
+    }
+    // Let both work a while, then kill one.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let survivor = if killed_v2 {
+        w2.halt();
+        drop(w2);
+        w1
+    } else {
+        w1.halt();
+        drop(w1);
+        w2
+    };
+    // A worker of the killed version comes back: what the survivor cannot take, it finishes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = count_engine(&url, "worker-again", killed_v2, true).await;
+    for (task, started_on) in &tasks {
+        let done = tokio::time::timeout(
+            Duration::from_secs(90),
+            survivor.wait_settled(&Caller::Operator, task),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("task {task} (started on v{started_on}) completes"))
+        .unwrap();
+        assert_eq!(done.status.state, TaskState::Completed, "{done:?}");
+        let text = done.status.message.unwrap().joined_texts();
+        let journal = survivor.journal(&Caller::Operator, task).await.unwrap();
+        let moves: Vec<(String, String)> = journal
+            .iter()
+            .filter_map(|r| match &r.entry {
+                Entry::Migrated { from, to, .. } => Some((from.clone(), to.clone())),
+                _ => None,
+            })
+            .collect();
+        match *started_on {
+            "2" => {
+                assert_eq!(text, "counted by v2", "task {task}");
+                assert!(moves.is_empty(), "task {task} moved: {moves:?}");
+            }
+            _ => {
+                assert!(moves.len() <= 1, "task {task} moved twice: {moves:?}");
+                let ended_on = if moves.is_empty() { "v1" } else { "v2" };
+                assert_eq!(text, format!("counted by {ended_on}"), "task {task}");
+                assert!(moves.iter().all(|(f, t)| f == "1" && t == "2"), "{moves:?}");
+            }
+        }
+        // Exactly one receipt per command, nine notes (8 down to 0), the seqs gap-free.
+        let mut receipts: std::collections::HashMap<String, usize> = Default::default();
+        for record in &journal {
+            if let Entry::ReceiptRecorded { receipt } = &record.entry {
+                *receipts.entry(receipt.id.to_string()).or_default() += 1;
+            }
+        }
+        assert_eq!(receipts.len(), 9, "task {task}: {receipts:?}");
+        assert!(
+            receipts.values().all(|n| *n == 1),
+            "task {task}: {receipts:?}"
+        );
+        let seqs: Vec<u64> = journal.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (1..=journal.len() as u64).collect::<Vec<_>>());
+    }
+    survivor.halt();
+    again.halt();
+}
+
+#[test(multi_thread, needs = Postgres)]
+async fn a_rolling_deploy_finishes_every_task_when_the_old_worker_is_killed() {
+    rolling_deploy_with_the_worker_of_version_killed(false).await;
+}
+
+#[test(multi_thread, needs = Postgres)]
+async fn a_rolling_deploy_finishes_every_task_when_the_new_worker_is_killed() {
+    rolling_deploy_with_the_worker_of_version_killed(true).await;
 }

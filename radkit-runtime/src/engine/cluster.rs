@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use super::run::TaskRun;
 use super::{EngineError, Inner};
-use crate::store::Lease;
+use crate::store::{older_than, Lease};
 
 /// This engine's part in a shared store's leases: the leases it holds, its worker loop, its claims.
 #[derive(Default)]
@@ -42,7 +42,14 @@ pub(crate) struct LeaseState {
     worker_started: AtomicBool,
     /// Held while claiming, so that shutdown can wait for a claim in flight.
     claiming: tokio::sync::Mutex<()>,
+    /// Tasks of a version this engine does not serve that it claimed and could not move to the
+    /// version it serves: left to a worker that serves theirs, never claimed here again.
+    unmovable: Mutex<std::collections::HashSet<String>>,
 }
+
+/// At most this many unmovable tasks are remembered (a claim excludes them): beyond it the oldest
+/// part is forgotten, and such a task may be claimed, and given back, once more.
+const UNMOVABLE_KEPT: usize = 10_000;
 
 /// A lease this engine holds.
 #[derive(Debug, Clone, Copy)]
@@ -371,9 +378,18 @@ impl Inner {
             tracing::debug!("renewals are slow or failing; no claims until they keep up");
             return Ok(());
         }
-        // Every version this engine serves: a task claimed runs on its own.
-        let skills = self.versions.pairs();
-        let held: Vec<String> = self.held().keys().cloned().collect();
+        // Every version this engine serves (a task claimed runs on its own), and the older
+        // numbered versions of its skills: a task of one moves here when it can (else it is given
+        // back and left to a worker that serves its version, see `unmovable`).
+        let mut skills = self.versions.pairs();
+        skills.extend(
+            self.versions
+                .newest_numbers()
+                .into_iter()
+                .map(|(id, n)| (id, older_than(n))),
+        );
+        let mut held: Vec<String> = self.held().keys().cloned().collect();
+        held.extend(self.unmovable().iter().cloned());
         // `release_all` waits for a claim in flight, and a claim that started before the halt gives
         // back what it got.
         let _claiming = self.leases.claiming.lock().await;
@@ -399,12 +415,35 @@ impl Inner {
             self.hold(&lease.task_id, lease.token, sent);
             tokio::spawn(async move {
                 let task_id = lease.task_id.clone();
-                if let Err(e) = engine.resume(&task_id, Some(lease)).await {
-                    tracing::error!(task = %task_id, error = %e, "claimed task not resumed");
+                match engine.resume(&task_id, Some(lease)).await {
+                    Ok(()) => {}
+                    Err(e @ EngineError::VersionMismatch { .. }) => {
+                        tracing::info!(task = %task_id, reason = %e, "claimed a task of another skill version that cannot move here; left to a worker that serves its version");
+                        engine.unmovable_found(task_id);
+                    }
+                    Err(e) => {
+                        tracing::error!(task = %task_id, error = %e, "claimed task not resumed")
+                    }
                 }
             });
         }
         Ok(())
+    }
+
+    fn unmovable(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.leases
+            .unmovable
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A claimed task could not move to this engine's version: claims leave it out from now on.
+    fn unmovable_found(&self, task_id: String) {
+        let mut unmovable = self.unmovable();
+        if unmovable.len() >= UNMOVABLE_KEPT {
+            unmovable.clear();
+        }
+        unmovable.insert(task_id);
     }
 
     /// Give back every lease (shutdown, after the halt): other workers take the tasks over at once.

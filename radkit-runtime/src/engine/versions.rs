@@ -52,6 +52,14 @@ impl Versions {
         self.by_id.get(skill_id).map_or(&[], Vec::as_slice)
     }
 
+    /// Each skill whose newest version is numbered, with that number.
+    pub fn newest_numbers(&self) -> Vec<(String, u64)> {
+        self.by_id
+            .iter()
+            .filter_map(|(id, v)| Some((id.clone(), v.first()?.info().version_number()?)))
+            .collect()
+    }
+
     /// Every served `(skill, version)`.
     pub fn pairs(&self) -> Vec<(String, String)> {
         self.by_id
@@ -139,6 +147,13 @@ pub(crate) fn plan(
     let info = to.info();
     if recorded.version == info.version {
         return Ok(None);
+    }
+    if let (Ok(from), Some(to)) = (recorded.version.parse::<u64>(), info.version_number()) {
+        if to < from {
+            return Err(format!(
+                "it runs on version {from}, newer than version {to} (a task never moves back to an older version)"
+            ));
+        }
     }
     let Some(state) = rest.state else {
         return Err("it is in the middle of a step (a task moves only at rest)".to_owned());

@@ -74,12 +74,21 @@ pub struct NewLease {
     pub ttl_ms: i64,
 }
 
+/// The version of a `(skill id, version)` claim pair that takes every numbered version of the
+/// skill below `n`: a worker serving version `n` claims tasks of older ones and moves there what it
+/// can (a task never moves back to an older version).
+pub fn older_than(n: u64) -> String {
+    format!("<{n}")
+}
+
 /// Lease operations of a shared store.
 #[async_trait]
 pub trait Leases: Send + Sync {
     /// Claim up to `limit` tasks that have work now and whose lease is free or expired: submitted or
     /// working tasks without a pending timer, tasks whose timer is due, and tasks asked to cancel —
-    /// only tasks of the `(skill id, version)` pairs in `skills`, the ones the claimer can run, and
+    /// only tasks of the `(skill id, version)` pairs in `skills`, the ones the claimer can run (a
+    /// pair whose version is [`older_than(n)`](older_than) takes every numbered version of that skill
+    /// below `n`: the claimer moves what it can to its own and gives back the rest), and
     /// none of `held`, the ones it holds already (a late renewal must not fence the claimer's own
     /// run). Two concurrent claimers never get the same task (`FOR UPDATE SKIP LOCKED`).
     async fn claim(

@@ -30,7 +30,7 @@ mod stats;
 pub(crate) mod view;
 
 pub use dispatch::{DispatchStore, Dispatched};
-pub use lease::{Lease, LeaseChange, LeaseHolder, Leases, NewLease, CREATION_TOKEN};
+pub use lease::{older_than, Lease, LeaseChange, LeaseHolder, Leases, NewLease, CREATION_TOKEN};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]

@@ -106,8 +106,13 @@ impl Leases for PostgresStore {
                                OR wake_at_ms <= $3 OR cancel_requested)
                           AND state NOT IN {terminal}
                           AND (lease_expires_ms IS NULL OR lease_expires_ms < $3)
-                          AND (skill_id, skill_version) IN
-                              (SELECT * FROM UNNEST($5::text[], $6::text[]))
+                          AND EXISTS (SELECT 1 FROM UNNEST($5::text[], $6::text[]) AS s(id, v)
+                                      WHERE s.id = skill_id
+                                        AND (s.v = skill_version
+                                             OR CASE WHEN skill_version ~ '^[0-9]{{1,18}}$'
+                                                     THEN skill_version::bigint END
+                                                < CASE WHEN s.v ~ '^<[0-9]{{1,18}}$'
+                                                       THEN substr(s.v, 2)::bigint END))
                           AND NOT (id = ANY($7::text[]))
                         ORDER BY tid LIMIT $4 FOR UPDATE SKIP LOCKED)
                      RETURNING id, fence, cancel_requested",
