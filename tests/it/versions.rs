@@ -771,3 +771,53 @@ async fn a_rolling_deploy_finishes_every_task_when_the_old_worker_is_killed() {
 async fn a_rolling_deploy_finishes_every_task_when_the_new_worker_is_killed() {
     rolling_deploy_with_the_worker_of_version_killed(true).await;
 }
+
+#[test(multi_thread)]
+async fn serverless_passes_run_a_task_on_its_kept_version_and_move_one_whose_version_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("order.sqlite");
+    let serverless = |build: fn(EngineBuilder) -> EngineBuilder| {
+        let builder = Engine::builder(store(&path))
+            .without_registered_skills()
+            .effects(effects());
+        build(builder)
+            .serverless(Duration::from_secs(10))
+            .build()
+            .unwrap()
+    };
+    let ask = |engine: Engine| async move {
+        let task = engine
+            .send(Request::operator(Message::user_text("tea")))
+            .await
+            .unwrap();
+        let asked = engine.task(&Caller::Operator, &task, None).await.unwrap();
+        assert_eq!(asked.status.state, TaskState::InputRequired);
+        task
+    };
+    let answer_in_a_pass = |engine: Engine, task: TaskId, text: &'static str| async move {
+        engine
+            .send(Request::operator(answer(&task, text)))
+            .await
+            .unwrap();
+        let done = engine.task(&Caller::Operator, &task, None).await.unwrap();
+        assert_eq!(done.status.state, TaskState::Completed, "{done:?}");
+        done.status.message.unwrap().joined_texts()
+    };
+    let v1 = serverless(|b| b.skill(OrderV1));
+    let kept = ask(v1.clone()).await;
+    let moved = ask(v1).await;
+
+    let both = serverless(|b| b.skill(OrderV1).skill(OrderV3));
+    assert_eq!(
+        answer_in_a_pass(both.clone(), kept.clone(), "L").await,
+        "v1: tea in size L"
+    );
+    assert!(moves(&both, &kept).await.is_empty());
+
+    let v2 = serverless(|b| b.skill(OrderV2));
+    assert_eq!(
+        answer_in_a_pass(v2.clone(), moved.clone(), "M").await,
+        "v2: tea in size M"
+    );
+    assert_eq!(moves(&v2, &moved).await, [("1".to_owned(), "2".to_owned())]);
+}

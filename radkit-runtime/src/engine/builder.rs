@@ -121,7 +121,10 @@ impl Default for EngineConfig {
 /// What [`EngineBuilder::into_parts`] gives another host.
 pub(crate) struct BuilderParts {
     pub store: Arc<dyn Store>,
+    /// Each skill's newest version.
     pub skills: Vec<Arc<dyn ErasedSkill>>,
+    /// The older versions served beside them.
+    pub older: Vec<Arc<dyn ErasedSkill>>,
     pub effects: Effects,
     pub config: EngineConfig,
     pub default_skill: Option<String>,
@@ -179,10 +182,11 @@ impl EngineBuilder {
     /// What a host other than the long-running engine needs of this builder: the store, the skills
     /// (as [`skills`](Self::skills) computes them), the effects, the limits and the default skill.
     pub(crate) fn into_parts(self) -> Result<BuilderParts, EngineError> {
-        // The other hosts serve each skill's newest version (a task of an older one moves to it
-        // when it can).
-        let skills = super::versions::newest_only(self.skills()?);
+        let all = self.skills()?;
+        let older = super::versions::Versions::new(&all).older();
+        let skills = super::versions::newest_only(all);
         Ok(BuilderParts {
+            older,
             store: self.store,
             skills,
             effects: self.effects,
@@ -570,6 +574,7 @@ impl EngineBuilder {
             super::Passes::new(
                 self.store.clone(),
                 order.iter().map(|id| skills[id].clone()).collect(),
+                versions.older(),
                 &self.effects,
                 &self.config,
                 self.default_skill.clone(),

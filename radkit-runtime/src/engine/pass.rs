@@ -122,7 +122,11 @@ pub enum PassError {
 #[derive(Clone)]
 pub struct Passes {
     store: Arc<dyn Store>,
+    /// Each skill's newest version: new tasks, and tasks of versions not served (which move to it
+    /// when they can).
     skills: Arc<HashMap<String, MachineSkill>>,
+    /// The older versions served beside them, by skill and version: a task of one runs on it.
+    older: Arc<HashMap<(String, String), MachineSkill>>,
     default_skill: Option<String>,
     owner: String,
     lease_margin: Duration,
@@ -152,20 +156,30 @@ pub(crate) fn machine_skills(
     effects: &crate::effects::Effects,
     config: &super::EngineConfig,
 ) -> HashMap<String, MachineSkill> {
+    skills
+        .into_iter()
+        .map(|skill| {
+            (
+                skill.info().id.clone(),
+                machine_skill(skill, effects, config),
+            )
+        })
+        .collect()
+}
+
+/// `skill` hosted by task machines, with `effects` and the limits of `config`.
+fn machine_skill(
+    skill: Arc<dyn crate::flow::ErasedSkill>,
+    effects: &crate::effects::Effects,
+    config: &super::EngineConfig,
+) -> MachineSkill {
     let limits = MachineConfig {
         max_steps: config.max_steps,
         checkpoint_every: config.checkpoint_every,
         call_timeout: config.call_timeout,
         hooks: !config.hooks.is_empty(),
     };
-    skills
-        .into_iter()
-        .map(|skill| {
-            let id = skill.info().id.clone();
-            let hosted = MachineSkill::with(skill, effects.clone(), limits.clone());
-            (id, hosted)
-        })
-        .collect()
+    MachineSkill::with(skill, effects.clone(), limits)
 }
 
 /// When a task resting on a dispatched command is woken to look again if no executor recorded its
@@ -185,6 +199,7 @@ impl Passes {
         Ok(Self::new(
             parts.store,
             parts.skills,
+            parts.older,
             &parts.effects,
             &parts.config,
             parts.default_skill,
@@ -196,11 +211,19 @@ impl Passes {
     pub(crate) fn new(
         store: Arc<dyn Store>,
         skills: Vec<Arc<dyn crate::flow::ErasedSkill>>,
+        older: Vec<Arc<dyn crate::flow::ErasedSkill>>,
         effects: &crate::effects::Effects,
         config: &super::EngineConfig,
         default_skill: Option<String>,
         halted: Arc<std::sync::atomic::AtomicBool>,
     ) -> Self {
+        let older = older
+            .into_iter()
+            .map(|s| {
+                let key = (s.info().id.clone(), s.info().version.clone());
+                (key, machine_skill(s, effects, config))
+            })
+            .collect();
         let skills = machine_skills(skills, effects, config);
         let owner = format!("pass-{}", crate::model::new_id());
         let pusher = super::push::Pusher::new(
@@ -213,6 +236,7 @@ impl Passes {
         Passes {
             store,
             skills: Arc::new(skills),
+            older: Arc::new(older),
             default_skill,
             owner,
             lease_margin: DEFAULT_LEASE_MARGIN,
@@ -595,12 +619,17 @@ impl Passes {
         let Some(record) = self.store.task(task_id).await? else {
             return Err(PassError::NotFound(task_id.to_owned()));
         };
-        let skill = self.skills.get(&record.skill_id).cloned().ok_or_else(|| {
-            EngineError::SkillNotServed {
+        // The version it runs on when it is served beside the newest, else the newest.
+        let kept = self
+            .older
+            .get(&(record.skill_id.clone(), record.skill_version.clone()));
+        let skill = kept
+            .or_else(|| self.skills.get(&record.skill_id))
+            .cloned()
+            .ok_or_else(|| EngineError::SkillNotServed {
                 task_id: task_id.to_owned(),
                 skill_id: record.skill_id.clone(),
-            }
-        })?;
+            })?;
         let records = self.store.journal_for_replay(task_id).await?;
         let mut m = skill.resume(task_id, &records, now_ms())?;
         event(&mut m)?;

@@ -60,6 +60,14 @@ impl Versions {
             .collect()
     }
 
+    /// Every served version that is not its skill's newest.
+    pub fn older(&self) -> Vec<Arc<dyn ErasedSkill>> {
+        self.by_id
+            .values()
+            .flat_map(|v| v.iter().skip(1).cloned())
+            .collect()
+    }
+
     /// Every served `(skill, version)`.
     pub fn pairs(&self) -> Vec<(String, String)> {
         self.by_id
