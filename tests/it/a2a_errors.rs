@@ -966,8 +966,9 @@ async fn a_task_of_another_skill_version_is_refused_with_unsupported_operation_a
     let refusal = format!(
         "task {task} runs on version 1 of skill `greeter`, which this agent does not serve, and \
          cannot move to version 2: step `greet` changed its shape (its payload type, or whether it \
-         answers a question) between version 1 and version 2; serve version 1 beside version 2 \
-         (`version = N` on each), or let a binary that has it finish the task"
+         answers a question) between version 1 and version 2 (declare a migration from version 1 \
+         in version 2 to move it); serve version 1 beside version 2 (`version = N` on each), or let \
+         a binary that has it finish the task"
     );
     for method in ["message/send", "message/stream"] {
         let envelope = call(
