@@ -198,16 +198,6 @@ async fn child_process_runs_a_payment_until_killed() {
     tokio::time::sleep(Duration::from_secs(120)).await;
 }
 
-/// The child process, killed with SIGKILL when dropped: a failing test leaves no process behind.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Run a payment in a child process, SIGKILL it right after `tool` applied its effect (before the
 /// receipt is written), then recover in this process and return the settled task.
 async fn kill_after(tool: &str, dir: &Path) -> Task {
@@ -223,7 +213,7 @@ async fn kill_after(tool: &str, dir: &Path) -> Task {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let mut child = Child(child);
+    let mut child = crate::support::common::Killed(child);
     // The pause file is written by another process: no event reaches this one, so poll, with a
     // deadline.
     let started = Instant::now();

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -145,15 +145,6 @@ fn walk(path: &Path) -> Vec<PathBuf> {
     }
 }
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Run a `sh` line from the README in `dir`; its stdout.
 fn sh(dir: &Path, line: &str) -> String {
     let out = Command::new("sh")
@@ -209,7 +200,7 @@ fn the_readme_hello_session_runs_as_printed() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut banner)
         .unwrap();
-    let _server = Killed(child);
+    let _server = crate::support::common::Killed(child);
     assert!(banner.contains("serving hello on http://"), "{banner}");
     let addr = banner
         .split("http://")

@@ -73,6 +73,46 @@ impl Store for FillableStore {
     }
 }
 
+/// An engine serving `Waits` over a fillable store, its `wait` tool held until the test releases it.
+struct Gated {
+    store: FillableStore,
+    /// One permit lets one call of `wait` return.
+    release: Arc<tokio::sync::Semaphore>,
+    /// Calls of `wait` begun.
+    started: Arc<std::sync::atomic::AtomicUsize>,
+    engine: Engine,
+}
+
+async fn gated() -> Gated {
+    let store = FillableStore::default();
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let wait = {
+        let (release, started) = (release.clone(), started.clone());
+        FnTool::new(EffectPolicy::Idempotent, move |_, _| {
+            let (release, started) = (release.clone(), started.clone());
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                release.acquire().await.expect("open").forget();
+                Ok(json!("released"))
+            }
+        })
+    };
+    let engine = Engine::builder(store.clone())
+        .without_registered_skills()
+        .skill(Waits)
+        .effects(Effects::new().tool("wait", wait))
+        .start()
+        .await
+        .unwrap();
+    Gated {
+        store,
+        release,
+        started,
+        engine,
+    }
+}
+
 async fn rpc(client: &reqwest::Client, url: &str, method: &str, params: Value) -> Value {
     let request = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
     client
@@ -93,25 +133,12 @@ fn message(text: &str) -> Value {
 
 #[test(multi_thread)]
 async fn a_full_disk_answers_storage_unavailable_at_once_and_the_task_resumes_when_space_returns() {
-    let store = FillableStore::default();
-    let release = Arc::new(tokio::sync::Semaphore::new(0));
-    let wait = {
-        let release = release.clone();
-        FnTool::new(EffectPolicy::Idempotent, move |_, _| {
-            let release = release.clone();
-            async move {
-                release.acquire().await.expect("open").forget();
-                Ok(json!("released"))
-            }
-        })
-    };
-    let engine = Engine::builder(store.clone())
-        .without_registered_skills()
-        .skill(Waits)
-        .effects(Effects::new().tool("wait", wait))
-        .start()
-        .await
-        .unwrap();
+    let Gated {
+        store,
+        release,
+        engine,
+        ..
+    } = gated().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     let server = tokio::spawn(radkit::server::serve(
@@ -203,27 +230,12 @@ async fn a_subscriber_that_begins_after_a_failed_append_is_told_at_once_and_foll
     use radkit::engine::{Caller, EngineError, Request};
     use radkit::model::Message;
 
-    let store = FillableStore::default();
-    let release = Arc::new(tokio::sync::Semaphore::new(0));
-    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let wait = {
-        let (release, started) = (release.clone(), started.clone());
-        FnTool::new(EffectPolicy::Idempotent, move |_, _| {
-            let (release, started) = (release.clone(), started.clone());
-            async move {
-                started.fetch_add(1, Ordering::SeqCst);
-                release.acquire().await.expect("open").forget();
-                Ok(json!("released"))
-            }
-        })
-    };
-    let engine = Engine::builder(store.clone())
-        .without_registered_skills()
-        .skill(Waits)
-        .effects(Effects::new().tool("wait", wait))
-        .start()
-        .await
-        .unwrap();
+    let Gated {
+        store,
+        release,
+        started,
+        engine,
+    } = gated().await;
     let task = engine
         .send(Request::operator(Message::user_text("go")))
         .await

@@ -544,16 +544,6 @@ async fn child_process_serves_version_1_until_killed() {
     tokio::time::sleep(Duration::from_secs(120)).await;
 }
 
-/// The child process, killed with SIGKILL when dropped: a failing test leaves no process behind.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test(multi_thread)]
 async fn a_task_waiting_in_a_killed_v1_process_completes_in_a_v2_process() {
     let dir = tempfile::tempdir().unwrap();
@@ -568,7 +558,7 @@ async fn a_task_waiting_in_a_killed_v1_process_completes_in_a_v2_process() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut child = Child(child);
+    let mut child = crate::support::common::Killed(child);
     // The id is written by another process: no event reaches this one, so poll, with a deadline.
     let started = std::time::Instant::now();
     let task = loop {

@@ -71,14 +71,7 @@ impl Engine {
     /// The unfinished tasks per skill, version, state and what they wait on, with whether this
     /// engine serves the version.
     pub async fn versions(&self) -> Result<Vec<VersionCount>, EngineError> {
-        let rows = self
-            .inner
-            .store
-            .list(TaskQuery {
-                non_terminal: true,
-                ..TaskQuery::default()
-            })
-            .await?;
+        let rows = self.unfinished().await?;
         let mut counts: BTreeMap<(String, String, &'static str, &'static str), (TaskState, u64)> =
             BTreeMap::new();
         for row in &rows {
@@ -112,14 +105,7 @@ impl Engine {
     /// newest version of their skill it serves (each with the reason): what a restart would leave
     /// stranded. `radkit serve` refuses to start while there are any (unless told otherwise).
     pub async fn stranded(&self) -> Result<Vec<Move>, EngineError> {
-        let rows = self
-            .inner
-            .store
-            .list(TaskQuery {
-                non_terminal: true,
-                ..TaskQuery::default()
-            })
-            .await?;
+        let rows = self.unfinished().await?;
         let mut out = Vec::new();
         for row in rows {
             if self
@@ -182,14 +168,7 @@ impl Engine {
                 ),
             })
         })?;
-        let rows = self
-            .inner
-            .store
-            .list(TaskQuery {
-                non_terminal: true,
-                ..TaskQuery::default()
-            })
-            .await?;
+        let rows = self.unfinished().await?;
         let mut out = Vec::new();
         for row in rows
             .iter()
@@ -198,6 +177,15 @@ impl Engine {
             out.push(self.move_task(&row.id, &target, dry_run).await?);
         }
         Ok(out)
+    }
+
+    /// The rows of every unfinished task.
+    async fn unfinished(&self) -> Result<Vec<TaskRecord>, EngineError> {
+        let query = TaskQuery {
+            non_terminal: true,
+            ..TaskQuery::default()
+        };
+        Ok(self.inner.store.list(query).await?)
     }
 
     /// Whether task `task_id` could move to `to`, written nowhere.

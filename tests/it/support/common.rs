@@ -239,3 +239,14 @@ pub fn error_info(details: &Value) -> (&str, &str) {
         info["domain"].as_str().unwrap(),
     )
 }
+
+/// A child process killed (SIGKILL) and reaped when dropped: a failing test leaves no process
+/// behind.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
