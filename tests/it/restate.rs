@@ -929,7 +929,13 @@ async fn a_workflow_asks_the_hooks_about_each_visit_and_once_about_each_command_
     // kill replays them, it does not ask again.
     assert!(count("elder before delegate") >= 2, "{lines:#?}");
     assert_eq!(count("elder before skill `napper`"), 1, "{lines:#?}");
-    assert_eq!(count("napper before sleep"), 1, "{lines:#?}");
+    // The child runs while Restate is killed: an answer it asked for just before the kill, whose
+    // `ctx.run` Restate had not journaled yet, is asked for once more (Restate's `run` is at
+    // least once); one kill, so at most twice.
+    assert!(
+        (1..=2).contains(&count("napper before sleep")),
+        "{lines:#?}"
+    );
     assert!(count("napper before nap") >= 1, "{lines:#?}");
     assert!(
         lines
