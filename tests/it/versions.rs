@@ -365,6 +365,7 @@ async fn migrate_moves_resting_tasks_journals_each_move_and_the_moved_task_runs_
         moved.iter().all(|m| m.outcome == MoveOutcome::Moved),
         "{moved:?}"
     );
+    assert_eq!(both.tasks_in_hand(), 0, "a move keeps nothing in hand");
     let counts = both.versions().await.unwrap();
     assert_eq!(counts.len(), 1, "{counts:?}");
     assert_eq!((counts[0].version.as_str(), counts[0].tasks), ("2", 2));

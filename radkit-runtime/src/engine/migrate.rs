@@ -174,7 +174,12 @@ impl Engine {
             .iter()
             .filter(|r| r.skill_id == skill_id && r.skill_version != target.info().version)
         {
-            out.push(self.move_task(&row.id, &target, dry_run).await?);
+            let report = match dry_run {
+                // A dry run takes no gate and no lease: it reads the journal as it stands.
+                true => self.check_move(&row.id, target.as_ref()).await?,
+                false => self.move_task(&row.id, &row.skill_version, &target).await?,
+            };
+            out.push(report);
         }
         Ok(out)
     }
@@ -243,34 +248,49 @@ impl Engine {
         }
     }
 
-    /// Move one task (under its gate and, on a shared store, its lease).
+    /// Move one task of version `from` (under its gate and, on a shared store, its lease).
     async fn move_task(
         &self,
         task_id: &str,
+        from: &str,
         to: &std::sync::Arc<dyn ErasedSkill>,
-        dry_run: bool,
     ) -> Result<Move, EngineError> {
         let inner = &self.inner;
         let (_, gate) = inner.live.handles(task_id);
-        let _guard = gate.lock_owned().await;
-        let busy = |from: String, reason: &str| Move {
+        let guard = gate.lock_owned().await;
+        let moved = self.move_owned(task_id, from, to).await;
+        // The task's live entry was made for its gate: forget it unless something else uses it.
+        drop(guard);
+        inner.live.release(task_id, 0);
+        moved
+    }
+
+    /// [`move_task`](Self::move_task) once its gate is held.
+    async fn move_owned(
+        &self,
+        task_id: &str,
+        from: &str,
+        to: &std::sync::Arc<dyn ErasedSkill>,
+    ) -> Result<Move, EngineError> {
+        let inner = &self.inner;
+        let stays = |reason: &str| Move {
             task_id: task_id.to_owned(),
-            from,
+            from: from.to_owned(),
             to: to.info().version.clone(),
             outcome: MoveOutcome::Stays(reason.to_owned()),
         };
         if inner.live.running(task_id).is_some() {
-            return Ok(busy(String::new(), "it is running in this engine now"));
+            return Ok(stays("it is running in this engine now"));
         }
         let owner = inner.own(task_id, Duration::ZERO).await?;
         if let Ownership::Busy = owner {
-            return Ok(busy(String::new(), "another worker holds it now"));
+            return Ok(stays("another worker holds it now"));
         }
         let fence = owner.token();
         let moved = async {
             let records = inner.store.journal_for_replay(task_id).await?;
             let (mut report, entry) = self.judge(task_id, &records, to.as_ref());
-            let Some((next_seq, entry)) = entry.filter(|_| !dry_run) else {
+            let Some((next_seq, entry)) = entry else {
                 return Ok(report);
             };
             let mut append = Append::new(task_id, next_seq, vec![entry]);
