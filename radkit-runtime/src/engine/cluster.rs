@@ -43,12 +43,17 @@ pub(crate) struct LeaseState {
     /// Held while claiming, so that shutdown can wait for a claim in flight.
     claiming: tokio::sync::Mutex<()>,
     /// Tasks of a version this engine does not serve that it claimed and could not move to the
-    /// version it serves: left to a worker that serves theirs, never claimed here again.
-    unmovable: Mutex<std::collections::HashSet<String>>,
+    /// version it serves (a step half-run, a changed shape), with when: left to a worker that
+    /// serves theirs, and not claimed here again for [`UNMOVABLE_FOR`].
+    unmovable: Mutex<HashMap<String, Instant>>,
 }
 
-/// At most this many unmovable tasks are remembered (a claim excludes them): beyond it the oldest
-/// part is forgotten, and such a task may be claimed, and given back, once more.
+/// How long a claim leaves out a task it could not move: after it, the task is looked at again (a
+/// worker of its version may have brought it to rest where this one can take it on).
+const UNMOVABLE_FOR: Duration = Duration::from_secs(60);
+
+/// At most this many unmovable tasks are remembered: beyond it they are all forgotten, and each
+/// may be claimed, and given back, once more.
 const UNMOVABLE_KEPT: usize = 10_000;
 
 /// A lease this engine holds.
@@ -389,7 +394,11 @@ impl Inner {
                 .map(|(id, n)| (id, older_than(n))),
         );
         let mut held: Vec<String> = self.held().keys().cloned().collect();
-        held.extend(self.unmovable().iter().cloned());
+        {
+            let mut unmovable = self.unmovable();
+            unmovable.retain(|_, since| since.elapsed() < UNMOVABLE_FOR);
+            held.extend(unmovable.keys().cloned());
+        }
         // `release_all` waits for a claim in flight, and a claim that started before the halt gives
         // back what it got.
         let _claiming = self.leases.claiming.lock().await;
@@ -430,7 +439,7 @@ impl Inner {
         Ok(())
     }
 
-    fn unmovable(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+    fn unmovable(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         self.leases
             .unmovable
             .lock()
@@ -443,7 +452,7 @@ impl Inner {
         if unmovable.len() >= UNMOVABLE_KEPT {
             unmovable.clear();
         }
-        unmovable.insert(task_id);
+        unmovable.insert(task_id, Instant::now());
     }
 
     /// Give back every lease (shutdown, after the halt): other workers take the tasks over at once.

@@ -331,6 +331,7 @@ pub trait ErasedSkill: Send + Sync + 'static {
         let _ = state;
         Ok(())
     }
+
     /// The state a task resting in `state` under version `from` moves to by this version's
     /// declared migration ([`FlowSkill::migrate`]), as JSON; `None` when none is declared.
     fn migrate_state(
