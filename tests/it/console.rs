@@ -451,9 +451,19 @@ async fn on_postgres_the_timeline_shows_each_lease_with_its_owner_and_token() {
     let task = create(&agent, None, "ask").await;
     wait_state(&agent, &task, None, "input-required").await;
     let http = session(&agent, None).await;
-    let page = http
-        .text(format!("{}/console/tasks/{task}", agent.url))
-        .await;
+    // The run gives its lease back once the question is committed, a moment after the task reads
+    // input-required: read the page until the release is on it (bounded).
+    let released = "lease given back by <code>console-worker</code>";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let page = loop {
+        let page = http
+            .text(format!("{}/console/tasks/{task}", agent.url))
+            .await;
+        if page.contains(released) || std::time::Instant::now() > deadline {
+            break page;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     let timeline = &page[page.find("id=\"timeline\"").expect("the timeline")..];
     // The engine created the task leased, ran it until it asked, and gave the lease back.
     let taken = timeline
