@@ -609,4 +609,43 @@ pub async fn run_all(store: Arc<dyn Store>) {
     list_views_pages_newest_status_first(store.as_ref()).await;
     state_counts_count_the_views_the_filters_match(store.as_ref()).await;
     push_configs_keep_cursors_and_leases(store.as_ref()).await;
+    a_migrated_entry_sets_the_rows_version(store.as_ref()).await;
+}
+
+async fn row_version(store: &dyn Store, id: &str) -> String {
+    store
+        .task(id)
+        .await
+        .expect("read")
+        .expect("row")
+        .skill_version
+}
+
+/// An append that holds a `migrated` entry sets the row's `skill_version` to its `to` (what
+/// Postgres claims filter on and `Engine::versions` counts); any other append leaves it.
+pub async fn a_migrated_entry_sets_the_rows_version(store: &dyn Store) {
+    let id = fresh_id("mig");
+    store.append(create(&id, None)).await.expect("create");
+    assert_eq!(row_version(store, &id).await, "1");
+    let moved = Append::new(
+        &id,
+        2,
+        vec![Entry::Migrated {
+            from: "1".into(),
+            to: "2".into(),
+            steps: Default::default(),
+            state: None,
+        }],
+    );
+    store.append(moved).await.expect("migrated");
+    assert_eq!(row_version(store, &id).await, "2");
+    let other = Append::new(
+        &id,
+        3,
+        vec![Entry::StatusChanged {
+            state: TaskState::Working,
+        }],
+    );
+    store.append(other).await.expect("another append");
+    assert_eq!(row_version(store, &id).await, "2", "kept by later appends");
 }
