@@ -598,7 +598,7 @@ impl EngineBuilder {
             versions,
             order,
             default_skill: self.default_skill,
-            effects: self.effects,
+            effects: Arc::new(self.effects),
             config: self.config,
             halted,
             live: Default::default(),

@@ -1,19 +1,30 @@
-//! The driver: runs one task's queued work — step visits and transition commands — until the task
-//! finishes or waits (input, timer). It is the only writer of its task while it runs.
+//! The driver: the long-running engine's host of a task's [`TaskMachine`]. It turns the machine
+//! over the task's run until the task finishes or waits (input, a timer, a callee). The machine
+//! decides — the queue, each visit's result, transition commands, cancels, compensations, the
+//! end; the driver supplies what only a process with a runtime has: each step visit opened with
+//! the engine's invoker (its calls performed inside the step's future — journaled, flushed through
+//! the run's group commit, performed with retries and receipted), transition commands and
+//! compensations performed, the hooks asked, timers set, callees canceled and the run flushed when
+//! the machine asks. It is the only writer of its task while it runs.
 
 use std::sync::Arc;
+use std::task::Poll;
 
 use futures::FutureExt;
 
 use super::call::CallStep;
+use super::fault::Boundary;
 use super::invoke::{StepInvoker, VISIT};
-use super::machine::rules::{self, After, AfterVisit, Execute, VisitResult};
 use super::machine::visit::VisitStop;
-use super::run::{TaskRun, Work};
+use super::machine::{
+    Action, Effect, Host, HostVisit, MachineConfig, MachineSkill, TaskMachine, Turn,
+};
+use super::run::TaskRun;
 use super::Inner;
-use crate::flow::{ErasedSkill, Event, InvocationId, StepCtx, StepError, Transition};
-use crate::journal::{Entry, TransitionKind};
-use crate::model::{Message, TaskState};
+use crate::effects::Performed;
+use crate::flow::{ErasedSkill, Event, StepCtx, StepError, Transition};
+use crate::journal::TransitionKind;
+use crate::model::TaskState;
 
 /// How a drive ended.
 pub(crate) enum Stop {
@@ -36,36 +47,79 @@ impl Inner {
     /// Run the task's queue to exhaustion, in a `task` span (the parent of its step and command spans).
     pub(crate) async fn drive(self: &Arc<Self>, run: Arc<TaskRun>) -> Stop {
         let span = tracing::info_span!("task", task = %run.task_id, skill = %run.skill_id, mode = ?run.mode);
-        tracing::Instrument::instrument(self.drive_queue(run), span).await
+        tracing::Instrument::instrument(self.turn_machine(run), span).await
     }
 
-    async fn drive_queue(self: &Arc<Self>, run: Arc<TaskRun>) -> Stop {
+    /// The task's machine over `run`, its visits opened by this engine.
+    fn machine(self: &Arc<Self>, run: &Arc<TaskRun>, skill: Arc<dyn ErasedSkill>) -> TaskMachine {
+        let config = MachineConfig {
+            max_steps: self.config.max_steps,
+            checkpoint_every: self.config.checkpoint_every,
+            call_timeout: self.config.call_timeout,
+            hooks: !self.config.hooks.is_empty(),
+        };
+        let host = Arc::new(Visits {
+            engine: self.clone(),
+            run: run.clone(),
+            skill: skill.clone(),
+        });
+        MachineSkill::shared(skill, self.effects.clone(), config).hosted(
+            run.task_id.clone(),
+            run.context_id.clone(),
+            run.mode,
+            run.shared_state(),
+            host,
+        )
+    }
+
+    async fn turn_machine(self: &Arc<Self>, run: Arc<TaskRun>) -> Stop {
+        let Some(skill) = run.skill.clone() else {
+            // Every run is equipped with the skill version it runs on (`Inner::equip`).
+            tracing::error!(task = %run.task_id, skill = %run.skill_id, "a run without its skill cannot be driven");
+            return Stop::Halted;
+        };
+        let mut machine = self.machine(&run, skill);
         loop {
             if run.is_halted() {
                 return Stop::Halted;
             }
-            let (work, cancel, abandoned) = {
-                let mut st = run.lock();
-                let cancel = !st.status().is_terminal() && st.cancel_requested();
-                let work = if cancel {
-                    None
-                } else {
-                    rules::next_work(&mut st)
-                };
-                (work, cancel, std::mem::take(&mut st.abandoned))
-            };
+            let abandoned = std::mem::take(&mut run.lock().abandoned);
             if !abandoned.is_empty() {
                 // A callee working for a call an interrupt cut off works for nobody now.
                 self.cancel_abandoned(&run, abandoned);
             }
-            if cancel {
-                return self.finish_canceled(&run).await;
-            }
-            let Some(work) = work else {
-                let stop = self.settle(&run).await;
-                if let Stop::Idle = stop {
-                    // A cancel asked while the task settled (during its last flush) is carried out
-                    // now; from the close on, a cancel no longer reaches this run (see `closed`).
+            // The open visit's step is polled here: what it awaits wakes this task.
+            let turn = std::future::poll_fn(|cx| match machine.turn(cx) {
+                Turn::Pending => Poll::Pending,
+                turn => Poll::Ready(turn),
+            })
+            .await;
+            match turn {
+                Turn::Flush => {
+                    if run.flush().await.is_err() {
+                        return Stop::Halted;
+                    }
+                }
+                Turn::Perform(effects) => {
+                    for effect in effects {
+                        if let Err(stop) = self.carry_out(&run, &mut machine, effect).await {
+                            return stop;
+                        }
+                    }
+                }
+                Turn::Hook(call) => {
+                    let answer = call.ask(&self.config.hooks).await;
+                    // The machine yielded this call and waits for its answer.
+                    let _ = machine.hooked(answer);
+                }
+                Turn::Timer(at) => self.schedule_timer(run.task_id.to_string(), at),
+                Turn::AwaitingInput => {
+                    if self.crash_at(Boundary::AwaitingInput, &run, None, None) {
+                        return Stop::Halted;
+                    }
+                }
+                Turn::CancelCalls => self.cancel_calls(&run).await,
+                Turn::Rest { .. } => {
                     let mut st = run.lock();
                     // A cancel, or a reply taken while the task settled (during its last flush),
                     // is carried out now; from the close on, neither reaches this run (see
@@ -76,51 +130,54 @@ impl Inner {
                         continue;
                     }
                     st.close();
+                    return Stop::Idle;
                 }
-                return stop;
-            };
-            let step = match work {
-                Work::Execute(id) => self.execute(&run, id).await,
-                Work::Activate { event, rerun } => self.activate(&run, event, rerun).await,
-            };
-            if let Err(stop) = step {
-                return stop;
+                Turn::Ended(state) => {
+                    // One line per task at the default level only when it failed: a server under
+                    // load does not log every task it completes.
+                    if state == TaskState::Failed {
+                        tracing::info!(task = %run.task_id, state = state.as_str(), "task finished");
+                    } else {
+                        tracing::debug!(task = %run.task_id, state = state.as_str(), "task finished");
+                    }
+                    return Stop::Idle;
+                }
+                Turn::Halted => return Stop::Halted,
+                // Waited for above.
+                Turn::Pending => {}
             }
         }
     }
 
-    /// The queue is empty: flush, and fail the task if nothing can ever wake it.
-    async fn settle(self: &Arc<Self>, run: &Arc<TaskRun>) -> Stop {
-        let stuck = rules::stuck(&run.lock());
-        if stuck {
-            return self.finish_failed(run, rules::STUCK.to_owned()).await;
+    /// Perform an effect the machine yielded: a transition command (its receipt journaled by the
+    /// attempts or the call, then delivered) or a compensation.
+    async fn carry_out(
+        self: &Arc<Self>,
+        run: &Arc<TaskRun>,
+        machine: &mut TaskMachine,
+        effect: Effect,
+    ) -> Result<(), Stop> {
+        let Effect {
+            id, cmd, action, ..
+        } = effect;
+        if let Action::Compensate { output } = action {
+            let outcome = self.effects.compensate(&id, &cmd.kind, output).await;
+            // The machine asked for this compensation and waits for it.
+            let _ = machine.completed(&id, outcome.map(|value| Performed { value, usage: None }));
+            return Ok(());
         }
-        match run.flush().await {
-            Ok(()) => Stop::Idle,
-            Err(_) => Stop::Halted,
-        }
-    }
-
-    /// Perform (or deliver) a command a transition issued.
-    async fn execute(self: &Arc<Self>, run: &Arc<TaskRun>, id: InvocationId) -> Result<(), Stop> {
-        let executed = rules::execute(&mut run.lock(), &id);
-        let rec = match executed {
-            Execute::Done | Execute::Wait => return Ok(()),
-            Execute::Timer(at) => {
-                self.schedule_timer(run.task_id.to_string(), at);
-                return Ok(());
-            }
-            Execute::Unknown(err) => return Err(self.finish_failed(run, err.to_string()).await),
-            Execute::Perform(rec) => rec,
+        let Some(rec) = run.lock().command(&id).cloned() else {
+            machine.withdraw(&id);
+            return Ok(());
         };
-        if run.flush().await.is_err() {
-            return Err(Stop::Halted);
-        }
         let receipt = if rec.cmd.kind.is_call() {
             match self.call(run, &id, &rec.cmd, Some(&rec)).await {
                 CallStep::Settled(receipt) => receipt,
-                // A cancel is carried out by the driver's loop, which sees it next.
-                CallStep::Waiting | CallStep::Canceled => return Ok(()),
+                // The callee's answer wakes the task; a cancel is carried out by the machine next.
+                CallStep::Waiting | CallStep::Canceled => {
+                    machine.withdraw(&id);
+                    return Ok(());
+                }
                 CallStep::Halted => return Err(Stop::Halted),
             }
         } else {
@@ -129,136 +186,8 @@ impl Inner {
             };
             receipt
         };
-        rules::deliver(&mut run.lock(), &id, &rec.cmd, &receipt);
+        machine.settled(&id, &receipt);
         Ok(())
-    }
-
-    /// One step visit: deliver `event` to the current state and apply the transition.
-    async fn activate(
-        self: &Arc<Self>,
-        run: &Arc<TaskRun>,
-        event: Event,
-        rerun: Option<u64>,
-    ) -> Result<(), Stop> {
-        let (visit, state, skill, step) = self.begin_visit(run, &event, rerun).await?;
-        let stop = Arc::new(VisitStop::default());
-        let invoker = StepInvoker {
-            engine: self.clone(),
-            run: run.clone(),
-            visit,
-            step: step.clone(),
-            stop: stop.clone(),
-            batch: Default::default(),
-        };
-        let ctx = StepCtx::new(
-            run.task_id.clone(),
-            run.context_id.clone(),
-            step.clone(),
-            Arc::new(invoker),
-        );
-        let hook_ctx = super::HookContext {
-            task_id: run.task_id.to_string(),
-            skill_id: run.skill_id.clone(),
-            step: step.clone(),
-            visit,
-            mode: run.mode,
-        };
-        for hook in &self.config.hooks {
-            if let super::HookDecision::Deny(reason) = hook.before_step(&hook_ctx).await {
-                return Err(self
-                    .finish_failed(run, format!("step `{step}` denied by a hook: {reason}"))
-                    .await);
-            }
-        }
-        let mut result = VISIT
-            .scope(
-                stop.token(),
-                self.run_step(run, &*skill, state, event, &ctx, (visit, rerun.is_some())),
-            )
-            .await;
-        let alive = ctx.calls_alive();
-        if alive > 0 && !matches!(result, Err(StepError::Halted)) {
-            // The step's locals are gone: a call still alive was moved out of the step (a spawned
-            // task): its effect would run, or its outcome arrive, with no step to journal it for.
-            stop.fail(rules::outlived(&step, alive));
-        }
-        if let Some(stop) = stop.error() {
-            // A call of this visit suspended it (or the engine halted, or the task is canceling):
-            // what the step made of that error does not count.
-            if !matches!(&result, Err(e) if std::mem::discriminant(e) == std::mem::discriminant(&stop))
-            {
-                tracing::debug!(task = %run.task_id, step = %step, stop = %stop, "the step went on after a call stopped its visit; its result is ignored");
-            }
-            result = Err(stop);
-        }
-        self.metrics.step(step_outcome(&result));
-        if !self.config.hooks.is_empty() {
-            let outcome = match &result {
-                Ok(t) => TransitionKind::from(&t.next).to_string(),
-                Err(e) => e.to_string(),
-            };
-            for hook in &self.config.hooks {
-                hook.after_step(&hook_ctx, &outcome).await;
-            }
-        }
-        let after = {
-            let mut st = run.lock();
-            let visit_result = VisitResult {
-                task_id: &run.task_id,
-                skill_id: &run.skill_id,
-                visit,
-                step: &step,
-                ordinal: ctx.positions_taken(),
-                effects: &self.effects,
-                checkpoint_every: self.config.checkpoint_every,
-            };
-            if let Err(other) = &result {
-                if !matches!(
-                    other,
-                    StepError::Suspended
-                        | StepError::Halted
-                        | StepError::Canceled
-                        | StepError::Rejected(_)
-                ) {
-                    tracing::warn!(task = %run.task_id, step = %step, error = %other, "step failed");
-                }
-            }
-            rules::after_visit(&mut st, visit_result, result)
-        };
-        match after {
-            AfterVisit::Then(after) => self.follow(run, after).await,
-            AfterVisit::Suspended => match run.flush().await {
-                Ok(()) => Ok(()),
-                Err(_) => Err(Stop::Halted),
-            },
-            AfterVisit::Halted => Err(Stop::Halted),
-            AfterVisit::Canceled => Err(self.finish_canceled(run).await),
-        }
-    }
-
-    /// The visit's number, state, skill and step; a new visit (not a `rerun`) is journaled. A task
-    /// past `max_steps`, or whose skill is gone, fails instead.
-    async fn begin_visit(
-        self: &Arc<Self>,
-        run: &Arc<TaskRun>,
-        event: &Event,
-        rerun: Option<u64>,
-    ) -> Result<(u64, serde_json::Value, Arc<dyn ErasedSkill>, String), Stop> {
-        let Some(skill) = run.skill.clone() else {
-            let reason = format!("skill `{}` is not registered", run.skill_id);
-            return Err(self.finish_failed(run, reason).await);
-        };
-        let begun = rules::begin_visit(
-            &mut run.lock(),
-            &*skill,
-            event,
-            rerun,
-            self.config.max_steps,
-        );
-        match begun {
-            Ok(v) => Ok((v.visit, v.state, skill, v.step)),
-            Err(reason) => Err(self.finish_failed(run, reason).await),
-        }
     }
 
     /// Run the skill's step in a `step` span; a panic becomes a failure whose message names only the
@@ -289,127 +218,83 @@ impl Inner {
             )))
         })
     }
+}
 
-    /// What follows a journaled transition: wait for input, end the task, or go on.
-    async fn follow(self: &Arc<Self>, run: &Arc<TaskRun>, after: After) -> Result<(), Stop> {
-        match after {
-            After::AwaitInput => {
-                if run.flush().await.is_err() {
-                    return Err(Stop::Halted);
-                }
-                if self.crash_at(super::fault::Boundary::AwaitingInput, run, None, None) {
-                    return Err(Stop::Halted);
-                }
-                Ok(())
-            }
-            After::End(state, message) => Err(self.finish(run, state, message).await),
-            After::Fail(reason) => Err(self.finish_failed(run, reason).await),
-            After::Continue => Ok(()),
-        }
-    }
+/// How the engine opens a task's visits for its machine: each with the engine's invoker, polled
+/// inside the task-local scope that names the visit (a ctx call polled elsewhere was taken out of
+/// its step).
+struct Visits {
+    engine: Arc<Inner>,
+    run: Arc<TaskRun>,
+    skill: Arc<dyn ErasedSkill>,
+}
 
-    /// End the task in `state`.
-    pub(crate) async fn finish(
-        self: &Arc<Self>,
-        run: &Arc<TaskRun>,
-        state: TaskState,
-        message: Option<Message>,
-    ) -> Stop {
-        rules::end(&mut run.lock(), state, message);
-        // One line per task at the default level only when it failed: a server under load does
-        // not log every task it completes.
-        if state == TaskState::Failed {
-            tracing::info!(task = %run.task_id, state = state.as_str(), "task finished");
-        } else {
-            tracing::debug!(task = %run.task_id, state = state.as_str(), "task finished");
-        }
-        match run.flush().await {
-            Ok(()) => Stop::Idle,
-            Err(_) => Stop::Halted,
-        }
-    }
-
-    /// Compensate, then end the task as failed.
-    pub(crate) async fn finish_failed(
-        self: &Arc<Self>,
-        run: &Arc<TaskRun>,
-        reason: String,
-    ) -> Stop {
-        if self.compensate(run).await.is_err() {
-            return Stop::Halted;
-        }
-        self.cancel_calls(run).await;
-        self.finish(run, TaskState::Failed, Some(rules::failure_message(reason)))
-            .await
-    }
-
-    /// Compensate, then end the task as canceled.
-    pub(crate) async fn finish_canceled(self: &Arc<Self>, run: &Arc<TaskRun>) -> Stop {
-        // A run recovered after a crash during the cancel's compensations told the skill already.
-        let delivered = run.lock().cancel_delivered();
-        if !delivered {
-            self.deliver_cancel(run).await;
-        }
-        if self.compensate(run).await.is_err() {
-            return Stop::Halted;
-        }
-        self.cancel_calls(run).await;
-        self.finish(
-            run,
-            TaskState::Canceled,
-            Some(rules::status_message("Task canceled.")),
-        )
-        .await
-    }
-
-    /// Tell the skill (`Event::Cancel`) so it can say goodbye: its messages and artifacts are kept;
-    /// its commands are refused (the task is canceling) and its next state is ignored.
-    async fn deliver_cancel(self: &Arc<Self>, run: &Arc<TaskRun>) {
-        let Some(skill) = run.skill.clone() else {
-            return;
-        };
-        let rules::Visit { visit, state, step } =
-            rules::begin_cancel_visit(&mut run.lock(), &*skill);
+impl Host for Visits {
+    fn open(
+        &self,
+        visit: u64,
+        step: &str,
+        state: serde_json::Value,
+        event: Event,
+        replayed: bool,
+    ) -> HostVisit {
         let stop = Arc::new(VisitStop::default());
         let invoker = StepInvoker {
-            engine: self.clone(),
-            run: run.clone(),
+            engine: self.engine.clone(),
+            run: self.run.clone(),
             visit,
-            step: step.clone(),
+            step: step.to_owned(),
             stop: stop.clone(),
             batch: Default::default(),
         };
         let ctx = StepCtx::new(
-            run.task_id.clone(),
-            run.context_id.clone(),
-            step,
+            self.run.task_id.clone(),
+            self.run.context_id.clone(),
+            step.to_owned(),
             Arc::new(invoker),
         );
-        let result = VISIT
-            .scope(
-                stop.token(),
-                std::panic::AssertUnwindSafe(skill.activate(state, Event::Cancel, &ctx))
-                    .catch_unwind(),
-            )
-            .await;
-        if let Err(panic) = &result {
-            tracing::error!(task = %run.task_id, skill = %run.skill_id, visit, panic = %panic_text(&**panic), "step panicked on cancel");
+        let (engine, run, skill, step_ctx) = (
+            self.engine.clone(),
+            self.run.clone(),
+            self.skill.clone(),
+            ctx.clone(),
+        );
+        let future = async move {
+            if !matches!(event, Event::Cancel) {
+                return engine
+                    .run_step(&run, &*skill, state, event, &step_ctx, (visit, replayed))
+                    .await;
+            }
+            // The visit that tells the skill of a cancel: what it returns is not applied (its
+            // messages and artifacts are kept, its commands refused).
+            let told = std::panic::AssertUnwindSafe(skill.activate(state, event, &step_ctx))
+                .catch_unwind()
+                .await;
+            told.unwrap_or_else(|panic| {
+                tracing::error!(task = %run.task_id, skill = %run.skill_id, visit, panic = %panic_text(&*panic), "step panicked on cancel");
+                Err(StepError::Failed("the step panicked on cancel".to_owned()))
+            })
+        };
+        HostVisit {
+            future: Box::pin(VISIT.scope(stop.token(), future)),
+            ctx,
+            stop,
         }
-        rules::end_cancel_visit(&mut run.lock(), visit, result.ok().and_then(Result::ok));
     }
 
-    /// Run the compensations of successful `Compensate` commands, newest first, each journaled.
-    async fn compensate(
-        self: &Arc<Self>,
-        run: &Arc<TaskRun>,
-    ) -> Result<(), super::run::FlushError> {
-        let todo = rules::compensations_owed(&run.lock());
-        for (id, cmd, value) in todo {
-            run.flush().await?;
-            let outcome = self.effects.compensate(&id, &cmd.kind, value).await;
-            run.lock().push(Entry::Compensated { id, outcome });
+    fn ended(&self, step: &str, result: &Result<Transition<serde_json::Value>, StepError>) {
+        self.engine.metrics.step(step_outcome(result));
+        if let Err(other) = result {
+            if !matches!(
+                other,
+                StepError::Suspended
+                    | StepError::Halted
+                    | StepError::Canceled
+                    | StepError::Rejected(_)
+            ) {
+                tracing::warn!(task = %self.run.task_id, step = %step, error = %other, "step failed");
+            }
         }
-        Ok(())
     }
 }
 

@@ -76,7 +76,7 @@ pub(crate) struct Inner {
     versions: versions::Versions,
     order: Vec<String>,
     default_skill: Option<String>,
-    pub(crate) effects: Effects,
+    pub(crate) effects: Arc<Effects>,
     config: EngineConfig,
     halted: Arc<AtomicBool>,
     /// The tasks in hand (broadcast, gate, run).

@@ -151,6 +151,11 @@ impl RunState {
         })
     }
 
+    /// True when entries wait to be committed.
+    pub fn has_buffered(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// The fold of everything journaled or buffered so far.
     pub fn fold(&self) -> &Folded {
         &self.fold
@@ -308,7 +313,8 @@ pub(crate) struct TaskRun {
     pub task_id: Arc<str>,
     pub context_id: Arc<str>,
     pub skill_id: String,
-    state: Mutex<RunState>,
+    /// Shared with the machine its driver turns (`TaskMachine::hosted`).
+    state: Arc<Mutex<RunState>>,
     flush_lock: tokio::sync::Mutex<()>,
     store: Arc<dyn Store>,
     halted: Arc<AtomicBool>,
@@ -374,7 +380,7 @@ impl TaskRun {
             task_id,
             context_id,
             skill_id,
-            state: Mutex::new(state),
+            state: Arc::new(Mutex::new(state)),
             flush_lock: tokio::sync::Mutex::new(()),
             store,
             halted,
@@ -393,6 +399,11 @@ impl TaskRun {
             effect_slots: effect_slots(super::builder::DEFAULT_MAX_PARALLEL_EFFECTS),
             metrics: Default::default(),
         }
+    }
+
+    /// The run state, for the machine the driver turns over it.
+    pub fn shared_state(&self) -> Arc<Mutex<RunState>> {
+        self.state.clone()
     }
 
     /// Lock the run state. Never held across an await.

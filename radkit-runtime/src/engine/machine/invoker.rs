@@ -16,7 +16,7 @@ use super::rules::{self, Found, Gate, Resume};
 use super::visit::{self, Batch, InFlight, VisitStop};
 use crate::effects::Effects;
 use crate::engine::command::{self, Issued};
-use crate::engine::hooks::{HookAnswer, HookContext};
+use crate::engine::hooks::HookAnswer;
 use crate::engine::run::RunState;
 use crate::flow::{Cmd, CmdKind, InvocationId, Invoker, PermissionMode, StepError};
 
@@ -29,7 +29,7 @@ pub(crate) struct MachineInvoker {
     pub mode: PermissionMode,
     pub visit: u64,
     pub step: String,
-    pub stop: VisitStop,
+    pub stop: Arc<VisitStop>,
     pub batch: Batch,
     pub desk: Desk,
     /// Calls the host found still working in this machine's life: they wait for their recheck.
@@ -254,17 +254,6 @@ impl MachineInvoker {
                 }
             }
         })
-    }
-
-    /// Where the hooks are called from in this visit.
-    pub fn hook_context(&self) -> HookContext {
-        HookContext {
-            task_id: self.task_id.to_string(),
-            skill_id: self.skill_id.clone(),
-            step: self.step.clone(),
-            visit: self.visit,
-            mode: self.mode,
-        }
     }
 
     /// The host's hooks (when the machine runs with them), then the permission gate, before a

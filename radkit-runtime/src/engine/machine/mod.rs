@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use self::invoker::MachineInvoker;
 use self::rules::{After, AfterVisit, Execute, VisitResult};
+use self::visit::VisitStop;
 use super::command;
 pub use super::hooks::{HookAnswer, HookCall, HookContext, HookKind};
 use super::replay::replay;
@@ -107,6 +108,21 @@ impl MachineSkill {
             parts: Arc::new(Parts {
                 skill,
                 effects: Arc::new(effects),
+                config,
+            }),
+        }
+    }
+
+    /// `skill` with effects shared with their owner (the long-running engine's).
+    pub(crate) fn shared(
+        skill: Arc<dyn ErasedSkill>,
+        effects: Arc<Effects>,
+        config: MachineConfig,
+    ) -> Self {
+        MachineSkill {
+            parts: Arc::new(Parts {
+                skill,
+                effects,
                 config,
             }),
         }
@@ -230,6 +246,22 @@ impl MachineSkill {
         ))
     }
 
+    /// A machine over a run `st` its host holds and journals itself (the long-running engine's
+    /// `TaskRun`): the host opens each visit (its calls performed inside the step's future) and
+    /// persists what the machine asks it to through its own buffer ([`Turn::Flush`]).
+    pub(crate) fn hosted(
+        &self,
+        task_id: Arc<str>,
+        context_id: Arc<str>,
+        mode: PermissionMode,
+        st: Arc<Mutex<RunState>>,
+        host: Arc<dyn Host>,
+    ) -> TaskMachine {
+        let mut machine = self.with_state(task_id, context_id, mode, st, None);
+        machine.host = Some(host);
+        machine
+    }
+
     fn machine(
         &self,
         task_id: String,
@@ -238,13 +270,34 @@ impl MachineSkill {
         st: RunState,
         create: Option<TaskRecord>,
     ) -> TaskMachine {
+        self.with_state(
+            task_id.into(),
+            context_id.into(),
+            mode,
+            Arc::new(Mutex::new(st)),
+            create,
+        )
+    }
+
+    fn with_state(
+        &self,
+        task_id: Arc<str>,
+        context_id: Arc<str>,
+        mode: PermissionMode,
+        st: Arc<Mutex<RunState>>,
+        create: Option<TaskRecord>,
+    ) -> TaskMachine {
         TaskMachine {
             parts: self.parts.clone(),
-            task_id: task_id.into(),
-            context_id: context_id.into(),
+            task_id,
+            context_id,
             mode,
-            st: Arc::new(Mutex::new(st)),
+            st,
             create,
+            host: None,
+            halted: false,
+            awaiting_input: false,
+            flush_now: false,
             phase: Phase::Queue,
             outbox: Vec::new(),
             outstanding: HashMap::new(),
@@ -445,6 +498,85 @@ pub struct TaskMachine {
     hook_pending: Option<HookCall>,
     /// The hooks refused the open visit's step.
     step_denied: Option<String>,
+    /// The host that opens this machine's visits and performs their calls itself (the
+    /// long-running engine); `None`: the machine's own invoker yields them as effects.
+    host: Option<Arc<dyn Host>>,
+    /// A visit of a hosted machine ended halted (its host stops): nothing more is done.
+    halted: bool,
+    /// A hosted machine's task began to wait for input: the host is told once it is durable.
+    awaiting_input: bool,
+    /// A hosted machine's visit suspended or began to wait for input: what it journaled is made
+    /// durable before anything else runs (after the hooks heard of the visit), as it always was.
+    flush_now: bool,
+}
+
+/// A host that runs a machine's visits itself: it opens each visit's step future, whose `ctx`
+/// calls it performs inside that future (the long-running engine's invoker: effects awaited where
+/// the step awaits them, each journaled and flushed through the host's own run), and hears how each
+/// visit ended. The machine keeps everything else: the queue, the visits' results, transition
+/// commands, cancels, compensations and the end.
+pub(crate) trait Host: Send + Sync {
+    /// The step future of visit `visit` of `step` (`replayed`: the visit ran before and is run
+    /// again from the journal; `event` is `Event::Cancel` for the visit that tells the skill of a
+    /// cancel).
+    fn open(
+        &self,
+        visit: u64,
+        step: &str,
+        state: serde_json::Value,
+        event: Event,
+        replayed: bool,
+    ) -> HostVisit;
+
+    /// The visit of `step` ended with `result` (what the machine applies: a stop of its calls
+    /// overrides what the step returned).
+    fn ended(&self, step: &str, result: &Result<Transition<serde_json::Value>, StepError>);
+}
+
+/// A visit a [`Host`] opened.
+pub(crate) struct HostVisit {
+    /// The step, polled by the machine with the host's context (it wakes the host).
+    pub future: StepFuture,
+    /// The step's context (its positions and live calls are read when it returns).
+    pub ctx: StepCtx,
+    /// Whether a call of the visit stopped it.
+    pub stop: Arc<VisitStop>,
+}
+
+/// A step visit's future.
+pub(crate) type StepFuture =
+    Pin<Box<dyn Future<Output = Result<Transition<serde_json::Value>, StepError>> + Send>>;
+
+/// What a hosted machine asks of its host next ([`TaskMachine::turn`]); the machine's own
+/// [`Output`] for the others.
+#[derive(Debug)]
+pub(crate) enum Turn {
+    /// Make what is buffered durable (the host's own flush), then turn again.
+    Flush,
+    /// Perform these effects (transition commands, compensations) and settle each.
+    Perform(Vec<Effect>),
+    /// Put this to the hooks and hand the answer to [`TaskMachine::hooked`].
+    Hook(Box<HookCall>),
+    /// The open visit's step waits (for its calls' effects, or anything else it awaits): the
+    /// context given to `turn` is woken when it can go on.
+    Pending,
+    /// A transition command's timer is set for this time.
+    Timer(i64),
+    /// The task began to wait for input, durably.
+    AwaitingInput,
+    /// Cancel the callees of the task's open calls: it is ending failed or canceled.
+    CancelCalls,
+    /// The task rests: a reply, a timer or a callee wakes it.
+    Rest {
+        /// A reply is awaited.
+        input: bool,
+        /// Its earliest timer.
+        wake_at_ms: Option<i64>,
+    },
+    /// The task ended in this state; everything is persisted.
+    Ended(TaskState),
+    /// A visit ended halted: the host stops.
+    Halted,
 }
 
 /// The calls a machine's host found still working.
@@ -484,9 +616,12 @@ enum Phase {
 }
 
 struct OpenVisit {
-    future: Pin<Box<dyn Future<Output = Result<Transition<serde_json::Value>, StepError>> + Send>>,
+    future: StepFuture,
     ctx: StepCtx,
-    invoker: Arc<MachineInvoker>,
+    /// Whether a call of the visit stopped it.
+    stop: Arc<VisitStop>,
+    /// The machine's own invoker of the visit (its desk); `None` when a host opened the visit.
+    invoker: Option<Arc<MachineInvoker>>,
     visit: u64,
     step: String,
     /// The hooks were asked about this visit ([`MachineConfig::hooks`]).
@@ -498,6 +633,8 @@ struct Finishing {
     message: Option<Message>,
     owed: Vec<(InvocationId, Cmd, serde_json::Value)>,
     current: Option<InvocationId>,
+    /// A hosted machine's host was asked to cancel the open calls' callees.
+    calls_canceled: bool,
 }
 
 impl TaskMachine {
@@ -594,12 +731,23 @@ impl TaskMachine {
         result: Result<Performed, EffectError>,
         now_ms: i64,
     ) -> Result<(), MachineError> {
+        self.lock().clock_ms = Some(now_ms);
+        self.completed(id, result)
+    }
+
+    /// [`complete`](Self::complete) at the time the run reads (a hosted machine's: the wall
+    /// clock; the machine's own: the time last passed in).
+    pub(crate) fn completed(
+        &mut self,
+        id: &InvocationId,
+        result: Result<Performed, EffectError>,
+    ) -> Result<(), MachineError> {
         let Some(asked) = self.outstanding.remove(id) else {
             return Err(MachineError::UnknownEffect(id.clone()));
         };
         self.outbox.retain(|e| &e.id != id);
         let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
-        st.clock_ms = Some(now_ms);
+        let now_ms = st.now();
         let Asked {
             effect,
             prior_attempts,
@@ -645,16 +793,18 @@ impl TaskMachine {
                         if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
                             if self.parts.config.hooks && !effect.cmd.kind.is_call() {
                                 self.hook_queue.push_back(HookCall {
-                                    context: v.invoker.hook_context(),
+                                    context: self.hook_context(v),
                                     kind: HookKind::AfterCommand {
                                         cmd: effect.cmd.clone(),
                                         receipt: receipt.clone(),
                                     },
                                 });
                             }
-                            v.invoker
-                                .desk
-                                .settle(id.clone(), rules::outcome(&effect.cmd, receipt));
+                            if let Some(invoker) = &v.invoker {
+                                invoker
+                                    .desk
+                                    .settle(id.clone(), rules::outcome(&effect.cmd, receipt));
+                            }
                         }
                     }
                     Purpose::Transition => rules::deliver(&mut st, id, &effect.cmd, &receipt),
@@ -663,6 +813,26 @@ impl TaskMachine {
             }
         }
         Ok(())
+    }
+
+    /// A hosted machine's host performed effect `id` (a transition command) and journaled its
+    /// receipt itself, as the engine's attempts and calls do: the command's result is delivered.
+    pub(crate) fn settled(&mut self, id: &InvocationId, receipt: &crate::flow::Receipt) {
+        let Some(asked) = self.outstanding.remove(id) else {
+            return;
+        };
+        self.outbox.retain(|e| &e.id != id);
+        if asked.purpose == Purpose::Transition {
+            rules::deliver(&mut self.lock(), id, &asked.effect.cmd, receipt);
+        }
+    }
+
+    /// A hosted machine's host left effect `id` without an outcome: a call whose callee works (its
+    /// answer wakes the task later) or that a cancel cut off (the machine carries the cancel out
+    /// next).
+    pub(crate) fn withdraw(&mut self, id: &InvocationId) {
+        self.outstanding.remove(id);
+        self.outbox.retain(|e| &e.id != id);
     }
 
     /// The host did not perform effect `id` (an [`Effect`] this machine yielded) but handed it to an
@@ -683,8 +853,10 @@ impl TaskMachine {
         if asked.purpose == Purpose::Step {
             if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
                 // The call waits like a question: the visit is suspended and re-run later.
-                v.invoker.stop.note(&StepError::Suspended);
-                v.invoker.desk.settle(id.clone(), Err(StepError::Suspended));
+                v.stop.note(&StepError::Suspended);
+                if let Some(invoker) = &v.invoker {
+                    invoker.desk.settle(id.clone(), Err(StepError::Suspended));
+                }
             }
         }
         Ok(())
@@ -779,7 +951,9 @@ impl TaskMachine {
             }
             HookKind::BeforeCommand { id, .. } => {
                 if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
-                    v.invoker.desk.answer_hook(id, answer);
+                    if let Some(invoker) = &v.invoker {
+                        invoker.desk.answer_hook(id, answer);
+                    }
                 }
             }
             HookKind::AfterStep { .. } | HookKind::AfterCommand { .. } => {}
@@ -791,48 +965,79 @@ impl TaskMachine {
     /// perform, complete an effect, or the task rests or ends.
     pub fn poll(&mut self, now_ms: i64) -> Output {
         self.lock().clock_ms = Some(now_ms);
+        let mut cx = Context::from_waker(Waker::noop());
         loop {
-            if std::mem::take(&mut self.persist_now) {
-                if let Some(append) = self.take_append(now_ms) {
-                    return Output::Persist(Box::new(append));
+            match self.turn(&mut cx) {
+                Turn::Flush => {
+                    if let Some(append) = self.take_append(now_ms) {
+                        return Output::Persist(Box::new(append));
+                    }
                 }
+                Turn::Perform(effects) => return Output::Perform(effects),
+                Turn::Hook(call) => return Output::Hook(call),
+                Turn::Pending => return Output::Awaiting,
+                Turn::Rest { input, wake_at_ms } => return Output::Waiting { input, wake_at_ms },
+                Turn::Ended(state) => return Output::Ended(state),
+                // Only a hosted machine turns these (its host sets timers, cancels callees and
+                // stops); this machine's hosts read them from `Waiting` and `open_calls`.
+                Turn::Timer(_) | Turn::AwaitingInput | Turn::CancelCalls | Turn::Halted => {}
+            }
+        }
+    }
+
+    /// A hosted machine's next request of its host, the open visit's step polled with `cx` (the
+    /// host's: the step wakes it). See [`Turn`].
+    pub(crate) fn turn(&mut self, cx: &mut Context<'_>) -> Turn {
+        loop {
+            if self.halted {
+                return Turn::Halted;
+            }
+            if std::mem::take(&mut self.persist_now) && self.buffered() {
+                return Turn::Flush;
             }
             if self.hook_pending.is_none() {
                 self.hook_pending = self.hook_queue.pop_front();
             }
             if let Some(call) = &self.hook_pending {
-                return Output::Hook(Box::new(call.clone()));
+                return Turn::Hook(Box::new(call.clone()));
+            }
+            if std::mem::take(&mut self.flush_now) && self.buffered() {
+                return Turn::Flush;
+            }
+            if std::mem::take(&mut self.awaiting_input) {
+                return Turn::AwaitingInput;
             }
             if !self.outbox.is_empty() {
                 // Output commit: the commands (and everything before them) are durable first.
-                if let Some(append) = self.take_append(now_ms) {
-                    return Output::Persist(Box::new(append));
+                if self.buffered() {
+                    return Turn::Flush;
                 }
-                return Output::Perform(std::mem::take(&mut self.outbox));
+                return Turn::Perform(std::mem::take(&mut self.outbox));
             }
             match std::mem::replace(&mut self.phase, Phase::Queue) {
                 Phase::Ended(state) => {
                     self.phase = Phase::Ended(state);
-                    return match self.take_append(now_ms) {
-                        Some(append) => Output::Persist(Box::new(append)),
-                        None => Output::Ended(state),
+                    return if self.buffered() {
+                        Turn::Flush
+                    } else {
+                        Turn::Ended(state)
                     };
                 }
                 Phase::Queue => {
-                    if let Some(out) = self.next_work(now_ms) {
-                        return out;
+                    if let Some(turn) = self.next_work() {
+                        return turn;
                     }
                 }
                 Phase::Execute(id) => {
                     if self.outstanding.contains_key(&id) {
                         self.phase = Phase::Execute(id);
-                        return Output::Awaiting;
+                        return Turn::Pending;
                     }
                 }
                 Phase::Visit(mut visit) if self.parts.config.hooks && !visit.admitted => {
                     visit.admitted = true;
                     self.hook_queue.push_back(HookCall {
-                        context: visit.invoker.hook_context(),
+                        context: self.hook_context(&visit),
                         kind: HookKind::BeforeStep,
                     });
                     self.phase = Phase::Visit(visit);
@@ -843,52 +1048,47 @@ impl TaskMachine {
                     drop(visit);
                     self.fail(format!("step `{step}` denied by a hook: {reason}"));
                 }
-                Phase::Visit(mut visit) => match self.poll_visit(&mut visit) {
+                Phase::Visit(mut visit) => match self.poll_visit(&mut visit, cx) {
                     Some(result) => self.after_visit(&visit, result),
-                    // A call waits for the hooks (asked at the top of the loop) or its effect.
-                    None if !self.outbox.is_empty() || !self.hook_queue.is_empty() => {
-                        self.phase = Phase::Visit(visit)
-                    }
-                    None if self
-                        .outstanding
-                        .values()
-                        .any(|a| a.purpose == Purpose::Step) =>
-                    {
-                        self.phase = Phase::Visit(visit);
-                        return Output::Awaiting;
-                    }
                     None => {
-                        let reason = format!("step `{}` of skill `{}` awaited something that is not a ctx call (a timer, a channel, a spawned task?); a step run by the task machine may await only its ctx calls", visit.step, self.parts.skill.info().id);
-                        drop(visit);
-                        self.fail(reason);
+                        if let Some(turn) = self.visit_waits(&visit) {
+                            self.phase = Phase::Visit(visit);
+                            return turn;
+                        }
+                        if !self.outbox.is_empty() || !self.hook_queue.is_empty() {
+                            // A call waits for the hooks (asked at the top of the loop) or its
+                            // effect.
+                            self.phase = Phase::Visit(visit);
+                        } else {
+                            let reason = format!("step `{}` of skill `{}` awaited something that is not a ctx call (a timer, a channel, a spawned task?); a step run by the task machine may await only its ctx calls", visit.step, self.parts.skill.info().id);
+                            drop(visit);
+                            self.fail(reason);
+                        }
                     }
                 },
-                Phase::CancelVisit(mut visit) => match self.poll_visit(&mut visit) {
+                Phase::CancelVisit(mut visit) => match self.poll_visit(&mut visit, cx) {
                     Some(result) => {
                         rules::end_cancel_visit(&mut self.lock(), visit.visit, result.ok());
                         self.finishing(TaskState::Canceled, Some(cancel_message()));
                     }
-                    None if !self.outbox.is_empty() || !self.hook_queue.is_empty() => {
-                        self.phase = Phase::CancelVisit(visit)
-                    }
-                    None if self
-                        .outstanding
-                        .values()
-                        .any(|a| a.purpose == Purpose::Step) =>
-                    {
-                        self.phase = Phase::CancelVisit(visit);
-                        return Output::Awaiting;
-                    }
                     None => {
-                        rules::end_cancel_visit(&mut self.lock(), visit.visit, None);
-                        self.finishing(TaskState::Canceled, Some(cancel_message()));
+                        if let Some(turn) = self.visit_waits(&visit) {
+                            self.phase = Phase::CancelVisit(visit);
+                            return turn;
+                        }
+                        if !self.outbox.is_empty() || !self.hook_queue.is_empty() {
+                            self.phase = Phase::CancelVisit(visit);
+                        } else {
+                            rules::end_cancel_visit(&mut self.lock(), visit.visit, None);
+                            self.finishing(TaskState::Canceled, Some(cancel_message()));
+                        }
                     }
                 },
                 Phase::Finishing(mut f) => {
                     if let Some(id) = &f.current {
                         if self.outstanding.contains_key(id) {
                             self.phase = Phase::Finishing(f);
-                            return Output::Awaiting;
+                            return Turn::Pending;
                         }
                     }
                     match f.owed.pop() {
@@ -905,6 +1105,13 @@ impl TaskMachine {
                             self.ask(effect, 0, Purpose::Compensation);
                             self.phase = Phase::Finishing(f);
                         }
+                        // A hosted machine's host cancels the callees before the task ends (a
+                        // crash between the two ends the task again, and asks again).
+                        None if self.host.is_some() && !f.calls_canceled => {
+                            f.calls_canceled = true;
+                            self.phase = Phase::Finishing(f);
+                            return Turn::CancelCalls;
+                        }
                         None => {
                             let state = f.state;
                             rules::end(&mut self.lock(), state, f.message);
@@ -916,8 +1123,41 @@ impl TaskMachine {
         }
     }
 
+    /// What a visit whose step is pending waits for, when it is the host's to say: a hosted
+    /// visit's step is woken by what it awaits; the machine's own waits on the effects its calls
+    /// asked for. `None`: the loop goes on (to ask the hooks or the host first), or the step
+    /// awaited something that nothing here completes.
+    fn visit_waits(&self, visit: &OpenVisit) -> Option<Turn> {
+        if visit.invoker.is_none() {
+            return Some(Turn::Pending);
+        }
+        let asked_for = self.outbox.is_empty()
+            && self.hook_queue.is_empty()
+            && self
+                .outstanding
+                .values()
+                .any(|a| a.purpose == Purpose::Step);
+        asked_for.then_some(Turn::Pending)
+    }
+
+    /// Where the hooks are called from in `visit`.
+    fn hook_context(&self, visit: &OpenVisit) -> HookContext {
+        HookContext {
+            task_id: self.task_id.to_string(),
+            skill_id: self.parts.skill.info().id.clone(),
+            step: visit.step.clone(),
+            visit: visit.visit,
+            mode: self.mode,
+        }
+    }
+
+    /// True when entries wait in the run's buffer.
+    fn buffered(&self) -> bool {
+        self.lock().has_buffered()
+    }
+
     /// Take the queue's next work (the phase is `Queue`); `Some` when the host must act first.
-    fn next_work(&mut self, now_ms: i64) -> Option<Output> {
+    fn next_work(&mut self) -> Option<Turn> {
         // The run's state through its own handle: `self` stays free for the phase it sets.
         let shared = Arc::clone(&self.st);
         let mut st = shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -938,16 +1178,16 @@ impl TaskMachine {
                 self.fail(rules::STUCK.to_owned());
                 return None;
             }
+            if st.has_buffered() {
+                return Some(Turn::Flush);
+            }
             let input = st.status() == TaskState::InputRequired;
             let wake_at_ms = st.earliest_timer();
-            drop(st);
-            return Some(match self.take_append(now_ms) {
-                Some(append) => Output::Persist(Box::new(append)),
-                None => Output::Waiting { input, wake_at_ms },
-            });
+            return Some(Turn::Rest { input, wake_at_ms });
         };
         match work {
             Work::Execute(id) => match rules::execute(&mut st, &id) {
+                Execute::Timer(at) if self.host.is_some() => return Some(Turn::Timer(at)),
                 Execute::Done | Execute::Wait | Execute::Timer(_) => {}
                 Execute::Unknown(error) => {
                     drop(st);
@@ -980,7 +1220,9 @@ impl TaskMachine {
                 ) {
                     Ok(visit) => {
                         drop(st);
-                        self.phase = Phase::Visit(Box::new(self.open_visit(visit, event)));
+                        let replayed = rerun.is_some();
+                        self.phase =
+                            Phase::Visit(Box::new(self.open_visit(visit, event, replayed)));
                     }
                     Err(reason) => {
                         drop(st);
@@ -993,9 +1235,22 @@ impl TaskMachine {
     }
 
     /// A visit's future: the skill's step polled by this machine, its calls through a
-    /// [`MachineInvoker`].
-    fn open_visit(&self, visit: rules::Visit, event: Event) -> OpenVisit {
+    /// [`MachineInvoker`] (or as the host opens it, for a hosted machine).
+    fn open_visit(&self, visit: rules::Visit, event: Event, replayed: bool) -> OpenVisit {
         let rules::Visit { visit, state, step } = visit;
+        if let Some(host) = &self.host {
+            let HostVisit { future, ctx, stop } = host.open(visit, &step, state, event, replayed);
+            return OpenVisit {
+                future,
+                ctx,
+                stop,
+                invoker: None,
+                visit,
+                step,
+                admitted: false,
+            };
+        }
+        let stop = Arc::new(VisitStop::default());
         let invoker = Arc::new(MachineInvoker {
             st: self.st.clone(),
             effects: self.parts.effects.clone(),
@@ -1004,7 +1259,7 @@ impl TaskMachine {
             mode: self.mode,
             visit,
             step: step.clone(),
-            stop: Default::default(),
+            stop: stop.clone(),
             batch: Default::default(),
             desk: Default::default(),
             parked: self.parked.clone(),
@@ -1022,7 +1277,8 @@ impl TaskMachine {
         OpenVisit {
             future,
             ctx,
-            invoker,
+            stop,
+            invoker: Some(invoker),
             visit,
             step,
             admitted: false,
@@ -1034,18 +1290,25 @@ impl TaskMachine {
     fn poll_visit(
         &mut self,
         visit: &mut OpenVisit,
+        cx: &mut Context<'_>,
     ) -> Option<Result<Transition<serde_json::Value>, StepError>> {
-        let mut cx = Context::from_waker(Waker::noop());
         let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            visit.future.as_mut().poll(&mut cx)
+            visit.future.as_mut().poll(cx)
         }));
-        for (id, cmd) in visit.invoker.desk.take_hook_requests() {
+        let Some(invoker) = visit.invoker.clone() else {
+            return match polled {
+                Ok(Poll::Pending) => None,
+                Ok(Poll::Ready(result)) => Some(result),
+                Err(_) => Some(Err(self.panicked(&visit.step))),
+            };
+        };
+        for (id, cmd) in invoker.desk.take_hook_requests() {
             self.hook_queue.push_back(HookCall {
-                context: visit.invoker.hook_context(),
+                context: self.hook_context(visit),
                 kind: HookKind::BeforeCommand { id, cmd },
             });
         }
-        for (id, cmd, prior_attempts) in visit.invoker.desk.take_requests() {
+        for (id, cmd, prior_attempts) in invoker.desk.take_requests() {
             let call = self.lock().command(&id).and_then(call_progress);
             let effect = Effect {
                 id,
@@ -1060,12 +1323,17 @@ impl TaskMachine {
         match polled {
             Ok(Poll::Pending) => None,
             Ok(Poll::Ready(result)) => Some(result),
-            Err(_) => Some(Err(StepError::Failed(format!(
-                "step `{}` of skill `{}` panicked",
-                visit.step,
-                self.parts.skill.info().id
-            )))),
+            Err(_) => Some(Err(self.panicked(&visit.step))),
         }
+    }
+
+    /// The failure of a step that panicked (its payload, which may quote data or secrets, is not
+    /// in it).
+    fn panicked(&self, step: &str) -> StepError {
+        StepError::Failed(format!(
+            "step `{step}` of skill `{}` panicked",
+            self.parts.skill.info().id
+        ))
     }
 
     /// Apply a visit's result, as the engine's driver does.
@@ -1079,10 +1347,13 @@ impl TaskMachine {
         self.outbox.retain(|e| self.outstanding.contains_key(&e.id));
         let alive = visit.ctx.calls_alive();
         if alive > 0 && !matches!(result, Err(StepError::Halted)) {
-            visit.invoker.stop.fail(rules::outlived(&visit.step, alive));
+            visit.stop.fail(rules::outlived(&visit.step, alive));
         }
-        if let Some(stop) = visit.invoker.stop.error() {
+        if let Some(stop) = visit.stop.error() {
             result = Err(stop);
+        }
+        if let Some(host) = &self.host {
+            host.ended(&visit.step, &result);
         }
         if self.parts.config.hooks {
             let outcome = match &result {
@@ -1090,7 +1361,7 @@ impl TaskMachine {
                 Err(e) => e.to_string(),
             };
             self.hook_queue.push_back(HookCall {
-                context: visit.invoker.hook_context(),
+                context: self.hook_context(visit),
                 kind: HookKind::AfterStep { outcome },
             });
         }
@@ -1111,15 +1382,23 @@ impl TaskMachine {
                 result,
             )
         };
+        let hosted = self.host.is_some();
         match after {
+            AfterVisit::Then(After::AwaitInput) if hosted => {
+                self.flush_now = true;
+                self.awaiting_input = true;
+            }
+            AfterVisit::Suspended if hosted => self.flush_now = true,
             AfterVisit::Then(After::Continue | After::AwaitInput) | AfterVisit::Suspended => {}
             AfterVisit::Then(After::End(state, message)) => {
                 rules::end(&mut self.lock(), state, message);
                 self.phase = Phase::Ended(state);
             }
             AfterVisit::Then(After::Fail(reason)) => self.fail(reason),
-            // Nothing halts a machine but its host, which then drops it: a step that returns
-            // `Halted` itself fails its task.
+            // A hosted machine's visit halts when its host does (a crash, a lost lease, a failed
+            // append): the host stops. Nothing halts the machine's own visits: a step that
+            // returns `Halted` itself fails its task.
+            AfterVisit::Halted if hosted => self.halted = true,
             AfterVisit::Halted => self.fail(StepError::Halted.to_string()),
             AfterVisit::Canceled => self.finish_canceled(),
         }
@@ -1139,7 +1418,7 @@ impl TaskMachine {
         }
         let skill = self.parts.skill.clone();
         let visit = rules::begin_cancel_visit(&mut self.lock(), &*skill);
-        self.phase = Phase::CancelVisit(Box::new(self.open_visit(visit, Event::Cancel)));
+        self.phase = Phase::CancelVisit(Box::new(self.open_visit(visit, Event::Cancel, false)));
     }
 
     fn finishing(&mut self, state: TaskState, message: Option<Message>) {
@@ -1151,6 +1430,7 @@ impl TaskMachine {
             message,
             owed,
             current: None,
+            calls_canceled: false,
         }));
     }
 }
