@@ -1,11 +1,12 @@
 //! The driver: the long-running engine's host of a task's [`TaskMachine`]. It turns the machine
 //! over the task's run until the task finishes or waits (input, a timer, a callee). The machine
-//! decides — the queue, each visit's result, transition commands, cancels, compensations, the
-//! end; the driver supplies what only a process with a runtime has: each step visit opened with
-//! the engine's invoker (its calls performed inside the step's future — journaled, flushed through
-//! the run's group commit, performed with retries and receipted), transition commands and
-//! compensations performed, the hooks asked, timers set, callees canceled and the run flushed when
-//! the machine asks. It is the only writer of its task while it runs.
+//! decides — the queue, each visit's result, each call's lookup, hooks, gate and issue, transition
+//! commands, cancels, compensations, the end; the driver supplies what only a process with a
+//! runtime has: each step polled in its span and scope, its calls' effects performed inside the
+//! step's future (`invoke.rs`: flushed through the run's group commit, performed with retries and
+//! receipted), transition commands and compensations performed, the hooks asked, timers set,
+//! callees canceled and the run flushed when the machine asks. It is the only writer of its task
+//! while it runs.
 
 use std::sync::Arc;
 use std::task::Poll;
@@ -14,15 +15,16 @@ use futures::FutureExt;
 
 use super::call::CallStep;
 use super::fault::Boundary;
-use super::invoke::{StepInvoker, VISIT};
+use super::invoke::{EngineCalls, VISIT};
 use super::machine::visit::VisitStop;
 use super::machine::{
-    Action, Effect, Host, HostVisit, MachineConfig, MachineSkill, TaskMachine, Turn,
+    Action, CallHost, Effect, Host, MachineConfig, MachineSkill, StepFuture, TaskMachine, Turn,
+    VisitKey,
 };
 use super::run::TaskRun;
 use super::Inner;
 use crate::effects::Performed;
-use crate::flow::{ErasedSkill, Event, StepCtx, StepError, Transition};
+use crate::flow::{ErasedSkill, StepError, Transition};
 use crate::journal::TransitionKind;
 use crate::model::TaskState;
 
@@ -61,7 +63,6 @@ impl Inner {
         let host = Arc::new(Visits {
             engine: self.clone(),
             run: run.clone(),
-            skill: skill.clone(),
         });
         MachineSkill::shared(skill, self.effects.clone(), config).hosted(
             run.task_id.clone(),
@@ -189,97 +190,64 @@ impl Inner {
         machine.settled(&id, &receipt);
         Ok(())
     }
-
-    /// Run the skill's step in a `step` span; a panic becomes a failure whose message names only the
-    /// skill and the step (the payload, which may quote data or secrets, goes to the log). A visit
-    /// run again (`replayed`: after a crash, a reply or a wake, its calls with receipts answered from
-    /// the journal) is marked `radkit.replayed` on its span.
-    async fn run_step(
-        &self,
-        run: &TaskRun,
-        skill: &dyn ErasedSkill,
-        state: serde_json::Value,
-        event: Event,
-        ctx: &StepCtx,
-        (visit, replayed): (u64, bool),
-    ) -> Result<Transition<serde_json::Value>, StepError> {
-        let step = ctx.step();
-        let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit, radkit.replayed = replayed);
-        let result = tracing::Instrument::instrument(
-            std::panic::AssertUnwindSafe(skill.activate(state, event, ctx)).catch_unwind(),
-            span,
-        )
-        .await;
-        result.unwrap_or_else(|panic| {
-            tracing::error!(task = %run.task_id, skill = %run.skill_id, step = %step, visit, panic = %panic_text(&*panic), "step panicked");
-            Err(StepError::Failed(format!(
-                "step `{step}` of skill `{}` panicked; see the server log",
-                run.skill_id
-            )))
-        })
-    }
 }
 
-/// How the engine opens a task's visits for its machine: each with the engine's invoker, polled
-/// inside the task-local scope that names the visit (a ctx call polled elsewhere was taken out of
-/// its step).
+/// How the engine hosts a task's machine: each visit's calls performed by the engine
+/// ([`EngineCalls`]), its step polled in a `step` span inside the task-local scope that names the
+/// visit (a ctx call polled elsewhere was taken out of its step).
 struct Visits {
     engine: Arc<Inner>,
     run: Arc<TaskRun>,
-    skill: Arc<dyn ErasedSkill>,
 }
 
 impl Host for Visits {
-    fn open(
-        &self,
-        visit: u64,
-        step: &str,
-        state: serde_json::Value,
-        event: Event,
-        replayed: bool,
-    ) -> HostVisit {
-        let stop = Arc::new(VisitStop::default());
-        let invoker = StepInvoker {
+    fn calls(&self, visit: u64, step: &str, stop: &Arc<VisitStop>) -> Arc<dyn CallHost> {
+        Arc::new(EngineCalls {
             engine: self.engine.clone(),
             run: self.run.clone(),
             visit,
             step: step.to_owned(),
             stop: stop.clone(),
-            batch: Default::default(),
-        };
-        let ctx = StepCtx::new(
-            self.run.task_id.clone(),
-            self.run.context_id.clone(),
-            step.to_owned(),
-            Arc::new(invoker),
-        );
-        let (engine, run, skill, step_ctx) = (
-            self.engine.clone(),
-            self.run.clone(),
-            self.skill.clone(),
-            ctx.clone(),
-        );
-        let future = async move {
-            if !matches!(event, Event::Cancel) {
-                return engine
-                    .run_step(&run, &*skill, state, event, &step_ctx, (visit, replayed))
-                    .await;
-            }
+        })
+    }
+
+    fn wrap(&self, future: StepFuture, key: VisitKey<'_>) -> StepFuture {
+        let VisitKey {
+            visit,
+            step,
+            replayed,
+            cancel,
+            stop,
+        } = key;
+        let token = stop.token();
+        let run = self.run.clone();
+        if cancel {
             // The visit that tells the skill of a cancel: what it returns is not applied (its
             // messages and artifacts are kept, its commands refused).
-            let told = std::panic::AssertUnwindSafe(skill.activate(state, event, &step_ctx))
-                .catch_unwind()
-                .await;
-            told.unwrap_or_else(|panic| {
-                tracing::error!(task = %run.task_id, skill = %run.skill_id, visit, panic = %panic_text(&*panic), "step panicked on cancel");
-                Err(StepError::Failed("the step panicked on cancel".to_owned()))
+            let told = async move {
+                let told = std::panic::AssertUnwindSafe(future).catch_unwind().await;
+                told.unwrap_or_else(|panic| {
+                    tracing::error!(task = %run.task_id, skill = %run.skill_id, visit, panic = %panic_text(&*panic), "step panicked on cancel");
+                    Err(StepError::Failed("the step panicked on cancel".to_owned()))
+                })
+            };
+            return Box::pin(VISIT.scope(token, told));
+        }
+        let step = step.to_owned();
+        let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit, radkit.replayed = replayed);
+        let stepped = async move {
+            let result = std::panic::AssertUnwindSafe(future).catch_unwind().await;
+            // A panic becomes a failure whose message names only the skill and the step (the
+            // payload, which may quote data or secrets, goes to the log).
+            result.unwrap_or_else(|panic| {
+                tracing::error!(task = %run.task_id, skill = %run.skill_id, step = %step, visit, panic = %panic_text(&*panic), "step panicked");
+                Err(StepError::Failed(format!(
+                    "step `{step}` of skill `{}` panicked; see the server log",
+                    run.skill_id
+                )))
             })
         };
-        HostVisit {
-            future: Box::pin(VISIT.scope(stop.token(), future)),
-            ctx,
-            stop,
-        }
+        Box::pin(VISIT.scope(token, tracing::Instrument::instrument(stepped, span)))
     }
 
     fn ended(&self, step: &str, result: &Result<Transition<serde_json::Value>, StepError>) {

@@ -1,8 +1,9 @@
 //! `MachineInvoker`: the `ctx` calls of a step visit the [`TaskMachine`](super::TaskMachine)
-//! polls. A call with a receipt returns it; a call without one is journaled and asked of the host
-//! (through the [`Desk`]), and stays pending until the host completes it. The lookup, the gate, the
-//! issue and the resume are the engine's rules ([`rules`](super::rules), `command`); what differs
-//! from the engine's invoker is only that nothing is performed here.
+//! polls, for every host. A call with a receipt returns it; a call without one is journaled and
+//! then either asked of the host through the [`Desk`] (the machine's own hosts: it stays pending
+//! until the host completes the effect) or, for a hosted machine, performed by the host inside the
+//! step's future ([`CallHost`]: the long-running engine). The lookup, the hooks, the gate, the
+//! issue, the resume and a race's record are applied here once, whoever performs the effect.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,14 +12,58 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 
 use super::rules::{self, Found, Gate, Resume};
 use super::visit::{self, Batch, InFlight, VisitStop};
 use crate::effects::Effects;
 use crate::engine::command::{self, Issued};
+use crate::engine::fold::CmdRec;
 use crate::engine::hooks::HookAnswer;
 use crate::engine::run::RunState;
 use crate::flow::{Cmd, CmdKind, InvocationId, Invoker, PermissionMode, StepError};
+
+/// How a hosted visit's calls reach their effects: the host performs them inside the step's
+/// future, flushes its own buffer where output commit needs it, and is told of waits and of
+/// calls a race abandoned. Implemented by the long-running engine (`engine/invoke.rs`).
+pub(crate) trait CallHost: Send + Sync {
+    /// A call of the visit is about to run: refuse it (with the error the visit fails with) when
+    /// it was moved out of its step's future.
+    fn enter(&self, cmd: &Cmd) -> Result<(), StepError>;
+
+    /// Put a new command `id` to the host's hooks (`None`: it has none).
+    fn before_command<'a>(
+        &'a self,
+        id: &'a InvocationId,
+        cmd: &'a Cmd,
+    ) -> Option<BoxFuture<'a, HookAnswer>>;
+
+    /// Make durable the command just buffered, together with its parallel siblings (the calls of
+    /// a batch buffer theirs in one poll of the step; the first flush commits them all).
+    fn flush_batch(&self) -> BoxFuture<'_, Result<(), StepError>>;
+
+    /// Make durable what is buffered.
+    fn flush(&self) -> BoxFuture<'_, Result<(), StepError>>;
+
+    /// Perform command `id` (its attempts from `prior_attempts`; `rec` when it was journaled
+    /// before this call, `fresh` when this call journaled it) and return its outcome, its receipt
+    /// journaled.
+    fn perform<'a>(
+        &'a self,
+        id: InvocationId,
+        cmd: Cmd,
+        prior_attempts: u32,
+        rec: Option<CmdRec>,
+        fresh: bool,
+    ) -> BoxFuture<'a, Result<serde_json::Value, StepError>>;
+
+    /// The call waits (a question, a timer) until `wake_at_ms`, if set; `fresh` when this call
+    /// journaled it. An error stops the visit.
+    fn waits(&self, cmd: &Cmd, wake_at_ms: Option<i64>, fresh: bool) -> Result<(), StepError>;
+
+    /// Calls a race abandoned (their callees work for nobody now).
+    fn abandoned(&self, calls: Vec<rules::Abandoned>);
+}
 
 /// The invoker of one visit run by the machine.
 pub(crate) struct MachineInvoker {
@@ -34,8 +79,11 @@ pub(crate) struct MachineInvoker {
     pub desk: Desk,
     /// Calls the host found still working in this machine's life: they wait for their recheck.
     pub parked: super::Parked,
-    /// A new command is put to the host's hooks first (`MachineConfig::hooks`).
+    /// A new command is put to the host's hooks first (`MachineConfig::hooks`; a hosted
+    /// machine's host asks its own).
     pub hooks: bool,
+    /// The host that performs the calls, for a hosted machine; `None`: they go through the desk.
+    pub host: Option<Arc<dyn CallHost>>,
 }
 
 /// What the visit's calls ask of the host, and what the host answered.
@@ -128,6 +176,9 @@ impl MachineInvoker {
         if let Some(stop) = visit::stopped(&self.stop) {
             return Err(stop);
         }
+        if let Some(host) = &self.host {
+            host.enter(&cmd)?;
+        }
         visit::enter(&self.stop, &self.batch, &self.step, &cmd, reserved)?;
         let replayed = lock(&self.st)
             .command(&id)
@@ -181,7 +232,7 @@ impl Invoker for MachineInvoker {
         let id = InvocationId::derive(&self.task_id, self.visit, position);
         // The losers' effects still in the host's hands complete into receipts already written
         // (`TaskMachine::complete` ignores them).
-        rules::record_race(
+        let abandoned = rules::record_race(
             &mut lock(&self.st),
             &self.task_id,
             self.visit,
@@ -192,6 +243,10 @@ impl Invoker for MachineInvoker {
             value,
             abandoned,
         );
+        if let Some(host) = &self.host {
+            host.flush().await?;
+            host.abandoned(abandoned);
+        }
         Ok(())
     }
 
@@ -227,12 +282,23 @@ impl MachineInvoker {
                     let resumed = rules::resume(&mut lock(&self.st), &id, &rec, recovered);
                     match resumed {
                         Resume::Settled(value) => Ok(value),
-                        Resume::Wait(_) => Err(StepError::Suspended),
-                        Resume::Unknown(e) => Err(e),
-                        Resume::Perform => {
-                            self.desk.request(id.clone(), rec.cmd, rec.attempts);
-                            self.desk.outcome(id).await
+                        Resume::Wait(at) => {
+                            if let Some(host) = &self.host {
+                                host.waits(&rec.cmd, at, false)?;
+                            }
+                            Err(StepError::Suspended)
                         }
+                        Resume::Unknown(e) => Err(e),
+                        Resume::Perform => match &self.host {
+                            Some(host) => {
+                                let (cmd, attempts) = (rec.cmd.clone(), rec.attempts);
+                                host.perform(id, cmd, attempts, Some(*rec), false).await
+                            }
+                            None => {
+                                self.desk.request(id.clone(), rec.cmd, rec.attempts);
+                                self.desk.outcome(id).await
+                            }
+                        },
                     }
                 }
                 Found::New => {
@@ -242,14 +308,27 @@ impl MachineInvoker {
                         let now = st.now();
                         command::issue(&mut st, &id, cmd.clone(), false, now)
                     };
+                    if let Some(host) = &self.host {
+                        // Emissions are what clients stream, waits must be durable before the
+                        // step suspends, and a command before it runs: flushed in every case.
+                        host.flush_batch().await?;
+                    }
                     match issued {
                         Issued::Journaled => Ok(serde_json::Value::Null),
                         Issued::Answered(value) => Ok(value),
-                        Issued::Waits(_) => Err(StepError::Suspended),
-                        Issued::Perform => {
-                            self.desk.request(id.clone(), cmd, 0);
-                            self.desk.outcome(id).await
+                        Issued::Waits(wake) => {
+                            if let Some(host) = &self.host {
+                                host.waits(&cmd, wake, true)?;
+                            }
+                            Err(StepError::Suspended)
                         }
+                        Issued::Perform => match &self.host {
+                            Some(host) => host.perform(id, cmd, 0, None, true).await,
+                            None => {
+                                self.desk.request(id.clone(), cmd, 0);
+                                self.desk.outcome(id).await
+                            }
+                        },
                     }
                 }
             }
@@ -257,15 +336,23 @@ impl MachineInvoker {
     }
 
     /// The host's hooks (when the machine runs with them), then the permission gate, before a
-    /// command is journaled for the first time, as the engine's invoker admits one. A refusal is
+    /// command is journaled for the first time. A refusal is
     /// journaled as the command's receipt, so a replay refuses it the same way.
     async fn admit(&self, position: u32, id: &InvocationId, cmd: Cmd) -> Result<Cmd, StepError> {
-        let cmd = if self.hooks {
-            match self.desk.hooks(id.clone(), cmd.clone()).await {
+        let answer = match &self.host {
+            Some(host) => match host.before_command(id, &cmd) {
+                Some(asked) => Some(asked.await),
+                None => None,
+            },
+            None if self.hooks => Some(self.desk.hooks(id.clone(), cmd.clone()).await),
+            None => None,
+        };
+        let cmd = if let Some(answer) = answer {
+            match answer {
                 HookAnswer::Continue => cmd,
                 HookAnswer::Deny(reason) => {
                     let reason = format!("denied by a hook: {reason}");
-                    return Err(rules::refuse(&mut lock(&self.st), id, cmd, reason));
+                    return Err(self.refuse(id, cmd, reason).await);
                 }
                 HookAnswer::Command(changed)
                     if changed.kind.fingerprint() != cmd.kind.fingerprint() =>
@@ -277,7 +364,7 @@ impl MachineInvoker {
                         cmd.kind.fingerprint(),
                         changed.kind.fingerprint()
                     );
-                    return Err(rules::refuse(&mut lock(&self.st), id, cmd, reason));
+                    return Err(self.refuse(id, cmd, reason).await);
                 }
                 HookAnswer::Command(changed) => *changed,
             }
@@ -289,9 +376,7 @@ impl MachineInvoker {
         };
         let (slot, request) = match rules::gate(&self.effects, self.mode, tool, args) {
             Gate::Pass => return Ok(cmd),
-            Gate::Refuse(reason) => {
-                return Err(rules::refuse(&mut lock(&self.st), id, cmd, reason))
-            }
+            Gate::Refuse(reason) => return Err(self.refuse(id, cmd, reason).await),
             Gate::Ask(slot, request) => (slot, request),
         };
         let approval = crate::flow::approval::decide(slot, &request, |round, ask| {
@@ -302,5 +387,17 @@ impl MachineInvoker {
             return Err(rules::not_approved(tool, approval.expired));
         }
         Ok(cmd)
+    }
+
+    /// Journal `cmd` with a permanent error as its receipt and return that error (a hosted
+    /// machine's host makes it durable first).
+    async fn refuse(&self, id: &InvocationId, cmd: Cmd, reason: String) -> StepError {
+        let error = rules::refuse(&mut lock(&self.st), id, cmd, reason);
+        if let Some(host) = &self.host {
+            if let Err(e) = host.flush().await {
+                return e;
+            }
+        }
+        error
     }
 }

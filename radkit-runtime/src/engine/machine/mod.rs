@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+pub(crate) use self::invoker::CallHost;
 use self::invoker::MachineInvoker;
 use self::rules::{After, AfterVisit, Execute, VisitResult};
 use self::visit::VisitStop;
@@ -510,37 +511,36 @@ pub struct TaskMachine {
     flush_now: bool,
 }
 
-/// A host that runs a machine's visits itself: it opens each visit's step future, whose `ctx`
-/// calls it performs inside that future (the long-running engine's invoker: effects awaited where
-/// the step awaits them, each journaled and flushed through the host's own run), and hears how each
-/// visit ended. The machine keeps everything else: the queue, the visits' results, transition
-/// commands, cancels, compensations and the end.
+/// A host that performs a machine's effects itself, inside the step's future where the step awaits
+/// them (the long-running engine): for each visit it gives the host side of its calls and wraps
+/// the step's future (its span, its panic, the scope that names the visit), and it hears how each
+/// visit ended. The machine keeps everything else: the queue, each call's lookup, hooks, gate and
+/// issue, the visits' results, transition commands, cancels, compensations and the end.
 pub(crate) trait Host: Send + Sync {
-    /// The step future of visit `visit` of `step` (`replayed`: the visit ran before and is run
-    /// again from the journal; `event` is `Event::Cancel` for the visit that tells the skill of a
-    /// cancel).
-    fn open(
-        &self,
-        visit: u64,
-        step: &str,
-        state: serde_json::Value,
-        event: Event,
-        replayed: bool,
-    ) -> HostVisit;
+    /// The host side of the calls of visit `visit` of `step`, whose stop is `stop`.
+    fn calls(&self, visit: u64, step: &str, stop: &Arc<VisitStop>) -> Arc<dyn CallHost>;
+
+    /// The step's `future` as the host polls it (`replayed`: the visit ran before and is run again
+    /// from the journal; `cancel`: the visit that tells the skill of a cancel).
+    fn wrap(&self, future: StepFuture, visit: VisitKey<'_>) -> StepFuture;
 
     /// The visit of `step` ended with `result` (what the machine applies: a stop of its calls
     /// overrides what the step returned).
     fn ended(&self, step: &str, result: &Result<Transition<serde_json::Value>, StepError>);
 }
 
-/// A visit a [`Host`] opened.
-pub(crate) struct HostVisit {
-    /// The step, polled by the machine with the host's context (it wakes the host).
-    pub future: StepFuture,
-    /// The step's context (its positions and live calls are read when it returns).
-    pub ctx: StepCtx,
-    /// Whether a call of the visit stopped it.
-    pub stop: Arc<VisitStop>,
+/// Which visit a [`Host`] wraps.
+pub(crate) struct VisitKey<'a> {
+    /// Its number.
+    pub visit: u64,
+    /// Its step.
+    pub step: &'a str,
+    /// It ran before and runs again from the journal.
+    pub replayed: bool,
+    /// It tells the skill of a cancel.
+    pub cancel: bool,
+    /// Whether a call stopped it.
+    pub stop: &'a Arc<VisitStop>,
 }
 
 /// A step visit's future.
@@ -620,8 +620,10 @@ struct OpenVisit {
     ctx: StepCtx,
     /// Whether a call of the visit stopped it.
     stop: Arc<VisitStop>,
-    /// The machine's own invoker of the visit (its desk); `None` when a host opened the visit.
-    invoker: Option<Arc<MachineInvoker>>,
+    /// The visit's invoker (its desk).
+    invoker: Arc<MachineInvoker>,
+    /// Its calls are performed by the host, inside the step's future.
+    hosted: bool,
     visit: u64,
     step: String,
     /// The hooks were asked about this visit ([`MachineConfig::hooks`]).
@@ -800,11 +802,9 @@ impl TaskMachine {
                                     },
                                 });
                             }
-                            if let Some(invoker) = &v.invoker {
-                                invoker
-                                    .desk
-                                    .settle(id.clone(), rules::outcome(&effect.cmd, receipt));
-                            }
+                            v.invoker
+                                .desk
+                                .settle(id.clone(), rules::outcome(&effect.cmd, receipt));
                         }
                     }
                     Purpose::Transition => rules::deliver(&mut st, id, &effect.cmd, &receipt),
@@ -854,9 +854,7 @@ impl TaskMachine {
             if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
                 // The call waits like a question: the visit is suspended and re-run later.
                 v.stop.note(&StepError::Suspended);
-                if let Some(invoker) = &v.invoker {
-                    invoker.desk.settle(id.clone(), Err(StepError::Suspended));
-                }
+                v.invoker.desk.settle(id.clone(), Err(StepError::Suspended));
             }
         }
         Ok(())
@@ -951,9 +949,7 @@ impl TaskMachine {
             }
             HookKind::BeforeCommand { id, .. } => {
                 if let Phase::Visit(v) | Phase::CancelVisit(v) = &self.phase {
-                    if let Some(invoker) = &v.invoker {
-                        invoker.desk.answer_hook(id, answer);
-                    }
+                    v.invoker.desk.answer_hook(id, answer);
                 }
             }
             HookKind::AfterStep { .. } | HookKind::AfterCommand { .. } => {}
@@ -1128,7 +1124,7 @@ impl TaskMachine {
     /// asked for. `None`: the loop goes on (to ask the hooks or the host first), or the step
     /// awaited something that nothing here completes.
     fn visit_waits(&self, visit: &OpenVisit) -> Option<Turn> {
-        if visit.invoker.is_none() {
+        if visit.hosted {
             return Some(Turn::Pending);
         }
         let asked_for = self.outbox.is_empty()
@@ -1235,22 +1231,14 @@ impl TaskMachine {
     }
 
     /// A visit's future: the skill's step polled by this machine, its calls through a
-    /// [`MachineInvoker`] (or as the host opens it, for a hosted machine).
+    /// [`MachineInvoker`] (performed by the host inside the future, for a hosted machine).
     fn open_visit(&self, visit: rules::Visit, event: Event, replayed: bool) -> OpenVisit {
         let rules::Visit { visit, state, step } = visit;
-        if let Some(host) = &self.host {
-            let HostVisit { future, ctx, stop } = host.open(visit, &step, state, event, replayed);
-            return OpenVisit {
-                future,
-                ctx,
-                stop,
-                invoker: None,
-                visit,
-                step,
-                admitted: false,
-            };
-        }
         let stop = Arc::new(VisitStop::default());
+        let calls = self
+            .host
+            .as_ref()
+            .map(|host| host.calls(visit, &step, &stop));
         let invoker = Arc::new(MachineInvoker {
             st: self.st.clone(),
             effects: self.parts.effects.clone(),
@@ -1263,7 +1251,8 @@ impl TaskMachine {
             batch: Default::default(),
             desk: Default::default(),
             parked: self.parked.clone(),
-            hooks: self.parts.config.hooks,
+            hooks: self.parts.config.hooks && calls.is_none(),
+            host: calls,
         });
         let ctx = StepCtx::new(
             self.task_id.clone(),
@@ -1273,12 +1262,25 @@ impl TaskMachine {
         );
         let skill = self.parts.skill.clone();
         let step_ctx = ctx.clone();
-        let future = Box::pin(async move { skill.activate(state, event, &step_ctx).await });
+        let cancel = matches!(event, Event::Cancel);
+        let mut future: StepFuture =
+            Box::pin(async move { skill.activate(state, event, &step_ctx).await });
+        if let Some(host) = &self.host {
+            let key = VisitKey {
+                visit,
+                step: &step,
+                replayed,
+                cancel,
+                stop: &stop,
+            };
+            future = host.wrap(future, key);
+        }
         OpenVisit {
             future,
             ctx,
             stop,
-            invoker: Some(invoker),
+            hosted: self.host.is_some(),
+            invoker,
             visit,
             step,
             admitted: false,
@@ -1295,13 +1297,7 @@ impl TaskMachine {
         let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             visit.future.as_mut().poll(cx)
         }));
-        let Some(invoker) = visit.invoker.clone() else {
-            return match polled {
-                Ok(Poll::Pending) => None,
-                Ok(Poll::Ready(result)) => Some(result),
-                Err(_) => Some(Err(self.panicked(&visit.step))),
-            };
-        };
+        let invoker = visit.invoker.clone();
         for (id, cmd) in invoker.desk.take_hook_requests() {
             self.hook_queue.push_back(HookCall {
                 context: self.hook_context(visit),
