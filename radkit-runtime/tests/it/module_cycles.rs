@@ -190,6 +190,66 @@ fn the_machine_and_the_rules_it_applies_name_no_runtime() {
     );
 }
 
+/// The long-running engine is one host of the task machine, not a second copy of its loop: the
+/// queue, a visit's result, transition commands, a cancel, compensations and the end are the
+/// machine's (`TaskMachine::turn`), and a call's lookup, hooks, gate, issue, resume and a race's
+/// record are its invoker's. The engine's driver and its side of a visit's calls name none of
+/// those rules: they only perform what the machine asks.
+#[test]
+fn the_engine_drives_the_machine_and_applies_none_of_its_run_rules_itself() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine");
+    let loop_rules = [
+        "next_work",
+        "begin_visit",
+        "after_visit",
+        "execute",
+        "deliver",
+        "end",
+        "stuck",
+        "compensations_owed",
+        "begin_cancel_visit",
+        "end_cancel_visit",
+        "find",
+        "resume",
+        "gate",
+        "refuse",
+        "record_race",
+        "recorded",
+        "issue",
+    ];
+    let mut offenders = Vec::new();
+    for name in ["driver.rs", "invoke.rs"] {
+        let text = std::fs::read_to_string(src.join(name)).expect("read a source file");
+        let tokens = tokens(&text);
+        for (i, w) in tokens.windows(3).enumerate() {
+            if !((w[0] == "rules" || w[0] == "command") && w[1] == "::") {
+                continue;
+            }
+            // `rules::find(..)`, or `rules::{self, find}` imported by name.
+            let mut named = vec![w[2].as_str()];
+            if w[2] == "{" {
+                named = tokens[i + 3..]
+                    .iter()
+                    .take_while(|t| *t != "}")
+                    .map(String::as_str)
+                    .collect();
+            }
+            for rule in named.into_iter().filter(|n| loop_rules.contains(n)) {
+                offenders.push(format!("{name} applies `{}::{rule}`", w[0]));
+            }
+        }
+        assert!(
+            tokens.iter().any(|t| t == "TaskMachine" || t == "CallHost"),
+            "{name} no longer names the machine it hosts: is this test still reading the engine?"
+        );
+    }
+    assert!(
+        offenders.is_empty(),
+        "the engine must leave the run's rules to the machine it drives:\n  {}",
+        offenders.join("\n  ")
+    );
+}
+
 /// The engine, `flow`, the journal and the stores hold radkit's own task model; the A2A wire versions
 /// (`model::v0_3`, `model::v1`) are the servers' and the client's. One engine file renders: push
 /// delivery, which writes the bodies it posts to webhooks.

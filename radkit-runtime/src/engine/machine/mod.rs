@@ -248,8 +248,9 @@ impl MachineSkill {
     }
 
     /// A machine over a run `st` its host holds and journals itself (the long-running engine's
-    /// `TaskRun`): the host opens each visit (its calls performed inside the step's future) and
-    /// persists what the machine asks it to through its own buffer ([`Turn::Flush`]).
+    /// `TaskRun`): the host performs the effects of each visit's calls inside the step's future
+    /// ([`Host`], [`CallHost`]) and persists what the machine asks it to through its own buffer
+    /// ([`Turn::Flush`]).
     pub(crate) fn hosted(
         &self,
         task_id: Arc<str>,
