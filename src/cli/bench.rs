@@ -25,6 +25,24 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum Workload {
+    /// The physical floor: one durable row per step (`floor-sequential`) and the same rows
+    /// group-committed (`floor-batched`), with the store's durability. Every other line carries
+    /// its ratio to the floor measured in its own run (`floor_ratio`).
+    Floor {
+        /// `sqlite` (a fresh file, the default) or `postgres://…` (a fresh schema of that
+        /// database, dropped after; with the `postgres` feature).
+        #[arg(long)]
+        store: Option<String>,
+        /// Rows committed one per transaction.
+        #[arg(long, default_value_t = 500)]
+        steps: u64,
+        /// Rows committed in batches.
+        #[arg(long, default_value_t = 20_000)]
+        batched: u64,
+        /// Rows per batch (the engine's group commit writes one task's append per row).
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+    },
     /// One task, N durable steps in sequence.
     Sequential {
         /// Steps.
@@ -345,19 +363,55 @@ pub(crate) fn fresh_db() -> anyhow::Result<(tempfile::TempDir, std::path::PathBu
     Ok((dir, path))
 }
 
-pub(crate) fn report(workload: &str, steps: u64, elapsed: Duration, extra: serde_json::Value) {
-    let seconds = elapsed.as_secs_f64();
+/// What a workload took: its wall time, and the CPU time (user and system) of this process
+/// meanwhile (`None` when the work ran in other processes).
+pub(crate) struct Measured {
+    pub elapsed: Duration,
+    pub cpu: Option<Duration>,
+}
+
+impl Measured {
+    /// Measure `work`.
+    pub async fn of<T>(
+        work: impl std::future::Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<(Measured, T)> {
+        let (started, cpu) = (Instant::now(), super::bench_floor::cpu_time());
+        let out = work.await?;
+        let measured = Measured {
+            elapsed: started.elapsed(),
+            cpu: Some(super::bench_floor::cpu_time().saturating_sub(cpu)),
+        };
+        Ok((measured, out))
+    }
+}
+
+/// Print a bench line: the figures of `steps` steps that took `measured`, its ratio to `floor`
+/// (measured in this process run) and `extra`.
+pub(crate) fn report(
+    workload: &str,
+    steps: u64,
+    measured: &Measured,
+    floor: (&super::bench_floor::Floor, super::bench_floor::Against),
+    extra: serde_json::Value,
+) {
+    let seconds = measured.elapsed.as_secs_f64();
+    let us_per_step = seconds * 1e6 / steps.max(1) as f64;
+    let steps_per_sec = steps as f64 / seconds.max(1e-9);
     let mut line = serde_json::json!({
         "workload": workload,
         "steps": steps,
         "seconds": seconds,
-        "us_per_step": seconds * 1e6 / steps.max(1) as f64,
-        "steps_per_sec": steps as f64 / seconds.max(1e-9),
+        "us_per_step": us_per_step,
+        "steps_per_sec": steps_per_sec,
+        "cpu_us_per_step": measured.cpu.map(|c| c.as_secs_f64() * 1e6 / steps.max(1) as f64),
         "peak_rss_bytes": peak_rss_bytes(),
         "durability": "FULL",
     });
-    if let (Some(obj), serde_json::Value::Object(more)) = (line.as_object_mut(), extra) {
-        obj.extend(more);
+    let (floor, against) = floor;
+    for more in [floor.fields(against, us_per_step, steps_per_sec), extra] {
+        if let (Some(obj), serde_json::Value::Object(more)) = (line.as_object_mut(), more) {
+            obj.extend(more);
+        }
     }
     println!("{line}");
 }
@@ -380,24 +434,52 @@ pub(crate) async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow
 /// Run `bench`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     match args.workload {
+        #[cfg(feature = "postgres")]
+        Workload::Floor {
+            store: Some(url),
+            steps,
+            batched,
+            batch,
+        } if url.starts_with("postgres") => {
+            let floor = super::bench_floor::postgres(&url, steps, batched, batch).await?;
+            for line in floor.lines("postgres", (steps, batched)) {
+                println!("{line}");
+            }
+        }
+        Workload::Floor {
+            store: Some(other), ..
+        } if other != "sqlite" => {
+            bail!("--store takes `sqlite` or a `postgres://…` URL (with the `postgres` feature), not `{other}`")
+        }
+        Workload::Floor {
+            steps,
+            batched,
+            batch,
+            ..
+        } => {
+            let dir = tempfile::tempdir()?;
+            let floor = super::bench_floor::sqlite(dir.path(), steps, batched, batch)?;
+            for line in floor.lines("sqlite", (steps, batched)) {
+                println!("{line}");
+            }
+        }
         Workload::Sequential { steps } => {
+            let floor = super::bench_floor::sqlite_default()?;
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let engine = bench_builder(SqliteStore::open(&path, Durability::Full)?, skill)
                 .effects(effects)
                 .start()
                 .await?;
-            let started = Instant::now();
-            run_tasks(&engine, 1, steps).await?;
-            let elapsed = started.elapsed();
-            let baseline = commit_latency(&path.with_extension("baseline"), 500)?;
-            let us_per_step = elapsed.as_secs_f64() * 1e6 / steps.max(1) as f64;
-            let baseline_us = baseline.as_secs_f64() * 1e6;
-            let extra = serde_json::json!({
-                "baseline_commit_us": baseline_us,
-                "ratio_to_one_commit_per_step": us_per_step / baseline_us.max(1e-9),
-            });
-            report("sequential", steps, elapsed, extra);
+            let (measured, ()) = Measured::of(run_tasks(&engine, 1, steps)).await?;
+            let against = super::bench_floor::Against::Sequential;
+            report(
+                "sequential",
+                steps,
+                &measured,
+                (&floor, against),
+                serde_json::json!({}),
+            );
         }
         Workload::Concurrent {
             flows,
@@ -434,6 +516,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             bail!("--workers needs a shared store: --store postgres://…")
         }
         Workload::Concurrent { flows, steps, .. } => {
+            let floor = super::bench_floor::sqlite_default()?;
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let store = SqliteStore::open(&path, Durability::Full)?;
@@ -441,11 +524,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 .effects(effects)
                 .start()
                 .await?;
-            let started = Instant::now();
-            run_tasks(&engine, flows, steps).await?;
+            let (measured, ()) = Measured::of(run_tasks(&engine, flows, steps)).await?;
             let stats = store.stats();
             let extra = serde_json::json!({ "flows": flows, "commits": stats.batches, "appends": stats.appends });
-            report("concurrent", flows * steps, started.elapsed(), extra);
+            let against = super::bench_floor::Against::Batched;
+            report(
+                "concurrent",
+                flows * steps,
+                &measured,
+                (&floor, against),
+                extra,
+            );
         }
         Workload::Resume {
             steps,

@@ -24,18 +24,25 @@ pub struct Cluster {
 
 /// Run the workload; prints one JSON line.
 pub async fn concurrent(url: &str, flows: u64, steps: u64, cluster: Cluster) -> anyhow::Result<()> {
+    let floor = super::bench_floor::postgres(url, 500, 20_000, 100).await?;
     let (schema, scoped) = create_schema(url, "radkit_bench").await?;
     let result = if cluster.workers == 0 {
         in_process(&scoped, flows, steps)
             .await
-            .map(|(elapsed, stats)| (elapsed, stats, None))
+            .map(|(measured, stats)| (measured, stats, None))
     } else {
-        with_workers(&scoped, flows, steps, &cluster).await
+        with_workers(&scoped, flows, steps, &cluster)
+            .await
+            .map(|(elapsed, stats, executions)| {
+                // The work ran in the workers: this process's CPU time says nothing of it.
+                let measured = super::bench::Measured { elapsed, cpu: None };
+                (measured, stats, executions)
+            })
     };
     if let Err(e) = drop_schema(url, &schema).await {
         eprintln!("warning: bench schema {schema} not dropped: {e}");
     }
-    let (elapsed, stats, executions) = result?;
+    let (measured, stats, executions) = result?;
     let mut extra = serde_json::json!({
         "flows": flows,
         "store": "postgres",
@@ -50,7 +57,14 @@ pub async fn concurrent(url: &str, flows: u64, steps: u64, cluster: Cluster) -> 
         extra["executions"] = executions.total.into();
         extra["duplicate_executions"] = executions.duplicates.into();
     }
-    super::bench::report("concurrent", flows * steps, elapsed, extra);
+    let against = super::bench_floor::Against::Batched;
+    super::bench::report(
+        "concurrent",
+        flows * steps,
+        &measured,
+        (&floor, against),
+        extra,
+    );
     Ok(())
 }
 
@@ -58,7 +72,7 @@ async fn in_process(
     url: &str,
     flows: u64,
     steps: u64,
-) -> anyhow::Result<(Duration, crate::store::StoreStats)> {
+) -> anyhow::Result<(super::bench::Measured, crate::store::StoreStats)> {
     let (skill, effects) = super::bench::engine_parts()?;
     let store = PostgresStore::connect(url).await?;
     let engine = Engine::builder(store.clone())
@@ -66,9 +80,9 @@ async fn in_process(
         .skill(skill)
         .effects(effects)
         .build()?;
-    let started = Instant::now();
-    super::bench::run_tasks(&engine, flows, steps).await?;
-    Ok((started.elapsed(), store.stats()))
+    let (measured, ()) =
+        super::bench::Measured::of(super::bench::run_tasks(&engine, flows, steps)).await?;
+    Ok((measured, store.stats()))
 }
 
 /// Effects the workers performed: in all, and beyond one per InvocationId.
@@ -194,7 +208,7 @@ async fn admin_client(url: &str) -> anyhow::Result<tokio_postgres::Client> {
 /// Create a fresh schema in the database `url` names: returns its name and a URL whose sessions work
 /// in it (`options=-csearch_path=<name>`). The CLI's own copy of the runtime's test helper, which sits
 /// behind the `testing` feature.
-async fn create_schema(url: &str, prefix: &str) -> anyhow::Result<(String, String)> {
+pub(crate) async fn create_schema(url: &str, prefix: &str) -> anyhow::Result<(String, String)> {
     let client = admin_client(url).await?;
     let name = format!("{prefix}_{}", crate::model::new_id().replace('-', ""));
     client
@@ -209,7 +223,7 @@ async fn create_schema(url: &str, prefix: &str) -> anyhow::Result<(String, Strin
 }
 
 /// Drop a schema made by [`create_schema`], with everything in it.
-async fn drop_schema(url: &str, name: &str) -> anyhow::Result<()> {
+pub(crate) async fn drop_schema(url: &str, name: &str) -> anyhow::Result<()> {
     let client = admin_client(url).await?;
     client
         .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))

@@ -71,14 +71,17 @@ pub(crate) async fn machine(steps: u64, rounds: u64) -> anyhow::Result<()> {
         ..MachineConfig::default()
     };
     let machine_skill = MachineSkill::with(crate::flow::erase(skill), effects, config);
-    let mut best: Option<MachineRun> = None;
+    let floor = super::bench_floor::sqlite_default()?;
+    let mut best: Option<(MachineRun, Duration)> = None;
     for _ in 0..rounds.max(1) {
+        let cpu = super::bench_floor::cpu_time();
         let run = run_machine(&machine_skill, steps)?;
-        if best.as_ref().is_none_or(|b| run.elapsed < b.elapsed) {
-            best = Some(run);
+        let cpu = super::bench_floor::cpu_time().saturating_sub(cpu);
+        if best.as_ref().is_none_or(|(b, _)| run.elapsed < b.elapsed) {
+            best = Some((run, cpu));
         }
     }
-    let Some(run) = best else {
+    let Some((run, cpu)) = best else {
         bail!("no round ran")
     };
     // The durable figure, in the same process run.
@@ -102,6 +105,11 @@ pub(crate) async fn machine(steps: u64, rounds: u64) -> anyhow::Result<()> {
         "durable_over_machine": durable_us / machine_us.max(1e-9),
         "durability": "none (machine); FULL (durable)",
     });
-    super::bench::report("machine", steps, run.elapsed, extra);
+    let measured = super::bench::Measured {
+        elapsed: run.elapsed,
+        cpu: Some(cpu),
+    };
+    let against = super::bench_floor::Against::Sequential;
+    super::bench::report("machine", steps, &measured, (&floor, against), extra);
     Ok(())
 }

@@ -124,21 +124,6 @@ async fn in_child(
     Ok((nanos("elapsed_ns")?, nanos("cpu_ns")?))
 }
 
-/// The CPU time (user and system) this process's threads have used.
-fn cpu_time() -> Duration {
-    // SAFETY: getrusage fills the struct it is given and reads nothing else.
-    let usage = unsafe {
-        let mut usage = std::mem::zeroed::<libc::rusage>();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
-
 /// One pass in this process (`--telemetry-pass`), an OTLP pass exporting to `collector`: prints
 /// `{"elapsed_ns": …, "cpu_ns": …}`.
 pub(crate) async fn child(
@@ -194,9 +179,12 @@ async fn run(flows: u64, steps: u64, counters: bool) -> anyhow::Result<(Duration
         .record_metrics(counters)
         .start()
         .await?;
-    let (started, cpu) = (Instant::now(), cpu_time());
+    let (started, cpu) = (Instant::now(), super::bench_floor::cpu_time());
     super::bench::run_tasks(&engine, flows, steps).await?;
-    let (elapsed, cpu) = (started.elapsed(), cpu_time().saturating_sub(cpu));
+    let (elapsed, cpu) = (
+        started.elapsed(),
+        super::bench_floor::cpu_time().saturating_sub(cpu),
+    );
     engine.halt();
     Ok((elapsed, cpu))
 }

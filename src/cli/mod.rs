@@ -23,6 +23,7 @@ mod bench_cluster;
 #[cfg(feature = "console")]
 mod bench_console;
 mod bench_fanout;
+mod bench_floor;
 #[cfg(feature = "grpc")]
 mod bench_grpc;
 mod bench_machine;

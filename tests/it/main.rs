@@ -25,6 +25,7 @@ mod a2a_v1_http;
 mod agent_card;
 mod bench_a2a;
 mod bench_fanout;
+mod bench_floor;
 mod bench_machine;
 mod bench_telemetry;
 mod calls_cluster;

@@ -1,0 +1,121 @@
+//! `radkit bench floor` and the floor every bench line carries: the floor's two lines (one durable
+//! row per step, the same rows group-committed) on SQLite and Postgres, and a workload's line with
+//! its `floor_ratio` (computed from the floor measured in the same run) and `cpu_us_per_step`. No
+//! timing is asserted: only that the figures are there, positive and consistent with each other.
+
+use crate::support::common;
+use crate::support::services;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The JSON lines `radkit <args>` prints.
+fn bench(args: &[&str]) -> Vec<Value> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
+    cmd.args(args);
+    let out = common::output_within(cmd, Duration::from_secs(300), "radkit bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn positive(line: &Value, key: &str) -> f64 {
+    let v = line[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {key}: {line}"));
+    assert!(v > 0.0 && v.is_finite(), "{key} = {v}: {line}");
+    v
+}
+
+fn check_floor(lines: &[Value], store: &str) {
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let (w1, w2) = (&lines[0], &lines[1]);
+    assert_eq!(w1["workload"], "floor-sequential", "{w1}");
+    assert_eq!(w2["workload"], "floor-batched", "{w2}");
+    for line in lines {
+        assert_eq!(line["store"], store, "{line}");
+        assert!(line["row_bytes"].as_u64().unwrap_or(0) > 100, "{line}");
+        let (us, per_sec) = (
+            positive(line, "us_per_step"),
+            positive(line, "steps_per_sec"),
+        );
+        assert!((us * per_sec / 1e6 - 1.0).abs() < 1e-6, "{line}");
+    }
+    assert_eq!(w1["steps"], 40, "{w1}");
+    assert_eq!(w2["steps"], 400, "{w2}");
+    assert_eq!(w2["batch"], 20, "{w2}");
+}
+
+#[test]
+fn bench_floor_prints_one_row_per_commit_and_the_same_rows_batched_on_sqlite() {
+    let lines = bench(&[
+        "bench",
+        "floor",
+        "--steps",
+        "40",
+        "--batched",
+        "400",
+        "--batch",
+        "20",
+    ]);
+    check_floor(&lines, "sqlite");
+}
+
+#[test(needs = Postgres)]
+fn bench_floor_prints_one_row_per_commit_and_the_same_rows_batched_on_postgres() {
+    let url = services::postgres_url();
+    let lines = bench(&[
+        "bench",
+        "floor",
+        "--store",
+        &url,
+        "--steps",
+        "40",
+        "--batched",
+        "400",
+        "--batch",
+        "20",
+    ]);
+    check_floor(&lines, "postgres");
+}
+
+#[test]
+fn bench_floor_refuses_a_store_it_does_not_know() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
+    cmd.args(["bench", "floor", "--store", "mysql://localhost"]);
+    let out = common::output_within(cmd, Duration::from_secs(60), "radkit bench floor");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`sqlite` or a `postgres://"), "{stderr}");
+}
+
+#[test]
+fn a_bench_line_carries_its_ratio_to_the_floor_of_its_own_run_and_its_cpu_per_step() {
+    let sequential = &bench(&["bench", "sequential", "--steps", "30"])[0];
+    let ratio = positive(sequential, "floor_ratio");
+    let floor = positive(sequential, "floor_sequential_us_per_step");
+    let us = positive(sequential, "us_per_step");
+    assert!((ratio - us / floor).abs() < 1e-6 * ratio, "{sequential}");
+    assert_eq!(sequential["floor_against"], "floor-sequential");
+    positive(sequential, "cpu_us_per_step");
+
+    let concurrent = &bench(&["bench", "concurrent", "--flows", "8", "--steps", "5"])[0];
+    let ratio = positive(concurrent, "floor_ratio");
+    let floor = positive(concurrent, "floor_batched_steps_per_sec");
+    let per_sec = positive(concurrent, "steps_per_sec");
+    assert!(
+        (ratio - per_sec / floor).abs() < 1e-6 * ratio,
+        "{concurrent}"
+    );
+    assert_eq!(concurrent["floor_against"], "floor-batched");
+    positive(concurrent, "cpu_us_per_step");
+}
