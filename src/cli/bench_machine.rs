@@ -13,7 +13,7 @@ use crate::effects::Performed;
 use crate::flow::CmdKind;
 use crate::machine::{MachineConfig, MachineSkill, NewTask, Output};
 use crate::model::{Message, TaskState};
-use crate::store::{Durability, SqliteStore};
+use crate::store::{Durability, SqliteStore, Store};
 
 /// What one machine run measured.
 struct MachineRun {
@@ -87,7 +87,8 @@ pub(crate) async fn machine(steps: u64, rounds: u64) -> anyhow::Result<()> {
     // The durable figure, in the same process run.
     let (_dir, path) = super::bench::fresh_db()?;
     let (skill, effects) = super::bench::engine_parts()?;
-    let engine = super::bench::bench_builder(SqliteStore::open(&path, Durability::Full)?, skill)
+    let store = SqliteStore::open(&path, Durability::Full)?;
+    let engine = super::bench::bench_builder(store.clone(), skill)
         .effects(effects)
         .max_steps(steps + 10)
         .start()
@@ -95,12 +96,20 @@ pub(crate) async fn machine(steps: u64, rounds: u64) -> anyhow::Result<()> {
     let started = Instant::now();
     super::bench::run_tasks(&engine, 1, steps).await?;
     let durable = started.elapsed();
+    // What a durable step journals, as JSON: what the floor's rows stand for.
+    let mut journal_bytes = 0u64;
+    for task in store.list(crate::store::TaskQuery::default()).await? {
+        for record in store.journal(&task.id, 0).await? {
+            journal_bytes += serde_json::to_vec(&record.entry)?.len() as u64;
+        }
+    }
     let per_step = |d: Duration| d.as_secs_f64() * 1e6 / steps.max(1) as f64;
     let (machine_us, durable_us) = (per_step(run.elapsed), per_step(durable));
     let extra = serde_json::json!({
         "allocs_per_step": run.allocations.map(|a| a as f64 / steps.max(1) as f64),
         "appends_per_step": run.appends as f64 / steps.max(1) as f64,
         "entries_per_step": run.entries as f64 / steps.max(1) as f64,
+        "journal_bytes_per_step": journal_bytes as f64 / steps.max(1) as f64,
         "durable_us_per_step": durable_us,
         "durable_over_machine": durable_us / machine_us.max(1e-9),
         "durability": "none (machine); FULL (durable)",

@@ -27,6 +27,12 @@ fn bench_machine_prints_its_cost_per_step_beside_the_durable_figure() {
     let appends = line["appends_per_step"].as_f64().unwrap();
     assert!((1.0..1.1).contains(&appends), "{stdout}");
     assert!(line["allocs_per_step"].as_f64().unwrap() > 0.0, "{stdout}");
+    // Each step journals its visit, command, receipt and transition.
+    assert!(
+        line["journal_bytes_per_step"].as_f64().unwrap() > 100.0,
+        "{stdout}"
+    );
+    assert!(line["cpu_us_per_step"].as_f64().unwrap() > 0.0, "{stdout}");
     let machine = line["us_per_step"].as_f64().unwrap();
     let durable = line["durable_us_per_step"].as_f64().unwrap();
     let ratio = line["durable_over_machine"].as_f64().unwrap();
