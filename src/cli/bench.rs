@@ -43,6 +43,20 @@ enum Workload {
         #[arg(long, default_value_t = 100)]
         batch: usize,
     },
+    /// N tasks waiting for input: the time to create them, bytes per waiting task in the file,
+    /// readiness and RSS after a restart in a fresh process, and the latency to answer a random
+    /// one.
+    Idle {
+        /// Tasks waiting for input.
+        #[arg(long, default_value_t = 100_000)]
+        tasks: u64,
+        /// Tasks the restarted process answers, one at a time (spread over the file).
+        #[arg(long, default_value_t = 200)]
+        answers: u64,
+        /// Internal: run the restart half in this process on this file.
+        #[arg(long, hide = true)]
+        child: Option<std::path::PathBuf>,
+    },
     /// One task, N durable steps in sequence.
     Sequential {
         /// Steps.
@@ -463,6 +477,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 println!("{line}");
             }
         }
+        Workload::Idle {
+            tasks,
+            child: Some(path),
+            ..
+        } => super::bench_idle::child(&path, tasks).await?,
+        Workload::Idle { tasks, answers, .. } => super::bench_idle::idle(tasks, answers).await?,
         Workload::Sequential { steps } => {
             let floor = super::bench_floor::sqlite_default()?;
             let (_dir, path) = fresh_db()?;

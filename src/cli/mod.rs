@@ -26,6 +26,7 @@ mod bench_fanout;
 mod bench_floor;
 #[cfg(feature = "grpc")]
 mod bench_grpc;
+mod bench_idle;
 mod bench_machine;
 mod bench_reads;
 mod bench_soak;

@@ -26,6 +26,7 @@ mod agent_card;
 mod bench_a2a;
 mod bench_fanout;
 mod bench_floor;
+mod bench_idle;
 mod bench_machine;
 mod bench_telemetry;
 mod calls_cluster;
