@@ -147,8 +147,17 @@ pub(crate) async fn idle(tasks: u64, answers: u64) -> anyhow::Result<()> {
 /// The restart half of `bench idle`: open the file, start the engine as `radkit serve` does, then
 /// answer the tasks the parent listed, one at a time.
 pub(crate) async fn child(path: &Path, tasks: u64) -> anyhow::Result<()> {
+    // What `EngineBuilder::start` does with `refuse_stranded` (as `radkit serve` on SQLite), in
+    // its parts: open and build, check for stranded tasks, recover.
     let started = Instant::now();
-    let engine = builder(path)?.refuse_stranded().start().await?;
+    let engine = builder(path)?.build()?;
+    let opened = started.elapsed();
+    let stranded = engine.stranded().await?;
+    if !stranded.is_empty() {
+        bail!("{} tasks are stranded", stranded.len());
+    }
+    let checked = started.elapsed();
+    engine.recover().await?;
     let ready = started.elapsed();
     let rss_ready = rss_bytes();
     let ids = std::fs::read_to_string(path.with_extension("ids"))?;
@@ -175,6 +184,9 @@ pub(crate) async fn child(path: &Path, tasks: u64) -> anyhow::Result<()> {
             "workload": "idle",
             "tasks": tasks,
             "ready_ms": ready.as_secs_f64() * 1e3,
+            "open_ms": opened.as_secs_f64() * 1e3,
+            "stranded_check_ms": (checked - opened).as_secs_f64() * 1e3,
+            "recover_ms": (ready - checked).as_secs_f64() * 1e3,
             "rss_after_restart_bytes": rss_ready,
             "answers": answered,
             "answer_p50_ms": p50,

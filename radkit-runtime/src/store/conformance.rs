@@ -610,6 +610,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     state_counts_count_the_views_the_filters_match(store.as_ref()).await;
     push_configs_keep_cursors_and_leases(store.as_ref()).await;
     a_migrated_entry_sets_the_rows_version(store.as_ref()).await;
+    unfinished_versions_name_each_version_of_unfinished_tasks_once(store.as_ref()).await;
 }
 
 async fn row_version(store: &dyn Store, id: &str) -> String {
@@ -648,4 +649,51 @@ pub async fn a_migrated_entry_sets_the_rows_version(store: &dyn Store) {
     );
     store.append(other).await.expect("another append");
     assert_eq!(row_version(store, &id).await, "2", "kept by later appends");
+}
+
+/// `unfinished_versions` lists each `(skill_id, skill_version)` of an unfinished task once, in
+/// order, and leaves out a version whose tasks all ended (the check a starting engine makes).
+pub async fn unfinished_versions_name_each_version_of_unfinished_tasks_once(store: &dyn Store) {
+    let skill = fresh_id("versions");
+    let create_on = |id: &str, version: &str| {
+        let mut append = create(id, None);
+        if let Some(row) = &mut append.create {
+            row.skill_id = skill.clone();
+            row.skill_version = version.to_owned();
+        }
+        append
+    };
+    let (a, b, c) = (fresh_id("v1a"), fresh_id("v1b"), fresh_id("v2"));
+    for (id, version) in [(&a, "1"), (&b, "1"), (&c, "2")] {
+        store.append(create_on(id, version)).await.expect("create");
+    }
+    let mine = |pairs: Vec<(String, String)>| -> Vec<String> {
+        let mut sorted = pairs.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(pairs, sorted, "in order, each once");
+        pairs
+            .into_iter()
+            .filter(|(s, _)| *s == skill)
+            .map(|(_, v)| v)
+            .collect()
+    };
+    let listed = store.unfinished_versions().await.expect("versions");
+    assert_eq!(mine(listed), ["1", "2"]);
+    let mut finish = Append::new(
+        &c,
+        2,
+        vec![Entry::Terminal {
+            state: TaskState::Failed,
+            message: None,
+        }],
+    );
+    finish.state = Some(TaskState::Failed);
+    store.append(finish).await.expect("finish");
+    let listed = store.unfinished_versions().await.expect("versions");
+    assert_eq!(
+        mine(listed),
+        ["1"],
+        "a version whose tasks all ended is left out"
+    );
 }

@@ -453,6 +453,24 @@ pub trait Store: Send + Sync + 'static {
         Ok(counts)
     }
 
+    /// The skill versions unfinished tasks run on: each `(skill_id, skill_version)` once, in
+    /// order (what a starting engine checks against the versions it serves). The default lists
+    /// the unfinished tasks, so it costs their number; SQLite walks an index of them, one seek
+    /// per pair, whatever their number.
+    async fn unfinished_versions(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let query = TaskQuery {
+            non_terminal: true,
+            ..TaskQuery::default()
+        };
+        let pairs: std::collections::BTreeSet<(String, String)> = self
+            .list(query)
+            .await?
+            .into_iter()
+            .map(|row| (row.skill_id, row.skill_version))
+            .collect();
+        Ok(pairs.into_iter().collect())
+    }
+
     /// What the store's writer committed so far ([`StoreStats`]: transactions, appends, batch
     /// sizes), for `/metrics` and the benchmarks; `None` (the default) for a store without a
     /// group-committing writer.

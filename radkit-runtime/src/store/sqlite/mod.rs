@@ -261,6 +261,10 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn unfinished_versions(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read(read::unfinished_versions).await
+    }
 }
 
 #[cfg(feature = "testing")]
@@ -312,6 +316,32 @@ mod tests {
             .collect::<Result<Vec<_>, _>>()
             .unwrap();
         details.join("\n")
+    }
+
+    /// The partial indexes of migration 9 spell the terminal states as the queries do: were a
+    /// state added to `TaskState::TERMINAL` and not there, SQLite would scan instead.
+    #[test]
+    fn a_start_reads_recoverable_tasks_and_unfinished_versions_through_their_partial_indexes() {
+        let query = TaskQuery {
+            non_terminal: true,
+            skip_idle_input: true,
+            ..TaskQuery::default()
+        };
+        let recover = plan(&query);
+        assert!(
+            recover.contains("USING INDEX tasks_to_recover"),
+            "{recover}"
+        );
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let sql = super::schema::MIGRATIONS[8];
+        assert!(
+            sql.contains(&format!("state NOT IN {}", sql_terminal_states())),
+            "migration 9 lists other terminal states than {}",
+            sql_terminal_states()
+        );
+        // `INDEXED BY`: an error if the index cannot answer the walk.
+        assert_eq!(read::unfinished_versions(&conn).unwrap(), Vec::new());
     }
 
     #[test]

@@ -311,3 +311,32 @@ pub(super) fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value
     }
     (sql, values)
 }
+
+/// [`Store::unfinished_versions`]: a walk of the partial index `tasks_unfinished_versions`, one
+/// seek per pair (each query starts past the pair before), so it costs the number of pairs, not of
+/// tasks. `INDEXED BY` makes a query the index cannot answer an error rather than a scan.
+pub(super) fn unfinished_versions(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+    let head = format!(
+        "SELECT skill_id, skill_version FROM tasks INDEXED BY tasks_unfinished_versions
+         WHERE state NOT IN {}",
+        sql_terminal_states()
+    );
+    let order = "ORDER BY skill_id, skill_version LIMIT 1";
+    let first = format!("{head} {order}");
+    let next =
+        format!("{head} AND (skill_id > ?1 OR (skill_id = ?1 AND skill_version > ?2)) {order}");
+    let pair = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut found = conn
+        .prepare_cached(&first)?
+        .query_row([], pair)
+        .optional()?;
+    while let Some(p) = found {
+        found = conn
+            .prepare_cached(&next)?
+            .query_row(rusqlite::params![p.0, p.1], pair)
+            .optional()?;
+        pairs.push(p);
+    }
+    Ok(pairs)
+}

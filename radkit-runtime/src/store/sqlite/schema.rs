@@ -92,6 +92,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // such callees at once. Tasks waiting when this is applied keep `0` and are asked at their
     // recheck, as before.
     "ALTER TABLE tasks ADD COLUMN waits_on_call INTEGER NOT NULL DEFAULT 0;",
+    // 9: a start reads only what it must, whatever the number of tasks that wait for input: the
+    // skill versions of unfinished tasks (`Store::unfinished_versions`, one seek per pair) and the
+    // tasks recovery takes (`TaskQuery { non_terminal, skip_idle_input }`) each have a partial
+    // index. Their `WHERE` is the queries' own, term for term (the terminal states as
+    // `sql_terminal_states` lists them; a unit test compares), or SQLite would not use them.
+    "CREATE INDEX tasks_unfinished_versions ON tasks(skill_id, skill_version)
+        WHERE state NOT IN ('completed', 'canceled', 'failed', 'rejected');
+     CREATE INDEX tasks_to_recover ON tasks(created_at_ms, id)
+        WHERE state NOT IN ('completed', 'canceled', 'failed', 'rejected')
+          AND NOT (state = 'input-required' AND wake_at_ms IS NULL);",
 ];
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).
