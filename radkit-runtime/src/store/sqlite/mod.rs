@@ -340,8 +340,30 @@ mod tests {
             "migration 9 lists other terminal states than {}",
             sql_terminal_states()
         );
-        // `INDEXED BY`: an error if the index cannot answer the walk.
+        // `INDEXED BY`: an error if the index cannot answer the walk; and each step is a seek,
+        // not a walk from the start of the index.
         assert_eq!(read::unfinished_versions(&conn).unwrap(), Vec::new());
+        let [first, next_version, next_skill] = read::unfinished_versions_sql();
+        let explain = |sql: &str, params: &[&dyn rusqlite::ToSql]| {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows = stmt.query_map(params, |r| r.get::<_, String>(3)).unwrap();
+            rows.collect::<Result<Vec<_>, _>>().unwrap().join("\n")
+        };
+        let plan = explain(&first, &[]);
+        assert!(
+            plan.contains("USING INDEX tasks_unfinished_versions"),
+            "{plan}"
+        );
+        let plan = explain(&next_version, &[&"skill", &"1"]);
+        assert!(
+            plan.contains("tasks_unfinished_versions (skill_id=? AND skill_version>?)"),
+            "{plan}"
+        );
+        let plan = explain(&next_skill, &[&"skill"]);
+        assert!(
+            plan.contains("tasks_unfinished_versions (skill_id>?)"),
+            "{plan}"
+        );
     }
 
     #[test]

@@ -312,31 +312,46 @@ pub(super) fn list_sql(query: &TaskQuery) -> (String, Vec<rusqlite::types::Value
     (sql, values)
 }
 
-/// [`Store::unfinished_versions`]: a walk of the partial index `tasks_unfinished_versions`, one
-/// seek per pair (each query starts past the pair before), so it costs the number of pairs, not of
-/// tasks. `INDEXED BY` makes a query the index cannot answer an error rather than a scan.
-pub(super) fn unfinished_versions(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+/// The statements of [`unfinished_versions`]: the first pair, the next version of a skill, the
+/// first pair of the next skill. Each is one seek of the partial index `tasks_unfinished_versions`
+/// (`INDEXED BY`: a query the index cannot answer is an error, not a scan). An `OR` of the last two
+/// would not be: SQLite walks the index from its start for it.
+pub(super) fn unfinished_versions_sql() -> [String; 3] {
     let head = format!(
         "SELECT skill_id, skill_version FROM tasks INDEXED BY tasks_unfinished_versions
          WHERE state NOT IN {}",
         sql_terminal_states()
     );
     let order = "ORDER BY skill_id, skill_version LIMIT 1";
-    let first = format!("{head} {order}");
-    let next =
-        format!("{head} AND (skill_id > ?1 OR (skill_id = ?1 AND skill_version > ?2)) {order}");
+    [
+        format!("{head} {order}"),
+        format!("{head} AND skill_id = ?1 AND skill_version > ?2 {order}"),
+        format!("{head} AND skill_id > ?1 {order}"),
+    ]
+}
+
+/// [`Store::unfinished_versions`]: a walk of the partial index `tasks_unfinished_versions`, one
+/// or two seeks per pair, so it costs the number of pairs, not of tasks.
+pub(super) fn unfinished_versions(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+    let [first, next_version, next_skill] = unfinished_versions_sql();
     let pair = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
     let mut pairs: Vec<(String, String)> = Vec::new();
     let mut found = conn
         .prepare_cached(&first)?
         .query_row([], pair)
         .optional()?;
-    while let Some(p) = found {
+    while let Some((skill, version)) = found {
         found = conn
-            .prepare_cached(&next)?
-            .query_row(rusqlite::params![p.0, p.1], pair)
+            .prepare_cached(&next_version)?
+            .query_row(rusqlite::params![skill, version], pair)
             .optional()?;
-        pairs.push(p);
+        if found.is_none() {
+            found = conn
+                .prepare_cached(&next_skill)?
+                .query_row(rusqlite::params![skill], pair)
+                .optional()?;
+        }
+        pairs.push((skill, version));
     }
     Ok(pairs)
 }
