@@ -65,18 +65,6 @@ fn file_bytes(path: &Path) -> u64 {
         .sum()
 }
 
-/// This process's resident set now.
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// Run `bench idle`: create the tasks here, then restart in a child process that answers
 /// `answers` of them; prints one JSON line.
 pub(crate) async fn idle(tasks: u64, answers: u64) -> anyhow::Result<()> {
@@ -159,7 +147,7 @@ pub(crate) async fn child(path: &Path, tasks: u64) -> anyhow::Result<()> {
     let checked = started.elapsed();
     engine.recover().await?;
     let ready = started.elapsed();
-    let rss_ready = rss_bytes();
+    let rss_ready = super::bench_streams::rss_bytes();
     let ids = std::fs::read_to_string(path.with_extension("ids"))?;
     let mut samples = Vec::new();
     for id in ids.lines().filter(|l| !l.is_empty()) {

@@ -44,7 +44,7 @@ static LAPS: &[Step<Chatter>] = &[Step::new("lap", lap)
     .goes_to(&["lap"])];
 
 /// The process's resident memory now (`VmRSS`), in bytes.
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
