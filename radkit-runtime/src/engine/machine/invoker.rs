@@ -336,8 +336,8 @@ impl MachineInvoker {
     }
 
     /// The host's hooks (when the machine runs with them), then the permission gate, before a
-    /// command is journaled for the first time. A refusal is
-    /// journaled as the command's receipt, so a replay refuses it the same way.
+    /// command is journaled for the first time. A refusal is journaled as the command's receipt,
+    /// so a replay refuses it the same way.
     async fn admit(&self, position: u32, id: &InvocationId, cmd: Cmd) -> Result<Cmd, StepError> {
         let answer = match &self.host {
             Some(host) => match host.before_command(id, &cmd) {
