@@ -75,11 +75,15 @@ async fn in_process(
 ) -> anyhow::Result<(super::bench::Measured, crate::store::StoreStats)> {
     let (skill, effects) = super::bench::engine_parts()?;
     let store = PostgresStore::connect(url).await?;
+    // Started, not only built: on a shared store a send beyond the tasks this engine has room
+    // for creates the task unleased, for a worker's claims — this engine's own, which only
+    // `start` runs (with `build` alone a thousand flows left hundreds of tasks unrun).
     let engine = Engine::builder(store.clone())
         .without_registered_skills()
         .skill(skill)
         .effects(effects)
-        .build()?;
+        .start()
+        .await?;
     let (measured, ()) =
         super::bench::Measured::of(super::bench::run_tasks(&engine, flows, steps)).await?;
     Ok((measured, store.stats()))

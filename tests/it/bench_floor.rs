@@ -119,3 +119,26 @@ fn a_bench_line_carries_its_ratio_to_the_floor_of_its_own_run_and_its_cpu_per_st
     assert_eq!(concurrent["floor_against"], "floor-batched");
     positive(concurrent, "cpu_us_per_step");
 }
+
+/// More flows than one engine holds at once (256 by default): the sends beyond its room create
+/// unleased tasks, which its own claims take up (the bench once built its engine without starting
+/// it, and a thousand flows left hundreds of tasks unrun until the bench was killed).
+#[test(needs = Postgres)]
+fn bench_concurrent_on_postgres_runs_more_flows_than_one_engine_holds_at_once() {
+    let url = services::postgres_url();
+    let lines = bench(&[
+        "bench",
+        "concurrent",
+        "--store",
+        &url,
+        "--flows",
+        "300",
+        "--steps",
+        "2",
+    ]);
+    let line = &lines[0];
+    assert_eq!(line["steps"], 600, "{line}");
+    assert_eq!(line["floor_against"], "floor-batched", "{line}");
+    positive(line, "floor_ratio");
+    positive(line, "cpu_us_per_step");
+}

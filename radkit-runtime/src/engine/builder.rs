@@ -512,7 +512,11 @@ impl EngineBuilder {
         self
     }
 
-    /// Build the engine without recovering tasks.
+    /// Build the engine without recovering tasks. On a shared store (Postgres) it then neither
+    /// claims tasks nor renews the leases it holds: a send beyond the tasks it has room for
+    /// (`EngineBuilder::max_active_tasks`) creates the task unleased, for a worker's claims. An
+    /// engine that takes part in the work is started ([`start`](Self::start), or
+    /// [`Engine::recover`] after `build`).
     pub fn build(mut self) -> Result<Engine, EngineError> {
         #[cfg(feature = "mcp")]
         if !self.mcp.is_empty() {
