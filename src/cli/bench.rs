@@ -26,8 +26,9 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Workload {
     /// The physical floor: one durable row per step (`floor-sequential`) and the same rows
-    /// group-committed (`floor-batched`), with the store's durability. Every other line carries
-    /// its ratio to the floor measured in its own run (`floor_ratio`).
+    /// group-committed (`floor-batched`), with the store's durability. The `sequential`,
+    /// `concurrent` and `machine` lines carry their ratio to the floor measured in their own run
+    /// (`floor_ratio`).
     Floor {
         /// `sqlite` (a fresh file, the default) or `postgres://…` (a fresh schema of that
         /// database, dropped after; with the `postgres` feature).
