@@ -314,27 +314,6 @@ async fn wait_reached(
     }
 }
 
-/// The reference the sequential benchmark is judged against: the mean latency of one durable SQLite
-/// commit (WAL, `synchronous=FULL` as `Durability::Full` opens the store, one small row per
-/// transaction) on a fresh file at `path`, over `commits` transactions.
-pub(crate) fn commit_latency(path: &std::path::Path, commits: u32) -> anyhow::Result<Duration> {
-    let conn = rusqlite::Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
-    )?;
-    let started = Instant::now();
-    for i in 0..commits {
-        conn.execute(
-            "INSERT INTO t (body) VALUES (?1)",
-            rusqlite::params![format!("commit {i}")],
-        )?;
-    }
-    Ok(started.elapsed() / commits.max(1))
-}
-
 /// `builder` serving the `bench` skill too, with its `noop` tool (`worker --bench-skill`, which
 /// `bench concurrent --workers N` starts).
 #[cfg(feature = "postgres")]

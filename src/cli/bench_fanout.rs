@@ -11,7 +11,7 @@ use anyhow::bail;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::bench::{bench_builder, commit_latency, fresh_db, peak_rss_bytes};
+use super::bench::{bench_builder, fresh_db, peak_rss_bytes};
 use crate::effects::Effects;
 use crate::engine::{Caller, Request};
 use crate::flow::step_table::{goto, Step, StepInput, StepTable};
@@ -130,8 +130,7 @@ pub async fn fanout(width: u64, depth: u64, rounds: u64) -> anyhow::Result<()> {
         }
     }
     engine.shutdown().await;
-    let floor = commit_latency(&dir.path().join("floor.sqlite"), 500)?;
-    let floor_us = floor.as_secs_f64() * 1e6;
+    let floor_us = super::bench_floor::sqlite(dir.path(), 500, 0, 1)?.sequential_us;
     let effects = width * depth * rounds;
     let per_effect = |m: &Measured| m.elapsed.as_secs_f64() * 1e6 / effects as f64;
     let sequential_us = per_effect(&measured[0]);

@@ -1298,39 +1298,38 @@ impl TaskMachine {
         let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             visit.future.as_mut().poll(cx)
         }));
-        let invoker = visit.invoker.clone();
-        for (id, cmd) in invoker.desk.take_hook_requests() {
-            self.hook_queue.push_back(HookCall {
-                context: self.hook_context(visit),
-                kind: HookKind::BeforeCommand { id, cmd },
-            });
-        }
-        for (id, cmd, prior_attempts) in invoker.desk.take_requests() {
-            let call = self.lock().command(&id).and_then(call_progress);
-            let effect = Effect {
-                id,
-                cmd,
-                action: Action::Perform,
-                attempt: prior_attempts + 1,
-                not_before_ms: None,
-                call,
-            };
-            self.ask(effect, prior_attempts, Purpose::Step);
+        // A hosted machine's host performs the calls inside the future: nothing waits on the desk.
+        if !visit.hosted {
+            let invoker = visit.invoker.clone();
+            for (id, cmd) in invoker.desk.take_hook_requests() {
+                self.hook_queue.push_back(HookCall {
+                    context: self.hook_context(visit),
+                    kind: HookKind::BeforeCommand { id, cmd },
+                });
+            }
+            for (id, cmd, prior_attempts) in invoker.desk.take_requests() {
+                let call = self.lock().command(&id).and_then(call_progress);
+                let effect = Effect {
+                    id,
+                    cmd,
+                    action: Action::Perform,
+                    attempt: prior_attempts + 1,
+                    not_before_ms: None,
+                    call,
+                };
+                self.ask(effect, prior_attempts, Purpose::Step);
+            }
         }
         match polled {
             Ok(Poll::Pending) => None,
             Ok(Poll::Ready(result)) => Some(result),
-            Err(_) => Some(Err(self.panicked(&visit.step))),
+            // The payload, which may quote data or secrets, is not in the failure.
+            Err(_) => Some(Err(StepError::Failed(format!(
+                "step `{}` of skill `{}` panicked",
+                visit.step,
+                self.parts.skill.info().id
+            )))),
         }
-    }
-
-    /// The failure of a step that panicked (its payload, which may quote data or secrets, is not
-    /// in it).
-    fn panicked(&self, step: &str) -> StepError {
-        StepError::Failed(format!(
-            "step `{step}` of skill `{}` panicked",
-            self.parts.skill.info().id
-        ))
     }
 
     /// Apply a visit's result, as the engine's driver does.
