@@ -2,7 +2,8 @@
 
 mod demo;
 
-/// Counts each thread's allocations for `radkit bench machine` (one thread-local increment each).
+/// jemalloc (the `jemalloc` feature), counting each thread's allocations for `radkit bench machine`
+/// (one thread-local increment each).
 #[global_allocator]
 static ALLOCATOR: radkit::cli::CountingAllocator = radkit::cli::CountingAllocator;
 

@@ -1,15 +1,22 @@
-//! Counting the allocations a thread makes, for `radkit bench machine` (allocations per step of
-//! the task machine). A program opts in by making [`CountingAllocator`] its global allocator, as
-//! the `radkit` binary does; each allocation then costs one increment of a thread-local counter
-//! on top of the system allocator's work.
+//! The `radkit` binary's allocator: jemalloc (the `jemalloc` feature, on by default; else the
+//! system's), counting the allocations each thread makes for `radkit bench machine` (allocations
+//! per step of the task machine). A program built on `radkit::cli` gets the same by making
+//! [`CountingAllocator`] its global allocator, as the `radkit` binary does; each allocation then
+//! costs one increment of a thread-local counter on top of the allocator's work.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The system allocator, counting each thread's allocations (`alloc`, `alloc_zeroed`,
-/// `realloc`). Install it with `#[global_allocator]`.
+/// jemalloc with the `jemalloc` feature, the system allocator without it, counting each thread's
+/// allocations (`alloc`, `alloc_zeroed`, `realloc`). Install it with `#[global_allocator]`.
 pub struct CountingAllocator;
+
+/// What [`CountingAllocator`] forwards to.
+#[cfg(feature = "jemalloc")]
+const INNER: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[cfg(not(feature = "jemalloc"))]
+const INNER: std::alloc::System = std::alloc::System;
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
@@ -25,30 +32,30 @@ fn count() {
     let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; counting
+// SAFETY: every method forwards to `INNER` with the caller's arguments unchanged; counting
 // touches only a thread-local `Cell` and an atomic flag, and never allocates.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count();
         // SAFETY: forwarded unchanged (the caller upholds `GlobalAlloc::alloc`'s contract).
-        unsafe { System.alloc(layout) }
+        unsafe { INNER.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count();
         // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { INNER.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count();
         // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { INNER.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { INNER.dealloc(ptr, layout) }
     }
 }
 

@@ -40,11 +40,11 @@ impl Pass {
     }
 }
 
-/// Rounds of one pass of each kind, alternating; the best throughput of each kind (the machine's
-/// other load only slows a pass), printed as one JSON line with the costs against the best pass
-/// off.
+/// Rounds of one pass of each kind, alternating, each round starting with another kind; the best
+/// throughput and CPU time of each kind (the machine's other load only slows a pass), printed as
+/// one JSON line with the costs against the best pass off.
 pub(crate) async fn compare(flows: u64, steps: u64) -> anyhow::Result<()> {
-    const ROUNDS: usize = 5;
+    const ROUNDS: usize = 6;
     let passes: &[Pass] = if cfg!(feature = "otel") {
         &[Pass::Off, Pass::Metrics, Pass::Otlp]
     } else {
@@ -58,11 +58,20 @@ pub(crate) async fn compare(flows: u64, steps: u64) -> anyhow::Result<()> {
         vec![Duration::MAX; passes.len()],
         vec![Duration::MAX; passes.len()],
     );
-    for _ in 0..ROUNDS {
-        for (i, pass) in passes.iter().enumerate() {
-            let (w, c) = in_child(*pass, flows, steps, collector.as_deref()).await?;
+    // The slowest pass off: how far identical passes drift apart on this machine in this run.
+    let mut cpu_off_worst = Duration::ZERO;
+    for round in 0..ROUNDS {
+        // Each round starts with the next kind of pass, so that no kind always runs first or
+        // right after another (a process that follows another on this machine runs measurably
+        // faster or slower than the one before it).
+        for k in 0..passes.len() {
+            let i = (round + k) % passes.len();
+            let (w, c) = in_child(passes[i], flows, steps, collector.as_deref()).await?;
             wall[i] = wall[i].min(w);
             cpu[i] = cpu[i].min(c);
+            if i == 0 {
+                cpu_off_worst = cpu_off_worst.max(c);
+            }
         }
     }
     let total = (flows * steps).max(1) as f64;
@@ -77,6 +86,8 @@ pub(crate) async fn compare(flows: u64, steps: u64) -> anyhow::Result<()> {
         "steps_per_sec_off": rate(wall[0]),
         "steps_per_sec_metrics": rate(wall[1]),
         "cpu_us_per_step_off": per_step(cpu[0]),
+        // Identical passes off: the slowest against the best, the noise the costs sit in.
+        "cpu_spread_off": per_step(cpu_off_worst) / per_step(cpu[0]).max(1e-9) - 1.0,
         "cpu_us_per_step_metrics": per_step(cpu[1]),
         "cost_metrics": cost(1),
     });

@@ -170,8 +170,8 @@ impl App {
     }
 
     fn run(self, cli: Cli) -> anyhow::Result<()> {
-        // Before any thread starts: the allocator's arenas are capped (see `memory`).
-        memory::cap_arenas();
+        // Before any thread starts: the allocators are set up (see `memory`).
+        memory::configure_allocators();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;

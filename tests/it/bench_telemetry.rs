@@ -49,6 +49,11 @@ fn telemetry_prints_the_throughput_cpu_per_step_and_cost_of_each_kind_of_pass() 
             assert!(value > 0.0, "{key}: {stdout}");
         }
     }
+    // The slowest pass off is never faster than the best one.
+    let spread = line["cpu_spread_off"]
+        .as_f64()
+        .expect("the spread of the passes off");
+    assert!(spread >= 0.0, "{stdout}");
     let per_step = |kind: &str| line[format!("cpu_us_per_step_{kind}")].as_f64().unwrap();
     let cost = line["cost_metrics_and_otlp"].as_f64().expect("a cost");
     assert!(

@@ -137,9 +137,16 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
 
 /// Send `go` over JSON-RPC to `url` with the client's `traceparent`; the task it answers with.
 async fn send_traced(url: &str) -> serde_json::Value {
+    send_in_trace(url, TRACE, true).await
+}
+
+/// Send `go` over JSON-RPC to `url` as the client's span in `trace`, `sampled` or not; the task it
+/// answers with.
+async fn send_in_trace(url: &str, trace: &str, sampled: bool) -> serde_json::Value {
+    let flags = if sampled { "01" } else { "00" };
     let answer: serde_json::Value = client()
         .post(format!("{url}/"))
-        .header("traceparent", format!("00-{TRACE}-{CLIENT_SPAN}-01"))
+        .header("traceparent", format!("00-{trace}-{CLIENT_SPAN}-{flags}"))
         .json(
             &json!({ "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
             "message": user("go"), "configuration": { "blocking": true } } }),
@@ -359,5 +366,97 @@ async fn a_request_with_a_traceparent_continues_its_trace_through_the_task_and_i
     assert!(
         outbound.starts_with(&format!("00-{TRACE}-")),
         "the model call continues the trace: {outbound}"
+    );
+}
+
+/// The name and target of every span made, whichever layer exports it: what a log layer sees.
+#[derive(Clone, Default)]
+struct Made(Arc<Mutex<Vec<(String, String)>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Made {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let meta = attrs.metadata();
+        self.0
+            .lock()
+            .unwrap()
+            .push((meta.name().to_owned(), meta.target().to_owned()));
+    }
+}
+
+#[test]
+async fn a_trace_the_sampler_drops_exports_no_span_yet_its_model_call_carries_it_unsampled() {
+    const DROPPED: &str = "0af7651916cd43dd8448eb211c80319c";
+    let received = Arc::new(Received::default());
+    let url = receiver(received.clone()).await;
+    let otlp = Arc::new(radkit::telemetry::otlp(&url, "radkit-traces-test").expect("an exporter"));
+    let made = Made::default();
+    let _scope = tracing::subscriber::set_default(
+        tracing_subscriber::registry()
+            .with(otlp.layer())
+            .with(made.clone()),
+    );
+    let effects = Effects::new().model("writer", OpenAiModel::new(format!("{url}/v1"), "gpt-test"));
+    let served = agent::start(
+        agent::only(MemoryStore::new(), Writes).effects(effects),
+        |c| c,
+    )
+    .await;
+
+    // The caller did not sample its trace: the default sampler (parent-based) follows it.
+    send_in_trace(&served.url, DROPPED, false).await;
+    let unsampled_made = made.0.lock().unwrap().clone();
+    // Then a sampled one, whose spans reaching the receiver say that the first task's would have.
+    send_in_trace(&served.url, TRACE, true).await;
+    let spans = spans_until(&otlp, &received, "the sampled task's spans", |spans| {
+        ["task", "step", "command"].iter().all(|n| {
+            spans
+                .iter()
+                .any(|s| s.name == *n && hex(&s.trace_id) == TRACE)
+        })
+    })
+    .await;
+    assert!(
+        spans.iter().all(|s| hex(&s.trace_id) != DROPPED),
+        "nothing of the unsampled trace is exported: {spans:#?}"
+    );
+    // Log layers still see the unsampled task's steps and commands, made where the exporting
+    // layer does not look; the sampled task's are made where it does.
+    for name in ["step", "command"] {
+        assert!(
+            unsampled_made
+                .iter()
+                .any(|(n, t)| n == name && t == "radkit_runtime::unsampled"),
+            "the unsampled task's `{name}` span is made for log layers: {unsampled_made:?}"
+        );
+    }
+    let all_made = made.0.lock().unwrap().clone();
+    let sampled_made = &all_made[unsampled_made.len()..];
+    assert!(
+        sampled_made
+            .iter()
+            .any(|(n, t)| n == "step" && t != "radkit_runtime::unsampled"),
+        "{sampled_made:?}"
+    );
+
+    drop(served);
+    tokio::task::spawn_blocking(move || drop(otlp))
+        .await
+        .expect("the exporter shut down");
+    let traceparents = received.traceparents.lock().unwrap().clone();
+    assert_eq!(traceparents.len(), 2, "two model calls: {traceparents:?}");
+    let first = traceparents[0].as_deref().expect("a traceparent");
+    assert!(
+        first.starts_with(&format!("00-{DROPPED}-")) && first.ends_with("-00"),
+        "the unsampled task's model call continues its trace, unsampled: {first}"
+    );
+    let second = traceparents[1].as_deref().expect("a traceparent");
+    assert!(
+        second.starts_with(&format!("00-{TRACE}-")) && second.ends_with("-01"),
+        "{second}"
     );
 }

@@ -49,7 +49,8 @@ impl Inner {
     /// Run the task's queue to exhaustion, in a `task` span (the parent of its step and command spans).
     pub(crate) async fn drive(self: &Arc<Self>, run: Arc<TaskRun>) -> Stop {
         let span = tracing::info_span!("task", task = %run.task_id, skill = %run.skill_id, mode = ?run.mode);
-        tracing::Instrument::instrument(self.turn_machine(run), span).await
+        let turned = tracing::Instrument::instrument(self.turn_machine(run.clone()), span.clone());
+        crate::telemetry::in_task_trace(&span, &run.unsampled, turned).await
     }
 
     /// The task's machine over `run`, its visits opened by this engine.
@@ -234,7 +235,7 @@ impl Host for Visits {
             return Box::pin(VISIT.scope(token, told));
         }
         let step = step.to_owned();
-        let span = tracing::info_span!("step", task = %run.task_id, skill = %run.skill_id, step = %step, visit, radkit.replayed = replayed);
+        let span = crate::telemetry::engine_span!(run, "step", task = %run.task_id, skill = %run.skill_id, step = %step, visit, radkit.replayed = replayed);
         let stepped = async move {
             let result = std::panic::AssertUnwindSafe(future).catch_unwind().await;
             // A panic becomes a failure whose message names only the skill and the step (the

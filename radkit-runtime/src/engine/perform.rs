@@ -25,7 +25,7 @@ impl Inner {
         cmd: &Cmd,
         prior_attempts: u32,
     ) -> Option<Receipt> {
-        let span = tracing::info_span!("command", task = %run.task_id, skill = %run.skill_id, invocation = %id, kind = cmd.kind.kind_name(), what = %cmd.kind.fingerprint(), policy = ?cmd.policy, attempt = tracing::field::Empty);
+        let span = crate::telemetry::engine_span!(run, "command", task = %run.task_id, skill = %run.skill_id, invocation = %id, kind = cmd.kind.kind_name(), what = %cmd.kind.fingerprint(), policy = ?cmd.policy, attempt = tracing::field::Empty);
         tracing::Instrument::instrument(self.attempts(run, id, cmd, prior_attempts), span).await
     }
 

@@ -346,6 +346,9 @@ pub(crate) struct TaskRun {
     pub effect_slots: tokio::sync::Semaphore,
     /// The engine's counters (receipt commits, takeovers, fencing).
     pub metrics: crate::telemetry::Metrics,
+    /// OpenTelemetry's sampler dropped the trace of the run's `task` span: its step, command and
+    /// call spans are made where the exporting layer does not look ([`crate::telemetry::engine_span`]).
+    pub unsampled: AtomicBool,
 }
 
 /// A task's bound on effects in flight: `n` permits (at least one).
@@ -398,6 +401,7 @@ impl TaskRun {
             skill: None,
             effect_slots: effect_slots(super::builder::DEFAULT_MAX_PARALLEL_EFFECTS),
             metrics: Default::default(),
+            unsampled: AtomicBool::new(false),
         }
     }
 

@@ -16,7 +16,51 @@ pub(crate) mod prometheus;
 pub(crate) use metrics::Metrics;
 #[cfg(feature = "otel")]
 #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
-pub use otel::{otlp, otlp_layer, Otlp, TelemetryError};
+pub use otel::{otlp, otlp_layer, Otlp, OtlpLayer, TelemetryError};
+
+/// The target of the engine's step, command and call spans in a task whose trace OpenTelemetry's
+/// sampler dropped (see [`engine_span`]). Under `radkit_runtime`, so that a filter naming the crate
+/// (`RUST_LOG=radkit_runtime=debug`) still covers them.
+pub(crate) const UNSAMPLED: &str = "radkit_runtime::unsampled";
+
+/// An `info` span of the engine inside `run`'s `task` span: the same name and fields either way,
+/// but made at the [`UNSAMPLED`] target when the task's trace is not sampled, which the OTLP
+/// layer's filter leaves out. The layer would otherwise build an OpenTelemetry span for it, its
+/// attributes formatted, only for the sampler to drop it when it ends: with head sampling
+/// (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`) most of what tracing costs. Log layers see
+/// both targets alike.
+macro_rules! engine_span {
+    ($run:expr, $name:literal, $($fields:tt)*) => {
+        if $run.unsampled.load(::std::sync::atomic::Ordering::Relaxed) {
+            ::tracing::info_span!(target: $crate::telemetry::UNSAMPLED, $name, $($fields)*)
+        } else {
+            ::tracing::info_span!($name, $($fields)*)
+        }
+    };
+}
+pub(crate) use engine_span;
+
+/// Run `future` (a task's run) in `span` (its `task` span), first asking OpenTelemetry's sampler
+/// about the span's trace (with the `otel` feature and radkit's OTLP layer; nothing else without).
+/// When the trace is not sampled, `unsampled` is set, so the run's step, command and call spans are
+/// made where the exporter does not look ([`engine_span`]), and the trace's context stays with the
+/// run, so that the requests its effects send still carry it (`traceparent` with the sampled flag
+/// off: the services they reach leave the trace out too).
+pub(crate) async fn in_task_trace<F: std::future::Future>(
+    span: &tracing::Span,
+    unsampled: &std::sync::atomic::AtomicBool,
+    future: F,
+) -> F::Output {
+    #[cfg(feature = "otel")]
+    {
+        otel::in_task_trace(span, unsampled, future).await
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = (span, unsampled);
+        future.await
+    }
+}
 
 /// `request` with the current span's W3C trace context in its headers, so that the service it
 /// goes to continues the trace (with the `otel` feature; unchanged without it).

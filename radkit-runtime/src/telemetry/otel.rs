@@ -18,6 +18,9 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Tracer};
 use opentelemetry_sdk::Resource;
 use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
+use tracing_subscriber::filter;
+use tracing_subscriber::filter::Filtered;
+use tracing_subscriber::layer::Layer as _;
 use tracing_subscriber::registry::LookupSpan;
 
 /// How many ended spans wait for export before new ones are dropped, unless
@@ -40,6 +43,20 @@ pub enum TelemetryError {
     /// Spans could not be exported (the collector is unreachable or refused them).
     #[error("could not export spans: {0}")]
     Export(String),
+}
+
+/// The `tracing` layer of [`Otlp::layer`]: OpenTelemetry's, behind a filter that leaves out the
+/// engine's spans in traces the sampler dropped.
+pub type OtlpLayer<S> = Filtered<
+    OpenTelemetryLayer<S, Tracer>,
+    filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool>,
+    S,
+>;
+
+/// Whether the OTLP layer looks at spans and events of this callsite: all but the engine's spans
+/// made for traces the sampler dropped ([`super::UNSAMPLED`]). Decided once per callsite.
+fn sampled_callsite(metadata: &tracing::Metadata<'_>) -> bool {
+    metadata.target() != super::UNSAMPLED
 }
 
 /// An OTLP trace exporter: spans go out in batches to `<endpoint>/v1/traces`. Make the layer that
@@ -109,7 +126,7 @@ pub fn otlp(endpoint: &str, service_name: &str) -> Result<Otlp, TelemetryError> 
 pub fn otlp_layer<S>(
     endpoint: &str,
     service_name: &str,
-) -> Result<(OpenTelemetryLayer<S, Tracer>, Otlp), TelemetryError>
+) -> Result<(OtlpLayer<S>, Otlp), TelemetryError>
 where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
 {
@@ -119,19 +136,25 @@ where
 
 impl Otlp {
     /// A layer that turns the spans of the subscriber it is added to into OpenTelemetry spans for
-    /// this exporter. Spans carry their fields and source location; not their busy and idle times
-    /// nor their thread (a step's future moves between threads), and entering one does not make it
-    /// OpenTelemetry's current context (radkit reads a span's context from the span itself). Each
-    /// of those costs time on every poll of every instrumented future.
-    pub fn layer<S>(&self) -> OpenTelemetryLayer<S, Tracer>
+    /// this exporter. Spans carry their fields; not their source location (the line of radkit's
+    /// engine that made a step's span is the same for every step, and three more attributes on
+    /// every span cost the export more than they tell), their busy and idle times nor their thread
+    /// (a step's future moves between threads), and entering one does not make it OpenTelemetry's
+    /// current context (radkit reads a span's context from the span itself). Each of those would
+    /// cost time on every span, or on every poll of every instrumented future.
+    pub fn layer<S>(&self) -> OtlpLayer<S>
     where
         S: tracing::Subscriber + for<'span> LookupSpan<'span>,
     {
         tracing_opentelemetry::layer()
             .with_tracer(self.provider.tracer("radkit"))
+            .with_location(false)
             .with_tracked_inactivity(false)
             .with_threads(false)
             .with_context_activation(false)
+            .with_filter(filter::FilterFn::new(
+                sampled_callsite as fn(&tracing::Metadata<'_>) -> bool,
+            ))
     }
 
     /// Export every span ended so far. It blocks until the collector answered: from async code call
@@ -224,6 +247,43 @@ impl Drop for OwnRuntime {
     }
 }
 
+tokio::task_local! {
+    /// The trace context of a task whose trace the sampler dropped, for the requests its run sends:
+    /// its step, command and call spans have no OpenTelemetry span to read it from.
+    static UNSAMPLED_TRACE: opentelemetry::Context;
+}
+
+/// See [`super::in_task_trace`].
+pub(crate) async fn in_task_trace<F: std::future::Future>(
+    span: &tracing::Span,
+    unsampled: &std::sync::atomic::AtomicBool,
+    future: F,
+) -> F::Output {
+    use opentelemetry::trace::TraceContextExt as _;
+    // Reading the context starts the OpenTelemetry span: the sampler decides here.
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    let dropped = span_context.is_valid() && !span_context.is_sampled();
+    // A run may be driven again, in another trace.
+    unsampled.store(dropped, std::sync::atomic::Ordering::Relaxed);
+    if dropped {
+        UNSAMPLED_TRACE.scope(context, future).await
+    } else {
+        future.await
+    }
+}
+
+/// The trace context requests sent now carry: the current span's, or, inside a span the exporter
+/// leaves out, that of the unsampled task it runs for.
+fn current_context() -> opentelemetry::Context {
+    use opentelemetry::trace::TraceContextExt as _;
+    let context = tracing::Span::current().context();
+    if context.span().span_context().is_valid() {
+        return context;
+    }
+    UNSAMPLED_TRACE.try_with(Clone::clone).unwrap_or(context)
+}
+
 /// Make `span`'s parent the trace context `headers` carry (`traceparent`, `tracestate`), if they
 /// carry one: an A2A request's span continues its caller's trace.
 pub(crate) fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
@@ -236,14 +296,14 @@ pub(crate) fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
 
 /// Write the current span's trace context into `headers`: the outbound request joins the trace.
 pub(crate) fn inject(headers: &mut http::HeaderMap) {
-    let context = tracing::Span::current().context();
+    let context = current_context();
     TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
 }
 
 /// The current span's trace context as (name, value) pairs; none when it has no valid context.
 #[cfg(any(feature = "grpc", feature = "mcp"))]
 pub(crate) fn context_pairs() -> Vec<(String, String)> {
-    let context = tracing::Span::current().context();
+    let context = current_context();
     let mut pairs = std::collections::HashMap::<String, String>::new();
     TraceContextPropagator::new().inject_context(&context, &mut pairs);
     let mut pairs: Vec<_> = pairs.into_iter().collect();

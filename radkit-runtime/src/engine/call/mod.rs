@@ -361,7 +361,7 @@ impl Inner {
         cmd: &Cmd,
         rec: Option<&CmdRec>,
     ) -> CallStep {
-        let span = tracing::info_span!("call", task = %run.task_id, invocation = %id, callee = %cmd.kind.fingerprint());
+        let span = crate::telemetry::engine_span!(run, "call", task = %run.task_id, invocation = %id, callee = %cmd.kind.fingerprint());
         tracing::Instrument::instrument(self.call_inner(run, id, cmd, rec), span).await
     }
 
