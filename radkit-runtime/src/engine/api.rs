@@ -938,6 +938,10 @@ impl Engine {
         if snapshot.is_final || self.inner.passes.is_some() {
             return Ok(snapshot);
         }
+        // Every commit of a store no other process writes is published here: wait on those.
+        if !self.inner.shared() && self.inner.restate().is_none() {
+            return super::subscription::settled_live(self, caller, task_id, history_length).await;
+        }
         let mut sub = self
             .subscribe_from(caller, task_id, snapshot.last_seq)
             .await?;

@@ -126,6 +126,70 @@ pub struct Subscription {
     pending: Option<JournalRecord>,
 }
 
+/// The task once it settled, waited for on a store only this engine writes, where every commit of
+/// the task is published in this process: the task's view is read (one row, however long its
+/// journal), then again each time a published record may have settled it (an end, a question)
+/// or the wait lagged behind the records — never the records in between, which a waiter has no use
+/// for (a [`Subscription`] would read every one it missed from the store, a page at a time).
+pub(super) async fn settled_live(
+    engine: &Engine,
+    caller: &super::Caller,
+    task_id: &TaskId,
+    history_length: Option<usize>,
+) -> Result<Snapshot, EngineError> {
+    /// The live entry is kept while the wait holds its receiver, and let go when it ends or is
+    /// dropped (a client that went away).
+    struct Listening<'a> {
+        engine: &'a Engine,
+        task_id: &'a TaskId,
+        rx: broadcast::Receiver<Arc<Published>>,
+    }
+    impl Drop for Listening<'_> {
+        fn drop(&mut self) {
+            self.engine.inner.live.release(self.task_id, 1);
+        }
+    }
+    let mut listening = Listening {
+        engine,
+        task_id,
+        rx: engine.inner.live.subscribe(task_id),
+    };
+    loop {
+        // Read after subscribing: whatever commits after this read is published to `rx`, and a run
+        // marks its task stalled before it tells its subscribers of a failed append.
+        let stalled = engine.inner.stalled.is_stalled(task_id);
+        let snapshot = engine.snapshot(caller, task_id, history_length).await?;
+        if snapshot.is_final {
+            return Ok(snapshot);
+        }
+        if stalled {
+            return Err(EngineError::StorageUnavailable {
+                task_id: task_id.to_string(),
+            });
+        }
+        loop {
+            match listening.rx.recv().await.as_deref() {
+                Ok(Published::Record(record))
+                    if record.seq > snapshot.last_seq
+                        && matches!(
+                            record.entry,
+                            Entry::Terminal { .. } | Entry::AwaitingInput { .. }
+                        ) =>
+                {
+                    break
+                }
+                Ok(Published::Record(_)) => continue,
+                Ok(Published::WriteFailed) | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                // The entry is kept while a receiver lives, so this does not happen; as a
+                // subscription ends there, the task is read once more and returned as it is.
+                Err(broadcast::error::RecvError::Closed) => {
+                    return engine.snapshot(caller, task_id, history_length).await
+                }
+            }
+        }
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.engine.inner.live.release(&self.task_id, 1);

@@ -4,20 +4,24 @@
 
 use crate::support::common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use common::{reply, settled, user, within, PATIENCE};
 use futures::future::BoxFuture;
+use radkit_runtime::effects::Effects;
 use radkit_runtime::engine::Engine;
 use radkit_runtime::engine::{Caller, EngineError, Request};
 use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepTable};
-use radkit_runtime::flow::{SkillInfo, StepCtx, StepResult};
+use radkit_runtime::flow::{EffectPolicy, SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{TaskId, TaskState};
-use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
+use radkit_runtime::store::{
+    Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord, TaskView,
+};
+use radkit_runtime::tools::FnTool;
 
 /// How many visits the loop makes after the reply: far more records than a live subscriber buffers.
 const LAPS: u32 = 80;
@@ -409,4 +413,144 @@ async fn following_a_long_journal_reads_it_a_page_at_a_time() {
     );
     let largest = store.largest_page.load(Ordering::SeqCst);
     assert!(largest <= 64, "a page of {largest} records");
+}
+
+/// A memory store that counts the journal reads and the task views read through it.
+#[derive(Clone, Default)]
+struct ReadTally {
+    inner: MemoryStore,
+    journal_reads: Arc<AtomicUsize>,
+    view_reads: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl Store for ReadTally {
+    async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.inner.append(append).await
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(task_id).await
+    }
+
+    async fn journal(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        self.journal_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.journal(task_id, after_seq).await
+    }
+
+    async fn journal_page(
+        &self,
+        task_id: &str,
+        after_seq: u64,
+        appends: usize,
+    ) -> Result<Vec<JournalRecord>, StoreError> {
+        self.journal_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.journal_page(task_id, after_seq, appends).await
+    }
+
+    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
+        self.inner.journal_for_replay(task_id).await
+    }
+
+    async fn task_view(
+        &self,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<Option<TaskView>, StoreError> {
+        self.view_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.task_view(task_id, history).await
+    }
+
+    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list(query).await
+    }
+}
+
+/// Holds on the tool `hold` until released, then laps `LAPS` visits and completes.
+struct Holder;
+
+fn hold<'a>(_: &'a Holder, ctx: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let _: u32 = ctx.tool("hold").call(0u32).await?;
+        goto("lap", 1u32)
+    })
+}
+
+fn lap_on<'a>(_: &'a Holder, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let n: u32 = input.payload()?;
+        if n >= LAPS {
+            return ctx.complete(format!("{n} laps"), vec![]);
+        }
+        goto("lap", n + 1)
+    })
+}
+
+static HOLDER_STEPS: &[Step<Holder>] = &[
+    Step::new("hold", hold)
+        .start()
+        .takes_user_message()
+        .goes_to(&["lap"]),
+    Step::new("lap", lap_on).goes_to(&["lap"]),
+];
+
+/// A blocking wait needs no record, only the moment the task settles: it reads the task's view
+/// (one row) again when a published record may have settled it or when it lagged, never the
+/// journal — a subscription would read every record it missed from the store, a page at a time.
+#[test(multi_thread)]
+async fn waiting_for_a_task_to_settle_reads_its_view_never_its_journal() {
+    let store = ReadTally::default();
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = release.clone();
+    let tool = FnTool::new(EffectPolicy::Idempotent, move |args, _| {
+        let held = held.clone();
+        async move {
+            let _permit = held.acquire().await;
+            Ok(args)
+        }
+    });
+    let engine = Engine::builder(store.clone())
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("holder", "Holder"), Holder, HOLDER_STEPS).unwrap())
+        .effects(Effects::new().tool("hold", tool))
+        .checkpoint_every(0)
+        .start()
+        .await
+        .unwrap();
+    let task = engine.send(Request::operator(user("start"))).await.unwrap();
+    let (journal_before, views_before) = (
+        store.journal_reads.load(Ordering::SeqCst),
+        store.view_reads.load(Ordering::SeqCst),
+    );
+    let waiting = tokio::spawn({
+        let (engine, task) = (engine.clone(), task.clone());
+        async move { engine.wait_settled(&Caller::Operator, &task).await }
+    });
+    // The wait has read the task (working, on its held tool) before the task goes on.
+    within(PATIENCE, "the wait's first read", async {
+        while store.view_reads.load(Ordering::SeqCst) == views_before {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    release.add_permits(1);
+    let settled = within(PATIENCE, "the task to settle", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(settled.status.state, TaskState::Completed);
+    assert_eq!(
+        store.journal_reads.load(Ordering::SeqCst),
+        journal_before,
+        "the wait read no journal record"
+    );
+    let stored = store.inner.journal(&task, 0).await.unwrap().len();
+    assert!(
+        stored > 2 * LAPS as usize,
+        "the task wrote {stored} records, more than a live receiver buffers"
+    );
 }
