@@ -26,9 +26,9 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Workload {
     /// The physical floor: one durable row per step (`floor-sequential`) and the same rows
-    /// group-committed (`floor-batched`), with the store's durability. The `sequential`,
-    /// `concurrent` and `machine` lines carry their ratio to the floor measured in their own run
-    /// (`floor_ratio`).
+    /// group-committed (`floor-batched`), with the store's durability. Every line that times
+    /// something (`sequential`, `concurrent`, `machine`, `a2a`, `fanout`, `read`, `console`,
+    /// `soak`, `resume`) carries its ratio to the floor measured in its own run (`floor_ratio`).
     Floor {
         /// `sqlite` (a fresh file, the default) or `postgres://…` (a fresh schema of that
         /// database, dropped after; with the `postgres` feature).
@@ -402,10 +402,9 @@ pub(crate) fn report(
         "durability": "FULL",
     });
     let (floor, against) = floor;
-    for more in [floor.fields(against, us_per_step, steps_per_sec), extra] {
-        if let (Some(obj), serde_json::Value::Object(more)) = (line.as_object_mut(), more) {
-            obj.extend(more);
-        }
+    floor.attach(&mut line, against, us_per_step, steps_per_sec);
+    if let (Some(obj), serde_json::Value::Object(more)) = (line.as_object_mut(), extra) {
+        obj.extend(more);
     }
     println!("{line}");
 }
@@ -615,6 +614,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             if let Some(obj) = line.as_object_mut() {
                 obj.insert("process_seconds".into(), process.as_secs_f64().into());
             }
+            // The reopen against one durable commit: how many commits' time it takes to be back
+            // at work (its `floor_ratio`).
+            let floor = super::bench_floor::sqlite_default()?;
+            let in_engine_us = line["in_engine_ms"].as_f64().unwrap_or(0.0) * 1e3;
+            floor.attach(
+                &mut line,
+                super::bench_floor::Against::Sequential,
+                in_engine_us,
+                1e6 / in_engine_us.max(1e-9),
+            );
             println!("{line}");
         }
     }

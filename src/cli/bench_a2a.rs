@@ -210,7 +210,15 @@ pub async fn run(
         }
     }
     let floor_per_sec = floor.per_sec();
-    report(Target::FLOOR, concurrency, rounds, &mut floor, None);
+    let store_floor = super::bench_floor::sqlite_default()?;
+    report(
+        Target::FLOOR,
+        concurrency,
+        rounds,
+        &mut floor,
+        None,
+        Some(&store_floor),
+    );
     if target != Target::FLOOR {
         report(
             target,
@@ -218,6 +226,7 @@ pub async fn run(
             rounds,
             &mut measured,
             Some(floor_per_sec),
+            Some(&store_floor),
         );
     }
     Ok(())
@@ -229,6 +238,7 @@ fn report(
     rounds: u64,
     m: &mut Measured,
     floor_per_sec: Option<f64>,
+    store_floor: Option<&super::bench_floor::Floor>,
 ) {
     let mut line = json!({
         "workload": "a2a",
@@ -245,6 +255,15 @@ fn report(
         "peak_rss_bytes": peak_rss_bytes(),
         "durability": "FULL",
     });
+    // Requests per second (each a durable send) against the batched floor (W2) on the same disk.
+    if let Some(floor) = store_floor {
+        floor.attach(
+            &mut line,
+            super::bench_floor::Against::Batched,
+            1e6 / m.per_sec().max(1e-9),
+            m.per_sec(),
+        );
+    }
     if let (Some(floor), Some(o)) = (floor_per_sec, line.as_object_mut()) {
         o.insert("floor".into(), Target::FLOOR.name().into());
         o.insert("floor_requests_per_sec".into(), floor.into());

@@ -139,6 +139,11 @@ async fn time_list(client: &reqwest::Client, url: &str, n: u64) -> anyhow::Resul
 
 /// Run `bench console`.
 pub async fn console(tasks: u64, reads: u64) -> anyhow::Result<()> {
+    // The floor reads a full page of 50 tasks through `ListTasks`.
+    anyhow::ensure!(
+        tasks >= 50,
+        "bench console needs --tasks 50 or more (its floor reads a page of 50 tasks); got {tasks}"
+    );
     let dir = tempfile::tempdir()?;
     let store = SqliteStore::open_default(dir.path().join("console.sqlite"))?;
     let engine = Engine::builder(store)
@@ -242,6 +247,19 @@ pub async fn console(tasks: u64, reads: u64) -> anyhow::Result<()> {
     line.insert("target_ms".into(), json!(TARGET_MS));
     line.insert("worst_p99_ms".into(), json!(worst));
     line.insert("within_target".into(), json!(worst < TARGET_MS));
-    println!("{}", serde_json::Value::Object(line));
+    // The first page against one durable commit on the same disk (W1).
+    let floor = super::bench_floor::sqlite_default()?;
+    let first_p50 = line
+        .get("first_page_p50_ms")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0);
+    let mut line = serde_json::Value::Object(line);
+    floor.attach(
+        &mut line,
+        super::bench_floor::Against::Sequential,
+        first_p50 * 1e3,
+        1e3 / first_p50.max(1e-9),
+    );
+    println!("{line}");
     Ok(())
 }

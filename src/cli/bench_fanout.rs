@@ -106,7 +106,7 @@ pub async fn fanout(width: u64, depth: u64, rounds: u64) -> anyhow::Result<()> {
         bail!("--width and --depth must be at least 1");
     }
     let rounds = rounds.max(1);
-    let (dir, path) = fresh_db()?;
+    let (_dir, path) = fresh_db()?;
     let store = SqliteStore::open(&path, Durability::Full)?;
     let skill = StepTable::new(SkillInfo::new("fanout", "Fanout"), Fanout, FAN_STEPS)
         .map_err(anyhow::Error::msg)?;
@@ -130,7 +130,8 @@ pub async fn fanout(width: u64, depth: u64, rounds: u64) -> anyhow::Result<()> {
         }
     }
     engine.shutdown().await;
-    let floor_us = super::bench_floor::sqlite(dir.path(), 500, 0, 1)?.sequential_us;
+    let floor = super::bench_floor::sqlite_default()?;
+    let floor_us = floor.sequential_us;
     let effects = width * depth * rounds;
     let per_effect = |m: &Measured| m.elapsed.as_secs_f64() * 1e6 / effects as f64;
     let sequential_us = per_effect(&measured[0]);
@@ -156,6 +157,14 @@ pub async fn fanout(width: u64, depth: u64, rounds: u64) -> anyhow::Result<()> {
         if form == Form::Parallel {
             line["ratio_to_sequential"] = (us / sequential_us.max(1e-9)).into();
         }
+        // Each effect is a durable step: its time against one commit's (W1), the same figure as
+        // `ratio_to_floor` with the floor's other fields beside it.
+        floor.attach(
+            &mut line,
+            super::bench_floor::Against::Sequential,
+            us,
+            1e6 / us.max(1e-9),
+        );
         println!("{line}");
     }
     Ok(())

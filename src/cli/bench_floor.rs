@@ -65,6 +65,22 @@ impl Floor {
         })
     }
 
+    /// Add the floor's fields ([`Floor::fields`]) to a bench line (a JSON object).
+    pub fn attach(
+        &self,
+        line: &mut serde_json::Value,
+        against: Against,
+        us_per_step: f64,
+        steps_per_sec: f64,
+    ) {
+        if let (Some(obj), serde_json::Value::Object(more)) = (
+            line.as_object_mut(),
+            self.fields(against, us_per_step, steps_per_sec),
+        ) {
+            obj.extend(more);
+        }
+    }
+
     /// The two lines `bench floor` prints.
     pub fn lines(&self, store: &str, rows: (u64, u64)) -> [serde_json::Value; 2] {
         let durability = match store {

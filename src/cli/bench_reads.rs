@@ -70,9 +70,10 @@ pub async fn read(entries: u64, reads: u64) -> anyhow::Result<()> {
     server.abort();
     let (short_p50, short_p99) = percentiles(short_samples);
     let (long_p50, long_p99) = percentiles(long_samples);
-    println!(
-        "{}",
-        json!({
+    // A read of the long task against one durable commit on the same disk (W1): what an O(1)
+    // read costs beside the write every step pays.
+    let floor = super::bench_floor::sqlite_default()?;
+    let mut line = json!({
             "workload": "read",
             "long_journal_entries": long_entries,
             "short_journal_entries": short_entries,
@@ -82,7 +83,13 @@ pub async fn read(entries: u64, reads: u64) -> anyhow::Result<()> {
             "long_p50_ms": long_p50,
             "long_p99_ms": long_p99,
             "p50_ratio_long_to_short": long_p50 / short_p50.max(1e-9),
-        })
+    });
+    floor.attach(
+        &mut line,
+        super::bench_floor::Against::Sequential,
+        long_p50 * 1e3,
+        1e3 / long_p50.max(1e-9),
     );
+    println!("{line}");
     Ok(())
 }

@@ -267,17 +267,25 @@ pub async fn soak(seconds: u64, clients: u64, every: Duration) -> anyhow::Result
         let _ = worker.await;
     }
     server.abort();
-    println!(
-        "{}",
-        json!({
-            "workload": "soak",
-            "seconds": seconds,
-            "clients": clients,
-            "actions": total.load(Ordering::Relaxed),
-            "rss_first_mb": rss_first.unwrap_or(0.0),
-            "rss_max_mb": rss_max,
-            "rss_last_mb": rss_last,
-        })
+    let actions = total.load(Ordering::Relaxed);
+    let mut line = json!({
+        "workload": "soak",
+        "seconds": seconds,
+        "clients": clients,
+        "actions": actions,
+        "rss_first_mb": rss_first.unwrap_or(0.0),
+        "rss_max_mb": rss_max,
+        "rss_last_mb": rss_last,
+    });
+    // Actions per second (most of them durable) against the batched floor (W2) on the same disk.
+    let floor = super::bench_floor::sqlite_default()?;
+    let per_sec = actions as f64 / (seconds as f64).max(1e-9);
+    floor.attach(
+        &mut line,
+        super::bench_floor::Against::Batched,
+        1e6 / per_sec.max(1e-9),
+        per_sec,
     );
+    println!("{line}");
     Ok(())
 }

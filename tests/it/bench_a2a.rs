@@ -55,6 +55,14 @@ fn each_binding_prints_its_line_after_the_floor_with_the_ratio_to_it() {
         let expected = lines[1]["requests_per_sec"].as_f64().unwrap()
             / lines[0]["requests_per_sec"].as_f64().unwrap();
         assert!((ratio - expected).abs() < 1e-9, "{stdout}");
+        // Against the store's batched floor of the same run, as every timed bench line.
+        let floor_ratio = lines[1]["floor_ratio"].as_f64().expect("floor_ratio");
+        let floor = lines[1]["floor_batched_steps_per_sec"].as_f64().unwrap();
+        assert!(
+            (floor_ratio - lines[1]["requests_per_sec"].as_f64().unwrap() / floor).abs()
+                < 1e-9 * floor_ratio.max(1.0),
+            "{stdout}"
+        );
         for key in ["p50_ms", "p99_ms"] {
             assert!(lines[1][key].as_f64().is_some(), "{key}: {stdout}");
         }

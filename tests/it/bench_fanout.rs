@@ -39,6 +39,10 @@ fn bench_fanout_prints_both_forms_with_their_ratios() {
             .as_f64()
             .expect("a ratio to the floor");
         assert!((ratio - us / floor).abs() < 1e-9, "{stdout}");
+        // The same floor's fields, as every timed bench line carries them.
+        let floor_ratio = line["floor_ratio"].as_f64().expect("floor_ratio");
+        assert!((floor_ratio - ratio).abs() < 1e-9, "{stdout}");
+        assert_eq!(line["floor_against"], "floor-sequential", "{stdout}");
     }
     let ratio = parallel["ratio_to_sequential"]
         .as_f64()

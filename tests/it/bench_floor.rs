@@ -120,6 +120,65 @@ fn a_bench_line_carries_its_ratio_to_the_floor_of_its_own_run_and_its_cpu_per_st
     positive(concurrent, "cpu_us_per_step");
 }
 
+/// The other timed lines carry the floor of their own run too: its two figures, which one they are
+/// compared with, and their ratio to it.
+#[test]
+fn every_timed_bench_line_carries_the_floor_of_its_own_run() {
+    let runs: [&[&str]; 6] = [
+        &["bench", "resume", "--steps", "20"],
+        &["bench", "read", "--entries", "40", "--reads", "20"],
+        &["bench", "console", "--tasks", "60", "--reads", "10"],
+        &[
+            "bench",
+            "soak",
+            "--seconds",
+            "2",
+            "--clients",
+            "2",
+            "--every",
+            "1",
+        ],
+        &[
+            "bench",
+            "a2a",
+            "--requests",
+            "20",
+            "--concurrency",
+            "2",
+            "--rounds",
+            "1",
+        ],
+        &[
+            "bench", "fanout", "--width", "2", "--depth", "3", "--rounds", "1",
+        ],
+    ];
+    for args in runs {
+        let lines = bench(args);
+        // The last line is the run's summary (soak prints one line every interval before it).
+        let line = lines
+            .last()
+            .unwrap_or_else(|| panic!("{args:?} printed nothing"));
+        let ratio = positive(line, "floor_ratio");
+        positive(line, "floor_sequential_us_per_step");
+        positive(line, "floor_batched_steps_per_sec");
+        let against = line["floor_against"]
+            .as_str()
+            .expect("the floor compared with");
+        assert!(
+            ["floor-sequential", "floor-batched"].contains(&against),
+            "{args:?}: {line}"
+        );
+        assert!(ratio.is_finite(), "{args:?}: {line}");
+    }
+    // Too few tasks for the console's floor page is a clear error, not a failed read.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
+    cmd.args(["bench", "console", "--tasks", "30"]);
+    let out = common::output_within(cmd, Duration::from_secs(60), "radkit bench console");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--tasks 50 or more"), "{stderr}");
+}
+
 /// More flows than one engine holds at once (256 by default): the sends beyond its room create
 /// unleased tasks, which its own claims take up (the bench once built its engine without starting
 /// it, and a thousand flows left hundreds of tasks unrun until the bench was killed).
