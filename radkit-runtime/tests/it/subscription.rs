@@ -344,12 +344,22 @@ async fn a_live_record_carries_the_time_the_journal_keeps_for_it() {
     );
 }
 
-/// A memory store that records how much each journal read returned.
+/// A memory store that counts its journal reads (whole and paged), records how much a page held,
+/// and counts the task views read through it.
 #[derive(Clone, Default)]
 struct CountingReads {
     inner: MemoryStore,
-    whole_reads: Arc<std::sync::atomic::AtomicUsize>,
-    largest_page: Arc<std::sync::atomic::AtomicUsize>,
+    whole_reads: Arc<AtomicUsize>,
+    page_reads: Arc<AtomicUsize>,
+    largest_page: Arc<AtomicUsize>,
+    view_reads: Arc<AtomicUsize>,
+}
+
+impl CountingReads {
+    /// Journal reads of any kind so far.
+    fn journal_reads(&self) -> usize {
+        self.whole_reads.load(Ordering::SeqCst) + self.page_reads.load(Ordering::SeqCst)
+    }
 }
 
 #[async_trait]
@@ -370,12 +380,21 @@ impl Store for CountingReads {
         after: u64,
         appends: usize,
     ) -> Result<Vec<JournalRecord>, StoreError> {
+        self.page_reads.fetch_add(1, Ordering::SeqCst);
         let page = self.inner.journal_page(task_id, after, appends).await?;
         self.largest_page.fetch_max(page.len(), Ordering::SeqCst);
         Ok(page)
     }
     async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
         self.inner.journal_for_replay(task_id).await
+    }
+    async fn task_view(
+        &self,
+        task_id: &str,
+        history: Option<usize>,
+    ) -> Result<Option<TaskView>, StoreError> {
+        self.view_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.task_view(task_id, history).await
     }
     async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
         self.inner.list(query).await
@@ -415,61 +434,6 @@ async fn following_a_long_journal_reads_it_a_page_at_a_time() {
     assert!(largest <= 64, "a page of {largest} records");
 }
 
-/// A memory store that counts the journal reads and the task views read through it.
-#[derive(Clone, Default)]
-struct ReadTally {
-    inner: MemoryStore,
-    journal_reads: Arc<AtomicUsize>,
-    view_reads: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl Store for ReadTally {
-    async fn append(&self, append: Append) -> Result<(), StoreError> {
-        self.inner.append(append).await
-    }
-
-    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.inner.task(task_id).await
-    }
-
-    async fn journal(
-        &self,
-        task_id: &str,
-        after_seq: u64,
-    ) -> Result<Vec<JournalRecord>, StoreError> {
-        self.journal_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.journal(task_id, after_seq).await
-    }
-
-    async fn journal_page(
-        &self,
-        task_id: &str,
-        after_seq: u64,
-        appends: usize,
-    ) -> Result<Vec<JournalRecord>, StoreError> {
-        self.journal_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.journal_page(task_id, after_seq, appends).await
-    }
-
-    async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
-        self.inner.journal_for_replay(task_id).await
-    }
-
-    async fn task_view(
-        &self,
-        task_id: &str,
-        history: Option<usize>,
-    ) -> Result<Option<TaskView>, StoreError> {
-        self.view_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.task_view(task_id, history).await
-    }
-
-    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
-        self.inner.list(query).await
-    }
-}
-
 /// Holds on the tool `hold` until released, then laps `LAPS` visits and completes.
 struct Holder;
 
@@ -503,7 +467,7 @@ static HOLDER_STEPS: &[Step<Holder>] = &[
 /// journal — a subscription would read every record it missed from the store, a page at a time.
 #[test(multi_thread)]
 async fn waiting_for_a_task_to_settle_reads_its_view_never_its_journal() {
-    let store = ReadTally::default();
+    let store = CountingReads::default();
     let release = Arc::new(tokio::sync::Semaphore::new(0));
     let held = release.clone();
     let tool = FnTool::new(EffectPolicy::Idempotent, move |args, _| {
@@ -523,7 +487,7 @@ async fn waiting_for_a_task_to_settle_reads_its_view_never_its_journal() {
         .unwrap();
     let task = engine.send(Request::operator(user("start"))).await.unwrap();
     let (journal_before, views_before) = (
-        store.journal_reads.load(Ordering::SeqCst),
+        store.journal_reads(),
         store.view_reads.load(Ordering::SeqCst),
     );
     let waiting = tokio::spawn({
@@ -544,7 +508,7 @@ async fn waiting_for_a_task_to_settle_reads_its_view_never_its_journal() {
         .unwrap();
     assert_eq!(settled.status.state, TaskState::Completed);
     assert_eq!(
-        store.journal_reads.load(Ordering::SeqCst),
+        store.journal_reads(),
         journal_before,
         "the wait read no journal record"
     );
