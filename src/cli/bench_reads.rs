@@ -74,15 +74,15 @@ pub async fn read(entries: u64, reads: u64) -> anyhow::Result<()> {
     // read costs beside the write every step pays.
     let floor = super::bench_floor::sqlite_default()?;
     let mut line = json!({
-            "workload": "read",
-            "long_journal_entries": long_entries,
-            "short_journal_entries": short_entries,
-            "reads_each": reads.div_ceil(rounds) * rounds,
-            "short_p50_ms": short_p50,
-            "short_p99_ms": short_p99,
-            "long_p50_ms": long_p50,
-            "long_p99_ms": long_p99,
-            "p50_ratio_long_to_short": long_p50 / short_p50.max(1e-9),
+        "workload": "read",
+        "long_journal_entries": long_entries,
+        "short_journal_entries": short_entries,
+        "reads_each": reads.div_ceil(rounds) * rounds,
+        "short_p50_ms": short_p50,
+        "short_p99_ms": short_p99,
+        "long_p50_ms": long_p50,
+        "long_p99_ms": long_p99,
+        "p50_ratio_long_to_short": long_p50 / short_p50.max(1e-9),
     });
     floor.attach(
         &mut line,
