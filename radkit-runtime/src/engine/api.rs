@@ -992,7 +992,12 @@ impl Engine {
     /// it, so it is asked at once rather than at the call's recheck (on a shared store, the worker
     /// asks the callees of every call waiting in the cluster once it starts). Returns how many were
     /// taken in hand (resumed or given an alarm).
+    ///
+    /// With [`Retention`](super::Retention) set it also starts pruning finished tasks: one batch
+    /// now (an error if the store cannot prune), then a pass every
+    /// [`Retention::period`](super::Retention::period).
     pub async fn recover(&self) -> Result<usize, EngineError> {
+        self.inner.start_pruner().await?;
         self.start_push();
         if self.inner.shared() {
             self.inner.start_worker();

@@ -76,6 +76,8 @@ pub struct EngineConfig {
     /// workflows run this engine's tasks.
     #[cfg(feature = "restate")]
     pub restate: Option<super::hosted::Ingress>,
+    /// How long finished tasks are kept ([`EngineBuilder::retention`]); by default forever.
+    pub retention: super::Retention,
 }
 
 /// The default of [`EngineConfig::call_timeout`]: a day. Long enough for a callee that asks a
@@ -114,6 +116,7 @@ impl Default for EngineConfig {
             dispatched_tools: Default::default(),
             #[cfg(feature = "restate")]
             restate: None,
+            retention: super::Retention::FOREVER,
         }
     }
 }
@@ -621,10 +624,21 @@ impl EngineBuilder {
                 false => crate::telemetry::Metrics::default(),
             },
             passes,
+            pruner_started: AtomicBool::new(false),
         };
         Ok(Engine {
             inner: Arc::new(inner),
         })
+    }
+
+    /// How long finished tasks are kept ([`Retention`](super::Retention)): their journals
+    /// compacted after `retention.journal`, the tasks deleted after `retention.task`, both counted
+    /// from when each finished. The engine prunes from its start (`start`, `Engine::recover`) on,
+    /// a pass every [`Retention::period`](super::Retention::period); its store must support it
+    /// (`Store::prune`: the memory, SQLite and Postgres stores do), or the start fails.
+    pub fn retention(mut self, retention: super::Retention) -> Self {
+        self.config.retention = retention;
+        self
     }
 
     /// Build the engine and recover every non-terminal task.

@@ -27,6 +27,7 @@ mod projection;
 pub(crate) mod push;
 mod replay;
 mod request;
+mod retention;
 mod run;
 mod runner;
 mod stalled;
@@ -61,6 +62,7 @@ pub use pass::{
 pub use projection::{project_task, stream_event, token_event, StreamEvent};
 pub use push::{PushSettings, TargetError, MAX_CONFIGS_PER_TASK};
 pub use request::{Caller, Request};
+pub use retention::Retention;
 pub use subscription::{Followed, Snapshot, Subscription, TokenChunk, Update};
 
 use self::run::TaskRun;
@@ -105,6 +107,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: crate::telemetry::Metrics,
     /// Serverless mode: the passes that run each request's task (`EngineBuilder::serverless`).
     passes: Option<Passes>,
+    /// The pruner runs (`retention`).
+    pruner_started: AtomicBool,
 }
 
 /// The durable engine. Cheap to clone.

@@ -12,9 +12,11 @@ use crate::model::{Artifact, Message, TaskState};
 
 mod checkpoint;
 mod push;
+mod retention;
 mod view;
 pub use checkpoint::replay_reads_from_the_last_checkpoint;
 pub use push::push_configs_keep_cursors_and_leases;
+pub use retention::prune_compacts_then_deletes_finished_tasks_only;
 pub use view::{
     list_views_pages_newest_status_first, state_counts_count_the_views_the_filters_match,
     task_views_match_the_journals_fold,
@@ -611,6 +613,7 @@ pub async fn run_all(store: Arc<dyn Store>) {
     push_configs_keep_cursors_and_leases(store.as_ref()).await;
     a_migrated_entry_sets_the_rows_version(store.as_ref()).await;
     unfinished_versions_name_each_version_of_unfinished_tasks_once(store.as_ref()).await;
+    prune_compacts_then_deletes_finished_tasks_only(store.as_ref()).await;
 }
 
 async fn row_version(store: &dyn Store, id: &str) -> String {

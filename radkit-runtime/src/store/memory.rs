@@ -1,7 +1,7 @@
 //! `MemoryStore`: tasks and journals in process memory, for tests and examples. A clone shares the same
 //! data, so two engines over clones behave like two processes over one database (crash tests).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -14,8 +14,21 @@ use crate::journal::JournalRecord;
 /// One task: its row, its journal and its view.
 struct Stored {
     row: TaskRecord,
+    /// In seq order; a compacted journal has a gap (see [`Store::prune`]).
     journal: Vec<JournalRecord>,
     view: MemView,
+    /// The last seq of the first append and the first seq of the last: what compaction keeps.
+    first_append_ends: u64,
+    last_append_starts: u64,
+    /// The journal was compacted.
+    compacted: bool,
+}
+
+impl Stored {
+    /// The records after `after_seq`.
+    fn after(&self, after_seq: u64) -> &[JournalRecord] {
+        &self.journal[self.journal.partition_point(|r| r.seq <= after_seq)..]
+    }
 }
 
 type Tasks = HashMap<String, Stored>;
@@ -93,6 +106,9 @@ fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(), StoreError
             row,
             journal: Vec::new(),
             view: MemView::default(),
+            first_append_ends: (append.first_seq + append.entries.len() as u64).saturating_sub(1),
+            last_append_starts: append.first_seq,
+            compacted: false,
         }),
         None => tasks.get_mut(&append.task_id).ok_or_else(|| conflict(0))?,
     };
@@ -105,8 +121,11 @@ fn apply(tasks: &mut Tasks, append: Append, at_ms: i64) -> Result<(), StoreError
     }
     task.view
         .apply(&ViewDelta::of(append.first_seq, &append.entries), at_ms);
+    if !append.entries.is_empty() {
+        task.last_append_starts = append.first_seq;
+        task.row.last_seq = append.first_seq + append.entries.len() as u64 - 1;
+    }
     let row = &mut task.row;
-    row.last_seq = task.journal.len() as u64;
     row.updated_at_ms = at_ms;
     if let Some(state) = append.state {
         row.state = state;
@@ -173,10 +192,7 @@ impl Store for MemoryStore {
         Ok(self
             .lock()
             .get(task_id)
-            .map(|task| {
-                let skip = usize::try_from(after_seq).unwrap_or(usize::MAX);
-                task.journal.iter().skip(skip).cloned().collect()
-            })
+            .map(|task| task.after(after_seq).to_vec())
             .unwrap_or_default())
     }
 
@@ -187,17 +203,12 @@ impl Store for MemoryStore {
         after_seq: u64,
         appends: usize,
     ) -> Result<Vec<JournalRecord>, StoreError> {
-        let skip = usize::try_from(after_seq).unwrap_or(usize::MAX);
         Ok(self
             .lock()
             .get(task_id)
             .map(|task| {
-                task.journal
-                    .iter()
-                    .skip(skip)
-                    .take(appends.max(1))
-                    .cloned()
-                    .collect()
+                let rest = task.after(after_seq);
+                rest[..rest.len().min(appends.max(1))].to_vec()
             })
             .unwrap_or_default())
     }
@@ -236,6 +247,60 @@ impl Store for MemoryStore {
             rows.truncate(limit);
         }
         Ok(rows)
+    }
+
+    async fn prune(&self, prune: &super::Prune) -> Result<super::Pruned, StoreError> {
+        // Tasks whose sender still reads their journal.
+        let delivering: HashSet<String> = self
+            .pushes()
+            .iter()
+            .filter(|(_, push)| !push.finished)
+            .map(|((task_id, _), _)| task_id.clone())
+            .collect();
+        let mut tasks = self.lock();
+        // The finished tasks past `cutoff` (and `also`), oldest first, at most `limit`.
+        let due = |tasks: &Tasks, cutoff: i64, also: &dyn Fn(&Stored) -> bool| {
+            let mut due: Vec<(i64, String)> = tasks
+                .values()
+                .filter(|t| {
+                    t.row.state.is_terminal()
+                        && t.view.status_at_ms < cutoff
+                        && !delivering.contains(&t.row.id)
+                        && also(t)
+                })
+                .map(|t| (t.view.status_at_ms, t.row.id.clone()))
+                .collect();
+            due.sort();
+            due.truncate(prune.limit);
+            due
+        };
+        let mut pruned = super::Pruned::default();
+        if let Some(cutoff) = prune.tasks_before_ms {
+            let gone = due(&tasks, cutoff, &|_| true);
+            for (_, id) in &gone {
+                tasks.remove(id);
+            }
+            drop(tasks);
+            self.pushes()
+                .retain(|(task_id, _), _| !gone.iter().any(|(_, id)| id == task_id));
+            self.dispatched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|row| !gone.iter().any(|(_, id)| *id == row.task_id));
+            pruned.deleted = gone.len() as u64;
+            tasks = self.lock();
+        }
+        if let Some(cutoff) = prune.journals_before_ms {
+            for (_, id) in due(&tasks, cutoff, &|t| !t.compacted) {
+                if let Some(task) = tasks.get_mut(&id) {
+                    let (first, last) = (task.first_append_ends, task.last_append_starts);
+                    task.journal.retain(|r| r.seq <= first || r.seq >= last);
+                    task.compacted = true;
+                    pruned.compacted += 1;
+                }
+            }
+        }
+        Ok(pruned)
     }
 
     fn push(&self) -> Option<&dyn PushStore> {

@@ -162,6 +162,41 @@ pub struct TaskQuery {
     pub limit: Option<usize>,
 }
 
+/// What one [`Store::prune`] call removes of tasks that finished (ended in a terminal state) before
+/// a cutoff. A task whose push configs have not all finished delivering is left alone: its sender
+/// still reads its journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prune {
+    /// Compact the journal of every task that finished before this time (ms since the epoch, its
+    /// status time): the rows of its journal between its first append (the task's creation and the
+    /// message that made it) and its last (its end) go; its row, its view (status, history,
+    /// artifacts) and those two appends stay. `None`: compact nothing.
+    pub journals_before_ms: Option<i64>,
+    /// Delete every task that finished before this time: its row, view, journal and push configs.
+    /// `tasks/get` then finds no such task. `None`: delete nothing.
+    pub tasks_before_ms: Option<i64>,
+    /// At most this many tasks compacted, and this many deleted, in one call (one transaction, so
+    /// that appends committed beside it wait for a bounded time), oldest first.
+    pub limit: usize,
+}
+
+/// What one [`Store::prune`] call did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Tasks whose journals were compacted.
+    pub compacted: u64,
+    /// Tasks deleted.
+    pub deleted: u64,
+}
+
+impl Pruned {
+    /// True when either count reached `limit`: more may be due.
+    pub fn more(&self, limit: usize) -> bool {
+        let limit = limit as u64;
+        self.compacted >= limit || self.deleted >= limit
+    }
+}
+
 /// Which task views to list (A2A 1.0 `ListTasks`), newest status first: by status time descending,
 /// then id descending.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -295,6 +330,13 @@ pub enum StoreError {
     /// The store is shut down.
     #[error("store is closed")]
     Closed,
+    /// The store does not do what was asked of it (a store that keeps every task was asked to
+    /// prune finished ones: [`Store::prune`]).
+    #[error("this store does not support {what}")]
+    Unsupported {
+        /// What it does not do.
+        what: &'static str,
+    },
 }
 
 impl StoreError {
@@ -499,6 +541,19 @@ pub trait Store: Send + Sync + 'static {
     /// first append and the last checkpoint's append.
     async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
         self.journal(task_id, 0).await
+    }
+
+    /// Compact the journals of tasks that finished before [`Prune::journals_before_ms`], and
+    /// delete the tasks that finished before [`Prune::tasks_before_ms`], each at most
+    /// [`Prune::limit`], oldest first (see [`Prune`]). Running tasks, tasks waiting for input and
+    /// tasks whose push deliveries are not finished are never touched; calling it again, or from
+    /// several engines at once, is safe. The default answers [`StoreError::Unsupported`]: such a
+    /// store keeps every task.
+    async fn prune(&self, prune: &Prune) -> Result<Pruned, StoreError> {
+        let _ = prune;
+        Err(StoreError::Unsupported {
+            what: "pruning finished tasks",
+        })
     }
 
     /// Leases, when many engines share this store; `None` (the default) when one engine owns it.

@@ -85,6 +85,17 @@ impl Metrics {
         }
     }
 
+    /// Retention compacted `journals` finished tasks' journals and deleted `tasks` finished tasks.
+    pub(crate) fn pruned(&self, journals: u64, tasks: u64) {
+        #[cfg(feature = "metrics")]
+        if let Some(f) = &self.families {
+            f.pruned
+                .get_or_create(&[("what", "journal")])
+                .inc_by(journals);
+            f.pruned.get_or_create(&[("what", "task")]).inc_by(tasks);
+        }
+    }
+
     /// The store refused an append for its stale fencing token.
     pub(crate) fn fenced(&self) {
         #[cfg(feature = "metrics")]

@@ -26,6 +26,7 @@ pub(crate) struct Families {
     pub(crate) lease_claims: Counter,
     pub(crate) lease_takeovers: Counter,
     pub(crate) fenced: Counter,
+    pub(crate) pruned: Family<Labels<1>, Counter>,
 }
 
 impl Default for Families {
@@ -39,6 +40,7 @@ impl Default for Families {
             lease_claims: Counter::default(),
             lease_takeovers: Counter::default(),
             fenced: Counter::default(),
+            pruned: Family::default(),
         }
     }
 }
@@ -144,6 +146,11 @@ pub(crate) fn render(families: Option<&Families>, scrape: Scrape) -> String {
             "fencing_rejections",
             "Appends the store refused for a stale fencing token",
             f.fenced.clone(),
+        );
+        registry.register(
+            "tasks_pruned",
+            "Finished tasks this engine's retention compacted (`what=\"journal\"`) or deleted (`what=\"task\"`)",
+            f.pruned.clone(),
         );
     }
     let mut text = String::new();

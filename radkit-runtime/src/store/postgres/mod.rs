@@ -28,7 +28,8 @@ use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 use super::view::{self, MemView, TaskView};
 use super::{
     describe, from_sql_int, sql_state_list, sql_terminal_states, to_sql_int, Append, BoxError,
-    Encoded, Lease, Leases, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN,
+    Encoded, Lease, Leases, Prune, Pruned, Store, StoreError, TaskQuery, TaskRecord,
+    CREATION_TOKEN,
 };
 use crate::journal::{now_ms, JournalRecord};
 use crate::model::TaskState;
@@ -37,6 +38,7 @@ const MAX_BATCH: usize = 512;
 
 mod dispatch;
 mod lease;
+mod prune;
 mod push;
 mod schema;
 mod write;
@@ -554,6 +556,10 @@ impl Store for PostgresStore {
             .collect()
     }
 
+    async fn prune(&self, prune: &Prune) -> Result<Pruned, StoreError> {
+        self.prune_finished(prune).await
+    }
+
     fn commit_stats(&self) -> Option<super::StoreStats> {
         Some(self.stats())
     }
@@ -637,5 +643,26 @@ mod tests {
             sql_state_list(&CLAIMABLE)
         );
         assert!(MIGRATIONS[1].contains(&predicate), "{predicate}");
+    }
+
+    /// Retention's queries repeat the predicate of the partial index they seek.
+    #[test]
+    fn a_prune_repeats_the_finished_index_predicate() {
+        let predicate = format!("WHERE state IN {}", sql_terminal_states());
+        let migration = MIGRATIONS
+            .iter()
+            .find(|m| m.contains("radkit_tasks_finished"))
+            .expect("the migration of the finished-tasks index");
+        assert!(migration.contains(&predicate), "{predicate}");
+        for sql in [
+            prune::delete_sql(true),
+            prune::delete_sql(false),
+            prune::compact_sql(),
+        ] {
+            assert!(
+                sql.contains(&format!("{predicate} AND compacted = ")),
+                "{sql}"
+            );
+        }
     }
 }

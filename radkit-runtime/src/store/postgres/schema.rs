@@ -164,6 +164,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         FOR EACH ROW WHEN (OLD.fence IS DISTINCT FROM NEW.fence
                            OR OLD.lease_owner IS DISTINCT FROM NEW.lease_owner)
         EXECUTE FUNCTION radkit_log_lease();",
+    // 14: retention (`Store::prune`): finished tasks by whether their journal was compacted, then
+    // by status time (when they finished), so that each pass of a pruner seeks the oldest ones it
+    // has work for, however many were compacted before. The `WHERE` is the pruning queries' own,
+    // term for term (a unit test compares), or the planner would not use it. A worker of an
+    // earlier version sharing the database leaves the column as it is.
+    "ALTER TABLE radkit_tasks ADD COLUMN compacted BOOLEAN NOT NULL DEFAULT FALSE;
+     CREATE INDEX radkit_tasks_finished ON radkit_tasks(compacted, status_at_ms)
+        WHERE state IN ('completed', 'canceled', 'failed', 'rejected');",
 ];
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).

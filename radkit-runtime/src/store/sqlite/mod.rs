@@ -16,7 +16,8 @@ use tokio::sync::oneshot;
 
 use super::view::{self, EncodedView, MemView, TaskView};
 use super::{
-    sql_terminal_states, Append, Encoded, Store, StoreError, StoreStats, TaskQuery, TaskRecord,
+    sql_terminal_states, Append, Encoded, Prune, Pruned, Store, StoreError, StoreStats, TaskQuery,
+    TaskRecord,
 };
 use crate::journal::JournalRecord;
 use crate::model::TaskState;
@@ -42,7 +43,7 @@ const READERS: usize = 8;
 type Reply = oneshot::Sender<Result<(), StoreError>>;
 
 struct Shared {
-    writer: Mutex<mpsc::Sender<(Encoded, Reply)>>,
+    writer: Mutex<mpsc::Sender<Job>>,
     readers: Mutex<Vec<Connection>>,
     /// A permit per read in flight ([`READERS`]): the pool never needs more connections.
     read_permits: Arc<tokio::sync::Semaphore>,
@@ -56,6 +57,7 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
 }
 
+mod prune;
 mod push;
 mod read;
 mod schema;
@@ -85,7 +87,7 @@ impl SqliteStore {
         }
         let mut conn = connect(&path, durability)?;
         migrate(&mut conn)?;
-        let (tx, rx) = mpsc::channel::<(Encoded, Reply)>();
+        let (tx, rx) = mpsc::channel::<Job>();
         let shared = Arc::new(Shared {
             writer: Mutex::new(tx),
             readers: Mutex::new(Vec::new()),
@@ -166,7 +168,20 @@ impl Store for SqliteStore {
             .writer
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .send((encoded, reply))
+            .send(Job::Append(encoded, reply))
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Run by the writer thread between its group commits, so that pruning never waits for the
+    /// write lock against the appends (nor they against it for longer than one bounded batch).
+    async fn prune(&self, prune: &Prune) -> Result<Pruned, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.shared
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Job::Prune(*prune, reply))
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
@@ -316,6 +331,39 @@ mod tests {
             .collect::<Result<Vec<_>, _>>()
             .unwrap();
         details.join("\n")
+    }
+
+    /// Retention's partial index spells the terminal states as its queries do, and each of its
+    /// queries seeks it (`INDEXED BY`: preparing one it cannot answer fails).
+    #[test]
+    fn a_prune_pass_seeks_the_finished_tasks_index() {
+        let sql = super::schema::MIGRATIONS[9];
+        assert!(
+            sql.contains(&format!("state IN {}", sql_terminal_states())),
+            "migration 10 lists other terminal states than {}",
+            sql_terminal_states()
+        );
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        for compacted in [false, true] {
+            let mut stmt = conn
+                .prepare(&format!(
+                    "EXPLAIN QUERY PLAN {}",
+                    super::prune::due_sql(compacted)
+                ))
+                .unwrap();
+            let plan = stmt
+                .query_map(params![0, 10], |r| r.get::<_, String>(3))
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap()
+                .join("\n");
+            assert!(
+                plan.contains("tasks_finished (compacted=? AND status_at_ms<?)"),
+                "{plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        }
     }
 
     /// The partial indexes of migration 9 spell the terminal states as the queries do: were a

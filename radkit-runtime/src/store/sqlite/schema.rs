@@ -102,6 +102,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
      CREATE INDEX tasks_to_recover ON tasks(created_at_ms, id)
         WHERE state NOT IN ('completed', 'canceled', 'failed', 'rejected')
           AND NOT (state = 'input-required' AND wake_at_ms IS NULL);",
+    // 10: retention (`Store::prune`): finished tasks by whether their journal was compacted, then
+    // by status time (when they finished), so that each pass of the pruner seeks the oldest ones
+    // it has work for, however many it compacted before. The `WHERE` spells the terminal states as
+    // `sql_terminal_states` does (a unit test compares).
+    "ALTER TABLE tasks ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0;
+     CREATE INDEX tasks_finished ON tasks(compacted, status_at_ms)
+        WHERE state IN ('completed', 'canceled', 'failed', 'rejected');",
 ];
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).

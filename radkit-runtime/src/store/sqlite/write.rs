@@ -3,28 +3,50 @@
 
 use super::*;
 
-/// The writer thread: block for one append, take everything else queued, commit once, answer all.
+/// What the writer thread is asked to do.
+pub(super) enum Job {
+    /// Commit an append (with the others queued beside it) and answer it.
+    Append(Encoded, Reply),
+    /// Prune finished tasks in a transaction of its own, after the appends queued before it.
+    Prune(
+        crate::store::Prune,
+        oneshot::Sender<Result<Pruned, StoreError>>,
+    ),
+}
+
+/// The writer thread: block for one job, take every other job queued, commit the appends among
+/// them at once, answer all, then run the prunes (each its own bounded transaction).
 pub(super) fn writer_loop(
     mut conn: Connection,
-    rx: mpsc::Receiver<(Encoded, Reply)>,
+    rx: mpsc::Receiver<Job>,
     stats: std::sync::Weak<Shared>,
 ) {
     let mut last_seqs: HashMap<String, (i64, u64)> = HashMap::new();
     while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
+        let mut batch = Vec::new();
+        let mut prunes = Vec::new();
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Append(encoded, reply) => batch.push((encoded, reply)),
+                Job::Prune(prune, reply) => prunes.push((prune, reply)),
+            }
+            if batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
             }
         }
-        let count = batch.len();
-        let results = commit_batch(&mut conn, &mut batch, &mut last_seqs);
-        if let Some(shared) = stats.upgrade() {
-            shared.commits.batch(count);
+        if !batch.is_empty() {
+            let count = batch.len();
+            let results = commit_batch(&mut conn, &mut batch, &mut last_seqs);
+            if let Some(shared) = stats.upgrade() {
+                shared.commits.batch(count);
+            }
+            for ((_, reply), result) in batch.into_iter().zip(results) {
+                let _ = reply.send(result);
+            }
         }
-        for ((_, reply), result) in batch.into_iter().zip(results) {
-            let _ = reply.send(result);
+        for (prune, reply) in prunes {
+            let _ = reply.send(super::prune::prune(&mut conn, &prune, &mut last_seqs));
         }
     }
 }
