@@ -126,7 +126,9 @@ enum Workload {
         concurrency: u64,
     },
     /// Mixed load (sends, answers, streams, resubscribes, cancels, reads, slow clients) for a while,
-    /// with RSS and latency printed every few seconds.
+    /// with RSS, the database's size and latency printed every few seconds. Finished tasks are
+    /// pruned as `radkit serve --retain-journals/--retain-tasks` would, so that a steady stream of
+    /// tasks shows a flat file.
     Soak {
         /// How long, in seconds.
         #[arg(long, default_value_t = 60)]
@@ -137,6 +139,15 @@ enum Workload {
         /// Seconds between reports.
         #[arg(long, default_value_t = 10)]
         every: u64,
+        /// How long a finished task keeps its whole journal.
+        #[arg(long, default_value = "10s", value_parser = super::retention::duration)]
+        retain_journals: Duration,
+        /// How long a finished task is kept at all.
+        #[arg(long, default_value = "30s", value_parser = super::retention::duration)]
+        retain_tasks: Duration,
+        /// Keep every task (no retention): the file grows with the tasks.
+        #[arg(long)]
+        keep_everything: bool,
     },
     /// Clients that resubscribe to one long task and never read: server memory before, during, after.
     Resubscribe {
@@ -559,7 +570,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             seconds,
             clients,
             every,
-        } => super::bench_soak::soak(seconds, clients, Duration::from_secs(every.max(1))).await?,
+            retain_journals,
+            retain_tasks,
+            keep_everything,
+        } => {
+            let retention = match keep_everything {
+                true => crate::engine::Retention::FOREVER,
+                false => crate::engine::Retention {
+                    journal: Some(retain_journals),
+                    task: Some(retain_tasks),
+                },
+            };
+            let every = Duration::from_secs(every.max(1));
+            super::bench_soak::soak(seconds, clients, every, retention).await?
+        }
         Workload::Resubscribe {
             entries,
             clients,

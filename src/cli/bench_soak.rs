@@ -165,15 +165,40 @@ async fn act(
     Ok(())
 }
 
+/// The database's size on disk: its file and its write-ahead log, in MB.
+fn db_mb(path: &std::path::Path) -> f64 {
+    let size = |p: std::path::PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let bytes = size(path.to_owned()) + size(wal.into());
+    (bytes as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0
+}
+
+/// Tasks in the store, by the store's own count.
+async fn stored(store: &SqliteStore) -> u64 {
+    use crate::store::Store;
+    store
+        .state_counts(&crate::store::ViewQuery::default())
+        .await
+        .map_or(0, |counts| counts.iter().map(|(_, n)| n).sum())
+}
+
 /// Run `bench soak`.
-pub async fn soak(seconds: u64, clients: u64, every: Duration) -> anyhow::Result<()> {
+pub async fn soak(
+    seconds: u64,
+    clients: u64,
+    every: Duration,
+    retention: crate::engine::Retention,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let store = SqliteStore::open(dir.path().join("soak.sqlite"), Durability::Normal)?;
+    let path = dir.path().join("soak.sqlite");
+    let store = SqliteStore::open(&path, Durability::Normal)?;
     let skill =
         StepTable::new(SkillInfo::new("soak", "Soak"), Soak, STEPS).map_err(anyhow::Error::msg)?;
-    let engine = Engine::builder(store)
+    let engine = Engine::builder(store.clone())
         .without_registered_skills()
         .skill(skill)
+        .retention(retention)
         .start()
         .await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -227,6 +252,7 @@ pub async fn soak(seconds: u64, clients: u64, every: Duration) -> anyhow::Result
         })
         .collect();
     let (mut rss_first, mut rss_max, mut rss_last) = (None, 0.0f64, 0.0);
+    let (mut db_first, mut db_max, mut db_last) = (None, 0.0f64, 0.0);
     while Instant::now() < deadline {
         tokio::time::sleep(every.min(deadline.saturating_duration_since(Instant::now()))).await;
         let mut latencies = std::mem::take(
@@ -245,6 +271,10 @@ pub async fn soak(seconds: u64, clients: u64, every: Duration) -> anyhow::Result
         rss_first.get_or_insert(rss);
         rss_max = rss_max.max(rss);
         rss_last = rss;
+        let db = db_mb(&path);
+        db_first.get_or_insert(db);
+        db_max = db_max.max(db);
+        db_last = db;
         let memory = super::memory::memory_use();
         let mb = |bytes: u64| (bytes as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0;
         println!(
@@ -255,6 +285,8 @@ pub async fn soak(seconds: u64, clients: u64, every: Duration) -> anyhow::Result
                 "heap_in_use_mb": memory.heap_in_use.map(mb),
                 "heap_held_mb": memory.heap_held.map(mb),
                 "sqlite_mb": mb(memory.sqlite),
+                "db_mb": db,
+                "tasks_stored": stored(&store).await,
                 "tasks_in_hand": engine.tasks_in_hand(),
                 "actions": latencies.len(),
                 "errors": interval.errors.swap(0, Ordering::Relaxed),
@@ -276,6 +308,11 @@ pub async fn soak(seconds: u64, clients: u64, every: Duration) -> anyhow::Result
         "rss_first_mb": rss_first.unwrap_or(0.0),
         "rss_max_mb": rss_max,
         "rss_last_mb": rss_last,
+        "db_first_mb": db_first.unwrap_or(0.0),
+        "db_max_mb": db_max,
+        "db_last_mb": db_last,
+        "retain_journals_s": retention.journal.map(|d| d.as_secs_f64()),
+        "retain_tasks_s": retention.task.map(|d| d.as_secs_f64()),
     });
     // Actions per second (most of them durable) against the batched floor (W2) on the same disk.
     let floor = super::bench_floor::sqlite_default()?;

@@ -38,6 +38,7 @@ mod graph;
 mod lambda;
 mod memory;
 mod pass;
+mod retention;
 mod serve;
 mod tasks;
 mod telemetry;

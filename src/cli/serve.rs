@@ -121,6 +121,9 @@ pub struct Args {
     /// Trace export (`--otlp-endpoint`, with the `otel` feature).
     #[command(flatten)]
     pub telemetry: crate::cli::telemetry::TraceArgs,
+    /// How long finished tasks are kept (`--retain-journals`, `--retain-tasks`).
+    #[command(flatten)]
+    pub retention: crate::cli::retention::RetentionArgs,
     /// Start even though unfinished tasks in the SQLite file run on a skill version this binary
     /// does not serve and cannot move to the one it serves (refused by default, listing them; they
     /// stay in the store, refused until a binary that can run them starts). Not checked on
@@ -381,6 +384,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
     }
     .push_allow_private(args.push_allow_private);
     let builder = args.agents.apply(builder);
+    let builder = args.retention.apply(builder);
     let builder = match &args.public_url {
         Some(url) => {
             let builder = builder.call_webhook(url.clone());

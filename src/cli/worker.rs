@@ -66,6 +66,9 @@ pub struct Args {
     /// Trace export (`--otlp-endpoint`, with the `otel` feature).
     #[command(flatten)]
     pub telemetry: super::telemetry::TraceArgs,
+    /// How long finished tasks are kept (`--retain-journals`, `--retain-tasks`), as for `serve`.
+    #[command(flatten)]
+    pub retention: super::retention::RetentionArgs,
 }
 
 /// Run `worker` until SIGINT or SIGTERM.
@@ -85,6 +88,7 @@ pub async fn run(app: &App, args: Args) -> anyhow::Result<()> {
         .apply(app.builder(std::sync::Arc::new(store)))
         .push_allow_private(args.push_allow_private);
     builder = args.agents.apply(builder);
+    builder = args.retention.apply(builder);
     if args.bench_skill {
         builder = super::bench::with_bench_skill(builder)?;
     }

@@ -59,6 +59,7 @@ mod push_kill9;
 mod readme;
 mod research_forms;
 mod restate;
+mod retention;
 mod serverless;
 mod serverless_a2a;
 mod serverless_executor;

@@ -69,6 +69,19 @@ impl Retention {
     }
 }
 
+impl super::Engine {
+    /// One pass of retention now, what the pruner does every [`Retention::period`]: the journals
+    /// of tasks that finished more than `retention.journal` ago compacted, the tasks that finished
+    /// more than `retention.task` ago deleted, in batches until none is due. Nothing when the
+    /// engine keeps every task. Safe beside the pruner and other engines' pruners.
+    pub async fn prune_finished(&self) -> Result<Pruned, EngineError> {
+        if self.inner.config.retention.keeps_everything() {
+            return Ok(Pruned::default());
+        }
+        Ok(self.inner.prune_finished(usize::MAX).await?)
+    }
+}
+
 /// Tasks compacted, and tasks deleted, per store call.
 pub(crate) const BATCH: usize = 256;
 

@@ -366,13 +366,19 @@ impl Subscription {
                 // everything published was committed first, so the store has what is missing.
                 Some(_) => {
                     let records = self.unseen().await?;
-                    if records.first().map(|r| r.seq) != Some(self.last_seq + 1) {
-                        return Err(StoreError::Corrupt {
-                            task_id: self.task_id.to_string(),
-                            seq: self.last_seq + 1,
-                            reason: "a published record is missing from the store".to_owned(),
+                    match records.first().map(|r| r.seq) {
+                        Some(seq) if seq == self.last_seq + 1 => {}
+                        // Retention compacted the journal of the finished task: nothing between
+                        // its first and last appends is kept, and what follows is all there is.
+                        Some(seq) if self.compacted().await? => self.last_seq = seq - 1,
+                        _ => {
+                            return Err(StoreError::Corrupt {
+                                task_id: self.task_id.to_string(),
+                                seq: self.last_seq + 1,
+                                reason: "a published record is missing from the store".to_owned(),
+                            }
+                            .into())
                         }
-                        .into());
                     }
                     self.backlog = records.into();
                     continue;
@@ -481,6 +487,13 @@ impl Subscription {
                 received = self.rx.recv() => return Live::Published(received),
             }
         }
+    }
+
+    /// True when a gap in what the store holds of the task is retention's: only a finished
+    /// task's journal is ever compacted (`engine::Retention`).
+    async fn compacted(&self) -> Result<bool, StoreError> {
+        let row = self.engine.inner.store.task(&self.task_id).await?;
+        Ok(row.is_some_and(|row| row.state.is_terminal()))
     }
 
     fn storage_unavailable(&self) -> EngineError {

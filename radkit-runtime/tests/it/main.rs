@@ -26,6 +26,7 @@ mod llm_scripted;
 mod module_cycles;
 mod parallel_effects;
 mod promises;
+mod retention;
 mod step_table_edges;
 mod store_conformance;
 mod store_postgres;

@@ -138,12 +138,23 @@ fn lease_items(leases: &[LeaseChange]) -> Vec<(i64, Markup)> {
 pub(super) fn render(journal: &[JournalRecord], leases: &[LeaseChange]) -> Markup {
     let mut issued: HashMap<&InvocationId, Issued<'_>> = HashMap::new();
     let mut leases = lease_items(leases).into_iter().peekable();
+    // The seq before each record: a gap is the part retention pruned (`engine::Retention`).
+    let seen = std::cell::Cell::new(0u64);
     html! {
         ol.timeline #timeline data-last-seq=(journal.last().map_or(0, |r| r.seq)) {
             @for record in journal {
                 @let at = record.at_ms;
                 @while let Some((_, lease)) = leases.next_if(|(lease_at, _)| *lease_at <= at) {
                     (lease)
+                }
+                @let from = seen.replace(record.seq) + 1;
+                @if record.seq > from {
+                    li.entry.pruned data-seq=(from) {
+                        div.what {
+                            "entries " (from) "–" (record.seq - 1)
+                            " were pruned by retention once the task had finished: its first and last appends are kept"
+                        }
+                    }
                 }
                 @match &record.entry {
                     Entry::TaskCreated { skill_id, skill_version, principal, permission_mode, .. } => {
@@ -366,6 +377,21 @@ mod tests {
         );
         assert!(html.contains("after 2 attempts"), "{html}");
         assert!(html.contains("450 ms"), "{html}");
+    }
+
+    #[test]
+    fn a_compacted_journal_shows_what_retention_pruned_between_its_appends() {
+        let journal = [
+            at(1, 1_000, Entry::CancelRequested),
+            at(2, 1_000, Entry::CancelRequested),
+            at(9, 2_000, Entry::CancelRequested),
+        ];
+        let html = render(&journal, &[]).into_string();
+        assert!(
+            html.contains("entries 3–8 were pruned by retention"),
+            "{html}"
+        );
+        assert_eq!(html.matches("pruned by retention").count(), 1, "{html}");
     }
 
     #[test]
