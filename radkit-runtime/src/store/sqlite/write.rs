@@ -4,6 +4,7 @@
 use super::*;
 
 /// What the writer thread is asked to do.
+#[allow(clippy::large_enum_variant)] // appends are the common case: moved, never boxed
 pub(super) enum Job {
     /// Commit an append (with the others queued beside it) and answer it.
     Append(Encoded, Reply),
