@@ -641,13 +641,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             // The reopen against one durable commit: how many commits' time it takes to be back
             // at work (its `floor_ratio`).
             let floor = super::bench_floor::sqlite_default()?;
-            let in_engine_us = line["in_engine_ms"].as_f64().unwrap_or(0.0) * 1e3;
-            floor.attach(
-                &mut line,
-                super::bench_floor::Against::Sequential,
-                in_engine_us,
-                1e6 / in_engine_us.max(1e-9),
-            );
+            let in_engine_ms = line["in_engine_ms"].as_f64().unwrap_or(0.0);
+            floor.attach_latency(&mut line, in_engine_ms);
             println!("{line}");
         }
     }

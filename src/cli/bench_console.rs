@@ -254,12 +254,7 @@ pub async fn console(tasks: u64, reads: u64) -> anyhow::Result<()> {
         .and_then(serde_json::Value::as_f64)
         .unwrap_or(0.0);
     let mut line = serde_json::Value::Object(line);
-    floor.attach(
-        &mut line,
-        super::bench_floor::Against::Sequential,
-        first_p50 * 1e3,
-        1e3 / first_p50.max(1e-9),
-    );
+    floor.attach_latency(&mut line, first_p50);
     println!("{line}");
     Ok(())
 }

@@ -81,6 +81,12 @@ impl Floor {
         }
     }
 
+    /// Add the floor's fields to a bench line that times one operation (`ms` milliseconds, its
+    /// median, say) against one durable commit (W1): how many commits' time it takes.
+    pub fn attach_latency(&self, line: &mut serde_json::Value, ms: f64) {
+        self.attach(line, Against::Sequential, ms * 1e3, 1e3 / ms.max(1e-9));
+    }
+
     /// The two lines `bench floor` prints.
     pub fn lines(&self, store: &str, rows: (u64, u64)) -> [serde_json::Value; 2] {
         let durability = match store {

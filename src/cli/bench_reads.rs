@@ -84,12 +84,7 @@ pub async fn read(entries: u64, reads: u64) -> anyhow::Result<()> {
         "long_p99_ms": long_p99,
         "p50_ratio_long_to_short": long_p50 / short_p50.max(1e-9),
     });
-    floor.attach(
-        &mut line,
-        super::bench_floor::Against::Sequential,
-        long_p50 * 1e3,
-        1e3 / long_p50.max(1e-9),
-    );
+    floor.attach_latency(&mut line, long_p50);
     println!("{line}");
     Ok(())
 }

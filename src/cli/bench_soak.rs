@@ -1,6 +1,9 @@
 //! `bench soak`: mixed load on a server for a while — sends that start tasks waiting for input,
 //! answers, streams, resubscribes, cancels, reads, and slow clients that never read — with resident
-//! memory and request latency printed every few seconds, so a leak or a slowdown shows as a trend.
+//! memory, the database's size and request latency printed every few seconds, so a leak, a growing
+//! file or a slowdown shows as a trend. The clients keep the newest 500 tasks waiting and cancel
+//! older ones, so every other task finishes: a steady stream, which the server prunes as
+//! `--retain-journals`/`--retain-tasks` say.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,8 +37,31 @@ static STEPS: &[Step<Soak>] = &[
     Step::new("done", done).resume_from("ask"),
 ];
 
-/// Tasks waiting for an answer (the newest few hundred).
+/// Tasks waiting for an answer: the newest [`WAITING`]; an older one is canceled, so that the
+/// tasks at rest stay bounded and every other task finishes (a steady stream, which retention
+/// keeps to a flat file).
 type Waiting = Arc<Mutex<VecDeque<String>>>;
+
+/// Tasks the clients keep waiting for an answer at once.
+const WAITING: usize = 500;
+
+/// Remember `id` as waiting; the tasks it pushes out of the window, to cancel.
+fn wait_on(waiting: &Waiting, id: String) -> Vec<String> {
+    let Ok(mut w) = waiting.lock() else {
+        return Vec::new();
+    };
+    w.push_back(id);
+    let over = w.len().saturating_sub(WAITING);
+    w.drain(..over).collect()
+}
+
+/// Cancel the tasks no client will answer.
+async fn cancel(client: &reqwest::Client, url: &str, ids: Vec<String>) -> anyhow::Result<()> {
+    for id in ids {
+        rpc(client, url, "tasks/cancel", json!({ "id": id })).await?;
+    }
+    Ok(())
+}
 
 /// What the clients did in the current interval.
 #[derive(Default)]
@@ -74,18 +100,34 @@ async fn rpc(
     Ok(client.post(url).json(&body).send().await?.json().await?)
 }
 
-/// Read a stream until it ends or for at most a second.
+/// Read a stream until it ends or for at most a second; the task id its first event names.
 async fn drain(
     client: &reqwest::Client,
     url: &str,
     method: &str,
     params: Value,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<String>> {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
     let mut resp = client.post(url).json(&body).send().await?;
     let until = tokio::time::Instant::now() + Duration::from_secs(1);
-    while let Ok(Ok(Some(_))) = tokio::time::timeout_at(until, resp.chunk()).await {}
-    Ok(())
+    let mut head = Vec::new();
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(until, resp.chunk()).await {
+        if head.len() < 64 * 1024 {
+            head.extend_from_slice(&chunk);
+        }
+    }
+    // The first event's `data:` line: the task (0.3 `message/stream` opens with it).
+    let first = String::from_utf8_lossy(&head)
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .and_then(|data| serde_json::from_str::<Value>(data.trim()).ok());
+    Ok(first.and_then(|event| {
+        let result = &event["result"];
+        result["id"]
+            .as_str()
+            .or_else(|| result["taskId"].as_str())
+            .map(str::to_owned)
+    }))
 }
 
 /// One client's action, chosen by `roll`.
@@ -109,12 +151,8 @@ async fn act(
             let id = answer["result"]["id"]
                 .as_str()
                 .ok_or_else(|| anyhow::anyhow!("no task: {answer}"))?;
-            if let Ok(mut w) = waiting.lock() {
-                w.push_back(id.to_owned());
-                while w.len() > 500 {
-                    w.pop_front();
-                }
-            }
+            let out = wait_on(waiting, id.to_owned());
+            cancel(client, url, out).await?;
         }
         30..=49 => {
             if let Some(id) = pick() {
@@ -123,13 +161,17 @@ async fn act(
             }
         }
         50..=64 => {
-            drain(
+            let id = drain(
                 client,
                 url,
                 "message/stream",
                 json!({ "message": message("go", None) }),
             )
-            .await?
+            .await?;
+            if let Some(id) = id {
+                let out = wait_on(waiting, id);
+                cancel(client, url, out).await?;
+            }
         }
         65..=74 => {
             if let Some(id) = pick() {

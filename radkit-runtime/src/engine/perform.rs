@@ -36,8 +36,10 @@ impl Inner {
         cmd: &Cmd,
         prior_attempts: u32,
     ) -> Option<Receipt> {
-        let what = cmd.kind.fingerprint();
-        if self.crash_at(Boundary::CommandJournaled, run, Some(id), Some(&what)) {
+        // Only the fault hook's crash boundaries read it: no string per command without one.
+        let what = self.config.fault.is_some().then(|| cmd.kind.fingerprint());
+        let what = what.as_deref();
+        if self.crash_at(Boundary::CommandJournaled, run, Some(id), what) {
             return None;
         }
         let mut attempt = prior_attempts;
@@ -58,7 +60,7 @@ impl Inner {
                 return None;
             }
             let started = std::time::Instant::now();
-            let result = if self.crash_at(Boundary::DuringEffect, run, Some(id), Some(&what)) {
+            let result = if self.crash_at(Boundary::DuringEffect, run, Some(id), what) {
                 // The process "dies" while the effect is in flight: the effect may still complete.
                 let engine = self.clone();
                 let (id2, kind) = (id.clone(), cmd.kind.clone());
@@ -71,7 +73,7 @@ impl Inner {
                 self.effects.perform_streaming(id, &cmd.kind, &tokens).await
             };
             tracing::debug!(task = %run.task_id, invocation = %id, policy = ?cmd.policy, attempt, latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX), ok = result.is_ok(), "command attempt");
-            if self.crash_at(Boundary::EffectReturned, run, Some(id), Some(&what)) {
+            if self.crash_at(Boundary::EffectReturned, run, Some(id), what) {
                 return None;
             }
             let attempted =
@@ -89,8 +91,7 @@ impl Inner {
                         policy_label(cmd.policy),
                         receipt.outcome.is_ok(),
                     );
-                    let crash =
-                        self.wants_crash(Boundary::ReceiptWritten, run, Some(id), Some(&what));
+                    let crash = self.wants_crash(Boundary::ReceiptWritten, run, Some(id), what);
                     if crash || !cmd.policy.reissue_allowed() {
                         // Narrow the window in which an at-most-once outcome could be lost; and make the
                         // receipt durable before an injected crash at this boundary.
