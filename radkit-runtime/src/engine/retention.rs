@@ -14,9 +14,11 @@ use crate::store::{Prune, Pruned, StoreError};
 /// Both periods count from when the task finished (its status time), and by default both are
 /// forever.
 ///
-/// A task is finished when it ended (`completed`, `failed`, `canceled`, `rejected`) and every push
-/// notification config of it has delivered its end (or given up): until then it is kept whole. A
-/// task that runs or waits for input is never pruned, however old.
+/// A task is finished when it ended (`completed`, `failed`, `canceled`, `rejected`); one that runs
+/// or waits is never pruned, however old. A finished task whose push notification configs have not
+/// all delivered its end keeps its whole journal (the sender reads it) until they have; it is
+/// deleted at `task` all the same, its configs with it (a webhook that has not acknowledged the
+/// end by then never will).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Retention {
     /// How long a finished task keeps its whole journal (every step, command and receipt the

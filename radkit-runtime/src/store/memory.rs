@@ -262,12 +262,7 @@ impl Store for MemoryStore {
         let due = |tasks: &Tasks, cutoff: i64, also: &dyn Fn(&Stored) -> bool| {
             let mut due: Vec<(i64, String)> = tasks
                 .values()
-                .filter(|t| {
-                    t.row.state.is_terminal()
-                        && t.view.status_at_ms < cutoff
-                        && !delivering.contains(&t.row.id)
-                        && also(t)
-                })
+                .filter(|t| t.row.state.is_terminal() && t.view.status_at_ms < cutoff && also(t))
                 .map(|t| (t.view.status_at_ms, t.row.id.clone()))
                 .collect();
             due.sort();
@@ -276,6 +271,7 @@ impl Store for MemoryStore {
         };
         let mut pruned = super::Pruned::default();
         if let Some(cutoff) = prune.tasks_before_ms {
+            // A push delivery not finished by now never will be: its config goes with the task.
             let gone = due(&tasks, cutoff, &|_| true);
             for (_, id) in &gone {
                 tasks.remove(id);
@@ -291,7 +287,9 @@ impl Store for MemoryStore {
             tasks = self.lock();
         }
         if let Some(cutoff) = prune.journals_before_ms {
-            for (_, id) in due(&tasks, cutoff, &|t| !t.compacted) {
+            // A task whose push deliveries are not finished keeps its journal: the sender reads it.
+            let compactable = |t: &Stored| !t.compacted && !delivering.contains(&t.row.id);
+            for (_, id) in due(&tasks, cutoff, &compactable) {
                 if let Some(task) = tasks.get_mut(&id) {
                     let (first, last) = (task.first_append_ends, task.last_append_starts);
                     task.journal.retain(|r| r.seq <= first || r.seq >= last);

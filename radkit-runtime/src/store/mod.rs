@@ -163,8 +163,9 @@ pub struct TaskQuery {
 }
 
 /// What one [`Store::prune`] call removes of tasks that finished (ended in a terminal state) before
-/// a cutoff. A task whose push configs have not all finished delivering is left alone: its sender
-/// still reads its journal.
+/// a cutoff. A task whose push configs have not all finished delivering keeps its whole journal
+/// (its sender reads it) until they have, or until it is deleted: a webhook that has not
+/// acknowledged the end by the task's own cutoff never will, and its config goes with the task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prune {
     /// Compact the journal of every task that finished before this time (ms since the epoch, its
@@ -545,9 +546,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Compact the journals of tasks that finished before [`Prune::journals_before_ms`], and
     /// delete the tasks that finished before [`Prune::tasks_before_ms`], each at most
-    /// [`Prune::limit`], oldest first (see [`Prune`]). Running tasks, tasks waiting for input and
-    /// tasks whose push deliveries are not finished are never touched; calling it again, or from
-    /// several engines at once, is safe. The default answers [`StoreError::Unsupported`]: such a
+    /// [`Prune::limit`], oldest first (see [`Prune`]). Running tasks and tasks waiting for input are
+    /// never touched, nor the journals of tasks whose push deliveries are not finished; calling it
+    /// again, or from several engines at once, is safe. The default answers [`StoreError::Unsupported`]: such a
     /// store keeps every task.
     async fn prune(&self, prune: &Prune) -> Result<Pruned, StoreError> {
         let _ = prune;

@@ -7,13 +7,19 @@
 use super::*;
 
 /// The finished tasks with `compacted` whose status time is before `$1`, oldest first, at most
-/// `$2`, leaving out those whose push deliveries are not finished and those another pruner holds.
-fn due(compacted: bool) -> String {
+/// `$2`, leaving out those another pruner holds; with `delivered`, only those whose push
+/// deliveries are all finished.
+fn due(compacted: bool, delivered: bool) -> String {
+    let delivered = match delivered {
+        true => {
+            "AND NOT EXISTS (SELECT 1 FROM radkit_push_configs p
+                             WHERE p.tid = radkit_tasks.tid AND NOT p.finished)"
+        }
+        false => "",
+    };
     format!(
         "SELECT tid, id FROM radkit_tasks
-         WHERE state IN {} AND compacted = {compacted} AND status_at_ms < $1
-           AND NOT EXISTS (SELECT 1 FROM radkit_push_configs p
-                           WHERE p.tid = radkit_tasks.tid AND NOT p.finished)
+         WHERE state IN {} AND compacted = {compacted} AND status_at_ms < $1 {delivered}
          ORDER BY status_at_ms LIMIT $2
          FOR UPDATE SKIP LOCKED",
         sql_terminal_states()
@@ -21,8 +27,8 @@ fn due(compacted: bool) -> String {
 }
 
 /// Delete the tasks [`due`] finds, with everything that belongs to them (the lease log goes by
-/// its `ON DELETE CASCADE`). The foreign keys are checked at the statement's end, once every
-/// part is gone.
+/// its `ON DELETE CASCADE`; a push config whose delivery has not finished by now never will). The
+/// foreign keys are checked at the statement's end, once every part is gone.
 pub(super) fn delete_sql(compacted: bool) -> String {
     format!(
         "WITH gone AS ({}),
@@ -32,12 +38,12 @@ pub(super) fn delete_sql(compacted: bool) -> String {
          pushes AS (DELETE FROM radkit_push_configs WHERE tid IN (SELECT tid FROM gone)),
          dispatched AS (DELETE FROM radkit_dispatch WHERE task_id IN (SELECT id FROM gone))
          DELETE FROM radkit_tasks WHERE tid IN (SELECT tid FROM gone) RETURNING tid",
-        due(compacted)
+        due(compacted, false)
     )
 }
 
-/// Compact the journals of the tasks [`due`] finds: the first append's row (seq 1) and the last
-/// one stay.
+/// Compact the journals of the tasks [`due`] finds whose push deliveries are finished (the sender
+/// reads the journal): the first append's row (seq 1) and the last one stay.
 pub(super) fn compact_sql() -> String {
     format!(
         "WITH due AS ({}),
@@ -46,7 +52,7 @@ pub(super) fn compact_sql() -> String {
                    AND j.seq < (SELECT MAX(m.seq) FROM radkit_journal m WHERE m.tid = due.tid))
          UPDATE radkit_tasks t SET compacted = TRUE FROM due WHERE t.tid = due.tid
          RETURNING t.tid",
-        due(false)
+        due(false, true)
     )
 }
 

@@ -345,11 +345,11 @@ mod tests {
         );
         let mut conn = Connection::open_in_memory().unwrap();
         migrate(&mut conn).unwrap();
-        for compacted in [false, true] {
+        for (compacted, delivered) in [(false, true), (false, false), (true, false)] {
             let mut stmt = conn
                 .prepare(&format!(
                     "EXPLAIN QUERY PLAN {}",
-                    super::prune::due_sql(compacted)
+                    super::prune::due_sql(compacted, delivered)
                 ))
                 .unwrap();
             let plan = stmt
