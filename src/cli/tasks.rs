@@ -1,6 +1,7 @@
-//! `radkit tasks list|show <id>|versions|migrate`: the tasks in a store (a SQLite file or a Postgres
-//! database), one task's journal as a timeline, the unfinished tasks per skill version, and moving a
-//! skill's tasks at rest to a version this program serves.
+//! `radkit tasks list|show <id>|versions|migrate|prune`: the tasks in a store (a SQLite file or a
+//! Postgres database), one task's journal as a timeline, the unfinished tasks per skill version,
+//! moving a skill's tasks at rest to a version this program serves, and pruning finished tasks
+//! once (what `serve --retain-…` does all along).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -53,6 +54,14 @@ enum Command {
         /// Say which tasks would move and why the others would not; write nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Prune finished tasks once, as a server with these retention options does all along: for a
+    /// store no server prunes (serverless functions, a scheduled job). On SQLite, stop the server
+    /// first (one process writes a file) or let it prune.
+    Prune {
+        /// How long finished tasks are kept (at least one of the two).
+        #[command(flatten)]
+        retention: super::retention::RetentionArgs,
     },
 }
 
@@ -255,6 +264,18 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
             let engine = app.builder(store).build()?;
             let moves = engine.migrate(&skill, to.as_deref(), dry_run).await?;
             print_moves(&mut out, &moves, dry_run)
+        }
+        Command::Prune { retention } => {
+            if retention.retention().keeps_everything() {
+                anyhow::bail!("say how long finished tasks are kept: --retain-journals <duration>, --retain-tasks <duration> or both");
+            }
+            let engine = retention.apply(app.builder(store)).build()?;
+            let pruned = engine.prune_finished().await?;
+            writeln!(
+                out,
+                "{} journal(s) compacted, {} task(s) deleted in {location}",
+                pruned.compacted, pruned.deleted
+            )
         }
     };
     match printed.and_then(|()| out.flush()) {

@@ -318,3 +318,61 @@ async fn tasks_versions_lists_a_stranded_version_and_serve_refuses_to_start_on_i
         "{error}"
     );
 }
+
+/// `radkit tasks prune` deletes what finished before its cutoff, once, and leaves a waiting task;
+/// without a retention it refuses, saying what to give.
+#[test]
+async fn tasks_prune_deletes_finished_tasks_once_and_leaves_waiting_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (finished, waiting) = {
+        let store = SqliteStore::open(dir.path().join("radkit.sqlite"), Durability::Full).unwrap();
+        let engine = demo::engine(radkit::engine::Engine::builder(store))
+            .start()
+            .await
+            .unwrap();
+        let mut report = Request::operator(Message::user_text("Retention"));
+        report.skill = Some("report".to_owned());
+        let finished = engine.send(report).await.unwrap();
+        let waiting = engine
+            .send(Request::operator(Message::user_text("Durable agents")))
+            .await
+            .unwrap();
+        for id in [&finished, &waiting] {
+            engine.wait_settled(&Caller::Operator, id).await.unwrap();
+        }
+        let state = engine.state(&Caller::Operator, &finished).await.unwrap();
+        assert_eq!(state, TaskState::Completed);
+        engine.shutdown().await;
+        (finished, waiting)
+    };
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_radkit"))
+            .arg("tasks")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let refused = run(&["prune"]);
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("--retain-tasks"), "{why}");
+    let pruned = run(&["prune", "--retain-tasks", "0s"]);
+    let said = String::from_utf8_lossy(&pruned.stdout);
+    assert!(
+        pruned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pruned.stderr)
+    );
+    assert!(
+        said.contains("0 journal(s) compacted, 1 task(s) deleted"),
+        "{said}"
+    );
+    let list = String::from_utf8(run(&["list"]).stdout).unwrap();
+    assert!(!list.contains(finished.as_str()), "{list}");
+    assert!(list.contains(waiting.as_str()), "{list}");
+    let again = run(&["prune", "--retain-tasks", "0s"]);
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(said.contains("0 task(s) deleted"), "{said}");
+}
