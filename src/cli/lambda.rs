@@ -43,11 +43,15 @@ enum Function {
         #[arg(long = "token")]
         tokens: Vec<String>,
     },
-    /// The scheduled sweep: each invocation runs the tasks that have work now.
+    /// The scheduled sweep: each invocation runs the tasks that have work now, delivers what is
+    /// due, and prunes finished tasks when a retention is given.
     Sweep {
         /// Passes per invocation at most.
         #[arg(long, default_value_t = 64)]
         limit: usize,
+        /// How long finished tasks are kept (`--retain-journals`, `--retain-tasks`).
+        #[command(flatten)]
+        retention: super::retention::RetentionArgs,
     },
     /// An executor: each invocation performs dispatched commands until its deadline.
     Executor {
@@ -90,8 +94,8 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))
         }
-        Function::Sweep { limit } => {
-            let passes = Passes::from_builder(app.builder(store))?;
+        Function::Sweep { limit, retention } => {
+            let passes = Passes::from_builder(retention.apply(app.builder(store)))?;
             crate::serverless::lambda::serve_sweeps(passes, limit)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))

@@ -146,7 +146,12 @@ impl World {
     }
 
     fn passes(&self) -> Passes {
+        self.passes_keeping(radkit::engine::Retention::FOREVER)
+    }
+
+    fn passes_keeping(&self, retention: radkit::engine::Retention) -> Passes {
         let builder = Engine::builder_arc(self.store.clone())
+            .retention(retention)
             .without_registered_skills()
             .skill(Pair)
             .skill(Blink)
@@ -234,6 +239,49 @@ async fn a_pass_cut_off_by_its_deadline_keeps_the_receipts_that_returned_and_a_s
     );
     let again = w.passes().sweep(soon(1_000), 16).await.unwrap();
     assert!(again.is_empty(), "nothing left to sweep: {again:?}");
+}
+
+/// Nothing runs between invocations: the scheduled sweep is where a serverless deployment prunes.
+#[test]
+async fn a_sweep_with_a_retention_deletes_the_tasks_that_finished_and_keeps_waiting_ones() {
+    let w = world();
+    let done = w
+        .passes()
+        .run(message("go", "m1", Some("pair")), soon(500))
+        .await
+        .unwrap();
+    // Its slow call outlasts the first pass: a sweep finishes it.
+    w.passes().sweep(soon(10_000), 16).await.unwrap();
+    let row = w
+        .store
+        .task(&done.task_id)
+        .await
+        .unwrap()
+        .expect("the task");
+    assert_eq!(row.state, TaskState::Completed);
+    let asks = w
+        .passes()
+        .run(message("hello", "m2", Some("ask")), soon(5_000))
+        .await
+        .unwrap();
+    // A sweep that keeps everything prunes nothing; one that keeps finished tasks no time at all
+    // deletes the finished one and leaves the one waiting for input.
+    w.passes().sweep(soon(5_000), 16).await.unwrap();
+    assert!(w.store.task(&done.task_id).await.unwrap().is_some());
+    let keep_nothing = radkit::engine::Retention {
+        journal: None,
+        task: Some(Duration::ZERO),
+    };
+    w.passes_keeping(keep_nothing)
+        .sweep(soon(5_000), 16)
+        .await
+        .unwrap();
+    assert!(
+        w.store.task(&done.task_id).await.unwrap().is_none(),
+        "deleted"
+    );
+    let waiting = w.store.task(&asks.task_id).await.unwrap().expect("kept");
+    assert_eq!(waiting.state, TaskState::InputRequired);
 }
 
 #[test]

@@ -140,6 +140,8 @@ pub struct Passes {
     hooks: Arc<[Arc<dyn super::Hook>]>,
     /// The webhooks' sender: a pass delivers what its task committed, a sweep what is due.
     pusher: Arc<super::push::Pusher>,
+    /// How long finished tasks are kept: a sweep prunes what is due (`EngineBuilder::retention`).
+    retention: super::Retention,
 }
 
 /// What an effect a pass ran came back with.
@@ -245,6 +247,7 @@ impl Passes {
             call_recheck: config.call_recheck,
             hooks: config.hooks.iter().cloned().collect(),
             pusher: Arc::new(pusher),
+            retention: config.retention,
         }
     }
 
@@ -365,7 +368,40 @@ impl Passes {
         if delivered > 0 {
             tracing::debug!(delivered, "a sweep delivered push notifications");
         }
+        self.prune_until(deadline).await;
         Ok(passed)
+    }
+
+    /// With a retention set, prune what is due in batches until none is full or `deadline`
+    /// passes: nothing runs between invocations, so the scheduled sweep is where a serverless
+    /// deployment prunes. A store that cannot prune, or fails to, is logged: the sweep's own work
+    /// is done by then.
+    async fn prune_until(&self, deadline: Instant) {
+        if self.retention.keeps_everything() {
+            return;
+        }
+        let batch = super::retention::BATCH;
+        while Instant::now() < deadline {
+            let prune = self.retention.prune_at(now_ms(), batch);
+            match self.store.prune(&prune).await {
+                Ok(pruned) => {
+                    if pruned.compacted + pruned.deleted > 0 {
+                        tracing::debug!(
+                            journals = pruned.compacted,
+                            tasks = pruned.deleted,
+                            "a sweep pruned finished tasks"
+                        );
+                    }
+                    if !pruned.more(batch) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a sweep could not prune finished tasks");
+                    return;
+                }
+            }
+        }
     }
 
     async fn sweep_tasks(&self, deadline: Instant, limit: usize) -> Result<Vec<Passed>, PassError> {
