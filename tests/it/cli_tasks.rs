@@ -9,6 +9,17 @@ use crate::support::demo;
 use radkit::model::{Message, TaskState};
 use radkit::store::{Durability, SqliteStore};
 
+/// `radkit tasks --data-dir <dir> <args>`, run to its end.
+fn tasks_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_radkit"))
+        .arg("tasks")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 #[test]
 async fn tasks_list_and_show_print_the_journal_as_a_timeline() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,15 +99,7 @@ async fn tasks_show_takes_a_unique_prefix_and_lists_the_candidates_of_an_ambiguo
         }
         ids
     };
-    let tasks = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_radkit"))
-            .arg("tasks")
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let tasks = |args: &[&str]| tasks_in(dir.path(), args);
     // The shortest prefix that names one task.
     let id = &ids[0];
     let unique = (1..=id.len())
@@ -345,15 +348,7 @@ async fn tasks_prune_deletes_finished_tasks_once_and_leaves_waiting_ones() {
         engine.shutdown().await;
         (finished, waiting)
     };
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_radkit"))
-            .arg("tasks")
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| tasks_in(dir.path(), args);
     let refused = run(&["prune"]);
     assert!(!refused.status.success());
     let why = String::from_utf8_lossy(&refused.stderr);

@@ -6,7 +6,6 @@ use crate::support::common;
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use common::{reply, settled, user};
 use futures::future::BoxFuture;
 use radkit_runtime::engine::{Caller, Engine, EngineBuilder, EngineError, Request, Retention};
@@ -14,9 +13,9 @@ use radkit_runtime::flow::step_table::{await_input, goto, Step, StepInput, StepT
 use radkit_runtime::flow::{SkillInfo, StepCtx, StepResult};
 use radkit_runtime::journal::{Entry, JournalRecord};
 use radkit_runtime::model::{Artifact, TaskState};
-use radkit_runtime::store::{
-    Append, Durability, Pruned, SqliteStore, Store, StoreError, TaskQuery, TaskRecord,
-};
+use radkit_runtime::store::{Durability, Pruned, SqliteStore, Store, TaskQuery};
+
+use crate::store_conformance::NeverCompacts;
 
 /// Three visits that each say something, then an answer as an artifact; `ask` waits for input
 /// first.
@@ -203,28 +202,10 @@ async fn a_compacted_task_reads_back_as_it_ended_and_a_deleted_one_is_not_found(
     assert_eq!(anew, id);
 }
 
-/// A store that keeps every task: the memory store behind the trait's defaults.
-struct KeepsEverything(radkit_runtime::store::MemoryStore);
-
-#[async_trait]
-impl Store for KeepsEverything {
-    async fn append(&self, append: Append) -> Result<(), StoreError> {
-        self.0.append(append).await
-    }
-    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.0.task(task_id).await
-    }
-    async fn journal(&self, task_id: &str, after: u64) -> Result<Vec<JournalRecord>, StoreError> {
-        self.0.journal(task_id, after).await
-    }
-    async fn list(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
-        self.0.list(query).await
-    }
-}
-
 #[test]
 async fn an_engine_whose_store_cannot_prune_refuses_a_retention_when_it_starts() {
-    let store = KeepsEverything(Default::default());
+    // The trait's default `prune`: a store that keeps every task.
+    let store = NeverCompacts(Default::default());
     let refused = chores(store, keep(None, Some(Duration::from_secs(60))))
         .start()
         .await;
@@ -237,6 +218,6 @@ async fn an_engine_whose_store_cannot_prune_refuses_a_retention_when_it_starts()
         Ok(_) => panic!("expected a configuration error, the engine started"),
     }
     // Without a retention it starts.
-    let store = KeepsEverything(Default::default());
+    let store = NeverCompacts(Default::default());
     chores(store, Retention::default()).start().await.unwrap();
 }

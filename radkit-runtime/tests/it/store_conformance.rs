@@ -35,8 +35,8 @@ async fn sqlite_store_passes_the_conformance_suite_with_normal_durability() {
 }
 
 /// A store that never compacts: `MemoryStore` in everything, except that it answers the checkpoint
-/// read with the whole journal (what the trait's default does).
-struct NeverCompacts(MemoryStore);
+/// read with the whole journal and keeps every task (what the trait's defaults do).
+pub(crate) struct NeverCompacts(pub(crate) MemoryStore);
 
 #[async_trait]
 impl Store for NeverCompacts {
