@@ -1,5 +1,5 @@
-//! `--retain-journals` and `--retain-tasks`, shared by `radkit serve` and `radkit worker`: how long
-//! finished tasks are kept (`engine::Retention`).
+//! `--retain-journals` and `--retain-tasks`, shared by `radkit serve`, `radkit worker`, `radkit
+//! lambda sweep` and `radkit tasks prune`: how long finished tasks are kept (`engine::Retention`).
 
 use std::time::Duration;
 
