@@ -88,4 +88,22 @@ async fn a_server_with_retention_compacts_then_deletes_a_finished_task() {
         }
     })
     .await;
+    // `/metrics` counts what the pruner did: the journal compacted, then the task deleted.
+    let metrics = client
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for what in ["journal", "task"] {
+        let line = format!("radkit_tasks_pruned_total{{what=\"{what}\"}} ");
+        let count: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line.as_str()))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no `{line}` in {metrics}"));
+        assert!(count >= 1, "{what}: {count}");
+    }
 }

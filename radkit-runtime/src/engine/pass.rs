@@ -372,35 +372,26 @@ impl Passes {
         Ok(passed)
     }
 
-    /// With a retention set, prune what is due in batches until none is full or `deadline`
-    /// passes: nothing runs between invocations, so the scheduled sweep is where a serverless
-    /// deployment prunes. A store that cannot prune, or fails to, is logged: the sweep's own work
-    /// is done by then.
+    /// With a retention set, prune what is due until nothing is or `deadline` passes: nothing runs
+    /// between invocations, so the scheduled sweep is where a serverless deployment prunes. A store
+    /// that cannot prune, or fails to, is logged: the sweep's own work is done by then.
     async fn prune_until(&self, deadline: Instant) {
         if self.retention.keeps_everything() {
             return;
         }
-        let batch = super::retention::BATCH;
-        while Instant::now() < deadline {
-            let prune = self.retention.prune_at(now_ms(), batch);
-            match self.store.prune(&prune).await {
-                Ok(pruned) => {
-                    if pruned.compacted + pruned.deleted > 0 {
-                        tracing::debug!(
-                            journals = pruned.compacted,
-                            tasks = pruned.deleted,
-                            "a sweep pruned finished tasks"
-                        );
-                    }
-                    if !pruned.more(batch) {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "a sweep could not prune finished tasks");
-                    return;
-                }
+        let go_on = |_| Instant::now() < deadline;
+        match super::retention::prune_pass(self.store.as_ref(), &self.retention, go_on, |_| {})
+            .await
+        {
+            Ok(pruned) if pruned.compacted + pruned.deleted > 0 => {
+                tracing::debug!(
+                    journals = pruned.compacted,
+                    tasks = pruned.deleted,
+                    "a sweep pruned finished tasks"
+                );
             }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "a sweep could not prune finished tasks"),
         }
     }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::{EngineError, Inner};
-use crate::store::{Prune, Pruned, StoreError};
+use crate::store::{Prune, Pruned, Store, StoreError};
 
 /// How long finished tasks are kept ([`EngineBuilder::retention`](super::EngineBuilder::retention)).
 /// Both periods count from when the task finished (its status time), and by default both are
@@ -87,29 +87,39 @@ impl super::Engine {
 /// Tasks compacted, and tasks deleted, per store call.
 pub(crate) const BATCH: usize = 256;
 
-impl Inner {
-    /// One pass: batches until none is full, or `max_batches` of them.
-    pub(super) async fn prune_finished(&self, max_batches: usize) -> Result<Pruned, StoreError> {
-        let prune = self
-            .config
-            .retention
-            .prune_at(crate::journal::now_ms(), BATCH);
-        let mut total = Pruned::default();
-        for _ in 0..max_batches {
-            if self.halted.load(Ordering::SeqCst) {
-                break;
-            }
-            let pruned = self.store.prune(&prune).await?;
-            self.metrics.pruned(pruned.compacted, pruned.deleted);
-            total.compacted += pruned.compacted;
-            total.deleted += pruned.deleted;
-            if !pruned.more(BATCH) {
-                break;
-            }
-            // Let the appends queued meanwhile go first.
-            tokio::task::yield_now().await;
+/// One pass of `retention` over `store`, as every host runs it (the engine's pruner, a serverless
+/// sweep): batches of [`BATCH`] at the cutoffs of the pass's start, until one is not full or
+/// `go_on` (given the batches done) says stop; `counted` sees each batch.
+pub(crate) async fn prune_pass(
+    store: &dyn Store,
+    retention: &Retention,
+    go_on: impl Fn(usize) -> bool,
+    counted: impl Fn(Pruned),
+) -> Result<Pruned, StoreError> {
+    let prune = retention.prune_at(crate::journal::now_ms(), BATCH);
+    let mut total = Pruned::default();
+    let mut done = 0;
+    while go_on(done) {
+        let pruned = store.prune(&prune).await?;
+        counted(pruned);
+        done += 1;
+        total.compacted += pruned.compacted;
+        total.deleted += pruned.deleted;
+        if !pruned.more(BATCH) {
+            break;
         }
-        Ok(total)
+        // Let the appends queued meanwhile go first.
+        tokio::task::yield_now().await;
+    }
+    Ok(total)
+}
+
+impl Inner {
+    /// One pass: batches until none is full, or `max_batches` of them, each counted.
+    pub(super) async fn prune_finished(&self, max_batches: usize) -> Result<Pruned, StoreError> {
+        let go_on = |done: usize| done < max_batches && !self.halted.load(Ordering::SeqCst);
+        let counted = |pruned: Pruned| self.metrics.pruned(pruned.compacted, pruned.deleted);
+        prune_pass(self.store.as_ref(), &self.config.retention, go_on, counted).await
     }
 
     /// Start pruning (once), when retention is set: one batch now, so that a store that cannot
