@@ -25,6 +25,10 @@ pub(crate) struct Encoded {
     pub checkpoint: bool,
     /// What the append changes in the task's view, as stored.
     pub view: view::EncodedView,
+    /// The bodies as the SQLite store writes them, compressed where that pays
+    /// (`sqlite::packed`): set on the caller's thread by its `append`; `None` writes them as text.
+    #[cfg(feature = "sqlite")]
+    pub packed: Option<super::sqlite::packed::Packed>,
 }
 
 impl Encoded {
@@ -60,6 +64,8 @@ impl Encoded {
             last_seq,
             checkpoint,
             view,
+            #[cfg(feature = "sqlite")]
+            packed: None,
         })
     }
 

@@ -57,6 +57,7 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
 }
 
+pub(crate) mod packed;
 mod prune;
 mod push;
 mod read;
@@ -162,7 +163,8 @@ impl SqliteStore {
 #[async_trait]
 impl Store for SqliteStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
-        let encoded = Encoded::new(append)?;
+        let mut encoded = Encoded::new(append)?;
+        encoded.packed = Some(packed::Packed::new(&encoded));
         let (reply, answer) = oneshot::channel();
         self.shared
             .writer
@@ -600,6 +602,73 @@ mod tests {
             .map(|r| r.seq)
             .collect();
         assert_eq!(replay, [1, 5, 6]);
+    }
+
+    /// Long bodies are zstd frames in BLOBs (`packed`), short ones text; rows an earlier version
+    /// wrote as text read beside them, and a damaged frame is a corrupt entry named by its seq.
+    #[tokio::test]
+    async fn long_bodies_are_stored_compressed_beside_text_ones_and_a_damaged_frame_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.sqlite");
+        let store = SqliteStore::open_default(&path).unwrap();
+        let long = crate::model::Message::user_text("all work and no play ".repeat(20));
+        let received = Entry::MessageReceived {
+            message: long.clone(),
+        };
+        let mut create = Append::new("t", 1, vec![received.clone()]);
+        create.create = Some(task_row("t"));
+        store.append(create).await.unwrap();
+        store
+            .append(Append::new("t", 2, vec![Entry::CancelRequested]))
+            .await
+            .unwrap();
+        let conn = Connection::open(&path).unwrap();
+        let types = |conn: &Connection, sql: &str| -> Vec<String> {
+            let mut stmt = conn.prepare(sql).unwrap();
+            let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+            rows.collect::<Result<_, _>>().unwrap()
+        };
+        let journal = "SELECT typeof(body) FROM journal ORDER BY seq";
+        assert_eq!(types(&conn, journal), ["blob", "text"]);
+        assert_eq!(types(&conn, "SELECT typeof(body) FROM history"), ["blob"]);
+        let stored: i64 = conn
+            .query_row("SELECT length(body) FROM journal WHERE seq = 1", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let text = serde_json::to_string(&received).unwrap();
+        assert!(stored * 3 < text.len() as i64, "{stored} of {}", text.len());
+        // A row as radkit wrote it before compression: text, read beside the frames.
+        conn.execute(
+            "INSERT INTO journal (tid, seq, at_ms, checkpoint, body) VALUES (1, 3, 0, 0, ?1)",
+            [&text],
+        )
+        .unwrap();
+        let entries: Vec<Entry> = store
+            .journal("t", 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.entry)
+            .collect();
+        assert_eq!(
+            entries,
+            [received.clone(), Entry::CancelRequested, received]
+        );
+        let view = store.task_view("t", None).await.unwrap().unwrap();
+        assert_eq!(view.history, [long]);
+        // A frame cut short: the entry it held is corrupt, not a panic nor an empty journal.
+        conn.execute(
+            "UPDATE journal SET body = substr(body, 1, length(body) - 4) WHERE seq = 1",
+            [],
+        )
+        .unwrap();
+        match store.journal("t", 0).await {
+            Err(StoreError::Corrupt {
+                seq: 1, task_id, ..
+            }) => assert_eq!(task_id, "t"),
+            other => panic!("expected a corrupt entry, got {other:?}"),
+        }
     }
 
     #[tokio::test]

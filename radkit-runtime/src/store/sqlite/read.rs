@@ -18,17 +18,35 @@ pub(super) fn read_records(
     while let Some(row) = rows.next()? {
         let seq: u64 = get(row, "seq")?;
         let at_ms: i64 = get(row, "at_ms")?;
-        // Decoded straight from SQLite's buffer: no copy of the body.
-        let body = row
-            .get_ref("body")
-            .and_then(|v| v.as_str().map_err(Into::into))
-            .map_err(|e| StoreError::Column {
-                column: "body".into(),
-                source: e.into(),
-            })?;
-        crate::store::decode_row(task_id, seq, at_ms, body, after_seq, &mut out)?;
+        // Decoded straight from SQLite's buffer when the body is text (no copy), else from its
+        // decompressed frame.
+        let body = row.get_ref("body").map_err(|e| StoreError::Column {
+            column: "body".into(),
+            source: e.into(),
+        })?;
+        packed::unpacked(body, |body| {
+            crate::store::decode_row(task_id, seq, at_ms, body, after_seq, &mut out)
+        })
+        .map_err(|reason| StoreError::Corrupt {
+            task_id: task_id.to_owned(),
+            seq,
+            reason,
+        })??;
     }
     Ok(out)
+}
+
+/// Read row `r`'s `body` (text, or compressed: [`packed`]) with `read`.
+fn body<R>(
+    r: &rusqlite::Row<'_>,
+    read: impl FnOnce(&str) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    let column = |source: crate::store::BoxError| StoreError::Column {
+        column: "body".into(),
+        source,
+    };
+    let value = r.get_ref("body").map_err(|e| column(e.into()))?;
+    packed::unpacked(value, read).map_err(|reason| column(reason.into()))?
 }
 
 /// The view of task `id` (see [`Store::task_view`]), read in one read transaction.
@@ -183,11 +201,7 @@ pub(super) fn read_view_in(
     let mut rows = stmt.query(params![tid, limit])?;
     let mut messages = Vec::new();
     while let Some(r) = rows.next()? {
-        messages.push(view::decode(
-            id,
-            "a history message",
-            &get::<String>(r, "body")?,
-        )?);
+        messages.push(body(r, |b| view::decode(id, "a history message", b))?);
     }
     let mut stmt =
         tx.prepare_cached("SELECT pos, body FROM artifacts WHERE tid = ?1 ORDER BY pos, seq")?;
@@ -195,10 +209,7 @@ pub(super) fn read_view_in(
     let mut pieces = Vec::new();
     while let Some(r) = rows.next()? {
         let pos: u64 = get(r, "pos")?;
-        pieces.push((
-            pos,
-            view::decode(id, "an artifact", &get::<String>(r, "body")?)?,
-        ));
+        pieces.push((pos, body(r, |b| view::decode(id, "an artifact", b))?));
     }
     Ok(Some(TaskView {
         record,

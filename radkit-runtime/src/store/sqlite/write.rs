@@ -110,6 +110,8 @@ pub(super) fn apply_one(
     last_seqs: &mut HashMap<String, (i64, u64)>,
 ) -> Result<Result<(), StoreError>, rusqlite::Error> {
     let append = &encoded.append;
+    let unpacked = super::packed::Packed::default();
+    let packed = encoded.packed.as_ref().unwrap_or(&unpacked);
     // The writer's time for these entries: the journal's, the row's and the status's.
     let now = append.at_ms;
     let conflict = |expected| StoreError::Conflict {
@@ -159,7 +161,7 @@ pub(super) fn apply_one(
         encoded.last_seq_column(),
         now,
         encoded.checkpoint,
-        encoded.body
+        packed.body(&encoded.body)
     ])?;
     // The row changes only when the state, the status or the timer does: `last_seq` and
     // `updated_at_ms` are read from the journal, so a plain step writes no task-row page (one page
@@ -208,7 +210,7 @@ pub(super) fn apply_one(
         tx.prepare_cached("UPDATE tasks SET settled = 0 WHERE tid = ?1 AND settled = 1")?
             .execute(params![tid])?;
     }
-    write_view_rows(tx, tid, view)?;
+    write_view_rows(tx, tid, view, packed)?;
     // Only an empty append at seq 0 could make `last_seq` negative; then the cache forgets the
     // task and the next append reads it from the journal.
     let stops = append
@@ -230,12 +232,13 @@ pub(super) fn write_view_rows(
     tx: &rusqlite::Transaction<'_>,
     tid: i64,
     view: &EncodedView,
+    packed: &super::packed::Packed,
 ) -> Result<(), rusqlite::Error> {
-    for (seq, body) in &view.history {
+    for (i, (seq, body)) in view.history.iter().enumerate() {
         tx.prepare_cached("INSERT INTO history (tid, seq, body) VALUES (?1, ?2, ?3)")?
-            .execute(params![tid, seq, body])?;
+            .execute(params![tid, seq, packed.history(i, body)])?;
     }
-    for (seq, artifact_id, replaces, body) in &view.artifacts {
+    for (i, (seq, artifact_id, replaces, body)) in view.artifacts.iter().enumerate() {
         let pos: Option<i64> = tx
             .prepare_cached("SELECT MIN(pos) FROM artifacts WHERE tid = ?1 AND artifact_id = ?2")?
             .query_row(params![tid, artifact_id], |r| r.get(0))?;
@@ -246,7 +249,13 @@ pub(super) fn write_view_rows(
         tx.prepare_cached(
             "INSERT INTO artifacts (tid, seq, pos, artifact_id, body) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
-        .execute(params![tid, seq, pos.unwrap_or(*seq), artifact_id, body])?;
+        .execute(params![
+            tid,
+            seq,
+            pos.unwrap_or(*seq),
+            artifact_id,
+            packed.artifact(i, body)
+        ])?;
     }
     Ok(())
 }
