@@ -58,11 +58,15 @@ enum Workload {
         #[arg(long, hide = true)]
         child: Option<std::path::PathBuf>,
     },
-    /// One task, N durable steps in sequence.
+    /// One task, N durable steps in sequence, in alternating rounds with the floor's W1.
     Sequential {
-        /// Steps.
+        /// Steps, split among the rounds (a task each).
         #[arg(long, default_value_t = 1000)]
         steps: u64,
+        /// Alternating rounds of W1 (as many rows as the round's steps) and of the workload; the
+        /// figures are added up over the rounds, so that the machine's drift weighs on both.
+        #[arg(long, default_value_t = 5)]
+        rounds: u64,
     },
     /// Many tasks at once.
     Concurrent {
@@ -473,22 +477,42 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             ..
         } => super::bench_idle::child(&path, tasks).await?,
         Workload::Idle { tasks, answers, .. } => super::bench_idle::idle(tasks, answers).await?,
-        Workload::Sequential { steps } => {
-            let floor = super::bench_floor::sqlite_default()?;
+        Workload::Sequential { steps, rounds } => {
+            let rounds = rounds.clamp(1, steps.max(1));
+            let per_round = (steps / rounds).max(1);
+            // W2 once (its figure is printed too); W1 in the rounds.
+            let floor_dir = tempfile::tempdir()?;
+            let mut floor = super::bench_floor::sqlite(floor_dir.path(), 0, 20_000, 100)?;
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let engine = bench_builder(SqliteStore::open(&path, Durability::Full)?, skill)
                 .effects(effects)
                 .start()
                 .await?;
-            let (measured, ()) = Measured::of(run_tasks(&engine, 1, steps)).await?;
+            let mut floor_us = 0.0;
+            let mut measured = Measured {
+                elapsed: Duration::ZERO,
+                cpu: Some(Duration::ZERO),
+            };
+            for round in 0..rounds {
+                floor_us += super::bench_floor::sqlite_sequential_round(
+                    floor_dir.path(),
+                    round,
+                    per_round,
+                )? * per_round as f64;
+                let (this, ()) = Measured::of(run_tasks(&engine, 1, per_round)).await?;
+                measured.elapsed += this.elapsed;
+                measured.cpu = measured.cpu.zip(this.cpu).map(|(a, b)| a + b);
+            }
+            let steps = per_round * rounds;
+            floor.sequential_us = floor_us / steps as f64;
             let against = super::bench_floor::Against::Sequential;
             report(
                 "sequential",
                 steps,
                 &measured,
                 (&floor, against),
-                serde_json::json!({}),
+                serde_json::json!({ "rounds": rounds }),
             );
         }
         Workload::Concurrent {

@@ -143,13 +143,7 @@ pub(crate) fn sqlite(
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS floor (task TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (task, seq))",
     )?;
-    let insert = "INSERT INTO floor (task, seq, body) VALUES (?1, ?2, ?3)";
-    let started = Instant::now();
-    for i in 0..sequential {
-        conn.prepare_cached(insert)?
-            .execute(rusqlite::params!["w1", i, body(i)])?;
-    }
-    let sequential_us = started.elapsed().as_secs_f64() * 1e6 / sequential.max(1) as f64;
+    let sequential_us = rows_one_by_one(&conn, "w1", sequential)?;
     let batch = batch.max(1);
     let started = Instant::now();
     let mut written = 0u64;
@@ -158,7 +152,7 @@ pub(crate) fn sqlite(
         for _ in 0..batch {
             // One task per row of a batch, as the group commit of many tasks writes them.
             let task = format!("w2-{}", written % batch as u64);
-            tx.prepare_cached(insert)?
+            tx.prepare_cached(INSERT)?
                 .execute(rusqlite::params![task, written, body(written)])?;
             written += 1;
         }
@@ -170,6 +164,33 @@ pub(crate) fn sqlite(
         batched_steps_per_sec,
         batch,
     })
+}
+
+const INSERT: &str = "INSERT INTO floor (task, seq, body) VALUES (?1, ?2, ?3)";
+
+/// W1 on `conn`: `rows` rows of `task`, one transaction each; µs per row.
+fn rows_one_by_one(conn: &rusqlite::Connection, task: &str, rows: u64) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    for i in 0..rows {
+        conn.prepare_cached(INSERT)?
+            .execute(rusqlite::params![task, i, body(i)])?;
+    }
+    Ok(started.elapsed().as_secs_f64() * 1e6 / rows.max(1) as f64)
+}
+
+/// W1 again on the SQLite floor's file in `dir` (made by [`sqlite`]): `rows` more rows, one
+/// transaction each, under a task name of their own (`round`); µs per row. For benches that
+/// alternate rounds of the floor and of their workload, so that the machine's drift within a run
+/// weighs on both alike.
+pub(crate) fn sqlite_sequential_round(
+    dir: &std::path::Path,
+    round: u64,
+    rows: u64,
+) -> anyhow::Result<f64> {
+    let conn = rusqlite::Connection::open(dir.join("floor.sqlite"))?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    rows_one_by_one(&conn, &format!("w1-{round}"), rows)
 }
 
 /// The floor on Postgres at `url` (a scratch table in a fresh schema, dropped after).

@@ -106,6 +106,9 @@ fn a_bench_line_carries_its_ratio_to_the_floor_of_its_own_run_and_its_cpu_per_st
     let us = positive(sequential, "us_per_step");
     assert!((ratio - us / floor).abs() < 1e-6 * ratio, "{sequential}");
     assert_eq!(sequential["floor_against"], "floor-sequential");
+    // Five alternating rounds of W1 and the workload by default, the steps split among them.
+    assert_eq!(sequential["rounds"], 5, "{sequential}");
+    assert_eq!(sequential["steps"], 30, "{sequential}");
     positive(sequential, "cpu_us_per_step");
 
     let concurrent = &bench(&["bench", "concurrent", "--flows", "8", "--steps", "5"])[0];
