@@ -38,6 +38,11 @@ enum Command {
     Show {
         /// Task id, or any prefix of it that names one task.
         id: String,
+        /// Every record whole, one JSON object per line (`seq`, `at_ms`, `entry`), as stored: for
+        /// `jq`, and since SQLite keeps long bodies compressed, what the `sqlite3` shell no longer
+        /// shows.
+        #[arg(long)]
+        json: bool,
     },
     /// The unfinished tasks per skill, version, state and what they wait on, and whether this
     /// program serves the version.
@@ -250,10 +255,14 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
                 .await?;
             print_list(&mut out, &tasks)
         }
-        Command::Show { id } => {
+        Command::Show { id, json } => {
             let task = find(store.as_ref(), &id, &location).await?;
             let journal = store.journal(&task.id, 0).await?;
-            print_show(&mut out, &task, &journal)
+            if json {
+                print_records(&mut out, &journal)
+            } else {
+                print_show(&mut out, &task, &journal)
+            }
         }
         // The engine is built, not started: nothing is recovered or run.
         Command::Versions => {
@@ -283,6 +292,18 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
     }
+}
+
+/// `tasks show --json`: each record on a line of its own.
+fn print_records(
+    out: &mut impl Write,
+    journal: &[crate::journal::JournalRecord],
+) -> std::io::Result<()> {
+    for record in journal {
+        serde_json::to_writer(&mut *out, record)?;
+        writeln!(out)?;
+    }
+    Ok(())
 }
 
 fn print_versions(

@@ -68,6 +68,23 @@ async fn tasks_list_and_show_print_the_journal_as_a_timeline() {
         show.contains("awaiting `human_note`: \"Critic needs human input.\""),
         "{show}"
     );
+    // --json: every record whole, one per line, as the store reads it (the file keeps long
+    // bodies compressed, so this is how an operator sees them).
+    let lines: Vec<radkit::journal::JournalRecord> = run(&["show", &id, "--json"])
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect();
+    let seqs: Vec<u64> = lines.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
+    assert!(
+        matches!(&lines[0].entry, radkit::journal::Entry::TaskCreated { skill_id, .. } if skill_id == "research_loop_v2"),
+        "{:?}",
+        lines[0]
+    );
+    assert!(
+        lines.iter().any(|r| matches!(&r.entry, radkit::journal::Entry::AwaitingInput { slot, .. } if slot == "human_note")),
+        "{lines:?}"
+    );
     let missing = Command::new(env!("CARGO_BIN_EXE_radkit"))
         .args(["tasks", "--data-dir"])
         .arg(dir.path())
