@@ -48,7 +48,18 @@ fn flaky() -> FnTool {
 }
 
 /// The value of the one sample named `name` whose labels include `labels`, if the scrape has it.
-fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+/// A `/metrics` body read with the Prometheus text parser.
+pub(crate) fn parse(body: &str) -> prometheus_parse::Scrape {
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
+        .expect("a Prometheus text body")
+}
+
+/// The value of the sample `name` whose labels include `labels`.
+pub(crate) fn value(
+    scrape: &prometheus_parse::Scrape,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
     scrape
         .samples
         .iter()
@@ -124,8 +135,7 @@ async fn metrics_count_what_the_journal_holds_and_need_a_token() {
         "{content_type}"
     );
     let body = answer.text().await.expect("the scrape's body");
-    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
-        .expect("a Prometheus text body");
+    let scrape = parse(&body);
     let v = |name: &str, labels: &[(&str, &str)]| {
         value(&scrape, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?} in:\n{body}"))
     };

@@ -97,13 +97,10 @@ async fn a_server_with_retention_compacts_then_deletes_a_finished_task() {
         .text()
         .await
         .unwrap();
+    let scrape = crate::metrics::parse(&metrics);
     for what in ["journal", "task"] {
-        let line = format!("radkit_tasks_pruned_total{{what=\"{what}\"}} ");
-        let count: u64 = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(line.as_str()))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no `{line}` in {metrics}"));
-        assert!(count >= 1, "{what}: {count}");
+        let count = crate::metrics::value(&scrape, "radkit_tasks_pruned_total", &[("what", what)])
+            .unwrap_or_else(|| panic!("no radkit_tasks_pruned_total{{what={what}}} in {metrics}"));
+        assert!(count >= 1.0, "{what}: {count}");
     }
 }

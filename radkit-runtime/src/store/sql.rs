@@ -26,9 +26,10 @@ pub(crate) struct Encoded {
     /// What the append changes in the task's view, as stored.
     pub view: view::EncodedView,
     /// The bodies as the SQLite store writes them, compressed where that pays
-    /// (`sqlite::packed`): set on the caller's thread by its `append`; `None` writes them as text.
+    /// (`sqlite::packed`): set on the caller's thread by its `append`; the default (nothing
+    /// compressed) writes them as text.
     #[cfg(feature = "sqlite")]
-    pub packed: Option<super::sqlite::packed::Packed>,
+    pub packed: super::sqlite::packed::Packed,
 }
 
 impl Encoded {
@@ -65,7 +66,7 @@ impl Encoded {
             checkpoint,
             view,
             #[cfg(feature = "sqlite")]
-            packed: None,
+            packed: Default::default(),
         })
     }
 

@@ -164,7 +164,7 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
         let mut encoded = Encoded::new(append)?;
-        encoded.packed = Some(packed::Packed::new(&encoded));
+        encoded.packed = packed::Packed::new(&encoded);
         let (reply, answer) = oneshot::channel();
         self.shared
             .writer

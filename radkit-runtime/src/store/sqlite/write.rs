@@ -110,8 +110,7 @@ pub(super) fn apply_one(
     last_seqs: &mut HashMap<String, (i64, u64)>,
 ) -> Result<Result<(), StoreError>, rusqlite::Error> {
     let append = &encoded.append;
-    let unpacked = super::packed::Packed::default();
-    let packed = encoded.packed.as_ref().unwrap_or(&unpacked);
+    let packed = &encoded.packed;
     // The writer's time for these entries: the journal's, the row's and the status's.
     let now = append.at_ms;
     let conflict = |expected| StoreError::Conflict {
