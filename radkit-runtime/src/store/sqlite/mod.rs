@@ -49,6 +49,8 @@ struct Shared {
     read_permits: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
     commits: super::Commits,
+    /// The file's zstd dictionaries (`dictionary`), for appends and reads alike.
+    dictionaries: Arc<Dictionaries>,
 }
 
 /// A SQLite-backed store. Cheap to clone; the writer thread stops when the last clone is dropped.
@@ -57,6 +59,7 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
 }
 
+mod dictionary;
 pub(crate) mod packed;
 mod prune;
 mod push;
@@ -64,6 +67,7 @@ mod read;
 mod schema;
 mod write;
 
+use dictionary::Dictionaries;
 use read::*;
 use schema::*;
 use write::*;
@@ -88,6 +92,7 @@ impl SqliteStore {
         }
         let mut conn = connect(&path, durability)?;
         migrate(&mut conn)?;
+        let dictionaries = Arc::new(Dictionaries::load(&conn)?);
         let (tx, rx) = mpsc::channel::<Job>();
         let shared = Arc::new(Shared {
             writer: Mutex::new(tx),
@@ -95,6 +100,7 @@ impl SqliteStore {
             read_permits: Arc::new(tokio::sync::Semaphore::new(READERS)),
             path: path.clone(),
             commits: super::Commits::default(),
+            dictionaries,
         });
         let stats = Arc::downgrade(&shared);
         std::thread::Builder::new()
@@ -117,6 +123,28 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// Train a dictionary on `sample` on a thread of its own, and have `writer` store it if it is
+    /// kept (see `dictionary`); appends compress with it once it is committed.
+    fn train(&self, sample: dictionary::Sample, writer: mpsc::Sender<Job>) {
+        let dictionaries = self.shared.dictionaries.clone();
+        let spawned = std::thread::Builder::new()
+            .name("radkit-sqlite-dictionary".into())
+            .spawn(
+                move || match dictionary::train(&sample, dictionaries.encoder().as_deref()) {
+                    Ok(trained) if !dictionaries.has(trained.id) => {
+                        let _ = writer.send(Job::Dictionary(trained));
+                    }
+                    Ok(_) => {}
+                    Err(reason) => {
+                        tracing::debug!(%reason, "sqlite: no compression dictionary kept");
+                    }
+                },
+            );
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "sqlite: the compression dictionary's thread did not start");
+        }
     }
 
     /// Run `f` on a pooled read connection on the blocking pool, once one of the [`READERS`] is
@@ -164,14 +192,18 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
         let mut encoded = Encoded::new(append)?;
-        encoded.packed = packed::Packed::new(&encoded);
+        encoded.packed = packed::Packed::new(&encoded, &self.shared.dictionaries);
+        let sample = self.shared.dictionaries.offer(&encoded);
         let (reply, answer) = oneshot::channel();
-        self.shared
-            .writer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .send(Job::Append(encoded, reply))
-            .map_err(|_| StoreError::Closed)?;
+        {
+            let writer = self.shared.writer.lock().unwrap_or_else(|p| p.into_inner());
+            writer
+                .send(Job::Append(encoded, reply))
+                .map_err(|_| StoreError::Closed)?;
+            if let Some(sample) = sample {
+                self.train(sample, writer.clone());
+            }
+        }
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -204,12 +236,16 @@ impl Store for SqliteStore {
         history: Option<usize>,
     ) -> Result<Option<TaskView>, StoreError> {
         let id = task_id.to_owned();
-        self.read(move |conn| read_view(conn, &id, history)).await
+        let dictionaries = self.shared.dictionaries.clone();
+        self.read(move |conn| read_view(conn, &dictionaries, &id, history))
+            .await
     }
 
     async fn list_views(&self, query: &super::ViewQuery) -> Result<super::ViewPage, StoreError> {
         let query = query.clone();
-        self.read(move |conn| read_view_page(conn, &query)).await
+        let dictionaries = self.shared.dictionaries.clone();
+        self.read(move |conn| read_view_page(conn, &dictionaries, &query))
+            .await
     }
 
     async fn state_counts(
@@ -235,7 +271,8 @@ impl Store for SqliteStore {
 
     async fn journal_for_replay(&self, task_id: &str) -> Result<Vec<JournalRecord>, StoreError> {
         let id = task_id.to_owned();
-        self.read(move |conn| read_records(conn, REPLAY_SQL, params![id], &id, 0))
+        let dictionaries = self.shared.dictionaries.clone();
+        self.read(move |conn| read_records(conn, &dictionaries, REPLAY_SQL, params![id], &id, 0))
             .await
     }
 
@@ -247,9 +284,11 @@ impl Store for SqliteStore {
     ) -> Result<Vec<JournalRecord>, StoreError> {
         let id = task_id.to_owned();
         let limit = i64::try_from(appends.max(1)).unwrap_or(i64::MAX);
+        let dictionaries = self.shared.dictionaries.clone();
         self.read(move |conn| {
             read_records(
                 conn,
+                &dictionaries,
                 // From the row holding entry `after_seq + 1` on, `appends` rows: an index range,
                 // however long the journal.
                 "WITH t AS (SELECT tid FROM tasks WHERE id = ?1)
@@ -667,6 +706,154 @@ mod tests {
             Err(StoreError::Corrupt {
                 seq: 1, task_id, ..
             }) => assert_eq!(task_id, "t"),
+            other => panic!("expected a corrupt entry, got {other:?}"),
+        }
+    }
+
+    /// The entries of research-loop-like task `i`: a user message, a visit with its state.
+    fn researched(i: usize) -> Vec<Entry> {
+        let topic = format!(
+            "topic {i}: durable execution for agents, part {}",
+            i * 7 % 13
+        );
+        vec![
+            Entry::MessageReceived {
+                message: crate::model::Message {
+                    message_id: format!("message-{i}"),
+                    ..crate::model::Message::user_text(format!(
+                        "Research {topic} and draft a summary with sources."
+                    ))
+                },
+            },
+            Entry::Activated {
+                visit: 1,
+                step: "critique".into(),
+                state: serde_json::json!({ "critique": [
+                    format!("Draft on: {topic}"),
+                    [{ "draft": format!("Draft on: {topic}"), "note": "Add sources.", "cycle": i % 5 }],
+                ] }),
+                event: crate::flow::Event::Enter,
+            },
+            Entry::Transitioned {
+                visit: 1,
+                next: crate::journal::TransitionKind::AwaitInput,
+                state: Some(serde_json::json!({ "human_input": [format!("Draft on: {topic}")] })),
+            },
+        ]
+    }
+
+    /// Frames' dictionary ids in `table`, in row order (`0`: none; text rows are left out).
+    fn frame_dictionaries(conn: &Connection, table: &str) -> Vec<u32> {
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT body FROM {table} WHERE typeof(body) = 'blob' ORDER BY tid, seq"
+            ))
+            .unwrap();
+        let rows = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0)).unwrap();
+        rows.map(|frame| {
+            zstd::zstd_safe::get_dict_id_from_frame(&frame.unwrap()).map_or(0, |id| id.get())
+        })
+        .collect()
+    }
+
+    /// Once a sample of the file's bodies is taken, a dictionary trained on it is committed to
+    /// `zstd_dicts`, and only then do new frames name it; they are smaller than the frames of
+    /// the same shape before; every task reads back whole after a reopen; and a frame whose
+    /// dictionary is gone is a corrupt entry, not a panic.
+    #[tokio::test]
+    async fn frames_use_a_dictionary_trained_on_the_files_bodies_only_once_it_is_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.sqlite");
+        let store = SqliteStore::open(&path, Durability::Normal).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        let dictionaries = |conn: &Connection| -> Vec<i64> {
+            let mut stmt = conn.prepare("SELECT id FROM zstd_dicts").unwrap();
+            let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+            rows.collect::<Result<_, _>>().unwrap()
+        };
+        let append_task = |store: &SqliteStore, i: usize| {
+            let mut create = Append::new(format!("t{i}"), 1, researched(i));
+            create.create = Some(task_row(&format!("t{i}")));
+            let store = store.clone();
+            async move { store.append(create).await.unwrap() }
+        };
+        let mut tasks = 0;
+        // Appended until the sample is full and the trained dictionary committed (bounded: a
+        // sample is `SAMPLE_BYTES`, each task about 700 bytes of bodies).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while dictionaries(&conn).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no dictionary after {tasks} tasks"
+            );
+            append_task(&store, tasks).await;
+            tasks += 1;
+        }
+        let id = u32::try_from(dictionaries(&conn)[0]).unwrap();
+        let before = frame_dictionaries(&conn, "journal");
+        assert!(
+            before.iter().all(|&d| d == 0),
+            "a frame named a dictionary before its commit"
+        );
+        let plain = tasks;
+        // The appends packed between the commit and the dictionary's hand-over still have none;
+        // from the first that names it, all do.
+        while frame_dictionaries(&conn, "journal").last() != Some(&id) {
+            assert!(tasks < plain + 100, "no frame names the dictionary");
+            append_task(&store, tasks).await;
+            tasks += 1;
+        }
+        let named = tasks - 1;
+        for _ in 0..50 {
+            append_task(&store, tasks).await;
+            tasks += 1;
+        }
+        let after = frame_dictionaries(&conn, "journal");
+        assert!(after[plain..named].iter().all(|&d| d == 0));
+        assert_eq!(after[named..], [id; 51]);
+        assert!(frame_dictionaries(&conn, "history").ends_with(&[id; 51]));
+        // Journals are rowid-ordered by task here (one append per task): task `i` is tid `i + 1`.
+        let size = |from: usize, to: usize| -> i64 {
+            conn.query_row(
+                "SELECT SUM(length(body)) FROM journal WHERE tid > ?1 AND tid <= ?2",
+                params![from, to],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        let (without, with) = (size(plain - 50, plain), size(named, named + 50));
+        assert!(
+            with * 2 < without,
+            "50 tasks' journals: {with} bytes with it, {without} without"
+        );
+        // Reopened: every task reads back, those written before the dictionary and after.
+        drop(store);
+        let store = SqliteStore::open(&path, Durability::Normal).unwrap();
+        for i in [0, plain - 1, named, tasks - 1] {
+            let entries: Vec<Entry> = store
+                .journal(&format!("t{i}"), 0)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.entry)
+                .collect();
+            assert_eq!(entries, researched(i), "task t{i}");
+            let view = store
+                .task_view(&format!("t{i}"), None)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(view.history.len(), 1);
+        }
+        // Reopened with the dictionary gone (a damaged file): its rows are corrupt entries.
+        drop(store);
+        conn.execute("DELETE FROM zstd_dicts", []).unwrap();
+        let store = SqliteStore::open(&path, Durability::Normal).unwrap();
+        store.journal("t0", 0).await.unwrap();
+        match store.journal(&format!("t{}", tasks - 1), 0).await {
+            Err(StoreError::Corrupt { seq: 1, reason, .. }) => {
+                assert!(reason.contains(&format!("dictionary {id}")), "{reason}")
+            }
             other => panic!("expected a corrupt entry, got {other:?}"),
         }
     }

@@ -7,6 +7,7 @@ use super::*;
 /// names corrupt entries.
 pub(super) fn read_records(
     conn: &Connection,
+    dictionaries: &Dictionaries,
     sql: &str,
     params: impl rusqlite::Params,
     task_id: &str,
@@ -24,7 +25,7 @@ pub(super) fn read_records(
             column: "body".into(),
             source: e.into(),
         })?;
-        packed::unpacked(body, |body| {
+        packed::unpacked(body, dictionaries, |body| {
             crate::store::decode_row(task_id, seq, at_ms, body, after_seq, &mut out)
         })
         .map_err(|reason| StoreError::Corrupt {
@@ -39,6 +40,7 @@ pub(super) fn read_records(
 /// Read row `r`'s `body` (text, or compressed: [`packed`]) with `read`.
 fn body<R>(
     r: &rusqlite::Row<'_>,
+    dictionaries: &Dictionaries,
     read: impl FnOnce(&str) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
     let column = |source: crate::store::BoxError| StoreError::Column {
@@ -46,24 +48,26 @@ fn body<R>(
         source,
     };
     let value = r.get_ref("body").map_err(|e| column(e.into()))?;
-    packed::unpacked(value, read).map_err(|reason| column(reason.into()))?
+    packed::unpacked(value, dictionaries, read).map_err(|reason| column(reason.into()))?
 }
 
 /// The view of task `id` (see [`Store::task_view`]), read in one read transaction.
 pub(super) fn read_view(
     conn: &Connection,
+    dictionaries: &Dictionaries,
     id: &str,
     history: Option<usize>,
 ) -> Result<Option<TaskView>, StoreError> {
     // One snapshot for the three reads (WAL: the transaction sees one commit's state).
     let tx = conn.unchecked_transaction()?;
-    read_view_in(&tx, id, history)
+    read_view_in(&tx, dictionaries, id, history)
 }
 
 /// A page of views (see [`Store::list_views`]), read in one read transaction: the matching count,
 /// the page's ids from the status-time index, then each view.
 pub(super) fn read_view_page(
     conn: &Connection,
+    dictionaries: &Dictionaries,
     query: &crate::store::ViewQuery,
 ) -> Result<crate::store::ViewPage, StoreError> {
     use rusqlite::types::Value as Sql;
@@ -94,7 +98,7 @@ pub(super) fn read_view_page(
     };
     let mut views = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Some(view) = read_view_in(&tx, &id, query.history)? {
+        if let Some(view) = read_view_in(&tx, dictionaries, &id, query.history)? {
             views.push(view);
         }
     }
@@ -170,6 +174,7 @@ fn view_filter(query: &crate::store::ViewQuery) -> (String, Vec<rusqlite::types:
 /// The view of task `id`, read with `tx` (the caller's read transaction).
 pub(super) fn read_view_in(
     tx: &Connection,
+    dictionaries: &Dictionaries,
     id: &str,
     history: Option<usize>,
 ) -> Result<Option<TaskView>, StoreError> {
@@ -201,7 +206,9 @@ pub(super) fn read_view_in(
     let mut rows = stmt.query(params![tid, limit])?;
     let mut messages = Vec::new();
     while let Some(r) = rows.next()? {
-        messages.push(body(r, |b| view::decode(id, "a history message", b))?);
+        messages.push(body(r, dictionaries, |b| {
+            view::decode(id, "a history message", b)
+        })?);
     }
     let mut stmt =
         tx.prepare_cached("SELECT pos, body FROM artifacts WHERE tid = ?1 ORDER BY pos, seq")?;
@@ -209,7 +216,10 @@ pub(super) fn read_view_in(
     let mut pieces = Vec::new();
     while let Some(r) = rows.next()? {
         let pos: u64 = get(r, "pos")?;
-        pieces.push((pos, body(r, |b| view::decode(id, "an artifact", b))?));
+        pieces.push((
+            pos,
+            body(r, dictionaries, |b| view::decode(id, "an artifact", b))?,
+        ));
     }
     Ok(Some(TaskView {
         record,

@@ -117,6 +117,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // half-empty pages (49% of its bytes were free). Pages of views read it backwards, as fast.
     "DROP INDEX tasks_by_status_time;
      CREATE INDEX tasks_by_status_time ON tasks(status_at_ms, id);",
+    // 12: the zstd dictionaries frames may be compressed with (`sqlite::dictionary`), by the id
+    // each frame's header names. Never deleted: rows of any age name theirs.
+    "CREATE TABLE zstd_dicts (
+        id INTEGER PRIMARY KEY,
+        dict BLOB NOT NULL,
+        trained_at_ms INTEGER NOT NULL,
+        samples INTEGER NOT NULL
+     );",
 ];
 
 /// The migration after which existing tasks get their view ([`backfill_views`]).
@@ -179,6 +187,8 @@ pub(super) fn backfill_views(tx: &rusqlite::Transaction<'_>) -> Result<(), Store
     for (tid, id) in tasks {
         let records = match read_records(
             tx,
+            // Before migration 12: no dictionaries.
+            &super::dictionary::Dictionaries::none(),
             "SELECT seq, at_ms, body FROM journal WHERE tid = ?1 ORDER BY seq",
             params![tid],
             &id,

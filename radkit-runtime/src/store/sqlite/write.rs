@@ -13,6 +13,9 @@ pub(super) enum Job {
         crate::store::Prune,
         oneshot::Sender<Result<Pruned, StoreError>>,
     ),
+    /// Store a trained compression dictionary, after the appends queued before it, and then
+    /// compress new appends with it.
+    Dictionary(super::dictionary::Trained),
 }
 
 /// The writer thread: block for one job, take every other job queued, commit the appends among
@@ -26,11 +29,13 @@ pub(super) fn writer_loop(
     while let Ok(first) = rx.recv() {
         let mut batch = Vec::new();
         let mut prunes = Vec::new();
+        let mut dictionaries = Vec::new();
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
                 Job::Append(encoded, reply) => batch.push((encoded, reply)),
                 Job::Prune(prune, reply) => prunes.push((prune, reply)),
+                Job::Dictionary(trained) => dictionaries.push(trained),
             }
             if batch.len() < MAX_BATCH {
                 next = rx.try_recv().ok();
@@ -48,6 +53,37 @@ pub(super) fn writer_loop(
         }
         for (prune, reply) in prunes {
             let _ = reply.send(super::prune::prune(&mut conn, &prune, &mut last_seqs));
+        }
+        for trained in dictionaries {
+            store_dictionary(&mut conn, &trained, &stats);
+        }
+    }
+}
+
+/// Commit `trained` to the file, then hand it to the appends (never before: no row may name a
+/// dictionary the file does not hold). A failure keeps compressing as before.
+fn store_dictionary(
+    conn: &mut Connection,
+    trained: &super::dictionary::Trained,
+    shared: &std::sync::Weak<Shared>,
+) {
+    let Some(shared) = shared.upgrade() else {
+        return;
+    };
+    let installed = super::dictionary::store(conn, trained)
+        .map_err(|e| e.to_string())
+        .and_then(|()| shared.dictionaries.install(trained.id, &trained.dict));
+    match installed {
+        Ok(()) => tracing::info!(
+            id = trained.id,
+            bytes = trained.dict.len(),
+            samples = trained.samples,
+            held_out_before = trained.before,
+            held_out_after = trained.after,
+            "sqlite: compressing with a dictionary trained on this file's bodies"
+        ),
+        Err(reason) => {
+            tracing::warn!(id = trained.id, %reason, "sqlite: a compression dictionary not stored");
         }
     }
 }
