@@ -123,16 +123,38 @@ impl Dictionaries {
 
     /// Make dictionary `id` readable, and the one new frames use.
     pub fn install(&self, id: u32, dict: &[u8]) -> Result<(), String> {
-        let named = zstd::zstd_safe::get_dict_id_from_dict(dict).map(|id| id.get());
-        if named != Some(id) {
-            return Err(format!("dictionary {id} names itself {named:?}"));
-        }
-        let ddict = DDict::try_create(dict).ok_or("zstd refuses the dictionary")?;
+        let ddict = decoder(id, dict)?;
         let cdict =
             CDict::try_create(dict, super::packed::LEVEL).ok_or("zstd refuses the dictionary")?;
         write(&self.decoders).insert(id, Arc::new(ddict));
         *write(&self.encoder) = Some(Arc::new(Encoder { cdict }));
         Ok(())
+    }
+
+    /// Dictionary `id`, from the file through `conn` when this store does not hold it yet: the
+    /// process writing the file may have trained it after this one opened (a `radkit tasks`
+    /// beside a running server). `Err` says why there is none.
+    pub fn decoder_from(&self, id: u32, conn: &Connection) -> Result<Arc<DDict<'static>>, String> {
+        if let Some(ddict) = self.decoder(id) {
+            return Ok(ddict);
+        }
+        let dict: Option<Vec<u8>> = conn
+            .query_row(
+                "SELECT dict FROM zstd_dicts WHERE id = ?1",
+                [i64::from(id)],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e.to_string()),
+            })?;
+        let dict = dict.ok_or_else(|| {
+            format!("a zstd frame of dictionary {id}, which this file does not hold")
+        })?;
+        let ddict = Arc::new(decoder(id, &dict)?);
+        write(&self.decoders).insert(id, ddict.clone());
+        Ok(ddict)
     }
 
     /// The dictionary new frames use, if any.
@@ -184,6 +206,15 @@ impl Dictionaries {
         self.sampling.store(false, Ordering::Relaxed);
         Some(std::mem::take(&mut *sample))
     }
+}
+
+/// Dictionary `dict` for reading, checked to be the `id` it is stored as.
+fn decoder(id: u32, dict: &[u8]) -> Result<DDict<'static>, String> {
+    let named = zstd::zstd_safe::get_dict_id_from_dict(dict).map(|id| id.get());
+    if named != Some(id) {
+        return Err(format!("dictionary {id} names itself {named:?}"));
+    }
+    DDict::try_create(dict).ok_or_else(|| "zstd refuses the dictionary".to_owned())
 }
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
@@ -288,26 +319,44 @@ mod tests {
         let dictionaries = Dictionaries::none();
         dictionaries.install(trained.id, &trained.dict).unwrap();
         let encoder = dictionaries.encoder().unwrap();
-        for body in bodies(5000, 20) {
-            let frame = crate::store::sqlite::packed::pack(&body, Some(&encoder)).unwrap();
-            let plain = crate::store::sqlite::packed::pack(&body, None).unwrap();
-            assert!(
-                frame.len() < plain.len(),
-                "{} against {}",
-                frame.len(),
-                plain.len()
-            );
-            let value = rusqlite::types::ValueRef::Blob(&frame);
-            let read = |d: &Dictionaries| {
-                crate::store::sqlite::packed::unpacked(value, d, |t| Ok(t.to_owned()))
-            };
-            assert_eq!(read(&dictionaries).unwrap().unwrap(), body);
-            let missing = read(&Dictionaries::none()).unwrap_err();
+        // The file a reader reads: without the dictionary, then with it.
+        let mut file = Connection::open_in_memory().unwrap();
+        file.execute_batch(super::super::schema::MIGRATIONS[11])
+            .unwrap();
+        let frames: Vec<(String, Vec<u8>)> = bodies(5000, 20)
+            .into_iter()
+            .map(|body| {
+                let frame = super::super::packed::pack(&body, Some(&encoder)).unwrap();
+                let plain = super::super::packed::pack(&body, None).unwrap();
+                assert!(
+                    frame.len() < plain.len(),
+                    "{} against {}",
+                    frame.len(),
+                    plain.len()
+                );
+                (body, frame)
+            })
+            .collect();
+        let read = |d: &Dictionaries, file: &Connection, frame: &[u8]| {
+            let value = rusqlite::types::ValueRef::Blob(frame);
+            super::super::packed::unpacked(value, d, file, |t| Ok(t.to_owned())).map(Result::unwrap)
+        };
+        // A reader that opened before the dictionary was trained.
+        let reader = Dictionaries::none();
+        for (body, frame) in &frames {
+            assert_eq!(read(&dictionaries, &file, frame).unwrap(), *body);
+            let missing = read(&reader, &file, frame).unwrap_err();
             assert!(
                 missing.contains(&format!("dictionary {}", trained.id)),
                 "{missing}"
             );
         }
+        // Once the writer stored it, that reader finds it in the file on first sight.
+        store(&mut file, &trained).unwrap();
+        for (body, frame) in &frames {
+            assert_eq!(read(&reader, &file, frame).unwrap(), *body);
+        }
+        assert!(reader.has(trained.id) && reader.encoder().is_none());
     }
 
     #[test]

@@ -759,12 +759,15 @@ mod tests {
     /// Once a sample of the file's bodies is taken, a dictionary trained on it is committed to
     /// `zstd_dicts`, and only then do new frames name it; they are smaller than the frames of
     /// the same shape before; every task reads back whole after a reopen; and a frame whose
-    /// dictionary is gone is a corrupt entry, not a panic.
+    /// dictionary is gone is a corrupt entry, not a panic. A store that opened the file before the
+    /// dictionary existed reads it from the file.
     #[tokio::test]
     async fn frames_use_a_dictionary_trained_on_the_files_bodies_only_once_it_is_committed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.sqlite");
         let store = SqliteStore::open(&path, Durability::Normal).unwrap();
+        // A reader that opened the file before any dictionary (as `radkit tasks` beside a server).
+        let reader = SqliteStore::open(&path, Durability::Normal).unwrap();
         let conn = Connection::open(&path).unwrap();
         let dictionaries = |conn: &Connection| -> Vec<i64> {
             let mut stmt = conn.prepare("SELECT id FROM zstd_dicts").unwrap();
@@ -826,6 +829,19 @@ mod tests {
             with * 2 < without,
             "50 tasks' journals: {with} bytes with it, {without} without"
         );
+        let last = format!("t{}", tasks - 1);
+        assert_eq!(reader.journal(&last, 0).await.unwrap().len(), 3);
+        assert_eq!(
+            reader
+                .task_view(&last, None)
+                .await
+                .unwrap()
+                .unwrap()
+                .history
+                .len(),
+            1
+        );
+        drop(reader);
         // Reopened: every task reads back, those written before the dictionary and after.
         drop(store);
         let store = SqliteStore::open(&path, Durability::Normal).unwrap();

@@ -108,11 +108,12 @@ pub(crate) fn pack(json: &str, encoder: Option<&Encoder>) -> Option<Vec<u8>> {
 
 /// The JSON text of a stored body, given to `read` (borrowed from SQLite's buffer when the body is
 /// text, decompressed when it is a frame). A body that is neither UTF-8 text nor a whole frame
-/// of UTF-8 (or names a dictionary not in `dictionaries`) is `Err(reason)`, for the caller to name
-/// the row.
+/// of UTF-8 (or names a dictionary neither in `dictionaries` nor in the file `conn` reads) is
+/// `Err(reason)`, for the caller to name the row.
 pub(crate) fn unpacked<R>(
     value: ValueRef<'_>,
     dictionaries: &Dictionaries,
+    conn: &rusqlite::Connection,
     read: impl FnOnce(&str) -> Result<R, StoreError>,
 ) -> Result<Result<R, StoreError>, String> {
     match value {
@@ -121,7 +122,7 @@ pub(crate) fn unpacked<R>(
             Ok(read(text))
         }
         ValueRef::Blob(frame) => {
-            let bytes = decompress(frame, dictionaries)?;
+            let bytes = decompress(frame, dictionaries, conn)?;
             let text = std::str::from_utf8(&bytes).map_err(|e| e.to_string())?;
             Ok(read(text))
         }
@@ -134,7 +135,11 @@ pub(crate) fn unpacked<R>(
 
 /// A frame's content, checked against the size its header claims before allocating it, and
 /// decompressed with the dictionary it names, if it names one.
-fn decompress(frame: &[u8], dictionaries: &Dictionaries) -> Result<Vec<u8>, String> {
+fn decompress(
+    frame: &[u8],
+    dictionaries: &Dictionaries,
+    conn: &rusqlite::Connection,
+) -> Result<Vec<u8>, String> {
     let size = match zstd::zstd_safe::get_frame_content_size(frame) {
         Ok(Some(size)) if size <= MAX_BODY => size,
         Ok(Some(size)) => return Err(format!("a zstd frame claims {size} bytes")),
@@ -142,9 +147,7 @@ fn decompress(frame: &[u8], dictionaries: &Dictionaries) -> Result<Vec<u8>, Stri
     };
     let ddict = match zstd::zstd_safe::get_dict_id_from_frame(frame) {
         None => None,
-        Some(id) => Some(dictionaries.decoder(id.get()).ok_or_else(|| {
-            format!("a zstd frame of dictionary {id}, which this file does not hold")
-        })?),
+        Some(id) => Some(dictionaries.decoder_from(id.get(), conn)?),
     };
     let mut out = Vec::with_capacity(usize::try_from(size).map_err(|e| e.to_string())?);
     let mut with_context = |dctx: &mut DCtx<'static>| {
@@ -180,7 +183,11 @@ mod tests {
             Some(frame) => ValueRef::Blob(frame),
             None => ValueRef::Text(text.as_bytes()),
         };
-        unpacked(value, &Dictionaries::none(), |text| Ok(text.to_owned())).map(|r| r.unwrap())
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        unpacked(value, &Dictionaries::none(), &conn, |text| {
+            Ok(text.to_owned())
+        })
+        .map(|r| r.unwrap())
     }
 
     fn frame(bytes: &[u8]) -> Result<String, String> {

@@ -25,7 +25,7 @@ pub(super) fn read_records(
             column: "body".into(),
             source: e.into(),
         })?;
-        packed::unpacked(body, dictionaries, |body| {
+        packed::unpacked(body, dictionaries, conn, |body| {
             crate::store::decode_row(task_id, seq, at_ms, body, after_seq, &mut out)
         })
         .map_err(|reason| StoreError::Corrupt {
@@ -41,6 +41,7 @@ pub(super) fn read_records(
 fn body<R>(
     r: &rusqlite::Row<'_>,
     dictionaries: &Dictionaries,
+    conn: &Connection,
     read: impl FnOnce(&str) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
     let column = |source: crate::store::BoxError| StoreError::Column {
@@ -48,7 +49,7 @@ fn body<R>(
         source,
     };
     let value = r.get_ref("body").map_err(|e| column(e.into()))?;
-    packed::unpacked(value, dictionaries, read).map_err(|reason| column(reason.into()))?
+    packed::unpacked(value, dictionaries, conn, read).map_err(|reason| column(reason.into()))?
 }
 
 /// The view of task `id` (see [`Store::task_view`]), read in one read transaction.
@@ -206,7 +207,7 @@ pub(super) fn read_view_in(
     let mut rows = stmt.query(params![tid, limit])?;
     let mut messages = Vec::new();
     while let Some(r) = rows.next()? {
-        messages.push(body(r, dictionaries, |b| {
+        messages.push(body(r, dictionaries, tx, |b| {
             view::decode(id, "a history message", b)
         })?);
     }
@@ -218,7 +219,7 @@ pub(super) fn read_view_in(
         let pos: u64 = get(r, "pos")?;
         pieces.push((
             pos,
-            body(r, dictionaries, |b| view::decode(id, "an artifact", b))?,
+            body(r, dictionaries, tx, |b| view::decode(id, "an artifact", b))?,
         ));
     }
     Ok(Some(TaskView {
