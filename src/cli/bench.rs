@@ -54,6 +54,11 @@ enum Workload {
         /// Tasks the restarted process answers, one at a time (spread over the file).
         #[arg(long, default_value_t = 200)]
         answers: u64,
+        /// Run this skill of the program, with its models and tools as `radkit serve` runs it
+        /// (the `radkit` demo's research loop: `research_loop_v2`), instead of the bench's own,
+        /// which asks at once. Its tasks must come to wait for input, and complete once answered.
+        #[arg(long)]
+        skill: Option<String>,
         /// Internal: run the restart half in this process on this file.
         #[arg(long, hide = true)]
         child: Option<std::path::PathBuf>,
@@ -440,7 +445,7 @@ pub(crate) async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow
 }
 
 /// Run `bench`.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
     match args.workload {
         #[cfg(feature = "postgres")]
         Workload::Floor {
@@ -474,9 +479,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Workload::Idle {
             tasks,
             child: Some(path),
+            skill,
             ..
-        } => super::bench_idle::child(&path, tasks).await?,
-        Workload::Idle { tasks, answers, .. } => super::bench_idle::idle(tasks, answers).await?,
+        } => super::bench_idle::child(app, &path, tasks, skill.as_deref()).await?,
+        Workload::Idle {
+            tasks,
+            answers,
+            skill,
+            ..
+        } => super::bench_idle::idle(app, tasks, answers, skill.as_deref()).await?,
         Workload::Sequential { steps, rounds } => {
             let rounds = rounds.clamp(1, steps.max(1));
             let per_round = (steps / rounds).max(1);

@@ -4,9 +4,11 @@
 //! serve` does — the startup check for stranded tasks, then recovery — until it can serve), the
 //! process's RSS then, and the latency to answer a random one (a reply that resumes the task, which
 //! completes; p50 and p99). Issue 30's targets: ≤ 2 KB per waiting task, ready in < 100 ms and RSS
-//! < 64 MB whatever the count, an answer's p99 < 5 ms.
+//! < 64 MB whatever the count, an answer's p99 < 5 ms. `--skill` runs one of the program's skills
+//! instead of the bench's own (the demo's research loop, the issue's example of a waiting task).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -35,22 +37,41 @@ static STEPS: &[Step<Idle>] = &[
     Step::new("answered", answered).resume_from("ask"),
 ];
 
-fn builder(path: &Path) -> anyhow::Result<EngineBuilder> {
+/// The engine over the file at `path`: the program's (`app`) for `skill`, else the bench's own.
+fn builder(app: &super::App, path: &Path, skill: Option<&str>) -> anyhow::Result<EngineBuilder> {
+    let store = SqliteStore::open(path, Durability::Full)?;
+    if skill.is_some() {
+        return Ok(app.builder(Arc::new(store)));
+    }
     let skill =
         StepTable::new(SkillInfo::new("idle", "Idle"), Idle, STEPS).map_err(anyhow::Error::msg)?;
-    Ok(super::bench::bench_builder(
-        SqliteStore::open(path, Durability::Full)?,
-        skill,
-    ))
+    Ok(super::bench::bench_builder(store, skill))
 }
 
-/// Tasks waiting for input, by the store's count.
-async fn waiting(engine: &Engine) -> anyhow::Result<u64> {
+/// The store's count of tasks in `state`.
+async fn count(engine: &Engine, state: TaskState) -> anyhow::Result<u64> {
     let query = ViewQuery {
-        state: Some(TaskState::InputRequired),
+        state: Some(state),
         ..ViewQuery::default()
     };
     Ok(engine.list_views(&Caller::Operator, query).await?.total)
+}
+
+/// Tasks waiting for input, by the store's count; `Err` once one ended instead (a `--skill` that
+/// does not ask, or failed).
+async fn waiting(engine: &Engine) -> anyhow::Result<u64> {
+    for state in [
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Canceled,
+        TaskState::Rejected,
+    ] {
+        let ended = count(engine, state).await?;
+        if ended > 0 {
+            bail!("{ended} tasks ended {state:?} instead of waiting for input");
+        }
+    }
+    count(engine, TaskState::InputRequired).await
 }
 
 /// The file's bytes: the database, its WAL and its shared memory.
@@ -67,7 +88,12 @@ fn file_bytes(path: &Path) -> u64 {
 
 /// Run `bench idle`: create the tasks here, then restart in a child process that answers
 /// `answers` of them; prints one JSON line.
-pub(crate) async fn idle(tasks: u64, answers: u64) -> anyhow::Result<()> {
+pub(crate) async fn idle(
+    app: &super::App,
+    tasks: u64,
+    answers: u64,
+    skill: Option<&str>,
+) -> anyhow::Result<()> {
     if tasks == 0 {
         bail!("--tasks must be at least 1");
     }
@@ -75,10 +101,12 @@ pub(crate) async fn idle(tasks: u64, answers: u64) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut ids = Vec::with_capacity(usize::try_from(tasks)?);
     {
-        let engine = builder(&path)?.start().await?;
+        let engine = builder(app, &path, skill)?.start().await?;
         let mut pending = Vec::new();
         for i in 0..tasks {
-            pending.push(engine.send(Request::operator(Message::user_text(format!("task {i}")))));
+            let mut request = Request::operator(Message::user_text(format!("task {i}")));
+            request.skill = skill.map(str::to_owned);
+            pending.push(engine.send(request));
             if pending.len() == 512 {
                 ids.extend(futures::future::try_join_all(pending.drain(..)).await?);
             }
@@ -111,11 +139,14 @@ pub(crate) async fn idle(tasks: u64, answers: u64) -> anyhow::Result<()> {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     }
     let bytes = file_bytes(&path);
-    let out = tokio::process::Command::new(std::env::current_exe()?)
+    let mut child = tokio::process::Command::new(std::env::current_exe()?);
+    child
         .args(["bench", "idle", "--tasks", &tasks.to_string(), "--child"])
-        .arg(&path)
-        .output()
-        .await?;
+        .arg(&path);
+    if let Some(skill) = skill {
+        child.args(["--skill", skill]);
+    }
+    let out = child.output().await?;
     if !out.status.success() {
         bail!(
             "the restarted process failed: {}",
@@ -128,17 +159,23 @@ pub(crate) async fn idle(tasks: u64, answers: u64) -> anyhow::Result<()> {
     line["tasks_created_per_sec"] = (tasks as f64 / create.as_secs_f64().max(1e-9)).into();
     line["file_bytes"] = bytes.into();
     line["bytes_per_waiting_task"] = (bytes as f64 / tasks as f64).into();
+    line["skill"] = skill.unwrap_or("idle").into();
     println!("{line}");
     Ok(())
 }
 
 /// The restart half of `bench idle`: open the file, start the engine as `radkit serve` does, then
 /// answer the tasks the parent listed, one at a time.
-pub(crate) async fn child(path: &Path, tasks: u64) -> anyhow::Result<()> {
+pub(crate) async fn child(
+    app: &super::App,
+    path: &Path,
+    tasks: u64,
+    skill: Option<&str>,
+) -> anyhow::Result<()> {
     // What `EngineBuilder::start` does with `refuse_stranded` (as `radkit serve` on SQLite), in
     // its parts: open and build, check for stranded tasks, recover.
     let started = Instant::now();
-    let engine = builder(path)?.build()?;
+    let engine = builder(app, path, skill)?.build()?;
     let opened = started.elapsed();
     let stranded = engine.stranded().await?;
     if !stranded.is_empty() {

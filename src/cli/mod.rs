@@ -181,7 +181,7 @@ impl App {
                 Command::Serve(args) => serve::run(&self, *args).await,
                 #[cfg(feature = "postgres")]
                 Command::Worker(args) => worker::run(&self, args).await,
-                Command::Bench(args) => bench::run(args).await,
+                Command::Bench(args) => bench::run(&self, args).await,
                 Command::Graph(args) => graph::run(&self, args).await,
                 Command::Tasks(args) => tasks::run(&self, args).await,
                 Command::Pass(args) => pass::run(&self, args).await,

@@ -51,3 +51,46 @@ fn bench_idle_refuses_zero_tasks() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--tasks must be at least 1"), "{stderr}");
 }
+
+/// `--skill` runs one of the program's skills as `radkit serve` would: the demo's research loop
+/// (the example of a waiting task) drafts, is critiqued and asks a human; answered, each
+/// completes.
+#[test]
+fn bench_idle_runs_a_skill_of_the_program_the_research_loop() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
+    cmd.args([
+        "bench",
+        "idle",
+        "--tasks",
+        "20",
+        "--answers",
+        "5",
+        "--skill",
+        "research_loop_v2",
+    ]);
+    let out = common::output_within(cmd, Duration::from_secs(300), "radkit bench idle --skill");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(line["skill"], "research_loop_v2", "{stdout}");
+    assert_eq!(line["answers"], 5, "{stdout}");
+    assert!(
+        line["bytes_per_waiting_task"].as_f64().unwrap() > 0.0,
+        "{stdout}"
+    );
+}
+
+/// A skill whose tasks end without asking is refused with why, not waited on for an hour.
+#[test]
+fn bench_idle_refuses_a_skill_whose_tasks_do_not_wait_for_input() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
+    cmd.args(["bench", "idle", "--tasks", "3", "--skill", "report"]);
+    let out = common::output_within(cmd, Duration::from_secs(120), "radkit bench idle --skill");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("instead of waiting for input"), "{stderr}");
+}
