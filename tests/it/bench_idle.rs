@@ -9,19 +9,25 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-#[test]
-fn bench_idle_creates_waiting_tasks_restarts_and_answers_some_of_them() {
+/// Run `radkit bench idle <args>` (bounded) and parse its one line; a failure shows its output.
+fn bench_idle(args: &[&str]) -> (Value, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
-    cmd.args(["bench", "idle", "--tasks", "60", "--answers", "10"]);
+    cmd.args(["bench", "idle"]).args(args);
     let out = common::output_within(cmd, Duration::from_secs(300), "radkit bench idle");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let line: Value = serde_json::from_str(stdout.trim()).unwrap();
+    (serde_json::from_str(stdout.trim()).unwrap(), stdout)
+}
+
+#[test]
+fn bench_idle_creates_waiting_tasks_restarts_and_answers_some_of_them() {
+    let (line, stdout) = bench_idle(&["--tasks", "60", "--answers", "10"]);
     assert_eq!(line["workload"], "idle", "{stdout}");
+    assert_eq!(line["skill"], "idle", "{stdout}");
     assert_eq!(line["tasks"], 60, "{stdout}");
     assert_eq!(line["answers"], 10, "{stdout}");
     let bytes = line["file_bytes"].as_f64().unwrap();
@@ -57,10 +63,7 @@ fn bench_idle_refuses_zero_tasks() {
 /// completes.
 #[test]
 fn bench_idle_runs_a_skill_of_the_program_the_research_loop() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_radkit"));
-    cmd.args([
-        "bench",
-        "idle",
+    let (line, stdout) = bench_idle(&[
         "--tasks",
         "20",
         "--answers",
@@ -68,14 +71,6 @@ fn bench_idle_runs_a_skill_of_the_program_the_research_loop() {
         "--skill",
         "research_loop_v2",
     ]);
-    let out = common::output_within(cmd, Duration::from_secs(300), "radkit bench idle --skill");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(line["skill"], "research_loop_v2", "{stdout}");
     assert_eq!(line["answers"], 5, "{stdout}");
     assert!(
