@@ -87,6 +87,8 @@ pub(crate) struct Trained {
     /// The held-out bodies' bytes as stored now, and with it.
     pub before: usize,
     pub after: usize,
+    /// How long training and measuring took.
+    pub took: std::time::Duration,
 }
 
 impl Dictionaries {
@@ -225,6 +227,7 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 /// `current` (or none); `Err` says why none is kept: too few bodies, nothing to learn, no better
 /// than `current`.
 pub(crate) fn train(sample: &Sample, current: Option<&Encoder>) -> Result<Trained, String> {
+    let started = std::time::Instant::now();
     let (mut data, mut sizes, mut held_out) = (Vec::new(), Vec::new(), Vec::new());
     for (i, body) in sample.bodies().enumerate() {
         if i % 4 == 3 {
@@ -267,6 +270,7 @@ pub(crate) fn train(sample: &Sample, current: Option<&Encoder>) -> Result<Traine
         samples: sizes.len(),
         before,
         after,
+        took: started.elapsed(),
     })
 }
 

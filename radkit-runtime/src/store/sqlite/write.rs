@@ -80,6 +80,7 @@ fn store_dictionary(
             samples = trained.samples,
             held_out_before = trained.before,
             held_out_after = trained.after,
+            trained_ms = trained.took.as_millis(),
             "sqlite: compressing with a dictionary trained on this file's bodies"
         ),
         Err(reason) => {
