@@ -223,7 +223,7 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Train a dictionary on three quarters of `sample` and measure it on the last quarter against
+/// Train a dictionary on three bodies in four of `sample` and measure it on the fourth, against
 /// `current` (or none); `Err` says why none is kept: too few bodies, nothing to learn, no better
 /// than `current`.
 pub(crate) fn train(sample: &Sample, current: Option<&Encoder>) -> Result<Trained, String> {
