@@ -107,7 +107,7 @@ impl App {
         }
     }
 
-    /// Configure every engine this program builds (`serve`, `worker`, `graph`): add skills
+    /// Configure every engine this program builds (`serve`, `worker`, `graph`, `bench idle --skill`): add skills
     /// ([`EngineBuilder::skill`]), choose a subset ([`EngineBuilder::only_skills`]), set effects,
     /// hooks or the default skill. Called once per engine; calls accumulate in order.
     pub fn engine(
