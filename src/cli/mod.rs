@@ -107,9 +107,10 @@ impl App {
         }
     }
 
-    /// Configure every engine this program builds (`serve`, `worker`, `graph`, `bench idle --skill`): add skills
-    /// ([`EngineBuilder::skill`]), choose a subset ([`EngineBuilder::only_skills`]), set effects,
-    /// hooks or the default skill. Called once per engine; calls accumulate in order.
+    /// Configure every engine this program builds (`serve`, `worker`, `graph`, `bench idle
+    /// --skill`): add skills ([`EngineBuilder::skill`]), choose a subset
+    /// ([`EngineBuilder::only_skills`]), set effects, hooks or the default skill. Called once per
+    /// engine; calls accumulate in order.
     pub fn engine(
         mut self,
         configure: impl Fn(EngineBuilder) -> EngineBuilder + Send + Sync + 'static,
