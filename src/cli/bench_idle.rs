@@ -38,8 +38,12 @@ static STEPS: &[Step<Idle>] = &[
 ];
 
 /// The engine over the file at `path`: the program's (`app`) for `skill`, else the bench's own.
-fn builder(app: &super::App, path: &Path, skill: Option<&str>) -> anyhow::Result<EngineBuilder> {
-    let store = SqliteStore::open(path, Durability::Full)?;
+fn builder(
+    app: &super::App,
+    store: &SqliteStore,
+    skill: Option<&str>,
+) -> anyhow::Result<EngineBuilder> {
+    let store = store.clone();
     if skill.is_some() {
         return Ok(app.builder(Arc::new(store)));
     }
@@ -48,30 +52,20 @@ fn builder(app: &super::App, path: &Path, skill: Option<&str>) -> anyhow::Result
     Ok(super::bench::bench_builder(store, skill))
 }
 
-/// The store's count of tasks in `state`.
-async fn count(engine: &Engine, state: TaskState) -> anyhow::Result<u64> {
-    let query = ViewQuery {
-        state: Some(state),
-        ..ViewQuery::default()
-    };
-    Ok(engine.list_views(&Caller::Operator, query).await?.total)
-}
-
-/// Tasks waiting for input, by the store's count; `Err` once one ended instead (a `--skill` that
-/// does not ask, or failed).
+/// Tasks waiting for input, by the store's count (one query per poll); `Err` once one ended
+/// instead (a `--skill` that does not ask, or failed).
 async fn waiting(engine: &Engine) -> anyhow::Result<u64> {
-    for state in [
-        TaskState::Completed,
-        TaskState::Failed,
-        TaskState::Canceled,
-        TaskState::Rejected,
-    ] {
-        let ended = count(engine, state).await?;
-        if ended > 0 {
-            bail!("{ended} tasks ended {state:?} instead of waiting for input");
-        }
+    let counts = engine
+        .state_counts(&Caller::Operator, ViewQuery::default())
+        .await?;
+    if let Some((state, ended)) = counts.iter().find(|(s, n)| s.is_terminal() && *n > 0) {
+        bail!("{ended} tasks ended {state:?} instead of waiting for input");
     }
-    count(engine, TaskState::InputRequired).await
+    Ok(counts
+        .iter()
+        .filter(|(s, _)| *s == TaskState::InputRequired)
+        .map(|(_, n)| n)
+        .sum())
 }
 
 /// The file's bytes: the database, its WAL and its shared memory.
@@ -101,7 +95,8 @@ pub(crate) async fn idle(
     let started = Instant::now();
     let mut ids = Vec::with_capacity(usize::try_from(tasks)?);
     {
-        let engine = builder(app, &path, skill)?.start().await?;
+        let store = SqliteStore::open(&path, Durability::Full)?;
+        let engine = builder(app, &store, skill)?.start().await?;
         let mut pending = Vec::new();
         for i in 0..tasks {
             let mut request = Request::operator(Message::user_text(format!("task {i}")));
@@ -175,7 +170,8 @@ pub(crate) async fn child(
     // What `EngineBuilder::start` does with `refuse_stranded` (as `radkit serve` on SQLite), in
     // its parts: open and build, check for stranded tasks, recover.
     let started = Instant::now();
-    let engine = builder(app, path, skill)?.build()?;
+    let store = SqliteStore::open(path, Durability::Full)?;
+    let engine = builder(app, &store, skill)?.build()?;
     let opened = started.elapsed();
     let stranded = engine.stranded().await?;
     if !stranded.is_empty() {
@@ -187,6 +183,7 @@ pub(crate) async fn child(
     let rss_ready = super::bench_streams::rss_bytes();
     let ids = std::fs::read_to_string(path.with_extension("ids"))?;
     let mut samples = Vec::new();
+    let commits_before = store.stats().batches;
     for id in ids.lines().filter(|l| !l.is_empty()) {
         let mut reply = Message::user_text("yes");
         reply.task_id = Some(id.to_owned());
@@ -202,6 +199,7 @@ pub(crate) async fn child(
         }
     }
     let answered = samples.len();
+    let commits = store.stats().batches - commits_before;
     let (p50, p99) = percentiles(samples);
     println!(
         "{}",
@@ -216,6 +214,7 @@ pub(crate) async fn child(
             "answers": answered,
             "answer_p50_ms": p50,
             "answer_p99_ms": p99,
+            "commits_per_answer": commits as f64 / answered.max(1) as f64,
             "peak_rss_bytes": super::bench::peak_rss_bytes(),
             "durability": "FULL",
         })

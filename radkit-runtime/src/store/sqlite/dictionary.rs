@@ -108,15 +108,25 @@ impl Dictionaries {
         let mut stmt =
             conn.prepare("SELECT id, dict FROM zstd_dicts ORDER BY trained_at_ms, id")?;
         let mut rows = stmt.query([])?;
+        let mut newest = None;
         while let Some(row) = rows.next()? {
             let id: i64 = super::get(row, "id")?;
             let dict: Vec<u8> = super::get(row, "dict")?;
             // A damaged dictionary fails only the rows that name it (each a `Corrupt` error).
-            if let Err(reason) = u32::try_from(id)
+            match u32::try_from(id)
                 .map_err(|e| e.to_string())
-                .and_then(|id| dicts.install(id, &dict))
+                .and_then(|id| dicts.add_decoder(id, &dict).map(|()| id))
             {
-                tracing::warn!(id, %reason, "sqlite: a compression dictionary does not load");
+                Ok(id) => newest = Some((id, dict)),
+                Err(reason) => {
+                    tracing::warn!(id, %reason, "sqlite: a compression dictionary does not load");
+                }
+            }
+        }
+        // Only the newest compresses: one encoder is built, however many the file holds.
+        if let Some((id, dict)) = newest {
+            if let Err(reason) = dicts.set_encoder(&dict) {
+                tracing::warn!(id, %reason, "sqlite: the newest compression dictionary does not load");
             }
         }
         dicts.sampling.store(true, Ordering::Relaxed);
@@ -125,10 +135,19 @@ impl Dictionaries {
 
     /// Make dictionary `id` readable, and the one new frames use.
     pub fn install(&self, id: u32, dict: &[u8]) -> Result<(), String> {
+        self.add_decoder(id, dict)?;
+        self.set_encoder(dict)
+    }
+
+    fn add_decoder(&self, id: u32, dict: &[u8]) -> Result<(), String> {
         let ddict = decoder(id, dict)?;
+        write(&self.decoders).insert(id, Arc::new(ddict));
+        Ok(())
+    }
+
+    fn set_encoder(&self, dict: &[u8]) -> Result<(), String> {
         let cdict =
             CDict::try_create(dict, super::packed::LEVEL).ok_or("zstd refuses the dictionary")?;
-        write(&self.decoders).insert(id, Arc::new(ddict));
         *write(&self.encoder) = Some(Arc::new(Encoder { cdict }));
         Ok(())
     }

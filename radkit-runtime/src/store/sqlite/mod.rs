@@ -2,8 +2,9 @@
 //!
 //! Writes go through one writer thread that owns the write connection and commits everything queued
 //! at that moment — appends of many tasks — in one transaction (group commit), so throughput across
-//! tasks is bounded by the disk's fsync rate times the batch size, not one fsync per step. Reads use a
-//! small pool of separate connections on the blocking thread pool.
+//! tasks is bounded by the disk's fsync rate times the batch size, not one fsync per step. A
+//! checkpointer thread copies the WAL into the database file beside it (`checkpoint`), so that a
+//! commit seldom does. Reads use a small pool of separate connections on the blocking thread pool.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -59,6 +60,7 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
 }
 
+mod checkpoint;
 mod dictionary;
 pub(crate) mod packed;
 mod prune;
@@ -93,6 +95,7 @@ impl SqliteStore {
         let mut conn = connect(&path, durability)?;
         migrate(&mut conn)?;
         let dictionaries = Arc::new(Dictionaries::load(&conn)?);
+        let wake = checkpoint::start(&path, durability, &conn);
         let (tx, rx) = mpsc::channel::<Job>();
         let shared = Arc::new(Shared {
             writer: Mutex::new(tx),
@@ -105,7 +108,7 @@ impl SqliteStore {
         let stats = Arc::downgrade(&shared);
         std::thread::Builder::new()
             .name("radkit-sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, stats))
+            .spawn(move || writer_loop(conn, rx, stats, wake))
             .map_err(|e| StoreError::backend("starting the sqlite writer thread", e))?;
         Ok(SqliteStore { shared })
     }

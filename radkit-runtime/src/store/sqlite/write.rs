@@ -19,11 +19,13 @@ pub(super) enum Job {
 }
 
 /// The writer thread: block for one job, take every other job queued, commit the appends among
-/// them at once, answer all, then run the prunes (each its own bounded transaction).
+/// them at once, answer all, then run the prunes (each its own bounded transaction), and wake the
+/// checkpointer (`checkpoint`).
 pub(super) fn writer_loop(
     mut conn: Connection,
     rx: mpsc::Receiver<Job>,
     stats: std::sync::Weak<Shared>,
+    checkpointer: Option<super::checkpoint::Wake>,
 ) {
     let mut last_seqs: HashMap<String, (i64, u64)> = HashMap::new();
     while let Ok(first) = rx.recv() {
@@ -56,6 +58,9 @@ pub(super) fn writer_loop(
         }
         for trained in dictionaries {
             store_dictionary(&mut conn, &trained, &stats);
+        }
+        if let Some(checkpointer) = &checkpointer {
+            checkpointer.committed();
         }
     }
 }
