@@ -18,7 +18,7 @@
 //!   holds every dictionary of the file (they are never deleted: old rows need theirs).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rusqlite::Connection;
@@ -51,6 +51,8 @@ pub(crate) struct Dictionaries {
     /// Still sampling (one sample per open; `false` once it is taken).
     sampling: AtomicBool,
     sample: Mutex<Sample>,
+    /// Samples judged since open (a dictionary trained on each, kept or not).
+    judged: AtomicUsize,
 }
 
 /// Bodies, concatenated, with their sizes (ZDICT's input).
@@ -99,6 +101,7 @@ impl Dictionaries {
             encoder: RwLock::default(),
             sampling: AtomicBool::new(false),
             sample: Mutex::default(),
+            judged: AtomicUsize::new(0),
         }
     }
 
@@ -193,6 +196,18 @@ impl Dictionaries {
             .unwrap_or_else(|p| p.into_inner())
             .get(&id)
             .cloned()
+    }
+
+    /// Samples judged since open: the training thread is done with each (a kept dictionary is
+    /// then queued to the writer).
+    #[cfg(test)]
+    pub fn judged(&self) -> usize {
+        self.judged.load(Ordering::Acquire)
+    }
+
+    /// Count one more sample judged; the count since open.
+    pub(super) fn note_judged(&self) -> usize {
+        self.judged.fetch_add(1, Ordering::Release) + 1
     }
 
     /// Whether the file holds dictionary `id`.
