@@ -101,8 +101,8 @@ mod tests {
     use super::super::{Durability, SqliteStore};
     use super::BACKSTOP_PAGES;
     use crate::journal::Entry;
-    use crate::model::{Message, TaskState};
-    use crate::store::{Append, Store, TaskRecord};
+    use crate::model::Message;
+    use crate::store::{Append, Store};
 
     fn task(id: &str, text_bytes: usize) -> Append {
         let text: String = std::iter::repeat_with(|| uuid::Uuid::new_v4().simple().to_string())
@@ -115,19 +115,7 @@ mod tests {
                 message: Message::user_text(text),
             }],
         );
-        append.create = Some(TaskRecord {
-            id: id.into(),
-            context_id: "c".into(),
-            skill_id: "s".into(),
-            skill_version: "1".into(),
-            principal: None,
-            state: TaskState::Working,
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            wake_at_ms: None,
-            waits_on_call: false,
-            last_seq: 0,
-        });
+        append.create = Some(super::super::tests::task_row(id));
         append
     }
 

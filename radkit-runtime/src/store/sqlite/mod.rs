@@ -493,7 +493,8 @@ mod tests {
         }
     }
 
-    fn task_row(id: &str) -> TaskRecord {
+    /// A working task's row, as an append that creates it carries.
+    pub(super) fn task_row(id: &str) -> TaskRecord {
         TaskRecord {
             id: id.into(),
             context_id: "c".into(),
