@@ -15,8 +15,8 @@
 //! - The WAL starts over from its beginning only when a write transaction begins with every frame
 //!   copied, and under a steady stream of commits that moment may not come. So the writer keeps
 //!   SQLite's own checkpoint at [`BACKSTOP_PAGES`]: when the WAL reaches it, that commit copies
-//!   what this thread has not copied yet (at most about a [`PAUSE`] of commits) and the WAL starts
-//!   over. Without this thread (it did not start) the writer checkpoints as SQLite does by default.
+//!   what this thread has not copied yet (while the thread keeps up, less than a [`PAUSE`] of
+//!   commits) and the WAL starts over. Without this thread (it did not start) the writer checkpoints as SQLite does by default.
 //! - Durability is SQLite's own: a checkpoint copies only committed frames, and syncs the WAL
 //!   before and the database file after (under the store's `synchronous`) before any frame is
 //!   reused.
@@ -72,19 +72,33 @@ pub(super) fn start(
 }
 
 fn run(conn: &rusqlite::Connection, wakes: &mpsc::Receiver<()>) {
+    // Failing since this many checkpoints: the first failure is logged, and the recovery (a
+    // full disk would otherwise log twenty times a second).
+    let mut failing = 0u64;
     while wakes.recv().is_ok() {
         std::thread::sleep(PAUSE);
         let _ = wakes.try_recv();
         let started = Instant::now();
         match checkpoint(conn) {
-            Ok((wal, copied)) => tracing::trace!(
-                wal,
-                copied,
-                took_us = started.elapsed().as_micros(),
-                "sqlite: checkpointed"
-            ),
+            Ok((wal, copied)) => {
+                if failing > 0 {
+                    tracing::info!(failed = failing, "sqlite: checkpoints succeed again");
+                    failing = 0;
+                }
+                tracing::trace!(
+                    wal,
+                    copied,
+                    took_us = started.elapsed().as_micros(),
+                    "sqlite: checkpointed"
+                );
+            }
             // The next commit wakes it again; the backstop bounds the WAL meanwhile.
-            Err(e) => tracing::warn!(error = %e, "sqlite: a checkpoint failed"),
+            Err(e) => {
+                if failing == 0 {
+                    tracing::warn!(error = %e, "sqlite: a checkpoint failed; retried after the next commit");
+                }
+                failing += 1;
+            }
         }
     }
 }
