@@ -410,15 +410,7 @@ impl Engine {
         let Some(view) = self.inner.store.task_view(task_id, None).await? else {
             return Ok(false);
         };
-        match view
-            .history
-            .iter()
-            .find(|m| m.role == Role::User && m.message_id == message.message_id)
-        {
-            Some(before) if same_message(before, message) => Ok(true),
-            Some(_) => Err(reused_id(&message.message_id)),
-            None => Ok(false),
-        }
+        received_in(&view.history, message)
     }
 
     /// The row of the task `message` answers, if it takes a reply now; `None` when it received
@@ -443,9 +435,14 @@ impl Engine {
         message: &Message,
         keeps: bool,
     ) -> Result<Option<TaskRecord>, EngineError> {
-        let record = self.visible(caller, task_id).await?;
+        // One read for the row and the history (`visible` and `received_before` in one).
+        let view = match self.inner.store.task_view(task_id, None).await? {
+            Some(view) if caller.can_see(view.record.principal.as_deref()) => view,
+            _ => return Err(EngineError::TaskNotFound(task_id.to_string())),
+        };
+        let record = view.record;
         let keeps_while_working = keeps && self.while_working(&record).is_some();
-        if self.received_before(task_id, message).await? {
+        if received_in(&view.history, message)? {
             return Ok(None);
         }
         if record.state.is_terminal() {
@@ -574,15 +571,21 @@ impl Engine {
             }
         };
         message.context_id = Some(run.context_id.to_string());
-        command::receive_reply(&mut run.lock(), message, ask, open_visit);
-        if let Err(e) = run.flush().await {
-            self.inner.disown(&run).await;
-            return Err(e.into());
-        }
+        let reply_seq = {
+            let mut st = run.lock();
+            command::receive_reply(&mut st, message, ask, open_visit);
+            st.next_seq - 1
+        };
+        // The reply is taken and not durable yet: a crash here loses it, and this answer is not
+        // acknowledged (its sender sends it again to the task, which still waits).
         if self.inner.crash_at(Boundary::Resuming, &run, None, None) {
-            return Ok(());
+            return Err(EngineError::Halted);
         }
-        self.inner.spawn_drive(run, guard);
+        // The driver commits the reply with the resumed step's first append; the answer is
+        // acknowledged once that committed (or once a flush of its own did, past its patience).
+        self.inner.spawn_drive(run.clone(), guard);
+        run.flush_through_within(reply_seq, self.inner.config.reply_patience)
+            .await?;
         Ok(())
     }
 
@@ -1059,6 +1062,19 @@ async fn detached<T: Send + 'static>(
         }
         // The runtime is shutting down.
         Err(_) => Err(EngineError::Halted),
+    }
+}
+
+/// Whether `history` holds a message with `message`'s `messageId` from the user: the same message
+/// (a retry: true), or another one under that id (refused).
+fn received_in(history: &[Message], message: &Message) -> Result<bool, EngineError> {
+    match history
+        .iter()
+        .find(|m| m.role == Role::User && m.message_id == message.message_id)
+    {
+        Some(before) if same_message(before, message) => Ok(true),
+        Some(_) => Err(reused_id(&message.message_id)),
+        None => Ok(false),
     }
 }
 

@@ -78,6 +78,9 @@ pub struct EngineConfig {
     pub restate: Option<super::hosted::Ingress>,
     /// How long finished tasks are kept ([`EngineBuilder::retention`]); by default forever.
     pub retention: super::Retention,
+    /// How long a reply to a waiting task is left to the driver of the step it resumes, to be
+    /// committed with that step's first append ([`EngineBuilder::reply_patience`]).
+    pub reply_patience: Duration,
 }
 
 /// The default of [`EngineConfig::call_timeout`]: a day. Long enough for a callee that asks a
@@ -90,6 +93,11 @@ pub const DEFAULT_CALL_WEBHOOK_TTL: Duration = Duration::from_secs(24 * 60 * 60)
 
 /// The default of [`EngineConfig::max_parallel_effects`].
 pub const DEFAULT_MAX_PARALLEL_EFFECTS: usize = 16;
+
+/// The default of [`EngineConfig::reply_patience`]: 20 ms. A step's code between two effects runs
+/// in microseconds; one that awaits something that is not an effect (or a slow hook) holds a
+/// reply's acknowledgement back by this much at most.
+pub const DEFAULT_REPLY_PATIENCE: Duration = Duration::from_millis(20);
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -117,6 +125,7 @@ impl Default for EngineConfig {
             #[cfg(feature = "restate")]
             restate: None,
             retention: super::Retention::FOREVER,
+            reply_patience: DEFAULT_REPLY_PATIENCE,
         }
     }
 }
@@ -384,6 +393,16 @@ impl EngineBuilder {
     /// a call waiting out its retry backoff does not.
     pub fn max_parallel_effects(mut self, n: usize) -> Self {
         self.config.max_parallel_effects = n;
+        self
+    }
+
+    /// How long a reply to a task waiting for input is left to the step it resumes (default
+    /// [`DEFAULT_REPLY_PATIENCE`]). The reply is acknowledged once durable either way; within this
+    /// time it is committed with the resumed step's first append (its first command, its next
+    /// question or its end), one commit per answer instead of two; past it, on its own. `ZERO`
+    /// commits every reply on its own before the step runs.
+    pub fn reply_patience(mut self, patience: Duration) -> Self {
+        self.config.reply_patience = patience;
         self
     }
 

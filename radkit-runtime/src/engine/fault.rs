@@ -30,7 +30,9 @@ mod types {
         ReceiptWritten,
         /// The task has durably entered `input-required`.
         AwaitingInput,
-        /// A reply is durably journaled; the resumed step has not run yet.
+        /// A reply was taken, and the step it resumes has not run yet. A reply to a waiting task is
+        /// not durable here (it commits with that step's first append, and its sender has no
+        /// acknowledgement); one taken by a run still going, or kept for a task that works, is.
         Resuming,
         /// A timer is durably set; the task sleeps.
         TimerWait,

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 pub(crate) use api::{check_message, reused_id, same_message, task_id_for};
 pub use builder::{
     EngineBuilder, EngineConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CALL_WEBHOOK_TTL,
-    DEFAULT_MAX_PARALLEL_EFFECTS,
+    DEFAULT_MAX_PARALLEL_EFFECTS, DEFAULT_REPLY_PATIENCE,
 };
 pub use call::AgentSpec;
 #[cfg(feature = "restate")]

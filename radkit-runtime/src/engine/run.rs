@@ -325,6 +325,13 @@ pub(crate) struct TaskRun {
     lost: AtomicBool,
     /// An append failed: this run must stop and write nothing more (see [`TaskRun::flush`]).
     write_failed: AtomicBool,
+    /// What the failed append's store said, for whoever waited on entries it carried.
+    append_failure: std::sync::OnceLock<String>,
+    /// The `seq` of the last entry this run committed (0 before its first commit).
+    durable_through: std::sync::atomic::AtomicU64,
+    /// Woken when a flush takes the buffer, and when the driver stops
+    /// ([`TaskRun::flush_through_within`]).
+    taken: tokio::sync::Notify,
     /// The task row to create with the first flush.
     pub create: Mutex<Option<crate::store::TaskRecord>>,
     /// The lease to take with the row it creates.
@@ -391,6 +398,9 @@ impl TaskRun {
             fence: None,
             lost: AtomicBool::new(false),
             write_failed: AtomicBool::new(false),
+            append_failure: std::sync::OnceLock::new(),
+            durable_through: std::sync::atomic::AtomicU64::new(0),
+            taken: tokio::sync::Notify::new(),
             create: Mutex::new(None),
             new_lease: Mutex::new(None),
             mode: crate::flow::PermissionMode::Default,
@@ -495,6 +505,50 @@ impl TaskRun {
         self.commit().await
     }
 
+    /// Make the entries up to `seq` durable, leaving the commit to the driver when it takes them
+    /// within `patience`: an answer's reply then goes to the store in one append with what the
+    /// step it resumes does first (its first command, or its end), one commit instead of two. A
+    /// driver that has not taken them by then (a step awaiting something that is not an effect, a
+    /// slow hook) does not hold the answer back: its own flush commits them, as
+    /// [`TaskRun::flush_through`] does.
+    pub async fn flush_through_within(
+        &self,
+        seq: u64,
+        patience: std::time::Duration,
+    ) -> Result<(), FlushError> {
+        let taken = async {
+            loop {
+                let woken = self.taken.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                if self.lock().first_pending_seq() > seq || self.is_halted() {
+                    return;
+                }
+                woken.await;
+            }
+        };
+        let _ = tokio::time::timeout(patience, taken).await;
+        match self.flush_through(seq).await {
+            // Committed, and then the run stopped: they are durable all the same.
+            Err(_) if self.durable_through.load(Ordering::SeqCst) >= seq => Ok(()),
+            Err(FlushError::Halted) => match self.append_failure.get() {
+                // The append that carried them failed: say why, not just that the run stopped.
+                Some(failure) => Err(FlushError::Store(StoreError::Backend {
+                    context: "appending to the task's journal".into(),
+                    source: failure.clone().into(),
+                })),
+                None => Err(FlushError::Halted),
+            },
+            flushed => flushed,
+        }
+    }
+
+    /// The driver stopped: whoever waits for it to take entries (see
+    /// [`TaskRun::flush_through_within`]) stops waiting.
+    pub fn driver_stopped(&self) {
+        self.taken.notify_waiters();
+    }
+
     /// The body of a flush; the caller holds `flush_lock`.
     async fn commit(&self) -> Result<(), FlushError> {
         let (batch, live) = {
@@ -506,6 +560,7 @@ impl TaskRun {
                     Ok(())
                 };
             };
+            self.taken.notify_waiters();
             (batch, self.fold_check.as_ref().map(|_| st.fold().clone()))
         };
         let Buffered {
@@ -552,6 +607,10 @@ impl TaskRun {
         };
         match appended {
             Ok(()) => {
+                let last = first_seq
+                    .saturating_add(u64::try_from(entries.len()).unwrap_or(u64::MAX))
+                    .saturating_sub(1);
+                self.durable_through.store(last, Ordering::SeqCst);
                 self.metrics.receipts_committed(&receipts_at);
                 if let Some(stalled) = &self.stalled {
                     stalled.clear(&self.task_id);
@@ -563,6 +622,7 @@ impl TaskRun {
                 return Err(e.into());
             }
             Err(e) => {
+                let _ = self.append_failure.set(e.to_string());
                 if !self.write_failed.swap(true, Ordering::SeqCst) {
                     tracing::warn!(task = %self.task_id, error = %e, first_seq, "journal append failed; this run stops and the task is reloaded from the store");
                     if let Some(stalled) = &self.stalled {

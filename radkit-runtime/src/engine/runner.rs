@@ -292,6 +292,7 @@ impl Inner {
         // The driver's spans are children of the span that started it (an A2A request's).
         tokio::spawn(tracing::Instrument::in_current_span(async move {
             let _stop = engine.drive(run.clone()).await;
+            run.driver_stopped();
             // From here on a cancel is refused by this run and goes through the gate (which this
             // task holds until the run is deregistered) or, on a shared store, the task's row.
             let unserved_cancel = run.lock().close();

@@ -68,11 +68,12 @@ const TABLE: &[Row] = &[
     row(AtLeastOnce, AwaitingInput, EVERY_FORM, InputAwaited, (1, 1), Completed),
     row(AtMostOnce,  AwaitingInput, EVERY_FORM, InputAwaited, (1, 1), Completed),
     row(Compensate,  AwaitingInput, EVERY_FORM, InputAwaited, (1, 1), Completed),
-    // The reply is journaled, the resumed step has not run: it runs on the journaled reply.
-    row(Idempotent,  Resuming, EVERY_FORM, ReplyUnconsumed, (1, 1), Completed),
-    row(AtLeastOnce, Resuming, EVERY_FORM, ReplyUnconsumed, (1, 1), Completed),
-    row(AtMostOnce,  Resuming, EVERY_FORM, ReplyUnconsumed, (1, 1), Completed),
-    row(Compensate,  Resuming, EVERY_FORM, ReplyUnconsumed, (1, 1), Completed),
+    // The reply is taken, not yet durable (it commits with the resumed step's first append): its
+    // send is refused, nothing of it is journaled, and the task completes on the reply sent again.
+    row(Idempotent,  Resuming, EVERY_FORM, ReplyNotDurable, (1, 1), Completed),
+    row(AtLeastOnce, Resuming, EVERY_FORM, ReplyNotDurable, (1, 1), Completed),
+    row(AtMostOnce,  Resuming, EVERY_FORM, ReplyNotDurable, (1, 1), Completed),
+    row(Compensate,  Resuming, EVERY_FORM, ReplyNotDurable, (1, 1), Completed),
     // Sleeping on a durable timer: the fresh engine fires it; the effect before it is not repeated.
     row(Idempotent,  TimerWait, EVERY_FORM, TimerSet, (1, 1), Completed),
     row(AtLeastOnce, TimerWait, EVERY_FORM, TimerSet, (1, 1), Completed),

@@ -457,8 +457,11 @@ async fn crash_while_a_step_asks_finds_the_question_durable() {
     assert_eq!(status_text(&task), "noted: thanks");
 }
 
+/// The reply is taken but not durable yet (it commits with the resumed step's first append): the
+/// crash loses it, and its sender is told so (not acknowledged); the task still waits, and the
+/// reply sent again resumes it.
 #[test]
-async fn crash_during_resume_replays_the_reply() {
+async fn crash_while_a_reply_is_taken_loses_only_the_unacknowledged_reply() {
     let store = MemoryStore::new();
     let ledger = Ledger::default();
     let engine = crashing_engine(&store, pay_effects(&ledger), once(Boundary::Resuming, ""));
@@ -470,35 +473,87 @@ async fn crash_during_resume_replays_the_reply() {
         settled(&engine, &task_id).await.status.state,
         TaskState::InputRequired
     );
+    let refused = engine
+        .send(Request::operator(reply(&task_id, "see you")))
+        .await;
+    assert!(
+        matches!(refused, Err(radkit_runtime::engine::EngineError::Halted)),
+        "the reply was not acknowledged: {refused:?}"
+    );
+    wait_halted(&engine).await;
+    drop(engine);
+    let at_crash = store.journal(&task_id, 0).await.unwrap();
+    assert!(
+        !at_crash.iter().any(|r| matches!(&r.entry, Entry::MessageReceived { message } if message.joined_texts() == "see you")),
+        "nothing of the unacknowledged reply is journaled: {at_crash:?}"
+    );
+    assert_eq!(call_counts(&ledger), [1, 1, 0]);
+
+    let engine = fresh_engine(&store, &ledger).await;
+    assert_eq!(
+        settled(&engine, &task_id).await.status.state,
+        TaskState::InputRequired,
+        "the task still waits for its reply"
+    );
     engine
         .send(Request::operator(reply(&task_id, "see you")))
         .await
         .unwrap();
+    let task = settled(&engine, &task_id).await;
+    assert_completed(&task);
+    let history: Vec<String> = task.history.iter().map(|m| m.joined_texts()).collect();
+    assert_eq!(
+        history.iter().filter(|t| t.as_str() == "see you").count(),
+        1,
+        "reply recorded once: {history:?}"
+    );
+    assert_eq!(call_counts(&ledger), [1, 1, 1]);
+}
+
+/// The acknowledged reply went to the store with the resumed step's first command: after a crash
+/// right after that append, the fresh engine runs the step on the journaled reply.
+#[test]
+async fn crash_after_the_resumed_steps_first_command_replays_the_journaled_reply() {
+    let store = MemoryStore::new();
+    let ledger = Ledger::default();
+    let engine = crashing_engine(
+        &store,
+        pay_effects(&ledger),
+        once(Boundary::CommandJournaled, "send_email"),
+    );
+    let task_id = engine
+        .send(Request::operator(user("10 EUR")))
+        .await
+        .unwrap();
+    assert_eq!(
+        settled(&engine, &task_id).await.status.state,
+        TaskState::InputRequired
+    );
+    engine
+        .send(Request::operator(reply(&task_id, "see you")))
+        .await
+        .expect("the reply is durable once acknowledged, crash or not");
     wait_halted(&engine).await;
     drop(engine);
-    // At the crash: the reply is journaled, and nothing of the resumed step is.
     let at_crash = store.journal(&task_id, 0).await.unwrap();
     let reply_at = at_crash
         .iter()
         .position(|r| matches!(&r.entry, Entry::MessageReceived { message } if message.joined_texts() == "see you"))
         .expect("the reply was journaled before the crash");
+    let email = issued(&at_crash, "send_email").expect("the email was journaled");
+    assert_eq!(issues_and_receipts(&at_crash, &email), (1, 0));
     assert!(
-        !at_crash[reply_at..].iter().any(|r| matches!(
-            r.entry,
-            Entry::Activated { .. } | Entry::CommandIssued { .. }
-        )),
-        "the resumed step had not run: {:?}",
-        &at_crash[reply_at..]
+        at_crash[reply_at..]
+            .iter()
+            .any(|r| matches!(&r.entry, Entry::CommandIssued { id, .. } if *id == email)),
+        "the email's command follows the reply"
     );
     assert_eq!(call_counts(&ledger), [1, 1, 0]);
 
     let engine = fresh_engine(&store, &ledger).await;
     let task = settled(&engine, &task_id).await;
-    assert_completed(&task);
-    assert!(
-        status_text(&task).contains("see you"),
-        "the journaled reply is used"
-    );
+    // An at-most-once email journaled without a receipt is not sent again: its outcome is unknown.
+    assert_eq!(task.status.state, TaskState::Failed, "{task:?}");
     let history: Vec<String> = task.history.iter().map(|m| m.joined_texts()).collect();
     assert_eq!(
         history.iter().filter(|t| t.as_str() == "see you").count(),
@@ -507,8 +562,8 @@ async fn crash_during_resume_replays_the_reply() {
     );
     assert_eq!(
         call_counts(&ledger),
-        [1, 1, 1],
-        "the resume ran the email once and nothing before it again"
+        [1, 1, 0],
+        "nothing before the reply ran again, and the email is not risked twice"
     );
 }
 

@@ -20,8 +20,12 @@ use radkit_runtime::model::TaskState;
 use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, TaskRecord};
 use radkit_runtime::tools::FnTool;
 
-/// Asks for a note (`note`), or works until the test lets it go (`work`), then completes.
-struct Errand;
+/// Asks for a note (`note`), or works until the test lets it go (`work`), then completes; a note
+/// `hold` is kept until `hold` is notified.
+#[derive(Default)]
+struct Errand {
+    hold: Arc<tokio::sync::Notify>,
+}
 
 fn start<'a>(_: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
     Box::pin(async move {
@@ -33,10 +37,15 @@ fn start<'a>(_: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a,
     })
 }
 
-fn noted<'a>(_: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
-    Box::pin(
-        async move { ctx.complete(format!("noted {}", input.message().joined_texts()), vec![]) },
-    )
+fn noted<'a>(errand: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let note = input.message().joined_texts();
+        if note == "hold" {
+            // Something that is not an effect: the driver takes nothing to the store meanwhile.
+            errand.hold.notified().await;
+        }
+        ctx.complete(format!("noted {note}"), vec![])
+    })
 }
 
 static STEPS: &[Step<Errand>] = &[
@@ -44,16 +53,18 @@ static STEPS: &[Step<Errand>] = &[
     Step::new("noted", noted).resume_from("start"),
 ];
 
-/// A memory store that counts replay loads.
+/// A memory store that counts replay loads and appends.
 #[derive(Clone, Default)]
 struct CountingLoads {
     inner: MemoryStore,
     loads: Arc<AtomicU32>,
+    appends: Arc<AtomicU32>,
 }
 
 #[async_trait]
 impl Store for CountingLoads {
     async fn append(&self, append: Append) -> Result<(), StoreError> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
         self.inner.append(append).await
     }
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -75,6 +86,15 @@ fn errand(
     store: impl Store,
     release: Arc<tokio::sync::Notify>,
 ) -> radkit_runtime::engine::EngineBuilder {
+    errand_holding(store, release, Default::default())
+}
+
+/// [`errand`], its resumed step holding a `hold` note until `hold` is notified.
+fn errand_holding(
+    store: impl Store,
+    release: Arc<tokio::sync::Notify>,
+    hold: Arc<tokio::sync::Notify>,
+) -> radkit_runtime::engine::EngineBuilder {
     let slow = FnTool::new(EffectPolicy::Idempotent, move |_, _| {
         let release = release.clone();
         async move {
@@ -84,8 +104,87 @@ fn errand(
     });
     Engine::builder(store)
         .without_registered_skills()
-        .skill(StepTable::new(SkillInfo::new("errand", "Errand"), Errand, STEPS).unwrap())
+        .skill(StepTable::new(SkillInfo::new("errand", "Errand"), Errand { hold }, STEPS).unwrap())
         .effects(Effects::new().tool("slow", slow))
+}
+
+/// A task that waits, created and settled on `engine`.
+async fn waiting_task(engine: &Engine) -> radkit_runtime::model::TaskId {
+    let id = engine.send(Request::operator(user("note"))).await.unwrap();
+    assert_eq!(
+        settled(engine, &id).await.status.state,
+        TaskState::InputRequired
+    );
+    id
+}
+
+/// The reply rides the resumed step's first append: an answer whose step completes the task is
+/// one commit, not the reply's and then the step's.
+#[test(multi_thread)]
+async fn an_answer_and_the_step_it_resumes_are_one_append() {
+    let store = CountingLoads::default();
+    let engine = errand(store.clone(), Default::default())
+        // Patience enough for any machine: the driver always takes the reply with its step.
+        .reply_patience(PATIENCE)
+        .start()
+        .await
+        .unwrap();
+    let id = waiting_task(&engine).await;
+    let before = store.appends.load(Ordering::SeqCst);
+    within(
+        PATIENCE,
+        "the answer",
+        engine.send(Request::operator(reply(&id, "hi"))),
+    )
+    .await
+    .unwrap();
+    let done = settled(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert_eq!(
+        store.appends.load(Ordering::SeqCst) - before,
+        1,
+        "the reply and the completion in one append"
+    );
+    let history: Vec<String> = done.history.iter().map(|m| m.joined_texts()).collect();
+    assert!(history.contains(&"hi".to_owned()), "{history:?}");
+}
+
+/// A resumed step that awaits something other than an effect does not hold the answer back past
+/// the reply patience, and what is acknowledged is durable: the reply is in the store while the
+/// step still waits.
+#[test(multi_thread)]
+async fn an_answer_is_durable_when_acknowledged_though_its_step_holds() {
+    let store = CountingLoads::default();
+    let hold = Arc::new(tokio::sync::Notify::new());
+    let engine = errand_holding(store.clone(), Default::default(), hold.clone())
+        .start()
+        .await
+        .unwrap();
+    let id = waiting_task(&engine).await;
+    within(
+        PATIENCE,
+        "the answer to a step that holds",
+        engine.send(Request::operator(reply(&id, "hold"))),
+    )
+    .await
+    .unwrap();
+    let journal = store.journal(&id, 0).await.unwrap();
+    assert!(
+        journal.iter().any(|r| matches!(
+            &r.entry,
+            radkit_runtime::journal::Entry::MessageReceived { message } if message.joined_texts() == "hold"
+        )),
+        "the acknowledged reply is journaled while its step holds"
+    );
+    assert_eq!(
+        engine.state(&Caller::Operator, &id).await.unwrap(),
+        TaskState::Working,
+        "the step still holds"
+    );
+    hold.notify_one();
+    let done = settled(&engine, &id).await;
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert_eq!(common::status_text(&done), "noted hold");
 }
 
 #[test(multi_thread)]

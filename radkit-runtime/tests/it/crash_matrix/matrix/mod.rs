@@ -32,7 +32,8 @@ pub enum Point {
     ReceiptWritten,
     /// The task durably waits for input (`Boundary::AwaitingInput`).
     AwaitingInput,
-    /// The reply is journaled, the resumed step has not run (`Boundary::Resuming`).
+    /// The reply is taken, not yet durable: it commits with the resumed step's first append
+    /// (`Boundary::Resuming`).
     Resuming,
     /// A durable timer is set and the task sleeps (`Boundary::TimerWait` in a step; for a transition's
     /// sleep, which has no fault point, the engine is halted once the `timer_set` entry is committed).
@@ -158,8 +159,8 @@ pub enum AtCrash {
     Receipted,
     /// `Receipted`, then `awaiting_input`.
     InputAwaited,
-    /// `InputAwaited`, then the reply's `message_received`, and no visit after it.
-    ReplyUnconsumed,
+    /// `InputAwaited`, and no `message_received` after it: the reply was not acknowledged.
+    ReplyNotDurable,
     /// `Receipted`, then a sleep's `timer_set` without a receipt for the sleep.
     TimerSet,
     /// `Receipted`, then the decision to compensate (`cancel_requested`, or a `fail` transition),
