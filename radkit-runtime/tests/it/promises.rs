@@ -1028,6 +1028,90 @@ async fn a_store_failure_during_a_step_does_not_strand_the_task() {
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
 }
 
+/// The append that would carry an answer's reply (with the step it resumes) fails: the answer's
+/// sender gets the store's error, not an acknowledgement; nothing of the reply is journaled; and the
+/// task, reloaded, still waits for it and completes on the reply sent again.
+#[test(multi_thread)]
+async fn a_store_failure_on_an_answers_append_refuses_the_answer_and_the_task_still_waits() {
+    let inner = MemoryStore::new();
+    let appends = Arc::new(AtomicU32::new(0));
+    let ledger = common::Ledger::default();
+    let pay = |fail_at| {
+        Engine::builder(Hiccup {
+            inner: inner.clone(),
+            appends: appends.clone(),
+            fail_at,
+        })
+        .skill(common::pay_skill())
+        .effects(common::pay_effects(&ledger))
+    };
+    // `0`: no append fails.
+    let engine = pay(0).start().await.unwrap();
+    let task = engine
+        .send(Request::operator(user("10 EUR")))
+        .await
+        .unwrap();
+    assert_eq!(
+        common::settled(&engine, &task).await.status.state,
+        TaskState::InputRequired
+    );
+    engine.shutdown().await;
+
+    let engine = pay(appends.load(Ordering::SeqCst) + 1)
+        .start()
+        .await
+        .unwrap();
+    let refused = engine
+        .send(Request::operator(common::reply(&task, "see you")))
+        .await;
+    match refused {
+        Err(EngineError::Store(e)) => assert!(e.to_string().contains(HICCUP), "{e}"),
+        other => panic!("the answer's failed append is its error: {other:?}"),
+    }
+    let journal = inner.journal(&task, 0).await.unwrap();
+    assert!(
+        !journal.iter().any(|r| matches!(&r.entry, Entry::MessageReceived { message } if message.joined_texts() == "see you")),
+        "nothing of the refused reply is journaled"
+    );
+    let waits = async {
+        loop {
+            let state = engine.state(&Caller::Operator, &task).await.unwrap();
+            if state == TaskState::InputRequired {
+                match engine
+                    .send(Request::operator(common::reply(&task, "see you")))
+                    .await
+                {
+                    Ok(_) => return,
+                    // The reload after the failed append may still hold the task.
+                    Err(EngineError::NotAwaitingInput { .. }) => {}
+                    Err(e) => panic!("the reply sent again: {e}"),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    common::within(
+        common::PATIENCE,
+        "the task to take the reply sent again",
+        waits,
+    )
+    .await;
+    let done = common::settled(&engine, &task).await;
+    assert_eq!(
+        done.status.state,
+        TaskState::Completed,
+        "{}",
+        status_text(&done)
+    );
+    let history: Vec<String> = done.history.iter().map(|m| m.joined_texts()).collect();
+    assert_eq!(
+        history.iter().filter(|t| t.as_str() == "see you").count(),
+        1,
+        "{history:?}"
+    );
+    assert_eq!(ledger.calls_of("send_email").len(), 1);
+}
+
 // ---- sends cut off by their client ----
 
 #[test(multi_thread)]
