@@ -442,6 +442,56 @@ async fn a_message_id_names_one_message_and_a_reply_sent_again_is_not_taken_twic
     assert_eq!(received, 1, "the reply was taken once");
 }
 
+/// The same first message sent eight times at once (a client retrying before its first send was
+/// answered) makes one task, whose effect runs once, and every send gets that task: the sends that
+/// lose the race find the task the winner's first append created, and write nothing.
+async fn the_same_first_message_sent_at_once_makes_one_task(store: Arc<dyn Store>) {
+    let ledger = common::Ledger::default();
+    let engine = Engine::builder_arc(store.clone())
+        .without_registered_skills()
+        .skill(common::pay_skill())
+        .effects(common::pay_effects(&ledger))
+        .start()
+        .await
+        .unwrap();
+    let message = user("10 EUR");
+    let sends = (0..8).map(|_| engine.send(Request::operator(message.clone())));
+    let tasks = within(
+        PATIENCE,
+        "eight sends of one message",
+        futures::future::try_join_all(sends),
+    )
+    .await
+    .unwrap();
+    assert!(tasks.iter().all(|t| *t == tasks[0]), "{tasks:?}");
+    assert_eq!(
+        settled(&engine, &tasks[0]).await.status.state,
+        TaskState::InputRequired
+    );
+    assert_eq!(ledger.calls_of("charge_card").len(), 1, "charged once");
+    let journal = store.journal(&tasks[0], 0).await.unwrap();
+    let created = journal
+        .iter()
+        .filter(|r| matches!(r.entry, radkit_runtime::journal::Entry::TaskCreated { .. }))
+        .count();
+    assert_eq!(created, 1);
+    let seqs: Vec<u64> = journal.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+}
+
+#[test(multi_thread)]
+async fn the_same_first_message_sent_at_once_makes_one_task_in_memory() {
+    the_same_first_message_sent_at_once_makes_one_task(Arc::new(MemoryStore::new())).await;
+}
+
+#[test(multi_thread)]
+async fn the_same_first_message_sent_at_once_makes_one_task_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = radkit_runtime::store::SqliteStore::open_default(dir.path().join("radkit.db"))
+        .expect("open the SQLite store");
+    the_same_first_message_sent_at_once_makes_one_task(Arc::new(store)).await;
+}
+
 /// The task a message starts is named by its sender as well as its `messageId`: two principals whose
 /// clients happen to pick the same `messageId` (names of the same length, so nothing but the name
 /// tells them apart) each get a task of their own, which the other cannot see; neither send finds,
