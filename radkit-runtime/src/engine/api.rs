@@ -401,7 +401,9 @@ impl Engine {
 
     /// Whether the task already received a message with this `messageId` (its history says): the
     /// same message again is a retry, answered with the task as it is now and not taken twice;
-    /// another message under that id is refused.
+    /// another message under that id is refused. (The hosted engine's; `Engine::answer` reads the
+    /// row and the history at once.)
+    #[cfg(feature = "restate")]
     pub(super) async fn received_before(
         &self,
         task_id: &str,
