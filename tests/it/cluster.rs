@@ -134,6 +134,24 @@ async fn settled(engine: &Engine, task: &TaskId) -> radkit::model::Task {
     .unwrap_or_else(|e| panic!("waiting for task {task}: {e}"))
 }
 
+/// The task once it waits for input or has finished, through an outage of the store: while a run
+/// of the task stopped on a failed write and no claim has resumed it yet, following it answers
+/// `StorageUnavailable` at once (what a client retries on), which is waited out here.
+async fn settled_through_outage(engine: &Engine, task: &TaskId) -> radkit::model::Task {
+    within(PATIENCE, &format!("task {task} to settle"), async {
+        loop {
+            match engine.wait_settled(&Caller::Operator, task).await {
+                Ok(done) => return done,
+                Err(radkit::engine::EngineError::StorageUnavailable { .. }) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("waiting for task {task}: {e}"),
+            }
+        }
+    })
+    .await
+}
+
 /// Poll `check` until it holds, failing after `timeout`. Only for what no event announces: the state
 /// of other processes (worker processes, their log file) or of rows no subscription covers (leases).
 async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
@@ -344,7 +362,7 @@ async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
         "the writer and reader sessions were cut ({killed})"
     );
     for task in &tasks {
-        let done = settled(&a, task).await;
+        let done = settled_through_outage(&a, task).await;
         assert_eq!(done.status.state, TaskState::Completed);
         check_journal(task, &a.journal(&Caller::Operator, task).await.unwrap());
     }

@@ -219,17 +219,13 @@ async fn a_delivery_pending_at_a_crash_is_sent_after_restart_and_nothing_acknowl
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("push.db");
     let receiver = Receiver::start().await;
-    // Two updates get through, then the webhook is down.
+    // Two updates get through, then the webhook is down (set before the task runs: the sender
+    // may deliver every update before a test that flips it afterwards gets there).
+    receiver.down_after(2, 503);
     let (task, expected) = {
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open_default(&path).unwrap());
         let agent = agent_on(store, true, &[]).await;
         let task = run_task_with_webhook(&agent, &receiver.url).await;
-        receiver
-            .wait_for("two acknowledged posts", |posts| {
-                acknowledged(posts).len() >= 2
-            })
-            .await;
-        receiver.down(503);
         let expected = update_seqs(&agent.engine, &task).await;
         // Down now: at least one post refused, so the rest is pending when the engine dies.
         receiver

@@ -164,6 +164,8 @@ struct Inbox {
     failures: VecDeque<u16>,
     /// Answer this to everything while set.
     down: Option<u16>,
+    /// Acknowledge this many more posts, then go down with the status.
+    down_after: Option<(usize, u16)>,
     /// Answer nothing (hold each request) while set.
     hang: bool,
 }
@@ -216,10 +218,17 @@ impl Receiver {
                     }
                     let answered = {
                         let mut inbox = state.inbox.lock().unwrap();
+                        if let Some((0, status)) = inbox.down_after {
+                            inbox.down = Some(status);
+                            inbox.down_after = None;
+                        }
                         let answered = match inbox.down {
                             Some(status) => status,
                             None => inbox.failures.pop_front().unwrap_or(200),
                         };
+                        if let (Some((left, _)), 200) = (&mut inbox.down_after, answered) {
+                            *left -= 1;
+                        }
                         inbox.posts.push(Post {
                             headers,
                             body,
@@ -241,6 +250,12 @@ impl Receiver {
         self.inbox.lock().unwrap().failures.extend(statuses);
     }
 
+    /// Acknowledge the next `posts` posts, then answer `status` to every post until `up`: a
+    /// webhook that goes down at an exact point of the stream, however fast the sender is.
+    pub fn down_after(&self, posts: usize, status: u16) {
+        self.inbox.lock().unwrap().down_after = Some((posts, status));
+    }
+
     /// Answer `status` to every post until `up`.
     pub fn down(&self, status: u16) {
         self.inbox.lock().unwrap().down = Some(status);
@@ -249,6 +264,7 @@ impl Receiver {
     pub fn up(&self) {
         let mut inbox = self.inbox.lock().unwrap();
         inbox.down = None;
+        inbox.down_after = None;
         inbox.hang = false;
     }
 
