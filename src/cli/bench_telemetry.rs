@@ -1,8 +1,10 @@
 //! `bench concurrent --telemetry`: the concurrent workload with telemetry off (no counters
 //! recorded, no subscriber), with the engine's counters, and (with the `otel` feature) with the
 //! counters and every span exported over OTLP/HTTP to a receiver on loopback that answers each
-//! export; the throughputs, the CPU time per step and the costs printed. The target is a
-//! cost under 5%.
+//! export; then as `radkit serve` runs it: its log subscriber (`info`, to stderr) and the
+//! counters, without and with the OTLP layer (`--otlp-endpoint`). The throughputs, the CPU time
+//! per step and the costs are printed: each against the pass off, and switching OTLP on in a
+//! server that logs against that server without it. The target is a cost under 5%.
 //!
 //! Each pass runs in a process of its own (this binary, `bench concurrent --telemetry-pass …`):
 //! a process's tracing subscriber is set once, and a fresh process starts every pass from the same
@@ -28,6 +30,10 @@ pub(crate) enum Pass {
     Metrics,
     /// The counters, and every span at `info` exported over OTLP (the `otel` feature).
     Otlp,
+    /// `radkit serve`'s subscriber without `--otlp-endpoint` (its logs at `info`), and the counters.
+    Logs,
+    /// `radkit serve`'s subscriber with `--otlp-endpoint`: its logs, the counters and OTLP.
+    LogsOtlp,
 }
 
 impl Pass {
@@ -36,6 +42,8 @@ impl Pass {
             Pass::Off => "off",
             Pass::Metrics => "metrics",
             Pass::Otlp => "otlp",
+            Pass::Logs => "logs",
+            Pass::LogsOtlp => "logs-otlp",
         }
     }
 }
@@ -46,9 +54,15 @@ impl Pass {
 pub(crate) async fn compare(flows: u64, steps: u64) -> anyhow::Result<()> {
     const ROUNDS: usize = 6;
     let passes: &[Pass] = if cfg!(feature = "otel") {
-        &[Pass::Off, Pass::Metrics, Pass::Otlp]
+        &[
+            Pass::Off,
+            Pass::Metrics,
+            Pass::Otlp,
+            Pass::Logs,
+            Pass::LogsOtlp,
+        ]
     } else {
-        &[Pass::Off, Pass::Metrics]
+        &[Pass::Off, Pass::Metrics, Pass::Logs]
     };
     #[cfg(feature = "otel")]
     let collector = Some(receiver().await?);
@@ -77,7 +91,9 @@ pub(crate) async fn compare(flows: u64, steps: u64) -> anyhow::Result<()> {
     let total = (flows * steps).max(1) as f64;
     let rate = |elapsed: Duration| total / elapsed.as_secs_f64().max(1e-9);
     let per_step = |cpu: Duration| cpu.as_secs_f64() * 1e6 / total;
-    let cost = |i: usize| per_step(cpu[i]) / per_step(cpu[0]).max(1e-9) - 1.0;
+    let cost_over = |i: usize, base: usize| per_step(cpu[i]) / per_step(cpu[base]).max(1e-9) - 1.0;
+    let cost = |i: usize| cost_over(i, 0);
+    let at = |pass: Pass| passes.iter().position(|p| *p == pass);
     let mut line = serde_json::json!({
         "workload": "concurrent_telemetry",
         "flows": flows,
@@ -91,10 +107,19 @@ pub(crate) async fn compare(flows: u64, steps: u64) -> anyhow::Result<()> {
         "cpu_us_per_step_metrics": per_step(cpu[1]),
         "cost_metrics": cost(1),
     });
-    if passes.len() > 2 {
-        line["steps_per_sec_metrics_and_otlp"] = rate(wall[2]).into();
-        line["cpu_us_per_step_metrics_and_otlp"] = per_step(cpu[2]).into();
-        line["cost_metrics_and_otlp"] = cost(2).into();
+    if let Some(i) = at(Pass::Otlp) {
+        line["steps_per_sec_metrics_and_otlp"] = rate(wall[i]).into();
+        line["cpu_us_per_step_metrics_and_otlp"] = per_step(cpu[i]).into();
+        line["cost_metrics_and_otlp"] = cost(i).into();
+    }
+    if let Some(logs) = at(Pass::Logs) {
+        line["cpu_us_per_step_serve_logs"] = per_step(cpu[logs]).into();
+        line["cost_serve_logs"] = cost(logs).into();
+        if let Some(i) = at(Pass::LogsOtlp) {
+            line["cpu_us_per_step_serve_logs_and_otlp"] = per_step(cpu[i]).into();
+            // What `--otlp-endpoint` costs a server that logs: telemetry switched on.
+            line["cost_otlp_in_serve"] = cost_over(i, logs).into();
+        }
     }
     println!("{line}");
     Ok(())
@@ -113,7 +138,7 @@ async fn in_child(
     command
         .args(["bench", "concurrent", "--telemetry-pass", pass.name()])
         .args(["--flows", &flows.to_string(), "--steps", &steps.to_string()]);
-    if let (Pass::Otlp, Some(url)) = (pass, collector) {
+    if let (Pass::Otlp | Pass::LogsOtlp, Some(url)) = (pass, collector) {
         command.args(["--telemetry-collector", url]);
     }
     let out = command.output().await?;
@@ -158,11 +183,24 @@ pub(crate) async fn child(
                 .map_err(|_| anyhow::anyhow!("a tracing subscriber is set already"))?;
             Some(otlp)
         }
+        Pass::LogsOtlp => {
+            let url = collector.context("an OTLP pass needs --telemetry-collector")?;
+            let otlp = crate::telemetry::otlp(&url, "radkit-bench")?;
+            super::telemetry::init_tracing(Some(&otlp));
+            Some(otlp)
+        }
+        Pass::Logs => {
+            super::telemetry::init_tracing(None);
+            None
+        }
         _ => None,
     };
     #[cfg(not(feature = "otel"))]
-    if pass == Pass::Otlp || collector.is_some() {
-        bail!("the OTLP pass needs the `otel` feature");
+    match pass {
+        Pass::Otlp | Pass::LogsOtlp => bail!("the OTLP passes need the `otel` feature"),
+        Pass::Logs => super::telemetry::init_tracing(None),
+        _ if collector.is_some() => bail!("the OTLP passes need the `otel` feature"),
+        _ => {}
     }
     let (elapsed, cpu) = run(flows, steps, pass != Pass::Off).await?;
     #[cfg(feature = "otel")]
