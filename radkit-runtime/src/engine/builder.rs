@@ -399,8 +399,8 @@ impl EngineBuilder {
     /// How long a reply to a task waiting for input is left to the step it resumes (default
     /// [`DEFAULT_REPLY_PATIENCE`]). The reply is acknowledged once durable either way; within this
     /// time it is committed with the resumed step's first append (its first command, its next
-    /// question or its end), one commit per answer instead of two; past it, on its own. `ZERO`
-    /// commits every reply on its own before the step runs.
+    /// question or its end), one commit per answer instead of two; past it, on its own.
+    /// `Duration::ZERO` does not wait: the answer commits the reply itself at once.
     pub fn reply_patience(mut self, patience: Duration) -> Self {
         self.config.reply_patience = patience;
         self
