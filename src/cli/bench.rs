@@ -83,8 +83,8 @@ enum Workload {
         steps: u64,
         /// Run the workload on SQLite with telemetry off, with the engine's counters and (with the
         /// `otel` feature) with the counters and every span exported over OTLP to a receiver on
-        /// loopback, each pass in a fresh process, in alternating rounds; print the throughputs and
-        /// the costs.
+        /// loopback, and under `radkit serve`'s own subscriber (its logs) without and with OTLP,
+        /// each pass in a fresh process, in alternating rounds; print the throughputs and the costs.
         #[arg(long)]
         telemetry: bool,
         /// One pass of `--telemetry` in this process (what it runs each child with): its wall time.
