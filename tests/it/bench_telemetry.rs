@@ -1,5 +1,5 @@
 //! `radkit bench concurrent --telemetry`: every pass in a process of its own (off, metrics, OTLP to
-//! the parent's receiver), one JSON line with each kind's throughput, CPU time per step and cost
+//! the parent's receiver, `radkit serve`'s logs without and with OTLP), one JSON line with each kind's throughput, CPU time per step and cost
 //! against the pass off.
 
 use crate::support::common;
@@ -59,5 +59,19 @@ fn telemetry_prints_the_throughput_cpu_per_step_and_cost_of_each_kind_of_pass() 
     assert!(
         (cost - (per_step("metrics_and_otlp") / per_step("off") - 1.0)).abs() < 1e-9,
         "the cost is of CPU time per step: {stdout}"
+    );
+    // `radkit serve`'s subscriber without and with OTLP: switching OTLP on in a server that logs
+    // is costed against that server, not against no subscriber at all.
+    let serve = line["cost_otlp_in_serve"]
+        .as_f64()
+        .expect("OTLP's cost in serve");
+    assert!(
+        (serve - (per_step("serve_logs_and_otlp") / per_step("serve_logs") - 1.0)).abs() < 1e-9,
+        "{stdout}"
+    );
+    let logs = line["cost_serve_logs"].as_f64().expect("the logs' cost");
+    assert!(
+        (logs - (per_step("serve_logs") / per_step("off") - 1.0)).abs() < 1e-9,
+        "{stdout}"
     );
 }
