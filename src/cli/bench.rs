@@ -1,7 +1,7 @@
 //! `bench`: the engine's own benchmarks, on skills of their own (not the program's). Each workload runs on a fresh SQLite file with FULL
 //! durability and prints one JSON line. Build with `--release`.
 
-use crate::engine::{Caller, Request};
+use crate::engine::Request;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -431,10 +431,12 @@ pub(crate) fn report(
 
 pub(crate) async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow::Result<()> {
     let runs = (0..flows).map(|_| async move {
-        let id = engine
-            .send(Request::operator(Message::user_text(steps.to_string())))
+        let task = engine
+            .send_settled(
+                Request::operator(Message::user_text(steps.to_string())),
+                Some(0),
+            )
             .await?;
-        let task = engine.wait_settled(&Caller::Operator, &id).await?;
         if task.status.state != TaskState::Completed {
             bail!("bench task ended {:?}", task.status);
         }

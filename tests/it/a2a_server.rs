@@ -332,6 +332,66 @@ async fn accepted_output_modes_filter_artifact_parts() {
     assert_eq!(all["result"]["artifacts"][0]["name"], "final.txt");
 }
 
+/// A blocking send's task is the task `tasks/get` reads, whatever `historyLength` asks: the wait
+/// for a task the send started folds it from the records its run publishes, without reading the
+/// store, and what it folds must be what the store keeps (status and its message and time,
+/// history, artifacts). The answer's task too (that wait reads the store).
+#[test]
+async fn a_blocking_sends_task_is_the_task_tasks_get_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path(), &[]);
+    let client = reqwest::Client::new();
+    for history in [json!(null), json!(0), json!(1), json!(3)] {
+        let configuration = json!({ "blocking": true, "historyLength": history });
+        let sent = rpc(
+            &client,
+            &server.url,
+            None,
+            "message/send",
+            json!({ "message": user("topic"), "configuration": configuration }),
+        )
+        .await;
+        let task = &sent["result"];
+        assert_eq!(task["status"]["state"], "input-required", "{sent}");
+        let id = task["id"].as_str().unwrap().to_owned();
+        let read = rpc(
+            &client,
+            &server.url,
+            None,
+            "tasks/get",
+            json!({ "id": id, "historyLength": history }),
+        )
+        .await;
+        assert_eq!(*task, read["result"], "historyLength {history}");
+        let mut reply = user("ok");
+        reply["taskId"] = json!(id);
+        let answered = rpc(
+            &client,
+            &server.url,
+            None,
+            "message/send",
+            json!({ "message": reply, "configuration": configuration }),
+        )
+        .await;
+        assert_eq!(
+            answered["result"]["status"]["state"], "completed",
+            "{answered}"
+        );
+        let read = rpc(
+            &client,
+            &server.url,
+            None,
+            "tasks/get",
+            json!({ "id": id, "historyLength": history }),
+        )
+        .await;
+        assert_eq!(
+            answered["result"], read["result"],
+            "historyLength {history}"
+        );
+    }
+}
+
 fn chunks(events: &[Value]) -> Vec<String> {
     events
         .iter()

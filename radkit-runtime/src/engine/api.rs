@@ -159,7 +159,64 @@ impl Engine {
             return self.send_hosted(ingress, request).await;
         }
         let engine = self.clone();
-        detached(async move { engine.send_now(request).await }).await
+        detached(async move { engine.send_now(request, false).await })
+            .await
+            .map(|sent| sent.task_id)
+    }
+
+    /// [`Engine::send`], then wait until the task is input-required or finished, and return it
+    /// with at most `history_length` history messages (all when `None`): a blocking send. A task
+    /// the send starts in this engine is followed from its creating append on, so the wait reads
+    /// nothing from the store; a reply or a retry waits as [`Engine::wait_settled_with`] does.
+    pub async fn send_settled(
+        &self,
+        request: Request,
+        history_length: Option<usize>,
+    ) -> Result<Task, EngineError> {
+        let caller = request.caller.clone();
+        let sent = self.send_following(request).await?;
+        self.settled_after(&caller, sent, history_length).await
+    }
+
+    /// [`Engine::send`] for a caller that waits for the task to settle
+    /// ([`Engine::settled_after`]): a task it starts in this engine is followed from its creating
+    /// append on, so that the wait needs no read of the store.
+    pub(crate) async fn send_following(&self, request: Request) -> Result<Sent, EngineError> {
+        if self.inner.passes.is_some() || self.inner.restate().is_some() {
+            let task_id = self.send(request).await?;
+            return Ok(Sent {
+                task_id,
+                follow: None,
+            });
+        }
+        let engine = self.clone();
+        detached(async move { engine.send_now(request, true).await }).await
+    }
+
+    /// Wait until the task `sent` started or answered is input-required or finished, and return it
+    /// with at most `history_length` history messages ([`Engine::wait_settled_with`]).
+    pub(crate) async fn settled_after(
+        &self,
+        caller: &Caller,
+        sent: Sent,
+        history_length: Option<usize>,
+    ) -> Result<Task, EngineError> {
+        let Sent { task_id, follow } = sent;
+        match follow {
+            Some(follow) => super::subscription::settled_followed(
+                self,
+                caller,
+                &task_id,
+                follow,
+                history_length,
+            )
+            .await
+            .map(|snapshot| snapshot.task),
+            None => {
+                self.wait_settled_with(caller, &task_id, history_length)
+                    .await
+            }
+        }
     }
 
     /// Serverless mode: the send is one pass, run to its rest, end or deadline before it returns.
@@ -204,7 +261,8 @@ impl Engine {
             .unwrap_or(Duration::from_secs(30))
     }
 
-    async fn send_now(&self, request: Request) -> Result<TaskId, EngineError> {
+    /// The send; with `follow`, a task it starts here is followed from its creating append on.
+    async fn send_now(&self, request: Request, follow: bool) -> Result<Sent, EngineError> {
         let Request {
             caller,
             skill,
@@ -216,21 +274,36 @@ impl Engine {
             Some(task_id) => {
                 let task_id = TaskId::from(task_id);
                 self.answer(&caller, &task_id, message).await?;
-                Ok(task_id)
+                Ok(Sent {
+                    task_id,
+                    follow: None,
+                })
             }
             None => {
-                // A retried message (the client lost the answer) finds the task it created.
+                // A retried message (the client lost the answer) finds the task it created: its
+                // creating append is refused (the task exists), and `start_task` says so.
                 let task_id = task_id_for(&caller, &message.message_id);
-                if self.created(&caller, &task_id).await? {
-                    self.same_as_first(&task_id, &message).await?;
-                    return Ok(task_id);
-                }
                 let skill = self.choose_skill(skill.as_deref())?;
                 let mode = mode.unwrap_or(self.inner.config.permission_mode);
-                self.start_task(&caller, task_id, skill, mode, message)
+                self.start_task(&caller, task_id, skill, mode, message, follow)
                     .await
             }
         }
+    }
+
+    /// A retried first message: the task its first send created, if `caller` created it and the
+    /// message is the same (another message under its `messageId` is refused).
+    async fn retried(
+        &self,
+        caller: &Caller,
+        task_id: &TaskId,
+        message: &Message,
+    ) -> Result<bool, EngineError> {
+        if !self.created(caller, task_id).await? {
+            return Ok(false);
+        }
+        self.same_as_first(task_id, message).await?;
+        Ok(true)
     }
 
     /// True when `task_id` (derived from a caller and a message id) exists and `caller` created it.
@@ -282,8 +355,11 @@ impl Engine {
         skill: Arc<dyn ErasedSkill>,
         mode: PermissionMode,
         mut message: Message,
-    ) -> Result<TaskId, EngineError> {
+        follow: bool,
+    ) -> Result<Sent, EngineError> {
         let info = skill.info();
+        // As the client sent it: a retry is compared with it.
+        let first = message.clone();
         let task_id = task_id.into_string();
         let context_id = message.context_id.clone().unwrap_or_else(new_id);
         message.task_id = Some(task_id.clone());
@@ -315,6 +391,9 @@ impl Engine {
             mode,
             message,
         );
+        // Who follows the task subscribes before its creating append: it sees every record.
+        let follow =
+            follow.then(|| super::subscription::Follow::new(self, &task_id, record.clone()));
         let (tx, gate) = self.inner.live.handles(&task_id);
         let mut run = TaskRun::new(
             task_id.clone().into(),
@@ -345,15 +424,34 @@ impl Engine {
         // task until it expired.
         let lease_sent = std::time::Instant::now();
         let run = Arc::new(run);
-        let guard = gate.lock_owned().await;
+        let guard = match gate.clone().try_lock_owned() {
+            Ok(guard) => guard,
+            Err(_) => {
+                // Someone has the task in hand here: its driver (a retry of the message that
+                // created it), or a send of the same message at once (then the wait below lasts
+                // until that send's run lets the task go).
+                let id = TaskId::from(task_id.clone());
+                if self.retried(caller, &id, &first).await? {
+                    return Ok(Sent {
+                        task_id: id,
+                        follow: None,
+                    });
+                }
+                gate.lock_owned().await
+            }
+        };
         if let Err(e) = run.flush().await {
             self.inner.disown(&run).await;
-            let task_id = TaskId::from(task_id);
-            // The same message sent twice at once: the other send created the task.
+            let id = TaskId::from(task_id);
+            // The task exists: a retry of the message that created it (the client lost the
+            // answer), or the same message sent twice at once (the other send created it).
             if matches!(e, run::FlushError::Store(StoreError::Conflict { .. }))
-                && self.created(caller, &task_id).await?
+                && self.retried(caller, &id, &first).await?
             {
-                return Ok(task_id);
+                return Ok(Sent {
+                    task_id: id,
+                    follow: None,
+                });
             }
             return Err(e.into());
         }
@@ -363,7 +461,11 @@ impl Engine {
         if drive_here {
             self.inner.spawn_drive(run, guard);
         }
-        Ok(TaskId::from(task_id))
+        Ok(Sent {
+            task_id: TaskId::from(task_id),
+            // Only a task this engine drives publishes its records here.
+            follow: follow.filter(|_| drive_here && !self.inner.shared()),
+        })
     }
 
     /// The task's row, if `caller` may see it (a task it may not see is not found, as one that does
@@ -938,14 +1040,18 @@ impl Engine {
         task_id: &TaskId,
         history_length: Option<usize>,
     ) -> Result<Snapshot, EngineError> {
-        let snapshot = self.snapshot(caller, task_id, history_length).await?;
         // In serverless mode nothing runs after the request's pass: the task is as it left it.
-        if snapshot.is_final || self.inner.passes.is_some() {
-            return Ok(snapshot);
+        if self.inner.passes.is_some() {
+            return self.snapshot(caller, task_id, history_length).await;
         }
-        // Every commit of a store no other process writes is published here: wait on those.
+        // Every commit of a store no other process writes is published here: wait on those (the
+        // wait reads the task once it listens, and returns it at once when it is settled).
         if !self.inner.shared() && self.inner.restate().is_none() {
             return super::subscription::settled_live(self, caller, task_id, history_length).await;
+        }
+        let snapshot = self.snapshot(caller, task_id, history_length).await?;
+        if snapshot.is_final {
+            return Ok(snapshot);
         }
         let mut sub = self
             .subscribe_from(caller, task_id, snapshot.last_seq)
@@ -1064,6 +1170,22 @@ async fn detached<T: Send + 'static>(
         }
         // The runtime is shutting down.
         Err(_) => Err(EngineError::Halted),
+    }
+}
+
+/// What a send did: the task it started or answered, and, for a task it started that this engine
+/// drives, the task followed from its creating append on ([`Engine::send_following`]).
+pub(crate) struct Sent {
+    pub task_id: TaskId,
+    follow: Option<super::subscription::Follow>,
+}
+
+impl From<TaskId> for Sent {
+    fn from(task_id: TaskId) -> Self {
+        Sent {
+            task_id,
+            follow: None,
+        }
     }
 }
 

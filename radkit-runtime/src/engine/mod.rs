@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub(crate) use api::{check_message, reused_id, same_message, task_id_for};
+pub(crate) use api::{check_message, reused_id, same_message, task_id_for, Sent};
 pub use builder::{
     EngineBuilder, EngineConfig, DEFAULT_CALL_TIMEOUT, DEFAULT_CALL_WEBHOOK_TTL,
     DEFAULT_MAX_PARALLEL_EFFECTS, DEFAULT_REPLY_PATIENCE,

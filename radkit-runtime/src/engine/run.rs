@@ -621,6 +621,12 @@ impl TaskRun {
                 self.lose_lease();
                 return Err(e.into());
             }
+            // The task exists (a first message sent again): this run never was, and the task's
+            // own run and subscribers are not told of it.
+            Err(e @ StoreError::Conflict { .. }) if append.create.is_some() => {
+                self.write_failed.store(true, Ordering::SeqCst);
+                return Err(e.into());
+            }
             Err(e) => {
                 let _ = self.append_failure.set(e.to_string());
                 if !self.write_failed.swap(true, Ordering::SeqCst) {

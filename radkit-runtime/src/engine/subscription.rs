@@ -131,6 +131,93 @@ pub struct Subscription {
 /// journal), then again each time a published record may have settled it (an end, a question)
 /// or the wait lagged behind the records — never the records in between, which a waiter has no use
 /// for (a [`Subscription`] would read every one it missed from the store, a page at a time).
+/// Records a follower of a task's start keeps to fold it: a task that runs longer before it
+/// settles is read from the store instead ([`settled_live`]).
+const FOLLOWED_RECORDS: usize = 256;
+
+/// A task followed from before its creating append: its receiver (every record its run commits,
+/// from seq 1) and its row as created. The live entry is kept while it lives.
+pub(crate) struct Follow {
+    engine: Engine,
+    task_id: String,
+    rx: broadcast::Receiver<Arc<Published>>,
+    record: crate::store::TaskRecord,
+}
+
+impl Follow {
+    /// Follow `task_id`, created as `record`, from now on.
+    pub(super) fn new(engine: &Engine, task_id: &str, record: crate::store::TaskRecord) -> Self {
+        Follow {
+            engine: engine.clone(),
+            task_id: task_id.to_owned(),
+            rx: engine.inner.live.subscribe(task_id),
+            record,
+        }
+    }
+}
+
+impl Drop for Follow {
+    fn drop(&mut self) {
+        self.engine.inner.live.release(&self.task_id, 1);
+    }
+}
+
+/// [`settled_live`] for a task followed from its start: the task is folded from the records its
+/// run publishes, without reading the store, once one of them settles it. A follower that falls
+/// behind (a lagging receiver), a gap, or a failed append makes it wait as [`settled_live`] does.
+pub(super) async fn settled_followed(
+    engine: &Engine,
+    caller: &super::Caller,
+    task_id: &TaskId,
+    mut follow: Follow,
+    history_length: Option<usize>,
+) -> Result<Snapshot, EngineError> {
+    let mut records: Vec<JournalRecord> = Vec::new();
+    let mut settling = false;
+    loop {
+        let next = if settling {
+            // The rest of the settling record's append, already published with it.
+            match follow.rx.try_recv() {
+                Ok(published) => Ok(published),
+                Err(broadcast::error::TryRecvError::Empty) => {
+                    let view = view::MemView::fold(&records);
+                    if view.settled {
+                        let mut record = follow.record.clone();
+                        let last = records.last().map_or((0, 0), |r| (r.seq, r.at_ms));
+                        (record.state, record.last_seq, record.updated_at_ms) =
+                            (view.state, last.0, last.1);
+                        let view = view.view(record, history_length);
+                        return Ok(Snapshot {
+                            last_seq: view.record.last_seq,
+                            is_final: true,
+                            task: super::projection::project_task(view),
+                        });
+                    }
+                    settling = false;
+                    continue;
+                }
+                Err(_) => break,
+            }
+        } else {
+            follow.rx.recv().await.map_err(|_| ())
+        };
+        match next.as_deref() {
+            Ok(Published::Record(record))
+                if record.seq == records.len() as u64 + 1 && records.len() < FOLLOWED_RECORDS =>
+            {
+                settling = matches!(
+                    record.entry,
+                    Entry::Terminal { .. } | Entry::AwaitingInput { .. }
+                ) || settling;
+                records.push(record.clone());
+            }
+            _ => break,
+        }
+    }
+    drop(follow);
+    settled_live(engine, caller, task_id, history_length).await
+}
+
 pub(super) async fn settled_live(
     engine: &Engine,
     caller: &super::Caller,

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::errors::{engine_error, Kind, OpError};
 use super::AppState;
-use crate::engine::{Caller, EngineError, Request};
+use crate::engine::{Caller, EngineError, Request, Sent};
 use crate::flow::PermissionMode;
 use crate::model::{Message, Task, TaskId, TaskState};
 
@@ -65,6 +65,19 @@ pub(crate) async fn start(
     caller: &Caller,
     send: &Send,
 ) -> Result<TaskId, OpError> {
+    start_with(state, caller, send, false)
+        .await
+        .map(|sent| sent.task_id)
+}
+
+/// [`start`]; with `follow`, for a caller that waits for the task to settle
+/// ([`crate::engine::Engine::settled_after`]).
+async fn start_with(
+    state: &AppState,
+    caller: &Caller,
+    send: &Send,
+    follow: bool,
+) -> Result<Sent, OpError> {
     history(send.history_length)?;
     if send.message.parts.is_empty() {
         return Err(OpError::new(
@@ -77,12 +90,19 @@ pub(crate) async fn start(
     let existing = send.message.task_id.clone().map(TaskId::from);
     let webhook =
         super::push::before_send(state, caller, send.push.as_ref(), existing.as_ref()).await?;
-    let sent = state
-        .engine
-        .send(request)
-        .await
-        .map_err(|e| engine_error(e, false));
-    super::push::after_send(state, caller, webhook, sent.as_ref().ok()).await?;
+    let sent = if follow {
+        state.engine.send_following(request).await
+    } else {
+        state.engine.send(request).await.map(Sent::from)
+    }
+    .map_err(|e| engine_error(e, false));
+    super::push::after_send(
+        state,
+        caller,
+        webhook,
+        sent.as_ref().ok().map(|s| &s.task_id),
+    )
+    .await?;
     sent
 }
 
@@ -220,16 +240,16 @@ pub(crate) async fn send_task(
     caller: &Caller,
     send: Send,
 ) -> Result<Answer, OpError> {
-    let task_id = start(state, caller, &send).await?;
     let history_length = history(send.history_length)?.or(Some(state.config.max_history));
     let direct = answers_with_message(state, &send)?;
-    let task = if send.blocking || direct {
+    let waits = send.blocking || direct;
+    let sent = start_with(state, caller, &send, waits).await?;
+    let task_id = sent.task_id.clone();
+    let task = if waits {
         // The task keeps running if we stop waiting: the engine owns it, not this request.
         match tokio::time::timeout(
             BLOCKING_WAIT,
-            state
-                .engine
-                .wait_settled_with(caller, &task_id, history_length),
+            state.engine.settled_after(caller, sent, history_length),
         )
         .await
         {

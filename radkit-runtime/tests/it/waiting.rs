@@ -442,6 +442,93 @@ async fn a_message_id_names_one_message_and_a_reply_sent_again_is_not_taken_twic
     assert_eq!(received, 1, "the reply was taken once");
 }
 
+/// A first message sent again finds its task through the store's refusal of a second creating
+/// append; that refusal is not a failed write of the task's: the task is not marked stalled, and
+/// whoever follows it is not told that its run stopped (the follower sees the answer and the end).
+async fn a_first_message_sent_again_leaves_its_task_and_followers_alone(store: impl Store) {
+    let engine = errand(store, Arc::new(tokio::sync::Notify::new()))
+        .start()
+        .await
+        .unwrap();
+    let message = user("note");
+    let task = engine
+        .send(Request::operator(message.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        settled(&engine, &task).await.status.state,
+        TaskState::InputRequired
+    );
+    // Its driver let it go (the question was published a moment before): a retry now takes the
+    // free gate and makes the creating append the store refuses.
+    within(PATIENCE, "the driver to let the task go", async {
+        while engine.tasks_in_hand() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    // A follower that has seen everything so far: the next thing it hears is live.
+    let seen = engine
+        .snapshot(&Caller::Operator, &task, Some(0))
+        .await
+        .unwrap()
+        .last_seq;
+    let mut follower = engine
+        .subscribe_from(&Caller::Operator, &task, seen)
+        .await
+        .unwrap();
+    // Listening while the retries are made: whatever the task's run is said to do reaches it.
+    let followed = tokio::spawn(async move {
+        loop {
+            match follower.next().await {
+                Some(Ok(update)) if update.is_final => return Ok(update),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => panic!("the subscription ended before the task did"),
+            }
+        }
+    });
+    for _ in 0..3 {
+        assert_eq!(
+            engine
+                .send(Request::operator(message.clone()))
+                .await
+                .unwrap(),
+            task,
+            "the retry finds the task"
+        );
+    }
+    assert_eq!(
+        settled(&engine, &task).await.status.state,
+        TaskState::InputRequired
+    );
+    engine
+        .send(Request::operator(reply(&task, "hi")))
+        .await
+        .unwrap();
+    let ended = within(PATIENCE, "the follower to see the end", followed)
+        .await
+        .unwrap()
+        .expect("no failed write was reported to the follower");
+    assert!(matches!(
+        ended.record.entry,
+        radkit_runtime::journal::Entry::Terminal { .. }
+    ));
+}
+
+#[test(multi_thread)]
+async fn a_first_message_sent_again_leaves_its_task_and_followers_alone_in_memory() {
+    a_first_message_sent_again_leaves_its_task_and_followers_alone(MemoryStore::new()).await;
+}
+
+#[test(multi_thread)]
+async fn a_first_message_sent_again_leaves_its_task_and_followers_alone_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = radkit_runtime::store::SqliteStore::open_default(dir.path().join("radkit.db"))
+        .expect("open the SQLite store");
+    a_first_message_sent_again_leaves_its_task_and_followers_alone(store).await;
+}
+
 /// The same first message sent eight times at once (a client retrying before its first send was
 /// answered) makes one task, whose effect runs once, and every send gets that task: the sends that
 /// lose the race find the task the winner's first append created, and write nothing.
