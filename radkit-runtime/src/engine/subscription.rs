@@ -131,10 +131,6 @@ pub struct Subscription {
 /// journal), then again each time a published record may have settled it (an end, a question)
 /// or the wait lagged behind the records — never the records in between, which a waiter has no use
 /// for (a [`Subscription`] would read every one it missed from the store, a page at a time).
-/// Records a follower of a task's start keeps to fold it: a task that runs longer before it
-/// settles is read from the store instead ([`settled_live`]).
-const FOLLOWED_RECORDS: usize = 256;
-
 /// A task followed from before its creating append: its receiver (every record its run commits,
 /// from seq 1) and its row as created. The live entry is kept while it lives.
 pub(crate) struct Follow {
@@ -162,9 +158,10 @@ impl Drop for Follow {
     }
 }
 
-/// [`settled_live`] for a task followed from its start: the task is folded from the records its
-/// run publishes, without reading the store, once one of them settles it. A follower that falls
-/// behind (a lagging receiver), a gap, or a failed append makes it wait as [`settled_live`] does.
+/// [`settled_live`] for a task followed from its start: the task's view is folded from the records
+/// its run publishes, one at a time as they come (nothing of them is kept but what the view keeps),
+/// and returned without reading the store once one of them settles it. A follower that falls
+/// behind (a lagging receiver), a gap or a failed append makes it wait as [`settled_live`] does.
 pub(super) async fn settled_followed(
     engine: &Engine,
     caller: &super::Caller,
@@ -172,27 +169,26 @@ pub(super) async fn settled_followed(
     mut follow: Follow,
     history_length: Option<usize>,
 ) -> Result<Snapshot, EngineError> {
-    let mut records: Vec<JournalRecord> = Vec::new();
+    let mut folded = view::MemView::default();
+    let (mut last_seq, mut last_at) = (0, 0);
     let mut settling = false;
     loop {
         let next = if settling {
-            // The rest of the settling record's append, already published with it.
+            // The rest of the settling record's append, published with it.
             match follow.rx.try_recv() {
                 Ok(published) => Ok(published),
+                Err(broadcast::error::TryRecvError::Empty) if folded.settled => {
+                    let mut record = follow.record.clone();
+                    (record.state, record.last_seq, record.updated_at_ms) =
+                        (folded.state, last_seq, last_at);
+                    let view = folded.view(record, history_length);
+                    return Ok(Snapshot {
+                        last_seq,
+                        is_final: true,
+                        task: super::projection::project_task(view),
+                    });
+                }
                 Err(broadcast::error::TryRecvError::Empty) => {
-                    let view = view::MemView::fold(&records);
-                    if view.settled {
-                        let mut record = follow.record.clone();
-                        let last = records.last().map_or((0, 0), |r| (r.seq, r.at_ms));
-                        (record.state, record.last_seq, record.updated_at_ms) =
-                            (view.state, last.0, last.1);
-                        let view = view.view(record, history_length);
-                        return Ok(Snapshot {
-                            last_seq: view.record.last_seq,
-                            is_final: true,
-                            task: super::projection::project_task(view),
-                        });
-                    }
                     settling = false;
                     continue;
                 }
@@ -202,14 +198,17 @@ pub(super) async fn settled_followed(
             follow.rx.recv().await.map_err(|_| ())
         };
         match next.as_deref() {
-            Ok(Published::Record(record))
-                if record.seq == records.len() as u64 + 1 && records.len() < FOLLOWED_RECORDS =>
-            {
-                settling = matches!(
-                    record.entry,
-                    Entry::Terminal { .. } | Entry::AwaitingInput { .. }
-                ) || settling;
-                records.push(record.clone());
+            Ok(Published::Record(record)) if record.seq == last_seq + 1 => {
+                settling = settling
+                    || matches!(
+                        record.entry,
+                        Entry::Terminal { .. } | Entry::AwaitingInput { .. }
+                    );
+                folded.apply(
+                    &view::ViewDelta::of(record.seq, std::slice::from_ref(&record.entry)),
+                    record.at_ms,
+                );
+                (last_seq, last_at) = (record.seq, record.at_ms);
             }
             _ => break,
         }
