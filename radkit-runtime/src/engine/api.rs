@@ -440,6 +440,34 @@ impl Engine {
                 gate.lock_owned().await
             }
         };
+        // On a store of this engine's alone the task is created by its driver's first append,
+        // with what its first step does first (its first command, question or end): one commit
+        // where two were. The send is acknowledged once that append is durable (or, past the
+        // reply patience, once a flush of the creation alone is). A first message sent again
+        // runs its first step up to that append, which the store refuses (nothing of it is
+        // journaled or performed); with hooks, which that step would ask again, the creation
+        // commits first. On a shared store the creating append takes the lease first.
+        if !self.inner.shared() && self.inner.config.hooks.is_empty() {
+            let created = run.lock().next_seq - 1;
+            self.inner.spawn_drive(run.clone(), guard);
+            if let Err(e) = run
+                .flush_through_within(created, self.inner.config.reply_patience)
+                .await
+            {
+                let id = TaskId::from(task_id);
+                if run.duplicate() && self.retried(caller, &id, &first).await? {
+                    return Ok(Sent {
+                        task_id: id,
+                        follow: None,
+                    });
+                }
+                return Err(e.into());
+            }
+            return Ok(Sent {
+                task_id: TaskId::from(task_id),
+                follow,
+            });
+        }
         if let Err(e) = run.flush().await {
             self.inner.disown(&run).await;
             let id = TaskId::from(task_id);
@@ -756,7 +784,15 @@ impl Engine {
         history_length: Option<usize>,
     ) -> Result<Snapshot, EngineError> {
         let mut record = self.visible(caller, task_id).await?;
-        let first = self.inner.store.journal_page(task_id, 0, 1).await?;
+        let mut first = self.inner.store.journal_page(task_id, 0, 1).await?;
+        // The creation is `task_created` and the message that made the task; on a store of this
+        // engine's alone the same append carries what the first step did first.
+        if let Some(made) = first
+            .iter()
+            .position(|r| matches!(r.entry, Entry::MessageReceived { .. }))
+        {
+            first.truncate(made + 1);
+        }
         let view = crate::store::view::MemView::fold(&first);
         record.last_seq = first.last().map_or(0, |r| r.seq);
         record.state = view.state;

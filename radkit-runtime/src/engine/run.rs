@@ -325,6 +325,9 @@ pub(crate) struct TaskRun {
     lost: AtomicBool,
     /// An append failed: this run must stop and write nothing more (see [`TaskRun::flush`]).
     write_failed: AtomicBool,
+    /// The append that was to create the task was refused: the task exists (its first message
+    /// sent again). This run never was: nothing of it is reloaded or reported.
+    duplicate: AtomicBool,
     /// What the failed append's store said, for whoever waited on entries it carried.
     append_failure: std::sync::OnceLock<String>,
     /// The `seq` of the last entry this run committed (0 before its first commit).
@@ -398,6 +401,7 @@ impl TaskRun {
             fence: None,
             lost: AtomicBool::new(false),
             write_failed: AtomicBool::new(false),
+            duplicate: AtomicBool::new(false),
             append_failure: std::sync::OnceLock::new(),
             durable_through: std::sync::atomic::AtomicU64::new(0),
             taken: tokio::sync::Notify::new(),
@@ -437,6 +441,11 @@ impl TaskRun {
     /// True once an append of this run failed (the task must be reloaded from the store).
     pub fn write_failed(&self) -> bool {
         self.write_failed.load(Ordering::SeqCst)
+    }
+
+    /// True when the append that was to create the task was refused because the task exists.
+    pub fn duplicate(&self) -> bool {
+        self.duplicate.load(Ordering::SeqCst)
     }
 
     /// The lease was taken over: stop this run. The takeover is logged once, and only for a run
@@ -624,6 +633,7 @@ impl TaskRun {
             // The task exists (a first message sent again): this run never was, and the task's
             // own run and subscribers are not told of it.
             Err(e @ StoreError::Conflict { .. }) if append.create.is_some() => {
+                self.duplicate.store(true, Ordering::SeqCst);
                 self.write_failed.store(true, Ordering::SeqCst);
                 return Err(e.into());
             }

@@ -296,14 +296,17 @@ impl Inner {
             // From here on a cancel is refused by this run and goes through the gate (which this
             // task holds until the run is deregistered) or, on a shared store, the task's row.
             let unserved_cancel = run.lock().close();
-            if unserved_cancel && run.write_failed() && !engine.shared() {
+            // A run whose creating append was refused never was: the task it found is another
+            // run's, and nothing of it is reloaded, kept or cleared here.
+            let failed = run.write_failed() && !run.duplicate();
+            if unserved_cancel && failed && !engine.shared() {
                 engine.reloads.keep_cancel(&task_id);
             }
             engine.disown(&run).await;
             engine.live.stop(&task_id, guard);
-            if run.write_failed() {
+            if failed {
                 engine.reload_after_failed_write(task_id);
-            } else {
+            } else if !run.duplicate() {
                 engine.reloads.succeeded(&task_id);
                 engine.stalled.clear(&task_id);
             }
@@ -329,6 +332,21 @@ impl Inner {
                 };
                 if engine.halted.load(Ordering::SeqCst) {
                     return;
+                }
+                // A task whose creating append failed may not exist (its send was refused, and
+                // its client sends again): nothing to reload.
+                match engine.store.task(&task_id).await {
+                    Ok(None) => {
+                        engine.reloads.succeeded(&task_id);
+                        engine.stalled.clear(&task_id);
+                        return;
+                    }
+                    Ok(Some(_)) => {}
+                    Err(e) => {
+                        tracing::warn!(task = %task_id, error = %e, "reading the task after a failed append failed; retrying");
+                        failures = failures.saturating_add(1);
+                        continue;
+                    }
                 }
                 match engine.resume(&task_id, None).await {
                     Ok(()) => return,

@@ -406,8 +406,8 @@ async fn a_batch_is_journaled_in_one_append_with_ids_in_input_order() {
         );
         assert_eq!(
             store.appends.lock().unwrap().len(),
-            3,
-            "width {width}: the task's creation, the batch, and its receipts with the task's end"
+            2,
+            "width {width}: the task's creation with the batch, and its receipts with the task's end"
         );
         let journal = store.journal(&task_id, 0).await.unwrap();
         for (ordinal, (id, arg)) in issued(&journal).iter().enumerate() {
@@ -421,13 +421,14 @@ async fn a_batch_is_journaled_in_one_append_with_ids_in_input_order() {
 
 /// The append carrying the batch fails (nothing written). The first call's flush sees the failure;
 /// its siblings find nothing pending and must not start their effects (their flushes fail on the
-/// stopped run, and each attempt checks the run first): the engine reloads the task and performs
-/// each call once.
+/// stopped run, and each attempt checks the run first). That append also creates the task (on a
+/// store of one engine's alone the driver's first append does), so the send that made it is
+/// refused; sent again, the task runs and performs each call once.
 #[test]
 async fn a_batch_whose_append_failed_starts_none_of_its_effects() {
-    // Append 1 creates the task; append 2 is the visit's `activated` and the batch.
+    // Append 1 creates the task with the visit's `activated` and the batch.
     let store = Recording {
-        fail_at: 2,
+        fail_at: 1,
         ..Recording::default()
     };
     let ledger = Ledger::default();
@@ -437,14 +438,28 @@ async fn a_batch_whose_append_failed_starts_none_of_its_effects() {
         .start()
         .await
         .unwrap();
-    let task_id = engine.send(Request::operator(user("go"))).await.unwrap();
+    let message = user("go");
+    let refused = engine
+        .send(Request::operator(message.clone()))
+        .await
+        .expect_err("the append that creates the task failed");
+    assert!(
+        matches!(refused, radkit_runtime::engine::EngineError::Store(_)),
+        "{refused:?}"
+    );
+    assert_eq!(
+        ledger.calls_total(),
+        0,
+        "no effect of the failed batch started"
+    );
+    let task_id = engine.send(Request::operator(message)).await.unwrap();
     let task = terminal(&engine, &task_id).await;
     assert_completed_with(&task, &zero_to(10));
     let calls = count_calls(&ledger);
     assert_eq!(
         calls.len(),
         10,
-        "each call performed once, after the reload: {calls:?}"
+        "each call performed once, after the send again: {calls:?}"
     );
     assert_eq!(ids(&calls).len(), 10);
 }
