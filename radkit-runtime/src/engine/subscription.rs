@@ -126,11 +126,6 @@ pub struct Subscription {
     pending: Option<JournalRecord>,
 }
 
-/// The task once it settled, waited for on a store only this engine writes, where every commit of
-/// the task is published in this process: the task's view is read (one row, however long its
-/// journal), then again each time a published record may have settled it (an end, a question)
-/// or the wait lagged behind the records — never the records in between, which a waiter has no use
-/// for (a [`Subscription`] would read every one it missed from the store, a page at a time).
 /// A task followed from before its creating append: its receiver (every record its run commits,
 /// from seq 1) and its row as created. The live entry is kept while it lives.
 pub(crate) struct Follow {
@@ -217,6 +212,11 @@ pub(super) async fn settled_followed(
     settled_live(engine, caller, task_id, history_length).await
 }
 
+/// The task once it settled, waited for on a store only this engine writes, where every commit of
+/// the task is published in this process: the task's view is read (one row, however long its
+/// journal), then again each time a published record may have settled it (an end, a question)
+/// or the wait lagged behind the records — never the records in between, which a waiter has no use
+/// for (a [`Subscription`] would read every one it missed from the store, a page at a time).
 pub(super) async fn settled_live(
     engine: &Engine,
     caller: &super::Caller,
