@@ -188,8 +188,10 @@ pub(crate) async fn child(
         let mut reply = Message::user_text("yes");
         reply.task_id = Some(id.to_owned());
         let t = Instant::now();
-        let task = engine.send(Request::operator(reply)).await?;
-        let settled = engine.wait_settled(&Caller::Operator, &task).await?;
+        // A blocking send: acknowledged once the reply is durable, then followed to the end.
+        let settled = engine
+            .send_settled(Request::operator(reply), Some(0))
+            .await?;
         samples.push(t.elapsed());
         if settled.status.state != TaskState::Completed {
             bail!(

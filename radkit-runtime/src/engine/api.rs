@@ -273,11 +273,8 @@ impl Engine {
         match message.task_id.clone() {
             Some(task_id) => {
                 let task_id = TaskId::from(task_id);
-                self.answer(&caller, &task_id, message).await?;
-                Ok(Sent {
-                    task_id,
-                    follow: None,
-                })
+                let follow = self.answer(&caller, &task_id, message, follow).await?;
+                Ok(Sent { task_id, follow })
             }
             None => {
                 // A retried message (the client lost the answer) finds the task it created: its
@@ -555,7 +552,10 @@ impl Engine {
         task_id: &str,
         message: &Message,
     ) -> Result<Option<TaskRecord>, EngineError> {
-        self.takes_message(caller, task_id, message, false).await
+        Ok(self
+            .takes_message(caller, task_id, message, false)
+            .await?
+            .map(|view| view.record))
     }
 
     /// [`Engine::awaiting_reply`], also taking a message for a task that works when
@@ -566,14 +566,14 @@ impl Engine {
         task_id: &str,
         message: &Message,
         keeps: bool,
-    ) -> Result<Option<TaskRecord>, EngineError> {
+    ) -> Result<Option<crate::store::TaskView>, EngineError> {
         // One read for the row and the history (`visible` and `received_before` in one).
         let view = match self.inner.store.task_view(task_id, None).await? {
             Some(view) if caller.can_see(view.record.principal.as_deref()) => view,
             _ => return Err(EngineError::TaskNotFound(task_id.to_string())),
         };
-        let record = view.record;
-        let keeps_while_working = keeps && self.while_working(&record).is_some();
+        let record = &view.record;
+        let keeps_while_working = keeps && self.while_working(record).is_some();
         if received_in(&view.history, message)? {
             return Ok(None);
         }
@@ -591,7 +591,7 @@ impl Engine {
                 state: record.state,
             });
         }
-        Ok(Some(record))
+        Ok(Some(view))
     }
 
     /// Whether the task `first` starts on skill `skill` (the request's; `None`: the default)
@@ -618,15 +618,21 @@ impl Engine {
         }
     }
 
+    /// Take `message` as the reply of the waiting task `task_id` (or keep it for a task that
+    /// works). With `follow`, a reply its resumed run will commit is followed from there: the
+    /// task as it was read, folded on with every record the run publishes
+    /// ([`Engine::settled_after`]).
     async fn answer(
         &self,
         caller: &Caller,
         task_id: &str,
         mut message: Message,
-    ) -> Result<(), EngineError> {
-        let Some(record) = self.takes_message(caller, task_id, &message, true).await? else {
-            return Ok(());
+        follow: bool,
+    ) -> Result<Option<super::subscription::Follow>, EngineError> {
+        let Some(view) = self.takes_message(caller, task_id, &message, true).await? else {
+            return Ok(None);
         };
+        let record = view.record.clone();
         let keeps = self.while_working(&record);
         if let Some(run) = self.inner.live.running(task_id) {
             // A run is live (a slow call of the visit that asked, an effect beside a question):
@@ -637,7 +643,7 @@ impl Engine {
             if taken {
                 run.flush().await?;
                 self.inner.crash_at(Boundary::Resuming, &run, None, None);
-                return Ok(());
+                return Ok(None);
             }
         }
         let (_, gate) = self.inner.live.handles(task_id);
@@ -684,14 +690,14 @@ impl Engine {
                     return Err(e.into());
                 }
                 if self.inner.crash_at(Boundary::Resuming, &run, None, None) {
-                    return Ok(());
+                    return Ok(None);
                 }
                 if interrupt {
                     self.inner.spawn_drive(run, guard);
                 } else {
                     self.inner.disown(&run).await;
                 }
-                return Ok(());
+                return Ok(None);
             }
             _ => {
                 self.inner.disown(&run).await;
@@ -703,6 +709,11 @@ impl Engine {
             }
         };
         message.context_id = Some(run.context_id.to_string());
+        // The view read above is the task as loaded (nothing committed since): a follower goes on
+        // from it. On a shared store other engines may commit the task's records.
+        let follow =
+            (follow && !self.inner.shared() && view.record.last_seq + 1 == run.lock().next_seq)
+                .then(|| super::subscription::Follow::resumed(self, task_id, view));
         let reply_seq = {
             let mut st = run.lock();
             command::receive_reply(&mut st, message, ask, open_visit);
@@ -718,7 +729,7 @@ impl Engine {
         self.inner.spawn_drive(run.clone(), guard);
         run.flush_through_within(reply_seq, self.inner.config.reply_patience)
             .await?;
-        Ok(())
+        Ok(follow)
     }
 
     /// The task as A2A shows it.

@@ -133,6 +133,8 @@ pub(crate) struct Follow {
     task_id: String,
     rx: broadcast::Receiver<Arc<Published>>,
     record: crate::store::TaskRecord,
+    /// The task's view before the first record the receiver gets.
+    folded: view::MemView,
 }
 
 impl Follow {
@@ -143,6 +145,19 @@ impl Follow {
             task_id: task_id.to_owned(),
             rx: engine.inner.live.subscribe(task_id),
             record,
+            folded: view::MemView::default(),
+        }
+    }
+
+    /// Follow `task_id` from `view` (read with its whole history; nothing committed since): the
+    /// records its run publishes next are folded on from there.
+    pub(super) fn resumed(engine: &Engine, task_id: &str, view: crate::store::TaskView) -> Self {
+        Follow {
+            engine: engine.clone(),
+            task_id: task_id.to_owned(),
+            rx: engine.inner.live.subscribe(task_id),
+            folded: view::MemView::from_view(&view),
+            record: view.record,
         }
     }
 }
@@ -164,8 +179,8 @@ pub(super) async fn settled_followed(
     mut follow: Follow,
     history_length: Option<usize>,
 ) -> Result<Snapshot, EngineError> {
-    let mut folded = view::MemView::default();
-    let (mut last_seq, mut last_at) = (0, 0);
+    let mut folded = std::mem::take(&mut follow.folded);
+    let (mut last_seq, mut last_at) = (follow.record.last_seq, follow.record.updated_at_ms);
     let mut settling = false;
     loop {
         let next = if settling {

@@ -352,6 +352,27 @@ impl MemView {
         view
     }
 
+    /// The view a store read, with its whole history, to fold on from: its artifacts keep their
+    /// order (a later piece of one of them joins it; a new one comes after them all, as its
+    /// first seq is past every position they had).
+    pub fn from_view(view: &TaskView) -> Self {
+        MemView {
+            state: view.record.state,
+            status_message: view.status_message.clone(),
+            status_at_ms: view.status_at_ms,
+            history: view.history.iter().map(|m| (0, m.clone())).collect(),
+            artifacts: (0u64..)
+                .zip(&view.artifacts)
+                .map(|(pos, artifact)| ArtifactRow {
+                    pos,
+                    seq: 0,
+                    artifact: artifact.clone(),
+                })
+                .collect(),
+            settled: view.settled,
+        }
+    }
+
     /// Apply an append's delta, committed at `at_ms`.
     pub fn apply(&mut self, delta: &ViewDelta<'_>, at_ms: i64) {
         if let Some(status) = &delta.status {
