@@ -341,6 +341,19 @@ async fn a_blocking_sends_task_is_the_task_tasks_get_reads() {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(dir.path(), &[]);
     let client = reqwest::Client::new();
+    let read = |id: String, history: Value| {
+        let (client, url) = (&client, &server.url);
+        async move {
+            rpc(
+                client,
+                url,
+                None,
+                "tasks/get",
+                json!({ "id": id, "historyLength": history }),
+            )
+            .await
+        }
+    };
     for history in [json!(null), json!(0), json!(1), json!(3)] {
         let configuration = json!({ "blocking": true, "historyLength": history });
         let sent = rpc(
@@ -354,15 +367,8 @@ async fn a_blocking_sends_task_is_the_task_tasks_get_reads() {
         let task = &sent["result"];
         assert_eq!(task["status"]["state"], "input-required", "{sent}");
         let id = task["id"].as_str().unwrap().to_owned();
-        let read = rpc(
-            &client,
-            &server.url,
-            None,
-            "tasks/get",
-            json!({ "id": id, "historyLength": history }),
-        )
-        .await;
-        assert_eq!(*task, read["result"], "historyLength {history}");
+        let got = read(id.clone(), history.clone()).await;
+        assert_eq!(*task, got["result"], "historyLength {history}");
         let mut reply = user("ok");
         reply["taskId"] = json!(id);
         let answered = rpc(
@@ -377,18 +383,8 @@ async fn a_blocking_sends_task_is_the_task_tasks_get_reads() {
             answered["result"]["status"]["state"], "completed",
             "{answered}"
         );
-        let read = rpc(
-            &client,
-            &server.url,
-            None,
-            "tasks/get",
-            json!({ "id": id, "historyLength": history }),
-        )
-        .await;
-        assert_eq!(
-            answered["result"], read["result"],
-            "historyLength {history}"
-        );
+        let got = read(id.clone(), history.clone()).await;
+        assert_eq!(answered["result"], got["result"], "historyLength {history}");
     }
 }
 

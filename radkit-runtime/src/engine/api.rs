@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use super::cluster::Ownership;
 use super::replay::Wait;
-use super::run::{self, RunState, TaskRun};
+use super::run::{RunState, TaskRun};
 use super::{
     command, Boundary, Caller, Engine, EngineBuilder, EngineError, Request, Snapshot, Subscription,
 };
 use crate::flow::{ErasedSkill, PermissionMode, SkillInfo, WhileWorking};
 use crate::journal::{json_depth, now_ms, Entry, JournalRecord, MAX_MESSAGE_DEPTH};
 use crate::model::{new_id, Message, Role, Task, TaskId, TaskState};
-use crate::store::{NewLease, Store, StoreError, TaskQuery, TaskRecord, CREATION_TOKEN};
+use crate::store::{NewLease, Store, TaskQuery, TaskRecord, CREATION_TOKEN};
 
 /// The namespace of task ids derived from message ids (a UUID v5 namespace of radkit's own).
 const TASK_ID_NAMESPACE: uuid::Uuid =
@@ -444,35 +444,30 @@ impl Engine {
         // runs its first step up to that append, which the store refuses (nothing of it is
         // journaled or performed); with hooks, which that step would ask again, the creation
         // commits first. On a shared store the creating append takes the lease first.
-        if !self.inner.shared() && self.inner.config.hooks.is_empty() {
+        let flushed = if !self.inner.shared() && self.inner.config.hooks.is_empty() {
             let created = run.lock().next_seq - 1;
             self.inner.spawn_drive(run.clone(), guard);
-            if let Err(e) = run
-                .flush_through_within(created, self.inner.config.reply_patience)
+            run.flush_through_within(created, self.inner.config.reply_patience)
                 .await
-            {
-                let id = TaskId::from(task_id);
-                if run.duplicate() && self.retried(caller, &id, &first).await? {
-                    return Ok(Sent {
-                        task_id: id,
-                        follow: None,
-                    });
+        } else {
+            let flushed = run.flush().await;
+            if flushed.is_err() {
+                self.inner.disown(&run).await;
+            } else {
+                if leased {
+                    self.inner.hold(&task_id, CREATION_TOKEN, lease_sent);
                 }
-                return Err(e.into());
+                if drive_here {
+                    self.inner.spawn_drive(run.clone(), guard);
+                }
             }
-            return Ok(Sent {
-                task_id: TaskId::from(task_id),
-                follow,
-            });
-        }
-        if let Err(e) = run.flush().await {
-            self.inner.disown(&run).await;
-            let id = TaskId::from(task_id);
+            flushed
+        };
+        let id = TaskId::from(task_id);
+        if let Err(e) = flushed {
             // The task exists: a retry of the message that created it (the client lost the
             // answer), or the same message sent twice at once (the other send created it).
-            if matches!(e, run::FlushError::Store(StoreError::Conflict { .. }))
-                && self.retried(caller, &id, &first).await?
-            {
+            if run.duplicate() && self.retried(caller, &id, &first).await? {
                 return Ok(Sent {
                     task_id: id,
                     follow: None,
@@ -480,14 +475,8 @@ impl Engine {
             }
             return Err(e.into());
         }
-        if leased {
-            self.inner.hold(&task_id, CREATION_TOKEN, lease_sent);
-        }
-        if drive_here {
-            self.inner.spawn_drive(run, guard);
-        }
         Ok(Sent {
-            task_id: TaskId::from(task_id),
+            task_id: id,
             // Only a task this engine drives publishes its records here.
             follow: follow.filter(|_| drive_here && !self.inner.shared()),
         })

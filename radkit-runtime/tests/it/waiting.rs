@@ -21,14 +21,18 @@ use radkit_runtime::store::{Append, MemoryStore, Store, StoreError, TaskQuery, T
 use radkit_runtime::tools::FnTool;
 
 /// Asks for a note (`note`), or works until the test lets it go (`work`), then completes; a note
-/// `hold` is kept until `hold` is notified.
+/// `hold` is kept until `hold` is notified, and so is a first message `hold` before it asks.
 #[derive(Default)]
 struct Errand {
     hold: Arc<tokio::sync::Notify>,
 }
 
-fn start<'a>(_: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+fn start<'a>(errand: &'a Errand, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
     Box::pin(async move {
+        if input.message().joined_texts() == "hold" {
+            // Something that is not an effect: the driver takes nothing to the store meanwhile.
+            errand.hold.notified().await;
+        }
         if input.message().joined_texts() == "work" {
             let _: serde_json::Value = ctx.tool("slow").call(()).await?;
             return ctx.complete("worked", vec![]);
@@ -185,6 +189,36 @@ async fn an_answer_is_durable_when_acknowledged_though_its_step_holds() {
     let done = settled(&engine, &id).await;
     assert_eq!(done.status.state, TaskState::Completed);
     assert_eq!(common::status_text(&done), "noted hold");
+}
+
+/// A new task is created by its driver's first append, and its send acknowledged once that is
+/// durable; a first step that awaits something other than an effect does not hold the send back:
+/// past the reply patience the creation commits alone, and the task is in the store while the
+/// step holds.
+#[test(multi_thread)]
+async fn a_new_task_is_durable_when_acknowledged_though_its_first_step_holds() {
+    let store = CountingLoads::default();
+    let hold = Arc::new(tokio::sync::Notify::new());
+    let engine = errand_holding(store.clone(), Default::default(), hold.clone())
+        .start()
+        .await
+        .unwrap();
+    let id = within(
+        PATIENCE,
+        "the send of a task whose first step holds",
+        engine.send(Request::operator(user("hold"))),
+    )
+    .await
+    .unwrap();
+    assert!(
+        store.task(&id).await.unwrap().is_some(),
+        "the acknowledged task is in the store while its first step holds"
+    );
+    hold.notify_one();
+    assert_eq!(
+        settled(&engine, &id).await.status.state,
+        TaskState::InputRequired
+    );
 }
 
 #[test(multi_thread)]
