@@ -87,6 +87,10 @@ enum Workload {
         /// each pass in a fresh process, in alternating rounds; print the throughputs and the costs.
         #[arg(long)]
         telemetry: bool,
+        /// With `--telemetry`: rounds of one pass of each kind (the costs' intervals narrow as
+        /// their square root).
+        #[arg(long, default_value_t = 20)]
+        telemetry_rounds: u64,
         /// One pass of `--telemetry` in this process (what it runs each child with): its wall time.
         #[arg(long, value_enum, hide = true)]
         telemetry_pass: Option<super::bench_telemetry::Pass>,
@@ -539,8 +543,9 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
             flows,
             steps,
             telemetry: true,
+            telemetry_rounds,
             ..
-        } => super::bench_telemetry::compare(flows, steps).await?,
+        } => super::bench_telemetry::compare(flows, steps, telemetry_rounds).await?,
         #[cfg(feature = "postgres")]
         Workload::Concurrent {
             flows,

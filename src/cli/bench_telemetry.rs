@@ -4,7 +4,8 @@
 //! export; then as `radkit serve` runs it: its log subscriber (`info`, to stderr) and the
 //! counters, without and with the OTLP layer (`--otlp-endpoint`). The throughputs, the CPU time
 //! per step and the costs are printed: each against the pass off, and switching OTLP on in a
-//! server that logs against that server without it. The target is a cost under 5%.
+//! server that logs against that server without it (`cost_otlp_in_serve`), each with its 95%
+//! confidence interval. The target is a cost under 5%.
 //!
 //! Each pass runs in a process of its own (this binary, `bench concurrent --telemetry-pass …`):
 //! a process's tracing subscriber is set once, and a fresh process starts every pass from the same
@@ -12,8 +13,10 @@
 //! and the machine's drift falls on all of them alike. The OTLP receiver runs in this process,
 //! which waits while a pass runs: it stands for a collector elsewhere, so its work is not the
 //! pass's. A pass reports its wall time and its process's CPU time (user and system, every thread);
-//! the costs are of CPU time per step, which the disk's latency and the machine's other load
-//! barely move, while wall-time throughput on this shared machine drifts by tens of percent.
+//! the costs are of CPU time per step, which the machine's other load moves less than wall time.
+//! Still, identical passes differ by ±10% (a group commit's size follows the disk's latency, and
+//! the CPU per step follows the commit's size), far more than the costs measured: one pair says
+//! nothing, the mean of many says how much, and its interval says how surely.
 
 use std::time::{Duration, Instant};
 
@@ -48,11 +51,14 @@ impl Pass {
     }
 }
 
-/// Rounds of one pass of each kind, alternating, each round starting with another kind; the best
-/// throughput and CPU time of each kind (the machine's other load only slows a pass), printed as
-/// one JSON line with the costs against the best pass off.
-pub(crate) async fn compare(flows: u64, steps: u64) -> anyhow::Result<()> {
-    const ROUNDS: usize = 6;
+/// `rounds` rounds of one pass of each kind, each round starting with another kind, printed as
+/// one JSON line: each kind's median CPU time per step and throughput, its CPU time per step in
+/// each round (`cpu_us_per_step_by_round`), and each cost as the mean,
+/// over the rounds, of a pass's CPU time per step against the pass it is compared with in the same
+/// round, with its 95% confidence interval (`cost_…_ci95`: the mean ± that much). Passes of one
+/// round run one after the other, so the machine's drift over the run falls on both halves of each
+/// pair alike, and what is left (identical passes differ by ±10% here) shrinks with the rounds.
+pub(crate) async fn compare(flows: u64, steps: u64, rounds: u64) -> anyhow::Result<()> {
     let passes: &[Pass] = if cfg!(feature = "otel") {
         &[
             Pass::Off,
@@ -64,65 +70,108 @@ pub(crate) async fn compare(flows: u64, steps: u64) -> anyhow::Result<()> {
     } else {
         &[Pass::Off, Pass::Metrics, Pass::Logs]
     };
+    if rounds < 2 {
+        bail!("--telemetry-rounds must be at least 2: a cost's interval needs two rounds");
+    }
     #[cfg(feature = "otel")]
     let collector = Some(receiver().await?);
     #[cfg(not(feature = "otel"))]
     let collector: Option<String> = None;
-    let (mut wall, mut cpu) = (
-        vec![Duration::MAX; passes.len()],
-        vec![Duration::MAX; passes.len()],
-    );
-    // The slowest pass off: how far identical passes drift apart on this machine in this run.
-    let mut cpu_off_worst = Duration::ZERO;
-    for round in 0..ROUNDS {
-        // Each round starts with the next kind of pass, so that no kind always runs first or
-        // right after another (a process that follows another on this machine runs measurably
-        // faster or slower than the one before it).
+    let total = (flows * steps).max(1) as f64;
+    // Per kind, per round: steps per second and CPU microseconds per step.
+    let mut rate = vec![Vec::new(); passes.len()];
+    let mut cpu = vec![Vec::new(); passes.len()];
+    for round in 0..rounds as usize {
         for k in 0..passes.len() {
             let i = (round + k) % passes.len();
             let (w, c) = in_child(passes[i], flows, steps, collector.as_deref()).await?;
-            wall[i] = wall[i].min(w);
-            cpu[i] = cpu[i].min(c);
-            if i == 0 {
-                cpu_off_worst = cpu_off_worst.max(c);
-            }
+            rate[i].push(total / w.as_secs_f64().max(1e-9));
+            cpu[i].push(c.as_secs_f64() * 1e6 / total);
         }
     }
-    let total = (flows * steps).max(1) as f64;
-    let rate = |elapsed: Duration| total / elapsed.as_secs_f64().max(1e-9);
-    let per_step = |cpu: Duration| cpu.as_secs_f64() * 1e6 / total;
-    let cost_over = |i: usize, base: usize| per_step(cpu[i]) / per_step(cpu[base]).max(1e-9) - 1.0;
-    let cost = |i: usize| cost_over(i, 0);
     let at = |pass: Pass| passes.iter().position(|p| *p == pass);
+    let off = &cpu[0];
+    let (off_best, off_worst) = (
+        off.iter().copied().fold(f64::INFINITY, f64::min),
+        off.iter().copied().fold(0.0, f64::max),
+    );
     let mut line = serde_json::json!({
         "workload": "concurrent_telemetry",
         "flows": flows,
         "steps": flows * steps,
-        "rounds": ROUNDS,
-        "steps_per_sec_off": rate(wall[0]),
-        "steps_per_sec_metrics": rate(wall[1]),
-        "cpu_us_per_step_off": per_step(cpu[0]),
-        // Identical passes off: the slowest against the best, the noise the costs sit in.
-        "cpu_spread_off": per_step(cpu_off_worst) / per_step(cpu[0]).max(1e-9) - 1.0,
-        "cpu_us_per_step_metrics": per_step(cpu[1]),
-        "cost_metrics": cost(1),
+        "rounds": rounds,
+        "steps_per_sec_off": median(&rate[0]),
+        "cpu_us_per_step_off": median(off),
+        // Identical passes off: the slowest against the best, the noise one pair sits in.
+        "cpu_spread_off": off_worst / off_best.max(1e-9) - 1.0,
     });
+    line["cpu_us_per_step_by_round"] = serde_json::json!({ "off": off });
+    // A kind's figures, and its cost (`cost`) against the pass `base`.
+    let mut put = |name: &str, i: usize, cost: &str, base: usize| {
+        line[format!("steps_per_sec_{name}")] = median(&rate[i]).into();
+        line[format!("cpu_us_per_step_{name}")] = median(&cpu[i]).into();
+        line["cpu_us_per_step_by_round"][name] = cpu[i].clone().into();
+        let (mean, ci95) = paired_cost(&cpu[i], &cpu[base]);
+        line[format!("{cost}_ci95")] = ci95.into();
+        line[cost] = mean.into();
+    };
+    put("metrics", 1, "cost_metrics", 0);
     if let Some(i) = at(Pass::Otlp) {
-        line["steps_per_sec_metrics_and_otlp"] = rate(wall[i]).into();
-        line["cpu_us_per_step_metrics_and_otlp"] = per_step(cpu[i]).into();
-        line["cost_metrics_and_otlp"] = cost(i).into();
+        put("metrics_and_otlp", i, "cost_metrics_and_otlp", 0);
     }
     if let Some(logs) = at(Pass::Logs) {
-        line["cpu_us_per_step_serve_logs"] = per_step(cpu[logs]).into();
-        line["cost_serve_logs"] = cost(logs).into();
+        put("serve_logs", logs, "cost_serve_logs", 0);
         if let Some(i) = at(Pass::LogsOtlp) {
-            line["cpu_us_per_step_serve_logs_and_otlp"] = per_step(cpu[i]).into();
             // What `--otlp-endpoint` costs a server that logs: telemetry switched on.
-            line["cost_otlp_in_serve"] = cost_over(i, logs).into();
+            put("serve_logs_and_otlp", i, "cost_otlp_in_serve", logs);
         }
     }
     println!("{line}");
     Ok(())
+}
+
+/// The middle of `values` (the mean of the middle two of an even count).
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// The mean relative cost of `with` against `without`, pass by pass of the same rounds, and the
+/// half-width of its 95% confidence interval (Student's t over the rounds' costs).
+fn paired_cost(with: &[f64], without: &[f64]) -> (f64, f64) {
+    let costs: Vec<f64> = with
+        .iter()
+        .zip(without)
+        .map(|(w, o)| w / o.max(1e-9) - 1.0)
+        .collect();
+    let n = costs.len() as f64;
+    let mean = costs.iter().sum::<f64>() / n;
+    let variance = costs.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (
+        mean,
+        t_975(costs.len().saturating_sub(1)) * (variance / n).sqrt(),
+    )
+}
+
+/// Student's t distribution's 97.5th percentile for `df` degrees of freedom: a two-sided 95%
+/// interval is the mean ± this many standard errors.
+fn t_975(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        31..=60 => 2.040 - (df - 30) as f64 * 0.00133,
+        _ => 1.98,
+    }
 }
 
 /// Run `pass` in a fresh process of this binary, exporting to `collector` for an OTLP pass: its

@@ -25,7 +25,7 @@ pub(crate) const UNSAMPLED: &str = "radkit_runtime::unsampled";
 
 /// An `info` span of the engine inside `run`'s `task` span: the same name and fields either way,
 /// but made at the [`UNSAMPLED`] target when the task's trace is not sampled, which the OTLP
-/// layer's filter leaves out. The layer would otherwise build an OpenTelemetry span for it, its
+/// layer leaves out. The layer would otherwise build an OpenTelemetry span for it, its
 /// attributes formatted, only for the sampler to drop it when it ends: with head sampling
 /// (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`) most of what tracing costs. Log layers see
 /// both targets alike.

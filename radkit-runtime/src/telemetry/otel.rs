@@ -7,6 +7,7 @@
 //! program's) and where the context goes in and out. Nothing here is global: a program adds the
 //! layer to its own subscriber, and spans reach it through whichever subscriber is current.
 
+use std::any::TypeId;
 use std::fmt;
 use std::time::Duration;
 
@@ -17,10 +18,9 @@ use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Tracer};
 use opentelemetry_sdk::Resource;
+use tracing::span;
 use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
-use tracing_subscriber::filter;
-use tracing_subscriber::filter::Filtered;
-use tracing_subscriber::layer::Layer as _;
+use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 /// How many ended spans wait for export before new ones are dropped, unless
@@ -45,18 +45,70 @@ pub enum TelemetryError {
     Export(String),
 }
 
-/// The `tracing` layer of [`Otlp::layer`]: OpenTelemetry's, behind a filter that leaves out the
-/// engine's spans in traces the sampler dropped.
-pub type OtlpLayer<S> = Filtered<
-    OpenTelemetryLayer<S, Tracer>,
-    filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool>,
-    S,
->;
+/// The `tracing` layer of [`Otlp::layer`]: OpenTelemetry's, shown only what it exports. It leaves
+/// out the engine's spans in traces the sampler dropped ([`super::UNSAMPLED`]) when they are made,
+/// and does not watch spans being entered and left: radkit's step and task spans are entered on
+/// every poll of their futures, and OpenTelemetry's layer would look each one up and stamp its end
+/// time every time it is left (a span ends when it closes instead, right after its last poll).
+/// Everything else it hands on as it comes, so `tracing_opentelemetry::OpenTelemetrySpanExt`
+/// (a span's trace context, its parent) works through it.
+pub struct OtlpLayer<S> {
+    inner: OpenTelemetryLayer<S, Tracer>,
+}
 
-/// Whether the OTLP layer looks at spans and events of this callsite: all but the engine's spans
-/// made for traces the sampler dropped ([`super::UNSAMPLED`]). Decided once per callsite.
-fn sampled_callsite(metadata: &tracing::Metadata<'_>) -> bool {
-    metadata.target() != super::UNSAMPLED
+impl<S> fmt::Debug for OtlpLayer<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OtlpLayer").finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for OtlpLayer<S>
+where
+    S: tracing::Subscriber + for<'span> LookupSpan<'span>,
+{
+    fn on_register_dispatch(&self, subscriber: &tracing::Dispatch) {
+        self.inner.on_register_dispatch(subscriber);
+    }
+
+    fn on_layer(&mut self, subscriber: &mut S) {
+        self.inner.on_layer(subscriber);
+    }
+
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        if attrs.metadata().target() != super::UNSAMPLED {
+            self.inner.on_new_span(attrs, id, ctx);
+        }
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        self.inner.on_record(id, values, ctx);
+    }
+
+    fn on_follows_from(&self, id: &span::Id, follows: &span::Id, ctx: Context<'_, S>) {
+        self.inner.on_follows_from(id, follows, ctx);
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        self.inner.on_event(event, ctx);
+    }
+
+    fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
+        self.inner.on_close(id, ctx);
+    }
+
+    fn on_id_change(&self, old: &span::Id, new: &span::Id, ctx: Context<'_, S>) {
+        self.inner.on_id_change(old, new, ctx);
+    }
+
+    // SAFETY: the pointers are to `self` or come from the inner layer's `downcast_raw` (which
+    // `OpenTelemetrySpanExt` asks for its context accessor); both live as long as `self`.
+    unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
+        if id == TypeId::of::<Self>() {
+            return Some(self as *const Self as *const ());
+        }
+        // SAFETY: forwarded with the caller's own guarantees.
+        unsafe { self.inner.downcast_raw(id) }
+    }
 }
 
 /// An OTLP trace exporter: spans go out in batches to `<endpoint>/v1/traces`. Make the layer that
@@ -146,15 +198,14 @@ impl Otlp {
     where
         S: tracing::Subscriber + for<'span> LookupSpan<'span>,
     {
-        tracing_opentelemetry::layer()
-            .with_tracer(self.provider.tracer("radkit"))
-            .with_location(false)
-            .with_tracked_inactivity(false)
-            .with_threads(false)
-            .with_context_activation(false)
-            .with_filter(filter::FilterFn::new(
-                sampled_callsite as fn(&tracing::Metadata<'_>) -> bool,
-            ))
+        OtlpLayer {
+            inner: tracing_opentelemetry::layer()
+                .with_tracer(self.provider.tracer("radkit"))
+                .with_location(false)
+                .with_tracked_inactivity(false)
+                .with_threads(false)
+                .with_context_activation(false),
+        }
     }
 
     /// Export every span ended so far. It blocks until the collector answered: from async code call
