@@ -9,24 +9,56 @@ use tokio::sync::{broadcast, OwnedMutexGuard};
 
 use super::run::TaskRun;
 use crate::flow::InvocationId;
-use crate::journal::JournalRecord;
+use crate::journal::{Entry, JournalRecord};
 
-/// Records buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
+/// Appends buffered per live subscriber before it lags (a lagging subscriber re-reads the store).
 const LIVE_CAPACITY: usize = 64;
 
 /// Pieces of streamed model text buffered per subscriber before it lags (and misses the oldest:
 /// they are not journaled, the answer they make up is).
 const TOKEN_CAPACITY: usize = 256;
 
-/// What a run tells the subscribers of its task (always behind an `Arc`, so the variants' sizes do
-/// not matter).
+/// What a run tells the subscribers of its task (always behind an `Arc`).
 #[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Published {
-    /// A committed record.
-    Record(JournalRecord),
+    /// An append's committed records: `entries[i]` at seq `first_seq + i`, all written at `at_ms`.
+    /// The entries are the ones the store was given, shared: a subscriber that only looks at them
+    /// (a blocking send folding its task) copies nothing.
+    Records {
+        first_seq: u64,
+        at_ms: i64,
+        entries: Arc<[Entry]>,
+    },
     /// An append failed: the run stopped, and the task is reloaded when the store accepts writes.
     WriteFailed,
+}
+
+impl Published {
+    /// The committed records, seq and entry, in order (none for a failed append).
+    pub(crate) fn records(&self) -> impl Iterator<Item = (u64, &Entry)> {
+        let (first_seq, entries) = match self {
+            Published::Records {
+                first_seq, entries, ..
+            } => (*first_seq, &entries[..]),
+            Published::WriteFailed => (0, &[][..]),
+        };
+        (first_seq..).zip(entries)
+    }
+
+    /// The committed records after `seq`, copied as journal records.
+    pub(crate) fn records_after(&self, seq: u64) -> impl Iterator<Item = JournalRecord> + '_ {
+        let at_ms = match self {
+            Published::Records { at_ms, .. } => *at_ms,
+            Published::WriteFailed => 0,
+        };
+        self.records()
+            .filter(move |(s, _)| *s > seq)
+            .map(move |(seq, entry)| JournalRecord {
+                seq,
+                at_ms,
+                entry: entry.clone(),
+            })
+    }
 }
 
 /// A task's broadcast of committed records.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::fold::{CmdRec, FoldCheck, Folded};
 use super::live::{Published, Records};
 use crate::flow::{Cmd, Event, InvocationId, Receipt};
-use crate::journal::{now_ms, Entry, JournalRecord, TransitionKind};
+use crate::journal::{now_ms, Entry, TransitionKind};
 use crate::model::TaskState;
 use crate::store::{Append, Store, StoreError};
 
@@ -585,7 +585,7 @@ impl TaskRun {
         }
         // Subscribers read the store after subscribing, so one that subscribes before this commit ends
         // must get these records live: decide whether to publish only after the commit. The store and
-        // the publication share the entries; they are copied only for subscribers.
+        // the publication share the entries: one copy however many subscribers there are.
         let entries: Arc<[Entry]> = entries.into();
         let mut append = Append::new(self.task_id.to_string(), first_seq, entries.clone());
         append.state = state;
@@ -659,14 +659,11 @@ impl TaskRun {
         }
         if self.tx.receiver_count() > 0 {
             // The time the store wrote: a live event says what a replay or a read will.
-            let at_ms = append.at_ms;
-            for (seq, entry) in (first_seq..).zip(entries.iter()) {
-                let _ = self.tx.send(Arc::new(Published::Record(JournalRecord {
-                    seq,
-                    at_ms,
-                    entry: entry.clone(),
-                })));
-            }
+            let _ = self.tx.send(Arc::new(Published::Records {
+                first_seq,
+                at_ms: append.at_ms,
+                entries,
+            }));
         }
         if let (Some(check), Some(live)) = (&self.fold_check, live) {
             let stored = self.store.journal_for_replay(&self.task_id).await?;

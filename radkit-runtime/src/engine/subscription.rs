@@ -26,6 +26,11 @@ fn answers(record: &JournalRecord) -> bool {
     view::answers(&record.entry)
 }
 
+/// True for an entry that settles its task: an end, or a question.
+fn settles(entry: &Entry) -> bool {
+    matches!(entry, Entry::Terminal { .. } | Entry::AwaitingInput { .. })
+}
+
 /// The task as A2A shows it at one point of its journal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
@@ -184,7 +189,7 @@ pub(super) async fn settled_followed(
     let mut settling = false;
     loop {
         let next = if settling {
-            // The rest of the settling record's append, published with it.
+            // Appends committed right after the settling one, already published.
             match follow.rx.try_recv() {
                 Ok(published) => Ok(published),
                 Err(broadcast::error::TryRecvError::Empty) if folded.settled => {
@@ -208,17 +213,15 @@ pub(super) async fn settled_followed(
             follow.rx.recv().await.map_err(|_| ())
         };
         match next.as_deref() {
-            Ok(Published::Record(record)) if record.seq == last_seq + 1 => {
-                settling = settling
-                    || matches!(
-                        record.entry,
-                        Entry::Terminal { .. } | Entry::AwaitingInput { .. }
-                    );
-                folded.apply(
-                    &view::ViewDelta::of(record.seq, std::slice::from_ref(&record.entry)),
-                    record.at_ms,
-                );
-                (last_seq, last_at) = (record.seq, record.at_ms);
+            Ok(Published::Records {
+                first_seq,
+                at_ms,
+                entries,
+            }) if *first_seq == last_seq + 1 => {
+                settling = settling || entries.iter().any(settles);
+                folded.apply(&view::ViewDelta::of(*first_seq, entries), *at_ms);
+                last_seq += u64::try_from(entries.len()).unwrap_or(0);
+                last_at = *at_ms;
             }
             _ => break,
         }
@@ -270,16 +273,14 @@ pub(super) async fn settled_live(
         }
         loop {
             match listening.rx.recv().await.as_deref() {
-                Ok(Published::Record(record))
-                    if record.seq > snapshot.last_seq
-                        && matches!(
-                            record.entry,
-                            Entry::Terminal { .. } | Entry::AwaitingInput { .. }
-                        ) =>
+                Ok(published @ Published::Records { .. })
+                    if published
+                        .records()
+                        .any(|(seq, entry)| seq > snapshot.last_seq && settles(entry)) =>
                 {
                     break
                 }
-                Ok(Published::Record(_)) => continue,
+                Ok(Published::Records { .. }) => continue,
                 Ok(Published::WriteFailed) | Err(broadcast::error::RecvError::Lagged(_)) => break,
                 // The entry is kept while a receiver lives, so this does not happen; as a
                 // subscription ends there, the task is read once more and returned as it is.
@@ -513,18 +514,24 @@ impl Subscription {
                     Live::Tokens(chunk) => return Ok(Some(Next::Tokens(chunk))),
                 }
             };
-            let received = received.map(|published| match &*published {
-                Published::Record(record) => Some(record.clone()),
-                Published::WriteFailed => None,
-            });
-            match received {
-                Ok(None) => return Err(self.storage_unavailable()),
-                Ok(Some(record)) if record.seq <= self.last_seq => continue,
-                Ok(Some(record)) if record.seq == self.last_seq + 1 => {
-                    return Ok(Some(Next::Record(record)))
+            match received.as_deref() {
+                Ok(Published::WriteFailed) => return Err(self.storage_unavailable()),
+                Ok(published @ Published::Records { .. }) => {
+                    let mut unseen = published.records_after(self.last_seq).peekable();
+                    match unseen.peek().map(|r| r.seq) {
+                        None => continue,
+                        // The next records: the backlog hands them out from the next turn.
+                        Some(seq) if seq == self.last_seq + 1 => self.backlog.extend(unseen),
+                        // A gap (records were committed by another process): read the store.
+                        Some(_) => {
+                            drop(unseen);
+                            let records = self.unseen().await?;
+                            self.backlog.extend(records);
+                        }
+                    }
                 }
-                // A gap (we lagged, or records were committed by another process): read the store.
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                // We lagged: read the store.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
                     let records = self.unseen().await?;
                     self.backlog.extend(records);
                 }
@@ -625,11 +632,9 @@ impl Subscription {
     fn drain_live(&mut self) {
         loop {
             match self.rx.try_recv().as_deref() {
-                Ok(Published::Record(record)) => {
+                Ok(published @ Published::Records { .. }) => {
                     let newest = self.backlog.back().map(|r| r.seq).unwrap_or(self.last_seq);
-                    if record.seq > newest {
-                        self.backlog.push_back(record.clone());
-                    }
+                    self.backlog.extend(published.records_after(newest));
                 }
                 Ok(Published::WriteFailed) => self.write_failed = true,
                 Err(broadcast::error::TryRecvError::Lagged(_)) => continue,

@@ -29,7 +29,7 @@ const LAPS: u32 = 80;
 /// Asks for a go-ahead, then loops `LAPS` visits and completes.
 struct Lapper;
 
-fn ask<'a>(_: &'a Lapper, _: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+fn ask<'a, S>(_: &'a S, _: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
     Box::pin(async move { await_input("go", "Ready?", 0u32) })
 }
 
@@ -44,7 +44,7 @@ fn lap<'a, S>(_: &'a S, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, Ste
     })
 }
 
-fn go<'a>(_: &'a Lapper, _: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
+fn go<'a, S>(_: &'a S, _: &'a StepCtx, _: StepInput) -> BoxFuture<'a, StepResult> {
     Box::pin(async move { goto("lap", 1u32) })
 }
 
@@ -53,6 +53,39 @@ static STEPS: &[Step<Lapper>] = &[
     Step::new("go", go).resume_from("ask").goes_to(&["lap"]),
     Step::new("lap", lap).goes_to(&["lap"]),
 ];
+
+/// `Lapper` whose every lap reports its progress: an append a lap, `LOUD_LAPS` of them, more
+/// than a live subscriber buffers (a run publishes its records an append at a time).
+struct Loud;
+
+const LOUD_LAPS: u32 = 200;
+
+fn loud_lap<'a>(_: &'a Loud, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
+    Box::pin(async move {
+        let n: u32 = input.payload()?;
+        if n >= LOUD_LAPS {
+            return ctx.complete(format!("{n} laps"), vec![]);
+        }
+        ctx.progress(format!("lap {n}")).await?;
+        goto("lap", n + 1)
+    })
+}
+
+static LOUD_STEPS: &[Step<Loud>] = &[
+    Step::new("ask", ask).start().takes_user_message(),
+    Step::new("go", go).resume_from("ask").goes_to(&["lap"]),
+    Step::new("lap", loud_lap).goes_to(&["lap"]),
+];
+
+async fn loud(store: impl Store) -> Engine {
+    Engine::builder(store)
+        .without_registered_skills()
+        .skill(StepTable::new(SkillInfo::new("lapper", "Lapper"), Loud, LOUD_STEPS).unwrap())
+        .checkpoint_every(0)
+        .start()
+        .await
+        .unwrap()
+}
 
 /// A memory store whose `journal` reads fail once `broken` is set (appends and replay reads work).
 #[derive(Clone, Default)]
@@ -176,7 +209,7 @@ async fn a_question_nobody_answered_yet_is_final() {
 #[test(multi_thread)]
 async fn a_store_that_cannot_be_read_while_following_a_task_is_an_error_not_a_silent_end() {
     let store = UnreadableJournal::default();
-    let engine = lapper(store.clone()).await;
+    let engine = loud(store.clone()).await;
     let task = engine.send(Request::operator(user("start"))).await.unwrap();
     settled(&engine, &task).await;
     let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
@@ -216,7 +249,7 @@ async fn a_store_that_cannot_be_read_while_following_a_task_is_an_error_not_a_si
 #[test(multi_thread)]
 async fn a_subscriber_that_lagged_misses_no_record() {
     let store = MemoryStore::new();
-    let engine = lapper(store.clone()).await;
+    let engine = loud(store.clone()).await;
     let task = engine.send(Request::operator(user("start"))).await.unwrap();
     settled(&engine, &task).await;
     let mut sub = engine.subscribe(&Caller::Operator, &task).await.unwrap();
@@ -231,7 +264,7 @@ async fn a_subscriber_that_lagged_misses_no_record() {
     }
     let stored = store.journal(&task, 0).await.unwrap().len() as u64;
     assert!(
-        stored > 2 * u64::from(LAPS),
+        stored > 2 * u64::from(LOUD_LAPS),
         "the task wrote {stored} records"
     );
     assert_eq!(seqs, (1..=stored).collect::<Vec<_>>());
