@@ -118,10 +118,14 @@ impl Inner {
                 .or_else(|| self.versions.newest(&r.skill_id))
                 .cloned()
         });
-        let (Some(recorded), Some(skill)) = (recorded.clone(), skill) else {
+        // No journal, no task (one whose creating append failed never was).
+        let Some(recorded) = recorded else {
+            return Err(EngineError::TaskNotFound(task_id.to_owned()));
+        };
+        let Some(skill) = skill else {
             return Err(EngineError::SkillNotServed {
                 task_id: task_id.to_owned(),
-                skill_id: recorded.map(|r| r.skill_id).unwrap_or_default(),
+                skill_id: recorded.skill_id,
             });
         };
         let initial = skill.initial_state().unwrap_or(serde_json::Value::Null);
@@ -333,23 +337,15 @@ impl Inner {
                 if engine.halted.load(Ordering::SeqCst) {
                     return;
                 }
-                // A task whose creating append failed may not exist (its send was refused, and
-                // its client sends again): nothing to reload.
-                match engine.store.task(&task_id).await {
-                    Ok(None) => {
+                match engine.resume(&task_id, None).await {
+                    Ok(()) => return,
+                    // A task whose creating append failed does not exist (its send was refused,
+                    // and its client sends again): nothing to reload.
+                    Err(EngineError::TaskNotFound(_)) => {
                         engine.reloads.succeeded(&task_id);
                         engine.stalled.clear(&task_id);
                         return;
                     }
-                    Ok(Some(_)) => {}
-                    Err(e) => {
-                        tracing::warn!(task = %task_id, error = %e, "reading the task after a failed append failed; retrying");
-                        failures = failures.saturating_add(1);
-                        continue;
-                    }
-                }
-                match engine.resume(&task_id, None).await {
-                    Ok(()) => return,
                     Err(EngineError::Store(e)) => {
                         tracing::warn!(task = %task_id, error = %e, "reloading the task after a failed append failed; retrying");
                         failures = failures.saturating_add(1);
