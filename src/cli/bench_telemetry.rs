@@ -82,6 +82,9 @@ pub(crate) async fn compare(flows: u64, steps: u64, rounds: u64) -> anyhow::Resu
     let mut rate = vec![Vec::new(); passes.len()];
     let mut cpu = vec![Vec::new(); passes.len()];
     for round in 0..rounds as usize {
+        // Each round starts with the next kind of pass, so that no kind always runs first or
+        // right after another (a process that follows another on this machine runs measurably
+        // faster or slower than the one before it).
         for k in 0..passes.len() {
             let i = (round + k) % passes.len();
             let (w, c) = in_child(passes[i], flows, steps, collector.as_deref()).await?;

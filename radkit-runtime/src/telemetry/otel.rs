@@ -50,9 +50,9 @@ pub enum TelemetryError {
 /// they are made, and does not watch spans being entered and left: radkit's step and task spans
 /// are entered on every poll of their futures, and OpenTelemetry's layer would look each one up
 /// and stamp its end time every time it is left (a span ends when it closes instead, right after
-/// its last poll).
-/// Everything else it hands on as it comes, so `tracing_opentelemetry::OpenTelemetrySpanExt`
-/// (a span's trace context, its parent) works through it.
+/// its last poll). Everything else it hands on as it comes, so
+/// `tracing_opentelemetry::OpenTelemetrySpanExt` (a span's trace context, its parent) works
+/// through it.
 pub struct OtlpLayer<S> {
     inner: OpenTelemetryLayer<S, Tracer>,
 }
