@@ -145,24 +145,28 @@ pub(crate) struct Follow {
 impl Follow {
     /// Follow `task_id`, created as `record`, from now on.
     pub(super) fn new(engine: &Engine, task_id: &str, record: crate::store::TaskRecord) -> Self {
-        Follow {
-            engine: engine.clone(),
-            task_id: task_id.to_owned(),
-            rx: engine.inner.live.subscribe(task_id),
-            record,
-            folded: view::MemView::default(),
-        }
+        Self::with(engine, task_id, record, view::MemView::default())
     }
 
     /// Follow `task_id` from `view` (read with its whole history; nothing committed since): the
     /// records its run publishes next are folded on from there.
     pub(super) fn resumed(engine: &Engine, task_id: &str, view: crate::store::TaskView) -> Self {
+        let folded = view::MemView::from_view(&view);
+        Self::with(engine, task_id, view.record, folded)
+    }
+
+    fn with(
+        engine: &Engine,
+        task_id: &str,
+        record: crate::store::TaskRecord,
+        folded: view::MemView,
+    ) -> Self {
         Follow {
             engine: engine.clone(),
             task_id: task_id.to_owned(),
             rx: engine.inner.live.subscribe(task_id),
-            folded: view::MemView::from_view(&view),
-            record: view.record,
+            record,
+            folded,
         }
     }
 }
@@ -524,7 +528,6 @@ impl Subscription {
                         Some(seq) if seq == self.last_seq + 1 => self.backlog.extend(unseen),
                         // A gap (records were committed by another process): read the store.
                         Some(_) => {
-                            drop(unseen);
                             let records = self.unseen().await?;
                             self.backlog.extend(records);
                         }
