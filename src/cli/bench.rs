@@ -433,20 +433,28 @@ pub(crate) fn report(
     println!("{line}");
 }
 
+/// Run `flows` tasks of `steps` steps at once, each a blocking send in a task of its own on the
+/// runtime's workers, as a server runs each request: a flow is woken where the engine's runs are,
+/// never on the bench's own thread.
 pub(crate) async fn run_tasks(engine: &Engine, flows: u64, steps: u64) -> anyhow::Result<()> {
-    let runs = (0..flows).map(|_| async move {
-        let task = engine
-            .send_settled(
-                Request::operator(Message::user_text(steps.to_string())),
-                Some(0),
-            )
-            .await?;
-        if task.status.state != TaskState::Completed {
-            bail!("bench task ended {:?}", task.status);
-        }
-        Ok(())
+    let runs = (0..flows).map(|_| {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let task = engine
+                .send_settled(
+                    Request::operator(Message::user_text(steps.to_string())),
+                    Some(0),
+                )
+                .await?;
+            if task.status.state != TaskState::Completed {
+                bail!("bench task ended {:?}", task.status);
+            }
+            Ok(())
+        })
     });
-    futures::future::try_join_all(runs).await?;
+    for run in futures::future::join_all(runs).await {
+        run.context("a bench flow panicked")??;
+    }
     Ok(())
 }
 
