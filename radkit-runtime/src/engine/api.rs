@@ -151,12 +151,14 @@ impl Engine {
     /// request's future dropped) after the task's creating append was handed to the store still gets
     /// a task that runs, and a retry with the same `messageId` finds it running.
     pub async fn send(&self, request: Request) -> Result<TaskId, EngineError> {
+        // Boxed: a pass's future and a hosted send's are kilobytes, which every send's future (and
+        // every request's) would otherwise make room for.
         if let Some(passes) = &self.inner.passes {
-            return self.send_pass(passes, request).await;
+            return Box::pin(self.send_pass(passes, request)).await;
         }
         #[cfg(feature = "restate")]
         if let Some(ingress) = self.inner.restate() {
-            return self.send_hosted(ingress, request).await;
+            return Box::pin(self.send_hosted(ingress, request)).await;
         }
         let engine = self.clone();
         detached(async move { engine.send_now(request, false).await })

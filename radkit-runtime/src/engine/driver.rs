@@ -173,7 +173,8 @@ impl Inner {
             return Ok(());
         };
         let receipt = if rec.cmd.kind.is_call() {
-            match self.call(run, &id, &rec.cmd, Some(&rec)).await {
+            // Boxed: a call's future is 15 KB, and every drive would carry room for it otherwise.
+            match Box::pin(self.call(run, &id, &rec.cmd, Some(&rec))).await {
                 CallStep::Settled(receipt) => receipt,
                 // The callee's answer wakes the task; a cancel is carried out by the machine next.
                 CallStep::Waiting | CallStep::Canceled => {

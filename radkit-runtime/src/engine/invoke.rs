@@ -55,7 +55,9 @@ impl EngineCalls {
         cmd: &Cmd,
         rec: Option<&CmdRec>,
     ) -> Result<serde_json::Value, StepError> {
-        match self.engine.call(&self.run, &id, cmd, rec).await {
+        // Boxed: a call's future (an A2A client's request, a child task's wait) is 15 KB, and every
+        // command's future would carry room for it otherwise.
+        match Box::pin(self.engine.call(&self.run, &id, cmd, rec)).await {
             CallStep::Settled(receipt) => rules::outcome(cmd, receipt),
             CallStep::Waiting => Err(StepError::Suspended),
             CallStep::Halted => Err(StepError::Halted),

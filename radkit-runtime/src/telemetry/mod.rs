@@ -40,25 +40,28 @@ macro_rules! engine_span {
 }
 pub(crate) use engine_span;
 
-/// Run `future` (a task's run) in `span` (its `task` span), first asking OpenTelemetry's sampler
-/// about the span's trace (with the `otel` feature and radkit's OTLP layer; nothing else without).
-/// When the trace is not sampled, `unsampled` is set, so the run's step, command and call spans are
-/// made where the exporter does not look ([`engine_span`]), and the trace's context stays with the
-/// run, so that the requests its effects send still carry it (`traceparent` with the sampled flag
-/// off: the services they reach leave the trace out too).
-pub(crate) async fn in_task_trace<F: std::future::Future>(
+/// `future` (a task's run) to run in `span` (its `task` span), after asking OpenTelemetry's sampler
+/// about the span's trace, now (with the `otel` feature and radkit's OTLP layer; nothing else
+/// without). When the trace is not sampled, `unsampled` is set, so the run's step, command and
+/// call spans are made where the exporter does not look ([`engine_span`]), and the trace's context
+/// stays with the run, so that the requests its effects send still carry it (`traceparent` with
+/// the sampled flag off: the services they reach leave the trace out too).
+///
+/// Not an `async fn`: one would hold `future` twice (as its argument and as what it awaits), and
+/// a run's future is many kilobytes.
+pub(crate) fn in_task_trace<F: std::future::Future>(
     span: &tracing::Span,
     unsampled: &std::sync::atomic::AtomicBool,
     future: F,
-) -> F::Output {
+) -> impl std::future::Future<Output = F::Output> {
     #[cfg(feature = "otel")]
     {
-        otel::in_task_trace(span, unsampled, future).await
+        otel::in_task_trace(span, unsampled, future)
     }
     #[cfg(not(feature = "otel"))]
     {
         let _ = (span, unsampled);
-        future.await
+        future
     }
 }
 

@@ -306,11 +306,12 @@ tokio::task_local! {
 }
 
 /// See [`super::in_task_trace`].
-pub(crate) async fn in_task_trace<F: std::future::Future>(
+pub(crate) fn in_task_trace<F: std::future::Future>(
     span: &tracing::Span,
     unsampled: &std::sync::atomic::AtomicBool,
     future: F,
-) -> F::Output {
+) -> impl std::future::Future<Output = F::Output> {
+    use futures::future::Either;
     use opentelemetry::trace::TraceContextExt as _;
     // Reading the context starts the OpenTelemetry span: the sampler decides here.
     let context = span.context();
@@ -319,9 +320,9 @@ pub(crate) async fn in_task_trace<F: std::future::Future>(
     // A run may be driven again, in another trace.
     unsampled.store(dropped, std::sync::atomic::Ordering::Relaxed);
     if dropped {
-        UNSAMPLED_TRACE.scope(context, future).await
+        Either::Left(UNSAMPLED_TRACE.scope(context, future))
     } else {
-        future.await
+        Either::Right(future)
     }
 }
 
