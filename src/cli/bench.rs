@@ -72,6 +72,11 @@ enum Workload {
         /// figures are added up over the rounds, so that the machine's drift weighs on both.
         #[arg(long, default_value_t = 5)]
         rounds: u64,
+        /// Before the rounds, the floor's file takes this many rows (W2, batched) and the
+        /// engine's this many steps (100 tasks at once), unmeasured: both files warm, as a
+        /// server's is.
+        #[arg(long, default_value_t = 20_000)]
+        warmup_steps: u64,
     },
     /// Many tasks at once.
     Concurrent {
@@ -233,11 +238,7 @@ enum Workload {
 
 pub(crate) struct Ticker;
 
-/// `bench sequential`'s warm-up: the rows W2 writes to the floor's file before W1's rounds, and
-/// as many steps on the engine's file before its own.
-const SEQUENTIAL_WARMUP_STEPS: u64 = 20_000;
-
-/// Tasks at once in the warm-up.
+/// Tasks at once in `bench sequential`'s warm-up.
 const WARMUP_FLOWS: u64 = 100;
 
 /// One durable step: one idempotent no-op command, then the next step.
@@ -509,13 +510,17 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
             skill,
             ..
         } => super::bench_idle::idle(app, tasks, answers, skill.as_deref()).await?,
-        Workload::Sequential { steps, rounds } => {
+        Workload::Sequential {
+            steps,
+            rounds,
+            warmup_steps,
+        } => {
             let rounds = rounds.clamp(1, steps.max(1));
             let per_round = (steps / rounds).max(1);
             // W2 once (its figure is printed too); W1 in the rounds.
             let floor_dir = tempfile::tempdir()?;
-            let mut floor =
-                super::bench_floor::sqlite(floor_dir.path(), 0, SEQUENTIAL_WARMUP_STEPS, 100)?;
+            let warmup_steps = warmup_steps.max(1);
+            let mut floor = super::bench_floor::sqlite(floor_dir.path(), 0, warmup_steps, 100)?;
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let engine = bench_builder(SqliteStore::open(&path, Durability::Full)?, skill)
@@ -527,12 +532,8 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
             // file's WAL grows with each commit until its first checkpoint, and a sync that grows
             // a file costs more than one that rewrites it: on a fresh file the first rounds
             // measured the file's growth, which W1 on its warm file did not pay.)
-            run_tasks(
-                &engine,
-                WARMUP_FLOWS,
-                SEQUENTIAL_WARMUP_STEPS / WARMUP_FLOWS,
-            )
-            .await?;
+            let flows = WARMUP_FLOWS.min(warmup_steps);
+            run_tasks(&engine, flows, warmup_steps.div_ceil(flows)).await?;
             let mut floor_us = 0.0;
             let mut measured = Measured {
                 elapsed: Duration::ZERO,
@@ -556,7 +557,7 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
                 steps,
                 &measured,
                 (&floor, against),
-                serde_json::json!({ "rounds": rounds, "warmup_steps": SEQUENTIAL_WARMUP_STEPS }),
+                serde_json::json!({ "rounds": rounds, "warmup_steps": warmup_steps }),
             );
         }
         Workload::Concurrent {

@@ -100,7 +100,14 @@ fn bench_floor_refuses_a_store_it_does_not_know() {
 
 #[test]
 fn a_bench_line_carries_its_ratio_to_the_floor_of_its_own_run_and_its_cpu_per_step() {
-    let sequential = &bench(&["bench", "sequential", "--steps", "30"])[0];
+    let sequential = &bench(&[
+        "bench",
+        "sequential",
+        "--steps",
+        "30",
+        "--warmup-steps",
+        "300",
+    ])[0];
     let ratio = positive(sequential, "floor_ratio");
     let floor = positive(sequential, "floor_sequential_us_per_step");
     let us = positive(sequential, "us_per_step");
@@ -109,6 +116,9 @@ fn a_bench_line_carries_its_ratio_to_the_floor_of_its_own_run_and_its_cpu_per_st
     // Five alternating rounds of W1 and the workload by default, the steps split among them.
     assert_eq!(sequential["rounds"], 5, "{sequential}");
     assert_eq!(sequential["steps"], 30, "{sequential}");
+    // Both files warmed before the rounds (W2's rows on the floor's, as many steps on the
+    // engine's).
+    assert_eq!(sequential["warmup_steps"], 300, "{sequential}");
     positive(sequential, "cpu_us_per_step");
 
     let concurrent = &bench(&["bench", "concurrent", "--flows", "8", "--steps", "5"])[0];
