@@ -67,6 +67,10 @@ pub(crate) struct RunState {
     pub abandoned: Vec<crate::engine::machine::rules::Abandoned>,
     /// When each receipt still buffered was recorded: the receipt-commit latency `/metrics` shows.
     receipts_at: Vec<std::time::Instant>,
+    /// A call of the open visit buffered its command and waits for the driver to flush it, with
+    /// those its siblings buffer in the same poll of the step (`EngineCalls::flush_batch`): the
+    /// machine turns [`Turn::Flush`](super::machine::Turn) when that poll ends.
+    pub flush_asked: bool,
 }
 
 /// What a run has buffered and not committed: the entries (from `first_seq`), the row's new state and
@@ -118,6 +122,7 @@ impl RunState {
             clock_ms: None,
             abandoned: Vec::new(),
             receipts_at: Vec::new(),
+            flush_asked: false,
         };
         st.row_wakes = st.cancel_requested() || st.waits_by_row();
         st

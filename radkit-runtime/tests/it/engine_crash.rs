@@ -10,7 +10,7 @@ use crate::support::common;
 use radkit_runtime::engine::{Caller, Request};
 use radkit_runtime::model::TaskId;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
@@ -571,13 +571,21 @@ async fn crash_after_the_resumed_steps_first_command_replays_the_journaled_reply
 async fn non_terminal_tasks_are_recovered_at_start() {
     let store = MemoryStore::new();
     let ledger = Ledger::default();
-    let engine = crashing_engine(
-        &store,
-        pay_effects(&ledger),
-        once(Boundary::CommandJournaled, "write_receipt"),
-    );
-    // Sent together: on this single-threaded runtime every send's work (each a task of its own)
-    // runs before the first task's driver reaches the crash, so all five exist at the crash.
+    // The crash comes at the first `write_receipt` journaled once all five tasks journaled their
+    // first command (`charge_card`): all five exist at the crash, whichever order the runtime
+    // runs their drivers in, and the last one's `write_receipt` is journaled after that at the
+    // latest.
+    let charges = Arc::new(AtomicUsize::new(0));
+    let crash = once(Boundary::CommandJournaled, "write_receipt");
+    let hook = move |f: &Fault| {
+        let started = f.boundary == Boundary::CommandJournaled
+            && f.what.as_deref().is_some_and(|w| w.contains("charge_card"));
+        if started {
+            charges.fetch_add(1, Ordering::SeqCst);
+        }
+        charges.load(Ordering::SeqCst) >= 5 && crash(f)
+    };
+    let engine = crashing_engine(&store, pay_effects(&ledger), hook);
     let sends = (0..5).map(|i| engine.send(Request::operator(user(&format!("{i} EUR")))));
     let ids: Vec<_> = futures::future::join_all(sends)
         .await

@@ -1048,6 +1048,10 @@ impl TaskMachine {
                 Phase::Visit(mut visit) => match self.poll_visit(&mut visit, cx) {
                     Some(result) => self.after_visit(&visit, result),
                     None => {
+                        if self.flush_asked() {
+                            self.phase = Phase::Visit(visit);
+                            return Turn::Flush;
+                        }
                         if let Some(turn) = self.visit_waits(&visit) {
                             self.phase = Phase::Visit(visit);
                             return turn;
@@ -1069,6 +1073,10 @@ impl TaskMachine {
                         self.finishing(TaskState::Canceled, Some(cancel_message()));
                     }
                     None => {
+                        if self.flush_asked() {
+                            self.phase = Phase::CancelVisit(visit);
+                            return Turn::Flush;
+                        }
                         if let Some(turn) = self.visit_waits(&visit) {
                             self.phase = Phase::CancelVisit(visit);
                             return turn;
@@ -1146,6 +1154,13 @@ impl TaskMachine {
             visit: visit.visit,
             mode: self.mode,
         }
+    }
+
+    /// A call of the visit just polled waits for the driver to flush what the poll buffered (its
+    /// command and its siblings'), in one append, before the step is polled again
+    /// (`EngineCalls::flush_batch`).
+    fn flush_asked(&self) -> bool {
+        std::mem::take(&mut self.lock().flush_asked)
     }
 
     /// True when entries wait in the run's buffer.
