@@ -86,6 +86,12 @@ enum Workload {
         /// Steps per task.
         #[arg(long, default_value_t = 20)]
         steps: u64,
+        /// On SQLite: before the measured run, the engine's file takes this many steps (100
+        /// tasks at once) and the floor's as many rows (W2's way), unmeasured: both files warm,
+        /// as a server's is (its WAL grown, its compression dictionary trained). 0 measures a
+        /// fresh file beside a fresh floor.
+        #[arg(long, default_value_t = 20_000)]
+        warmup_steps: u64,
         /// Run the workload on SQLite with telemetry off, with the engine's counters and (with the
         /// `otel` feature) with the counters and every span exported over OTLP to a receiver on
         /// loopback, and under `radkit serve`'s own subscriber (its logs) without and with OTLP,
@@ -595,8 +601,13 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
         Workload::Concurrent { workers, .. } if workers > 0 => {
             bail!("--workers needs a shared store: --store postgres://…")
         }
-        Workload::Concurrent { flows, steps, .. } => {
-            let floor = super::bench_floor::sqlite_default()?;
+        Workload::Concurrent {
+            flows,
+            steps,
+            warmup_steps,
+            ..
+        } => {
+            let floor = super::bench_floor::sqlite_warmed(warmup_steps)?;
             let (_dir, path) = fresh_db()?;
             let (skill, effects) = engine_parts()?;
             let store = SqliteStore::open(&path, Durability::Full)?;
@@ -604,9 +615,19 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
                 .effects(effects)
                 .start()
                 .await?;
+            if warmup_steps > 0 {
+                let warmup_flows = WARMUP_FLOWS.min(warmup_steps);
+                run_tasks(&engine, warmup_flows, warmup_steps.div_ceil(warmup_flows)).await?;
+            }
+            let before = store.stats();
             let (measured, ()) = Measured::of(run_tasks(&engine, flows, steps)).await?;
             let stats = store.stats();
-            let extra = serde_json::json!({ "flows": flows, "commits": stats.batches, "appends": stats.appends });
+            let extra = serde_json::json!({
+                "flows": flows,
+                "commits": stats.batches - before.batches,
+                "appends": stats.appends - before.appends,
+                "warmup_steps": warmup_steps,
+            });
             let against = super::bench_floor::Against::Batched;
             report(
                 "concurrent",

@@ -140,25 +140,10 @@ pub(crate) fn sqlite(
     conn.busy_timeout(Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS floor (task TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (task, seq))",
-    )?;
+    conn.execute_batch(CREATE)?;
     let sequential_us = rows_one_by_one(&conn, "w1", sequential)?;
     let batch = batch.max(1);
-    let started = Instant::now();
-    let mut written = 0u64;
-    while written < batched {
-        let tx = conn.transaction()?;
-        for _ in 0..batch {
-            // One task per row of a batch, as the group commit of many tasks writes them.
-            let task = format!("w2-{}", written % batch as u64);
-            tx.prepare_cached(INSERT)?
-                .execute(rusqlite::params![task, written, body(written)])?;
-            written += 1;
-        }
-        tx.commit()?;
-    }
-    let batched_steps_per_sec = written as f64 / started.elapsed().as_secs_f64().max(1e-9);
+    let batched_steps_per_sec = rows_batched(&mut conn, "w2", batched, batch)?;
     Ok(Floor {
         sequential_us,
         batched_steps_per_sec,
@@ -166,7 +151,32 @@ pub(crate) fn sqlite(
     })
 }
 
+const CREATE: &str = "CREATE TABLE IF NOT EXISTS floor (task TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (task, seq))";
+
 const INSERT: &str = "INSERT INTO floor (task, seq, body) VALUES (?1, ?2, ?3)";
+
+/// W2 on `conn`: `rows` rows, `batch` per transaction, each row of a batch under a task of its
+/// own (`{prefix}-{i}`), as the group commit of many tasks writes them; rows per second.
+fn rows_batched(
+    conn: &mut rusqlite::Connection,
+    prefix: &str,
+    rows: u64,
+    batch: usize,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut written = 0u64;
+    while written < rows {
+        let tx = conn.transaction()?;
+        for _ in 0..batch {
+            let task = format!("{prefix}-{}", written % batch as u64);
+            tx.prepare_cached(INSERT)?
+                .execute(rusqlite::params![task, written, body(written)])?;
+            written += 1;
+        }
+        tx.commit()?;
+    }
+    Ok(written as f64 / started.elapsed().as_secs_f64().max(1e-9))
+}
 
 /// W1 on `conn`: `rows` rows of `task`, one transaction each; µs per row.
 fn rows_one_by_one(conn: &rusqlite::Connection, task: &str, rows: u64) -> anyhow::Result<f64> {
@@ -271,7 +281,21 @@ async fn postgres_in(
 /// The floor on SQLite in a scratch directory, with the sizes every bench line uses: 500
 /// sequential rows, 20,000 batched 100 at a time (about a second on this machine).
 pub(crate) fn sqlite_default() -> anyhow::Result<Floor> {
+    sqlite_warmed(0)
+}
+
+/// [`sqlite_default`] on a file that took `warmup` rows first (W2's way, unmeasured), as a
+/// server's file is warm: its WAL grown and cycled, its pages allocated. A bench that warms its
+/// own store first compares with this.
+pub(crate) fn sqlite_warmed(warmup: u64) -> anyhow::Result<Floor> {
     let dir = tempfile::tempdir()?;
+    if warmup > 0 {
+        let mut conn = rusqlite::Connection::open(dir.path().join("floor.sqlite"))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.execute_batch(CREATE)?;
+        rows_batched(&mut conn, "warm", warmup, 100)?;
+    }
     sqlite(dir.path(), 500, 20_000, 100)
 }
 

@@ -121,7 +121,16 @@ fn a_bench_line_carries_its_ratio_to_the_floor_of_its_own_run_and_its_cpu_per_st
     assert_eq!(sequential["warmup_steps"], 300, "{sequential}");
     positive(sequential, "cpu_us_per_step");
 
-    let concurrent = &bench(&["bench", "concurrent", "--flows", "8", "--steps", "5"])[0];
+    let concurrent = &bench(&[
+        "bench",
+        "concurrent",
+        "--flows",
+        "8",
+        "--steps",
+        "5",
+        "--warmup-steps",
+        "300",
+    ])[0];
     let ratio = positive(concurrent, "floor_ratio");
     let floor = positive(concurrent, "floor_batched_steps_per_sec");
     let per_sec = positive(concurrent, "steps_per_sec");
@@ -131,6 +140,11 @@ fn a_bench_line_carries_its_ratio_to_the_floor_of_its_own_run_and_its_cpu_per_st
     );
     assert_eq!(concurrent["floor_against"], "floor-batched");
     positive(concurrent, "cpu_us_per_step");
+    // The store's figures are the measured run's, the warm-up's left out: one append per step
+    // and one to create each task, in at least one commit.
+    assert_eq!(concurrent["warmup_steps"], 300, "{concurrent}");
+    assert_eq!(concurrent["appends"], 48, "{concurrent}");
+    positive(concurrent, "commits");
 }
 
 /// The other timed lines carry the floor of their own run too: its two figures, which one they are
