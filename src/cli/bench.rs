@@ -148,6 +148,10 @@ enum Workload {
         /// Requests in flight.
         #[arg(long, default_value_t = 32)]
         concurrency: u64,
+        /// Requests each server takes first, untimed, as `concurrency` clients: its file warm
+        /// (the WAL grown, the compression dictionary trained), its connections open.
+        #[arg(long, default_value_t = 2000)]
+        warmup: u64,
     },
     /// Mixed load (sends, answers, streams, resubscribes, cancels, reads, slow clients) for a while,
     /// with RSS, the database's size and latency printed every few seconds. Finished tasks are
@@ -647,6 +651,7 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
             requests,
             concurrency,
             rounds,
+            warmup,
         } => {
             use super::bench_a2a::{Binding, Version};
             let version = version.unwrap_or(match binding {
@@ -655,7 +660,7 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
                 #[cfg(feature = "grpc")]
                 Binding::Grpc => Version::V1_0,
             });
-            super::bench_a2a::run(binding, version, requests, concurrency, rounds).await?
+            super::bench_a2a::run(binding, version, requests, concurrency, rounds, warmup).await?
         }
         Workload::Soak {
             seconds,

@@ -188,6 +188,7 @@ pub async fn run(
     requests: u64,
     concurrency: u64,
     rounds: u64,
+    warmup: u64,
 ) -> anyhow::Result<()> {
     let target = Target { binding, version };
     match (binding, version) {
@@ -204,26 +205,23 @@ pub async fn run(
     let per_round = (requests / rounds).max(1);
     let (mut floor, mut measured) = (Measured::default(), Measured::default());
     for _ in 0..rounds {
-        floor.add(measure(Target::FLOOR, per_round, concurrency).await?);
+        floor.add(measure(Target::FLOOR, per_round, concurrency, warmup).await?);
         if target != Target::FLOOR {
-            measured.add(measure(target, per_round, concurrency).await?);
+            measured.add(measure(target, per_round, concurrency, warmup).await?);
         }
     }
     let floor_per_sec = floor.per_sec();
     let store_floor = super::bench_floor::sqlite_default()?;
-    report(
-        Target::FLOOR,
+    let shape = Shape {
         concurrency,
         rounds,
-        &mut floor,
-        None,
-        Some(&store_floor),
-    );
+        warmup,
+    };
+    report(Target::FLOOR, &shape, &mut floor, None, Some(&store_floor));
     if target != Target::FLOOR {
         report(
             target,
-            concurrency,
-            rounds,
+            &shape,
             &mut measured,
             Some(floor_per_sec),
             Some(&store_floor),
@@ -232,10 +230,16 @@ pub async fn run(
     Ok(())
 }
 
-fn report(
-    target: Target,
+/// How a run was made: clients at once, rounds, and each server's untimed requests first.
+struct Shape {
     concurrency: u64,
     rounds: u64,
+    warmup: u64,
+}
+
+fn report(
+    target: Target,
+    shape: &Shape,
     m: &mut Measured,
     floor_per_sec: Option<f64>,
     store_floor: Option<&super::bench_floor::Floor>,
@@ -244,8 +248,9 @@ fn report(
         "workload": "a2a",
         "binding": target.name(),
         "requests": m.latencies.len(),
-        "concurrency": concurrency,
-        "rounds": rounds,
+        "concurrency": shape.concurrency,
+        "rounds": shape.rounds,
+        "warmup": shape.warmup,
         "seconds": m.seconds,
         "requests_per_sec": m.per_sec(),
         "p50_ms": m.percentile_ms(0.50),
@@ -275,8 +280,14 @@ fn report(
     println!("{line}");
 }
 
-/// An in-process server on loopback over a fresh SQLite file, `concurrency` clients sending.
-async fn measure(target: Target, requests: u64, concurrency: u64) -> anyhow::Result<Measured> {
+/// An in-process server on loopback over a fresh SQLite file, `concurrency` clients sending:
+/// `warmup` requests untimed, then `requests` timed.
+async fn measure(
+    target: Target,
+    requests: u64,
+    concurrency: u64,
+    warmup: u64,
+) -> anyhow::Result<Measured> {
     let (_dir, path) = fresh_db()?;
     let skill = StepTable::new(SkillInfo::new("echo", "Echo"), Echo, ECHO_STEPS)
         .map_err(anyhow::Error::msg)?;
@@ -303,15 +314,39 @@ async fn measure(target: Target, requests: u64, concurrency: u64) -> anyhow::Res
             },
         });
     }
-    let next = Arc::new(AtomicU64::new(0));
+    send_all(target, &per_worker, &url, 0..warmup).await?;
+    let before = store.stats();
     let started = Instant::now();
-    let workers = per_worker.into_iter().map(|clients| {
-        let (url, next) = (url.clone(), next.clone());
+    let latencies = send_all(target, &per_worker, &url, warmup..warmup + requests).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    server.abort();
+    engine.halt();
+    let stats = store.stats();
+    Ok(Measured {
+        latencies,
+        seconds,
+        commits: stats.batches - before.batches,
+        appends: stats.appends - before.appends,
+    })
+}
+
+/// Requests numbered `numbers`, sent by one worker per entry of `per_worker`, each taking the next
+/// number when its last request is answered: each request's latency.
+async fn send_all(
+    target: Target,
+    per_worker: &[Clients],
+    url: &str,
+    numbers: std::ops::Range<u64>,
+) -> anyhow::Result<Vec<Duration>> {
+    let next = Arc::new(AtomicU64::new(numbers.start));
+    let workers = per_worker.iter().map(|clients| {
+        let (clients, url, next, end) =
+            (clients.clone(), url.to_owned(), next.clone(), numbers.end);
         tokio::spawn(async move {
             let mut latencies = Vec::new();
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= requests {
+                if n >= end {
                     break;
                 }
                 let t = Instant::now();
@@ -325,14 +360,5 @@ async fn measure(target: Target, requests: u64, concurrency: u64) -> anyhow::Res
     for worker in futures::future::join_all(workers).await {
         latencies.extend(worker??);
     }
-    let seconds = started.elapsed().as_secs_f64();
-    server.abort();
-    engine.halt();
-    let stats = store.stats();
-    Ok(Measured {
-        latencies,
-        seconds,
-        commits: stats.batches,
-        appends: stats.appends,
-    })
+    Ok(latencies)
 }

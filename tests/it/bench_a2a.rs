@@ -20,6 +20,8 @@ fn bench(args: &[&str]) -> std::process::Output {
         "2",
         "--rounds",
         "2",
+        "--warmup",
+        "10",
     ])
     .args(args);
     common::output_within(cmd, Duration::from_secs(120), "radkit bench a2a")
@@ -51,6 +53,10 @@ fn each_binding_prints_its_line_after_the_floor_with_the_ratio_to_it() {
         assert_eq!(lines[0]["requests"], 20, "{stdout}");
         assert_eq!(lines[1]["binding"], name, "{stdout}");
         assert_eq!(lines[1]["requests"], 20, "{stdout}");
+        // Each server took its warm-up first, untimed: the line counts the timed requests only,
+        // one append each (the task's creation with its step's end) beside the commits they made.
+        assert_eq!(lines[1]["warmup"], 10, "{stdout}");
+        assert_eq!(lines[1]["appends"], 20, "{stdout}");
         let ratio = lines[1]["ratio_to_floor"].as_f64().expect("a ratio");
         let expected = lines[1]["requests_per_sec"].as_f64().unwrap()
             / lines[0]["requests_per_sec"].as_f64().unwrap();

@@ -174,6 +174,8 @@ fn every_timed_bench_line_carries_the_floor_of_its_own_run() {
             "2",
             "--rounds",
             "1",
+            "--warmup",
+            "10",
         ],
         &[
             "bench", "fanout", "--width", "2", "--depth", "3", "--rounds", "1",
