@@ -223,6 +223,9 @@ impl Folded {
                     self.state = state.clone();
                 }
                 self.pending_goto = *next == TransitionKind::Goto;
+                if self.pending_goto {
+                    self.forget_settled_effects();
+                }
             }
             Entry::TimerSet { id, fire_at_ms } => {
                 if let Some(rec) = self.commands.get_mut(id) {
@@ -291,6 +294,24 @@ impl Folded {
             | Entry::Progress { .. }
             | Entry::ArtifactEmitted { .. } => {}
         }
+    }
+
+    /// After a `goto`, the model and tool calls with a receipt are forgotten, as a checkpoint
+    /// forgets them: nothing looks them up again. A command's id names its visit, so no later visit
+    /// finds it, and replay re-runs only a visit whose transition is not journaled (or, to finish
+    /// the task, one that ended it). Kept: calls to agents and skills (a later call may continue
+    /// their callee, and a cancel reaches a callee that waits for input), transition-issued
+    /// commands (their results go to the next visit) and compensable ones (compensated if the
+    /// task fails). Without this a task's fold held every command since its last checkpoint, and
+    /// the folds' scans for timers and outstanding effects went over them at every step.
+    fn forget_settled_effects(&mut self) {
+        let compensable = &self.compensable;
+        self.commands.retain(|id, c| {
+            c.receipt.is_none()
+                || c.transition
+                || !matches!(c.cmd.kind, CmdKind::Llm { .. } | CmdKind::Tool { .. })
+                || compensable.contains(id)
+        });
     }
 
     /// A checkpoint is written right after a `goto` transition with nothing outstanding: what came
@@ -595,5 +616,89 @@ impl FoldCheck {
             .unwrap_or_else(|p| p.into_inner())
             .push(difference);
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Message;
+
+    /// Visit 1 issues five commands and ends with `next`: a settled tool call, an outstanding
+    /// one, a settled call to an agent, a settled compensable tool call and a settled
+    /// transition-issued one.
+    fn visit_ending(next: TransitionKind) -> (Folded, Vec<InvocationId>) {
+        let mut fold = Folded::new(serde_json::Value::Null);
+        let id = |n| InvocationId::derive("task", 1, n);
+        let mut compensable = Cmd::tool("book", serde_json::json!(3));
+        compensable.policy = EffectPolicy::Compensate;
+        let commands = [
+            (Cmd::tool("noop", serde_json::json!(0)), false, true),
+            (Cmd::tool("noop", serde_json::json!(1)), false, false),
+            (Cmd::agent("peer", Message::user_text("x")), false, true),
+            (compensable, false, true),
+            (Cmd::tool("noop", serde_json::json!(4)), true, true),
+        ];
+        let mut entries = vec![Entry::Activated {
+            visit: 1,
+            step: "a".into(),
+            state: serde_json::Value::Null,
+            event: Event::Enter,
+        }];
+        for (n, (cmd, transition, settled)) in (0u32..).zip(commands) {
+            entries.push(Entry::CommandIssued {
+                id: id(n),
+                cmd,
+                transition,
+            });
+            if settled {
+                entries.push(Entry::ReceiptRecorded {
+                    receipt: Receipt {
+                        id: id(n),
+                        attempt: 1,
+                        outcome: Ok(serde_json::Value::Null),
+                        usage: None,
+                    },
+                });
+            }
+        }
+        entries.push(Entry::Transitioned {
+            visit: 1,
+            next,
+            state: Some(serde_json::json!("b")),
+        });
+        for (seq, entry) in (1u64..).zip(&entries) {
+            fold.apply(seq, entry);
+        }
+        (fold, (0..5).map(id).collect())
+    }
+
+    #[test]
+    fn a_goto_forgets_settled_model_and_tool_calls_and_keeps_what_a_later_visit_may_need() {
+        let (fold, ids) = visit_ending(TransitionKind::Goto);
+        assert!(fold.command(&ids[0]).is_none(), "the settled tool call");
+        for (i, why) in [
+            (1, "outstanding"),
+            (2, "a call to an agent"),
+            (3, "compensable"),
+            (4, "transition-issued"),
+        ] {
+            assert!(fold.command(&ids[i]).is_some(), "{why}");
+        }
+        assert_eq!(fold.compensable(), &ids[3..4]);
+    }
+
+    #[test]
+    fn a_transition_other_than_a_goto_keeps_every_command() {
+        for next in [
+            TransitionKind::Complete,
+            TransitionKind::AwaitInput,
+            TransitionKind::To,
+        ] {
+            let (fold, ids) = visit_ending(next);
+            for id in &ids {
+                assert!(fold.command(id).is_some(), "{next:?}: {id}");
+            }
+        }
     }
 }
