@@ -248,8 +248,17 @@ enum Workload {
 
 pub(crate) struct Ticker;
 
-/// Tasks at once in `bench sequential`'s warm-up.
+/// Tasks at once in the warm-ups of `bench sequential` and `bench concurrent`.
 const WARMUP_FLOWS: u64 = 100;
+
+/// `steps` steps on `engine`'s file, [`WARMUP_FLOWS`] tasks at once, unmeasured (none for 0).
+async fn warm_up(engine: &Engine, steps: u64) -> anyhow::Result<()> {
+    if steps == 0 {
+        return Ok(());
+    }
+    let flows = WARMUP_FLOWS.min(steps);
+    run_tasks(engine, flows, steps.div_ceil(flows)).await
+}
 
 /// One durable step: one idempotent no-op command, then the next step.
 fn tick<'a>(_: &'a Ticker, ctx: &'a StepCtx, input: StepInput) -> BoxFuture<'a, StepResult> {
@@ -542,8 +551,7 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
             // file's WAL grows with each commit until its first checkpoint, and a sync that grows
             // a file costs more than one that rewrites it: on a fresh file the first rounds
             // measured the file's growth, which W1 on its warm file did not pay.)
-            let flows = WARMUP_FLOWS.min(warmup_steps);
-            run_tasks(&engine, flows, warmup_steps.div_ceil(flows)).await?;
+            warm_up(&engine, warmup_steps).await?;
             let mut floor_us = 0.0;
             let mut measured = Measured {
                 elapsed: Duration::ZERO,
@@ -619,10 +627,7 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
                 .effects(effects)
                 .start()
                 .await?;
-            if warmup_steps > 0 {
-                let warmup_flows = WARMUP_FLOWS.min(warmup_steps);
-                run_tasks(&engine, warmup_flows, warmup_steps.div_ceil(warmup_flows)).await?;
-            }
+            warm_up(&engine, warmup_steps).await?;
             let before = store.stats();
             let (measured, ()) = Measured::of(run_tasks(&engine, flows, steps)).await?;
             let stats = store.stats();

@@ -151,8 +151,10 @@ pub(crate) fn sqlite(
     })
 }
 
+/// The floor's one table: rows by task and seq, as a journal keeps them.
 const CREATE: &str = "CREATE TABLE IF NOT EXISTS floor (task TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (task, seq))";
 
+/// One row of the floor.
 const INSERT: &str = "INSERT INTO floor (task, seq, body) VALUES (?1, ?2, ?3)";
 
 /// W2 on `conn`: `rows` rows, `batch` per transaction, each row of a batch under a task of its
