@@ -380,3 +380,46 @@ impl Inner {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task with no journal (one whose creating append failed never was) loads as not found,
+    /// not as a task of a skill this engine does not serve: the reload after a failed append
+    /// stops on it instead of retrying.
+    struct Done;
+
+    fn done<'a>(
+        _: &'a Done,
+        ctx: &'a crate::flow::StepCtx,
+        _: crate::flow::step_table::StepInput,
+    ) -> futures::future::BoxFuture<'a, crate::flow::StepResult> {
+        Box::pin(async move { ctx.complete("done", vec![]) })
+    }
+
+    static DONE: &[crate::flow::step_table::Step<Done>] =
+        &[crate::flow::step_table::Step::new("done", done)
+            .start()
+            .takes_user_message()];
+
+    #[tokio::test]
+    async fn a_task_without_a_journal_loads_as_not_found() {
+        let skill = crate::flow::step_table::StepTable::new(
+            crate::flow::SkillInfo::new("done", "Done"),
+            Done,
+            DONE,
+        )
+        .unwrap();
+        let engine = crate::engine::Engine::builder(crate::store::MemoryStore::new())
+            .without_registered_skills()
+            .skill(skill)
+            .build()
+            .unwrap();
+        match engine.inner.load("never-created", None).await {
+            Err(EngineError::TaskNotFound(id)) => assert_eq!(id, "never-created"),
+            Err(other) => panic!("expected TaskNotFound, got {other:?}"),
+            Ok(_) => panic!("a task without a journal loaded"),
+        }
+    }
+}
