@@ -130,8 +130,6 @@ async fn with_workers(
                 "--bench-skill",
                 "--store",
                 url,
-                "--poll-ms",
-                "5",
                 "--lease-ms",
                 &cluster.lease_ms.to_string(),
                 "--max-tasks",

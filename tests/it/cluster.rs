@@ -408,6 +408,79 @@ async fn a_submit_only_engine_leaves_its_tasks_to_the_workers() {
     );
 }
 
+/// A worker that polls once in ten minutes (its leases last 40, since a poll is at most a fourth of
+/// a lease): it claims only what the store announces.
+async fn rare_poller(url: &str, name: &str, max_tasks: usize) -> Engine {
+    let store = PostgresStore::connect(url)
+        .await
+        .expect("connect the store");
+    demo::engine(Engine::builder(store))
+        .worker_id(name)
+        .lease_ttl(Duration::from_secs(2_400))
+        .poll_interval(Duration::from_secs(600))
+        .max_active_tasks(max_tasks)
+        .start()
+        .await
+        .expect("start the engine")
+}
+
+#[test(multi_thread, needs = Postgres)]
+async fn a_worker_that_polls_rarely_claims_submitted_tasks_as_postgres_announces_them() {
+    let url = fresh_schema().await;
+    let submit = submitter(&url).await;
+    let _worker = rare_poller(&url, "rare", 256).await;
+    // The worker claims nothing before it listens; so once it finished the first task, the
+    // second can reach it only through the announcement of its creation.
+    for _ in 0..2 {
+        let task = send(&submit, "ticker", "3").await;
+        let done = settled(&submit, &task).await;
+        assert_eq!(done.status.state, TaskState::Completed);
+        check_journal(
+            &task,
+            &submit.journal(&Caller::Operator, &task).await.unwrap(),
+        );
+    }
+}
+
+#[test(multi_thread, needs = Postgres)]
+async fn a_worker_that_polls_rarely_at_capacity_claims_the_next_task_when_one_ends() {
+    let url = fresh_schema().await;
+    let submit = submitter(&url).await;
+    let _worker = rare_poller(&url, "rare", 1).await;
+    let first = send(&submit, "ticker", "1").await;
+    settled(&submit, &first).await;
+    // Announced while the worker's one slot is taken: each is claimed when the one before ends.
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        tasks.push(send(&submit, "ticker", "3 20").await);
+    }
+    for task in &tasks {
+        let done = settled(&submit, task).await;
+        assert_eq!(done.status.state, TaskState::Completed);
+    }
+}
+
+#[test(multi_thread, needs = Postgres)]
+async fn a_cancel_reaches_a_worker_that_polls_rarely_at_once() {
+    let url = fresh_schema().await;
+    let submit = submitter(&url).await;
+    let _worker = rare_poller(&url, "rare", 256).await;
+    let task = send(&submit, "ticker", "9999 5").await;
+    ticked(&submit, &task).await;
+    let canceled = within(
+        PATIENCE,
+        "the cancel from the submitter",
+        submit.cancel(&Caller::Operator, &task),
+    )
+    .await
+    .unwrap();
+    assert_eq!(canceled.status.state, TaskState::Canceled);
+    check_journal(
+        &task,
+        &submit.journal(&Caller::Operator, &task).await.unwrap(),
+    );
+}
+
 // ---- real processes ------------------------------------------------------------------------------
 
 /// A `radkit worker` child, killed when dropped.

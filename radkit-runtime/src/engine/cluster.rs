@@ -4,7 +4,9 @@
 //!
 //! - a task the engine creates is leased to it in the creating append (when it has room for it);
 //! - every `poll` the engine claims runnable tasks whose lease is free or expired (new tasks others
-//!   created, tasks of dead workers, timers that fell due) and checks for cancel requests;
+//!   created, tasks of dead workers, timers that fell due) and checks for cancel requests, and at
+//!   once when the store announces such work ([`Leases::wakeups`]: on Postgres, `LISTEN`/`NOTIFY`)
+//!   or when a slot frees up while claimable work was left behind;
 //! - every third of the lease's lifetime it renews the leases it holds, on a thread and a runtime of
 //!   its own (and, on Postgres, a connection of its own), so that the work the leases protect never
 //!   delays their renewal; a lease taken over meanwhile stops its run (and the store refuses that
@@ -21,6 +23,7 @@
 //!   engine is free takes the next event.
 //!
 //! [`Store::leases`]: crate::store::Store::leases
+//! [`Leases::wakeups`]: crate::store::Leases::wakeups
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,6 +45,11 @@ pub(crate) struct LeaseState {
     worker_started: AtomicBool,
     /// Held while claiming, so that shutdown can wait for a claim in flight.
     claiming: tokio::sync::Mutex<()>,
+    /// The last claim may have left claimable work behind (it took as many as it had room for, or
+    /// had no room): a lease given back then wakes the worker loop.
+    backlog: AtomicBool,
+    /// Wakes the worker loop (see `backlog`).
+    slot_freed: Arc<tokio::sync::Notify>,
     /// Tasks of a version this engine does not serve that it claimed and could not move to the
     /// version it serves (a step half-run, a changed shape), with when: left to a worker that
     /// serves theirs, and not claimed here again for [`UNMOVABLE_FOR`].
@@ -287,11 +295,9 @@ impl Inner {
         let Some(leases) = self.store.leases() else {
             return;
         };
-        {
-            let mut held = self.held();
-            if held.get(task_id).is_some_and(|h| h.token == token) {
-                held.remove(task_id);
-            }
+        self.forget_lease(task_id, token);
+        if self.leases.backlog.load(Ordering::SeqCst) {
+            self.leases.slot_freed.notify_one();
         }
         if lost {
             return;
@@ -366,22 +372,25 @@ impl Inner {
         Ok(())
     }
 
-    /// Claim runnable tasks while there is room, and drive them.
-    async fn claim(self: &Arc<Self>) -> Result<(), EngineError> {
+    /// Claim runnable tasks while there is room (at most [`CLAIM_BATCH`]), and drive them: `true`
+    /// when it took as many as it asked for, so more may be waiting.
+    async fn claim(self: &Arc<Self>) -> Result<bool, EngineError> {
         let Some(leases) = self.store.leases() else {
-            return Ok(());
+            return Ok(false);
         };
         let room = self
             .config
             .max_active_tasks
             .saturating_sub(self.held_count())
-            .min(64);
+            .min(CLAIM_BATCH);
         if room == 0 {
-            return Ok(());
+            // Whatever woke this claim waits for a slot.
+            self.leases.backlog.store(true, Ordering::SeqCst);
+            return Ok(false);
         }
         if !self.renewals_keep_up() {
             tracing::debug!("renewals are slow or failing; no claims until they keep up");
-            return Ok(());
+            return Ok(false);
         }
         // Every version this engine serves (a task claimed runs on its own), and the older
         // numbered versions of its skills: a task of one moves here when it can (else it is given
@@ -403,7 +412,7 @@ impl Inner {
         // back what it got.
         let _claiming = self.leases.claiming.lock().await;
         if self.halted.load(Ordering::SeqCst) {
-            return Ok(());
+            return Ok(false);
         }
         let sent = Instant::now();
         let claimed = leases
@@ -415,8 +424,10 @@ impl Inner {
                     .release(&self.config.worker_id, &lease.task_id, lease.token)
                     .await;
             }
-            return Ok(());
+            return Ok(false);
         }
+        let full = claimed.len() >= room;
+        self.leases.backlog.store(full, Ordering::SeqCst);
         self.metrics.lease_claims(claimed.len());
         for lease in claimed {
             tracing::debug!(task = %lease.task_id, token = lease.token, "claimed");
@@ -436,7 +447,7 @@ impl Inner {
                 }
             });
         }
-        Ok(())
+        Ok(full)
     }
 
     fn unmovable(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
@@ -466,30 +477,6 @@ impl Inner {
                     .await;
             }
         }
-    }
-}
-
-/// Run `tick` every `period` of the engine until it halts or is dropped (the loop holds it weakly).
-async fn every<Fut>(
-    engine: Weak<Inner>,
-    period: impl Fn(&Inner) -> Duration,
-    tick: impl Fn(Arc<Inner>) -> Fut,
-) where
-    Fut: std::future::Future<Output = ()>,
-{
-    loop {
-        let wait = match engine.upgrade() {
-            Some(e) => period(&e),
-            None => return,
-        };
-        tokio::time::sleep(wait).await;
-        let Some(engine) = engine.upgrade() else {
-            return;
-        };
-        if engine.halted.load(Ordering::SeqCst) {
-            return;
-        }
-        tick(engine).await;
     }
 }
 
@@ -559,19 +546,59 @@ async fn keep_leases(engine: Weak<Inner>) {
     }
 }
 
-/// The worker loop: claims and cancel requests every poll.
+/// The worker loop: cancel requests and claims every poll, and at once when the store announces
+/// claimable work or a slot frees up with work left behind; claims again at once while a claim
+/// fills its batch. It holds the engine weakly and ends with it (or when it halts).
 async fn work(engine: Weak<Inner>) {
-    every(
-        engine,
-        |e| e.config.poll,
-        |e| async move {
-            if let Err(err) = e.deliver_cancels().await {
-                tracing::warn!(error = %err, "cancel poll failed");
+    let mut news = engine
+        .upgrade()
+        .and_then(|e| e.store.leases().and_then(|l| l.wakeups()));
+    loop {
+        let (poll, slot_freed) = match engine.upgrade() {
+            Some(e) => (e.config.poll, e.leases.slot_freed.clone().notified_owned()),
+            None => return,
+        };
+        let heard = async {
+            match news.as_mut() {
+                Some(news) => news.changed().await.is_ok(),
+                None => std::future::pending().await,
             }
-            if let Err(err) = e.claim().await {
-                tracing::warn!(error = %err, "claim failed");
+        };
+        tokio::select! {
+            () = tokio::time::sleep(poll) => {}
+            () = slot_freed => {}
+            listening = heard => {
+                if !listening {
+                    // The store stopped announcing: polls only.
+                    news = None;
+                }
             }
-        },
-    )
-    .await
+        }
+        let Some(e) = engine.upgrade() else {
+            return;
+        };
+        if e.halted.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Some(news) = news.as_mut() {
+            // This round looks at everything announced until now.
+            news.borrow_and_update();
+        }
+        if let Err(err) = e.deliver_cancels().await {
+            tracing::warn!(error = %err, "cancel poll failed");
+        }
+        loop {
+            match e.claim().await {
+                Ok(true) if !e.halted.load(Ordering::SeqCst) => {}
+                Ok(_) => break,
+                Err(err) => {
+                    tracing::warn!(error = %err, "claim failed");
+                    break;
+                }
+            }
+        }
+    }
 }
+
+/// The most tasks one claim takes.
+const CLAIM_BATCH: usize = 64;

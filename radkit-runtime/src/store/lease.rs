@@ -141,4 +141,14 @@ pub trait Leases: Send + Sync {
         let _ = (task_id, limit);
         Ok(Vec::new())
     }
+    /// News of claimable work, for a claimer to wait on between its polls: the value changes when
+    /// a statement may have left work to claim (a task created or answered without a lease, a
+    /// runnable task's lease given back, a cancel asked), and when the store may have missed such
+    /// news (its listening connection was reopened). A claimer claims and looks for cancel requests
+    /// at each change, and still every poll: timers falling due and leases running out announce
+    /// nothing. `None` (the default): no news, polls only. A receiver whose sender is gone
+    /// (`changed()` fails) has no more news to give.
+    fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }

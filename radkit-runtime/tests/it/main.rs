@@ -30,6 +30,7 @@ mod retention;
 mod step_table_edges;
 mod store_conformance;
 mod store_postgres;
+mod store_postgres_news;
 mod subscription;
 mod suite;
 mod token_streaming;

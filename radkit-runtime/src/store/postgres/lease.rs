@@ -258,9 +258,22 @@ impl Leases for PostgresStore {
     }
 
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError> {
-        self.exec(
-            "UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
-                 WHERE id = $1 AND lease_owner = $2 AND fence = $3",
+        // A task given back with work left (the engine stops, or cannot run its version) is news
+        // for the claimers; one that waits for input or a timer, or is finished, is not.
+        self.rows(
+            &format!(
+                "WITH released AS (
+                    UPDATE radkit_tasks SET lease_owner = NULL, lease_expires_ms = NULL
+                    WHERE id = $1 AND lease_owner = $2 AND fence = $3
+                    RETURNING state, wake_at_ms, cancel_requested
+                 )
+                 SELECT {notify} FROM released
+                 WHERE state NOT IN {terminal}
+                   AND ((state IN {claimable} AND wake_at_ms IS NULL) OR cancel_requested)",
+                notify = listen::NOTIFY,
+                terminal = sql_terminal_states(),
+                claimable = sql_state_list(&CLAIMABLE),
+            ),
             &[&task_id, &owner, &to_sql_int("fencing token", token)?],
         )
         .await?;
@@ -268,12 +281,23 @@ impl Leases for PostgresStore {
     }
 
     async fn request_cancel(&self, task_id: &str) -> Result<(), StoreError> {
-        self.exec(
-            "UPDATE radkit_tasks SET cancel_requested = TRUE WHERE id = $1",
+        // The news wakes the task's owner (which stops it) or, when nobody holds it, a claimer.
+        self.rows(
+            &format!(
+                "WITH asked AS (
+                    UPDATE radkit_tasks SET cancel_requested = TRUE WHERE id = $1 RETURNING 1
+                 )
+                 SELECT {notify} FROM asked",
+                notify = listen::NOTIFY,
+            ),
             &[&task_id],
         )
         .await?;
         Ok(())
+    }
+
+    fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.listener.subscribe())
     }
 
     async fn cancel_requests(&self, owner: &str) -> Result<Vec<String>, StoreError> {

@@ -38,6 +38,7 @@ const MAX_BATCH: usize = 512;
 
 mod dispatch;
 mod lease;
+mod listen;
 mod prune;
 mod push;
 mod schema;
@@ -95,6 +96,8 @@ pub struct PostgresStore {
     renewer: Arc<Renewer>,
     writer: mpsc::UnboundedSender<(Encoded, Reply)>,
     stats: Arc<super::Commits>,
+    /// The connection that hears of claimable work ([`Leases::wakeups`]).
+    listener: Arc<listen::Listener>,
 }
 
 /// Connections for reads and leases.
@@ -207,12 +210,13 @@ impl PostgresStore {
         Ok(PostgresStore {
             pool,
             renewer: Arc::new(Renewer {
-                config,
+                config: config.clone(),
                 url: url.to_owned(),
                 client: tokio::sync::Mutex::new(None),
             }),
             writer: tx,
             stats,
+            listener: Arc::new(listen::Listener::new(config, url.to_owned())),
         })
     }
 

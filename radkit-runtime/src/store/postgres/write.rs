@@ -240,7 +240,9 @@ pub(super) async fn conflict_pause(retries: u32) {
 /// takes the row locks of the tasks to update in `tid` order (see the module docs), the
 /// `UPDATE` checks each task's expected seq and fencing token under the row lock (a row another
 /// transaction holds is re-checked once it is free), the `INSERT` creates new tasks, and the journal
-/// rows of exactly the appends that passed are inserted.
+/// rows of exactly the appends that passed are inserted. When a task it wrote is left runnable and
+/// unleased (created or answered by an engine that does not run it), `wake` notifies the claimers
+/// ([`listen::NOTIFY`], one row with a `NULL` id); the states are [`CLAIMABLE`]'s.
 pub(super) const APPEND_SQL: &str = "
 WITH locked AS MATERIALIZED (
   SELECT tid FROM radkit_tasks WHERE id = ANY($2::text[]) ORDER BY tid FOR NO KEY UPDATE
@@ -265,7 +267,9 @@ WITH locked AS MATERIALIZED (
             set_message, message, settled, waits_on_call, at, skill_version)
   WHERE t.tid = locked.tid AND t.id = v.id AND t.last_seq = v.first_seq - 1
     AND (v.fence IS NULL OR t.fence = v.fence)
-  RETURNING t.tid, t.id
+  RETURNING t.tid, t.id,
+            t.lease_owner IS NULL AND t.wake_at_ms IS NULL AND t.state IN ('submitted', 'working')
+              AS free
 ), ins AS (
   INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, principal, state, created_at_ms,
                             updated_at_ms, wake_at_ms, last_seq, lease_owner, lease_expires_ms, fence,
@@ -279,9 +283,10 @@ WITH locked AS MATERIALIZED (
        AS c(id, context_id, skill_id, skill_version, principal, state, created_at_ms, wake, last_seq,
             owner, expires, fence, message, touched, settled, waits_on_call, at)
   ON CONFLICT (id) DO NOTHING
-  RETURNING tid, id
+  RETURNING tid, id,
+            lease_owner IS NULL AND wake_at_ms IS NULL AND state IN ('submitted', 'working') AS free
 ), done AS (
-  SELECT tid, id FROM upd UNION ALL SELECT tid, id FROM ins
+  SELECT tid, id, free FROM upd UNION ALL SELECT tid, id, free FROM ins
 ), journal AS (
   INSERT INTO radkit_journal (tid, seq, last_seq, at_ms, checkpoint, body)
   SELECT done.tid, j.seq, j.last_seq, j.at, j.checkpoint, j.body
@@ -305,8 +310,10 @@ WITH locked AS MATERIALIZED (
          p.artifact_id, p.body
   FROM UNNEST($35::text[], $36::bigint[], $37::text[], $39::text[]) AS p(id, seq, artifact_id, body)
   JOIN done ON done.id = p.id
+), wake AS (
+  SELECT pg_notify('radkit_work', COALESCE(current_schema(), '')) FROM done WHERE free LIMIT 1
 )
-SELECT id FROM done";
+SELECT id FROM done UNION ALL SELECT NULL FROM wake";
 
 pub(super) async fn commit_round(
     client: &Client,
@@ -508,7 +515,7 @@ pub(super) async fn commit_round(
     // resume from the journal, which holds what was committed.
     let done = match committed
         .iter()
-        .map(|r| get::<String>(r, "id"))
+        .filter_map(|r| get::<Option<String>>(r, "id").transpose())
         .collect::<Result<std::collections::HashSet<String>, _>>()
     {
         Ok(done) => done,
@@ -587,4 +594,20 @@ pub(super) async fn commit_round(
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_append_statement_notifies_as_listeners_expect_for_claimable_states() {
+        assert!(APPEND_SQL.contains(listen::NOTIFY));
+        let states = sql_state_list(&CLAIMABLE);
+        assert_eq!(
+            APPEND_SQL.matches(&format!("state IN {states}")).count(),
+            2,
+            "{states}"
+        );
+    }
 }
