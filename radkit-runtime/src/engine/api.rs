@@ -479,8 +479,9 @@ impl Engine {
         }
         Ok(Sent {
             task_id: id,
-            // Only a task this engine drives publishes its records here.
-            follow: follow.filter(|_| drive_here && !self.inner.shared()),
+            // Only a task this engine drives publishes its records here (on a shared store, until
+            // another process takes it on: the wait then reads the task, `settled_followed`).
+            follow: follow.filter(|_| drive_here),
         })
     }
 
@@ -1082,9 +1083,10 @@ impl Engine {
         if self.inner.passes.is_some() {
             return self.snapshot(caller, task_id, history_length).await;
         }
-        // Every commit of a store no other process writes is published here: wait on those (the
-        // wait reads the task once it listens, and returns it at once when it is settled).
-        if !self.inner.shared() && self.inner.restate().is_none() {
+        // Every commit of a task this engine drives is published here: wait on those (the wait
+        // reads the task once it listens, and returns it at once when it is settled; on a shared
+        // store it reads the task again whenever nothing was published for a while).
+        if self.inner.restate().is_none() {
             return super::subscription::settled_live(self, caller, task_id, history_length).await;
         }
         let snapshot = self.snapshot(caller, task_id, history_length).await?;

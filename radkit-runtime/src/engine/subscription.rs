@@ -214,7 +214,12 @@ pub(super) async fn settled_followed(
                 Err(_) => break,
             }
         } else {
-            follow.rx.recv().await.map_err(|_| ())
+            // On a shared store another process may take the task on (after a timer, say), whose
+            // records are not published here: quiet for a poll, the wait reads the task instead.
+            match recv_within(&mut follow.rx, quiet_wait(engine, 0)).await {
+                Some(next) => next.map_err(|_| ()),
+                None => break,
+            }
         };
         match next.as_deref() {
             Ok(Published::Records {
@@ -234,11 +239,13 @@ pub(super) async fn settled_followed(
     settled_live(engine, caller, task_id, history_length).await
 }
 
-/// The task once it settled, waited for on a store only this engine writes, where every commit of
-/// the task is published in this process: the task's view is read (one row, however long its
-/// journal), then again each time a published record may have settled it (an end, a question)
-/// or the wait lagged behind the records — never the records in between, which a waiter has no use
-/// for (a [`Subscription`] would read every one it missed from the store, a page at a time).
+/// The task once it settled: the task's view is read (one row, however long its journal), then
+/// again each time a published record may have settled it (an end, a question) or the wait lagged
+/// behind the records — never the records in between, which a waiter has no use for (a
+/// [`Subscription`] would read every one it missed from the store, a page at a time, and a waiter
+/// that lagged on a busy machine then spent its CPU reading, and lagged more). Every commit of a
+/// task this engine drives is published here; on a shared store, where another process may drive
+/// it, the view is also read again when nothing was published for a while ([`quiet_wait`]).
 pub(super) async fn settled_live(
     engine: &Engine,
     caller: &super::Caller,
@@ -262,6 +269,7 @@ pub(super) async fn settled_live(
         task_id,
         rx: engine.inner.live.subscribe(task_id),
     };
+    let mut quiet_rounds = 0;
     loop {
         // Read after subscribing: whatever commits after this read is published to `rx`, and a run
         // marks its task stalled before it tells its subscribers of a failed append.
@@ -276,7 +284,14 @@ pub(super) async fn settled_live(
             });
         }
         loop {
-            match listening.rx.recv().await.as_deref() {
+            let Some(received) =
+                recv_within(&mut listening.rx, quiet_wait(engine, quiet_rounds)).await
+            else {
+                quiet_rounds += 1;
+                break;
+            };
+            quiet_rounds = 0;
+            match received.as_deref() {
                 Ok(published @ Published::Records { .. })
                     if published
                         .records()
@@ -293,6 +308,27 @@ pub(super) async fn settled_live(
                 }
             }
         }
+    }
+}
+
+/// How long a wait on a shared store listens for this process's records before it reads the task
+/// again: `poll`, doubled for each quiet round before (to 16 times), at most 2 s — as a
+/// [`Subscription`] polls. `None` on a store no other process writes: every commit is published
+/// here.
+fn quiet_wait(engine: &Engine, quiet_rounds: u32) -> Option<Duration> {
+    engine.inner.shared().then(|| {
+        (engine.inner.config.poll * (1 << quiet_rounds.min(4))).min(Duration::from_secs(2))
+    })
+}
+
+/// The next published record, or `None` when `within` passed first.
+async fn recv_within<T: Clone>(
+    rx: &mut broadcast::Receiver<T>,
+    within: Option<Duration>,
+) -> Option<Result<T, broadcast::error::RecvError>> {
+    match within {
+        None => Some(rx.recv().await),
+        Some(within) => tokio::time::timeout(within, rx.recv()).await.ok(),
     }
 }
 
