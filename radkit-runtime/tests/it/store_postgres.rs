@@ -47,7 +47,7 @@ async fn postgres_group_commit_batches_concurrent_appends() {
     );
 }
 
-fn task_row(id: &str, state: TaskState, wake_at_ms: Option<i64>) -> TaskRecord {
+pub(crate) fn task_row(id: &str, state: TaskState, wake_at_ms: Option<i64>) -> TaskRecord {
     TaskRecord {
         id: id.into(),
         context_id: "c".into(),

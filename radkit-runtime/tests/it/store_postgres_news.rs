@@ -8,9 +8,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use radkit_runtime::journal::Entry;
 use radkit_runtime::model::TaskState;
-use radkit_runtime::store::{Append, NewLease, PostgresStore, Store, TaskRecord};
+use radkit_runtime::store::{Append, NewLease, PostgresStore, Store};
 use tokio::sync::mpsc;
 
+use crate::store_postgres::task_row;
 use crate::support::common::within;
 use crate::support::services;
 
@@ -25,25 +26,9 @@ async fn fresh_schema(app: &str) -> (String, String) {
     (name, format!("{scoped}&application_name={app}"))
 }
 
-fn row(id: &str, state: TaskState) -> TaskRecord {
-    TaskRecord {
-        id: id.into(),
-        context_id: "c".into(),
-        skill_id: "s".into(),
-        skill_version: "1".into(),
-        principal: None,
-        state,
-        created_at_ms: 0,
-        updated_at_ms: 0,
-        wake_at_ms: None,
-        waits_on_call: false,
-        last_seq: 0,
-    }
-}
-
 fn creation(id: &str, state: TaskState, leased: bool) -> Append {
     let mut append = Append::new(id, 1, vec![Entry::CancelRequested]);
-    append.create = Some(row(id, state));
+    append.create = Some(task_row(id, state, None));
     if leased {
         append.lease = Some(NewLease {
             owner: "creator".into(),
