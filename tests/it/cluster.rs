@@ -333,6 +333,68 @@ async fn a_durable_timer_fires_on_whichever_worker_is_free() {
     check_journal(&task, &b.journal(&Caller::Operator, &task).await.unwrap());
 }
 
+/// A blocking send follows the records its engine publishes; when another engine finishes the task
+/// (here: it was given back at a durable timer, and engine A's alarm found its lease taken), nothing
+/// more is published in A, and A's wait, quiet for a poll, reads the task from the store.
+#[test(multi_thread, needs = Postgres)]
+async fn a_blocking_send_returns_its_task_when_another_engine_finishes_it() {
+    let url = fresh_schema().await;
+    // A claims only what Postgres announces (a lease running out is not): B takes the task.
+    let a = rare_poller(&url, "engine-a", 256).await;
+    let b = engine(&url, "engine-b", 2_000).await;
+    let sent = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            a.send_settled(
+                Request::operator(Message::user_text("timers")).skill("report"),
+                None,
+            )
+            .await
+        })
+    };
+    // The report pauses on a 1.5 s durable timer, and A gives its lease back meanwhile.
+    let store = PostgresStore::connect(&url).await.expect("connect");
+    let mut waiting = None;
+    wait_for("the report's durable pause", PATIENCE, async || {
+        let tasks = store.list(TaskQuery::default()).await.unwrap();
+        waiting = tasks.into_iter().find(|t| t.wake_at_ms.is_some());
+        match &waiting {
+            Some(t) => lease_owner(&url, &t.id).await.is_none(),
+            None => false,
+        }
+    })
+    .await;
+    let waiting = waiting.expect("the waiting task");
+    // Hold its lease past the timer, so that A's alarm cannot take it; once it runs out, B's poll
+    // claims the task.
+    let hold_ms = waiting.wake_at_ms.unwrap() - now_ms() + 1_000;
+    store
+        .leases()
+        .unwrap()
+        .acquire("thief", &waiting.id, hold_ms)
+        .await
+        .unwrap()
+        .expect("the lease was free");
+    let done = within(PATIENCE, "the blocking send", sent)
+        .await
+        .expect("the send's task")
+        .expect("the blocking send");
+    assert_eq!(done.status.state, TaskState::Completed);
+    let log = store
+        .leases()
+        .unwrap()
+        .lease_log(&waiting.id, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        log.last().map(|c| c.owner.as_str()),
+        Some("engine-b"),
+        "B finished the task: {log:?}"
+    );
+    let task = TaskId::from(done.id.clone());
+    check_journal(&task, &b.journal(&Caller::Operator, &task).await.unwrap());
+}
+
 #[test(multi_thread, needs = Postgres)]
 async fn tasks_finish_when_the_database_drops_every_connection_mid_run() {
     let url = fresh_schema().await;

@@ -702,10 +702,10 @@ impl Engine {
         };
         message.context_id = Some(run.context_id.to_string());
         // The view read above is the task as loaded (nothing committed since): a follower goes on
-        // from it. On a shared store other engines may commit the task's records.
-        let follow =
-            (follow && !self.inner.shared() && view.record.last_seq + 1 == run.lock().next_seq)
-                .then(|| super::subscription::Follow::resumed(self, task_id, view));
+        // from it. On a shared store this engine holds the lease now; once another engine takes
+        // the task on (after a timer, say), the follower reads the task (`settled_followed`).
+        let follow = (follow && view.record.last_seq + 1 == run.lock().next_seq)
+            .then(|| super::subscription::Follow::resumed(self, task_id, view));
         let reply_seq = {
             let mut st = run.lock();
             command::receive_reply(&mut st, message, ask, open_visit);
