@@ -86,10 +86,11 @@ enum Workload {
         /// Steps per task.
         #[arg(long, default_value_t = 20)]
         steps: u64,
-        /// On SQLite: before the measured run, the engine's file takes this many steps (100
-        /// tasks at once) and the floor's as many rows (W2's way), unmeasured: both files warm,
-        /// as a server's is (its WAL grown, its compression dictionary trained). 0 measures a
-        /// fresh file beside a fresh floor.
+        /// Before the measured run, the engine takes this many steps (100 tasks at once),
+        /// unmeasured. On SQLite the floor's file takes as many rows (W2's way): both files warm,
+        /// as a server's is (its WAL grown, its compression dictionary trained). On Postgres the
+        /// engine, or the workers, warm up the same way (connections open, statements prepared,
+        /// the schema's first pages written). 0 measures a fresh start.
         #[arg(long, default_value_t = 20_000)]
         warmup_steps: u64,
         /// Run the workload on SQLite with telemetry off, with the engine's counters and (with the
@@ -249,10 +250,10 @@ enum Workload {
 pub(crate) struct Ticker;
 
 /// Tasks at once in the warm-ups of `bench sequential` and `bench concurrent`.
-const WARMUP_FLOWS: u64 = 100;
+pub(crate) const WARMUP_FLOWS: u64 = 100;
 
 /// `steps` steps on `engine`'s file, [`WARMUP_FLOWS`] tasks at once, unmeasured (none for 0).
-async fn warm_up(engine: &Engine, steps: u64) -> anyhow::Result<()> {
+pub(crate) async fn warm_up(engine: &Engine, steps: u64) -> anyhow::Result<()> {
     if steps == 0 {
         return Ok(());
     }
@@ -600,12 +601,14 @@ pub async fn run(app: &super::App, args: Args) -> anyhow::Result<()> {
             workers,
             lease_ms,
             max_tasks,
+            warmup_steps,
             ..
         } => {
             let cluster = super::bench_cluster::Cluster {
                 workers,
                 lease_ms,
                 max_tasks,
+                warmup_steps,
             };
             super::bench_cluster::concurrent(&url, flows, steps, cluster).await?
         }

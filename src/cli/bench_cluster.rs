@@ -20,6 +20,8 @@ pub struct Cluster {
     pub lease_ms: u64,
     /// Tasks each drives at once.
     pub max_tasks: usize,
+    /// Steps run before the measured run, unmeasured (`--warmup-steps`).
+    pub warmup_steps: u64,
 }
 
 /// Run the workload; prints one JSON line.
@@ -27,7 +29,7 @@ pub async fn concurrent(url: &str, flows: u64, steps: u64, cluster: Cluster) -> 
     let floor = super::bench_floor::postgres(url, 500, 20_000, 100).await?;
     let (schema, scoped) = create_schema(url, "radkit_bench").await?;
     let result = if cluster.workers == 0 {
-        in_process(&scoped, flows, steps)
+        in_process(&scoped, flows, steps, cluster.warmup_steps)
             .await
             .map(|(measured, stats)| (measured, stats, None))
     } else {
@@ -48,8 +50,9 @@ pub async fn concurrent(url: &str, flows: u64, steps: u64, cluster: Cluster) -> 
         "store": "postgres",
         "durability": "synchronous_commit=on",
         "workers": cluster.workers,
-        "statements": stats.batches,
+        "statements": stats.statements,
         "appends": stats.appends,
+        "warmup_steps": cluster.warmup_steps,
     });
     if let Some(executions) = executions {
         extra["lease_ms"] = cluster.lease_ms.into();
@@ -72,7 +75,8 @@ async fn in_process(
     url: &str,
     flows: u64,
     steps: u64,
-) -> anyhow::Result<(super::bench::Measured, crate::store::StoreStats)> {
+    warmup_steps: u64,
+) -> anyhow::Result<(super::bench::Measured, Counted)> {
     let (skill, effects) = super::bench::engine_parts()?;
     let store = PostgresStore::connect(url).await?;
     // Started, not only built: on a shared store a send beyond the tasks this engine has room
@@ -84,12 +88,29 @@ async fn in_process(
         .effects(effects)
         .start()
         .await?;
+    super::bench::warm_up(&engine, warmup_steps).await?;
+    let before = store.stats();
     let (measured, ()) =
         super::bench::Measured::of(super::bench::run_tasks(&engine, flows, steps)).await?;
-    Ok((measured, store.stats()))
+    let after = store.stats();
+    Ok((measured, counted(&after, &before)))
 }
 
-/// Effects the workers performed: in all, and beyond one per InvocationId.
+/// What this process committed between `before` and `after`.
+fn counted(after: &crate::store::StoreStats, before: &crate::store::StoreStats) -> Counted {
+    Counted {
+        statements: after.batches - before.batches,
+        appends: after.appends - before.appends,
+    }
+}
+
+/// Statements and appends this process committed in the measured run.
+struct Counted {
+    statements: u64,
+    appends: u64,
+}
+
+/// Effects the workers performed, the warm-up's included: in all, and beyond one per InvocationId.
 struct Executions {
     total: u64,
     duplicates: u64,
@@ -117,7 +138,7 @@ async fn with_workers(
     flows: u64,
     steps: u64,
     cluster: &Cluster,
-) -> anyhow::Result<(Duration, crate::store::StoreStats, Option<Executions>)> {
+) -> anyhow::Result<(Duration, Counted, Option<Executions>)> {
     let store = PostgresStore::connect(url).await?;
     let exe = std::env::current_exe()?;
     let dir = tempfile::tempdir().context("a directory for the execution log")?;
@@ -157,6 +178,37 @@ async fn with_workers(
         .skill(skill)
         .max_active_tasks(0)
         .build()?;
+    if cluster.warmup_steps > 0 {
+        let warmup_flows = super::bench::WARMUP_FLOWS.min(cluster.warmup_steps);
+        let warmup_steps = cluster.warmup_steps.div_ceil(warmup_flows);
+        submit_and_wait(&submit, &store, warmup_flows, warmup_steps).await?;
+    }
+    let before = store.stats();
+    let elapsed = submit_and_wait(&submit, &store, flows, steps).await?;
+    let after = store.stats();
+    let failed = store
+        .list(TaskQuery::default())
+        .await?
+        .into_iter()
+        .filter(|t| t.state != crate::model::TaskState::Completed)
+        .count();
+    for child in &mut children {
+        let _ = child.start_kill();
+    }
+    if failed > 0 {
+        bail!("{failed} bench tasks did not complete");
+    }
+    // This process wrote only the creations; the workers' statements are not counted here.
+    Ok((elapsed, counted(&after, &before), Some(executions(&log)?)))
+}
+
+/// Submit `flows` tasks of `steps` steps and wait until none is open: how long it took.
+async fn submit_and_wait(
+    submit: &Engine,
+    store: &PostgresStore,
+    flows: u64,
+    steps: u64,
+) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let sends = (0..flows).map(|_| {
         submit.send(Request::operator(Message::user_text(steps.to_string())).skill("bench"))
@@ -173,28 +225,13 @@ async fn with_workers(
             })
             .await?;
         if open.is_empty() {
-            break;
+            return Ok(started.elapsed());
         }
         if started.elapsed() > Duration::from_secs(600) {
             bail!("tasks still open after 10 minutes");
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let elapsed = started.elapsed();
-    let failed = store
-        .list(TaskQuery::default())
-        .await?
-        .into_iter()
-        .filter(|t| t.state != crate::model::TaskState::Completed)
-        .count();
-    for child in &mut children {
-        let _ = child.start_kill();
-    }
-    if failed > 0 {
-        bail!("{failed} bench tasks did not complete");
-    }
-    // This process wrote only the creations; the workers' statements are not counted here.
-    Ok((elapsed, store.stats(), Some(executions(&log)?)))
 }
 
 /// A client on the database `url` names, its connection driven in the background.

@@ -223,9 +223,16 @@ fn bench_concurrent_on_postgres_runs_more_flows_than_one_engine_holds_at_once() 
         "300",
         "--steps",
         "2",
+        "--warmup-steps",
+        "200",
     ]);
     let line = &lines[0];
     assert_eq!(line["steps"], 600, "{line}");
+    assert_eq!(line["warmup_steps"], 200, "{line}");
+    // Only the measured run's appends: each task's three (its creation, two steps' records),
+    // not the warm-up's.
+    let appends = line["appends"].as_u64().expect("appends");
+    assert!((600..=1_200).contains(&appends), "{line}");
     assert_eq!(line["floor_against"], "floor-batched", "{line}");
     positive(line, "floor_ratio");
     positive(line, "cpu_us_per_step");
