@@ -218,6 +218,8 @@ pub(super) async fn settled_followed(
             // records are not published here: quiet for a poll, the wait reads the task instead.
             match recv_within(&mut follow.rx, quiet_wait(engine, 0)).await {
                 Some(next) => next.map_err(|_| ()),
+                // Its run here publishes what it commits: a slow effect, nothing to read.
+                None if engine.inner.live.running(task_id).is_some() => continue,
                 None => break,
             }
         };
@@ -288,6 +290,10 @@ pub(super) async fn settled_live(
                 recv_within(&mut listening.rx, quiet_wait(engine, quiet_rounds)).await
             else {
                 quiet_rounds += 1;
+                if engine.inner.live.running(task_id).is_some() {
+                    // Its run here publishes what it commits: a slow effect, nothing to read.
+                    continue;
+                }
                 break;
             };
             quiet_rounds = 0;
@@ -312,9 +318,9 @@ pub(super) async fn settled_live(
 }
 
 /// How long a wait on a shared store listens for this process's records before it reads the task
-/// again: `poll`, doubled for each quiet round before (to 16 times), at most 2 s — as a
-/// [`Subscription`] polls. `None` on a store no other process writes: every commit is published
-/// here.
+/// again, unless a run of the task is live here (which publishes what it commits): `poll`,
+/// doubled for each quiet round before (to 16 times), at most 2 s — as a [`Subscription`] polls.
+/// `None` on a store no other process writes: every commit is published here.
 fn quiet_wait(engine: &Engine, quiet_rounds: u32) -> Option<Duration> {
     engine.inner.shared().then(|| {
         (engine.inner.config.poll * (1 << quiet_rounds.min(4))).min(Duration::from_secs(2))

@@ -141,6 +141,7 @@ pub trait Leases: Send + Sync {
         let _ = (task_id, limit);
         Ok(Vec::new())
     }
+
     /// News of claimable work, for a claimer to wait on between its polls: the value changes when
     /// a statement may have left work to claim (a task created or answered without a lease, a
     /// runnable task's lease given back, a cancel asked), and when the store may have missed such
