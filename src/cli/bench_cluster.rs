@@ -42,7 +42,7 @@ pub async fn concurrent(url: &str, flows: u64, steps: u64, cluster: Cluster) -> 
             })
     };
     if let Err(e) = drop_schema(url, &schema).await {
-        eprintln!("warning: bench schema {schema} not dropped: {e}");
+        eprintln!("warning: bench schema {schema} not dropped: {e:#}");
     }
     let (measured, stats, executions) = result?;
     let mut extra = serde_json::json!({
@@ -195,6 +195,10 @@ async fn with_workers(
     for child in &mut children {
         let _ = child.start_kill();
     }
+    // Gone before the schema is dropped (their sessions then end as the server notices).
+    for child in &mut children {
+        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    }
     if failed > 0 {
         bail!("{failed} bench tasks did not complete");
     }
@@ -267,8 +271,21 @@ pub(crate) async fn create_schema(url: &str, prefix: &str) -> anyhow::Result<(St
 /// Drop a schema made by [`create_schema`], with everything in it.
 pub(crate) async fn drop_schema(url: &str, name: &str) -> anyhow::Result<()> {
     let client = admin_client(url).await?;
-    client
-        .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
-        .await
-        .with_context(|| format!("dropping schema {name}"))
+    // The workers were just killed: a statement one of their sessions was running holds its locks
+    // until its backend notices, and can deadlock with the drop, which then runs again.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match client
+            .batch_execute(&format!("DROP SCHEMA {name} CASCADE"))
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(e) if tries < 5 => {
+                tracing::debug!(error = %e, "dropping the bench schema again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e).with_context(|| format!("dropping schema {name}")),
+        }
+    }
 }

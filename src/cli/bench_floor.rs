@@ -216,7 +216,7 @@ pub(crate) async fn postgres(
     let (schema, scoped) = super::bench_cluster::create_schema(url, "radkit_floor").await?;
     let measured = postgres_in(&scoped, sequential, batched, batch).await;
     if let Err(e) = super::bench_cluster::drop_schema(url, &schema).await {
-        eprintln!("warning: floor schema {schema} not dropped: {e}");
+        eprintln!("warning: floor schema {schema} not dropped: {e:#}");
     }
     measured
 }
