@@ -229,3 +229,21 @@ async fn a_stores_wakeups_move_when_work_is_left_to_claim_and_after_its_listener
     })
     .await;
 }
+
+#[test(multi_thread, needs = Postgres)]
+async fn asking_for_wakeups_off_a_runtime_does_not_panic_and_a_later_ask_on_one_listens() {
+    let (_, url) = fresh_schema("radkit_news_plain").await;
+    let store = PostgresStore::connect(&url).await.expect("connect");
+    let plain = store.clone();
+    let news = std::thread::spawn(move || plain.leases().and_then(|l| l.wakeups()))
+        .join()
+        .expect("no panic off a runtime");
+    assert!(news.is_some(), "postgres announces work");
+    let mut news = store
+        .leases()
+        .and_then(|l| l.wakeups())
+        .expect("postgres announces work");
+    within(NEWS_PATIENCE, "the listener to start", news.changed())
+        .await
+        .expect("the store is alive");
+}

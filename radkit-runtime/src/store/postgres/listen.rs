@@ -48,11 +48,14 @@ impl Listener {
         }
     }
 
-    /// A receiver of the count; the first call starts listening (on the caller's runtime).
+    /// A receiver of the count; the first call on a tokio runtime starts listening there (called
+    /// outside one, the receiver hears nothing until a call on one starts it).
     pub(super) fn subscribe(self: &Arc<Self>) -> watch::Receiver<u64> {
         let receiver = self.count.subscribe();
-        if !self.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            tokio::spawn(listen(Arc::downgrade(self)));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            if !self.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                runtime.spawn(listen(Arc::downgrade(self)));
+            }
         }
         receiver
     }
