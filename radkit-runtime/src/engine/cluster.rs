@@ -287,11 +287,16 @@ impl Inner {
             return;
         }
         if let Some(token) = run.fence {
-            self.give_back(&run.task_id, token, run.lease_lost()).await;
+            // The append that finished the task gave its lease back.
+            let finished = !run.write_failed() && run.lock().finished_durably();
+            self.give_back(&run.task_id, token, run.lease_lost() || finished)
+                .await;
         }
     }
 
-    pub(crate) async fn give_back(&self, task_id: &str, token: u64, lost: bool) {
+    /// Forget the lease of `task_id` here and, unless it is `gone` already (lost to another
+    /// owner, or given back by the append that finished the task), release it in the store.
+    pub(crate) async fn give_back(&self, task_id: &str, token: u64, gone: bool) {
         let Some(leases) = self.store.leases() else {
             return;
         };
@@ -299,7 +304,7 @@ impl Inner {
         if self.leases.backlog.load(Ordering::SeqCst) {
             self.leases.slot_freed.notify_one();
         }
-        if lost {
+        if gone {
             return;
         }
         if let Err(e) = leases.release(&self.config.worker_id, task_id, token).await {

@@ -302,6 +302,15 @@ impl RunState {
         self.rewake_if_waiting();
     }
 
+    /// The task's terminal state is journaled: it ended and nothing of the run waits to be
+    /// committed (an append that finishes a task gives its lease back, see `Leases::release`).
+    pub fn finished_durably(&self) -> bool {
+        self.status().is_terminal()
+            && self.pending.is_empty()
+            && self.pending_state.is_none()
+            && self.pending_wake.is_none()
+    }
+
     /// The `seq` of the first entry not committed yet (`next_seq` when none is buffered).
     pub fn first_pending_seq(&self) -> u64 {
         self.next_seq - u64::try_from(self.pending.len()).unwrap_or(u64::MAX)

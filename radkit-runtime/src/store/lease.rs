@@ -123,7 +123,9 @@ pub trait Leases: Send + Sync {
     /// lease (a worker paused past its lease may otherwise run it after the new owner took the task).
     async fn holds(&self, owner: &str, task_id: &str, token: u64) -> Result<bool, StoreError>;
 
-    /// Give a lease back (its task now waits for input or a timer, or is finished).
+    /// Give a lease back (its task now waits for input or a timer, or was given up). A task that
+    /// finishes needs no release: the store's append that journals its terminal state gives its
+    /// lease back in the same write, and an engine whose run finished a task does not call this.
     async fn release(&self, owner: &str, task_id: &str, token: u64) -> Result<(), StoreError>;
 
     /// Ask whichever engine holds `task_id` to cancel it.

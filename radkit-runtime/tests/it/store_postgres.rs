@@ -233,6 +233,23 @@ async fn every_lease_a_task_is_given_is_logged_with_its_token_owner_and_takeover
     step.fence = Some(a.token);
     store.append(step).await.unwrap();
     assert_eq!(leases.lease_log(id, 10).await.unwrap().len(), 3);
+    // The append that finishes the task gives its lease back (no `release` follows it).
+    let mut end = Append::new(id, 4, vec![Entry::CancelRequested]);
+    end.fence = Some(a.token);
+    end.state = Some(TaskState::Completed);
+    store.append(end).await.unwrap();
+    let holder = leases.holder(id).await.unwrap().expect("the task");
+    assert_eq!(
+        (holder.owner, holder.expires_ms),
+        (None, None),
+        "given back by the finishing append"
+    );
+    let log = leases.lease_log(id, 10).await.unwrap();
+    assert_eq!(log.len(), 3, "{log:?}");
+    assert!(
+        log[2].released_at_ms.is_some(),
+        "logged as given back: {log:?}"
+    );
 }
 
 #[test(multi_thread, needs = Postgres)]

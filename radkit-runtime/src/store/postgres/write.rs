@@ -258,7 +258,11 @@ WITH locked AS MATERIALIZED (
       status_at_ms = CASE WHEN v.touched THEN v.at ELSE t.status_at_ms END,
       settled = COALESCE(v.settled, t.settled),
       waits_on_call = COALESCE(v.waits_on_call, t.waits_on_call),
-      skill_version = COALESCE(v.skill_version, t.skill_version)
+      skill_version = COALESCE(v.skill_version, t.skill_version),
+      lease_owner = CASE WHEN v.state IN ('completed', 'canceled', 'failed', 'rejected')
+                         THEN NULL ELSE t.lease_owner END,
+      lease_expires_ms = CASE WHEN v.state IN ('completed', 'canceled', 'failed', 'rejected')
+                              THEN NULL ELSE t.lease_expires_ms END
   FROM locked,
        UNNEST($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[], $8::bigint[],
               $26::bool[], $27::text[], $28::bool[], $29::text[], $40::bool[], $42::bool[],
@@ -599,6 +603,14 @@ pub(super) async fn commit_round(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The append that finishes a task gives its lease back (`Leases::release`'s contract): it
+    /// spells the terminal states as a literal.
+    #[test]
+    fn the_append_statement_frees_the_lease_of_a_task_it_finishes() {
+        let clear = format!("v.state IN {}", sql_terminal_states());
+        assert_eq!(APPEND_SQL.matches(&clear).count(), 2, "{clear}");
+    }
 
     #[test]
     fn the_append_statement_notifies_as_listeners_expect_for_claimable_states() {
