@@ -522,6 +522,27 @@ async fn a_worker_that_polls_rarely_at_capacity_claims_the_next_task_when_one_en
     }
 }
 
+/// The append that finishes a task gives its lease back in the same statement: as soon as anyone
+/// sees the task finished, its row holds no lease and the lease log shows it given back (the
+/// worker sends no `release` after it).
+#[test(multi_thread, needs = Postgres)]
+async fn a_finished_task_holds_no_lease_from_the_moment_it_is_seen_finished() {
+    let url = fresh_schema().await;
+    let submit = submitter(&url).await;
+    let _worker = engine(&url, "finisher", 10_000).await;
+    for _ in 0..3 {
+        let task = send(&submit, "ticker", "2").await;
+        let done = settled(&submit, &task).await;
+        assert_eq!(done.status.state, TaskState::Completed);
+        assert_eq!(lease(&url, &task).await, (None, None), "{task}");
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let log = store.leases().unwrap().lease_log(&task, 10).await.unwrap();
+        let last = log.last().expect("the worker's lease");
+        assert_eq!(last.owner, "finisher", "{log:?}");
+        assert!(last.released_at_ms.is_some(), "{log:?}");
+    }
+}
+
 #[test(multi_thread, needs = Postgres)]
 async fn a_cancel_reaches_a_worker_that_polls_rarely_at_once() {
     let url = fresh_schema().await;
