@@ -596,6 +596,84 @@ async fn a_task_journal_is_read_by_index_whatever_the_journal_was_when_planned()
         .ok();
 }
 
+/// A writer waits for another writer's commit to end before committing a small batch of its own
+/// (one statement of both is cheaper for the server), but only for so long: an append is not held
+/// up behind a commit that stalls (here on a row lock another session holds).
+#[test(multi_thread, needs = Postgres)]
+async fn an_append_is_not_held_up_behind_another_writers_stalled_commit() {
+    let url = services::postgres_url();
+    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
+        .await
+        .expect("create a test schema");
+    let store = PostgresStore::connect(&scoped).await.expect("connect");
+    create(&store, "stalled", TaskState::Working, None).await;
+    create(&store, "free", TaskState::Working, None).await;
+    let mut admin = sql(&scoped).await;
+    let lock = admin.transaction().await.unwrap();
+    lock.execute(
+        "SELECT 1 FROM radkit_tasks WHERE id = 'stalled' FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
+    let xid: String = lock
+        .query_one("SELECT pg_current_xact_id()::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let stalled = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .append(Append::new("stalled", 2, vec![Entry::CancelRequested]))
+                .await
+        }
+    });
+    // The stalled append is in a writer's statement, waiting for the row lock.
+    crate::support::common::within(
+        std::time::Duration::from_secs(60),
+        "the stalled append to reach the server",
+        async {
+            loop {
+                let waiting: i64 = sql(&scoped)
+                    .await
+                    .query_one(
+                        "SELECT COUNT(*) FROM pg_locks WHERE NOT granted
+                           AND locktype = 'transactionid' AND transactionid = $1::text::xid",
+                        &[&xid],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                if waiting > 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        },
+    )
+    .await;
+    crate::support::common::within(
+        std::time::Duration::from_secs(60),
+        "an append of another task beside the stalled one",
+        store.append(Append::new("free", 2, vec![Entry::CancelRequested])),
+    )
+    .await
+    .expect("the append commits");
+    assert!(
+        !stalled.is_finished(),
+        "the stalled append waits for the lock"
+    );
+    lock.rollback().await.unwrap();
+    stalled
+        .await
+        .unwrap()
+        .expect("the stalled append commits once the lock is gone");
+    radkit_runtime::store::PostgresStore::drop_schema(&url, &schema)
+        .await
+        .ok();
+}
+
 /// A column whose type changes under a statement the store prepared on a pooled connection (a
 /// newer version's migration) makes Postgres refuse the cached plan; the store prepares the
 /// statement again instead of failing every read on that connection.

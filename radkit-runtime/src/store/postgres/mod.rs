@@ -198,6 +198,7 @@ impl PostgresStore {
         let queue: Queue = Arc::new(tokio::sync::Mutex::new(rx));
         let mut first = Some(writer);
         let stats = Arc::new(super::Commits::default());
+        let turns = Arc::new(write::Turns::default());
         for _ in 0..WRITERS {
             tokio::spawn(writer_loop(
                 config.clone(),
@@ -205,6 +206,7 @@ impl PostgresStore {
                 first.take(),
                 queue.clone(),
                 stats.clone(),
+                turns.clone(),
             ));
         }
         Ok(PostgresStore {

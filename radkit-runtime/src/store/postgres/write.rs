@@ -3,20 +3,51 @@
 
 use super::*;
 
-/// Writer connections committing batches at once: while one waits for its commit to reach the disk,
-/// the next batch is already on its way (the server merges their WAL flushes).
+/// Writer connections: one commits whatever is queued; the other commits a batch beside it only
+/// while the backlog is large (see [`BESIDE`]).
 pub(super) const WRITERS: usize = 2;
+
+/// Appends queued while a writer commits that make the other commit beside it at once; fewer wait
+/// for that commit to end (gathering what arrives meanwhile) and are then committed. Each statement costs the server a fixed part, so small batches side by
+/// side cost more than one batch of both; a large backlog gains from a second statement on the
+/// server's other cores (`bench concurrent` on Postgres, see docs/benchmarks.md).
+const BESIDE: usize = 64;
+
+/// How long a writer waits for another's commit to end before it commits its own batch beside
+/// it anyway: a commit that slow (a lock wait, a stalled connection) is not one to gather behind.
+const GATHER_AT_MOST: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How many writers are committing, and news when a commit ends.
+#[derive(Default)]
+pub(super) struct Turns {
+    busy: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
 
 pub(super) type Queue = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<(Encoded, Reply)>>>;
 
-/// One writer: take everything queued (up to [`MAX_BATCH`]), commit it, answer each caller.
+/// Take what is queued behind `batch`'s first append, up to [`MAX_BATCH`].
+fn drain(rx: &mut mpsc::UnboundedReceiver<(Encoded, Reply)>, batch: &mut Vec<(Encoded, Reply)>) {
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(next) => batch.push(next),
+            Err(_) => break,
+        }
+    }
+}
+
+/// One writer: take everything queued (up to [`MAX_BATCH`]), commit it, answer each caller. While
+/// another writer commits, it waits for that commit to end, gathering, unless [`BESIDE`] appends
+/// are queued.
 pub(super) async fn writer_loop(
     config: Config,
     url: String,
     client: Option<Client>,
     queue: Queue,
     stats: Arc<super::super::Commits>,
+    turns: Arc<Turns>,
 ) {
+    use std::sync::atomic::Ordering;
     // Why the writer has no connection, for the appends it then fails.
     let mut not_connected: Option<Arc<StoreError>> = None;
     let mut client = match client {
@@ -32,18 +63,35 @@ pub(super) async fn writer_loop(
     loop {
         let batch = {
             let mut rx = queue.lock().await;
-            let Some(first) = rx.recv().await else {
+            let Some(head) = rx.recv().await else {
                 return;
             };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(next) => batch.push(next),
-                    Err(_) => break,
+            let mut batch = vec![head];
+            drain(&mut rx, &mut batch);
+            let gather_until = tokio::time::Instant::now() + GATHER_AT_MOST;
+            while batch.len() < BESIDE {
+                // Registered before the look at `busy`, so the end of a commit is not missed.
+                let idle = turns.idle.notified();
+                tokio::pin!(idle);
+                idle.as_mut().enable();
+                if turns.busy.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                tokio::select! {
+                    next = rx.recv() => match next {
+                        Some(next) => {
+                            batch.push(next);
+                            drain(&mut rx, &mut batch);
+                        }
+                        None => break,
+                    },
+                    () = &mut idle => break,
+                    () = tokio::time::sleep_until(gather_until) => break,
                 }
             }
             batch
         };
+        turns.busy.fetch_add(1, Ordering::SeqCst);
         if client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
             client = match prepared_writer(&config, &url, None).await {
                 Ok(c) => Some(c),
@@ -76,6 +124,8 @@ pub(super) async fn writer_loop(
                 })
                 .collect(),
         };
+        turns.busy.fetch_sub(1, Ordering::SeqCst);
+        turns.idle.notify_waiters();
         stats.batch(batch.len());
         for ((_, reply), result) in batch.into_iter().zip(results) {
             let _ = reply.send(result);
