@@ -8,9 +8,10 @@ use super::*;
 pub(super) const WRITERS: usize = 2;
 
 /// Appends queued while a writer commits that make the other commit beside it at once; fewer wait
-/// for that commit to end (gathering what arrives meanwhile) and are then committed. Each statement costs the server a fixed part, so small batches side by
-/// side cost more than one batch of both; a large backlog gains from a second statement on the
-/// server's other cores (`bench concurrent` on Postgres, see docs/benchmarks.md).
+/// for that commit to end (gathering what arrives meanwhile) and are then committed. Each
+/// statement costs the server a fixed part, so small batches side by side cost more than one batch
+/// of both; a large backlog gains from a second statement on the server's other cores
+/// (`bench concurrent` on Postgres, see docs/benchmarks.md).
 const BESIDE: usize = 64;
 
 /// How long a writer waits for another's commit to end before it commits its own batch beside
