@@ -14,15 +14,24 @@ use crate::support::services;
 
 /// A store in a fresh schema on the test server.
 async fn fresh_store() -> PostgresStore {
-    let (_, scoped) = radkit_runtime::store::PostgresStore::create_schema(
-        &services::postgres_url(),
-        "radkit_test",
-    )
-    .await
-    .expect("create a test schema");
+    let (_, scoped) = fresh_schema().await;
     PostgresStore::connect(&scoped)
         .await
         .expect("connect the store")
+}
+
+/// A fresh schema for a test that also works on its tables behind the store's back: its name (for
+/// [`drop_schema`] at the end) and a URL whose sessions work in it.
+async fn fresh_schema() -> (String, String) {
+    radkit_runtime::store::PostgresStore::create_schema(&services::postgres_url(), "radkit_test")
+        .await
+        .expect("create a test schema")
+}
+
+async fn drop_schema(schema: &str) {
+    radkit_runtime::store::PostgresStore::drop_schema(&services::postgres_url(), schema)
+        .await
+        .ok();
 }
 
 #[test(multi_thread, needs = Postgres)]
@@ -454,10 +463,7 @@ fn column_of<T: std::fmt::Debug>(result: Result<T, StoreError>) -> String {
 
 #[test(multi_thread, needs = Postgres)]
 async fn a_null_or_mistyped_column_is_a_typed_error_naming_it() {
-    let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
-        .await
-        .expect("create a test schema");
+    let (schema, scoped) = fresh_schema().await;
     let store = PostgresStore::connect(&scoped).await.expect("connect");
     create(&store, "t", TaskState::Working, None).await;
     let admin = sql(&scoped).await;
@@ -502,9 +508,7 @@ async fn a_null_or_mistyped_column_is_a_typed_error_naming_it() {
     assert!(store.task("t").await.unwrap().is_some());
     assert_eq!(column_of(store.journal("t", 0).await), "at_ms");
     assert_eq!(column_of(store.journal_for_replay("t").await), "at_ms");
-    radkit_runtime::store::PostgresStore::drop_schema(&url, &schema)
-        .await
-        .ok();
+    drop_schema(&schema).await;
 }
 
 /// A task's journal is read by index however young the statistics. The store prepares its
@@ -514,10 +518,7 @@ async fn a_null_or_mistyped_column_is_a_typed_error_naming_it() {
 /// made on a tiny journal and on a grown one not yet analyzed, generic and custom.
 #[test(multi_thread, needs = Postgres)]
 async fn a_task_journal_is_read_by_index_whatever_the_journal_was_when_planned() {
-    let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
-        .await
-        .expect("create a test schema");
+    let (schema, scoped) = fresh_schema().await;
     let _store = PostgresStore::connect(&scoped).await.expect("migrate");
     let admin = sql(&scoped).await;
     // Rows written behind the store's back: `tasks` tasks of `rows` journal rows from `from` on.
@@ -591,9 +592,7 @@ async fn a_task_journal_is_read_by_index_whatever_the_journal_was_when_planned()
     planned("tiny").await;
     admin.batch_execute(&prepare("grown")).await.unwrap();
     planned("grown").await;
-    radkit_runtime::store::PostgresStore::drop_schema(&url, &schema)
-        .await
-        .ok();
+    drop_schema(&schema).await;
 }
 
 /// A writer waits for another writer's commit to end before committing a small batch of its own
@@ -601,10 +600,7 @@ async fn a_task_journal_is_read_by_index_whatever_the_journal_was_when_planned()
 /// up behind a commit that stalls (here on a row lock another session holds).
 #[test(multi_thread, needs = Postgres)]
 async fn an_append_is_not_held_up_behind_another_writers_stalled_commit() {
-    let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
-        .await
-        .expect("create a test schema");
+    let (schema, scoped) = fresh_schema().await;
     let store = PostgresStore::connect(&scoped).await.expect("connect");
     create(&store, "stalled", TaskState::Working, None).await;
     create(&store, "free", TaskState::Working, None).await;
@@ -669,9 +665,7 @@ async fn an_append_is_not_held_up_behind_another_writers_stalled_commit() {
         .await
         .unwrap()
         .expect("the stalled append commits once the lock is gone");
-    radkit_runtime::store::PostgresStore::drop_schema(&url, &schema)
-        .await
-        .ok();
+    drop_schema(&schema).await;
 }
 
 /// A column whose type changes under a statement the store prepared on a pooled connection (a
@@ -679,10 +673,7 @@ async fn an_append_is_not_held_up_behind_another_writers_stalled_commit() {
 /// statement again instead of failing every read on that connection.
 #[test(multi_thread, needs = Postgres)]
 async fn a_statement_prepared_before_a_column_changed_type_is_prepared_again() {
-    let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
-        .await
-        .expect("create a test schema");
+    let (schema, scoped) = fresh_schema().await;
     let store = PostgresStore::connect(&scoped).await.expect("connect");
     create(&store, "t", TaskState::Working, None).await;
     // Prepared on every pooled connection the reads come to.
@@ -698,9 +689,7 @@ async fn a_statement_prepared_before_a_column_changed_type_is_prepared_again() {
         let task = store.task("t").await.expect("read after the type change");
         assert_eq!(task.unwrap().context_id, "c");
     }
-    radkit_runtime::store::PostgresStore::drop_schema(&url, &schema)
-        .await
-        .ok();
+    drop_schema(&schema).await;
 }
 
 /// The schema name the root crate's fixture dump was written in (renamed when loaded).
@@ -708,10 +697,7 @@ const FIXTURE_SCHEMA: &str = "radkit_fixture_v0";
 
 #[test(multi_thread, needs = Postgres)]
 async fn the_migration_backfills_the_checkpoint_column_of_rows_the_previous_version_wrote() {
-    let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
-        .await
-        .expect("create a test schema");
+    let (schema, scoped) = fresh_schema().await;
     // The tables and rows the previous version wrote (the root crate's journal fixture).
     let dump = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -802,9 +788,7 @@ async fn the_migration_backfills_the_checkpoint_column_of_rows_the_previous_vers
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
     assert_eq!(new, [(1, None, false), (2, None, true)]);
-    radkit_runtime::store::PostgresStore::drop_schema(&url, &schema)
-        .await
-        .ok();
+    drop_schema(&schema).await;
 }
 
 /// Stores connecting at once to a fresh schema (processes starting together on a new database) all
@@ -849,10 +833,7 @@ async fn processes_connecting_to_a_fresh_schema_at_once_all_succeed() {
 /// lease taken); tokio-postgres's own text for a server error is only "db error".
 #[test(multi_thread, needs = Postgres)]
 async fn a_postgres_server_error_keeps_its_message_detail_and_code() {
-    let url = services::postgres_url();
-    let (schema, scoped) = radkit_runtime::store::PostgresStore::create_schema(&url, "radkit_test")
-        .await
-        .expect("create a test schema");
+    let (schema, scoped) = fresh_schema().await;
     let store = PostgresStore::connect(&scoped).await.unwrap();
     create(&store, "t", TaskState::Submitted, None).await;
     // A trigger refuses every later change of a task row, with a message, a detail and a hint.
@@ -891,4 +872,5 @@ async fn a_postgres_server_error_keeps_its_message_detail_and_code() {
             assert!(text.contains(part), "`{part}` is missing from `{text}`");
         }
     }
+    drop_schema(&schema).await;
 }
