@@ -10,6 +10,7 @@ use radkit_runtime::store::{
     conformance, Append, NewLease, PostgresStore, Store, StoreError, TaskRecord, CREATION_TOKEN,
 };
 
+use crate::support::common::within;
 use crate::support::services;
 
 /// A store in a fresh schema on the test server.
@@ -626,13 +627,13 @@ async fn an_append_is_not_held_up_behind_another_writers_stalled_commit() {
         }
     });
     // The stalled append is in a writer's statement, waiting for the row lock.
-    crate::support::common::within(
+    let watcher = sql(&scoped).await;
+    within(
         std::time::Duration::from_secs(60),
         "the stalled append to reach the server",
         async {
             loop {
-                let waiting: i64 = sql(&scoped)
-                    .await
+                let waiting: i64 = watcher
                     .query_one(
                         "SELECT COUNT(*) FROM pg_locks WHERE NOT granted
                            AND locktype = 'transactionid' AND transactionid = $1::text::xid",
@@ -649,7 +650,7 @@ async fn an_append_is_not_held_up_behind_another_writers_stalled_commit() {
         },
     )
     .await;
-    crate::support::common::within(
+    within(
         std::time::Duration::from_secs(60),
         "an append of another task beside the stalled one",
         store.append(Append::new("free", 2, vec![Entry::CancelRequested])),

@@ -276,15 +276,17 @@ impl PostgresStore {
         }
     }
 
-    /// The rows of `sql` (see [`Self::retrying`]), prepared once per pooled connection (see
-    /// [`prepared`]).
+    /// The rows of `sql` (see [`Self::retrying`]), prepared once per pooled connection: the first
+    /// use parses and plans it there, every later one only binds and executes it (one round trip
+    /// instead of two). Statements carry every value as a parameter, so their texts are a bounded
+    /// set (a few per filter combination) and each connection's cache stays small.
     async fn rows(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
         self.retrying(|client| async move {
-            let result = match prepared(&client, sql).await {
+            let result = match client.prepare_cached(sql).await {
                 Ok(statement) => client.query(&statement, params).await,
                 Err(e) => Err(e),
             };
@@ -293,10 +295,10 @@ impl PostgresStore {
         .await
     }
 
-    /// How many rows `sql` changed (see [`Self::retrying`] and [`prepared`]).
+    /// How many rows `sql` changed, prepared as [`Self::rows`] prepares its statement.
     async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
         self.retrying(|client| async move {
-            let result = match prepared(&client, sql).await {
+            let result = match client.prepare_cached(sql).await {
                 Ok(statement) => client.execute(&statement, params).await,
                 Err(e) => Err(e),
             };
@@ -304,17 +306,6 @@ impl PostgresStore {
         })
         .await
     }
-}
-
-/// `sql` prepared on `client`'s connection: the first use parses and plans it there, every later one
-/// only binds and executes it (one round trip instead of two, and no parse). The cache lives as
-/// long as the pooled connection; statements carry every value as a parameter, so the store's
-/// statements are a bounded set of texts (a few per filter combination) and the cache stays small.
-async fn prepared(
-    client: &deadpool_postgres::Object,
-    sql: &str,
-) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
-    client.prepare_cached(sql).await
 }
 
 /// `e` says a statement prepared on the connection no longer fits the tables (`cached plan must
