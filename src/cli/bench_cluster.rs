@@ -33,13 +33,7 @@ pub async fn concurrent(url: &str, flows: u64, steps: u64, cluster: Cluster) -> 
             .await
             .map(|(measured, stats)| (measured, stats, None))
     } else {
-        with_workers(&scoped, flows, steps, &cluster)
-            .await
-            .map(|(elapsed, stats, executions)| {
-                // The work ran in the workers: this process's CPU time says nothing of it.
-                let measured = super::bench::Measured { elapsed, cpu: None };
-                (measured, stats, executions)
-            })
+        with_workers(&scoped, flows, steps, &cluster).await
     };
     if let Err(e) = drop_schema(url, &schema).await {
         eprintln!("warning: bench schema {schema} not dropped: {e:#}");
@@ -54,6 +48,10 @@ pub async fn concurrent(url: &str, flows: u64, steps: u64, cluster: Cluster) -> 
         "appends": stats.appends,
         "warmup_steps": cluster.warmup_steps,
     });
+    if let Some(server) = stats.server_cpu {
+        extra["server_cpu_us_per_step"] =
+            (server.as_secs_f64() * 1e6 / (flows * steps) as f64).into();
+    }
     if let Some(executions) = executions {
         extra["lease_ms"] = cluster.lease_ms.into();
         extra["max_tasks"] = cluster.max_tasks.into();
@@ -89,25 +87,48 @@ async fn in_process(
         .start()
         .await?;
     super::bench::warm_up(&engine, warmup_steps).await?;
-    let before = store.stats();
+    let (before, server) = (store.stats(), ServerCpu::start());
     let (measured, ()) =
         super::bench::Measured::of(super::bench::run_tasks(&engine, flows, steps)).await?;
     let after = store.stats();
-    Ok((measured, counted(&after, &before)))
+    Ok((measured, counted(&after, &before, server.used())))
 }
 
-/// What this process committed between `before` and `after`.
-fn counted(after: &crate::store::StoreStats, before: &crate::store::StoreStats) -> Counted {
+/// What this process committed between `before` and `after`, and the server's CPU meanwhile.
+fn counted(
+    after: &crate::store::StoreStats,
+    before: &crate::store::StoreStats,
+    server_cpu: Option<Duration>,
+) -> Counted {
     Counted {
         statements: after.batches - before.batches,
         appends: after.appends - before.appends,
+        server_cpu,
     }
 }
 
-/// Statements and appends this process committed in the measured run.
+/// Statements and appends this process committed in the measured run, and the CPU time the
+/// PostgreSQL server used meanwhile (when it runs on this machine).
 struct Counted {
     statements: u64,
     appends: u64,
+    server_cpu: Option<Duration>,
+}
+
+/// The CPU time of the `postgres` processes on this machine from [`ServerCpu::start`] on: the
+/// database's share of a durable step when the bench runs beside it, as it does here. `None`
+/// when none is visible (a remote server, or no `/proc`).
+struct ServerCpu(std::collections::HashMap<u32, Duration>);
+
+impl ServerCpu {
+    fn start() -> ServerCpu {
+        ServerCpu(super::proc_cpu::by_name("postgres"))
+    }
+
+    fn used(&self) -> Option<Duration> {
+        let now = super::proc_cpu::by_name("postgres");
+        (!now.is_empty()).then(|| super::proc_cpu::used_between(&self.0, &now))
+    }
 }
 
 /// Effects the workers performed, the warm-up's included: in all, and beyond one per InvocationId.
@@ -138,7 +159,7 @@ async fn with_workers(
     flows: u64,
     steps: u64,
     cluster: &Cluster,
-) -> anyhow::Result<(Duration, Counted, Option<Executions>)> {
+) -> anyhow::Result<(super::bench::Measured, Counted, Option<Executions>)> {
     let store = PostgresStore::connect(url).await?;
     let exe = std::env::current_exe()?;
     let dir = tempfile::tempdir().context("a directory for the execution log")?;
@@ -183,9 +204,21 @@ async fn with_workers(
         let warmup_steps = cluster.warmup_steps.div_ceil(warmup_flows);
         submit_and_wait(&submit, &store, warmup_flows, warmup_steps).await?;
     }
-    let before = store.stats();
+    let workers_cpu = || {
+        let pids = children.iter().map(|c| c.id());
+        pids.map(|pid| super::proc_cpu::of_process(pid?))
+            .sum::<Option<Duration>>()
+    };
+    let (before, server, workers_before) = (store.stats(), ServerCpu::start(), workers_cpu());
     let elapsed = submit_and_wait(&submit, &store, flows, steps).await?;
-    let after = store.stats();
+    let (after, server, workers_after) = (store.stats(), server.used(), workers_cpu());
+    // The work ran in the workers: their CPU time (this process only submits and polls).
+    let measured = super::bench::Measured {
+        elapsed,
+        cpu: workers_after
+            .zip(workers_before)
+            .map(|(after, before)| after.saturating_sub(before)),
+    };
     let failed = store
         .list(TaskQuery::default())
         .await?
@@ -203,7 +236,8 @@ async fn with_workers(
         bail!("{failed} bench tasks did not complete");
     }
     // This process wrote only the creations; the workers' statements are not counted here.
-    Ok((elapsed, counted(&after, &before), Some(executions(&log)?)))
+    let counted = counted(&after, &before, server);
+    Ok((measured, counted, Some(executions(&log)?)))
 }
 
 /// Submit `flows` tasks of `steps` steps and wait until none is open: how long it took.

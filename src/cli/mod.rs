@@ -38,6 +38,8 @@ mod graph;
 mod lambda;
 mod memory;
 mod pass;
+#[cfg(feature = "postgres")]
+mod proc_cpu;
 mod retention;
 mod serve;
 mod tasks;
