@@ -20,7 +20,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, QueueMode, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
@@ -48,6 +48,7 @@ use lease::*;
 use schema::*;
 use write::*;
 pub(crate) use write::{error_text, rolled_back};
+pub use write::{APPEND_SQL, WRITER_SESSION};
 
 /// States in which a task without a timer is claimable work: the predicate of the
 /// `radkit_tasks_runnable` index (migration 2), which a claim repeats so the planner uses it.
@@ -192,6 +193,12 @@ impl PostgresStore {
         );
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
+            // The connection used last is used next: only a burst opens or wakes more. A statement
+            // is prepared and planned per connection, and the server plans each anew for its
+            // first five executions there (then keeps a generic plan) with caches that a new
+            // backend fills as it goes; handed out in turn, every one of the eight stayed cold
+            // (a worker's loads and lease statements were planned at nearly every execution).
+            .queue_mode(QueueMode::Lifo)
             .build()
             .map_err(|e| StoreError::backend("building the postgres connection pool", e))?;
         let (tx, rx) = mpsc::unbounded_channel();
