@@ -87,7 +87,7 @@ async fn in_process(
         .start()
         .await?;
     super::bench::warm_up(&engine, warmup_steps).await?;
-    let (before, server) = (store.stats(), ServerCpu::start());
+    let (before, server) = (store.stats(), ServerCpu::start(url));
     let (measured, ()) =
         super::bench::Measured::of(super::bench::run_tasks(&engine, flows, steps)).await?;
     let after = store.stats();
@@ -117,18 +117,41 @@ struct Counted {
 
 /// The CPU time of the `postgres` processes on this machine from [`ServerCpu::start`] on: the
 /// database's share of a durable step when the bench runs beside it, as it does here. `None`
-/// when none is visible (a remote server, or no `/proc`).
-struct ServerCpu(std::collections::HashMap<u32, Duration>);
+/// when the URL names a server elsewhere (a local one's processes would not be its), or none is
+/// visible (no `/proc`).
+struct ServerCpu(Option<std::collections::HashMap<u32, Duration>>);
 
 impl ServerCpu {
-    fn start() -> ServerCpu {
-        ServerCpu(super::proc_cpu::by_name("postgres"))
+    fn start(url: &str) -> ServerCpu {
+        ServerCpu(on_this_machine(url).then(|| super::proc_cpu::by_name("postgres")))
     }
 
     fn used(&self) -> Option<Duration> {
+        let before = self.0.as_ref()?;
         let now = super::proc_cpu::by_name("postgres");
-        (!now.is_empty()).then(|| super::proc_cpu::used_between(&self.0, &now))
+        (!now.is_empty()).then(|| super::proc_cpu::used_between(before, &now))
     }
+}
+
+/// Whether every host `url` names is this machine: a loopback address, `localhost` or a Unix
+/// socket.
+fn on_this_machine(url: &str) -> bool {
+    use tokio_postgres::config::Host;
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else {
+        return false;
+    };
+    let hosts = config.get_hosts();
+    !hosts.is_empty()
+        && hosts.iter().all(|host| match host {
+            Host::Tcp(name) => {
+                name == "localhost"
+                    || name
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+            #[cfg(unix)]
+            Host::Unix(_) => true,
+        })
 }
 
 /// Effects the workers performed, the warm-up's included: in all, and beyond one per InvocationId.
@@ -209,7 +232,7 @@ async fn with_workers(
         pids.map(|pid| super::proc_cpu::of_process(pid?))
             .sum::<Option<Duration>>()
     };
-    let (before, server, workers_before) = (store.stats(), ServerCpu::start(), workers_cpu());
+    let (before, server, workers_before) = (store.stats(), ServerCpu::start(url), workers_cpu());
     let elapsed = submit_and_wait(&submit, &store, flows, steps).await?;
     let (after, server, workers_after) = (store.stats(), server.used(), workers_cpu());
     // The work ran in the workers: their CPU time (this process only submits and polls).
@@ -321,5 +344,25 @@ pub(crate) async fn drop_schema(url: &str, name: &str) -> anyhow::Result<()> {
             }
             Err(e) => return Err(e).with_context(|| format!("dropping schema {name}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_this_machine;
+
+    #[test]
+    fn only_a_server_on_this_machine_has_its_cpu_counted() {
+        assert!(on_this_machine("postgres://u@127.0.0.1:5432/test"));
+        assert!(on_this_machine(
+            "postgres://u@localhost/test?options=-csearch_path%3Dx"
+        ));
+        assert!(on_this_machine("postgres://u@[::1]:5432/test"));
+        assert!(on_this_machine(
+            "postgres://u@%2Fvar%2Frun%2Fpostgresql/test"
+        ));
+        assert!(!on_this_machine("postgres://u@db.example.com/test"));
+        assert!(!on_this_machine("postgres://u@127.0.0.1,10.0.0.2/test"));
+        assert!(!on_this_machine("not a url"));
     }
 }

@@ -312,7 +312,7 @@ pub(super) async fn conflict_pause(retries: u32) {
 /// transaction holds is re-checked once it is free), the `INSERT` creates new tasks, and the journal
 /// rows of exactly the appends that passed are inserted. When a task it wrote is left runnable and
 /// unleased (created or answered by an engine that does not run it), `wake` notifies the claimers
-/// ([`listen::NOTIFY`], one row with a `NULL` id); the states are [`CLAIMABLE`]'s.
+/// (`listen::NOTIFY`, one row with a `NULL` id); the states are `CLAIMABLE`'s.
 pub const APPEND_SQL: &str = "
 WITH locked AS MATERIALIZED (
   SELECT tid FROM radkit_tasks WHERE id = ANY($2::text[]) ORDER BY tid FOR NO KEY UPDATE
