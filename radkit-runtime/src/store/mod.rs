@@ -35,11 +35,11 @@ pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres::PostgresStore;
-/// The statements a [`PostgresStore`] reads one task's journal and appends with, and its writers'
-/// session settings, for the tests that check their plans; not part of the API.
+/// The statements a [`PostgresStore`] reads one task's journal and appends with, for the tests
+/// that check their plans; not part of the API.
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
-pub use postgres::{APPEND_SQL, JOURNAL_FOR_REPLAY, JOURNAL_PAGE, WRITER_SESSION};
+pub use postgres::{APPEND_SQL, JOURNAL_FOR_REPLAY, JOURNAL_PAGE};
 pub use push::{PushAuth, PushClaim, PushConfig, PushDelivery, PushFormat, PushStore};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

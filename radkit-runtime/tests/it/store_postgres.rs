@@ -512,6 +512,17 @@ async fn a_null_or_mistyped_column_is_a_typed_error_naming_it() {
     drop_schema(&schema).await;
 }
 
+/// The lines of the plan `client`'s session makes for `statement`.
+async fn explain(client: &tokio_postgres::Client, statement: String) -> Vec<String> {
+    client
+        .query(&format!("EXPLAIN {statement}"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
 /// A task's journal is read by index however young the statistics. The store prepares its
 /// statements once per connection, and Postgres keeps a generic plan made while the journal was a
 /// few pages: for the old join of tasks and journal that plan scanned the whole journal ever after
@@ -570,14 +581,9 @@ async fn a_task_journal_is_read_by_index_whatever_the_journal_was_when_planned()
         async move {
             for (name, _, args) in statements {
                 for mode in modes {
-                    let plan: Vec<String> = admin
-                        .query(&format!("EXPLAIN EXECUTE {name}_{mode}_{when}{args}"), &[])
+                    let plan = explain(admin, format!("EXECUTE {name}_{mode}_{when}{args}"))
                         .await
-                        .unwrap()
-                        .iter()
-                        .map(|row| row.get(0))
-                        .collect();
-                    let plan = plan.join("\n");
+                        .join("\n");
                     assert!(
                         !plan.contains("Seq Scan on radkit_journal"),
                         "{name}, {mode}, planned on a {when} journal:\n{plan}"
@@ -606,11 +612,10 @@ async fn a_task_journal_is_read_by_index_whatever_the_journal_was_when_planned()
 async fn the_append_statement_plans_once_and_reads_by_index() {
     let (schema, scoped) = fresh_schema().await;
     let _store = PostgresStore::connect(&scoped).await.expect("migrate");
-    let admin = sql(&scoped).await;
-    admin
-        .batch_execute(radkit_runtime::store::WRITER_SESSION)
+    // A session as the store's writers have theirs.
+    let admin = PostgresStore::writer_session(&scoped)
         .await
-        .unwrap();
+        .expect("a writer's session");
     let grow = |tasks: std::ops::RangeInclusive<u32>| {
         format!(
             "INSERT INTO radkit_tasks (id, context_id, skill_id, skill_version, state,
@@ -631,19 +636,7 @@ async fn the_append_statement_plans_once_and_reads_by_index() {
     // The statement's 47 parameters as NULL arrays: a batch of nothing, which runs and plans
     // as any other.
     let nothing = format!("({})", vec!["NULL"; 47].join(", "));
-    let plan_of = |name: &'static str| {
-        let (admin, nothing) = (&admin, &nothing);
-        async move {
-            let plan: Vec<String> = admin
-                .query(&format!("EXPLAIN EXECUTE {name}{nothing}"), &[])
-                .await
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            plan
-        }
-    };
+    let plan_of = |name: &'static str| explain(&admin, format!("EXECUTE {name}{nothing}"));
     let check = |plan: Vec<String>, when: &str| {
         let text = plan.join("\n");
         assert!(

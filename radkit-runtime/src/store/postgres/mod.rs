@@ -46,9 +46,9 @@ mod write;
 
 use lease::*;
 use schema::*;
+pub use write::APPEND_SQL;
 use write::*;
 pub(crate) use write::{error_text, rolled_back};
-pub use write::{APPEND_SQL, WRITER_SESSION};
 
 /// States in which a task without a timer is claimable work: the predicate of the
 /// `radkit_tasks_runnable` index (migration 2), which a claim repeats so the planner uses it.
@@ -148,6 +148,15 @@ impl PostgresStore {
             name.clone(),
             format!("{url}{sep}options=-csearch_path%3D{name}"),
         ))
+    }
+
+    /// A session set up as the store's writers set theirs up (`WRITER_SESSION`, the append
+    /// statement prepared), for the test that checks the plan those sessions make; not part of
+    /// the API.
+    #[doc(hidden)]
+    pub async fn writer_session(url: &str) -> Result<Client, StoreError> {
+        let config = parse_url(url)?;
+        Ok(prepared_writer(&config, url, None).await?.0)
     }
 
     /// Drop a schema made by [`PostgresStore::create_schema`], with everything in it.

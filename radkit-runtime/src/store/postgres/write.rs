@@ -142,8 +142,9 @@ pub(super) async fn writer_loop(
 /// executions, against 12 in 624 for one engine's larger batches). Every lookup of the generic
 /// plan is by index (`enable_seqscan = off`): a generic plan is made from the statistics of the
 /// moment, and one made while the tables were small must not scan them whole once they are not.
-/// A test pins the plan's shape (`store_postgres::the_append_statement_plans_once_and_reads_by_index`).
-pub const WRITER_SESSION: &str =
+/// A test pins the plan such a session makes
+/// (`store_postgres::the_append_statement_plans_once_and_reads_by_index`).
+pub(super) const WRITER_SESSION: &str =
     "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off";
 
 /// A writer connection (`client`, or a new one) with the append statement prepared on it.
@@ -307,7 +308,7 @@ pub(super) async fn conflict_pause(retries: u32) {
 /// takes the row locks of the tasks to update in `tid` order (see the module docs) before the
 /// `UPDATE` touches a row (the count of its rows is a condition of no row, which the server
 /// evaluates once, first; a join with it was a nested loop over all its rows for each row
-/// updated in the generic plan the writers use, see [`WRITER_SESSION`]), the
+/// updated in the generic plan the writers use, see `WRITER_SESSION`), the
 /// `UPDATE` checks each task's expected seq and fencing token under the row lock (a row another
 /// transaction holds is re-checked once it is free), the `INSERT` creates new tasks, and the journal
 /// rows of exactly the appends that passed are inserted. When a task it wrote is left runnable and
